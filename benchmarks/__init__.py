@@ -1,0 +1,1 @@
+"""Benchmarks against the anchors of DESIGN.md."""

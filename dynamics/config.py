@@ -1,0 +1,22 @@
+"""All Numba options of geppetto, in one place.
+
+Every kernel in the package is compiled through :func:`kernel` so that the
+flags are the same everywhere: ``cache=True`` (compile once per machine, not
+once per process), ``fastmath=False`` (accuracy is the product: the results
+are compared with Pinocchio to 1e-10), no object mode.  ``NUMBA_BOUNDSCHECK=1``
+in the environment turns on bounds checking for all of them, as CI does once
+for the dynamics tests.
+"""
+import numba
+
+NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True)
+
+
+def kernel(function):
+    """Compile ``function`` in nopython mode with the project's options."""
+    return numba.njit(**NUMBA_OPTIONS)(function)
+
+
+def parallel_kernel(function):
+    """Like :func:`kernel`, for loops written with ``numba.prange``."""
+    return numba.njit(parallel=True, **NUMBA_OPTIONS)(function)

@@ -1,0 +1,329 @@
+"""Model (immutable arrays describing a kinematic tree) and Data (workspace).
+
+Notation, kept across ``dynamics/`` (Pinocchio's, in snake case):
+
+- joints are numbered ``0 .. njoints-1``; joint 0 is the universe; every
+  joint ``i > 0`` has ``parents[i] < i`` and the joints are stored in
+  depth-first order, so the subtree of ``i`` is ``i .. subtree_end[i]-1``;
+- ``jR[i], jp[i]``: the constant placement of joint ``i`` in its parent's
+  frame (Pinocchio's ``jointPlacements``); ``liR, lip``: ``liMi``, the same
+  times the joint transform ``XJ(q)``; ``oR, op``: ``oMi``, joint ``i`` in the
+  world;
+- spatial vectors are ``[linear; angular]``; ``S[:, idx_v[i]:idx_v[i]+nvs[i]]``
+  is the motion subspace of joint ``i`` in its own frame (constant for every
+  joint type here, so the bias ``cJ`` is zero);
+- ``inertia[i]`` is the 6x6 spatial inertia of body ``i`` (with every body
+  fixed to it merged in) in the frame of joint ``i``.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+# Joint type codes.  The kernels dispatch on these integers.
+UNIVERSE = -1
+REVOLUTE = 0             # about any unit axis, nq = nv = 1
+REVOLUTE_UNBOUNDED = 1   # q = (cos, sin), nq = 2, nv = 1 (URDF "continuous")
+PRISMATIC = 2            # along any unit axis, nq = nv = 1
+FREE_FLYER = 3           # q = (x, y, z, qx, qy, qz, qw), v local, nv = 6
+SPHERICAL = 4            # q = (qx, qy, qz, qw), v = local angular velocity
+PLANAR = 5               # q = (x, y, cos, sin), v = (vx, vy, wz) local
+TRANSLATION = 6          # q = (x, y, z), nv = 3
+
+JOINT_NQ = {REVOLUTE: 1, REVOLUTE_UNBOUNDED: 2, PRISMATIC: 1, FREE_FLYER: 7,
+            SPHERICAL: 4, PLANAR: 4, TRANSLATION: 3}
+JOINT_NV = {REVOLUTE: 1, REVOLUTE_UNBOUNDED: 1, PRISMATIC: 1, FREE_FLYER: 6,
+            SPHERICAL: 3, PLANAR: 3, TRANSLATION: 3}
+JOINT_TYPE_NAMES = {
+    "revolute": REVOLUTE, "revolute_unbounded": REVOLUTE_UNBOUNDED,
+    "prismatic": PRISMATIC, "free_flyer": FREE_FLYER, "spherical": SPHERICAL,
+    "planar": PLANAR, "translation": TRANSLATION}
+
+# Frame types (Pinocchio's FrameType).
+OP_FRAME, JOINT_FRAME, FIXED_JOINT_FRAME, BODY_FRAME, SENSOR_FRAME = 1, 2, 4, 8, 16
+
+ModelArrays = namedtuple("ModelArrays", [
+    "njoints", "nq", "nv", "parents", "jtype", "idx_q", "idx_v", "nqs", "nvs",
+    "subtree_end", "axis", "jR", "jp", "inertia", "S", "gravity", "armature",
+    "dof_parent", "dof_joint", "frame_joint", "frame_R", "frame_p"])
+
+
+def skew(x):
+    """3x3 matrix ``[x]_x`` with ``skew(x) @ y == cross(x, y)``."""
+    return np.array([[0.0, -x[2], x[1]], [x[2], 0.0, -x[0]], [-x[1], x[0], 0.0]])
+
+
+def spatial_inertia(mass, com, inertia_at_com):
+    """6x6 spatial inertia ``[linear; angular]`` of a rigid body.
+
+    ``mass`` in kg, ``com`` (3,) the centre of mass and ``inertia_at_com``
+    (3, 3) the rotational inertia about it, both in the frame of expression.
+    """
+    c = skew(np.asarray(com, dtype=float))
+    out = np.zeros((6, 6))
+    out[:3, :3] = mass * np.eye(3)
+    out[:3, 3:] = -mass * c
+    out[3:, :3] = mass * c
+    out[3:, 3:] = np.asarray(inertia_at_com, dtype=float) - mass * c @ c
+    return out
+
+
+def inertia_parameters(inertia6):
+    """Inverse of :func:`spatial_inertia`: ``(mass, com, inertia_at_com)``."""
+    mass = inertia6[0, 0]
+    if mass > 0.0:
+        c = inertia6[3:, :3] / mass
+        com = np.array([c[2, 1], c[0, 2], c[1, 0]])
+    else:
+        com = np.zeros(3)
+    inertia_at_com = inertia6[3:, 3:] + mass * skew(com) @ skew(com)
+    return mass, com, 0.5 * (inertia_at_com + inertia_at_com.T)
+
+
+def transform_inertia(R, p, inertia6):
+    """Spatial inertia given in frame B, expressed in frame A where aMb = (R, p)."""
+    mass, com, inertia_at_com = inertia_parameters(inertia6)
+    return spatial_inertia(mass, R @ com + p, R @ inertia_at_com @ R.T)
+
+
+class Frame:
+    """A named frame attached to a joint: ``placement`` = (R, p) in the joint frame."""
+
+    __slots__ = ("name", "joint", "R", "p", "type", "parent_frame")
+
+    def __init__(self, name, joint, R, p, frame_type, parent_frame=0):
+        self.name, self.joint, self.type = name, int(joint), int(frame_type)
+        self.R = np.array(R, dtype=float).reshape(3, 3)
+        self.p = np.array(p, dtype=float).reshape(3)
+        self.parent_frame = int(parent_frame)
+
+    def __repr__(self):
+        return f"Frame({self.name!r}, joint={self.joint}, type={self.type})"
+
+
+class ModelBuilder:
+    """Assemble a :class:`Model` joint by joint, in depth-first order.
+
+    >>> b = ModelBuilder("pendulum")
+    >>> j = b.add_joint(0, "revolute", "joint1", axis=(0, 1, 0))
+    >>> b.append_body_inertia(j, 1.0, com=(0, 0, -1), inertia_at_com=np.eye(3) * 1e-3)
+    >>> model = b.build()
+    """
+
+    def __init__(self, name="model", gravity=(0.0, 0.0, -9.81)):
+        self.name = name
+        self.gravity = np.array(gravity, dtype=float)
+        self.joint_names = ["universe"]
+        self.parents = [0]
+        self.jtypes = [UNIVERSE]
+        self.axes = [np.zeros(3)]
+        self.jR = [np.eye(3)]
+        self.jp = [np.zeros(3)]
+        self.inertias = [np.zeros((6, 6))]
+        self.lower, self.upper, self.velocity_limit, self.effort_limit = [], [], [], []
+        self.armature = []
+        self.frames = [Frame("universe", 0, np.eye(3), np.zeros(3), FIXED_JOINT_FRAME, 0)]
+        self.reference_configurations = {}
+
+    def add_joint(self, parent, joint_type, name, R=None, p=None, axis=None,
+                  lower=None, upper=None, velocity_limit=None, effort_limit=None,
+                  armature=None):
+        """Append a joint below ``parent``; returns its index.
+
+        ``joint_type`` is a name of ``JOINT_TYPE_NAMES`` or a type code;
+        (R, p) its placement in the parent joint frame; ``axis`` the unit axis
+        of revolute and prismatic joints.  Limits are per configuration
+        coordinate (nq) for ``lower``/``upper`` and per velocity coordinate
+        (nv) for the others; missing limits are infinite.
+        """
+        jtype = JOINT_TYPE_NAMES[joint_type] if isinstance(joint_type, str) else int(joint_type)
+        if jtype not in JOINT_NQ:
+            raise ValueError(f"joint {name!r}: unknown joint type {joint_type!r}")
+        if not 0 <= parent < len(self.parents):
+            raise ValueError(f"joint {name!r}: parent joint {parent} does not exist")
+        if name in self.joint_names:
+            raise ValueError(f"joint {name!r} defined twice")
+        nq, nv = JOINT_NQ[jtype], JOINT_NV[jtype]
+        a = np.zeros(3)
+        if jtype in (REVOLUTE, REVOLUTE_UNBOUNDED, PRISMATIC):
+            if axis is None:
+                raise ValueError(f"joint {name!r}: a revolute or prismatic joint needs an axis")
+            a = np.asarray(axis, dtype=float).reshape(3)
+            norm = np.linalg.norm(a)
+            if not np.isfinite(norm) or norm < 1e-12:
+                raise ValueError(f"joint {name!r}: axis {axis} is not a valid direction")
+            a = a / norm
+        self.joint_names.append(name)
+        self.parents.append(int(parent))
+        self.jtypes.append(jtype)
+        self.axes.append(a)
+        self.jR.append(np.eye(3) if R is None else np.asarray(R, dtype=float).reshape(3, 3))
+        self.jp.append(np.zeros(3) if p is None else np.asarray(p, dtype=float).reshape(3))
+        self.inertias.append(np.zeros((6, 6)))
+
+        def fill(values, size, default):
+            if values is None:
+                return [default] * size
+            values = np.atleast_1d(np.asarray(values, dtype=float))
+            if values.shape != (size,):
+                raise ValueError(f"joint {name!r}: expected {size} limit values, got {values.shape}")
+            return list(values)
+
+        self.lower += fill(lower, nq, -np.inf)
+        self.upper += fill(upper, nq, np.inf)
+        self.velocity_limit += fill(velocity_limit, nv, np.inf)
+        self.effort_limit += fill(effort_limit, nv, np.inf)
+        self.armature += fill(armature, nv, 0.0)
+        return len(self.parents) - 1
+
+    def append_body_inertia(self, joint, mass, com=(0, 0, 0), inertia_at_com=None,
+                            R=None, p=None):
+        """Add a rigid body to ``joint``: mass, com and inertia about the com,
+        given in a frame placed at (R, p) in the joint frame."""
+        inertia_at_com = np.zeros((3, 3)) if inertia_at_com is None else np.asarray(
+            inertia_at_com, dtype=float)
+        Y = spatial_inertia(float(mass), com, inertia_at_com)
+        if R is not None or p is not None:
+            Y = transform_inertia(np.eye(3) if R is None else np.asarray(R, dtype=float),
+                                  np.zeros(3) if p is None else np.asarray(p, dtype=float), Y)
+        self.inertias[joint] = self.inertias[joint] + Y
+
+    def add_frame(self, name, joint, R=None, p=None, frame_type=OP_FRAME, parent_frame=0):
+        """Attach a frame at (R, p) in the frame of ``joint``; returns its id."""
+        self.frames.append(Frame(name, joint, np.eye(3) if R is None else R,
+                                 np.zeros(3) if p is None else p, frame_type, parent_frame))
+        return len(self.frames) - 1
+
+    def build(self):
+        """Freeze into a :class:`Model` (checks the depth-first ordering)."""
+        return Model(self)
+
+
+class Model:
+    """A kinematic tree with its inertias: immutable once built.
+
+    Attributes ``nq``, ``nv``, ``njoints``, ``names`` (joint names),
+    ``frames``, ``lower_position_limit``, ``upper_position_limit``,
+    ``velocity_limit``, ``effort_limit``, ``reference_configurations`` (dict
+    of name -> q) and ``arrays`` (the :data:`ModelArrays` the kernels read).
+    """
+
+    def __init__(self, builder):
+        nj = len(builder.parents)
+        parents = np.array(builder.parents, dtype=np.int64)
+        jtype = np.array(builder.jtypes, dtype=np.int64)
+        nqs = np.array([0] + [JOINT_NQ[t] for t in builder.jtypes[1:]], dtype=np.int64)
+        nvs = np.array([0] + [JOINT_NV[t] for t in builder.jtypes[1:]], dtype=np.int64)
+        idx_q = np.concatenate([[0], np.cumsum(nqs)[:-1]]).astype(np.int64)
+        idx_v = np.concatenate([[0], np.cumsum(nvs)[:-1]]).astype(np.int64)
+        nq, nv = int(nqs.sum()), int(nvs.sum())
+        for i in range(1, nj):
+            if parents[i] >= i:
+                raise ValueError(f"joint {builder.joint_names[i]!r}: parent must come first")
+        subtree_end = np.arange(1, nj + 1, dtype=np.int64)
+        for i in range(nj - 1, 0, -1):
+            subtree_end[parents[i]] = max(subtree_end[parents[i]], subtree_end[i])
+        for i in range(nj):
+            for j in range(i + 1, subtree_end[i]):
+                a = j
+                while a > i:
+                    a = parents[a]
+                if a != i:
+                    raise ValueError("joints are not in depth-first order")
+        S = np.zeros((6, nv))
+        dof_parent = np.full(nv, -1, dtype=np.int64)
+        dof_joint = np.zeros(nv, dtype=np.int64)
+        last_dof = np.full(nj, -1, dtype=np.int64)
+        for i in range(1, nj):
+            t, a, iv = jtype[i], builder.axes[i], idx_v[i]
+            cols = S[:, iv:iv + nvs[i]]
+            if t in (REVOLUTE, REVOLUTE_UNBOUNDED):
+                cols[3:, 0] = a
+            elif t == PRISMATIC:
+                cols[:3, 0] = a
+            elif t == FREE_FLYER:
+                cols[:, :] = np.eye(6)
+            elif t == SPHERICAL:
+                cols[3:, :] = np.eye(3)
+            elif t == PLANAR:
+                cols[0, 0] = cols[1, 1] = cols[5, 2] = 1.0
+            elif t == TRANSLATION:
+                cols[:3, :] = np.eye(3)
+            previous = last_dof[parents[i]]
+            for d in range(iv, iv + nvs[i]):
+                dof_parent[d] = previous
+                dof_joint[d] = i
+                previous = d
+            last_dof[i] = previous
+        frames = list(builder.frames)
+        self.arrays = ModelArrays(
+            njoints=nj, nq=nq, nv=nv, parents=parents, jtype=jtype, idx_q=idx_q,
+            idx_v=idx_v, nqs=nqs, nvs=nvs, subtree_end=subtree_end,
+            axis=np.array(builder.axes), jR=np.array(builder.jR), jp=np.array(builder.jp),
+            inertia=np.array(builder.inertias), S=S,
+            gravity=np.concatenate([builder.gravity, np.zeros(3)]),
+            armature=np.array(builder.armature, dtype=float).reshape(nv),
+            dof_parent=dof_parent, dof_joint=dof_joint,
+            frame_joint=np.array([f.joint for f in frames], dtype=np.int64),
+            frame_R=np.array([f.R for f in frames]).reshape(len(frames), 3, 3),
+            frame_p=np.array([f.p for f in frames]).reshape(len(frames), 3))
+        for value in self.arrays:
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+        self.name = builder.name
+        self.names = list(builder.joint_names)
+        self.frames = frames
+        self.lower_position_limit = np.array(builder.lower, dtype=float).reshape(nq)
+        self.upper_position_limit = np.array(builder.upper, dtype=float).reshape(nq)
+        self.velocity_limit = np.array(builder.velocity_limit, dtype=float).reshape(nv)
+        self.effort_limit = np.array(builder.effort_limit, dtype=float).reshape(nv)
+        for value in (self.lower_position_limit, self.upper_position_limit,
+                      self.velocity_limit, self.effort_limit):
+            value.setflags(write=False)
+        self.reference_configurations = dict(builder.reference_configurations)
+        self._frame_ids = {}
+        for index, frame in enumerate(frames):
+            self._frame_ids.setdefault(frame.name, index)
+        self._joint_ids = {n: i for i, n in enumerate(self.names)}
+
+    nq = property(lambda self: self.arrays.nq)
+    nv = property(lambda self: self.arrays.nv)
+    njoints = property(lambda self: self.arrays.njoints)
+    nframes = property(lambda self: len(self.frames))
+    parents = property(lambda self: self.arrays.parents)
+    gravity = property(lambda self: self.arrays.gravity[:3].copy())
+    armature = property(lambda self: self.arrays.armature)
+    inertias = property(lambda self: self.arrays.inertia)
+    idx_qs = property(lambda self: self.arrays.idx_q)
+    idx_vs = property(lambda self: self.arrays.idx_v)
+    nqs = property(lambda self: self.arrays.nqs)
+    nvs = property(lambda self: self.arrays.nvs)
+    joint_types = property(lambda self: self.arrays.jtype)
+
+    def frame_id(self, name):
+        """Index of the first frame called ``name``; KeyError names the frame."""
+        try:
+            return self._frame_ids[name]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no frame named {name!r}") from None
+
+    def joint_id(self, name):
+        """Index of the joint called ``name``; KeyError names the joint."""
+        try:
+            return self._joint_ids[name]
+        except KeyError:
+            raise KeyError(f"model {self.name!r} has no joint named {name!r}") from None
+
+    def has_frame(self, name):
+        return name in self._frame_ids
+
+    def total_mass(self):
+        return float(self.arrays.inertia[1:, 0, 0].sum())
+
+    def create_data(self):
+        """A new :class:`Data` workspace for this model."""
+        from .data import Data
+        return Data(self)
+
+    def __repr__(self):
+        return (f"Model({self.name!r}, nq={self.nq}, nv={self.nv}, "
+                f"njoints={self.njoints}, nframes={self.nframes})")

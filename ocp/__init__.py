@@ -1,0 +1,1 @@
+"""Optimal control problems (issue: OCP layer)."""

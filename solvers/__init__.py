@@ -1,0 +1,1 @@
+"""Solvers (issue: DDP/FDDP, NLP)."""
