@@ -1,0 +1,1 @@
+"""Robot descriptions -> dynamics Models."""
