@@ -1,7 +1,19 @@
 """Rigid-body dynamics in Numba: Model/Data, Lie groups, kinematics, RNEA,
-CRBA, ABA, M^-1 and (later) their derivatives.  Names follow Pinocchio."""
+CRBA, ABA and M^-1.  Names are Pinocchio's in snake case; every function takes
+one state or a stack of states with a leading batch axis."""
 from .model import (Model, ModelBuilder, ModelArrays, Frame, spatial_inertia,
                     inertia_parameters, transform_inertia, REVOLUTE,
                     REVOLUTE_UNBOUNDED, PRISMATIC, FREE_FLYER, SPHERICAL, PLANAR,
                     TRANSLATION, OP_FRAME, JOINT_FRAME, FIXED_JOINT_FRAME,
                     BODY_FRAME)
+from .data import Data
+from .liegroups import (neutral, random_configuration, integrate, difference,
+                        interpolate, normalize)
+from .kinematics import (LOCAL, WORLD, LOCAL_WORLD_ALIGNED, forward_kinematics,
+                         update_frame_placements, frame_placement,
+                         compute_joint_jacobians, frame_jacobian, joint_jacobian,
+                         center_of_mass, jacobian_center_of_mass)
+from .rnea import rnea, nonlinear_effects, generalized_gravity
+from .crba import crba
+from .aba import aba, compute_minverse
+from .energy import kinetic_energy, potential_energy

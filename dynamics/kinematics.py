@@ -1,0 +1,329 @@
+"""Forward kinematics, frame placements, Jacobians and centre of mass kernels.
+
+Every kernel takes a stack of K states (leading axis) and loops over it; the
+per-state work is in small ``@kernel`` helpers shared with the dynamics
+algorithms.  Shapes: ``q (K, nq)``, ``v, a (K, nv)``, placements ``R (K, n, 3,
+3)``, ``p (K, n, 3)``, spatial vectors ``(K, n, 6)``, Jacobians ``(K, 6, nv)``.
+"""
+import numpy as np
+
+from .config import kernel
+from .joints import compose, joint_placement
+from .spatial import act_motion, inv_act_motion, motion_cross
+from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
+                         result)
+
+LOCAL = 0
+WORLD = 1
+LOCAL_WORLD_ALIGNED = 2
+REFERENCE_FRAMES = {"LOCAL": LOCAL, "WORLD": WORLD,
+                    "LOCAL_WORLD_ALIGNED": LOCAL_WORLD_ALIGNED}
+
+
+@kernel
+def placements(m, q, XR, Xp, liR, lip, oR, op):
+    """liMi and oMi of every joint for one configuration q (nq,)."""
+    for i in range(1, m.njoints):
+        joint_placement(m, i, q, XR, Xp, liR[i], lip[i])
+        compose(oR[m.parents[i]], op[m.parents[i]], liR[i], lip[i], oR[i], op[i])
+
+
+@kernel
+def joint_velocity(m, i, v, vJ):
+    """vJ = S_i v_i: the joint's own spatial velocity in its frame."""
+    iv = m.idx_v[i]
+    for r in range(6):
+        s = 0.0
+        for c in range(iv, iv + m.nvs[i]):
+            s += m.S[r, c] * v[c]
+        vJ[r] = s
+
+
+@kernel
+def _fk_state(m, q, v, a, order, liR, lip, oR, op, vel, acc, XR, Xp, vJ, t6):
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    if order < 1:
+        return
+    for i in range(1, m.njoints):
+        par = m.parents[i]
+        joint_velocity(m, i, v, vJ)
+        inv_act_motion(liR[i], lip[i], vel[par], t6)
+        for r in range(6):
+            vel[i, r] = t6[r] + vJ[r]
+        if order < 2:
+            continue
+        inv_act_motion(liR[i], lip[i], acc[par], t6)
+        for r in range(6):
+            acc[i, r] = t6[r]
+        motion_cross(vel[i], vJ, t6)
+        joint_velocity(m, i, a, vJ)
+        for r in range(6):
+            acc[i, r] += t6[r] + vJ[r]
+
+
+@kernel
+def _forward_kinematics(m, q, v, a, order, liR, lip, oR, op, vel, acc):
+    XR = np.empty((3, 3))
+    Xp = np.empty(3)
+    vJ = np.empty(6)
+    t6 = np.empty(6)
+    for k in range(q.shape[0]):
+        vel[k, 0, :] = 0.0
+        acc[k, 0, :] = 0.0
+        _fk_state(m, q[k], v[k], a[k], order, liR[k], lip[k], oR[k], op[k],
+                  vel[k], acc[k], XR, Xp, vJ, t6)
+
+
+@kernel
+def frame_placements_state(m, oR, op, oRf, opf):
+    """oMf = oMi[joint] * jMf for every frame of one state."""
+    for f in range(m.frame_joint.shape[0]):
+        j = m.frame_joint[f]
+        compose(oR[j], op[j], m.frame_R[f], m.frame_p[f], oRf[f], opf[f])
+
+
+@kernel
+def _frame_placements(m, oR, op, oRf, opf):
+    for k in range(oR.shape[0]):
+        frame_placements_state(m, oR[k], op[k], oRf[k], opf[k])
+
+
+@kernel
+def joint_jacobians_state(m, oR, op, J, s6, t6):
+    """Columns of the world-frame Jacobian J (6, nv): J_c = oMi.act(S_c)."""
+    for i in range(1, m.njoints):
+        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            for r in range(6):
+                s6[r] = m.S[r, c]
+            act_motion(oR[i], op[i], s6, t6)
+            for r in range(6):
+                J[r, c] = t6[r]
+
+
+@kernel
+def _compute_joint_jacobians(m, q, liR, lip, oR, op, J):
+    XR = np.empty((3, 3))
+    Xp = np.empty(3)
+    s6 = np.empty(6)
+    t6 = np.empty(6)
+    for k in range(q.shape[0]):
+        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
+        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+
+
+@kernel
+def express_jacobian(m, joint, J, R, p, reference, out):
+    """Columns of the world Jacobian J (6, nv) that support ``joint``, expressed at
+    a frame (R, p) in the world: LOCAL, WORLD or LOCAL_WORLD_ALIGNED; zero elsewhere.
+    """
+    out[:, :] = 0.0
+    j = joint
+    while j > 0:
+        for c in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+            w0, w1, w2 = J[3, c], J[4, c], J[5, c]
+            if reference == 1:
+                for r in range(6):
+                    out[r, c] = J[r, c]
+                continue
+            # linear velocity of the point p: v + w x p
+            v0 = J[0, c] + w1 * p[2] - w2 * p[1]
+            v1 = J[1, c] + w2 * p[0] - w0 * p[2]
+            v2 = J[2, c] + w0 * p[1] - w1 * p[0]
+            if reference == 2:
+                out[0, c], out[1, c], out[2, c] = v0, v1, v2
+                out[3, c], out[4, c], out[5, c] = w0, w1, w2
+            else:
+                for r in range(3):
+                    out[r, c] = R[0, r] * v0 + R[1, r] * v1 + R[2, r] * v2
+                    out[3 + r, c] = R[0, r] * w0 + R[1, r] * w1 + R[2, r] * w2
+        j = m.parents[j]
+
+
+@kernel
+def _frame_jacobian(m, q, frame, reference, liR, lip, oR, op, oRf, opf, J, out):
+    XR = np.empty((3, 3))
+    Xp = np.empty(3)
+    s6 = np.empty(6)
+    t6 = np.empty(6)
+    joint = m.frame_joint[frame]
+    for k in range(q.shape[0]):
+        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
+        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        compose(oR[k, joint], op[k, joint], m.frame_R[frame], m.frame_p[frame],
+                oRf[k, frame], opf[k, frame])
+        express_jacobian(m, joint, J[k], oRf[k, frame], opf[k, frame], reference, out[k])
+
+
+@kernel
+def subtree_mass_and_com(m, oR, op, mass, com):
+    """mass[i], com[i] (world) of the subtree of joint i; index 0 = whole robot."""
+    for i in range(m.njoints):
+        Y = m.inertia[i]
+        mass[i] = Y[0, 0]
+        h0, h1, h2 = Y[5, 1], Y[3, 2], Y[4, 0]
+        for r in range(3):
+            com[i, r] = (oR[i, r, 0] * h0 + oR[i, r, 1] * h1 + oR[i, r, 2] * h2
+                         + Y[0, 0] * op[i, r])
+    for i in range(m.njoints - 1, 0, -1):
+        par = m.parents[i]
+        mass[par] += mass[i]
+        for r in range(3):
+            com[par, r] += com[i, r]
+    for i in range(m.njoints):
+        if mass[i] > 0.0:
+            for r in range(3):
+                com[i, r] /= mass[i]
+
+
+@kernel
+def _center_of_mass(m, q, with_jacobian, liR, lip, oR, op, J, mass, com, Jcom):
+    """Subtree masses and centres of mass; with_jacobian: also Jcom (3, nv)."""
+    XR = np.empty((3, 3))
+    Xp = np.empty(3)
+    s6 = np.empty(6)
+    t6 = np.empty(6)
+    for k in range(q.shape[0]):
+        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
+        subtree_mass_and_com(m, oR[k], op[k], mass[k], com[k])
+        if not with_jacobian:
+            continue
+        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        total = mass[k, 0]
+        for i in range(1, m.njoints):
+            # a column of joint i moves its whole subtree: v + w x c_subtree
+            ratio = mass[k, i] / total
+            c = com[k, i]
+            for col in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+                w0, w1, w2 = J[k, 3, col], J[k, 4, col], J[k, 5, col]
+                Jcom[k, 0, col] = ratio * (J[k, 0, col] + w1 * c[2] - w2 * c[1])
+                Jcom[k, 1, col] = ratio * (J[k, 1, col] + w2 * c[0] - w0 * c[2])
+                Jcom[k, 2, col] = ratio * (J[k, 2, col] + w0 * c[1] - w1 * c[0])
+
+
+def forward_kinematics(model, data, q, v=None, a=None):
+    """Placements (and velocities, accelerations) of every joint.
+
+    ``q`` (nq,) or (K, nq); ``v``, ``a`` (nv,) or (K, nv), optional.  Fills
+    ``data.liR, lip`` (liMi), ``data.oR, op`` (oMi), and with v the local
+    spatial velocities ``data.v`` (K, njoints, 6), with a the local spatial
+    accelerations ``data.a`` (gravity not included), as Pinocchio's
+    ``forwardKinematics``.  Returns ``(oR, op)`` of shape (njoints, 3, 3),
+    (njoints, 3) or with a leading K.
+    """
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    order = 0 if v is None else (1 if a is None else 2)
+    vs = as_stack(v, model.nv, "v", (K, single))[0] if v is not None else np.zeros((K, model.nv))
+    accs = as_stack(a, model.nv, "a", (K, single))[0] if a is not None else np.zeros((K, model.nv))
+    check_data(model, data, K, single)
+    _forward_kinematics(model.arrays, qs, vs, accs, order, data.liR, data.lip, data.oR,
+                        data.op, data.v, data.a)
+    return result(data.oR, K, single).copy(), result(data.op, K, single).copy()
+
+
+def update_frame_placements(model, data):
+    """oMf of every frame from the oMi of the last forward_kinematics (all K states)."""
+    K = data._last_K
+    _frame_placements(model.arrays, data.oR[:K], data.op[:K], data.oRf[:K], data.opf[:K])
+
+
+def frame_placement(model, data, frame, q=None):
+    """Placement (R, p) of a frame in the world.
+
+    Requires ``forward_kinematics`` on the same data, unless ``q`` is given
+    (then it is run first).  ``frame`` is an id or a name.  Returns R (3, 3),
+    p (3,), or (K, 3, 3), (K, 3) for the K states of the last call.
+    """
+    frame = check_frame(model, frame)
+    if q is not None:
+        forward_kinematics(model, data, q)
+    K = data._last_K
+    j = model.arrays.frame_joint[frame]
+    fR, fp = model.arrays.frame_R[frame], model.arrays.frame_p[frame]
+    R = data.oR[:K, j] @ fR
+    p = data.op[:K, j] + np.einsum("kij,j->ki", data.oR[:K, j], fp)
+    if data._last_single:
+        return R[0], p[0]
+    return R, p
+
+
+def compute_joint_jacobians(model, data, q):
+    """World-frame Jacobian J (6, nv) of all joints (column c = world motion of dof c).
+
+    Returns J (6, nv) or (K, 6, nv); fills ``data.J`` and the placements.
+    """
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    check_data(model, data, K, single)
+    _compute_joint_jacobians(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J)
+    return result(data.J, K, single).copy()
+
+
+def _reference_code(reference):
+    if isinstance(reference, str):
+        try:
+            return REFERENCE_FRAMES[reference.upper()]
+        except KeyError:
+            raise ValueError(f"unknown reference frame {reference!r}; expected one of "
+                             f"{sorted(REFERENCE_FRAMES)}") from None
+    if reference not in (LOCAL, WORLD, LOCAL_WORLD_ALIGNED):
+        raise ValueError(f"unknown reference frame {reference!r}")
+    return int(reference)
+
+
+def frame_jacobian(model, data, q, frame, reference=LOCAL):
+    """Jacobian (6, nv) of a frame in LOCAL, WORLD or LOCAL_WORLD_ALIGNED.
+
+    As Pinocchio's ``computeFrameJacobian``: LOCAL is the frame's spatial
+    velocity in its own axes, WORLD the spatial velocity at the world origin,
+    LOCAL_WORLD_ALIGNED the velocity of the frame origin in world axes.
+    ``q`` (nq,) or (K, nq); returns (6, nv) or (K, 6, nv).
+    """
+    frame = check_frame(model, frame)
+    code = _reference_code(reference)
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    check_data(model, data, K, single)
+    out = np.empty((K, 6, model.nv))
+    _frame_jacobian(model.arrays, qs, frame, code, data.liR, data.lip, data.oR, data.op,
+                    data.oRf, data.opf, data.J, out)
+    return out[0] if single else out
+
+
+def joint_jacobian(model, data, q, joint, reference=LOCAL):
+    """Jacobian (6, nv) of a joint frame, as Pinocchio's ``computeJointJacobian``."""
+    joint = check_joint(model, joint)
+    code = _reference_code(reference)
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    J = compute_joint_jacobians(model, data, qs)
+    out = np.empty((K, 6, model.nv))
+    for k in range(K):
+        express_jacobian(model.arrays, joint, J[k], data.oR[k, joint], data.op[k, joint],
+                         code, out[k])
+    return out[0] if single else out
+
+
+def center_of_mass(model, data, q):
+    """Centre of mass of the whole robot in the world, (3,) or (K, 3).
+
+    Fills ``data.com[:, i]`` and ``data.mass[:, i]``: centre of mass and mass of
+    the subtree of every joint i (index 0: whole robot), as Pinocchio with
+    ``computeSubtreeComs``.
+    """
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    check_data(model, data, K, single)
+    _center_of_mass(model.arrays, qs, False, data.liR, data.lip, data.oR, data.op, data.J,
+                    data.mass, data.com, data.Jcom)
+    return result(data.com[:, 0], K, single).copy()
+
+
+def jacobian_center_of_mass(model, data, q):
+    """Jacobian of the centre of mass (3, nv) or (K, 3, nv); also fills ``data.com``."""
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    check_data(model, data, K, single)
+    _center_of_mass(model.arrays, qs, True, data.liR, data.lip, data.oR, data.op, data.J,
+                    data.mass, data.com, data.Jcom)
+    return result(data.Jcom, K, single).copy()

@@ -1,0 +1,112 @@
+"""Recursive Newton-Euler algorithm: inverse dynamics tau = ID(q, v, a, f_ext).
+
+Featherstone (2008), Table 5.1, in the joint frames; gravity enters as the
+acceleration of the universe, a_0 = -g.  External forces (njoints, 6) are
+spatial forces on each body expressed in its joint frame (Pinocchio's
+``fext``), subtracted from the body's net force.
+"""
+import numpy as np
+
+from .config import kernel
+from .kinematics import joint_velocity, placements
+from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
+from .validation import (as_configurations, as_external_forces, as_stack, check_data,
+                         result)
+
+
+@kernel
+def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp, vJ, t6, h6):
+    """v_i, a_i (with gravity) and the net force f_i of every body."""
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    for r in range(6):
+        vel[0, r] = 0.0
+        acc[0, r] = -m.gravity[r]
+    for i in range(1, m.njoints):
+        par = m.parents[i]
+        joint_velocity(m, i, v, vJ)
+        inv_act_motion(liR[i], lip[i], vel[par], t6)
+        for r in range(6):
+            vel[i, r] = t6[r] + vJ[r]
+        inv_act_motion(liR[i], lip[i], acc[par], t6)
+        for r in range(6):
+            acc[i, r] = t6[r]
+        motion_cross(vel[i], vJ, t6)
+        joint_velocity(m, i, a, vJ)
+        for r in range(6):
+            acc[i, r] += t6[r] + vJ[r]
+        # f_i = I a_i + v_i x* I v_i - f_ext_i
+        mat6_vec(m.inertia[i], acc[i], f[i])
+        mat6_vec(m.inertia[i], vel[i], h6)
+        force_cross(vel[i], h6, t6)
+        for r in range(6):
+            f[i, r] += t6[r] - f_ext[i, r]
+
+
+@kernel
+def _rnea_backward_pass(m, a, liR, lip, f, tau, t6):
+    """tau_i = S_i^T f_i (+ armature a_i); f_parent += liMi * f_i."""
+    for i in range(m.njoints - 1, 0, -1):
+        iv = m.idx_v[i]
+        for c in range(iv, iv + m.nvs[i]):
+            s = m.armature[c] * a[c]
+            for r in range(6):
+                s += m.S[r, c] * f[i, r]
+            tau[c] = s
+        par = m.parents[i]
+        if par > 0:
+            act_force(liR[i], lip[i], f[i], t6)
+            for r in range(6):
+                f[par, r] += t6[r]
+
+
+@kernel
+def _rnea(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
+    XR = np.empty((3, 3))
+    Xp = np.empty(3)
+    vJ = np.empty(6)
+    t6 = np.empty(6)
+    h6 = np.empty(6)
+    for k in range(q.shape[0]):
+        _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
+                           vel[k], acc[k], f[k], XR, Xp, vJ, t6, h6)
+        _rnea_backward_pass(m, a[k], liR[k], lip[k], f[k], tau[k], t6)
+
+
+def rnea(model, data, q, v, a, f_ext=None):
+    """Inverse dynamics tau = M(q) a + b(q, v) - sum J^T f_ext (Featherstone's RNEA).
+
+    Parameters
+    ----------
+    q : (nq,) or (K, nq) configurations; v, a : (nv,) or (K, nv);
+    f_ext : None, (njoints, 6) or (K, njoints, 6) spatial forces on each body
+        in its joint frame (index 0, the universe, is ignored).
+
+    Returns tau (nv,) or (K, nv).  Fills ``data.liR, lip, oR, op`` (placements),
+    ``data.v, a_gf`` (local velocities and accelerations with gravity) and
+    ``data.f`` (forces transmitted by each joint, local frame).
+    """
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    vs, _ = as_stack(v, model.nv, "v", (K, single))
+    as_, _ = as_stack(a, model.nv, "a", (K, single))
+    fs = as_external_forces(model, f_ext, K, single)
+    check_data(model, data, K, single)
+    _rnea(model.arrays, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
+          data.v, data.a_gf, data.f, data.tau)
+    return result(data.tau, K, single).copy()
+
+
+def nonlinear_effects(model, data, q, v):
+    """b(q, v) = C(q, v) v + g(q): RNEA with zero acceleration.  Shapes as :func:`rnea`."""
+    qs, single = as_configurations(model, q)
+    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
+    out = rnea(model, data, qs, vs, np.zeros_like(vs))
+    return out[0] if single else out
+
+
+def generalized_gravity(model, data, q):
+    """g(q): RNEA with zero velocity and acceleration.  Shapes as :func:`rnea`."""
+    qs, single = as_configurations(model, q)
+    zeros = np.zeros((qs.shape[0], model.nv))
+    out = rnea(model, data, qs, zeros, zeros)
+    return out[0] if single else out
