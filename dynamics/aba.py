@@ -15,59 +15,65 @@ subtree; its forward pass adds the ancestors' contributions.
 """
 import numpy as np
 
-from .config import kernel
+from .config import inline_kernel, kernel
 from .crba import world_inertias
-from .kinematics import joint_jacobians_state, placements
+from .joints import placements
+from .kinematics import joint_jacobians_state
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
 
 
 @kernel
-def invert_spd(A, n, out, work):
-    """out[:n, :n] = A^-1 for a small symmetric positive-definite A (Gauss-Jordan)."""
+def invert_spd(A, n, out, o, work):
+    """out[o:o+n, :n] = A[:n, :n]^-1 for a small symmetric positive-definite A (Gauss-Jordan)."""
     if n == 1:
-        out[0, 0] = 1.0 / A[0, 0]
+        out[o, 0] = 1.0 / A[0, 0]
         return
     for r in range(n):
         for c in range(n):
             work[r, c] = A[r, c]
-            out[r, c] = 1.0 if r == c else 0.0
+            out[o + r, c] = 1.0 if r == c else 0.0
     for p in range(n):
         inv_pivot = 1.0 / work[p, p]
         for c in range(n):
             work[p, c] *= inv_pivot
-            out[p, c] *= inv_pivot
+            out[o + p, c] *= inv_pivot
         for r in range(n):
             if r != p:
                 factor = work[r, p]
                 if factor != 0.0:
                     for c in range(n):
                         work[r, c] -= factor * work[p, c]
-                        out[r, c] -= factor * out[p, c]
+                        out[o + r, c] -= factor * out[o + p, c]
 
 
-@kernel
-def articulated_projection(m, i, J, IA, U, Dinv, D, work):
-    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows idx_v.. of Dinv)."""
-    iv = m.idx_v[i]
-    nvi = m.nvs[i]
+@inline_kernel
+def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
+    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv)."""
     for c in range(iv, iv + nvi):
-        mat6_vec(IA[i], J[:, c], U[:, c])
+        for r in range(6):
+            U[r, c] = (IA[i, r, 0] * J[0, c] + IA[i, r, 1] * J[1, c] + IA[i, r, 2] * J[2, c]
+                       + IA[i, r, 3] * J[3, c] + IA[i, r, 4] * J[4, c] + IA[i, r, 5] * J[5, c])
     for r in range(nvi):
         for c in range(nvi):
-            s = m.armature[iv + r] if r == c else 0.0
+            s = armature[iv + r] if r == c else 0.0
             for t in range(6):
                 s += J[t, iv + r] * U[t, iv + c]
             D[r, c] = s
-    invert_spd(D, nvi, Dinv[iv:iv + nvi, :], work)
+    invert_spd(D, nvi, Dinv, iv, work)
 
 
-@kernel
-def subtract_articulated(m, i, U, Dinv, IA, out):
-    """out = IA_i - U Dinv U^T (the inertia the subtree hands to its parent)."""
-    iv = m.idx_v[i]
-    nvi = m.nvs[i]
+@inline_kernel
+def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
+    """Ia = IA_i - U Dinv U^T (the inertia the subtree hands to its parent)."""
+    if nvi == 1:
+        d = Dinv[iv, 0]
+        for r in range(6):
+            ud = U[r, iv] * d
+            for c in range(6):
+                Ia[r, c] = IA[i, r, c] - ud * U[c, iv]
+        return
     for r in range(6):
         for c in range(6):
             s = IA[i, r, c]
@@ -76,74 +82,85 @@ def subtract_articulated(m, i, U, Dinv, IA, out):
                 for b in range(nvi):
                     ud += U[r, iv + b] * Dinv[iv + b, a]
                 s -= ud * U[c, iv + a]
-            out[r, c] = s
+            Ia[r, c] = s
 
 
 @kernel
-def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
-               XR, Xp, s6, t6, cJ, Ia, D, work):
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J, s6, t6)
-    world_inertias(m, oR, op, oY)
-    # Pass 1 (forward): velocities, velocity-product accelerations, bias forces.
+def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
+    """World velocities ov, velocity-product accelerations cJ, bias forces pA."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     ov[0, :] = 0.0
     for i in range(1, m.njoints):
-        iv = m.idx_v[i]
+        iv = idx_v[i]
+        par = parents[i]
         for r in range(6):
             s = 0.0
-            for c in range(iv, iv + m.nvs[i]):
+            for c in range(iv, iv + nvs[i]):
                 s += J[r, c] * v[c]
-            s6[r] = s
-            ov[i, r] = ov[m.parents[i], r] + s
-        motion_cross(ov[i], s6, cJ[i])
-        mat6_vec(oY[i], ov[i], t6)
-        force_cross(ov[i], t6, pA[i])
-        act_force(oR[i], op[i], f_ext[i], t6)
+            w6[0, r] = s
+            ov[i, r] = ov[par, r] + s
+        motion_cross(ov, i, w6, 0, cJ, i)
+        mat6_vec(oY, i, ov, i, w6, 1)
+        force_cross(ov, i, w6, 1, pA, i)
+        act_force(oR, op, i, f_ext, i, w6, 1)
         for r in range(6):
-            pA[i, r] -= t6[r]
-    # Pass 2 (backward): articulated inertias and bias forces.
+            pA[i, r] -= w6[1, r]
+
+
+@kernel
+def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
+    """Articulated inertias oY (in place) and bias forces pA, handed to the parents."""
+    parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
     for i in range(m.njoints - 1, 0, -1):
-        iv = m.idx_v[i]
-        nvi = m.nvs[i]
-        articulated_projection(m, i, J, oY, U, Dinv, D, work)
+        iv = idx_v[i]
+        nvi = nvs[i]
+        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
         for c in range(iv, iv + nvi):
             s = tau[c]
             for r in range(6):
                 s -= J[r, c] * pA[i, r]
             u[c] = s
-        par = m.parents[i]
+        par = parents[i]
         if par == 0:
             continue
-        subtract_articulated(m, i, U, Dinv, oY, Ia)
-        # pa = pA + Ia c + U Dinv u
-        mat6_vec(Ia, cJ[i], t6)
+        subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
+        # pA_parent += pA_i + Ia c_i + U Dinv u_i
+        for a in range(nvi):
+            du = 0.0
+            for b in range(nvi):
+                du += Dinv[iv + a, b] * u[iv + b]
+            w6[0, a] = du
         for r in range(6):
-            s = pA[i, r] + t6[r]
-            for a in range(nvi):
-                du = 0.0
-                for b in range(nvi):
-                    du += Dinv[iv + a, b] * u[iv + b]
-                s += U[r, iv + a] * du
-            pA[par, r] += s
+            s = pA[i, r]
             for c in range(6):
+                s += Ia[r, c] * cJ[i, c]
                 oY[par, r, c] += Ia[r, c]
-    # Pass 3 (forward): accelerations.
+            for a in range(nvi):
+                s += U[r, iv + a] * w6[0, a]
+            pA[par, r] += s
+
+
+@kernel
+def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
+    """Accelerations: ddq_i = Dinv (u_i - U^T (a_parent + c_i)), a_i += J_i ddq_i."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for r in range(6):
         oa[0, r] = -m.gravity[r]
     for i in range(1, m.njoints):
-        iv = m.idx_v[i]
-        nvi = m.nvs[i]
+        iv = idx_v[i]
+        nvi = nvs[i]
+        par = parents[i]
         for r in range(6):
-            oa[i, r] = oa[m.parents[i], r] + cJ[i, r]
+            oa[i, r] = oa[par, r] + cJ[i, r]
         for a in range(nvi):
             s = u[iv + a]
             for r in range(6):
                 s -= U[r, iv + a] * oa[i, r]
-            s6[a] = s
+            w6[0, a] = s
         for a in range(nvi):
             s = 0.0
             for b in range(nvi):
-                s += Dinv[iv + a, b] * s6[b]
+                s += Dinv[iv + a, b] * w6[0, b]
             ddq[iv + a] = s
         for r in range(6):
             for c in range(iv, iv + nvi):
@@ -151,28 +168,42 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
 
 
 @kernel
+def aba_workspace(m):
+    """Scratch arrays of :func:`_aba_state`: XR, Xp, w6, cJ, Ia, D, work."""
+    return (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((2, 6)),
+            np.empty((m.njoints, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
+
+
+@kernel
+def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
+               workspace):
+    """The three passes of ABA for one state (workspace from :func:`aba_workspace`)."""
+    XR, Xp, w6, cJ, Ia, D, work = workspace
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    world_inertias(m, oR, op, oY)
+    _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
+    _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
+    _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
+
+
+@kernel
 def _aba(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
-    cJ = np.empty((m.njoints, 6))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
-    work = np.empty((6, 6))
+    workspace = aba_workspace(m)
     for k in range(q.shape[0]):
         _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
-                   oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k],
-                   XR, Xp, s6, t6, cJ, Ia, D, work)
+                   oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
 
 
 @kernel
 def _minverse_backward_pass(m, J, oY, U, Dinv, Minv, F, Ia, D, work):
+    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
+                                                  m.subtree_end)
     for i in range(m.njoints - 1, 0, -1):
-        iv = m.idx_v[i]
-        nvi = m.nvs[i]
-        end = m.idx_v[m.subtree_end[i]] if m.subtree_end[i] < m.njoints else m.nv
-        articulated_projection(m, i, J, oY, U, Dinv, D, work)
+        iv = idx_v[i]
+        nvi = nvs[i]
+        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
+        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
         for a in range(nvi):
             for b in range(nvi):
                 Minv[iv + a, iv + b] = Dinv[iv + a, b]
@@ -193,9 +224,9 @@ def _minverse_backward_pass(m, J, oY, U, Dinv, Minv, F, Ia, D, work):
                 for a in range(nvi):
                     s += U[r, iv + a] * Minv[iv + a, col]
                 F[r, col] += s
-        par = m.parents[i]
+        par = parents[i]
         if par > 0:
-            subtract_articulated(m, i, U, Dinv, oY, Ia)
+            subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
             for r in range(6):
                 for c in range(6):
                     oY[par, r, c] += Ia[r, c]
@@ -203,10 +234,11 @@ def _minverse_backward_pass(m, J, oY, U, Dinv, Minv, F, Ia, D, work):
 
 @kernel
 def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(1, m.njoints):
-        iv = m.idx_v[i]
-        nvi = m.nvs[i]
-        par = m.parents[i]
+        iv = idx_v[i]
+        nvi = nvs[i]
+        par = parents[i]
         if par > 0:
             # rows of i -= Dinv U^T A_parent, on the columns from iv on (upper triangle)
             for col in range(iv, m.nv):
@@ -231,10 +263,8 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
 
 @kernel
 def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
     F = np.empty((6, m.nv))
     A = np.empty((m.njoints, 6, m.nv))
     Ia = np.empty((6, 6))
@@ -242,7 +272,7 @@ def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
     work = np.empty((6, 6))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        joint_jacobians_state(m, oR[k], op[k], J[k])
         world_inertias(m, oR[k], op[k], oY[k])
         F[:, :] = 0.0
         Minv[k, :, :] = 0.0

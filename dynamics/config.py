@@ -17,6 +17,17 @@ def kernel(function):
     return numba.njit(**NUMBA_OPTIONS)(function)
 
 
+def inline_kernel(function):
+    """Like :func:`kernel`, inlined into its callers at the Numba IR level.
+
+    For the small per-joint helpers that take the whole ``ModelArrays``
+    tuple: passing that tuple to a separately compiled function costs more
+    than the helper's arithmetic (measured: placements 2.8 us -> 1.0 us on
+    ur5), inlining removes the call.
+    """
+    return numba.njit(inline="always", **NUMBA_OPTIONS)(function)
+
+
 def parallel_kernel(function):
     """Like :func:`kernel`, for loops written with ``numba.prange``."""
     return numba.njit(parallel=True, **NUMBA_OPTIONS)(function)

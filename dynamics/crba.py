@@ -9,33 +9,48 @@ M, armature added on the diagonal.
 import numpy as np
 
 from .config import kernel
-from .kinematics import joint_jacobians_state, placements
-from .spatial import inertia_to_world, mat6_vec
+from .joints import placements
+from .kinematics import joint_jacobians_state
+from .spatial import inertia_to_world
 from .validation import as_configurations, check_data, result
 
 
 @kernel
 def world_inertias(m, oR, op, oY):
     """oY[i] = oMi.act(Y_i) for every body of one state."""
+    Y = m.inertia
     for i in range(1, m.njoints):
-        inertia_to_world(oR[i], op[i], m.inertia[i], oY[i])
+        inertia_to_world(oR, op, Y, oY, i)
 
 
 @kernel
-def _crba_backward_pass(m, J, Ycrb, M, F):
+def _crba_backward_pass(m, J, Ycrb, M):
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(m.njoints - 1, 0, -1):
-        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-            mat6_vec(Ycrb[i], J[:, c], F)
+        for c in range(idx_v[i], idx_v[i] + nvs[i]):
+            # F = oYcrb_i J_c, then M[r, c] = J_r^T F for every supporting dof r
+            F0 = 0.0
+            F1 = 0.0
+            F2 = 0.0
+            F3 = 0.0
+            F4 = 0.0
+            F5 = 0.0
+            for t in range(6):
+                F0 += Ycrb[i, 0, t] * J[t, c]
+                F1 += Ycrb[i, 1, t] * J[t, c]
+                F2 += Ycrb[i, 2, t] * J[t, c]
+                F3 += Ycrb[i, 3, t] * J[t, c]
+                F4 += Ycrb[i, 4, t] * J[t, c]
+                F5 += Ycrb[i, 5, t] * J[t, c]
             j = i
             while j > 0:
-                for r in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
-                    s = 0.0
-                    for t in range(6):
-                        s += J[t, r] * F[t]
+                for r in range(idx_v[j], idx_v[j] + nvs[j]):
+                    s = (J[0, r] * F0 + J[1, r] * F1 + J[2, r] * F2
+                         + J[3, r] * F3 + J[4, r] * F4 + J[5, r] * F5)
                     M[r, c] = s
                     M[c, r] = s
-                j = m.parents[j]
-        par = m.parents[i]
+                j = parents[j]
+        par = parents[i]
         if par > 0:
             for r in range(6):
                 for c in range(6):
@@ -46,15 +61,13 @@ def _crba_backward_pass(m, J, Ycrb, M, F):
 
 @kernel
 def _crba(m, q, liR, lip, oR, op, J, Ycrb, M):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        joint_jacobians_state(m, oR[k], op[k], J[k])
         world_inertias(m, oR[k], op[k], Ycrb[k])
-        _crba_backward_pass(m, J[k], Ycrb[k], M[k], t6)
+        _crba_backward_pass(m, J[k], Ycrb[k], M[k])
 
 
 def crba(model, data, q):

@@ -9,20 +9,21 @@ from .validation import as_configurations, as_stack, check_data, result
 
 @kernel
 def _energy(m, q, v, liR, lip, oR, op, vel, acc, mass, com, kinetic, potential):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    vJ = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
+    w6 = np.empty((3, 6))
+    Y = m.inertia
     for k in range(q.shape[0]):
         vel[k, 0, :] = 0.0
         _fk_state(m, q[k], v[k], v[k], 1, liR[k], lip[k], oR[k], op[k], vel[k], acc[k],
-                  XR, Xp, vJ, t6)
+                  XR, Xp, w6)
         # T = 1/2 sum_i v_i^T Y_i v_i (+ 1/2 armature v^2)
         energy = 0.0
+        vk = vel[k]
         for i in range(1, m.njoints):
-            mat6_vec(m.inertia[i], vel[k, i], t6)
+            mat6_vec(Y, i, vk, i, w6, 0)
             for r in range(6):
-                energy += 0.5 * vel[k, i, r] * t6[r]
+                energy += 0.5 * vk[i, r] * w6[0, r]
         for c in range(m.nv):
             energy += 0.5 * m.armature[c] * v[k, c] * v[k, c]
         kinetic[k] = energy

@@ -7,9 +7,9 @@ algorithms.  Shapes: ``q (K, nq)``, ``v, a (K, nv)``, placements ``R (K, n, 3,
 """
 import numpy as np
 
-from .config import kernel
-from .joints import compose, joint_placement
-from .spatial import act_motion, inv_act_motion, motion_cross
+from .config import inline_kernel, kernel
+from .joints import compose, placements
+from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
                          result)
 
@@ -20,66 +20,59 @@ REFERENCE_FRAMES = {"LOCAL": LOCAL, "WORLD": WORLD,
                     "LOCAL_WORLD_ALIGNED": LOCAL_WORLD_ALIGNED}
 
 
-@kernel
-def placements(m, q, XR, Xp, liR, lip, oR, op):
-    """liMi and oMi of every joint for one configuration q (nq,)."""
-    for i in range(1, m.njoints):
-        joint_placement(m, i, q, XR, Xp, liR[i], lip[i])
-        compose(oR[m.parents[i]], op[m.parents[i]], liR[i], lip[i], oR[i], op[i])
-
-
-@kernel
-def joint_velocity(m, i, v, vJ):
-    """vJ = S_i v_i: the joint's own spatial velocity in its frame."""
-    iv = m.idx_v[i]
+@inline_kernel
+def joint_velocity(S, iv, nvi, v, out, o):
+    """out[o] = S_i v_i: the joint's own spatial velocity in its frame (dofs iv..iv+nvi)."""
     for r in range(6):
         s = 0.0
-        for c in range(iv, iv + m.nvs[i]):
-            s += m.S[r, c] * v[c]
-        vJ[r] = s
+        for c in range(iv, iv + nvi):
+            s += S[r, c] * v[c]
+        out[o, r] = s
 
 
 @kernel
-def _fk_state(m, q, v, a, order, liR, lip, oR, op, vel, acc, XR, Xp, vJ, t6):
+def _fk_state(m, q, v, a, order, liR, lip, oR, op, vel, acc, XR, Xp, w6):
+    """Placements (order 0), local velocities (1) and accelerations (2) of one state.
+
+    Scratch w6 (3, 6): rows 0 = S v_i, 1 = temporary, 2 = S a_i.
+    """
     placements(m, q, XR, Xp, liR, lip, oR, op)
     if order < 1:
         return
+    parents, idx_v, nvs, S = m.parents, m.idx_v, m.nvs, m.S
     for i in range(1, m.njoints):
-        par = m.parents[i]
-        joint_velocity(m, i, v, vJ)
-        inv_act_motion(liR[i], lip[i], vel[par], t6)
+        par = parents[i]
+        joint_velocity(S, idx_v[i], nvs[i], v, w6, 0)
+        inv_act_motion(liR, lip, i, vel, par, vel, i)
         for r in range(6):
-            vel[i, r] = t6[r] + vJ[r]
+            vel[i, r] += w6[0, r]
         if order < 2:
             continue
-        inv_act_motion(liR[i], lip[i], acc[par], t6)
+        # a_i = liMi^-1 a_par + v_i x (S v_i) + S a_i
+        inv_act_motion(liR, lip, i, acc, par, acc, i)
+        motion_cross(vel, i, w6, 0, w6, 1)
+        joint_velocity(S, idx_v[i], nvs[i], a, w6, 2)
         for r in range(6):
-            acc[i, r] = t6[r]
-        motion_cross(vel[i], vJ, t6)
-        joint_velocity(m, i, a, vJ)
-        for r in range(6):
-            acc[i, r] += t6[r] + vJ[r]
+            acc[i, r] += w6[1, r] + w6[2, r]
 
 
 @kernel
 def _forward_kinematics(m, q, v, a, order, liR, lip, oR, op, vel, acc):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    vJ = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
+    w6 = np.empty((3, 6))
     for k in range(q.shape[0]):
         vel[k, 0, :] = 0.0
         acc[k, 0, :] = 0.0
         _fk_state(m, q[k], v[k], a[k], order, liR[k], lip[k], oR[k], op[k],
-                  vel[k], acc[k], XR, Xp, vJ, t6)
+                  vel[k], acc[k], XR, Xp, w6)
 
 
 @kernel
 def frame_placements_state(m, oR, op, oRf, opf):
     """oMf = oMi[joint] * jMf for every frame of one state."""
     for f in range(m.frame_joint.shape[0]):
-        j = m.frame_joint[f]
-        compose(oR[j], op[j], m.frame_R[f], m.frame_p[f], oRf[f], opf[f])
+        compose(oR, op, m.frame_joint[f], m.frame_R, m.frame_p, f, oRf, opf, f)
 
 
 @kernel
@@ -89,83 +82,91 @@ def _frame_placements(m, oR, op, oRf, opf):
 
 
 @kernel
-def joint_jacobians_state(m, oR, op, J, s6, t6):
+def joint_jacobians_state(m, oR, op, J):
     """Columns of the world-frame Jacobian J (6, nv): J_c = oMi.act(S_c)."""
+    idx_v, nvs, S = m.idx_v, m.nvs, m.S
     for i in range(1, m.njoints):
-        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-            for r in range(6):
-                s6[r] = m.S[r, c]
-            act_motion(oR[i], op[i], s6, t6)
-            for r in range(6):
-                J[r, c] = t6[r]
+        for c in range(idx_v[i], idx_v[i] + nvs[i]):
+            # S_c has either an angular or a linear part only for every joint type,
+            # written out: J_c = [R s_lin + p x R s_ang; R s_ang]
+            w0 = oR[i, 0, 0] * S[3, c] + oR[i, 0, 1] * S[4, c] + oR[i, 0, 2] * S[5, c]
+            w1 = oR[i, 1, 0] * S[3, c] + oR[i, 1, 1] * S[4, c] + oR[i, 1, 2] * S[5, c]
+            w2 = oR[i, 2, 0] * S[3, c] + oR[i, 2, 1] * S[4, c] + oR[i, 2, 2] * S[5, c]
+            for r in range(3):
+                J[r, c] = oR[i, r, 0] * S[0, c] + oR[i, r, 1] * S[1, c] + oR[i, r, 2] * S[2, c]
+            J[0, c] += op[i, 1] * w2 - op[i, 2] * w1
+            J[1, c] += op[i, 2] * w0 - op[i, 0] * w2
+            J[2, c] += op[i, 0] * w1 - op[i, 1] * w0
+            J[3, c] = w0
+            J[4, c] = w1
+            J[5, c] = w2
 
 
 @kernel
 def _compute_joint_jacobians(m, q, liR, lip, oR, op, J):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        joint_jacobians_state(m, oR[k], op[k], J[k])
 
 
 @kernel
-def express_jacobian(m, joint, J, R, p, reference, out):
+def express_jacobian(m, joint, J, R, p, f, reference, out):
     """Columns of the world Jacobian J (6, nv) that support ``joint``, expressed at
-    a frame (R, p) in the world: LOCAL, WORLD or LOCAL_WORLD_ALIGNED; zero elsewhere.
+    the frame (R[f], p[f]) of the world: LOCAL (0), WORLD (1) or
+    LOCAL_WORLD_ALIGNED (2); zero elsewhere.
     """
     out[:, :] = 0.0
+    idx_v, nvs, parents = m.idx_v, m.nvs, m.parents
     j = joint
     while j > 0:
-        for c in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+        for c in range(idx_v[j], idx_v[j] + nvs[j]):
             w0, w1, w2 = J[3, c], J[4, c], J[5, c]
             if reference == 1:
                 for r in range(6):
                     out[r, c] = J[r, c]
                 continue
             # linear velocity of the point p: v + w x p
-            v0 = J[0, c] + w1 * p[2] - w2 * p[1]
-            v1 = J[1, c] + w2 * p[0] - w0 * p[2]
-            v2 = J[2, c] + w0 * p[1] - w1 * p[0]
+            v0 = J[0, c] + w1 * p[f, 2] - w2 * p[f, 1]
+            v1 = J[1, c] + w2 * p[f, 0] - w0 * p[f, 2]
+            v2 = J[2, c] + w0 * p[f, 1] - w1 * p[f, 0]
             if reference == 2:
                 out[0, c], out[1, c], out[2, c] = v0, v1, v2
                 out[3, c], out[4, c], out[5, c] = w0, w1, w2
             else:
                 for r in range(3):
-                    out[r, c] = R[0, r] * v0 + R[1, r] * v1 + R[2, r] * v2
-                    out[3 + r, c] = R[0, r] * w0 + R[1, r] * w1 + R[2, r] * w2
-        j = m.parents[j]
+                    out[r, c] = R[f, 0, r] * v0 + R[f, 1, r] * v1 + R[f, 2, r] * v2
+                    out[3 + r, c] = R[f, 0, r] * w0 + R[f, 1, r] * w1 + R[f, 2, r] * w2
+        j = parents[j]
 
 
 @kernel
 def _frame_jacobian(m, q, frame, reference, liR, lip, oR, op, oRf, opf, J, out):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
     joint = m.frame_joint[frame]
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
-        compose(oR[k, joint], op[k, joint], m.frame_R[frame], m.frame_p[frame],
-                oRf[k, frame], opf[k, frame])
-        express_jacobian(m, joint, J[k], oRf[k, frame], opf[k, frame], reference, out[k])
+        joint_jacobians_state(m, oR[k], op[k], J[k])
+        compose(oR[k], op[k], joint, m.frame_R, m.frame_p, frame, oRf[k], opf[k], frame)
+        express_jacobian(m, joint, J[k], oRf[k], opf[k], frame, reference, out[k])
 
 
 @kernel
 def subtree_mass_and_com(m, oR, op, mass, com):
     """mass[i], com[i] (world) of the subtree of joint i; index 0 = whole robot."""
-    for i in range(m.njoints):
-        Y = m.inertia[i]
-        mass[i] = Y[0, 0]
-        h0, h1, h2 = Y[5, 1], Y[3, 2], Y[4, 0]
+    Y, parents = m.inertia, m.parents
+    mass[0] = 0.0
+    com[0, :] = 0.0
+    for i in range(1, m.njoints):
+        mi = Y[i, 0, 0]
+        h0, h1, h2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
+        mass[i] = mi
         for r in range(3):
-            com[i, r] = (oR[i, r, 0] * h0 + oR[i, r, 1] * h1 + oR[i, r, 2] * h2
-                         + Y[0, 0] * op[i, r])
+            com[i, r] = oR[i, r, 0] * h0 + oR[i, r, 1] * h1 + oR[i, r, 2] * h2 + mi * op[i, r]
     for i in range(m.njoints - 1, 0, -1):
-        par = m.parents[i]
+        par = parents[i]
         mass[par] += mass[i]
         for r in range(3):
             com[par, r] += com[i, r]
@@ -178,26 +179,24 @@ def subtree_mass_and_com(m, oR, op, mass, com):
 @kernel
 def _center_of_mass(m, q, with_jacobian, liR, lip, oR, op, J, mass, com, Jcom):
     """Subtree masses and centres of mass; with_jacobian: also Jcom (3, nv)."""
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    s6 = np.empty(6)
-    t6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
         subtree_mass_and_com(m, oR[k], op[k], mass[k], com[k])
         if not with_jacobian:
             continue
-        joint_jacobians_state(m, oR[k], op[k], J[k], s6, t6)
+        joint_jacobians_state(m, oR[k], op[k], J[k])
         total = mass[k, 0]
         for i in range(1, m.njoints):
             # a column of joint i moves its whole subtree: v + w x c_subtree
             ratio = mass[k, i] / total
-            c = com[k, i]
+            c0, c1, c2 = com[k, i, 0], com[k, i, 1], com[k, i, 2]
             for col in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
                 w0, w1, w2 = J[k, 3, col], J[k, 4, col], J[k, 5, col]
-                Jcom[k, 0, col] = ratio * (J[k, 0, col] + w1 * c[2] - w2 * c[1])
-                Jcom[k, 1, col] = ratio * (J[k, 1, col] + w2 * c[0] - w0 * c[2])
-                Jcom[k, 2, col] = ratio * (J[k, 2, col] + w0 * c[1] - w1 * c[0])
+                Jcom[k, 0, col] = ratio * (J[k, 0, col] + w1 * c2 - w2 * c1)
+                Jcom[k, 1, col] = ratio * (J[k, 1, col] + w2 * c0 - w0 * c2)
+                Jcom[k, 2, col] = ratio * (J[k, 2, col] + w0 * c1 - w1 * c0)
 
 
 def forward_kinematics(model, data, q, v=None, a=None):
@@ -299,8 +298,7 @@ def joint_jacobian(model, data, q, joint, reference=LOCAL):
     J = compute_joint_jacobians(model, data, qs)
     out = np.empty((K, 6, model.nv))
     for k in range(K):
-        express_jacobian(model.arrays, joint, J[k], data.oR[k, joint], data.op[k, joint],
-                         code, out[k])
+        express_jacobian(model.arrays, joint, J[k], data.oR[k], data.op[k], joint, code, out[k])
     return out[0] if single else out
 
 

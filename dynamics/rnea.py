@@ -8,68 +8,68 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from .config import kernel
-from .kinematics import joint_velocity, placements
+from .joints import placements
+from .kinematics import joint_velocity
 from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
 
 
 @kernel
-def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp, vJ, t6, h6):
-    """v_i, a_i (with gravity) and the net force f_i of every body."""
+def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp, w6):
+    """v_i, a_i (with gravity) and the net force f_i of every body; w6 (4, 6) scratch."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
+    parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
     for r in range(6):
         vel[0, r] = 0.0
         acc[0, r] = -m.gravity[r]
     for i in range(1, m.njoints):
-        par = m.parents[i]
-        joint_velocity(m, i, v, vJ)
-        inv_act_motion(liR[i], lip[i], vel[par], t6)
+        par = parents[i]
+        joint_velocity(S, idx_v[i], nvs[i], v, w6, 0)
+        inv_act_motion(liR, lip, i, vel, par, vel, i)
         for r in range(6):
-            vel[i, r] = t6[r] + vJ[r]
-        inv_act_motion(liR[i], lip[i], acc[par], t6)
+            vel[i, r] += w6[0, r]
+        # a_i = liMi^-1 a_par + v_i x (S v_i) + S a_i
+        inv_act_motion(liR, lip, i, acc, par, acc, i)
+        motion_cross(vel, i, w6, 0, w6, 1)
+        joint_velocity(S, idx_v[i], nvs[i], a, w6, 2)
         for r in range(6):
-            acc[i, r] = t6[r]
-        motion_cross(vel[i], vJ, t6)
-        joint_velocity(m, i, a, vJ)
-        for r in range(6):
-            acc[i, r] += t6[r] + vJ[r]
+            acc[i, r] += w6[1, r] + w6[2, r]
         # f_i = I a_i + v_i x* I v_i - f_ext_i
-        mat6_vec(m.inertia[i], acc[i], f[i])
-        mat6_vec(m.inertia[i], vel[i], h6)
-        force_cross(vel[i], h6, t6)
+        mat6_vec(Y, i, acc, i, f, i)
+        mat6_vec(Y, i, vel, i, w6, 3)
+        force_cross(vel, i, w6, 3, w6, 1)
         for r in range(6):
-            f[i, r] += t6[r] - f_ext[i, r]
+            f[i, r] += w6[1, r] - f_ext[i, r]
 
 
 @kernel
-def _rnea_backward_pass(m, a, liR, lip, f, tau, t6):
+def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
     """tau_i = S_i^T f_i (+ armature a_i); f_parent += liMi * f_i."""
+    parents, idx_v, nvs, S, armature = m.parents, m.idx_v, m.nvs, m.S, m.armature
     for i in range(m.njoints - 1, 0, -1):
-        iv = m.idx_v[i]
-        for c in range(iv, iv + m.nvs[i]):
-            s = m.armature[c] * a[c]
+        iv = idx_v[i]
+        for c in range(iv, iv + nvs[i]):
+            s = armature[c] * a[c]
             for r in range(6):
-                s += m.S[r, c] * f[i, r]
+                s += S[r, c] * f[i, r]
             tau[c] = s
-        par = m.parents[i]
+        par = parents[i]
         if par > 0:
-            act_force(liR[i], lip[i], f[i], t6)
+            act_force(liR, lip, i, f, i, w6, 0)
             for r in range(6):
-                f[par, r] += t6[r]
+                f[par, r] += w6[0, r]
 
 
 @kernel
 def _rnea(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
-    XR = np.empty((3, 3))
-    Xp = np.empty(3)
-    vJ = np.empty(6)
-    t6 = np.empty(6)
-    h6 = np.empty(6)
+    XR = np.empty((1, 3, 3))
+    Xp = np.empty((1, 3))
+    w6 = np.empty((4, 6))
     for k in range(q.shape[0]):
         _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                           vel[k], acc[k], f[k], XR, Xp, vJ, t6, h6)
-        _rnea_backward_pass(m, a[k], liR[k], lip[k], f[k], tau[k], t6)
+                           vel[k], acc[k], f[k], XR, Xp, w6)
+        _rnea_backward_pass(m, a[k], liR[k], lip[k], f[k], tau[k], w6)
 
 
 def rnea(model, data, q, v, a, f_ext=None):

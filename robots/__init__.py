@@ -1,1 +1,20 @@
-"""Robot descriptions -> dynamics Models."""
+"""Robot descriptions -> dynamics Models.
+
+>>> from geppetto import robots
+>>> robot = robots.load("panda")                    # example-robot-data by name
+>>> robot = robots.load_urdf(path, root_joint="free-flyer", srdf_path=srdf)
+>>> model = robots.random_tree(12, seed=0)          # built-in, no files
+
+Joint order, q/v layout, frames, inertias and limits are those of
+``pinocchio.buildModelFromUrdf`` on the same file (see :mod:`.urdf`).
+"""
+from .builtin import cartpole, chain, double_pendulum, pendulum, random_tree
+from .loaders import available_robots, load, model_dir
+from .robot import Robot, VisualGeometry, default_configuration
+from .urdf import (URDFError, build_model_from_urdf_string, load_reference_configurations,
+                   load_urdf, resolve_mesh_path)
+
+__all__ = ["load", "load_urdf", "build_model_from_urdf_string", "Robot", "VisualGeometry",
+           "URDFError", "available_robots", "model_dir", "default_configuration",
+           "load_reference_configurations", "resolve_mesh_path", "pendulum",
+           "double_pendulum", "cartpole", "chain", "random_tree"]
