@@ -32,6 +32,8 @@ _FIELDS = {
     "Minv": lambda nj, nv, nf: (nv, nv), "com": lambda nj, nv, nf: (nj, 3),
     "mass": lambda nj, nv, nf: (nj,), "Jcom": lambda nj, nv, nf: (3, nv),
     "vcom": lambda nj, nv, nf: (nj, 3), "acom": lambda nj, nv, nf: (nj, 3),
+    "dtau_dq": lambda nj, nv, nf: (nv, nv), "dtau_dv": lambda nj, nv, nf: (nv, nv),
+    "ddq_dq": lambda nj, nv, nf: (nv, nv), "ddq_dv": lambda nj, nv, nf: (nv, nv),
     "kinetic_energy": lambda nj, nv, nf: (), "potential_energy": lambda nj, nv, nf: (),
 }
 

@@ -257,7 +257,8 @@ def random_configuration(model, rng=None, size=None, lower=None, upper=None):
     """Random configuration(s), uniform within the position limits.
 
     Vector-space coordinates are uniform in [lower, upper] where both limits
-    are finite and in [-1, 1] (clipped to the finite side) otherwise; angles of
+    are finite, and in a unit-width-2 interval ([-1, 1], or ending at the finite
+    limit) where a limit is infinite or +-DBL_MAX; angles of
     unbounded revolute and planar joints are uniform in [-pi, pi]; quaternions
     are uniform on SO(3).  ``rng`` is a ``numpy.random.Generator`` (or a seed);
     ``size`` = K draws a stack (K, nq).
@@ -266,7 +267,9 @@ def random_configuration(model, rng=None, size=None, lower=None, upper=None):
     K = 1 if size is None else int(size)
     lo = np.array(model.lower_position_limit if lower is None else lower, dtype=float)
     hi = np.array(model.upper_position_limit if upper is None else upper, dtype=float)
-    lo_finite, hi_finite = np.isfinite(lo), np.isfinite(hi)
+    # Limits at +-inf or +-DBL_MAX (Pinocchio's free-flyer default) count as absent.
+    lo_finite = np.isfinite(lo) & (np.abs(lo) < 1e100)
+    hi_finite = np.isfinite(hi) & (np.abs(hi) < 1e100)
     lo = np.where(lo_finite, lo, np.where(hi_finite, np.minimum(hi, 1.0) - 2.0, -1.0))
     hi = np.where(hi_finite, hi, lo + 2.0)
     q = rng.uniform(lo, hi, size=(K, model.nq))
