@@ -1,5 +1,5 @@
 """Rigid-body dynamics in Numba: Model/Data, Lie groups, kinematics, RNEA,
-CRBA, ABA and M^-1.  Names are Pinocchio's in snake case; every function takes
+CRBA, ABA, M^-1 and their analytical derivatives.  Names are Pinocchio's in snake case; every function takes
 one state or a stack of states with a leading batch axis."""
 from .model import (Model, ModelBuilder, ModelArrays, Frame, spatial_inertia,
                     inertia_parameters, transform_inertia, REVOLUTE,
@@ -17,3 +17,5 @@ from .rnea import rnea, nonlinear_effects, generalized_gravity
 from .crba import crba
 from .aba import aba, compute_minverse
 from .energy import kinetic_energy, potential_energy
+from .rnea_derivatives import rnea_derivatives
+from .aba_derivatives import aba_derivatives, aba_derivative_f_ext

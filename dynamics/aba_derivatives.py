@@ -1,0 +1,173 @@
+"""Analytical derivatives of forward dynamics (Carpentier & Mansard, RSS 2018, Sec. III-E).
+
+With ddq = FD(q, v, tau) and tau = ID(q, v, ddq), differentiating the identity
+ID(q, v, FD(q, v, tau)) = tau gives (their eq. 24 and 17)
+
+    dFD/dq = -M^-1 dID/dq |_(ddq = FD),   dFD/dv = -M^-1 dID/dv,   dFD/dtau = M^-1.
+
+One kernel per state: ABA and the dedicated M^-1 algorithm share their
+backward pass (same articulated inertias, U and D^-1), then the RNEA
+derivatives at ddq, then two (nv, nv) products through BLAS.
+"""
+import numpy as np
+
+from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _minverse_forward_pass,
+                  articulated_projection, subtract_articulated)
+from .config import kernel
+from .crba import world_inertias
+from .joints import placements
+from .kinematics import joint_jacobians_state
+from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
+                               rnea_derivatives_workspace)
+from .validation import (as_configurations, as_external_forces, as_stack, check_data,
+                         result)
+
+
+@kernel
+def _aba_minverse_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6):
+    """ABA's backward pass and the M^-1 backward pass of :mod:`.aba` in one sweep."""
+    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
+                                                  m.subtree_end)
+    for i in range(m.njoints - 1, 0, -1):
+        iv = idx_v[i]
+        nvi = nvs[i]
+        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
+        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
+        for c in range(iv, iv + nvi):
+            s = tau[c]
+            for r in range(6):
+                s -= J[r, c] * pA[i, r]
+            u[c] = s
+        for a in range(nvi):
+            for b in range(nvi):
+                Minv[iv + a, iv + b] = Dinv[iv + a, b]
+        for col in range(iv + nvi, end):
+            for a in range(nvi):
+                s = 0.0
+                for b in range(nvi):
+                    jf = 0.0
+                    for r in range(6):
+                        jf += J[r, iv + b] * F[r, col]
+                    s -= Dinv[iv + a, b] * jf
+                Minv[iv + a, col] = s
+        for col in range(iv, end):
+            for r in range(6):
+                s = 0.0
+                for a in range(nvi):
+                    s += U[r, iv + a] * Minv[iv + a, col]
+                F[r, col] += s
+        par = parents[i]
+        if par == 0:
+            continue
+        subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
+        for a in range(nvi):
+            du = 0.0
+            for b in range(nvi):
+                du += Dinv[iv + a, b] * u[iv + b]
+            w6[0, a] = du
+        for r in range(6):
+            s = pA[i, r]
+            for c in range(6):
+                s += Ia[r, c] * cJ[i, c]
+                oY[par, r, c] += Ia[r, c]
+            for a in range(nvi):
+                s += U[r, iv + a] * w6[0, a]
+            pA[par, r] += s
+
+
+@kernel
+def aba_derivatives_workspace(m):
+    """Scratch of :func:`_aba_derivatives_state`."""
+    return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((6, m.nv)),
+            np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)), np.empty((6, 6)),
+            np.empty((6, 6)), rnea_derivatives_workspace(m))
+
+
+@kernel
+def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
+                           u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv,
+                           workspace):
+    oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
+    XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bwork = rnea_ws
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    # forward dynamics and M^-1, sharing the articulated-body backward pass
+    world_inertias(m, oR, op, oYaba)
+    _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
+    F[:, :] = 0.0
+    Minv[:, :] = 0.0
+    _aba_minverse_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6)
+    _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
+    _minverse_forward_pass(m, J, U, Dinv, Minv, A)
+    # inverse-dynamics derivatives at ddq (eq. 24)
+    world_inertias(m, oR, op, oY)
+    _rnea_derivatives_forward_pass(m, v, ddq, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
+                                   u_cols, alpha_cols, gamma_cols, w6, bwork)
+    dtau_dq[:, :] = 0.0
+    dtau_dv[:, :] = 0.0
+    _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
+                                    tau_id, dtau_dq, dtau_dv, M, w6)
+    np.dot(Minv, dtau_dq, ddq_dq)
+    np.dot(Minv, dtau_dv, ddq_dv)
+    for r in range(m.nv):
+        for c in range(m.nv):
+            ddq_dq[r, c] = -ddq_dq[r, c]
+            ddq_dv[r, c] = -ddq_dv[r, c]
+
+
+@kernel
+def _aba_derivatives(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
+                     ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv):
+    workspace = aba_derivatives_workspace(m)
+    for k in range(q.shape[0]):
+        _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
+                               J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k],
+                               Minv[k], f[k], tau_id[k], dtau_dq[k], dtau_dv[k], M[k],
+                               ddq_dq[k], ddq_dv[k], workspace)
+
+
+def aba_derivatives(model, data, q, v, tau, f_ext=None):
+    """Partial derivatives of ddq = ABA(q, v, tau, f_ext).
+
+    Parameters
+    ----------
+    q : (nq,) or (K, nq); v, tau : (nv,) or (K, nv);
+    f_ext : None, (njoints, 6) or (K, njoints, 6), local joint frames.
+
+    Returns
+    -------
+    dddq_dq, dddq_dv, dddq_dtau : (nv, nv) each, or (K, nv, nv); dddq_dq in
+    the tangent space of q, dddq_dtau = M^-1 (as Pinocchio's
+    ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba),
+    ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq).
+    """
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    vs, _ = as_stack(v, model.nv, "v", (K, single))
+    taus, _ = as_stack(tau, model.nv, "tau", (K, single))
+    fs = as_external_forces(model, f_ext, K, single)
+    check_data(model, data, K, single)
+    _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
+                     data.J, data.Ycrb, data.v, data.a, data.pA, data.U, data.Dinv, data.u,
+                     data.ddq, data.Minv, data.f, data.tau, data.dtau_dq, data.dtau_dv, data.M,
+                     data.ddq_dq, data.ddq_dv)
+    return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
+            result(data.Minv, K, single).copy())
+
+
+def aba_derivative_f_ext(model, data, q):
+    """dddq/df_ext (nv, njoints, 6): ddq depends on the force on body i through
+    M^-1 J_i^T, with J_i the LOCAL Jacobian of joint i (row 0, the universe, is zero).
+
+    Single configuration or stack (then (K, nv, njoints, 6)).
+    """
+    from .aba import compute_minverse
+    from .kinematics import joint_jacobian
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    Minv = compute_minverse(model, data, qs)
+    out = np.zeros((K, model.nv, model.njoints, 6))
+    for i in range(1, model.njoints):
+        Ji = joint_jacobian(model, data, qs, i, 0)
+        out[:, :, i, :] = np.einsum("kab,kcb->kac", Minv, Ji)
+    return out[0] if single else out
