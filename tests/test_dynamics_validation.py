@@ -1,0 +1,308 @@
+"""Bad input gets a clear Python exception at the API border, never a crash.
+
+Every public dynamics function is called with one argument spoiled at a time
+(wrong shape, NaN/inf, complex/string/object dtype, unnormalized quaternion
+or (cos, sin) pair, a stack whose size differs from q's, bad external forces,
+data of another model): it raises ValueError whose message names the
+argument.  Unknown frame or joint names raise KeyError, out-of-range ids and
+unknown reference frames ValueError.  Models: solo12 (free-flyer root:
+quaternion in q) and a random tree (spherical, planar and unbounded revolute
+joints).
+"""
+import re
+
+import numpy as np
+import pytest
+
+import geppetto.dynamics as gd
+
+MODELS = ("solo12", "random_tree")
+
+
+def _frame(m):
+    return m.nframes - 1
+
+
+# name -> (f(model, data, x) with x a dict of arguments, {key of x: name of
+# the argument in the function's signature})
+CALLS = {
+    "rnea": (lambda m, d, x: gd.rnea(m, d, x["q"], x["v"], x["a"]),
+             {"q": "q", "v": "v", "a": "a"}),
+    "rnea_f_ext": (lambda m, d, x: gd.rnea(m, d, x["q"], x["v"], x["a"], x["f_ext"]),
+                   {"q": "q", "v": "v", "a": "a", "f_ext": "f_ext"}),
+    "nonlinear_effects": (lambda m, d, x: gd.nonlinear_effects(m, d, x["q"], x["v"]),
+                          {"q": "q", "v": "v"}),
+    "generalized_gravity": (lambda m, d, x: gd.generalized_gravity(m, d, x["q"]), {"q": "q"}),
+    "crba": (lambda m, d, x: gd.crba(m, d, x["q"]), {"q": "q"}),
+    "aba": (lambda m, d, x: gd.aba(m, d, x["q"], x["v"], x["tau"]),
+            {"q": "q", "v": "v", "tau": "tau"}),
+    "aba_f_ext": (lambda m, d, x: gd.aba(m, d, x["q"], x["v"], x["tau"], x["f_ext"]),
+                  {"q": "q", "v": "v", "tau": "tau", "f_ext": "f_ext"}),
+    "compute_minverse": (lambda m, d, x: gd.compute_minverse(m, d, x["q"]), {"q": "q"}),
+    "forward_kinematics": (lambda m, d, x: gd.forward_kinematics(m, d, x["q"], x["v"], x["a"]),
+                           {"q": "q", "v": "v", "a": "a"}),
+    "frame_placement": (lambda m, d, x: gd.frame_placement(m, d, _frame(m), q=x["q"]),
+                        {"q": "q"}),
+    "frame_jacobian": (lambda m, d, x: gd.frame_jacobian(m, d, x["q"], _frame(m), gd.WORLD),
+                       {"q": "q"}),
+    "joint_jacobian": (lambda m, d, x: gd.joint_jacobian(m, d, x["q"], m.njoints - 1),
+                       {"q": "q"}),
+    "compute_joint_jacobians": (lambda m, d, x: gd.compute_joint_jacobians(m, d, x["q"]),
+                                {"q": "q"}),
+    "center_of_mass": (lambda m, d, x: gd.center_of_mass(m, d, x["q"]), {"q": "q"}),
+    "jacobian_center_of_mass": (lambda m, d, x: gd.jacobian_center_of_mass(m, d, x["q"]),
+                                {"q": "q"}),
+    "kinetic_energy": (lambda m, d, x: gd.kinetic_energy(m, d, x["q"], x["v"]),
+                       {"q": "q", "v": "v"}),
+    "potential_energy": (lambda m, d, x: gd.potential_energy(m, d, x["q"]), {"q": "q"}),
+    "integrate": (lambda m, d, x: gd.integrate(m, x["q"], x["v"]), {"q": "q", "v": "v"}),
+    "difference": (lambda m, d, x: gd.difference(m, x["q"], x["q1"]), {"q": "q0", "q1": "q1"}),
+    "interpolate": (lambda m, d, x: gd.interpolate(m, x["q"], x["q1"], x["u"]),
+                    {"q": "q0", "q1": "q1", "u": "u"}),
+}
+USES_DATA = [name for name in CALLS if name not in ("integrate", "difference", "interpolate")]
+CONFIGURATIONS = ("q", "q1")
+
+
+def _names(argument):
+    """A regex matching the argument's name as a word of the message."""
+    return rf"(?<![\w]){re.escape(argument)}(?![\w])"
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def case(request, load_case):
+    return load_case(request.param)
+
+
+def _arguments(case, K=None):
+    """Valid arguments: one state (K None) or a stack of K."""
+    s = case.states(1 if K is None else K, seed=9)
+    pick = (lambda x: x[0]) if K is None else (lambda x: x)
+    return {"q": pick(s.q), "q1": pick(s.q1), "v": pick(s.v), "a": pick(s.a),
+            "tau": pick(s.tau), "f_ext": pick(s.f_ext), "u": pick(s.u)}
+
+
+def _bad_vectors(x):
+    """(label, spoiled copy) of a valid vector x (n,) for any argument."""
+    n = x.shape[0]
+    nan, inf = x.copy(), x.copy()
+    nan[n // 2] = np.nan
+    inf[-1] = -np.inf
+    return [
+        ("too long", np.append(x, 0.0)),
+        ("too short", x[:-1]),
+        ("3-d", np.broadcast_to(x, (2, 3, n)).copy()),
+        ("column", x.reshape(n, 1)),
+        ("scalar", np.float64(1.0)),
+        ("empty", np.zeros(0)),
+        ("NaN", nan),
+        ("inf", inf),
+        ("complex", x.astype(complex)),
+        ("string", np.array(["1.0"] * n)),
+        ("object", [None] * n),
+        ("ragged", [list(x), [1.0]]),
+    ]
+
+
+def _unit_blocks(m):
+    """(start, length) of the quaternions and (cos, sin) pairs of q."""
+    offsets = {gd.FREE_FLYER: (3, 4), gd.SPHERICAL: (0, 4), gd.REVOLUTE_UNBOUNDED: (0, 2),
+               gd.PLANAR: (2, 2)}
+    return [(m.idx_qs[i] + offsets[int(t)][0], offsets[int(t)][1])
+            for i, t in enumerate(m.joint_types) if i > 0 and int(t) in offsets]
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_bad_arguments_raise_value_error(case, name):
+    m, d = case.model, case.data()
+    call, signature = CALLS[name]
+    x = _arguments(case)
+    call(m, d, x)  # valid as given
+    for key, argument in signature.items():
+        if key in ("f_ext", "u"):
+            continue  # tested below
+        for label, bad in _bad_vectors(x[key]):
+            with pytest.raises(ValueError, match=_names(argument)):
+                call(m, d, dict(x, **{key: bad}))
+                pytest.fail(f"{name}: {argument} {label} accepted")
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CALLS if "q" in CALLS[n][1]))
+def test_unnormalized_configuration_raises(case, name):
+    m, d = case.model, case.data()
+    call, signature = CALLS[name]
+    x = _arguments(case)
+    blocks = _unit_blocks(m)
+    assert blocks
+    for key in CONFIGURATIONS:
+        if key not in signature:
+            continue
+        for start, length in blocks:
+            for factor in (1.01, 0.0):
+                bad = x[key].copy()
+                bad[start:start + length] *= factor
+                with pytest.raises(ValueError, match=_names(signature[key])):
+                    call(m, d, dict(x, **{key: bad}))
+                    pytest.fail(f"{name}: {signature[key]} with a unit block x {factor}")
+        # a stack with one bad configuration among good ones
+        stack = np.repeat(x[key][None], 3, axis=0)
+        start, length = blocks[-1]
+        stack[1, start:start + length] *= 1.01
+        with pytest.raises(ValueError, match=_names(signature[key])):
+            call(m, d, dict(_arguments(case, 3), **{key: stack}))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CALLS if len(CALLS[n][1]) > 1))
+def test_batch_size_mismatch_raises(case, name):
+    """Every stacked argument must have q's K; a stack with a single q is refused."""
+    m, d = case.model, case.data()
+    call, signature = CALLS[name]
+    three, two, one = _arguments(case, 3), _arguments(case, 2), _arguments(case)
+    call(m, d, three)
+    first = next(iter(signature))
+    for key, argument in list(signature.items())[1:]:
+        with pytest.raises(ValueError, match=_names(argument)):
+            call(m, d, dict(three, **{key: two[key]}))
+        with pytest.raises(ValueError, match=_names(argument)):
+            call(m, d, dict(one, **{key: two[key]}))
+    assert first == "q"
+
+
+def _bad_forces(f):
+    """label -> a spoiled copy of valid external forces f (njoints, 6)."""
+    nan = f.copy()
+    nan[1, 2] = np.nan
+    return {
+        "one joint short": f[:-1],
+        "five components": f[:, :5],
+        "flat": f.reshape(-1),
+        "transposed": f.T,
+        "stack of 2 for one state": np.stack([f, f]),
+        "NaN": nan,
+        "inf": np.where(np.arange(6) == 0, np.inf, f),
+        "complex": f.astype(complex),
+        "string": np.full(f.shape, "0"),
+        "ragged list": [list(row) for row in f[:-1]] + [[0.0] * 5],
+        "list of strings": [["0"] * 6 for _ in f],
+    }
+
+
+BAD_FORCES = tuple(_bad_forces(np.zeros((3, 6))))
+
+
+@pytest.mark.parametrize("label", BAD_FORCES)
+@pytest.mark.parametrize("name", ["rnea_f_ext", "aba_f_ext"])
+def test_bad_external_forces(case, name, label):
+    m, d = case.model, case.data()
+    call = CALLS[name][0]
+    x = _arguments(case)
+    with pytest.raises(ValueError, match=_names("f_ext")):
+        call(m, d, dict(x, f_ext=_bad_forces(x["f_ext"])[label]))
+        pytest.fail(f"{name}: f_ext {label} accepted")
+
+
+@pytest.mark.parametrize("name", ["rnea_f_ext", "aba_f_ext"])
+def test_external_forces_of_a_stack(case, name):
+    m, d = case.model, case.data()
+    call = CALLS[name][0]
+    three = _arguments(case, 3)
+    f = three["f_ext"][0]
+    with pytest.raises(ValueError, match=_names("f_ext")):
+        call(m, d, dict(three, f_ext=np.stack([f, f])))
+    # accepted forms: (njoints, 6) for every state, a list of njoints 6-vectors
+    call(m, d, dict(three, f_ext=f))
+    call(m, d, dict(_arguments(case), f_ext=[list(row) for row in f]))
+
+
+BAD_U = {"NaN": np.array([0.1, np.nan, 0.2]), "inf": np.inf, "too long": np.full(4, 0.5),
+         "too short": np.full(2, 0.5), "3-d": np.full((3, 1, 2), 0.5),
+         "complex": np.full(3, 0.5 + 0.5j), "string": "half", "object": [None] * 3}
+
+
+@pytest.mark.parametrize("label", BAD_U)
+def test_bad_interpolation_parameter(case, label):
+    m = case.model
+    x = _arguments(case, 3)
+    with pytest.raises(ValueError, match=_names("u")):
+        gd.interpolate(m, x["q"], x["q1"], BAD_U[label])
+        pytest.fail(f"u {label} accepted")
+
+
+@pytest.mark.parametrize("name", USES_DATA)
+def test_data_of_another_model_raises(case, load_case, name):
+    other = load_case("ur5" if case.name != "ur5" else "panda")
+    call = CALLS[name][0]
+    with pytest.raises(ValueError, match=_names("data")):
+        call(case.model, other.data(), _arguments(case))
+
+
+def test_unknown_frames_and_joints(case):
+    m, d = case.model, case.data()
+    q = _arguments(case)["q"]
+    gd.forward_kinematics(m, d, q)
+    with pytest.raises(KeyError, match="no_such_frame"):
+        m.frame_id("no_such_frame")
+    with pytest.raises(KeyError, match="no_such_frame"):
+        gd.frame_placement(m, d, "no_such_frame")
+    with pytest.raises(KeyError, match="no_such_frame"):
+        gd.frame_jacobian(m, d, q, "no_such_frame")
+    with pytest.raises(KeyError, match="no_such_joint"):
+        gd.joint_jacobian(m, d, q, "no_such_joint")
+    for frame in (-1, m.nframes, 10 ** 9, -10 ** 9):
+        with pytest.raises(ValueError, match="frame"):
+            gd.frame_placement(m, d, frame)
+        with pytest.raises(ValueError, match="frame"):
+            gd.frame_placement(m, d, frame, q=q)
+        with pytest.raises(ValueError, match="frame"):
+            gd.frame_jacobian(m, d, q, frame)
+    for joint in (-1, m.njoints, 10 ** 9):
+        with pytest.raises(ValueError, match="joint"):
+            gd.joint_jacobian(m, d, q, joint)
+    # valid ids at both ends, and numpy integers, are accepted
+    for frame in (0, m.nframes - 1, np.int64(m.nframes - 1)):
+        gd.frame_placement(m, d, frame)
+        gd.frame_jacobian(m, d, q, frame)
+    gd.joint_jacobian(m, d, q, np.int32(m.njoints - 1))
+
+
+def test_unknown_reference_frame(case):
+    m, d = case.model, case.data()
+    q = _arguments(case)["q"]
+    for reference in ("LOCALE", "world_aligned", 3, -1, None, 1.5):
+        with pytest.raises(ValueError, match="reference"):
+            gd.frame_jacobian(m, d, q, _frame(m), reference)
+        with pytest.raises(ValueError, match="reference"):
+            gd.joint_jacobian(m, d, q, 1, reference)
+    for reference in ("LOCAL", "world", "Local_World_Aligned"):
+        gd.frame_jacobian(m, d, q, _frame(m), reference)
+
+
+def test_accepted_array_likes(case, assert_close):
+    """Lists, integer and float32 arrays are read as float64 numbers."""
+    m, d = case.model, case.data()
+    x = _arguments(case)
+    expected = gd.rnea(m, d, x["q"], x["v"], x["a"])
+    assert_close(gd.rnea(m, d, list(x["q"]), list(x["v"]), tuple(x["a"])), expected, 0.0,
+                 "lists")
+    assert_close(gd.rnea(m, d, x["q"], np.zeros(m.nv, dtype=np.int32),
+                         np.zeros(m.nv, dtype=np.int64)),
+                 gd.generalized_gravity(m, d, x["q"]), 0.0, "integer v, a")
+    q32 = x["q"].astype(np.float32)
+    assert_close(gd.crba(m, d, q32), gd.crba(m, d, q32.astype(np.float64)), 0.0, "float32 q")
+    strided = np.repeat(x["q"][None], 4, axis=0)[::2]
+    assert_close(gd.crba(m, d, strided), gd.crba(m, d, np.ascontiguousarray(strided)), 0.0,
+                 "non-contiguous stack")
+    fortran = np.asfortranarray(np.repeat(x["q"][None], 3, axis=0))
+    assert_close(gd.crba(m, d, fortran), gd.crba(m, d, np.ascontiguousarray(fortran)), 0.0,
+                 "Fortran-ordered stack")
+
+
+def test_a_refused_call_leaves_data_usable(case, assert_close):
+    m, d = case.model, case.data()
+    x = _arguments(case, 3)
+    expected = gd.aba(m, case.data(), x["q"], x["v"], x["tau"])
+    with pytest.raises(ValueError):
+        gd.aba(m, d, x["q"], x["v"][:2], x["tau"])
+    with pytest.raises(ValueError):
+        gd.aba(m, d, np.repeat(x["q"], 4, axis=0), x["v"], x["tau"])
+    assert_close(gd.aba(m, d, x["q"], x["v"], x["tau"]), expected, 0.0, "after refusals")
