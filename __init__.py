@@ -7,6 +7,7 @@ rigid-body dynamics.
 """
 from . import dynamics
 from . import robots
+from . import ocp
 
 __version__ = "0.1.0"
-__all__ = ["dynamics", "robots", "__version__"]
+__all__ = ["dynamics", "robots", "ocp", "__version__"]

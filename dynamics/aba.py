@@ -15,7 +15,9 @@ subtree; its forward pass adds the ancestors' contributions.
 """
 import numpy as np
 
-from .config import inline_kernel, kernel
+from numba import prange
+
+from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_inertias
 from .joints import placements
 from .kinematics import joint_jacobians_state
@@ -193,6 +195,18 @@ def _aba(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, d
     for k in range(q.shape[0]):
         _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
                    oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
+
+
+@parallel_kernel
+def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
+                  n_chunks):
+    """:func:`_aba` with the stack split in chunks run by Numba's threads."""
+    K = q.shape[0]
+    for chunk in prange(n_chunks):
+        workspace = aba_workspace(m)
+        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
+            _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
+                       oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
 
 
 @kernel

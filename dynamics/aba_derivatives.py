@@ -13,7 +13,9 @@ import numpy as np
 
 from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _minverse_forward_pass,
                   articulated_projection, subtract_articulated)
-from .config import kernel
+from numba import prange
+
+from .config import kernel, parallel_kernel
 from .crba import world_inertias
 from .joints import placements
 from .kinematics import joint_jacobians_state
@@ -171,3 +173,20 @@ def aba_derivative_f_ext(model, data, q):
         Ji = joint_jacobian(model, data, qs, i, 0)
         out[:, :, i, :] = np.einsum("kab,kcb->kac", Minv, Ji)
     return out[0] if single else out
+
+
+@parallel_kernel
+def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
+                              Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq,
+                              ddq_dv, n_chunks):
+    """:func:`_aba_derivatives` with the stack split in ``n_chunks`` chunks run by
+    Numba's threads; each chunk has its own workspace, so the results do not
+    depend on the number of threads."""
+    K = q.shape[0]
+    for chunk in prange(n_chunks):
+        workspace = aba_derivatives_workspace(m)
+        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
+            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
+                                   op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k],
+                                   u[k], ddq[k], Minv[k], f[k], tau_id[k], dtau_dq[k],
+                                   dtau_dv[k], M[k], ddq_dq[k], ddq_dv[k], workspace)

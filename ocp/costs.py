@@ -1,0 +1,262 @@
+"""Activations, costs and constraints.
+
+A cost is ``weight * a(r(x, u))`` for a residual r and an activation a; with
+the Gauss-Newton approximation its derivatives are
+
+    Lx = w Rx^T a_r,  Lu = w Ru^T a_r,
+    Lxx = w Rx^T A_rr Rx,  Luu = w Ru^T A_rr Ru,  Lxu = w Rx^T A_rr Ru,
+
+accumulated for all knots of a phase by one kernel (:func:`_accumulate`).
+
+Activations (value a, gradient a_r (K, nr), Hessian A_rr (K, nr, nr)):
+
+- :class:`Quadratic`:          a = 1/2 |r|^2
+- :class:`WeightedQuadratic`:  a = 1/2 sum w_i r_i^2
+- :class:`QuadraticBarrier`:   a = 1/2 |max(r - ub, 0)|^2 + 1/2 |min(r - lb, 0)|^2
+  (zero inside the bounds: soft joint and velocity limits)
+- :class:`Smooth1Norm`:        a = sum sqrt(r_i^2 + eps)
+- :class:`Smooth2Norm`:        a = sqrt(|r|^2 + eps)
+
+A :class:`Constraint` is a residual with bounds lower <= r <= upper (an
+equality where they are equal); the solvers consume them (box limits on u by
+BoxFDDP, the rest by the NLP).
+"""
+import numpy as np
+from numba import prange
+
+from ..dynamics.config import parallel_kernel
+
+QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
+
+
+class Activation:
+    """Base: ``code`` selects the branch of :func:`_activate`; ``parameters``
+    (3, nr) are weights / lower / upper or eps, as the code needs."""
+
+    code = QUADRATIC
+
+    def parameters(self, nr):
+        return np.zeros((3, nr))
+
+
+class Quadratic(Activation):
+    code = QUADRATIC
+
+
+class WeightedQuadratic(Activation):
+    code = WEIGHTED
+
+    def __init__(self, weights):
+        self.weights = np.asarray(weights, dtype=float)
+        if np.any(self.weights < 0) or not np.all(np.isfinite(self.weights)):
+            raise ValueError("WeightedQuadratic: weights must be finite and non-negative")
+
+    def parameters(self, nr):
+        if self.weights.shape not in ((), (nr,)):
+            raise ValueError(f"WeightedQuadratic: expected {nr} weights, got {self.weights.shape}")
+        out = np.zeros((3, nr))
+        out[0] = self.weights
+        return out
+
+
+class QuadraticBarrier(Activation):
+    code = BARRIER
+
+    def __init__(self, lower, upper):
+        self.lower = np.asarray(lower, dtype=float)
+        self.upper = np.asarray(upper, dtype=float)
+        if np.any(self.lower > self.upper):
+            raise ValueError("QuadraticBarrier: lower bound above upper bound")
+
+    def parameters(self, nr):
+        out = np.zeros((3, nr))
+        out[1] = np.broadcast_to(self.lower, (nr,))
+        out[2] = np.broadcast_to(self.upper, (nr,))
+        return out
+
+
+class Smooth1Norm(Activation):
+    code = SMOOTH1
+
+    def __init__(self, eps=1e-6):
+        if eps <= 0:
+            raise ValueError("Smooth1Norm: eps must be positive")
+        self.eps = float(eps)
+
+    def parameters(self, nr):
+        out = np.zeros((3, nr))
+        out[0] = self.eps
+        return out
+
+
+class Smooth2Norm(Smooth1Norm):
+    code = SMOOTH2
+
+
+@parallel_kernel
+def _activate(code, params, r, value, a_r, A_rr):
+    K, nr = r.shape
+    for k in prange(K):
+        value[k] = 0.0
+        for i in range(nr):
+            for j in range(nr):
+                A_rr[k, i, j] = 0.0
+        if code == SMOOTH2:
+            s = params[0, 0]
+            for i in range(nr):
+                s += r[k, i] * r[k, i]
+            a = np.sqrt(s)
+            value[k] = a
+            for i in range(nr):
+                a_r[k, i] = r[k, i] / a
+            for i in range(nr):
+                for j in range(nr):
+                    A_rr[k, i, j] = ((1.0 if i == j else 0.0) - a_r[k, i] * a_r[k, j]) / a
+            continue
+        for i in range(nr):
+            x = r[k, i]
+            if code == QUADRATIC:
+                value[k] += 0.5 * x * x
+                a_r[k, i] = x
+                A_rr[k, i, i] = 1.0
+            elif code == WEIGHTED:
+                value[k] += 0.5 * params[0, i] * x * x
+                a_r[k, i] = params[0, i] * x
+                A_rr[k, i, i] = params[0, i]
+            elif code == BARRIER:
+                if x < params[1, i]:
+                    d = x - params[1, i]
+                elif x > params[2, i]:
+                    d = x - params[2, i]
+                else:
+                    d = 0.0
+                value[k] += 0.5 * d * d
+                a_r[k, i] = d
+                A_rr[k, i, i] = 1.0 if d != 0.0 else 0.0
+            else:
+                s = np.sqrt(x * x + params[0, i])
+                value[k] += s
+                a_r[k, i] = x / s
+                A_rr[k, i, i] = params[0, i] / (s * s * s)
+
+
+@parallel_kernel
+def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
+                with_derivatives):
+    """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot."""
+    K, nr = a_r.shape
+    ndx = Rx.shape[2]
+    nu = Ru.shape[2]
+    for k in prange(K):
+        cost[k] += weight * a[k]
+        if not with_derivatives:
+            continue
+        ARx = np.empty((nr, ndx))
+        ARu = np.empty((nr, nu))
+        for i in range(nr):
+            for c in range(ndx):
+                s = 0.0
+                for j in range(nr):
+                    s += A_rr[k, i, j] * Rx[k, j, c]
+                ARx[i, c] = s
+        for c in range(ndx):
+            s = 0.0
+            for i in range(nr):
+                s += Rx[k, i, c] * a_r[k, i]
+            Lx[k, c] += weight * s
+            for d in range(ndx):
+                s = 0.0
+                for i in range(nr):
+                    s += Rx[k, i, c] * ARx[i, d]
+                Lxx[k, c, d] += weight * s
+        if not with_u:
+            continue
+        for i in range(nr):
+            for c in range(nu):
+                s = 0.0
+                for j in range(nr):
+                    s += A_rr[k, i, j] * Ru[k, j, c]
+                ARu[i, c] = s
+        for c in range(nu):
+            s = 0.0
+            for i in range(nr):
+                s += Ru[k, i, c] * a_r[k, i]
+            Lu[k, c] += weight * s
+            for d in range(nu):
+                s = 0.0
+                for i in range(nr):
+                    s += Ru[k, i, c] * ARu[i, d]
+                Luu[k, c, d] += weight * s
+        for c in range(ndx):
+            for d in range(nu):
+                s = 0.0
+                for i in range(nr):
+                    s += Rx[k, i, c] * ARu[i, d]
+                Lxu[k, c, d] += weight * s
+
+
+class CostData:
+    def __init__(self, residual_data, nr, params):
+        self.residual = residual_data
+        self.value = np.zeros(residual_data.r.shape[0])
+        self.a_r = np.zeros((residual_data.r.shape[0], nr))
+        self.A_rr = np.zeros((residual_data.r.shape[0], nr, nr))
+        self.params = params
+
+
+class Cost:
+    """weight * activation(residual(x, u)); the activation defaults to :class:`Quadratic`.
+
+    ``name`` labels the term in logs (default: the residual's class name).
+    """
+
+    def __init__(self, residual, activation=None, weight=1.0, name=None):
+        self.residual = residual
+        self.activation = Quadratic() if activation is None else activation
+        self.weight = float(weight)
+        if not np.isfinite(self.weight) or self.weight < 0:
+            raise ValueError(f"cost weight must be finite and non-negative, got {weight}")
+        self.name = name or type(residual).__name__
+
+    def create_data(self, K, ndx, nu):
+        rdata = self.residual.create_data(K, ndx, nu)
+        return CostData(rdata, self.residual.nr, self.activation.parameters(self.residual.nr))
+
+    def add(self, data, kinematics, xs, us, scale, out, with_derivatives):
+        """Evaluate and add scale * weight * a(r) (and its derivatives) into ``out``
+        (an object with cost, Lx, Lu, Lxx, Luu, Lxu arrays for the K knots)."""
+        rdata = data.residual
+        if with_derivatives:
+            self.residual.calc_diff(rdata, kinematics, xs, us)
+        else:
+            self.residual.calc(rdata, kinematics, xs, us)
+        _activate(self.activation.code, data.params, rdata.r, data.value, data.a_r, data.A_rr)
+        _accumulate(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx, rdata.Ru,
+                    out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu, us is not None,
+                    with_derivatives)
+
+
+class Constraint:
+    """lower <= residual(x, u) <= upper (equality where lower == upper)."""
+
+    def __init__(self, residual, lower, upper, name=None):
+        self.residual = residual
+        self.lower = np.broadcast_to(np.asarray(lower, dtype=float), (residual.nr,)).copy()
+        self.upper = np.broadcast_to(np.asarray(upper, dtype=float), (residual.nr,)).copy()
+        if np.any(self.lower > self.upper):
+            raise ValueError("Constraint: lower bound above upper bound")
+        self.name = name or type(residual).__name__
+
+    @property
+    def is_equality(self):
+        return bool(np.all(self.lower == self.upper))
+
+    def create_data(self, K, ndx, nu):
+        return self.residual.create_data(K, ndx, nu)
+
+    def calc(self, data, kinematics, xs, us, with_derivatives):
+        if with_derivatives:
+            self.residual.calc_diff(data, kinematics, xs, us)
+        else:
+            self.residual.calc(data, kinematics, xs, us)
+        return data

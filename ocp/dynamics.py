@@ -1,0 +1,175 @@
+"""Continuous-time stage dynamics: the tangent velocity field f(x, u) and its Jacobians.
+
+A dynamics object maps a phase of K knots to ``f (K, ndx)`` (the time
+derivative of x, in the tangent space at x) and, in ``calc_diff``, to
+``f_x (K, ndx, ndx)`` and ``f_u (K, ndx, nu)``.  Integrators
+(:mod:`.integrators`) turn it into discrete dynamics.
+
+- :class:`Actuation`: tau = B u (full, floating base, any selection matrix).
+- :class:`FreeDynamics`: a multibody without contacts, ddq = ABA(q, v, B u -
+  damping * v) with the model's armature (optionally replaced);
+  f = (v, ddq), derivatives from ``aba_derivatives`` (Carpentier & Mansard
+  2018, eq. 24): f_x = [[0, I], [dddq_dq, dddq_dv - M^-1 D]],
+  f_u = [[0], [M^-1 B]].  One parallel kernel call per phase; it also leaves
+  the placements and world Jacobians of every knot in ``data.dynamics``,
+  which the kinematic residuals read.
+- :class:`CustomDynamics`: user-supplied batched functions (see
+  :mod:`.custom_dynamics` for the unicycle and the quadrotor).
+"""
+import numba
+import numpy as np
+
+from ..dynamics.aba import _aba_parallel
+from ..dynamics.aba_derivatives import _aba_derivatives_parallel
+from ..dynamics.model import FREE_FLYER
+from .state import StateMultibody, StateVector
+
+
+class Actuation:
+    """tau = B u with B (nv, nu)."""
+
+    def __init__(self, B):
+        self.B = np.ascontiguousarray(np.asarray(B, dtype=float))
+        if self.B.ndim != 2:
+            raise ValueError(f"actuation matrix must be 2-D (nv, nu), got {self.B.shape}")
+        self.nv, self.nu = self.B.shape
+
+    @classmethod
+    def full(cls, model):
+        """Every dof actuated: B = I, nu = nv."""
+        return cls(np.eye(model.nv))
+
+    @classmethod
+    def floating_base(cls, model):
+        """The 6 coordinates of a free-flyer root unactuated, the rest actuated."""
+        if model.njoints < 2 or model.arrays.jtype[1] != FREE_FLYER:
+            raise ValueError(f"model {model.name!r} has no free-flyer root joint")
+        return cls(np.eye(model.nv)[:, 6:])
+
+    @classmethod
+    def selection(cls, model, dofs):
+        """Only the velocity indices ``dofs`` actuated (in that order)."""
+        dofs = np.asarray(dofs, dtype=int)
+        if np.any(dofs < 0) or np.any(dofs >= model.nv):
+            raise ValueError(f"actuated dofs must lie in [0, {model.nv}), got {dofs}")
+        return cls(np.eye(model.nv)[:, dofs])
+
+
+class DynamicsData:
+    """Batched outputs of a dynamics object for K knots (and its model Data)."""
+
+    def __init__(self, K, ndx, nu, model=None):
+        self.K = K
+        self.f = np.zeros((K, ndx))
+        self.f_x = np.zeros((K, ndx, ndx))
+        self.f_u = np.zeros((K, ndx, nu))
+        self.dynamics = None if model is None else model.create_data()
+        if model is not None:
+            self.dynamics.resize(K)
+            self.f_ext = np.zeros((K, model.njoints, 6))
+            self.tau = np.zeros((K, model.nv))
+
+
+def _threads():
+    return numba.get_num_threads()
+
+
+class FreeDynamics:
+    """Forward dynamics of a multibody without contacts: ddq = ABA(q, v, B u - D v).
+
+    Parameters
+    ----------
+    model : dynamics Model.
+    actuation : :class:`Actuation` (default: fully actuated).
+    armature : (nv,) rotor inertias added to M's diagonal (default: the model's).
+    damping : (nv,) viscous joint damping D (default: none).
+    """
+
+    def __init__(self, model, actuation=None, armature=None, damping=None):
+        self.model = model
+        self.state = StateMultibody(model)
+        self.actuation = Actuation.full(model) if actuation is None else actuation
+        if self.actuation.nv != model.nv:
+            raise ValueError(f"actuation has {self.actuation.nv} rows, the model nv = {model.nv}")
+        self.nu = self.actuation.nu
+        self.arrays = model.arrays
+        if armature is not None:
+            armature = np.asarray(armature, dtype=float).reshape(model.nv)
+            if np.any(armature < 0):
+                raise ValueError("armature must be non-negative")
+            self.arrays = model.arrays._replace(armature=armature.copy())
+        self.damping = np.zeros(model.nv) if damping is None else np.asarray(
+            damping, dtype=float).reshape(model.nv)
+        self.multibody = True
+
+    def create_data(self, K):
+        return DynamicsData(K, self.state.ndx, self.nu, self.model)
+
+    def _torques(self, data, xs, us):
+        nq = self.model.nq
+        np.matmul(us, self.actuation.B.T, out=data.tau)
+        data.tau -= self.damping * xs[:, nq:]
+        return np.ascontiguousarray(xs[:, :nq]), np.ascontiguousarray(xs[:, nq:])
+
+    def calc(self, data, xs, us):
+        """f = (v, ddq) for every knot; fills data.f (K, ndx) and the kinematics."""
+        qs, vs = self._torques(data, xs, us)
+        d = data.dynamics
+        _aba_parallel(self.arrays, qs, vs, data.tau, data.f_ext, d.liR, d.lip, d.oR, d.op, d.J,
+                      d.IA, d.v, d.a, d.pA, d.U, d.Dinv, d.u, d.ddq, _threads())
+        nv = self.model.nv
+        data.f[:, :nv] = vs
+        data.f[:, nv:] = d.ddq[:data.K]
+        return data.f
+
+    def calc_diff(self, data, xs, us):
+        """f, f_x, f_u for every knot (one parallel kernel for ABA and its derivatives)."""
+        qs, vs = self._torques(data, xs, us)
+        d = data.dynamics
+        _aba_derivatives_parallel(
+            self.arrays, qs, vs, data.tau, data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb,
+            d.v, d.a, d.pA, d.U, d.Dinv, d.u, d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv,
+            d.M, d.ddq_dq, d.ddq_dv, _threads())
+        nv, K = self.model.nv, data.K
+        data.f[:, :nv] = vs
+        data.f[:, nv:] = d.ddq[:K]
+        idx = np.arange(nv)
+        data.f_x[:, idx, nv + idx] = 1.0
+        data.f_x[:, nv:, :nv] = d.ddq_dq[:K]
+        data.f_x[:, nv:, nv:] = d.ddq_dv[:K]
+        if np.any(self.damping):
+            data.f_x[:, nv:, nv:] -= d.Minv[:K] * self.damping[None, None, :]
+        np.matmul(d.Minv[:K], self.actuation.B, out=data.f_u[:, nv:, :])
+        return data.f, data.f_x, data.f_u
+
+
+class CustomDynamics:
+    """Dynamics from user functions on a Euclidean state x in R^nx.
+
+    ``calc(xs, us, params, f)`` fills f (K, nx) and ``calc_diff(xs, us, params,
+    f, f_x, f_u)`` fills f, f_x (K, nx, nx), f_u (K, nx, nu): each is called once
+    per phase with every knot (write them as Numba kernels looping over K,
+    compiled with ``cache=True``).  ``nq`` marks the first nq coordinates as
+    positions whose velocities are the last nx - nq (for semi-implicit Euler).
+    Check the derivatives with :func:`geppetto.ocp.check_dynamics`.
+    """
+
+    def __init__(self, nx, nu, calc, calc_diff, params=None, nq=None, name="custom"):
+        self.state = StateVector(nx, nq)
+        self.nu = int(nu)
+        self._calc, self._calc_diff = calc, calc_diff
+        self.params = np.zeros(0) if params is None else np.asarray(params, dtype=float)
+        self.name = name
+        self.multibody = False
+        self.model = None
+
+    def create_data(self, K):
+        return DynamicsData(K, self.state.ndx, self.nu)
+
+    def calc(self, data, xs, us):
+        self._calc(xs, us, self.params, data.f)
+        return data.f
+
+    def calc_diff(self, data, xs, us):
+        self._calc_diff(xs, us, self.params, data.f, data.f_x, data.f_u)
+        return data.f, data.f_x, data.f_u

@@ -1,0 +1,184 @@
+"""The shooting problem: N running knots and a terminal knot, evaluated phase by phase.
+
+Notation (trajax's, Crocoddyl's names): ``xs (N+1, nx)``, ``us (N, nu)``;
+``Fx (N, ndx, ndx)``, ``Fu (N, ndx, nu)`` the discrete dynamics Jacobians;
+``Lx (N+1, ndx)``, ``Lu (N, nu)``, ``Lxx (N+1, ndx, ndx)``, ``Luu (N, nu, nu)``,
+``Lxu (N, ndx, nu)`` the cost derivatives; ``costs (N+1,)``; ``xnext (N, nx)``
+the predicted states F(x_k, u_k); ``gaps (N+1, ndx)``: gaps[0] = x0 (-) xs[0]
+and gaps[k+1] = F(x_k, u_k) (-) xs[k+1] (Crocoddyl's ``fs``).
+
+Consecutive knots that share one stage model object form a phase; each
+phase is evaluated by one kernel call per term for all its knots.
+"""
+import numpy as np
+
+from .dynamics import FreeDynamics
+from .stage import StageOutputs
+from .step import SCHEME_CODES, _free_rollout
+
+
+def _phases(models):
+    """[(model, start, stop)] for runs of the same model object."""
+    phases, start = [], 0
+    for k in range(1, len(models) + 1):
+        if k == len(models) or models[k] is not models[start]:
+            phases.append((models[start], start, k))
+            start = k
+    return phases
+
+
+class ShootingProblem:
+    """min sum_k l_k(x_k, u_k) + l_N(x_N)  s.t.  x_{k+1} = F_k(x_k, u_k), x_0 = x0.
+
+    Parameters
+    ----------
+    x0 : (nx,) initial state.
+    running_models : list of N :class:`~.stage.StageModel` (repeat the same
+        object for the knots of a phase: ``[model] * N``).
+    terminal_model : :class:`~.stage.TerminalModel`.
+    """
+
+    def __init__(self, x0, running_models, terminal_model):
+        running_models = list(running_models)
+        if not running_models:
+            raise ValueError("a shooting problem needs at least one running model")
+        if getattr(terminal_model, "terminal", False) is not True:
+            raise ValueError("terminal_model must be a TerminalModel (it has no controls)")
+        first = running_models[0]
+        self.state = first.state
+        self.nx, self.ndx, self.nu = self.state.nx, self.state.ndx, first.nu
+        for model in running_models:
+            if getattr(model, "terminal", True):
+                raise ValueError("running models must be StageModel objects")
+            if model.state.nx != self.nx or model.nu != self.nu:
+                raise ValueError("all running models must share the state and nu")
+        if terminal_model.state.nx != self.nx:
+            raise ValueError("the terminal model's state differs from the running models'")
+        self.running_models = running_models
+        self.terminal_model = terminal_model
+        self.N = N = len(running_models)
+        self.x0 = self._validate_states(x0, "x0", single=True)
+        nx, ndx, nu = self.nx, self.ndx, self.nu
+        self.costs = np.zeros(N + 1)
+        self.Lx = np.zeros((N + 1, ndx))
+        self.Lxx = np.zeros((N + 1, ndx, ndx))
+        self.Lu = np.zeros((N, nu))
+        self.Luu = np.zeros((N, nu, nu))
+        self.Lxu = np.zeros((N, ndx, nu))
+        self.Fx = np.zeros((N, ndx, ndx))
+        self.Fu = np.zeros((N, ndx, nu))
+        self.xnext = np.zeros((N, nx))
+        self.phases = []
+        for model, start, stop in _phases(running_models):
+            out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], self.Lu[start:stop],
+                               self.Lxx[start:stop], self.Luu[start:stop], self.Lxu[start:stop])
+            self.phases.append((model, start, stop, model.create_data(stop - start, out)))
+        terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
+                                    self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
+        self.terminal_data = terminal_model.create_data(1, terminal_out)
+
+    # -- validation ---------------------------------------------------------
+    def _validate_states(self, xs, name, single=False):
+        arr, is_single = self.state.validate(xs, name)
+        if single:
+            if not is_single:
+                raise ValueError(f"{name}: expected one state of shape ({self.nx},)")
+            return arr[0].copy()
+        if arr.shape[0] != self.N + 1:
+            raise ValueError(f"{name}: expected {self.N + 1} states (N + 1), got {arr.shape}")
+        return arr
+
+    def _validate(self, xs, us):
+        xs = self._validate_states(xs, "xs")
+        us = np.asarray(us, dtype=float)
+        if us.shape != (self.N, self.nu):
+            raise ValueError(f"us: expected shape ({self.N}, {self.nu}), got {us.shape}")
+        if not np.all(np.isfinite(us)):
+            raise ValueError("us: contains NaN or inf")
+        return xs, np.ascontiguousarray(us)
+
+    # -- evaluation ---------------------------------------------------------
+    def calc(self, xs, us):
+        """Total cost of (xs, us); fills ``costs`` and ``xnext``."""
+        xs, us = self._validate(xs, us)
+        for model, start, stop, data in self.phases:
+            model.calc(data, xs[start:stop], us[start:stop])
+            self.xnext[start:stop] = data.integrator.xnext
+        self.terminal_model.calc(self.terminal_data, xs[self.N:])
+        return float(self.costs.sum())
+
+    def calc_diff(self, xs, us):
+        """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost."""
+        xs, us = self._validate(xs, us)
+        for model, start, stop, data in self.phases:
+            model.calc_diff(data, xs[start:stop], us[start:stop])
+            self.Fx[start:stop] = data.integrator.Fx
+            self.Fu[start:stop] = data.integrator.Fu
+            self.xnext[start:stop] = data.integrator.xnext
+        self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+        return float(self.costs.sum())
+
+    def gaps(self, xs):
+        """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]."""
+        out = np.empty((self.N + 1, self.ndx))
+        out[0] = self.state.difference(xs[:1], self.x0[None])[0]
+        out[1:] = self.state.difference(xs[1:], self.xnext)
+        return out
+
+    def constraints(self, xs, us, with_derivatives=False):
+        """Constraint residual data per phase: [(model, start, stop, [residual data])]."""
+        xs, us = self._validate(xs, us)
+        out = []
+        for model, start, stop, data in self.phases:
+            if model.constraints:
+                out.append((model, start, stop,
+                            model.calc_constraints(data, xs[start:stop], us[start:stop],
+                                                   with_derivatives)))
+        if self.terminal_model.constraints:
+            out.append((self.terminal_model, self.N, self.N + 1,
+                        self.terminal_model.calc_constraints(self.terminal_data, xs[self.N:],
+                                                             None, with_derivatives)))
+        return out
+
+    # -- trajectories -------------------------------------------------------
+    def rollout(self, us, x0=None):
+        """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""
+        us = np.asarray(us, dtype=float)
+        if us.shape != (self.N, self.nu) or not np.all(np.isfinite(us)):
+            raise ValueError(f"us: expected finite values of shape ({self.N}, {self.nu})")
+        xs = np.empty((self.N + 1, self.nx))
+        xs[0] = self.x0 if x0 is None else self._validate_states(x0, "x0", single=True)
+        for model, start, stop, data in self.phases:
+            dynamics = model.dynamics
+            if isinstance(dynamics, FreeDynamics):
+                _free_rollout(dynamics.arrays, dynamics.actuation.B, dynamics.damping,
+                              SCHEME_CODES[model.integrator.scheme], model.dt, xs[start],
+                              np.ascontiguousarray(us[start:stop]), xs[start:stop + 1])
+            else:
+                idata = model.integrator.create_data(1)
+                for k in range(start, stop):
+                    xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1], us[k:k + 1])[0]
+        return xs
+
+    def quasi_static(self, xs):
+        """Controls us (N, nu) that hold each xs[k] still (zero acceleration at v = 0).
+
+        For actuation B: the least-squares solution of B u = g(q_k) (exact when
+        fully actuated; for a floating base it is the actuated part of g).
+        """
+        from ..dynamics.rnea import generalized_gravity
+        xs = np.asarray(xs, dtype=float)
+        us = np.zeros((self.N, self.nu))
+        for model, start, stop, data in self.phases:
+            dynamics = model.dynamics
+            if not isinstance(dynamics, FreeDynamics):
+                raise ValueError("quasi_static needs multibody dynamics")
+            q = xs[start:stop, :dynamics.model.nq]
+            g = generalized_gravity(dynamics.model, dynamics.model.create_data(), q)
+            Bpinv = np.linalg.pinv(dynamics.actuation.B)
+            us[start:stop] = g @ Bpinv.T
+        return us
+
+    def __repr__(self):
+        return (f"ShootingProblem(N={self.N}, nx={self.nx}, nu={self.nu}, "
+                f"phases={len(self.phases)})")

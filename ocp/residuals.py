@@ -1,0 +1,428 @@
+"""Residuals r(x, u) with analytical Jacobians Rx (nr, ndx) and Ru (nr, nu).
+
+Each residual evaluates all K knots of a phase in one kernel (``prange`` over
+knots).  References (targets) are one value for the phase or one per knot
+(a leading K axis).  The kinematic residuals read the placements ``oR, op``
+and the world Jacobian ``J`` of each knot from the stage's kinematics data,
+filled before the costs by the dynamics (running knots) or by the terminal
+stage: the contract "calc_diff uses what the stage computed" of Crocoddyl.
+
+- :class:`StateResidual`:            r = x (-) x_ref, Rx = d difference/dx
+- :class:`ControlResidual`:          r = u - u_ref, Ru = I
+- :class:`FrameTranslationResidual`: r = p_f - p_ref, Rq = R_f J_f^LOCAL[:3]
+- :class:`FrameRotationResidual`:    r = log3(R_ref^T R_f), Rq = Jr(r)^-1 J_f^LOCAL[3:]
+- :class:`FramePlacementResidual`:   r = log6(M_ref^-1 M_f), Rq = Jr(r)^-1 J_f^LOCAL
+  (Jr the right Jacobian of SE(3), "Jlog6" in Pinocchio)
+- :class:`CenterOfMassResidual`:     r = c - c_ref, Rq = Jcom
+- :class:`JointTorqueResidual`:      r = RNEA(q, v, u) - tau_ref (controls are
+  accelerations: an inverse-dynamics formulation), Rx = dtau/dx, Ru = M
+"""
+import math
+
+import numpy as np
+from numba import prange
+
+from ..dynamics.config import kernel, parallel_kernel
+from ..dynamics.liegroup_derivatives import _N_SCRATCH, _se3_jr_inverse, _so3_jr_inverse
+from ..dynamics.liegroups import log3_quaternion
+from ..dynamics.rnea_derivatives import rnea_derivatives
+from ..dynamics.validation import check_frame
+
+FRAME_LOCAL, FRAME_WORLD, FRAME_LOCAL_WORLD_ALIGNED = 0, 1, 2
+
+
+class ResidualData:
+    """r (K, nr), Rx (K, nr, ndx), Ru (K, nr, nu) and the per-knot reference."""
+
+    def __init__(self, K, nr, ndx, nu, reference):
+        self.r = np.zeros((K, nr))
+        self.Rx = np.zeros((K, nr, ndx))
+        self.Ru = np.zeros((K, nr, nu))
+        self.reference = reference
+
+
+def _per_knot(value, shape, K, name):
+    """``value`` of shape ``shape`` or (K,) + shape, as a contiguous (K,) + shape array."""
+    arr = np.asarray(value, dtype=float)
+    if arr.shape == tuple(shape):
+        arr = np.broadcast_to(arr, (K,) + tuple(shape))
+    elif arr.shape != (K,) + tuple(shape):
+        raise ValueError(f"{name}: expected shape {tuple(shape)} or {(K,) + tuple(shape)} "
+                         f"(one per knot of the phase), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or inf")
+    return np.ascontiguousarray(arr)
+
+
+class Residual:
+    """Base class: ``nr``, whether it needs the knots' kinematics, whether it uses u."""
+
+    nr = 0
+    needs_kinematics = False
+    uses_control = False
+
+    def reference_shape(self):
+        return (self.nr,)
+
+    def create_data(self, K, ndx, nu):
+        return ResidualData(K, self.nr, ndx, nu,
+                            _per_knot(self.reference, self.reference_shape(), K,
+                                      f"{type(self).__name__} reference"))
+
+    def calc(self, data, kinematics, xs, us):
+        raise NotImplementedError
+
+    def calc_diff(self, data, kinematics, xs, us):
+        raise NotImplementedError
+
+
+class StateResidual(Residual):
+    """r = x (-) x_ref (ndx,); default reference: the state's zero (neutral, v = 0)."""
+
+    def __init__(self, state, reference=None):
+        self.state = state
+        self.nr = state.ndx
+        self.reference = state.zero() if reference is None else np.asarray(reference, float)
+
+    def reference_shape(self):
+        return (self.state.nx,)
+
+    def calc(self, data, kinematics, xs, us):
+        data.r[:] = self.state.difference(data.reference, xs)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self.calc(data, kinematics, xs, us)
+        data.Rx[:] = self.state.jacobians_difference(data.reference, xs)[1]
+
+
+class ControlResidual(Residual):
+    """r = u - u_ref (nu,); default reference zero."""
+
+    uses_control = True
+
+    def __init__(self, nu, reference=None):
+        self.nr = int(nu)
+        self.reference = np.zeros(self.nr) if reference is None else np.asarray(reference, float)
+
+    def create_data(self, K, ndx, nu):
+        if nu != self.nr:
+            raise ValueError(f"ControlResidual has nu={self.nr}, the stage has nu={nu}")
+        data = super().create_data(K, ndx, nu)
+        data.Ru[:] = np.eye(nu)
+        return data
+
+    def calc(self, data, kinematics, xs, us):
+        np.subtract(us, data.reference, out=data.r)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self.calc(data, kinematics, xs, us)
+
+
+# --- frame kinematics kernels ----------------------------------------------------------
+
+@kernel
+def _frame_pose(oR, op, k, joint, fR, fp, R, p):
+    """R (3, 3), p (3,) = oMi[joint] * jMf at knot k."""
+    for a in range(3):
+        p[a] = op[k, joint, a]
+        for b in range(3):
+            p[a] += oR[k, joint, a, b] * fp[b]
+            s = 0.0
+            for c in range(3):
+                s += oR[k, joint, a, c] * fR[c, b]
+            R[a, b] = s
+
+
+@kernel
+def _local_jacobian(m, J, k, joint, R, p, out, row0, rows):
+    """out[row0 + r, c] = rows ``rows`` (0..5) of the LOCAL frame Jacobian at (R, p),
+    for the dofs supporting ``joint`` (other columns untouched)."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    j = joint
+    while j > 0:
+        for c in range(idx_v[j], idx_v[j] + nvs[j]):
+            w0, w1, w2 = J[k, 3, c], J[k, 4, c], J[k, 5, c]
+            v0 = J[k, 0, c] + w1 * p[2] - w2 * p[1]
+            v1 = J[k, 1, c] + w2 * p[0] - w0 * p[2]
+            v2 = J[k, 2, c] + w0 * p[1] - w1 * p[0]
+            for r in range(rows.shape[0]):
+                a = rows[r]
+                if a < 3:
+                    out[row0 + r, c] = R[0, a] * v0 + R[1, a] * v1 + R[2, a] * v2
+                else:
+                    b = a - 3
+                    out[row0 + r, c] = R[0, b] * w0 + R[1, b] * w1 + R[2, b] * w2
+        j = parents[j]
+
+
+@kernel
+def _rotation_log(R, out, o):
+    """out[o:o+3] = log3(R) through a quaternion (Shepperd's method: robust near pi)."""
+    t = R[0, 0] + R[1, 1] + R[2, 2]
+    if t > 0.0:
+        s = 2.0 * math.sqrt(t + 1.0)
+        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, \
+            (R[1, 0] - R[0, 1]) / s
+    elif R[0, 0] > R[1, 1] and R[0, 0] > R[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, \
+            (R[0, 2] + R[2, 0]) / s
+    elif R[1, 1] > R[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, \
+            (R[1, 2] + R[2, 1]) / s
+    else:
+        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, \
+            (R[1, 2] + R[2, 1]) / s, 0.25 * s
+    log3_quaternion(x, y, z, w, out[o:o + 3])
+
+
+@parallel_kernel
+def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian, r, Rx):
+    """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot."""
+    K = r.shape[0]
+    for k in prange(K):
+        R = np.empty((3, 3))
+        p = np.empty(3)
+        Rrel = np.empty((3, 3))
+        xi = np.empty(6)
+        _frame_pose(oR, op, k, joint, fR, fp, R, p)
+        if kind == 0:
+            for a in range(3):
+                r[k, a] = p[a] - ref_p[k, a]
+            if with_jacobian:
+                # LOCAL_WORLD_ALIGNED linear rows: R J_local[:3]
+                Jl = np.zeros((3, m.nv))
+                _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(3))
+                for a in range(3):
+                    for c in range(m.nv):
+                        Rx[k, a, c] = R[a, 0] * Jl[0, c] + R[a, 1] * Jl[1, c] + R[a, 2] * Jl[2, c]
+            continue
+        # relative placement M_ref^-1 M_f
+        for a in range(3):
+            xi[a] = 0.0
+            for b in range(3):
+                xi[a] += ref_R[k, b, a] * (p[b] - ref_p[k, b])
+                s = 0.0
+                for c in range(3):
+                    s += ref_R[k, c, a] * R[c, b]
+                Rrel[a, b] = s
+        _rotation_log(Rrel, xi, 3)
+        S = np.empty((_N_SCRATCH, 3, 3))
+        if kind == 1:
+            for a in range(3):
+                r[k, a] = xi[3 + a]
+            if with_jacobian:
+                Jl = np.zeros((3, m.nv))
+                _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(3, 6))
+                _so3_jr_inverse(xi, 3, 1.0, S, 0)
+                for a in range(3):
+                    for c in range(m.nv):
+                        Rx[k, a, c] = S[0, a, 0] * Jl[0, c] + S[0, a, 1] * Jl[1, c] + \
+                            S[0, a, 2] * Jl[2, c]
+            continue
+        _se3_log_translation(xi, S)
+        for a in range(6):
+            r[k, a] = xi[a]
+        if with_jacobian:
+            Jl = np.zeros((6, m.nv))
+            _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(6))
+            W = np.empty((6, 6))
+            _se3_jr_inverse(xi, 1.0, W, S)
+            for a in range(6):
+                for c in range(m.nv):
+                    s = 0.0
+                    for b in range(6):
+                        s += W[a, b] * Jl[b, c]
+                    Rx[k, a, c] = s
+
+
+@kernel
+def _se3_log_translation(xi, S):
+    """Given xi[:3] = relative translation p and xi[3:] = phi = log3(R), set
+    xi[:3] = rho = V(phi)^-1 p (the linear part of log6)."""
+    t2 = xi[3] * xi[3] + xi[4] * xi[4] + xi[5] * xi[5]
+    t = math.sqrt(t2)
+    if t < 1e-4:
+        coef = 1.0 / 12.0 + t2 / 720.0
+    else:
+        coef = (1.0 - t * math.sin(t) / (2.0 * (1.0 - math.cos(t)))) / t2
+    w0, w1, w2 = xi[3], xi[4], xi[5]
+    x0, x1, x2 = xi[0], xi[1], xi[2]
+    c0 = w1 * x2 - w2 * x1
+    c1 = w2 * x0 - w0 * x2
+    c2 = w0 * x1 - w1 * x0
+    d0 = w1 * c2 - w2 * c1
+    d1 = w2 * c0 - w0 * c2
+    d2 = w0 * c1 - w1 * c0
+    xi[0] = x0 - 0.5 * c0 + coef * d0
+    xi[1] = x1 - 0.5 * c1 + coef * d1
+    xi[2] = x2 - 0.5 * c2 + coef * d2
+
+
+class _FrameResidual(Residual):
+    needs_kinematics = True
+    kind = 0
+
+    def __init__(self, model, frame, reference):
+        self.model = model
+        self.frame = check_frame(model, frame)
+        self.joint = int(model.arrays.frame_joint[self.frame])
+        self.fR = np.ascontiguousarray(model.arrays.frame_R[self.frame])
+        self.fp = np.ascontiguousarray(model.arrays.frame_p[self.frame])
+        self.reference = reference
+
+    def _references(self, data):
+        raise NotImplementedError
+
+    def _run(self, data, kinematics, with_jacobian):
+        ref_R, ref_p = self._references(data)
+        _frame_residual(self.model.arrays, kinematics.oR, kinematics.op, kinematics.J,
+                        self.joint, self.fR, self.fp, self.kind, ref_R, ref_p, with_jacobian,
+                        data.r, data.Rx)
+
+    def calc(self, data, kinematics, xs, us):
+        self._run(data, kinematics, False)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self._run(data, kinematics, True)
+
+
+class FrameTranslationResidual(_FrameResidual):
+    """r = p_f(q) - target (3,): the frame origin in the world."""
+
+    nr = 3
+    kind = 0
+
+    def __init__(self, model, frame, target):
+        super().__init__(model, frame, np.asarray(target, float))
+
+    def _references(self, data):
+        return np.empty((data.r.shape[0], 3, 3)), data.reference
+
+
+class FrameRotationResidual(_FrameResidual):
+    """r = log3(R_ref^T R_f(q)) (3,)."""
+
+    nr = 3
+    kind = 1
+
+    def __init__(self, model, frame, rotation):
+        super().__init__(model, frame, np.asarray(rotation, float))
+
+    def reference_shape(self):
+        return (3, 3)
+
+    def _references(self, data):
+        return data.reference, np.zeros((data.r.shape[0], 3))
+
+
+class FramePlacementResidual(_FrameResidual):
+    """r = log6(M_ref^-1 M_f(q)) (6,), [linear; angular]; reference (R (3, 3), p (3,))
+    or per knot (R (K, 3, 3), p (K, 3))."""
+
+    nr = 6
+    kind = 2
+
+    def __init__(self, model, frame, rotation, translation):
+        super().__init__(model, frame, None)
+        self.rotation = np.asarray(rotation, float)
+        self.translation = np.asarray(translation, float)
+
+    def create_data(self, K, ndx, nu):
+        data = ResidualData(K, self.nr, ndx, nu, None)
+        data.reference = (_per_knot(self.rotation, (3, 3), K, "FramePlacementResidual rotation"),
+                          _per_knot(self.translation, (3,), K,
+                                    "FramePlacementResidual translation"))
+        return data
+
+    def _references(self, data):
+        return data.reference
+
+
+@parallel_kernel
+def _com_residual(m, oR, op, J, ref, with_jacobian, r, Rx):
+    K = r.shape[0]
+    Y, parents, idx_v, nvs = m.inertia, m.parents, m.idx_v, m.nvs
+    for k in prange(K):
+        mass = np.zeros(m.njoints)
+        h = np.zeros((m.njoints, 3))
+        for i in range(1, m.njoints):
+            mass[i] = Y[i, 0, 0]
+            h0, h1, h2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
+            for a in range(3):
+                h[i, a] = oR[k, i, a, 0] * h0 + oR[k, i, a, 1] * h1 + oR[k, i, a, 2] * h2 \
+                    + Y[i, 0, 0] * op[k, i, a]
+        for i in range(m.njoints - 1, 0, -1):
+            mass[parents[i]] += mass[i]
+            for a in range(3):
+                h[parents[i], a] += h[i, a]
+        total = mass[0]
+        for a in range(3):
+            r[k, a] = h[0, a] / total - ref[k, a]
+        if not with_jacobian:
+            continue
+        for i in range(1, m.njoints):
+            # column of joint i: (m_sub v + w x h_sub) / m_total
+            for c in range(idx_v[i], idx_v[i] + nvs[i]):
+                w0, w1, w2 = J[k, 3, c], J[k, 4, c], J[k, 5, c]
+                Rx[k, 0, c] = (mass[i] * J[k, 0, c] + w1 * h[i, 2] - w2 * h[i, 1]) / total
+                Rx[k, 1, c] = (mass[i] * J[k, 1, c] + w2 * h[i, 0] - w0 * h[i, 2]) / total
+                Rx[k, 2, c] = (mass[i] * J[k, 2, c] + w0 * h[i, 1] - w1 * h[i, 0]) / total
+
+
+class CenterOfMassResidual(Residual):
+    """r = c(q) - c_ref (3,): the centre of mass of the whole robot in the world."""
+
+    nr = 3
+    needs_kinematics = True
+
+    def __init__(self, model, target):
+        self.model = model
+        self.reference = np.asarray(target, float)
+
+    def calc(self, data, kinematics, xs, us):
+        _com_residual(self.model.arrays, kinematics.oR, kinematics.op, kinematics.J,
+                      data.reference, False, data.r, data.Rx)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        _com_residual(self.model.arrays, kinematics.oR, kinematics.op, kinematics.J,
+                      data.reference, True, data.r, data.Rx)
+
+
+class JointTorqueResidual(Residual):
+    """r = RNEA(q, v, u) - tau_ref (nv,), for stages whose controls are the joint
+    accelerations (nu = nv, inverse-dynamics formulation)."""
+
+    uses_control = True
+
+    def __init__(self, model, reference=None):
+        self.model = model
+        self.nr = model.nv
+        self.reference = np.zeros(model.nv) if reference is None else np.asarray(reference, float)
+
+    def _split(self, xs):
+        return xs[:, :self.model.nq], xs[:, self.model.nq:]
+
+    def create_data(self, K, ndx, nu):
+        if nu != self.model.nv:
+            raise ValueError("JointTorqueResidual needs the controls to be accelerations "
+                             f"(nu = nv = {self.model.nv}), the stage has nu = {nu}")
+        data = super().create_data(K, ndx, nu)
+        data.dynamics = self.model.create_data()
+        return data
+
+    def calc(self, data, kinematics, xs, us):
+        from ..dynamics.rnea import rnea
+        q, v = self._split(xs)
+        data.r[:] = rnea(self.model, data.dynamics, q, v, us) - data.reference
+
+    def calc_diff(self, data, kinematics, xs, us):
+        q, v = self._split(xs)
+        dq, dv, da = rnea_derivatives(self.model, data.dynamics, q, v, us)
+        nv = self.model.nv
+        data.r[:] = data.dynamics.tau[:xs.shape[0]] - data.reference
+        data.Rx[:, :, :nv] = dq
+        data.Rx[:, :, nv:] = dv
+        data.Ru[:] = da

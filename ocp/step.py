@@ -1,0 +1,101 @@
+"""One jitted discrete step x' = F(x, u) of :class:`~.dynamics.FreeDynamics`, for sequential loops.
+
+Rollouts (and the solvers' forward passes) are sequential by nature: they
+run as one Numba kernel that calls :func:`free_step` knot after knot.  The
+step matches :class:`~.integrators.Integrator` exactly (same schemes, same
+formulas): the tests compare the two.
+"""
+import numpy as np
+
+from ..dynamics.aba import _aba_state, aba_workspace
+from ..dynamics.config import kernel
+from ..dynamics.liegroups import integrate_state
+
+SCHEME_CODES = {"euler": 0, "semi_implicit_euler": 1, "rk2": 2, "rk4": 3}
+
+
+@kernel
+def step_workspace(m, nx):
+    """Scratch of :func:`free_step`: per-state dynamics arrays and stage vectors."""
+    nj, nv = m.njoints, m.nv
+    liR = np.zeros((nj, 3, 3))
+    oR = np.zeros((nj, 3, 3))
+    for a in range(3):
+        liR[0, a, a] = 1.0
+        oR[0, a, a] = 1.0
+    dyn = (liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3)),
+           np.empty((6, nv)), np.empty((nj, 6, 6)), np.empty((nj, 6)), np.empty((nj, 6)),
+           np.empty((nj, 6)), np.empty((6, nv)), np.empty((nv, 6)), np.empty(nv),
+           np.empty(nv), np.zeros((nj, 6)), np.empty(nv))
+    stages = (np.empty((4, 2 * nv)), np.empty(2 * nv), np.empty(nx))
+    return dyn, stages, aba_workspace(m), (np.empty(4), np.empty(4), np.empty(3))
+
+
+@kernel
+def _tangent_field(m, B, damping, x, u, out, ws):
+    """out (2 nv,) = f(x, u) = (v, ABA(q, v, B u - D v))."""
+    dyn, stages, aba_ws, lie_ws = ws
+    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau = dyn
+    nq, nv = m.nq, m.nv
+    for i in range(nv):
+        s = -damping[i] * x[nq + i]
+        for j in range(B.shape[1]):
+            s += B[i, j] * u[j]
+        tau[i] = s
+    _aba_state(m, x[:nq], x[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
+               uu, ddq, aba_ws)
+    for i in range(nv):
+        out[i] = x[nq + i]
+        out[nv + i] = ddq[i]
+
+
+@kernel
+def _state_integrate(m, x, w, out, ws):
+    """out = x (+) w for x = (q, v), w = (dq, dv)."""
+    s4, t4, s3 = ws[3]
+    nq, nv = m.nq, m.nv
+    integrate_state(m, x[:nq], w[:nv], out[:nq], s4, t4, s3)
+    for i in range(nv):
+        out[nq + i] = x[nq + i] + w[nv + i]
+
+
+@kernel
+def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
+    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value)."""
+    k, w, xi = ws[1]
+    nv = m.nv
+    _tangent_field(m, B, damping, x, u, k[0], ws)
+    if scheme == 0:
+        for i in range(2 * nv):
+            w[i] = dt * k[0, i]
+    elif scheme == 1:
+        for i in range(nv):
+            w[nv + i] = dt * k[0, nv + i]
+            w[i] = dt * k[0, i] + dt * w[nv + i]
+    elif scheme == 2:
+        for i in range(2 * nv):
+            w[i] = 0.5 * dt * k[0, i]
+        _state_integrate(m, x, w, xi, ws)
+        _tangent_field(m, B, damping, xi, u, k[1], ws)
+        for i in range(2 * nv):
+            w[i] = dt * k[1, i]
+    else:
+        for stage in range(1, 4):
+            c = 1.0 if stage == 3 else 0.5
+            for i in range(2 * nv):
+                w[i] = c * dt * k[stage - 1, i]
+            _state_integrate(m, x, w, xi, ws)
+            _tangent_field(m, B, damping, xi, u, k[stage], ws)
+        for i in range(2 * nv):
+            w[i] = dt / 6.0 * (k[0, i] + 2.0 * k[1, i] + 2.0 * k[2, i] + k[3, i])
+    _state_integrate(m, x, w, xnext, ws)
+
+
+@kernel
+def _free_rollout(m, B, damping, scheme, dt, x0, us, xs):
+    """xs[0] = x0, xs[k+1] = F(xs[k], us[k]) for k < len(us)."""
+    ws = step_workspace(m, x0.shape[0])
+    for i in range(x0.shape[0]):
+        xs[0, i] = x0[i]
+    for k in range(us.shape[0]):
+        free_step(m, B, damping, scheme, dt, xs[k], us[k], xs[k + 1], ws)
