@@ -19,3 +19,5 @@ from .aba import aba, compute_minverse
 from .energy import kinetic_energy, potential_energy
 from .rnea_derivatives import rnea_derivatives
 from .aba_derivatives import aba_derivatives, aba_derivative_f_ext
+from .liegroup_derivatives import d_integrate, d_difference
+from .finite_differences import numerical_jacobian, rnea_derivatives_fd, aba_derivatives_fd
