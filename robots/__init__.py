@@ -4,6 +4,7 @@
 >>> robot = robots.load("panda")                    # example-robot-data by name
 >>> robot = robots.load_urdf(path, root_joint="free-flyer", srdf_path=srdf)
 >>> model = robots.random_tree(12, seed=0)          # built-in, no files
+>>> viz = robots.MeshcatVisualizer(robot)           # meshcat (see :mod:`.visualize`)
 
 Joint order, q/v layout, frames, inertias and limits are those of
 ``pinocchio.buildModelFromUrdf`` on the same file (see :mod:`.urdf`).
@@ -17,4 +18,12 @@ from .urdf import (URDFError, build_model_from_urdf_string, load_reference_confi
 __all__ = ["load", "load_urdf", "build_model_from_urdf_string", "Robot", "VisualGeometry",
            "URDFError", "available_robots", "model_dir", "default_configuration",
            "load_reference_configurations", "resolve_mesh_path", "pendulum",
-           "double_pendulum", "cartpole", "chain", "random_tree"]
+           "double_pendulum", "cartpole", "chain", "random_tree", "MeshcatVisualizer"]
+
+
+def __getattr__(name):
+    # meshcat imports IPython (over a second): load the viewer on first use only.
+    if name == "MeshcatVisualizer":
+        from .visualize import MeshcatVisualizer
+        return MeshcatVisualizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
