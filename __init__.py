@@ -8,6 +8,7 @@ rigid-body dynamics.
 from . import dynamics
 from . import robots
 from . import ocp
+from . import solvers
 
 __version__ = "0.1.0"
-__all__ = ["dynamics", "robots", "ocp", "__version__"]
+__all__ = ["dynamics", "robots", "ocp", "solvers", "__version__"]

@@ -310,7 +310,13 @@ def interpolate(model, q0, q1, u):
     q0s, single = as_configurations(model, q0, "q0")
     K = q0s.shape[0]
     q1s, _ = as_configurations(model, q1, "q1", (K, single))
-    us = np.broadcast_to(np.asarray(u, dtype=float).reshape(-1), (K,)).copy()
+    u_arr = np.asarray(u)
+    if u_arr.dtype == object or not (np.issubdtype(u_arr.dtype, np.floating)
+                                     or np.issubdtype(u_arr.dtype, np.integer)):
+        raise ValueError(f"u: expected real numbers, got dtype {u_arr.dtype}")
+    if u_arr.shape not in ((), (1,), (K,)) or (single and u_arr.ndim > 0 and u_arr.size != 1):
+        raise ValueError(f"u: expected a scalar or shape ({K},), got {u_arr.shape}")
+    us = np.broadcast_to(u_arr.astype(float).reshape(-1), (K,)).copy()
     if not np.all(np.isfinite(us)):
         raise ValueError("u: contains NaN or inf")
     out = np.empty_like(q0s)

@@ -91,8 +91,13 @@ def as_external_forces(model, f_ext, K, single):
     nj = model.njoints
     if f_ext is None:
         return np.zeros((K, nj, 6))
-    arr = _as_float_array(f_ext if not isinstance(f_ext, (list, tuple))
-                          else np.array([np.asarray(f, dtype=float) for f in f_ext]), "f_ext")
+    if isinstance(f_ext, (list, tuple)):
+        try:
+            f_ext = np.array([np.asarray(getattr(f, "vector", f)) for f in f_ext])
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"f_ext: cannot be read as ({nj}, 6) spatial forces "
+                             f"({error})") from None
+    arr = _as_float_array(f_ext, "f_ext")
     if arr.shape == (nj, 6):
         arr = np.broadcast_to(arr, (K, nj, 6))
     elif arr.shape != (K, nj, 6):

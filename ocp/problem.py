@@ -107,6 +107,17 @@ class ShootingProblem:
         self.terminal_model.calc(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
+    def calc_costs(self, xs, us, xnext=None):
+        """Total cost of (xs, us) without the dynamics (for line searches whose rollout
+        already computed the predicted states ``xnext``, stored when given).
+        No input checks: for solvers that built xs and us themselves."""
+        for model, start, stop, data in self.phases:
+            model.calc_costs(data, xs[start:stop], us[start:stop])
+        self.terminal_model.calc(self.terminal_data, xs[self.N:])
+        if xnext is not None:
+            self.xnext[:] = xnext
+        return float(self.costs.sum())
+
     def calc_diff(self, xs, us):
         """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost."""
         xs, us = self._validate(xs, us)

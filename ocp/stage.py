@@ -13,7 +13,7 @@ kinematics pass.
 """
 import numpy as np
 
-from ..dynamics.kinematics import _compute_joint_jacobians
+from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from .dynamics import FreeDynamics
 from .integrators import Integrator
 from .state import StateMultibody
@@ -107,6 +107,17 @@ class StageModel:
         """x', Fx, Fu and the cost derivatives Lx, Lu, Lxx, Luu, Lxu (Gauss-Newton)."""
         self.integrator.calc_diff(data.integrator, xs, us)
         self._costs(data, xs, us, True)
+
+    def calc_costs(self, data, xs, us):
+        """Stage costs only (placements of the knots, no dynamics): for the solvers'
+        line search, whose rollout already evaluated the dynamics."""
+        kin = data.kinematics
+        if kin is not None and any(c.residual.needs_kinematics for c in self.costs):
+            nq = self.state.nq
+            zeros = np.zeros((xs.shape[0], self.state.nv))
+            _forward_kinematics(self.dynamics.arrays, np.ascontiguousarray(xs[:, :nq]), zeros,
+                                zeros, 0, kin.liR, kin.lip, kin.oR, kin.op, kin.v, kin.a)
+        self._costs(data, xs, us, False)
 
     def _costs(self, data, xs, us, with_derivatives):
         data.outputs.clear(with_derivatives)

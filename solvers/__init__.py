@@ -1,1 +1,3 @@
-"""Solvers (issue: DDP/FDDP, NLP)."""
+"""Solvers on a ShootingProblem: DDP (iLQR), FDDP and BoxFDDP, with callbacks."""
+from .ddp import DDP, FDDP, BoxFDDP, SolverResult
+from .callbacks import CallbackVerbose, CallbackLogger
