@@ -19,5 +19,14 @@ from .aba import aba, compute_minverse
 from .energy import kinetic_energy, potential_energy
 from .rnea_derivatives import rnea_derivatives
 from .aba_derivatives import aba_derivatives, aba_derivative_f_ext
+from .kinematics_derivatives import (compute_forward_kinematics_derivatives,
+                                     joint_velocity_derivatives,
+                                     joint_acceleration_derivatives,
+                                     frame_velocity_derivatives,
+                                     frame_acceleration_derivatives,
+                                     compute_joint_jacobians_time_variation,
+                                     frame_jacobian_time_variation,
+                                     center_of_mass_derivatives,
+                                     center_of_mass_velocity_derivatives)
 from .liegroup_derivatives import d_integrate, d_difference
 from .finite_differences import numerical_jacobian, rnea_derivatives_fd, aba_derivatives_fd

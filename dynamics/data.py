@@ -35,6 +35,11 @@ _FIELDS = {
     "dtau_dq": lambda nj, nv, nf: (nv, nv), "dtau_dv": lambda nj, nv, nf: (nv, nv),
     "ddq_dq": lambda nj, nv, nf: (nv, nv), "ddq_dv": lambda nj, nv, nf: (nv, nv),
     "kinetic_energy": lambda nj, nv, nf: (), "potential_energy": lambda nj, nv, nf: (),
+    # kinematics derivatives: world-frame motions and the columns of
+    # kinematics_derivatives.py (dJ = dJ/dt, dVdq, dAdq, dAdv)
+    "ov": lambda nj, nv, nf: (nj, 6), "oa": lambda nj, nv, nf: (nj, 6),
+    "dJ": lambda nj, nv, nf: (6, nv), "dVdq": lambda nj, nv, nf: (6, nv),
+    "dAdq": lambda nj, nv, nf: (6, nv), "dAdv": lambda nj, nv, nf: (6, nv),
 }
 
 
