@@ -82,13 +82,27 @@ def joint_transform(jtype, axes, i, q, o, XR, Xp):
 
 @inline_kernel
 def compose(R1, p1, i1, R2, p2, i2, Ro, po, io):
-    """(Ro[io], po[io]) = (R1[i1], p1[i1]) * (R2[i2], p2[i2]); no aliasing of the output."""
-    for r in range(3):
-        po[io, r] = (p1[i1, r] + R1[i1, r, 0] * p2[i2, 0] + R1[i1, r, 1] * p2[i2, 1]
-                     + R1[i1, r, 2] * p2[i2, 2])
-        for c in range(3):
-            Ro[io, r, c] = (R1[i1, r, 0] * R2[i2, 0, c] + R1[i1, r, 1] * R2[i2, 1, c]
-                            + R1[i1, r, 2] * R2[i2, 2, c])
+    """(Ro[io], po[io]) = (R1[i1], p1[i1]) * (R2[i2], p2[i2]) (inputs read before any store)."""
+    a00, a01, a02 = R1[i1, 0, 0], R1[i1, 0, 1], R1[i1, 0, 2]
+    a10, a11, a12 = R1[i1, 1, 0], R1[i1, 1, 1], R1[i1, 1, 2]
+    a20, a21, a22 = R1[i1, 2, 0], R1[i1, 2, 1], R1[i1, 2, 2]
+    b00, b01, b02 = R2[i2, 0, 0], R2[i2, 0, 1], R2[i2, 0, 2]
+    b10, b11, b12 = R2[i2, 1, 0], R2[i2, 1, 1], R2[i2, 1, 2]
+    b20, b21, b22 = R2[i2, 2, 0], R2[i2, 2, 1], R2[i2, 2, 2]
+    q0, q1, q2 = p2[i2, 0], p2[i2, 1], p2[i2, 2]
+    t0, t1, t2 = p1[i1, 0], p1[i1, 1], p1[i1, 2]
+    po[io, 0] = t0 + a00 * q0 + a01 * q1 + a02 * q2
+    po[io, 1] = t1 + a10 * q0 + a11 * q1 + a12 * q2
+    po[io, 2] = t2 + a20 * q0 + a21 * q1 + a22 * q2
+    Ro[io, 0, 0] = a00 * b00 + a01 * b10 + a02 * b20
+    Ro[io, 0, 1] = a00 * b01 + a01 * b11 + a02 * b21
+    Ro[io, 0, 2] = a00 * b02 + a01 * b12 + a02 * b22
+    Ro[io, 1, 0] = a10 * b00 + a11 * b10 + a12 * b20
+    Ro[io, 1, 1] = a10 * b01 + a11 * b11 + a12 * b21
+    Ro[io, 1, 2] = a10 * b02 + a11 * b12 + a12 * b22
+    Ro[io, 2, 0] = a20 * b00 + a21 * b10 + a22 * b20
+    Ro[io, 2, 1] = a20 * b01 + a21 * b11 + a22 * b21
+    Ro[io, 2, 2] = a20 * b02 + a21 * b12 + a22 * b22
 
 
 @kernel
