@@ -151,6 +151,36 @@ class ShootingProblem:
                                                              None, with_derivatives)))
         return out
 
+    def set_reference(self, residual, values):
+        """Set the reference of ``residual`` (a residual object used by costs or
+        constraints) at every knot where it appears: ``values`` has the
+        reference's shape (same at every knot) or (N+1,) + that shape (knot k
+        reads values[k]; the terminal knot reads values[N])."""
+        found = False
+        stages = [(m, s, e, d) for m, s, e, d in self.phases]
+        stages.append((self.terminal_model, self.N, self.N + 1, self.terminal_data))
+        for model, start, stop, data in stages:
+            terms = [(c, cd.residual) for c, cd in zip(model.costs, data.costs)]
+            terms += list(zip(model.constraints, data.constraints))
+            for term, rdata in terms:
+                if term.residual is not residual:
+                    continue
+                found = True
+                references = rdata.reference if isinstance(rdata.reference, tuple) else (
+                    rdata.reference,)
+                value_list = values if isinstance(values, tuple) else (values,)
+                for ref, value in zip(references, value_list):
+                    value = np.asarray(value, dtype=float)
+                    if value.shape == ref.shape[1:]:
+                        ref[:] = value
+                    elif value.shape == (self.N + 1,) + ref.shape[1:]:
+                        ref[:] = value[start:stop]
+                    else:
+                        raise ValueError(f"reference: expected shape {ref.shape[1:]} or "
+                                         f"{(self.N + 1,) + ref.shape[1:]}, got {value.shape}")
+        if not found:
+            raise ValueError("this residual is not used by any cost or constraint of the problem")
+
     # -- trajectories -------------------------------------------------------
     def rollout(self, us, x0=None):
         """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""

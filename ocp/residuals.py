@@ -13,6 +13,8 @@ stage: the contract "calc_diff uses what the stage computed" of Crocoddyl.
 - :class:`FrameRotationResidual`:    r = log3(R_ref^T R_f), Rq = Jr(r)^-1 J_f^LOCAL[3:]
 - :class:`FramePlacementResidual`:   r = log6(M_ref^-1 M_f), Rq = Jr(r)^-1 J_f^LOCAL
   (Jr the right Jacobian of SE(3), "Jlog6" in Pinocchio)
+- :class:`FrameVelocityResidual`:    r = v_f(q, v) - v_ref (LOCAL, LOCAL_WORLD_ALIGNED or
+  WORLD), Rv = J_f, Rq from dov_i/dq_c = J_c x (ov_i - ov_parent)
 - :class:`CenterOfMassResidual`:     r = c - c_ref, Rq = Jcom
 - :class:`JointTorqueResidual`:      r = RNEA(q, v, u) - tau_ref (controls are
   accelerations: an inverse-dynamics formulation), Rx = dtau/dx, Ru = M
@@ -42,7 +44,8 @@ class ResidualData:
 
 
 def _per_knot(value, shape, K, name):
-    """``value`` of shape ``shape`` or (K,) + shape, as a contiguous (K,) + shape array."""
+    """``value`` of shape ``shape`` or (K,) + shape, as a new contiguous (K,) + shape
+    array (owned and writable: ``ShootingProblem.set_reference`` writes into it)."""
     arr = np.asarray(value, dtype=float)
     if arr.shape == tuple(shape):
         arr = np.broadcast_to(arr, (K,) + tuple(shape))
@@ -51,7 +54,7 @@ def _per_knot(value, shape, K, name):
                          f"(one per knot of the phase), got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or inf")
-    return np.ascontiguousarray(arr)
+    return np.array(arr, dtype=float, order="C", copy=True)
 
 
 class Residual:
@@ -426,3 +429,128 @@ class JointTorqueResidual(Residual):
         data.Rx[:, :, :nv] = dq
         data.Rx[:, :, nv:] = dv
         data.Ru[:] = da
+
+
+# --- frame velocity ----------------------------------------------------------------------
+
+@kernel
+def _express_motion(reference, R, p, X, out):
+    """out = X (a world motion [linear at the origin; angular]) seen at the frame
+    (R, p): WORLD (1) unchanged, LOCAL_WORLD_ALIGNED (2) [X_lin + X_ang x p; X_ang],
+    LOCAL (0) the same in the frame's axes."""
+    v0 = X[0] + X[4] * p[2] - X[5] * p[1]
+    v1 = X[1] + X[5] * p[0] - X[3] * p[2]
+    v2 = X[2] + X[3] * p[1] - X[4] * p[0]
+    if reference == FRAME_WORLD:
+        for a in range(6):
+            out[a] = X[a]
+    elif reference == FRAME_LOCAL_WORLD_ALIGNED:
+        out[0], out[1], out[2] = v0, v1, v2
+        out[3], out[4], out[5] = X[3], X[4], X[5]
+    else:
+        for a in range(3):
+            out[a] = R[0, a] * v0 + R[1, a] * v1 + R[2, a] * v2
+            out[3 + a] = R[0, a] * X[3] + R[1, a] * X[4] + R[2, a] * X[5]
+
+
+@kernel
+def _motion_cross(A, B, out):
+    """out = A x B for motions [linear; angular]: [A_ang x B_lin + A_lin x B_ang; A_ang x B_ang]."""
+    out[0] = A[4] * B[2] - A[5] * B[1] + A[1] * B[5] - A[2] * B[4]
+    out[1] = A[5] * B[0] - A[3] * B[2] + A[2] * B[3] - A[0] * B[5]
+    out[2] = A[3] * B[1] - A[4] * B[0] + A[0] * B[4] - A[1] * B[3]
+    out[3] = A[4] * B[5] - A[5] * B[4]
+    out[4] = A[5] * B[3] - A[3] * B[5]
+    out[5] = A[3] * B[4] - A[4] * B[3]
+
+
+@kernel
+def _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work):
+    """Rx[k] (6, 2 nv) of r = T ov_joint for the dofs c supporting ``joint`` (zero elsewhere):
+    dr/dv_c = T J_c; dr/dq_c from dov_i/dq_c = J_c x (ov_i - ov_lambda), lambda the parent of
+    joint(c), and the motion of the frame: LOCAL T (ov_lambda x J_c), WORLD J_c x (ov_i -
+    ov_lambda), LOCAL_WORLD_ALIGNED T(J_c x (ov_i - ov_lambda)) + [ov_i,ang x (T J_c)_lin; 0]."""
+    nv = m.nv
+    Jc, D, Y, col = work[0], work[1], work[2], work[3]
+    Rx[k, :, :] = 0.0
+    j = joint
+    while j > 0:
+        lam = m.parents[j]
+        for c in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+            for a in range(6):
+                Jc[a] = J[k, a, c]
+                D[a] = ov[joint, a] - ov[lam, a]
+            _express_motion(reference, R, p, Jc, col)
+            for a in range(6):
+                Rx[k, a, nv + c] = col[a]
+            if reference == FRAME_LOCAL:
+                _motion_cross(ov[lam], Jc, Y)
+            else:
+                _motion_cross(Jc, D, Y)
+            _express_motion(reference, R, p, Y, D)
+            if reference == FRAME_LOCAL_WORLD_ALIGNED:
+                X3, X4, X5 = ov[joint, 3], ov[joint, 4], ov[joint, 5]
+                D[0] += X4 * col[2] - X5 * col[1]
+                D[1] += X5 * col[0] - X3 * col[2]
+                D[2] += X3 * col[1] - X4 * col[0]
+            for a in range(6):
+                Rx[k, a, c] = D[a]
+        j = lam
+
+
+@parallel_kernel
+def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
+                             r, Rx):
+    """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot."""
+    K = r.shape[0]
+    for k in prange(K):
+        R = np.empty((3, 3))
+        p = np.empty(3)
+        work = np.empty((4, 6))
+        ov = np.zeros((joint + 1, 6))
+        _frame_pose(oR, op, k, joint, fR, fp, R, p)
+        # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
+        for i in range(1, joint + 1):
+            for a in range(6):
+                s = ov[m.parents[i], a]
+                for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+                    s += J[k, a, c] * vs[k, c]
+                ov[i, a] = s
+        _express_motion(reference, R, p, ov[joint], work[0])
+        for a in range(6):
+            r[k, a] = work[0, a] - ref[k, a]
+        if with_jacobian:
+            _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work)
+
+
+class FrameVelocityResidual(_FrameResidual):
+    """r = v_f(q, v) - v_ref (6,), the spatial velocity [linear; angular] of a frame.
+
+    ``reference_frame``: LOCAL (the frame's velocity in its own axes, Pinocchio's
+    ``getFrameVelocity``), LOCAL_WORLD_ALIGNED (the velocity of its origin and its
+    angular velocity in world axes) or WORLD (at the world origin); the codes of
+    :mod:`geppetto.dynamics` or their names.  Analytical Jacobians: dr/dv = J_f (the
+    frame Jacobian in that reference), dr/dq from the world-frame identity
+    dov_i/dq_c = J_c x (ov_i - ov_parent(joint(c))) (Carpentier & Mansard 2018,
+    identity (13); Pinocchio's ``getFrameVelocityDerivatives``).
+    """
+
+    nr = 6
+
+    def __init__(self, model, frame, reference=None, reference_frame=FRAME_LOCAL):
+        from ..dynamics.kinematics import _reference_code
+        super().__init__(model, frame, np.zeros(6) if reference is None
+                         else np.asarray(reference, float))
+        self.reference_frame = _reference_code(reference_frame)
+
+    def _run(self, data, kinematics, xs, with_jacobian):
+        vs = np.ascontiguousarray(xs[:, self.model.nq:])
+        _frame_velocity_residual(self.model.arrays, kinematics.oR, kinematics.op, kinematics.J,
+                                 vs, self.joint, self.fR, self.fp, self.reference_frame,
+                                 data.reference, with_jacobian, data.r, data.Rx)
+
+    def calc(self, data, kinematics, xs, us):
+        self._run(data, kinematics, xs, False)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self._run(data, kinematics, xs, True)

@@ -1,0 +1,183 @@
+"""Model predictive control: a receding-horizon FDDP loop and a simulator to close it.
+
+- :class:`MPC`: at each control step it sets the problem's x0 to the measured
+  state, shifts the previous solution by one knot as the warm start, updates
+  the references (a user hook), runs at most ``max_iter`` iterations of FDDP
+  (or BoxFDDP) within a time budget, and returns the first control, or the
+  feedback policy u = u0 - K (x (-) x0) when asked (Crocoddyl's sign: the
+  solvers' gains apply as u - K dx).
+- :class:`Simulator`: the "true" plant: the multibody integrated with RK4 at
+  a finer step than the controller (one jitted kernel per control step), with
+  an optional model mismatch (another Model, e.g. a payload) and external
+  pushes (a force on a body for a time window).
+- :func:`run_mpc`: the closed loop, logging states, controls, solve times and
+  iteration counts, with a progress line for long runs.
+"""
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..dynamics.config import kernel
+from ..ocp.dynamics import Actuation
+from ..ocp.step import SCHEME_CODES, free_step, step_workspace
+from .ddp import FDDP
+
+
+class MPC:
+    """Receding-horizon controller on ``problem`` (its x0 is overwritten each step).
+
+    Parameters
+    ----------
+    problem : ShootingProblem (the horizon).
+    solver : a solver class (FDDP, BoxFDDP, DDP) or instance.
+    max_iter : iterations per control step (1 for real-time iteration schemes).
+    time_budget : seconds per control step (the solver stops after the
+        iteration that exceeds it), or None.
+    use_feedback : return the policy u0 - K0 (x (-) x0) instead of u0 alone.
+    update_references : callable(problem, t) called before each solve to move
+        targets (see :meth:`ShootingProblem.set_reference`).
+    """
+
+    def __init__(self, problem, solver=FDDP, max_iter=1, time_budget=None, use_feedback=False,
+                 update_references=None):
+        self.problem = problem
+        self.solver = solver(problem) if isinstance(solver, type) else solver
+        self.max_iter, self.time_budget = int(max_iter), time_budget
+        self.use_feedback = use_feedback
+        self.update_references = update_references
+        self.xs = None
+        self.us = None
+        self.last = None
+
+    def _warm_start(self, x):
+        problem = self.problem
+        if self.xs is None:
+            xs = np.repeat(x[None], problem.N + 1, axis=0)
+            return xs, problem.quasi_static(xs)
+        xs = np.concatenate([self.xs[1:], self.xs[-1:]])
+        us = np.concatenate([self.us[1:], self.us[-1:]])
+        xs[0] = x
+        return xs, us
+
+    def step(self, x, t=0.0):
+        """The control to apply at the measured state x (nx,) at time t."""
+        problem = self.problem
+        x = problem._validate_states(x, "x", single=True)
+        problem.x0[:] = x
+        if self.update_references is not None:
+            self.update_references(problem, t)
+        xs, us = self._warm_start(x)
+        result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget)
+        self.xs, self.us, self.last = result.xs, result.us, result
+        u = result.us[0].copy()
+        if self.use_feedback:
+            dx = problem.state.difference(result.xs[:1], x[None])[0]
+            u -= result.K[0] @ dx
+        return u
+
+
+SCHEME_RK4 = SCHEME_CODES["rk4"]
+
+
+@kernel
+def _simulate(m, B, damping, dt, n_steps, x, u, f_ext, out, ws):
+    """out = x after n_steps RK4 steps of dt with constant u and f_ext (local frames)."""
+    for i in range(f_ext.shape[0]):
+        for r in range(6):
+            ws[0][13][i, r] = f_ext[i, r]
+    current = x.copy()
+    for _ in range(n_steps):
+        free_step(m, B, damping, SCHEME_RK4, dt, current, u, out, ws)
+        for i in range(out.shape[0]):
+            current[i] = out[i]
+
+
+@dataclass
+class Push:
+    """A force (3,) in world axes applied at the origin of ``joint`` from
+    ``start`` to ``start + duration`` seconds."""
+
+    joint: int
+    force: np.ndarray
+    start: float
+    duration: float
+
+
+class Simulator:
+    """The plant: ``model`` (possibly different from the controller's) under
+    ``actuation``, integrated with RK4 at ``dt``; ``pushes`` a list of :class:`Push`."""
+
+    def __init__(self, model, dt=1e-3, actuation=None, damping=None, pushes=()):
+        self.model = model
+        self.dt = float(dt)
+        self.actuation = Actuation.full(model) if actuation is None else actuation
+        self.damping = np.zeros(model.nv) if damping is None else np.asarray(damping, float)
+        self.pushes = list(pushes)
+        self._ws = step_workspace(model.arrays, model.nq + model.nv)
+        self._data = model.create_data()
+
+    def external_forces(self, x, t):
+        """(njoints, 6) local spatial forces of the pushes active at time t."""
+        from ..dynamics.kinematics import forward_kinematics
+        f = np.zeros((self.model.njoints, 6))
+        active = [p for p in self.pushes if p.start <= t < p.start + p.duration]
+        if not active:
+            return f
+        R, _ = forward_kinematics(self.model, self._data, x[:self.model.nq])
+        for push in active:
+            f[push.joint, :3] += R[push.joint].T @ np.asarray(push.force, float)
+        return f
+
+    def step(self, x, u, duration, t=0.0):
+        """The state after applying u for ``duration`` seconds from x at time t."""
+        n = max(1, int(round(duration / self.dt)))
+        out = np.empty_like(x)
+        _simulate(self.model.arrays, self.actuation.B, self.damping, duration / n, n,
+                  np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(u, dtype=float),
+                  self.external_forces(x, t), out, self._ws)
+        return out
+
+
+@dataclass
+class MPCLog:
+    """Closed-loop record: times (T,), xs (T+1, nx), us (T, nu), solve_times (T,),
+    iterations (T,), costs (T,)."""
+
+    times: np.ndarray
+    xs: np.ndarray
+    us: np.ndarray
+    solve_times: np.ndarray
+    iterations: np.ndarray
+    costs: np.ndarray
+    extra: dict = field(default_factory=dict)
+
+    def percentile(self, q):
+        return float(np.percentile(self.solve_times, q))
+
+
+def run_mpc(mpc, simulator, x0, duration, dt_control, progress=True):
+    """Close the loop for ``duration`` seconds with a control period ``dt_control``."""
+    steps = int(round(duration / dt_control))
+    x = np.asarray(x0, dtype=float).copy()
+    xs, us, solve_times, iterations, costs = [x.copy()], [], [], [], []
+    for i in range(steps):
+        t = i * dt_control
+        start = time.perf_counter()
+        u = mpc.step(x, t)
+        solve_times.append(time.perf_counter() - start)
+        iterations.append(mpc.last.iterations)
+        costs.append(mpc.last.cost)
+        x = simulator.step(x, u, dt_control, t)
+        xs.append(x.copy())
+        us.append(u)
+        if progress and (i + 1) % max(1, steps // 20) == 0:
+            sys.stderr.write(f"\rMPC {i + 1}/{steps} steps, median solve "
+                             f"{1e3 * np.median(solve_times):.2f} ms")
+            sys.stderr.flush()
+    if progress:
+        sys.stderr.write("\n")
+    return MPCLog(times=np.arange(steps) * dt_control, xs=np.array(xs), us=np.array(us),
+                  solve_times=np.array(solve_times), iterations=np.array(iterations),
+                  costs=np.array(costs))
