@@ -109,8 +109,9 @@ def _rotate(x, y, z, w, v, out):
 @kernel
 def integrate_state(m, q, v, out, s4, t4, s3):
     """out = q (+) v for one configuration (nq,) and velocity (nv,)."""
+    idx_q, idx_v, jtype, nvs = m.idx_q, m.idx_v, m.jtype, m.nvs
     for i in range(1, m.njoints):
-        iq, iv, t = m.idx_q[i], m.idx_v[i], m.jtype[i]
+        iq, iv, t = idx_q[i], idx_v[i], jtype[i]
         if t == FREE_FLYER:
             exp3_quaternion(v[iv + 3:iv + 6], t4)
             a_coef, b_coef = _se3_v_coefficients(
@@ -142,15 +143,16 @@ def integrate_state(m, q, v, out, s4, t4, s3):
             out[iq + 2] = c0 * c - s0 * s
             out[iq + 3] = s0 * c + c0 * s
         else:
-            for r in range(m.nvs[i]):
+            for r in range(nvs[i]):
                 out[iq + r] = q[iq + r] + v[iv + r]
 
 
 @kernel
 def difference_state(m, q0, q1, out, s4, t4, s3):
     """out = q1 (-) q0 = log(q0^-1 q1) (nv,) for one pair of configurations."""
+    idx_q, idx_v, jtype, nvs = m.idx_q, m.idx_v, m.jtype, m.nvs
     for i in range(1, m.njoints):
-        iq, iv, t = m.idx_q[i], m.idx_v[i], m.jtype[i]
+        iq, iv, t = idx_q[i], idx_v[i], jtype[i]
         if t == FREE_FLYER or t == SPHERICAL:
             o = iq + 3 if t == FREE_FLYER else iq
             w = iv + 3 if t == FREE_FLYER else iv
@@ -184,7 +186,7 @@ def difference_state(m, q0, q1, out, s4, t4, s3):
             out[iv + 1] = -b * px + a * py
             out[iv + 2] = th
         else:
-            for r in range(m.nvs[i]):
+            for r in range(nvs[i]):
                 out[iv + r] = q1[iq + r] - q0[iq + r]
 
 

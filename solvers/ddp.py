@@ -123,19 +123,24 @@ class FDDP:
         predicted = problem.x0
         for model, start, stop, _ in problem.phases:
             dynamics = model.dynamics
-            if isinstance(dynamics, FreeDynamics):
-                failed = forward_pass_free(
-                    dynamics.arrays, dynamics.actuation.B, dynamics.damping,
-                    SCHEME_CODES[model.integrator.scheme], model.dt, xs[start:stop],
-                    us[start:stop], self.k[start:stop], self.K[start:stop],
-                    gaps[start:stop], alpha, use_gaps, self.boxed, self.u_lower[start:stop],
-                    self.u_upper[start:stop], predicted, xs_try[start:stop],
-                    us_try[start:stop], xnext[start:stop], self._workspace(dynamics))
-                if failed >= 0:
-                    return None
-            else:
-                self._python_rollout(model, start, stop, xs, us, gaps, alpha, use_gaps,
-                                     predicted, xs_try, us_try, xnext)
+            try:
+                if isinstance(dynamics, FreeDynamics):
+                    failed = forward_pass_free(
+                        dynamics.arrays, dynamics.actuation.B, dynamics.damping,
+                        SCHEME_CODES[model.integrator.scheme], model.dt, xs[start:stop],
+                        us[start:stop], self.k[start:stop], self.K[start:stop],
+                        gaps[start:stop], alpha, use_gaps, self.boxed,
+                        self.u_lower[start:stop], self.u_upper[start:stop], predicted,
+                        xs_try[start:stop], us_try[start:stop], xnext[start:stop],
+                        self._workspace(dynamics))
+                    if failed >= 0:
+                        return None
+                else:
+                    self._python_rollout(model, start, stop, xs, us, gaps, alpha, use_gaps,
+                                         predicted, xs_try, us_try, xnext)
+            except (ZeroDivisionError, FloatingPointError, OverflowError):
+                # a diverging rollout reached a singular state (Numba raises on x / 0.0)
+                return None
             predicted = xnext[stop - 1]
         state = problem.state
         if use_gaps:
@@ -251,6 +256,7 @@ class FDDP:
             t_forward = time.perf_counter() - tf
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
+                problem.xnext[:] = xnext     # the trial's dynamics: the gaps of the new iterate
                 feasible = feasible or alpha == 1.0
                 recalc = True
             else:
@@ -276,9 +282,6 @@ class FDDP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-        if recalc:
-            cost = problem.calc(xs, us)
-            gaps = problem.gaps(xs)
         return self._result(xs, us, cost, iteration, converged, status, gaps, stop, history)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
