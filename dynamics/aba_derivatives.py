@@ -18,7 +18,7 @@ from numba import prange
 from .config import kernel, parallel_kernel
 from .crba import world_inertias
 from .joints import placements
-from .kinematics import joint_jacobians_state
+from .kinematics import express_jacobian, joint_jacobians_state
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
@@ -109,12 +109,31 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau_id, dtau_dq, dtau_dv, M, w6)
-    np.dot(Minv, dtau_dq, ddq_dq)
-    np.dot(Minv, dtau_dv, ddq_dv)
-    for r in range(m.nv):
-        for c in range(m.nv):
-            ddq_dq[r, c] = -ddq_dq[r, c]
-            ddq_dv[r, c] = -ddq_dv[r, c]
+    _negative_products(Minv, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
+
+
+@kernel
+def _negative_products(Minv, A, B, out_A, out_B):
+    """out_A = -Minv A, out_B = -Minv B: by hand for small nv (a BLAS call costs
+    more than the product below ~20 dof), through BLAS above."""
+    nv = Minv.shape[0]
+    if nv > 20:
+        np.dot(Minv, A, out_A)
+        np.dot(Minv, B, out_B)
+        for r in range(nv):
+            for c in range(nv):
+                out_A[r, c] = -out_A[r, c]
+                out_B[r, c] = -out_B[r, c]
+        return
+    for r in range(nv):
+        for c in range(nv):
+            out_A[r, c] = 0.0
+            out_B[r, c] = 0.0
+        for p in range(nv):
+            mrp = Minv[r, p]
+            for c in range(nv):
+                out_A[r, c] -= mrp * A[p, c]
+                out_B[r, c] -= mrp * B[p, c]
 
 
 @kernel
@@ -157,21 +176,34 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
             result(data.Minv, K, single).copy())
 
 
+@kernel
+def _aba_derivative_f_ext(m, Minv, J, oR, op, out):
+    """out[k, :, i, :] = Minv_k J_i^LOCAL^T for every joint i (columns of its support)."""
+    Jl = np.zeros((6, m.nv))
+    for k in range(Minv.shape[0]):
+        for i in range(1, m.njoints):
+            express_jacobian(m, i, J[k], oR[k], op[k], i, 0, Jl)
+            for r in range(m.nv):
+                for a in range(6):
+                    s = 0.0
+                    for c in range(m.nv):
+                        s += Minv[k, r, c] * Jl[a, c]
+                    out[k, r, i, a] = s
+
+
 def aba_derivative_f_ext(model, data, q):
     """dddq/df_ext (nv, njoints, 6): ddq depends on the force on body i through
     M^-1 J_i^T, with J_i the LOCAL Jacobian of joint i (row 0, the universe, is zero).
 
-    Single configuration or stack (then (K, nv, njoints, 6)).
+    Single configuration or stack (then (K, nv, njoints, 6)).  Fills
+    ``data.Minv`` and ``data.J`` (one kernel call after ``compute_minverse``).
     """
     from .aba import compute_minverse
-    from .kinematics import joint_jacobian
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
-    Minv = compute_minverse(model, data, qs)
+    compute_minverse(model, data, qs)
     out = np.zeros((K, model.nv, model.njoints, 6))
-    for i in range(1, model.njoints):
-        Ji = joint_jacobian(model, data, qs, i, 0)
-        out[:, :, i, :] = np.einsum("kab,kcb->kac", Minv, Ji)
+    _aba_derivative_f_ext(model.arrays, data.Minv[:K], data.J[:K], data.oR[:K], data.op[:K], out)
     return out[0] if single else out
 
 
