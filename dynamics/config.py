@@ -3,13 +3,16 @@
 Every kernel in the package is compiled through :func:`kernel` so that the
 flags are the same everywhere: ``cache=True`` (compile once per machine, not
 once per process), ``fastmath=False`` (accuracy is the product: the results
-are compared with Pinocchio to 1e-10), no object mode.  ``NUMBA_BOUNDSCHECK=1``
+are compared with Pinocchio to 1e-10), no object mode, and NumPy's error
+model: a division by zero gives inf or NaN (which the solvers detect and
+reject) instead of raising from inside a kernel, and no division pays for a
+zero check.  ``NUMBA_BOUNDSCHECK=1``
 in the environment turns on bounds checking for all of them, as CI does once
 for the dynamics tests.
 """
 import numba
 
-NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True)
+NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
 
 
 def kernel(function):
