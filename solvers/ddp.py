@@ -54,6 +54,9 @@ class SolverResult:
                 f"iterations={self.iterations}, cost={self.cost:.9g}, gaps={self.gaps:.2e})")
 
 
+# what a Numba kernel raises on a singular state (x / 0.0; SystemError out of prange)
+_KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemError)
+
 _HISTORY_KEYS = ("cost", "stop", "grad", "preg", "step", "gaps", "dV_exp", "dV", "time",
                  "time_calc_diff", "time_backward", "time_forward")
 
@@ -199,10 +202,17 @@ class FDDP:
         start_time = time.perf_counter()
         xs, us = self._initial_guess(xs, us)
         feasible = bool(is_feasible) or not self.uses_gaps
-        if not self.uses_gaps:
-            xs = problem.rollout(us)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
         history = {key: [] for key in _HISTORY_KEYS}
+        if not self.uses_gaps:
+            try:
+                xs_rollout = problem.rollout(us)
+            except _KERNEL_ERRORS:
+                xs_rollout = np.array(np.nan)
+            if not np.all(np.isfinite(xs_rollout)):
+                status = "the rollout of the initial controls diverged (non-finite states)"
+                return self._result(xs, us, np.nan, 0, False, status, None, np.inf, history)
+            xs = xs_rollout
         preg = self.reg_init
         cost = np.nan
         gaps = np.zeros((problem.N + 1, problem.ndx))
@@ -213,7 +223,13 @@ class FDDP:
             t_calc = 0.0
             while True:
                 if recalc:
-                    cost = problem.calc_diff(xs, us)
+                    try:
+                        cost = problem.calc_diff(xs, us)
+                    except _KERNEL_ERRORS as error:
+                        status = ("the dynamics failed at the current iterate "
+                                  f"({type(error).__name__})")
+                        return self._result(xs, us, np.nan, iteration - 1, False, status,
+                                            None, stop, history)
                     gaps = problem.gaps(xs)
                     if feasible or np.max(np.abs(gaps)) <= self.th_gaptol:
                         gaps[:] = 0.0
@@ -233,7 +249,7 @@ class FDDP:
                     status = "regularization at maximum: Quu not positive definite"
                     return self._result(xs, us, cost, iteration - 1, False, status, gaps,
                                         stop, history)
-                preg = min(preg * self.reg_factor, self.reg_max)
+                preg = self._increased(preg)
             stop = float(np.sum(self.Qu ** 2))
             dg, dq = self._expected_terms(gaps, feasible)
             tf = time.perf_counter()
@@ -264,7 +280,7 @@ class FDDP:
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:
-                preg = min(preg * self.reg_factor, self.reg_max)
+                preg = self._increased(preg)
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             record = dict(cost=cost, stop=stop, grad=d1, preg=preg, step=alpha, gaps=gap_norm,
                           dV_exp=dv_exp, dV=dv, time=time.perf_counter() - t0,
@@ -283,6 +299,11 @@ class FDDP:
                 status = "time_limit"
                 break
         return self._result(xs, us, cost, iteration, converged, status, gaps, stop, history)
+
+    def _increased(self, preg):
+        """preg * reg_factor capped at reg_max, from at least machine epsilon (so that
+        reg_init = 0, exact Newton steps, still climbs when Quu is indefinite)."""
+        return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
         gap_norm = float(np.max(np.abs(self.problem.gaps(xs)))) if np.isfinite(cost) else np.inf

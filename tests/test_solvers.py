@@ -1,0 +1,535 @@
+"""DDP (iLQR), FDDP and BoxFDDP (issue 6).
+
+- A linear-quadratic problem (an affine, coupled double integrator in the
+  plane, as CustomDynamics) is solved in one Newton iteration by every solver,
+  to the solution of its dense KKT system built here with NumPy from the
+  integrator's exact discretization; with control bounds, BoxFDDP reaches the
+  optimum of the convex QP (checked by its KKT conditions, multiplier signs
+  included).
+- Nonlinear problems: pendulum and cartpole swing-up, the reaching task of
+  DESIGN.md on ur5 and panda from the quasi-static guess; FDDP from a random
+  infeasible warm start closes the gaps and finds the feasible start's
+  optimum; DDP and FDDP agree.
+- BoxFDDP never leaves the bounds (every trial is checked) and beats clipping
+  the unconstrained solution.
+- Callbacks, and the robustness contract: a solve that cannot progress ends
+  with a status, never an exception from a kernel; bad warm starts raise
+  ValueError at the border.
+
+Every random warm start is seeded.  The NLP comparison waits for the NLP.
+"""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto.solvers import DDP, FDDP, BoxFDDP, CallbackLogger, CallbackVerbose
+
+SOLVERS = (DDP, FDDP, BoxFDDP)
+
+
+# --- a linear-quadratic problem ---------------------------------------------------------
+# x = (p, v) in R^4, u in R^2: dx/dt = A x + B u + c, a damped double integrator whose
+# axes are coupled by springs and whose actuation is skewed; c is a constant force.
+LQ_A = np.array([[0.0, 0.0, 1.0, 0.0],
+                 [0.0, 0.0, 0.0, 1.0],
+                 [-0.6, 0.2, -0.3, 0.05],
+                 [0.1, -0.4, 0.0, -0.2]])
+LQ_B = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.3], [-0.2, 0.8]])
+LQ_C = np.array([0.0, 0.0, 0.1, -0.5])
+LQ_N, LQ_DT = 25, 0.1
+
+
+def _lq_calc(xs, us, params, f):
+    f[:] = xs @ LQ_A.T + us @ LQ_B.T + LQ_C
+
+
+def _lq_calc_diff(xs, us, params, f, f_x, f_u):
+    _lq_calc(xs, us, params, f)
+    f_x[:] = LQ_A
+    f_u[:] = LQ_B
+
+
+def _lq_discretization(integrator, h):
+    """(Ad, Bd, cd) with x' = Ad x + Bd u + cd, the integrator applied to the affine field."""
+    n = LQ_A.shape[0]
+    if integrator == "semi_implicit_euler":
+        # w = (h f_q + h w_v, h f_v) = S h f
+        S = np.eye(n)
+        S[:2, 2:] = h * np.eye(2)
+        return np.eye(n) + h * S @ LQ_A, h * S @ LQ_B, h * S @ LQ_C
+    # Runge-Kutta of order p on a linear field is its Taylor polynomial of degree p
+    order = {"euler": 1, "rk2": 2, "rk4": 4}[integrator]
+    Phi, Gamma = np.zeros((n, n)), np.zeros((n, n))
+    power = np.eye(n)
+    for j in range(order + 1):
+        Phi += power / math.factorial(j)
+        if j < order:
+            Gamma += h * power / math.factorial(j + 1)
+        power = power @ (h * LQ_A)
+    return Phi, Gamma @ LQ_B, Gamma @ LQ_C
+
+
+def lq_problem(integrator="euler", bounds=None):
+    """The LQ problem and everything its dense twin needs."""
+    N, dt = LQ_N, LQ_DT
+    dynamics = gp.ocp.CustomDynamics(4, 2, _lq_calc, _lq_calc_diff, nq=2, name="lq")
+    state = dynamics.state
+    t = dt * np.arange(N)
+    x_ref = np.stack([np.cos(t), np.sin(t), -np.sin(t), np.cos(t)], axis=1)   # per knot
+    u_ref = np.array([0.1, -0.2])
+    x_goal = np.array([1.0, -0.5, 0.0, 0.2])
+    w_x, wx = 2.0, np.array([1.0, 2.0, 0.5, 0.3])
+    w_u, wu = 1.5, np.array([0.5, 0.8])
+    wN = np.array([50.0, 40.0, 10.0, 10.0])
+    running = gp.ocp.StageModel(dynamics, [
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x_ref), gp.ocp.WeightedQuadratic(wx), w_x),
+        gp.ocp.Cost(gp.ocp.ControlResidual(2, u_ref), gp.ocp.WeightedQuadratic(wu), w_u)],
+        dt=dt, integrator=integrator, control_bounds=bounds)
+    terminal = gp.ocp.TerminalModel(state, [
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x_goal), gp.ocp.WeightedQuadratic(wN))])
+    x0 = np.array([0.0, 0.5, 0.3, -0.1])
+    problem = gp.ocp.ShootingProblem(x0, [running] * N, terminal)
+    Ad, Bd, cd = _lq_discretization(integrator, dt)
+    # dense cost 1/2 z^T H z + g^T z over z = (x_0 .. x_N, u_0 .. u_{N-1});
+    # running terms scaled by dt as the stage models do
+    nx, nu = 4, 2
+    nz = (N + 1) * nx + N * nu
+    H, g = np.zeros((nz, nz)), np.zeros(nz)
+    for k in range(N):
+        ix, iu = _x_block(k), _u_block(k, N)
+        H[ix, ix] = dt * w_x * np.diag(wx)
+        g[ix] = -dt * w_x * wx * x_ref[k]
+        H[iu, iu] = dt * w_u * np.diag(wu)
+        g[iu] = -dt * w_u * wu * u_ref
+    H[_x_block(N), _x_block(N)] = np.diag(wN)
+    g[_x_block(N)] = -wN * x_goal
+    # dynamics C z = d: x_0 = x0, x_{k+1} - Ad x_k - Bd u_k = cd
+    C, d = np.zeros(((N + 1) * nx, nz)), np.zeros((N + 1) * nx)
+    C[:nx, _x_block(0)] = np.eye(nx)
+    d[:nx] = x0
+    for k in range(N):
+        rows = slice((k + 1) * nx, (k + 2) * nx)
+        C[rows, _x_block(k + 1)] = np.eye(nx)
+        C[rows, _x_block(k)] = -Ad
+        C[rows, _u_block(k, N)] = -Bd
+        d[rows] = cd
+    constant = 0.5 * dt * w_x * np.sum(wx * x_ref ** 2) + 0.5 * dt * w_u * N * np.sum(
+        wu * u_ref ** 2) + 0.5 * np.sum(wN * x_goal ** 2)
+    return SimpleNamespace(problem=problem, H=H, g=g, C=C, d=d, constant=constant,
+                           N=N, nx=nx, nu=nu)
+
+
+def _x_block(k, nx=4):
+    return slice(k * nx, (k + 1) * nx)
+
+
+def _u_block(k, N, nx=4, nu=2):
+    start = (N + 1) * nx + k * nu
+    return slice(start, start + nu)
+
+
+def dense_solution(lq, fixed=()):
+    """(xs, us, cost, mu) of the equality-constrained QP, each (k, i, value) of
+    ``fixed`` adding u_k[i] = value with multiplier mu (stationarity
+    H z + g + C^T lambda + E^T mu = 0)."""
+    nz, nc = lq.H.shape[0], lq.C.shape[0]
+    E = np.zeros((len(fixed), nz))
+    e = np.zeros(len(fixed))
+    for row, (k, i, value) in enumerate(fixed):
+        E[row, _u_block(k, lq.N).start + i] = 1.0
+        e[row] = value
+    A = np.vstack([lq.C, E])
+    KKT = np.block([[lq.H, A.T], [A, np.zeros((A.shape[0], A.shape[0]))]])
+    solution = np.linalg.solve(KKT, np.concatenate([-lq.g, lq.d, e]))
+    z = solution[:nz]
+    xs = z[:(lq.N + 1) * lq.nx].reshape(lq.N + 1, lq.nx)
+    us = z[(lq.N + 1) * lq.nx:].reshape(lq.N, lq.nu)
+    cost = 0.5 * z @ lq.H @ z + lq.g @ z + lq.constant
+    return xs, us, cost, solution[nz + nc:]
+
+
+def lq_warm_start(lq, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(lq.N + 1, lq.nx)), rng.normal(size=(lq.N, lq.nu))
+
+
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit_euler", "rk2", "rk4"])
+def test_dense_twin_of_the_lq_problem_has_the_same_cost(integrator):
+    """The dense matrices describe the problem the solvers see (its cost and dynamics)."""
+    lq = lq_problem(integrator)
+    xs, us = lq_warm_start(lq, seed=1)
+    z = np.concatenate([xs.ravel(), us.ravel()])
+    assert lq.problem.calc(xs, us) == pytest.approx(
+        0.5 * z @ lq.H @ z + lq.g @ z + lq.constant, rel=1e-13)
+    xs = lq.problem.rollout(us)
+    z = np.concatenate([xs.ravel(), us.ravel()])
+    np.testing.assert_allclose(lq.C @ z, lq.d, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "semi_implicit_euler", "rk2", "rk4"])
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_lq_problem_is_solved_in_one_iteration(solver_class, integrator, assert_close):
+    lq = lq_problem(integrator)
+    xs_star, us_star, cost_star, _ = dense_solution(lq)
+    xs, us = lq_warm_start(lq)          # infeasible for FDDP; DDP rolls out us
+    # without Levenberg-Marquardt regularization the first step is the exact Newton step
+    exact = solver_class(lq.problem, reg_init=0.0, reg_min=0.0)
+    one = exact.solve(xs, us, max_iter=1)
+    assert one.iterations == 1 and one.history["step"] == [1.0]
+    assert_close(one.xs, xs_star, 1e-9, "xs after one iteration")
+    assert_close(one.us, us_star, 1e-9, "us after one iteration")
+    assert one.gaps <= 1e-12
+    assert one.cost == pytest.approx(cost_star, rel=1e-12)
+    # with the default options: the first iteration solves, the second only confirms
+    result = solver_class(lq.problem).solve(xs, us)
+    assert result.converged and result.status == "converged"
+    assert result.iterations == 2 and result.history["step"][0] == 1.0
+    assert_close(result.xs, xs_star, 1e-9, "xs")
+    assert_close(result.us, us_star, 1e-9, "us")
+    assert result.cost == pytest.approx(cost_star, rel=1e-12)
+
+
+def test_box_fddp_solves_the_bounded_lq_problem(assert_close):
+    """With bounds that cut the unconstrained optimum, BoxFDDP's solution satisfies
+    the QP's KKT conditions: on the active set, the equality-constrained dense
+    solution is the same and its multipliers have the bounds' signs."""
+    _, us_free, cost_free, _ = dense_solution(lq_problem())
+    lower = np.array([-0.8, -1.0])
+    upper = np.array([0.5, 1.0])
+    assert np.any(us_free < lower) and np.any(us_free > upper)
+    lq = lq_problem(bounds=(lower, upper))
+    xs, us = lq_warm_start(lq)
+    result = BoxFDDP(lq.problem).solve(xs, np.clip(us, lower, upper))
+    assert result.converged, result
+    assert result.gaps <= 1e-12
+    assert np.all(result.us >= lower) and np.all(result.us <= upper)
+    at_lower = np.abs(result.us - lower) <= 1e-9
+    at_upper = np.abs(result.us - upper) <= 1e-9
+    assert at_lower.any() and at_upper.any()
+    fixed = [(k, i, lower[i]) for k, i in zip(*np.nonzero(at_lower))]
+    fixed += [(k, i, upper[i]) for k, i in zip(*np.nonzero(at_upper))]
+    xs_star, us_star, cost_star, mu = dense_solution(lq, fixed)
+    assert_close(result.xs, xs_star, 1e-8, "xs")
+    assert_close(result.us, us_star, 1e-8, "us")
+    assert result.cost == pytest.approx(cost_star, rel=1e-10)
+    assert cost_star > cost_free
+    # u <= upper pushes with mu > 0, u >= lower with mu < 0 (no active bound is spurious)
+    signs = np.array([1.0 if value == upper[i] else -1.0 for _, i, value in fixed])
+    assert np.all(signs * mu > 1e-8), mu
+    # the free controls are strictly inside
+    free = ~(at_lower | at_upper)
+    assert np.all(result.us[free] > lower[np.nonzero(free)[1]])
+    assert np.all(result.us[free] < upper[np.nonzero(free)[1]])
+
+
+# --- swing-ups --------------------------------------------------------------------------
+
+def pendulum_swing_up(N=60, dt=0.05, bounds=None):
+    """The pendulum hangs at q = 0; the terminal cost wants it upright (q = pi) at rest."""
+    dynamics = gp.ocp.FreeDynamics(gp.robots.pendulum())
+    state = dynamics.state
+    upright = np.array([np.pi, 0.0])
+    running = gp.ocp.StageModel(dynamics, [
+        gp.ocp.Cost(gp.ocp.ControlResidual(1), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, upright), weight=1e-2)],
+        dt=dt, integrator="semi_implicit_euler", control_bounds=bounds)
+    terminal = gp.ocp.TerminalModel(state, [
+        gp.ocp.Cost(gp.ocp.StateResidual(state, upright), weight=1e3)])
+    return gp.ocp.ShootingProblem(np.zeros(2), [running] * N, terminal), upright
+
+
+def cartpole_swing_up(N=50, dt=0.05, w_u=1e-2, w_x=(1e-1, 1e-1, 1e-2, 1e-2), w_N=1e3):
+    """The pole hangs (theta = pi) below the cart at rest; only the cart is pushed."""
+    model = gp.robots.cartpole()
+    dynamics = gp.ocp.FreeDynamics(model, gp.ocp.Actuation.selection(model, [0]))
+    state = dynamics.state
+    upright = np.zeros(4)
+    running = gp.ocp.StageModel(dynamics, [
+        gp.ocp.Cost(gp.ocp.ControlResidual(1), weight=w_u),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, upright), gp.ocp.WeightedQuadratic(w_x))],
+        dt=dt, integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [
+        gp.ocp.Cost(gp.ocp.StateResidual(state, upright), weight=w_N)])
+    x0 = np.array([0.0, np.pi, 0.0, 0.0])
+    return gp.ocp.ShootingProblem(x0, [running] * N, terminal), upright
+
+
+def test_pendulum_swing_up_converges_upright():
+    problem, upright = pendulum_swing_up()
+    result = FDDP(problem).solve(max_iter=200)
+    assert result.converged and result.gaps == 0.0
+    np.testing.assert_allclose(result.xs[-1], upright, rtol=0, atol=1e-3)
+    # it had to swing: the torque exceeds what holds the mass horizontal (m g l)
+    assert np.max(np.abs(result.us)) > 9.81 * 0.5
+    np.testing.assert_allclose(problem.rollout(result.us), result.xs, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("options", [
+    dict(),
+    # this one once drove a line-search trial through a singular state (x / 0 in ABA)
+    dict(N=100, dt=0.03, w_u=1e-3, w_x=(1e-2, 1e-2, 1e-3, 1e-3), w_N=1e2),
+], ids=["N50", "N100"])
+def test_cartpole_swing_up_converges_upright(options):
+    problem, upright = cartpole_swing_up(**options)
+    result = FDDP(problem).solve(max_iter=300)
+    assert result.converged and result.gaps == 0.0
+    np.testing.assert_allclose(result.xs[-1], upright, rtol=0, atol=1e-3)
+    assert np.all(np.diff(result.history["cost"]) <= 1e-12)
+
+
+# --- reaching (DESIGN.md's task) --------------------------------------------------------
+REACHING = {"ur5": "tool0", "panda": "panda_hand"}
+TARGET = np.array([0.4, 0.2, 0.4])
+
+
+def reaching(name):
+    """Frame translation + state and control regularization, semi-implicit Euler,
+    dt = 10 ms, 100 knots (the benchmark's problem)."""
+    robot = gp.robots.load(name)
+    model = robot.model
+    dynamics = gp.ocp.FreeDynamics(model)
+    state = dynamics.state
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    reach = gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, REACHING[name], TARGET))
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-1)
+    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-4)
+    running = gp.ocp.StageModel(dynamics, [reach, x_reg, u_reg], dt=0.01,
+                                integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach.residual, weight=1e3), x_reg])
+    return gp.ocp.ShootingProblem(x0, [running] * 100, terminal)
+
+
+_REFERENCE = {}
+
+
+def reaching_reference(name):
+    """(problem, FDDP result from the quasi-static guess with th_stop = 1e-12), once."""
+    if name not in _REFERENCE:
+        problem = reaching(name)
+        _REFERENCE[name] = problem, FDDP(problem, th_stop=1e-12).solve()
+    return _REFERENCE[name]
+
+
+def frame_position(name, q):
+    model = gp.robots.load(name).model
+    data = model.create_data()
+    gp.dynamics.forward_kinematics(model, data, q)
+    return gp.dynamics.frame_placement(model, data, model.frame_id(REACHING[name]))[1]
+
+
+@pytest.mark.parametrize("name", sorted(REACHING))
+def test_reaching_converges_from_the_quasi_static_guess(name):
+    problem = reaching(name)
+    result = FDDP(problem).solve()
+    assert result.converged, result
+    assert result.iterations <= 50 and result.gaps == 0.0
+    np.testing.assert_allclose(frame_position(name, result.xs[-1, :problem.state.nq]), TARGET,
+                               rtol=0, atol=5e-3)
+    assert np.all(np.diff(result.history["cost"]) <= 1e-12)      # a feasible descent
+    assert result.cost == pytest.approx(problem.calc(result.xs, result.us), rel=1e-12)
+    np.testing.assert_allclose(problem.rollout(result.us), result.xs, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", sorted(REACHING))
+def test_fddp_closes_the_gaps_of_a_random_infeasible_warm_start(name):
+    problem, reference = reaching_reference(name)
+    nq, nv = problem.state.nq, problem.state.nv
+    rng = np.random.default_rng(5)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, :nq] += 0.2 * rng.standard_normal((problem.N + 1, nq))
+    xs[:, nq:] += 0.5 * rng.standard_normal((problem.N + 1, nv))
+    us = problem.quasi_static(xs) + rng.standard_normal((problem.N, nv))
+    problem.calc(xs, us)
+    assert np.max(np.abs(problem.gaps(xs))) > 0.1
+    result = FDDP(problem, th_stop=1e-12).solve(xs, us)
+    assert result.converged, result
+    assert result.gaps <= 1e-9
+    assert np.max(np.abs(problem.gaps(result.xs))) <= 1e-9
+    assert result.cost == pytest.approx(reference.cost, rel=1e-6)
+    np.testing.assert_allclose(result.xs, reference.xs, rtol=0, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(REACHING))
+def test_ddp_and_fddp_reach_the_same_optimum_from_a_feasible_start(name):
+    problem, reference = reaching_reference(name)
+    rng = np.random.default_rng(9)
+    us = problem.quasi_static(np.tile(problem.x0, (problem.N + 1, 1)))
+    us += 0.3 * rng.standard_normal(us.shape)
+    xs = problem.rollout(us)
+    fddp = FDDP(problem, th_stop=1e-12).solve(xs, us, is_feasible=True)
+    ddp = DDP(problem, th_stop=1e-12).solve(xs, us)
+    assert fddp.converged and ddp.converged
+    assert fddp.cost == pytest.approx(ddp.cost, rel=1e-8)
+    assert fddp.cost == pytest.approx(reference.cost, rel=1e-6)
+    np.testing.assert_allclose(fddp.us, ddp.us, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(fddp.xs, ddp.xs, rtol=0, atol=1e-6)
+
+
+# --- BoxFDDP ----------------------------------------------------------------------------
+
+def test_box_fddp_stays_within_bounds_and_beats_clipping():
+    limit = 5.0
+    free_problem, upright = pendulum_swing_up()
+    free = FDDP(free_problem).solve(max_iter=200)
+    assert free.converged and np.max(np.abs(free.us)) > limit     # the bounds will bite
+    problem, _ = pendulum_swing_up(bounds=([-limit], [limit]))
+    # record every control the solver evaluates: iterates and line-search trials
+    seen = []
+    for method in ("calc", "calc_diff", "calc_costs"):
+        original = getattr(problem, method)
+
+        def recording(xs, us, *args, _original=original, **kwargs):
+            seen.append(np.array(us, copy=True))
+            return _original(xs, us, *args, **kwargs)
+        setattr(problem, method, recording)
+    logger = CallbackLogger()
+    result = BoxFDDP(problem).solve(max_iter=200, callbacks=[logger])
+    assert result.converged, result
+    assert len(seen) >= result.iterations and len(logger.records) == result.iterations
+    for us in seen + [result.us]:
+        assert np.all(us >= -limit) and np.all(us <= limit)
+    assert np.any(np.abs(result.us) == limit)                # active bounds
+    np.testing.assert_allclose(result.xs[-1], upright, rtol=0, atol=1e-2)
+    clipped = np.clip(free.us, -limit, limit)
+    clipped_cost = free_problem.calc(free_problem.rollout(clipped), clipped)
+    assert result.cost < clipped_cost
+    assert result.cost > free.cost                           # the bounds cost something
+
+
+def test_box_fddp_clips_a_warm_start_outside_the_bounds():
+    lq = lq_problem(bounds=([-0.8, -1.0], [0.5, 1.0]))
+    xs, us = lq_warm_start(lq)
+    result = BoxFDDP(lq.problem).solve(xs, 10.0 * us, max_iter=3)
+    assert np.all(result.us >= [-0.8, -1.0]) and np.all(result.us <= [0.5, 1.0])
+
+
+# --- callbacks --------------------------------------------------------------------------
+
+def test_verbose_prints_a_header_and_one_line_per_iteration(capsys):
+    problem, _ = pendulum_swing_up()
+    result = FDDP(problem).solve(max_iter=200, verbose=True)
+    lines = capsys.readouterr().out.splitlines()
+    headers = [line for line in lines if line.split() == list(CallbackVerbose.COLUMNS)]
+    rows = [line.split() for line in lines if line.split() != list(CallbackVerbose.COLUMNS)]
+    assert result.iterations > 10
+    assert len(headers) == math.ceil(result.iterations / 10)
+    assert lines[0].split() == list(CallbackVerbose.COLUMNS)
+    assert [int(row[0]) for row in rows] == list(range(1, result.iterations + 1))
+    assert all(len(row) == len(CallbackVerbose.COLUMNS) for row in rows)
+    np.testing.assert_allclose([float(row[1]) for row in rows], result.history["cost"],
+                               rtol=1e-4)
+
+
+def test_logger_keeps_the_history_and_plots_a_png(tmp_path):
+    problem, _ = pendulum_swing_up()
+    logger = CallbackLogger()
+    result = FDDP(problem).solve(max_iter=200, callbacks=[logger])
+    assert [r["iteration"] for r in logger.records] == list(range(1, result.iterations + 1))
+    np.testing.assert_array_equal(logger.series("cost"), result.history["cost"])
+    assert logger.series("cost")[-1] == pytest.approx(result.cost, rel=1e-12)
+    path = tmp_path / "convergence.png"
+    logger.plot(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 1000
+
+
+# --- robustness -------------------------------------------------------------------------
+
+def point_mass(calc, calc_diff, N=10):
+    """A 1-D point mass driven to p = 2 with user dynamics (nan-producing variants)."""
+    dynamics = gp.ocp.CustomDynamics(2, 1, calc, calc_diff, nq=1)
+    state = dynamics.state
+    goal = np.array([2.0, 0.0])
+    running = gp.ocp.StageModel(dynamics, [
+        gp.ocp.Cost(gp.ocp.ControlResidual(1), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, goal))], dt=0.1)
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(gp.ocp.StateResidual(state, goal),
+                                                        weight=10.0)])
+    return gp.ocp.ShootingProblem(np.zeros(2), [running] * N, terminal)
+
+
+def _double_integrator(xs, us, params, f):
+    f[:, 0] = xs[:, 1]
+    f[:, 1] = us[:, 0]
+
+
+def _nan_unless_at_rest(xs, us, params, f):
+    """NaN as soon as a control moves: no step can ever be taken."""
+    _double_integrator(xs, us, params, f)
+    f[us[:, 0] != 0.0] = np.nan
+
+
+def _nan_unless_at_rest_diff(xs, us, params, f, f_x, f_u):
+    _nan_unless_at_rest(xs, us, params, f)
+    f_x[:] = [[0.0, 1.0], [0.0, 0.0]]
+    f_u[:] = [[0.0], [1.0]]
+
+
+def _nan_jacobians(xs, us, params, f, f_x, f_u):
+    _double_integrator(xs, us, params, f)
+    f_x[:] = np.nan
+    f_u[:] = [[0.0], [1.0]]
+
+
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_nan_trials_end_with_a_status(solver_class):
+    problem = point_mass(_nan_unless_at_rest, _nan_unless_at_rest_diff)
+    us = np.zeros((problem.N, 1))
+    result = solver_class(problem).solve(us=us)
+    assert not result.converged
+    assert result.status == "no step accepted at maximum regularization"
+    np.testing.assert_array_equal(result.us, us)
+    assert np.isfinite(result.cost) and result.gaps == 0.0
+
+
+@pytest.mark.parametrize("reg_init", [1e-9, 0.0])
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_nan_derivatives_end_with_a_status(solver_class, reg_init):
+    problem = point_mass(_double_integrator, _nan_jacobians)
+    result = solver_class(problem, reg_init=reg_init, reg_min=reg_init).solve(
+        us=np.zeros((problem.N, 1)))
+    assert not result.converged and result.iterations == 0
+    assert result.status.startswith("regularization at maximum")
+
+
+def test_diverging_warm_starts_end_with_a_status():
+    """Finite but absurd warm starts drive the multibody kernels into singular
+    states (x / 0 in ABA): a status, not an exception from the kernel."""
+    problem, _ = cartpole_swing_up()
+    us = np.full((problem.N, 1), 1e6)
+    result = DDP(problem).solve(us=us)
+    assert not result.converged and "diverged" in result.status
+    xs = np.full((problem.N + 1, 4), 1e100)
+    for solver_class in (FDDP, BoxFDDP):
+        result = solver_class(problem).solve(xs, us, max_iter=5)
+        assert not result.converged and result.status != "max_iter"
+
+
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_max_iter_and_time_limit(solver_class):
+    problem, _ = pendulum_swing_up()
+    initial = problem.calc(problem.rollout(np.zeros((problem.N, 1))), np.zeros((problem.N, 1)))
+    result = solver_class(problem).solve(max_iter=1)
+    assert (result.status, result.converged, result.iterations) == ("max_iter", False, 1)
+    assert all(len(values) == 1 for values in result.history.values())
+    assert result.cost < initial
+    result = solver_class(problem).solve(max_iter=200, time_limit=0.0)
+    assert (result.status, result.converged, result.iterations) == ("time_limit", False, 1)
+
+
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_bad_warm_starts_raise_value_error(solver_class):
+    lq = lq_problem()
+    solver = solver_class(lq.problem)
+    xs, us = lq_warm_start(lq)
+    bad = [(xs[:-1], us), (xs[:, :3], us), (xs, us[:-1]), (xs, us[:, :1]), (xs, us[0])]
+    nan_us = us.copy()
+    nan_us[3, 1] = np.nan
+    nan_xs = xs.copy()
+    nan_xs[2, 0] = np.inf
+    bad += [(xs, nan_us), (nan_xs, us)]
+    for xs_bad, us_bad in bad:
+        with pytest.raises(ValueError):
+            solver.solve(xs_bad, us_bad)
