@@ -15,14 +15,25 @@ A reaching task on a real arm::
     running = gp.ocp.StageModel(dynamics, [reach, x_reg, u_reg], dt=0.01)
     terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach.residual, weight=1e3), x_reg])
     problem = gp.ocp.ShootingProblem(x0, [running] * 100, terminal)
+
+Custom dynamics (:mod:`.custom_dynamics`: ``unicycle()``, ``quadrotor()``) and
+every derivative can be checked against finite differences on the manifold
+with :mod:`.checks`: ``check_dynamics``, ``check_integrator``,
+``check_residual``, ``check_cost``, ``check_activation``,
+``check_problem_gradient``.
 """
 from .state import StateMultibody, StateVector
 from .dynamics import Actuation, FreeDynamics, CustomDynamics
 from .integrators import Integrator, INTEGRATORS
 from .residuals import (Residual, StateResidual, ControlResidual, FrameTranslationResidual,
-                        FrameRotationResidual, FramePlacementResidual, CenterOfMassResidual,
-                        JointTorqueResidual)
+                        FrameRotationResidual, FramePlacementResidual, FrameVelocityResidual,
+                        CenterOfMassResidual, JointTorqueResidual)
 from .costs import (Activation, Quadratic, WeightedQuadratic, QuadraticBarrier, Smooth1Norm,
                     Smooth2Norm, Cost, Constraint)
 from .stage import StageModel, TerminalModel
 from .problem import ShootingProblem
+from .custom_dynamics import unicycle, quadrotor
+from .checks import (check_dynamics, check_integrator, check_residual, check_cost,
+                     check_activation, check_problem_gradient, dynamics_derivatives_fd,
+                     integrator_derivatives_fd, residual_derivatives_fd, cost_derivatives_fd,
+                     problem_gradient_fd)

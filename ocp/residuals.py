@@ -57,12 +57,22 @@ def _per_knot(value, shape, K, name):
     return np.array(arr, dtype=float, order="C", copy=True)
 
 
+def _check_rotations(R, name, tolerance=1e-6):
+    """R (K, 3, 3) must be rotation matrices (orthonormal, det +1)."""
+    error = np.abs(np.swapaxes(R, 1, 2) @ R - np.eye(3)).max(initial=0.0)
+    if error > tolerance or np.any(np.linalg.det(R) < 0.0):
+        raise ValueError(f"{name}: not a rotation matrix (|R^T R - I| = {error:.3g}, "
+                         "or det R < 0)")
+    return R
+
+
 class Residual:
     """Base class: ``nr``, whether it needs the knots' kinematics, whether it uses u."""
 
     nr = 0
     needs_kinematics = False
     uses_control = False
+    depends_on_state = True
 
     def reference_shape(self):
         return (self.nr,)
@@ -90,6 +100,11 @@ class StateResidual(Residual):
     def reference_shape(self):
         return (self.state.nx,)
 
+    def create_data(self, K, ndx, nu):
+        data = super().create_data(K, ndx, nu)
+        self.state.validate(data.reference, "StateResidual reference")   # unit quaternions
+        return data
+
     def calc(self, data, kinematics, xs, us):
         data.r[:] = self.state.difference(data.reference, xs)
 
@@ -102,6 +117,7 @@ class ControlResidual(Residual):
     """r = u - u_ref (nu,); default reference zero."""
 
     uses_control = True
+    depends_on_state = False
 
     def __init__(self, nu, reference=None):
         self.nr = int(nu)
@@ -317,6 +333,11 @@ class FrameRotationResidual(_FrameResidual):
     def reference_shape(self):
         return (3, 3)
 
+    def create_data(self, K, ndx, nu):
+        data = super().create_data(K, ndx, nu)
+        _check_rotations(data.reference, "FrameRotationResidual rotation")
+        return data
+
     def _references(self, data):
         return data.reference, np.zeros((data.r.shape[0], 3))
 
@@ -338,6 +359,7 @@ class FramePlacementResidual(_FrameResidual):
         data.reference = (_per_knot(self.rotation, (3, 3), K, "FramePlacementResidual rotation"),
                           _per_knot(self.translation, (3,), K,
                                     "FramePlacementResidual translation"))
+        _check_rotations(data.reference[0], "FramePlacementResidual rotation")
         return data
 
     def _references(self, data):

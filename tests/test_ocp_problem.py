@@ -1,0 +1,263 @@
+"""The shooting problem as a whole: the gradient of the total cost assembled from
+``calc_diff`` against finite differences of ``calc`` (two phases with
+different stage models, every residual kind, per-knot references), rollouts
+against repeated integrator steps, results independent of the number of
+threads, quasi-static controls, and clear errors for bad input.
+
+Small horizons (N = 5 or 8 knots) keep the finite differences cheap: one
+``calc`` per perturbed coordinate of every knot.
+"""
+import numba
+import numpy as np
+import pytest
+
+from geppetto import ocp
+from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
+
+RTOL_FD = 1e-6
+
+
+def _two_phase_problem(name, N1=2, N2=3, schemes=("euler", "rk4")):
+    """Phase 1: the plain robot, phase 2: ``free_dynamics(name)`` (armature, damping or a
+    floating base), different integrators, steps and costs; references per knot."""
+    rob = robot(name)
+    model = rob.model
+    frame = ROBOTS[name]
+    rng = rng_for(name, 20)
+    second = free_dynamics(name)
+    actuation = second.actuation
+    first = ocp.FreeDynamics(model, actuation)
+    state, nu = second.state, second.nu
+    N = N1 + N2
+    xs = states(model, N + 1, seed=21, velocity=0.5)
+    R, p = frame_placements(model, xs, frame)
+    x_ref = np.concatenate([rob.q0, np.zeros(model.nv)])
+    lower = np.r_[-np.ones(model.nv), -0.3 * np.ones(model.nv)]
+
+    reach = ocp.Cost(ocp.FrameTranslationResidual(model, frame, p[:N1] + 0.1), weight=10.0)
+    x_reg = ocp.Cost(ocp.StateResidual(state, x_ref), weight=1e-2)
+    u_reg = ocp.Cost(ocp.ControlResidual(nu, rng.standard_normal((N1, nu))),
+                     ocp.WeightedQuadratic(rng.uniform(0.5, 1.5, nu)), weight=1e-3)
+    speed = ocp.Cost(ocp.FrameVelocityResidual(model, frame, rng.standard_normal((N1, 6))),
+                     ocp.Smooth1Norm(1e-2))
+    phase1 = ocp.StageModel(first, [reach, x_reg, u_reg, speed], dt=0.01, integrator=schemes[0])
+
+    place = ocp.Cost(ocp.FramePlacementResidual(model, frame, R[N1:N] @ rotations(rng, N2),
+                                                p[N1:N] - 0.05), weight=5.0)
+    turn = ocp.Cost(ocp.FrameRotationResidual(model, frame, R[N1:N] @ rotations(rng, N2)),
+                    ocp.Smooth2Norm(1e-2))
+    com = ocp.Cost(ocp.CenterOfMassResidual(model, rng.standard_normal((N2, 3))),
+                   ocp.QuadraticBarrier(-0.2, 0.2))
+    limits = ocp.Cost(ocp.StateResidual(state, xs[N1:N]), ocp.QuadraticBarrier(lower, -lower))
+    u_reg2 = ocp.Cost(ocp.ControlResidual(nu), weight=1e-4)
+    terms = [place, turn, com, limits, u_reg2]
+    if nu == model.nv:          # controls as accelerations: an inverse-dynamics cost
+        terms.append(ocp.Cost(ocp.JointTorqueResidual(model, rng.standard_normal(model.nv)),
+                              weight=1e-4))
+    phase2 = ocp.StageModel(second, terms, dt=0.02, integrator=schemes[1])
+
+    terminal = ocp.TerminalModel(state, [
+        ocp.Cost(ocp.FramePlacementResidual(model, frame, R[N] @ rotations(rng, 1)[0], p[N]),
+                 weight=100.0),
+        ocp.Cost(ocp.FrameVelocityResidual(model, frame, None, "LOCAL_WORLD_ALIGNED")),
+        ocp.Cost(ocp.CenterOfMassResidual(model, p[N])),
+        ocp.Cost(ocp.StateResidual(state, x_ref), ocp.QuadraticBarrier(lower, -lower))])
+    problem = ocp.ShootingProblem(x_ref, [phase1] * N1 + [phase2] * N2, terminal)
+    us = 3.0 * rng.standard_normal((N, nu))
+    return problem, xs, us
+
+
+@pytest.mark.parametrize("name, schemes, knots", [
+    ("ur5", ("euler", "rk4"), None),
+    ("panda", ("semi_implicit_euler", "rk2"), None),
+    ("talos", ("euler", "semi_implicit_euler"), (0, 3, 5)),
+])
+def test_gradient_of_the_total_cost(name, schemes, knots):
+    problem, xs, us = _two_phase_problem(name, schemes=schemes)
+    assert len(problem.phases) == 2
+    errors = ocp.check_problem_gradient(problem, xs, us, knots=knots)
+    assert max(errors) < RTOL_FD, errors
+    # the total is the sum of the stage costs
+    total = problem.calc(xs, us)
+    assert total == pytest.approx(problem.costs.sum(), rel=1e-14)
+    assert problem.calc_diff(xs, us) == pytest.approx(total, rel=1e-14)
+
+
+@pytest.mark.parametrize("scheme", ocp.INTEGRATORS)
+@pytest.mark.parametrize("name", ["ur5", "talos"])
+def test_rollout_equals_repeated_integrator_steps(name, scheme):
+    problem, _, us = _two_phase_problem(name, schemes=(scheme, "rk4"))
+    xs = problem.rollout(us)
+    assert xs.shape == (problem.N + 1, problem.nx)
+    np.testing.assert_array_equal(xs[0], problem.x0)
+    for k, model in enumerate(problem.running_models):
+        step = model.integrator.calc(model.integrator.create_data(1), xs[k:k + 1], us[k:k + 1])
+        np.testing.assert_allclose(xs[k + 1], step[0], rtol=0, atol=1e-12,
+                                   err_msg=f"knot {k}")
+    problem.calc(xs, us)
+    assert np.abs(problem.gaps(xs)).max() < 1e-12
+
+
+def test_rollout_from_another_initial_state():
+    problem, xs, us = _two_phase_problem("panda")
+    rolled = problem.rollout(us, x0=xs[0])
+    np.testing.assert_array_equal(rolled[0], xs[0])
+    assert not np.allclose(rolled[1], problem.rollout(us)[1])
+
+
+def test_threads_give_identical_arrays():
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("Numba has a single thread on this machine")
+    problem, xs, us = _two_phase_problem("panda", N1=4, N2=4)
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    results = []
+    previous = numba.get_num_threads()
+    try:
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            problem.nthreads = threads      # problems that set their own thread count
+            problem.calc_diff(xs, us)
+            results.append({n: getattr(problem, n).copy() for n in names})
+    finally:
+        numba.set_num_threads(previous)
+        problem.nthreads = 1
+    for n in names:
+        assert np.array_equal(results[0][n], results[1][n]), n
+
+
+def test_quasi_static_controls_hold_the_robot():
+    name = "panda"
+    model = robot(name).model
+    dynamics = ocp.FreeDynamics(model)
+    xs = states(model, 6, seed=30)
+    xs[:, model.nq:] = 0.0
+    running = ocp.StageModel(dynamics, [], dt=0.01)
+    problem = ocp.ShootingProblem(xs[0], [running] * 5, ocp.TerminalModel(dynamics.state))
+    us = problem.quasi_static(xs)
+    f = dynamics.calc(dynamics.create_data(5), xs[:5], us)
+    np.testing.assert_allclose(f, 0.0, atol=1e-9)
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ur5_problem():
+    return _two_phase_problem("ur5")
+
+
+def test_bad_shapes_of_x0_xs_us(ur5_problem):
+    problem, xs, us = ur5_problem
+    running, terminal = problem.running_models, problem.terminal_model
+    with pytest.raises(ValueError, match="x0"):
+        ocp.ShootingProblem(xs[0, :-1], running, terminal)
+    with pytest.raises(ValueError, match="x0"):
+        ocp.ShootingProblem(xs[:2], running, terminal)
+    with pytest.raises(ValueError, match="xs"):
+        problem.calc(xs[:-1], us)
+    with pytest.raises(ValueError, match="xs"):
+        problem.calc_diff(xs[:, :-1], us)
+    with pytest.raises(ValueError, match="us"):
+        problem.calc(xs, us[:-1])
+    with pytest.raises(ValueError, match="us"):
+        problem.calc_diff(xs, us[:, :-1])
+    with pytest.raises(ValueError, match="us"):
+        problem.rollout(us[1:])
+    with pytest.raises(ValueError):
+        ocp.check_dynamics(running[0].dynamics, xs, us)       # N + 1 states, N controls
+
+
+def test_nan_is_rejected(ur5_problem):
+    problem, xs, us = ur5_problem
+    bad_xs, bad_us = xs.copy(), us.copy()
+    bad_xs[2, -1] = np.nan
+    bad_us[1, 0] = np.inf
+    with pytest.raises(ValueError, match="NaN"):
+        problem.calc(bad_xs, us)
+    with pytest.raises(ValueError, match="NaN"):
+        problem.calc_diff(xs, bad_us)
+    with pytest.raises(ValueError):
+        problem.rollout(bad_us)
+    with pytest.raises(ValueError, match="NaN"):
+        ocp.ShootingProblem(bad_xs[2], problem.running_models, problem.terminal_model)
+    model = robot("ur5").model
+    residual = ocp.FrameTranslationResidual(model, "tool0", [np.nan, 0.0, 0.0])
+    with pytest.raises(ValueError, match="NaN"):
+        _problem_with(model, [ocp.Cost(residual)])
+
+
+def test_unnormalized_quaternion_is_rejected():
+    problem, xs, us = _two_phase_problem("talos")
+    xs = xs.copy()
+    xs[1, 3:7] *= 1.1
+    with pytest.raises(ValueError, match="quaternion"):
+        problem.calc(xs, us)
+
+
+def test_unknown_frame():
+    model = robot("ur5").model
+    with pytest.raises(KeyError, match="no_such_frame"):
+        ocp.FrameTranslationResidual(model, "no_such_frame", np.zeros(3))
+    with pytest.raises(ValueError, match="out of range"):
+        ocp.FrameVelocityResidual(model, model.nframes + 3)
+    with pytest.raises(ValueError, match="reference frame"):
+        ocp.FrameVelocityResidual(model, "tool0", None, "BODY")
+
+
+def test_terminal_model_with_a_control_cost():
+    dynamics = free_dynamics("ur5")
+    with pytest.raises(ValueError, match="terminal model has no controls"):
+        ocp.TerminalModel(dynamics.state, [ocp.Cost(ocp.ControlResidual(dynamics.nu))])
+    with pytest.raises(ValueError, match="terminal"):
+        running = ocp.StageModel(dynamics, [])
+        ocp.ShootingProblem(np.zeros(dynamics.state.nx), [running], running)
+
+
+def _problem_with(model, costs, N=4):
+    dynamics = ocp.FreeDynamics(model)
+    running = ocp.StageModel(dynamics, costs, dt=0.01)
+    x0 = dynamics.state.zero()
+    return ocp.ShootingProblem(x0, [running] * N, ocp.TerminalModel(dynamics.state))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda m: ocp.FrameTranslationResidual(m, "tool0", [0.1, 0.2]), r"\(3,\)"),
+    (lambda m: ocp.FrameTranslationResidual(m, "tool0", np.zeros((3, 3))), r"\(4, 3\)"),
+    (lambda m: ocp.FrameVelocityResidual(m, "tool0", np.zeros(3)), r"\(6,\)"),
+    (lambda m: ocp.FrameRotationResidual(m, "tool0", np.eye(2)), r"\(3, 3\)"),
+    (lambda m: ocp.FramePlacementResidual(m, "tool0", np.eye(3), np.zeros(4)), r"\(3,\)"),
+    (lambda m: ocp.StateResidual(ocp.StateMultibody(m), np.zeros(m.nq)), r"\(12,\)"),
+    (lambda m: ocp.ControlResidual(m.nv, np.zeros(m.nv + 1)), r"\(6,\)"),
+    (lambda m: ocp.CenterOfMassResidual(m, np.zeros((5, 3))), "one per knot"),
+    (lambda m: ocp.ControlResidual(m.nv + 1), "nu"),
+])
+def test_references_of_the_wrong_length(make, match):
+    model = robot("ur5").model
+    with pytest.raises(ValueError, match=match):
+        _problem_with(model, [ocp.Cost(make(model))])
+
+
+def test_kinematic_residual_needs_a_multibody_stage():
+    unicycle = ocp.unicycle()
+    model = robot("ur5").model
+    with pytest.raises(ValueError, match="multibody"):
+        ocp.StageModel(unicycle, [ocp.Cost(ocp.FrameTranslationResidual(model, "tool0",
+                                                                          np.zeros(3)))])
+
+
+def test_references_that_are_not_on_the_manifold():
+    model = robot("ur5").model
+    sheared = np.eye(3)
+    sheared[0, 1] = 0.1
+    with pytest.raises(ValueError, match="not a rotation"):
+        _problem_with(model, [ocp.Cost(ocp.FrameRotationResidual(model, "tool0", sheared))])
+    with pytest.raises(ValueError, match="not a rotation"):
+        _problem_with(model, [ocp.Cost(ocp.FramePlacementResidual(model, "tool0",
+                                                                  -np.eye(3), np.zeros(3)))])
+    talos = robot("talos").model
+    dynamics = free_dynamics("talos")
+    x_ref = np.concatenate([robot("talos").q0, np.zeros(talos.nv)])
+    x_ref[3:7] *= 2.0
+    running = ocp.StageModel(dynamics, [ocp.Cost(ocp.StateResidual(dynamics.state, x_ref))])
+    with pytest.raises(ValueError, match="quaternion"):
+        ocp.ShootingProblem(dynamics.state.zero(), [running] * 2,
+                            ocp.TerminalModel(dynamics.state))
