@@ -142,8 +142,12 @@ def _activate(code, params, r, value, a_r, A_rr):
 
 @parallel_kernel
 def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
-                with_derivatives):
-    """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot."""
+                with_derivatives, diagonal, with_x):
+    """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot.
+
+    ``diagonal``: A_rr is diagonal (every activation but Smooth2Norm), so A Rx
+    is a row scaling; ``with_x`` False skips the x blocks (a residual of u only).
+    """
     K, nr = a_r.shape
     ndx = Rx.shape[2]
     nu = Ru.shape[2]
@@ -153,46 +157,62 @@ def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_
             continue
         ARx = np.empty((nr, ndx))
         ARu = np.empty((nr, nu))
-        for i in range(nr):
+        if with_x:
+            for i in range(nr):
+                if diagonal:
+                    d = A_rr[k, i, i]
+                    for c in range(ndx):
+                        ARx[i, c] = d * Rx[k, i, c]
+                else:
+                    for c in range(ndx):
+                        s = 0.0
+                        for j in range(nr):
+                            s += A_rr[k, i, j] * Rx[k, j, c]
+                        ARx[i, c] = s
             for c in range(ndx):
                 s = 0.0
-                for j in range(nr):
-                    s += A_rr[k, i, j] * Rx[k, j, c]
-                ARx[i, c] = s
-        for c in range(ndx):
-            s = 0.0
-            for i in range(nr):
-                s += Rx[k, i, c] * a_r[k, i]
-            Lx[k, c] += weight * s
-            for d in range(ndx):
-                s = 0.0
                 for i in range(nr):
-                    s += Rx[k, i, c] * ARx[i, d]
-                Lxx[k, c, d] += weight * s
+                    s += Rx[k, i, c] * a_r[k, i]
+                Lx[k, c] += weight * s
+                for d in range(c, ndx):
+                    s = 0.0
+                    for i in range(nr):
+                        s += Rx[k, i, c] * ARx[i, d]
+                    Lxx[k, c, d] += weight * s
+                    if d != c:
+                        Lxx[k, d, c] += weight * s
         if not with_u:
             continue
         for i in range(nr):
-            for c in range(nu):
-                s = 0.0
-                for j in range(nr):
-                    s += A_rr[k, i, j] * Ru[k, j, c]
-                ARu[i, c] = s
+            if diagonal:
+                d = A_rr[k, i, i]
+                for c in range(nu):
+                    ARu[i, c] = d * Ru[k, i, c]
+            else:
+                for c in range(nu):
+                    s = 0.0
+                    for j in range(nr):
+                        s += A_rr[k, i, j] * Ru[k, j, c]
+                    ARu[i, c] = s
         for c in range(nu):
             s = 0.0
             for i in range(nr):
                 s += Ru[k, i, c] * a_r[k, i]
             Lu[k, c] += weight * s
-            for d in range(nu):
+            for d in range(c, nu):
                 s = 0.0
                 for i in range(nr):
                     s += Ru[k, i, c] * ARu[i, d]
                 Luu[k, c, d] += weight * s
-        for c in range(ndx):
-            for d in range(nu):
-                s = 0.0
-                for i in range(nr):
-                    s += Rx[k, i, c] * ARu[i, d]
-                Lxu[k, c, d] += weight * s
+                if d != c:
+                    Luu[k, d, c] += weight * s
+        if with_x:
+            for c in range(ndx):
+                for d in range(nu):
+                    s = 0.0
+                    for i in range(nr):
+                        s += Rx[k, i, c] * ARu[i, d]
+                    Lxu[k, c, d] += weight * s
 
 
 class CostData:
@@ -232,8 +252,9 @@ class Cost:
             self.residual.calc(rdata, kinematics, xs, us)
         _activate(self.activation.code, data.params, rdata.r, data.value, data.a_r, data.A_rr)
         _accumulate(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx, rdata.Ru,
-                    out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu, us is not None,
-                    with_derivatives)
+                    out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
+                    us is not None and self.residual.uses_control, with_derivatives,
+                    self.activation.code != SMOOTH2, self.residual.depends_on_state)
 
 
 class Constraint:

@@ -233,6 +233,7 @@ class ShootingProblem:
 
         For actuation B: the least-squares solution of B u = g(q_k) (exact when
         fully actuated; for a floating base it is the actuated part of g).
+        Phases with custom (non-multibody) dynamics get zero controls.
         """
         from ..dynamics.rnea import generalized_gravity
         xs = np.asarray(xs, dtype=float)
@@ -240,7 +241,7 @@ class ShootingProblem:
         for model, start, stop, data in self.phases:
             dynamics = model.dynamics
             if not isinstance(dynamics, FreeDynamics):
-                raise ValueError("quasi_static needs multibody dynamics")
+                continue                      # no gravity model: zero controls
             q = xs[start:stop, :dynamics.model.nq]
             g = generalized_gravity(dynamics.model, dynamics.model.create_data(), q)
             Bpinv = np.linalg.pinv(dynamics.actuation.B)

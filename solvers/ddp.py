@@ -251,6 +251,8 @@ class FDDP:
                                         stop, history)
                 preg = self._increased(preg)
             stop = float(np.sum(self.Qu ** 2))
+            was_feasible = feasible                      # of the iterate stop measures
+            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             dg, dq = self._expected_terms(gaps, feasible)
             tf = time.perf_counter()
             accepted = None
@@ -281,7 +283,6 @@ class FDDP:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:
                 preg = self._increased(preg)
-            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             record = dict(cost=cost, stop=stop, grad=d1, preg=preg, step=alpha, gaps=gap_norm,
                           dV_exp=dv_exp, dV=dv, time=time.perf_counter() - t0,
                           time_calc_diff=t_calc, time_backward=t_back, time_forward=t_forward)
@@ -289,7 +290,7 @@ class FDDP:
                 history[key].append(record[key])
             for callback in callbacks:
                 callback(self, iteration, record)
-            if feasible and stop < self.th_stop:
+            if was_feasible and stop < self.th_stop:
                 status, converged = "converged", True
                 break
             if accepted is None and preg >= self.reg_max:
