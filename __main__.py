@@ -1,0 +1,252 @@
+"""``python -m geppetto`` / ``geppetto``: the command line.
+
+    geppetto [demo] [--robot panda] [--seed 0]
+
+``demo`` (the default) loads a robot of example-robot-data, computes RNEA,
+ABA, CRBA and M^-1 at its reference configuration and at a random state,
+prints them with a few identity checks, the agreement with Pinocchio and the
+time per call beside Pinocchio's when Pinocchio is installed.  More commands
+come with later issues (solving an OCP, checking derivatives).
+"""
+import argparse
+import contextlib
+import sys
+import threading
+import time
+
+import numpy as np
+
+import geppetto as gp
+
+TIMING_STATES = 200
+
+
+@contextlib.contextmanager
+def announce_if_slow(message, after=1.0):
+    """Print ``message`` once if the block is still running ``after`` seconds in,
+    and how long it took when it ends."""
+    start = time.perf_counter()
+    timer = threading.Timer(after, lambda: print(message, flush=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if time.perf_counter() - start > after:
+            print(f"  ready in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def dof_labels(model):
+    """One label per velocity coordinate: the joint name, with an index for multi-dof joints."""
+    labels = []
+    for i in range(1, model.njoints):
+        n = int(model.nvs[i])
+        labels += [model.names[i]] if n == 1 else [f"{model.names[i]}[{k}]" for k in range(n)]
+    return labels
+
+
+def q_by_dof(model, q):
+    """q next to the velocity coordinates it matches (blank where nq_i != nv_i)."""
+    column = [""] * model.nv
+    for i in range(1, model.njoints):
+        if model.nqs[i] == model.nvs[i]:
+            for k in range(int(model.nvs[i])):
+                column[model.idx_vs[i] + k] = f"{q[model.idx_qs[i] + k]:+.4f}"
+    return column
+
+
+def print_table(headers, columns, labels):
+    rows = [headers] + [[label] + [column[r] for column in columns]
+                        for r, label in enumerate(labels)]
+    widths = [max(len(row[c]) for row in rows) for c in range(len(headers))]
+    for n, row in enumerate(rows):
+        print("  " + "  ".join(cell.ljust(w) if c == 0 else cell.rjust(w)
+                               for c, (cell, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def numbers(vector):
+    return [f"{x:+.4f}" for x in vector]
+
+
+def random_states(model, rng, size=None):
+    """Random configurations; a URDF free flyer's +-DBL_MAX translation limits
+    are taken as [-1, 1], as example-robot-data's loaders do."""
+    def bounded(limit, replacement):
+        return np.where(np.abs(limit) > 1e10, replacement, limit)
+
+    return gp.dynamics.random_configuration(
+        model, rng, size=size, lower=bounded(model.lower_position_limit, -1.0),
+        upper=bounded(model.upper_position_limit, 1.0))
+
+
+def pinocchio_twin(robot):
+    """The same robot in Pinocchio, or None when Pinocchio is not installed."""
+    try:
+        import pinocchio as pin
+    except ImportError:
+        return None
+    if robot.model.joint_types[1] == gp.dynamics.FREE_FLYER:
+        pin_model = pin.buildModelFromUrdf(robot.urdf_path, pin.JointModelFreeFlyer())
+    else:
+        pin_model = pin.buildModelFromUrdf(robot.urdf_path)
+    return pin, pin_model, pin_model.createData()
+
+
+def microseconds(call, states, repeats=5):
+    """Best over ``repeats`` of the time per call of call(q, v, a) over the states."""
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for q, v, a in states:
+            call(q, v, a)
+        best = min(best, (time.perf_counter() - start) / len(states) * 1e6)
+    return best
+
+
+def compile_kernels(model, data, q0):
+    """Call each algorithm once, saying so if that compiles (first run)."""
+    zero = np.zeros(model.nv)
+    with announce_if_slow("compiling the dynamics kernels (first run only, about a minute; "
+                          "cached for the next runs)..."):
+        gp.dynamics.rnea(model, data, q0, zero, zero)
+        gp.dynamics.aba(model, data, q0, zero, zero)
+        gp.dynamics.crba(model, data, q0)
+        gp.dynamics.compute_minverse(model, data, q0)
+
+
+def show_reference(model, data, q0):
+    zero = np.zeros(model.nv)
+    gravity = gp.dynamics.rnea(model, data, q0, zero, zero)
+    fall = gp.dynamics.aba(model, data, q0, zero, zero)
+    M = gp.dynamics.crba(model, data, q0)
+    Minv = gp.dynamics.compute_minverse(model, data, q0)
+    print("At the reference configuration q0, at rest (v = 0):")
+    print_table(["dof", "q0", "g(q0) = rnea(q0,0,0)", "aba(q0,0,0)", "diag M", "diag M^-1"],
+                [q_by_dof(model, q0), numbers(gravity), numbers(fall), numbers(np.diag(M)),
+                 numbers(np.diag(Minv))], dof_labels(model))
+
+
+def show_random_state(model, data, rng, seed):
+    q = random_states(model, rng)
+    v, a = rng.standard_normal(model.nv), rng.standard_normal(model.nv)
+    tau = gp.dynamics.rnea(model, data, q, v, a)
+    ddq = gp.dynamics.aba(model, data, q, v, tau)
+    M = gp.dynamics.crba(model, data, q)
+    Minv = gp.dynamics.compute_minverse(model, data, q)
+    print(f"\nAt a random state (seed {seed}):")
+    print_table(["dof", "q", "v", "a", "tau = rnea(q,v,a)", "aba(q,v,tau)"],
+                [q_by_dof(model, q), numbers(v), numbers(a), numbers(tau), numbers(ddq)],
+                dof_labels(model))
+    print("\nChecks at that state:")
+    print(f"  max |aba(q, v, rnea(q, v, a)) - a|   = {np.max(np.abs(ddq - a)):.1e}")
+    print(f"  max |compute_minverse(q) crba(q) - I| = "
+          f"{np.max(np.abs(Minv @ M - np.eye(model.nv))):.1e}")
+    print(f"  smallest eigenvalue of M(q)           = {np.linalg.eigvalsh(M)[0]:.3e}")
+
+
+def show_timing(robot, rng):
+    """Time per call, one state from Python and per state of a stack, beside Pinocchio."""
+    model, dyn = robot.model, gp.dynamics
+    data, stack_data = model.create_data(), model.create_data()
+    Q = random_states(model, rng, TIMING_STATES)
+    V, A = (rng.standard_normal((TIMING_STATES, model.nv)) for _ in range(2))
+    states = list(zip(Q, V, A))
+    # each as f(data, q, v, a): one state (q (nq,)) or a stack (Q (K, nq))
+    ours = {"rnea": lambda d, q, v, a: dyn.rnea(model, d, q, v, a),
+            "aba": lambda d, q, v, a: dyn.aba(model, d, q, v, a),
+            "crba": lambda d, q, v, a: dyn.crba(model, d, q),
+            "compute_minverse": lambda d, q, v, a: dyn.compute_minverse(model, d, q)}
+    twin = pinocchio_twin(robot)
+    headers = ["function", "one state from Python", f"stack of {TIMING_STATES}, per state"]
+    if twin is not None:
+        pin, pin_model, pin_data = twin
+        theirs = {"rnea": lambda q, v, a: pin.rnea(pin_model, pin_data, q, v, a),
+                  "aba": lambda q, v, a: pin.aba(pin_model, pin_data, q, v, a),
+                  "crba": lambda q, v, a: pin.crba(pin_model, pin_data, q),
+                  "compute_minverse": lambda q, v, a: pin.computeMinverse(pin_model,
+                                                                          pin_data, q)}
+        headers += [f"Pinocchio {pin.__version__}", "one state / pin", "max |ours - pin|"]
+    rows = []
+    for name, function in ours.items():
+        def call(q, v, a):
+            return function(data, q, v, a)
+
+        single = microseconds(call, states)
+        batch = microseconds(lambda q, v, a: function(stack_data, q, v, a), [(Q, V, A)])
+        row = [f"{single:.1f}", f"{batch / TIMING_STATES:.2f}"]
+        if twin is not None:
+            theirs_us = microseconds(theirs[name], states)
+            difference = max(np.max(np.abs(np.triu(np.atleast_2d(call(q, v, a)))
+                                           - np.triu(np.atleast_2d(theirs[name](q, v, a)))))
+                             for q, v, a in states[:20])
+            row += [f"{theirs_us:.1f}", f"{single / theirs_us:.1f}", f"{difference:.0e}"]
+        rows.append(row)
+    print(f"\nMicroseconds per call, {TIMING_STATES} random states, best of 5 "
+          "(Python calls of both libraries):")
+    print_table(headers, [list(column) for column in zip(*rows)], list(ours))
+    if twin is None:
+        print("  Pinocchio is not installed (pip install pin): no comparison.")
+    print("  A stack (K, nq) is one call: the Python border is crossed once for K states "
+          "(benchmarks/dynamics.py measures more).")
+
+
+def demo(options):
+    robot = gp.robots.load(options.robot)
+    model = robot.model
+    data = model.create_data()
+    print(f"geppetto {gp.__version__}: {robot.name} (nq = {model.nq}, nv = {model.nv}, "
+          f"{model.njoints - 1} joints, {model.total_mass():.2f} kg)\n")
+    compile_kernels(model, data, robot.q0)
+    show_reference(model, data, robot.q0)
+    rng = np.random.default_rng(options.seed)
+    show_random_state(model, data, rng, options.seed)
+    show_timing(robot, rng)
+    return 0
+
+
+def demo_arguments(parser):
+    parser.add_argument("--robot", default="panda",
+                        help="one of geppetto.robots.available_robots() (default: panda)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random state")
+
+
+def check_derivatives_arguments(parser):
+    from geppetto.dynamics import derivative_check
+    derivative_check.add_arguments(parser)
+
+
+def check_derivatives(options):
+    """Partial derivatives of RNEA or ABA four ways (geppetto.dynamics.derivative_check)."""
+    from geppetto.dynamics import derivative_check
+    return derivative_check.main(options, gp.robots.load(options.robot))
+
+
+# name -> (help, function adding its arguments, function running it)
+COMMANDS = {
+    "demo": ("load a robot and print its dynamics beside Pinocchio's (the default)",
+             demo_arguments, demo),
+    "check-derivatives": ("compare the analytical derivatives of rnea or aba with finite "
+                          "differences, CasADi AD and CasADi codegen",
+                          check_derivatives_arguments, check_derivatives),
+}
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv = ["demo"] + argv
+    parser = argparse.ArgumentParser(
+        prog="geppetto", description="Rigid-body dynamics and trajectory optimization "
+        "in Numba. Without a command: demo.")
+    subparsers = parser.add_subparsers(dest="command", metavar="command")
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
+        add_arguments(subparsers.add_parser(name, help=help_text))
+    options = parser.parse_args(argv)
+    return COMMANDS[options.command][2](options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
