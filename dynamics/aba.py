@@ -109,37 +109,84 @@ def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
             pA[i, r] -= w6[1, r]
 
 
-@kernel
-def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
-    """Articulated inertias oY (in place) and bias forces pA, handed to the parents."""
-    parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
-    for i in range(m.njoints - 1, 0, -1):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        for c in range(iv, iv + nvi):
-            s = tau[c]
-            for r in range(6):
-                s -= J[r, c] * pA[i, r]
-            u[c] = s
-        par = parents[i]
-        if par == 0:
-            continue
-        subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
-        # pA_parent += pA_i + Ia c_i + U Dinv u_i
+@inline_kernel
+def _joint_bias(iv, nvi, tau, J, pA, i, u):
+    """u_i = tau_i - J_i^T pA_i."""
+    for c in range(iv, iv + nvi):
+        s = tau[c]
+        for r in range(6):
+            s -= J[r, c] * pA[i, r]
+        u[c] = s
+
+
+@inline_kernel
+def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
+    """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
+    + U Dinv u_i (Featherstone's articulated-body step, in the world frame)."""
+    subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
+    if with_bias:
         for a in range(nvi):
             du = 0.0
             for b in range(nvi):
                 du += Dinv[iv + a, b] * u[iv + b]
             w6[0, a] = du
-        for r in range(6):
-            s = pA[i, r]
-            for c in range(6):
+    for r in range(6):
+        s = pA[i, r]
+        for c in range(6):
+            oY[par, r, c] += Ia[r, c]
+            if with_bias:
                 s += Ia[r, c] * cJ[i, c]
-                oY[par, r, c] += Ia[r, c]
+        if with_bias:
             for a in range(nvi):
                 s += U[r, iv + a] * w6[0, a]
             pA[par, r] += s
+
+
+@inline_kernel
+def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
+    """Rows of joint i restricted to its subtree (Carpentier & Mansard 2018, Alg. 4
+    backward step): Dinv on its own block, -Dinv J_i^T F on its descendants'
+    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns]."""
+    for a in range(nvi):
+        for b in range(nvi):
+            Minv[iv + a, iv + b] = Dinv[iv + a, b]
+    for col in range(iv + nvi, end):
+        for a in range(nvi):
+            s = 0.0
+            for b in range(nvi):
+                jf = 0.0
+                for r in range(6):
+                    jf += J[r, iv + b] * F[r, col]
+                s -= Dinv[iv + a, b] * jf
+            Minv[iv + a, col] = s
+    for col in range(iv, end):
+        for r in range(6):
+            s = 0.0
+            for a in range(nvi):
+                s += U[r, iv + a] * Minv[iv + a, col]
+            F[r, col] += s
+
+
+@kernel
+def _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6,
+                               with_aba, with_minverse):
+    """The backward pass shared by ABA (with_aba: articulated bias forces and u) and
+    the M^-1 algorithm (with_minverse: rows of M^-1 restricted to each subtree):
+    both need the same articulated inertias, U and D^-1, so one sweep serves both."""
+    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
+                                                  m.subtree_end)
+    for i in range(m.njoints - 1, 0, -1):
+        iv = idx_v[i]
+        nvi = nvs[i]
+        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
+        if with_aba:
+            _joint_bias(iv, nvi, tau, J, pA, i, u)
+        if with_minverse:
+            end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
+            _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F)
+        par = parents[i]
+        if par > 0:
+            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
 
 
 @kernel
@@ -185,7 +232,8 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     joint_jacobians_state(m, oR, op, J)
     world_inertias(m, oR, op, oY)
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
-    _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
+    _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Dinv, J, Ia, D, work, w6,
+                               True, False)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
@@ -207,43 +255,6 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
         for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
             _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
                        oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
-
-
-@kernel
-def _minverse_backward_pass(m, J, oY, U, Dinv, Minv, F, Ia, D, work):
-    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
-                                                  m.subtree_end)
-    for i in range(m.njoints - 1, 0, -1):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        for a in range(nvi):
-            for b in range(nvi):
-                Minv[iv + a, iv + b] = Dinv[iv + a, b]
-        # rows of joint i, columns of its descendants: -Dinv J_i^T F
-        for col in range(iv + nvi, end):
-            for a in range(nvi):
-                s = 0.0
-                for b in range(nvi):
-                    jf = 0.0
-                    for r in range(6):
-                        jf += J[r, iv + b] * F[r, col]
-                    s -= Dinv[iv + a, b] * jf
-                Minv[iv + a, col] = s
-        # F (6, subtree columns) += U Minv[rows of i, subtree columns]
-        for col in range(iv, end):
-            for r in range(6):
-                s = 0.0
-                for a in range(nvi):
-                    s += U[r, iv + a] * Minv[iv + a, col]
-                F[r, col] += s
-        par = parents[i]
-        if par > 0:
-            subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
-            for r in range(6):
-                for c in range(6):
-                    oY[par, r, c] += Ia[r, c]
 
 
 @kernel
@@ -284,13 +295,19 @@ def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
     Ia = np.empty((6, 6))
     D = np.empty((6, 6))
     work = np.empty((6, 6))
+    w6 = np.empty((2, 6))
+    cJ = np.zeros((m.njoints, 6))
+    pA = np.zeros((m.njoints, 6))
+    tau0 = np.zeros(m.nv)
+    u = np.zeros(m.nv)
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
         joint_jacobians_state(m, oR[k], op[k], J[k])
         world_inertias(m, oR[k], op[k], oY[k])
         F[:, :] = 0.0
         Minv[k, :, :] = 0.0
-        _minverse_backward_pass(m, J[k], oY[k], U[k], Dinv[k], Minv[k], F, Ia, D, work)
+        _articulated_backward_pass(m, tau0, J[k], oY[k], cJ, pA, U[k], Dinv[k], u, Minv[k], F,
+                                   Ia, D, work, w6, False, True)
         _minverse_forward_pass(m, J[k], U[k], Dinv[k], Minv[k], A)
 
 

@@ -11,8 +11,8 @@ derivatives at ddq, then two (nv, nv) products through BLAS.
 """
 import numpy as np
 
-from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _minverse_forward_pass,
-                  articulated_projection, subtract_articulated)
+from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backward_pass,
+                  _minverse_forward_pass)
 from numba import prange
 
 from .config import kernel, parallel_kernel
@@ -23,58 +23,6 @@ from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivative
                                rnea_derivatives_workspace)
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
-
-
-@kernel
-def _aba_minverse_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6):
-    """ABA's backward pass and the M^-1 backward pass of :mod:`.aba` in one sweep."""
-    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
-                                                  m.subtree_end)
-    for i in range(m.njoints - 1, 0, -1):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        for c in range(iv, iv + nvi):
-            s = tau[c]
-            for r in range(6):
-                s -= J[r, c] * pA[i, r]
-            u[c] = s
-        for a in range(nvi):
-            for b in range(nvi):
-                Minv[iv + a, iv + b] = Dinv[iv + a, b]
-        for col in range(iv + nvi, end):
-            for a in range(nvi):
-                s = 0.0
-                for b in range(nvi):
-                    jf = 0.0
-                    for r in range(6):
-                        jf += J[r, iv + b] * F[r, col]
-                    s -= Dinv[iv + a, b] * jf
-                Minv[iv + a, col] = s
-        for col in range(iv, end):
-            for r in range(6):
-                s = 0.0
-                for a in range(nvi):
-                    s += U[r, iv + a] * Minv[iv + a, col]
-                F[r, col] += s
-        par = parents[i]
-        if par == 0:
-            continue
-        subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
-        for a in range(nvi):
-            du = 0.0
-            for b in range(nvi):
-                du += Dinv[iv + a, b] * u[iv + b]
-            w6[0, a] = du
-        for r in range(6):
-            s = pA[i, r]
-            for c in range(6):
-                s += Ia[r, c] * cJ[i, c]
-                oY[par, r, c] += Ia[r, c]
-            for a in range(nvi):
-                s += U[r, iv + a] * w6[0, a]
-            pA[par, r] += s
 
 
 @kernel
@@ -98,7 +46,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
     F[:, :] = 0.0
     Minv[:, :] = 0.0
-    _aba_minverse_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6)
+    _articulated_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6,
+                               True, True)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
     _minverse_forward_pass(m, J, U, Dinv, Minv, A)
     # inverse-dynamics derivatives at ddq (eq. 24)
