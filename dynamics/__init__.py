@@ -30,3 +30,9 @@ from .kinematics_derivatives import (compute_forward_kinematics_derivatives,
                                      center_of_mass_velocity_derivatives)
 from .liegroup_derivatives import d_integrate, d_difference
 from .finite_differences import numerical_jacobian, rnea_derivatives_fd, aba_derivatives_fd
+from .constraints import (CONTACT_3D, CONTACT_6D, RigidConstraint, ConstraintSet, contact_3d,
+                          contact_6d, loop_closure, constraint_jacobian, constraint_drift,
+                          constraint_acceleration, constraint_forces)
+from .constraint_derivatives import constraint_acceleration_derivatives
+from .constrained_dynamics import (constraint_dynamics, constraint_dynamics_derivatives,
+                                   impulse_dynamics, impulse_dynamics_derivatives)

@@ -303,3 +303,47 @@ def random_tree(n, seed, joint_types="all", root_joint=None, armature=False):
         tree.add_op_frame(f"frame{index}", jid, _random_rotation(rng),
                           rng.uniform(-0.5, 0.5, size=3))
     return tree.builder.build()
+
+
+def four_bar(ground=0.3, crank=0.1, coupler=0.35, rocker=0.3, masses=(0.2, 0.5, 0.4),
+             crank_angle=np.pi / 3):
+    """Planar four-bar linkage, a closed chain: the tree is cut at the pin C
+    between the coupler and the rocker, and ``loop_closure(model,
+    "coupler_tip", "rocker_tip", size=3)`` joins it again.
+
+    Joints (revolute about y, links along their local x, in the x-z plane):
+    ``crank`` at A = 0 on the ground, ``coupler`` at the crank's tip B,
+    ``rocker`` at D = (ground, 0, 0) on the ground.  Links are uniform bars of
+    ``masses`` (crank, coupler, rocker).  OP frames ``coupler_tip`` and
+    ``rocker_tip`` are the two halves of the cut pin C.  The default lengths
+    make a Grashof crank-rocker (the crank turns fully).
+    ``reference_configurations["assembled"]`` is the closed configuration at
+    ``crank_angle``, C above the ground line.
+    """
+    lengths = (crank, coupler, rocker)
+    tree = _TreeBuilder("four_bar")
+    j1 = tree.add(0, REVOLUTE, "crank", "crank_link", axis=(0, 1, 0))
+    j2 = tree.add(j1, REVOLUTE, "coupler", "coupler_link", p=(crank, 0, 0), axis=(0, 1, 0))
+    j3 = tree.add(0, REVOLUTE, "rocker", "rocker_link", p=(ground, 0, 0), axis=(0, 1, 0))
+    for joint, length, mass in zip((j1, j2, j3), lengths, masses):
+        tree.builder.append_body_inertia(joint, mass, com=(length / 2, 0, 0),
+                                         inertia_at_com=_box_inertia(mass, (length, 0.02, 0.02)))
+    tree.add_op_frame("coupler_tip", j2, p=(coupler, 0, 0))
+    tree.add_op_frame("rocker_tip", j3, p=(rocker, 0, 0))
+    # closure, in (x, z) coordinates: C at `coupler` from B and at `rocker`
+    # from D; a rotation theta about y sends x to (cos theta, 0, -sin theta),
+    # so the angle of a planar vector (x, z) is atan2(-z, x)
+    B = crank * np.array([np.cos(crank_angle), -np.sin(crank_angle)])
+    D = np.array([ground, 0.0])
+    base = np.linalg.norm(D - B)
+    along = (coupler ** 2 - rocker ** 2 + base ** 2) / (2 * base)
+    height = np.sqrt(coupler ** 2 - along ** 2)
+    u = (D - B) / base
+    C = B + along * u + height * np.array([-u[1], u[0]])
+    if C[1] < 0:
+        C = B + along * u - height * np.array([-u[1], u[0]])
+    coupler_angle = np.arctan2(-(C - B)[1], (C - B)[0]) - crank_angle
+    rocker_angle = np.arctan2(-(C - D)[1], (C - D)[0])
+    tree.builder.reference_configurations["assembled"] = np.array(
+        [crank_angle, coupler_angle, rocker_angle])
+    return tree.builder.build()

@@ -1,0 +1,633 @@
+"""Forward dynamics under rigid constraints, impulses at contact, and their derivatives.
+
+Constraints (contacts, loop closures) are those of :mod:`.constraints`, with
+Pinocchio 4.1's conventions.  The forward dynamics solve the KKT system
+(Pinocchio's ``constraintDynamics``)
+
+    [[M, Jc^T], [Jc, 0]] [ddq; -lambda] = [tau - b; -gamma]
+
+Factorization.  M = L^T L with L lower triangular and the branch-induced
+sparsity of M: L[k, i] != 0 only for i = k or an ancestor dof of k
+(Featherstone 2008, Sec. 6.5, the LTL factorization; ``m.dof_parent`` is his
+lambda).  With Y = L^-T Jc^T (nv, nc), the Delassus matrix G = Jc M^-1 Jc^T =
+Y^T Y is factorized densely (nc is small).  The proximal iterations of
+Pinocchio (``ProximalSettings``: mu, max_iterations, accuracy) solve
+
+    (G + mu I) lambda_k = -gamma - Jc a0 + mu lambda_(k-1),   a0 = M^-1 (tau - b),
+
+from lambda_0 = 0, and ddq = a0 + M^-1 Jc^T lambda.  mu = 0 (the default, one
+iteration) is the exact KKT solve; mu > 0 keeps the system regular for
+redundant constraints (four feet and a loop, two 6D feet on one plank), the
+iterations converging to the constrained solution.
+
+Derivatives (Kudruss, Manns & Kirches 2019, Prop. 3: dx = solve(K, db - dK x),
+reusing the factorization).  The solution zeroes the residuals
+
+    R1 = ID(q, v, ddq) - Jc(q)^T lambda - tau,     R2 = c(q, v, ddq) = Jc ddq + gamma,
+
+so K [dddq; dlambda] = -[dR1; dR2] with K = [[M, -Jc^T], [Jc, 0]], that is
+
+    dlambda = G^-1 (Jc M^-1 dR1 - dR2),      dddq = -M^-1 (dR1 - Jc^T dlambda).
+
+dR1/dq and dR1/dv are the RNEA derivatives at (q, v, ddq) with lambda applied
+as external forces (:mod:`.rnea_derivatives`, plus the part of the forces that
+is not attached to a body, :mod:`.constraint_derivatives`); dR2 are the
+derivatives of the constraint acceleration (frame acceleration derivatives);
+dR1/dtau = -I.  With mu > 0, lambda's derivatives go through the same number
+of proximal iterations as the solve (as Pinocchio's
+``computeConstraintDynamicsDerivatives``).
+
+Impulses (Pinocchio's ``impulseDynamics``): at a touchdown the velocity jumps
+from v- to v+ with M (v+ - v-) = Jc^T Lambda and Jc v+ = -e Jc v- (e the
+restitution coefficient, 0 for a plastic impact): the same KKT system with
+tau - b = 0 and gamma = (1 + e) Jc v-.  Its derivatives use R1 = M(q) (v+ - v-)
+- Jc^T Lambda (RNEA derivatives without gravity and velocity, at a = v+ - v-)
+and R2 = Jc(q) (v+ + e v-); dR1/dv- = -M, dR2/dv- = e Jc.  For a loop closure,
+Jc v- is the relative velocity of the two frames (Pinocchio takes frame 1's
+velocity only: both agree for contacts).  Baumgarte gains play no part in
+impulses.
+"""
+import numpy as np
+
+from .config import kernel
+from .constraint_derivatives import (constraint_acceleration_derivatives_state,
+                                     constraint_force_derivatives_state)
+from .constraints import (as_constraint_set, constraint_acceleration_state,
+                          constraint_forces_state, constraint_jacobian_state,
+                          constraint_placements_state, world_motions)
+from .crba import _crba_backward_pass, world_inertias
+from .joints import placements
+from .kinematics import joint_jacobians_state
+from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
+                               rnea_derivatives_workspace)
+from .spatial import force_cross, mat6_vec
+from .validation import as_configurations, as_stack, check_data, result
+
+# Relative size of a Cholesky pivot of G below which G is reported singular.
+SINGULAR_PIVOT = 1e-13
+
+
+# --- Factorizations ----------------------------------------------------------
+
+@kernel
+def ltl_factor(m, M, L):
+    """L with M = L^T L, L lower triangular with M's sparsity (Featherstone 2008,
+    Table 6.3).  M (nv, nv) symmetric positive definite; L (nv, nv) is written."""
+    lam = m.dof_parent
+    nv = m.nv
+    for r in range(nv):
+        for c in range(nv):
+            L[r, c] = M[r, c] if c <= r else 0.0
+    for k in range(nv - 1, -1, -1):
+        L[k, k] = np.sqrt(L[k, k])
+        i = lam[k]
+        while i >= 0:
+            L[k, i] /= L[k, k]
+            i = lam[i]
+        i = lam[k]
+        while i >= 0:
+            j = i
+            while j >= 0:
+                L[i, j] -= L[k, i] * L[k, j]
+                j = lam[j]
+            i = lam[i]
+
+
+@kernel
+def ltl_solve_transpose(m, L, X):
+    """X <- L^-T X, column by column (X (nv, n))."""
+    lam = m.dof_parent
+    n = X.shape[1]
+    for k in range(m.nv - 1, -1, -1):
+        inv = 1.0 / L[k, k]
+        for c in range(n):
+            X[k, c] *= inv
+        i = lam[k]
+        while i >= 0:
+            lki = L[k, i]
+            for c in range(n):
+                X[i, c] -= lki * X[k, c]
+            i = lam[i]
+
+
+@kernel
+def ltl_solve(m, L, X):
+    """X <- L^-1 X, column by column (X (nv, n))."""
+    lam = m.dof_parent
+    n = X.shape[1]
+    for k in range(m.nv):
+        i = lam[k]
+        while i >= 0:
+            lki = L[k, i]
+            for c in range(n):
+                X[k, c] -= lki * X[i, c]
+            i = lam[i]
+        inv = 1.0 / L[k, k]
+        for c in range(n):
+            X[k, c] *= inv
+
+
+@kernel
+def cholesky_factor(G):
+    """In-place dense Cholesky G = C C^T (lower triangle); False if G is not
+    (numerically) positive definite."""
+    n = G.shape[0]
+    for j in range(n):
+        d = G[j, j]
+        s = d
+        for k in range(j):
+            s -= G[j, k] * G[j, k]
+        if not s > SINGULAR_PIVOT * d:
+            return False
+        G[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            s = G[i, j]
+            for k in range(j):
+                s -= G[i, k] * G[j, k]
+            G[i, j] = s / G[j, j]
+    return True
+
+
+@kernel
+def cholesky_solve(G, X):
+    """X <- (C C^T)^-1 X with C the lower factor stored in G (X (n, ncols))."""
+    n, ncols = X.shape
+    for i in range(n):
+        for c in range(ncols):
+            s = X[i, c]
+            for k in range(i):
+                s -= G[i, k] * X[k, c]
+            X[i, c] = s / G[i, i]
+    for i in range(n - 1, -1, -1):
+        for c in range(ncols):
+            s = X[i, c]
+            for k in range(i + 1, n):
+                s -= G[k, i] * X[k, c]
+            X[i, c] = s / G[i, i]
+
+
+# --- The KKT solve and its derivatives ---------------------------------------
+
+@kernel
+def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, ddq):
+    """lambda and ddq from L (M = L^T L), Jc, gamma and z = tau - b (overwritten
+    by L^-T z); fills Y = L^-T Jc^T and the factor of G + mu I.  Returns
+    (iterations, G regular)."""
+    nv, nc = Jc.shape[1], Jc.shape[0]
+    for a in range(nv):
+        for b in range(nc):
+            Y[a, b] = Jc[b, a]
+    ltl_solve_transpose(m, L, Y)
+    zc = z.reshape((nv, 1))
+    ltl_solve_transpose(m, L, zc)
+    for a in range(nc):
+        for b in range(a + 1):
+            s = 0.0
+            for t in range(nv):
+                s += Y[t, a] * Y[t, b]
+            G[a, b] = s
+            G[b, a] = s
+        G[a, a] += mu
+    regular = cholesky_factor(G)
+    lam_prev[:] = 0.0
+    lc = lam.reshape((nc, 1))
+    iterations = 0
+    for it in range(max_iter):
+        iterations = it + 1
+        for a in range(nc):
+            s = -gamma[a] + mu * lam_prev[a]
+            for t in range(nv):
+                s -= Y[t, a] * z[t]
+            lam[a] = s
+        cholesky_solve(G, lc)
+        delta = 0.0
+        for a in range(nc):
+            delta = max(delta, abs(lam[a] - lam_prev[a]))
+            lam_prev[a] = lam[a]
+        if mu * delta <= accuracy or delta <= accuracy:
+            break
+    for t in range(nv):
+        s = z[t]
+        for a in range(nc):
+            s += Y[t, a] * lam[a]
+        ddq[t] = s
+    ltl_solve(m, L, ddq.reshape((nv, 1)))
+    return iterations, regular
+
+
+@kernel
+def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
+    """dlam = G^-1 (Jc M^-1 dR1 - dR2) through the proximal iterations, dddq =
+    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch."""
+    nv, nc = Y.shape
+    n = dR1.shape[1]
+    Z[:, :] = dR1
+    ltl_solve_transpose(m, L, Z)
+    for a in range(nc):
+        for c in range(n):
+            s = -dR2[a, c]
+            for t in range(nv):
+                s += Y[t, a] * Z[t, c]
+            X[a, c] = s
+            dlam[a, c] = s
+    cholesky_solve(G, dlam)
+    for _ in range(1, iterations):
+        for a in range(nc):
+            for c in range(n):
+                dlam[a, c] = X[a, c] + mu * dlam[a, c]
+        cholesky_solve(G, dlam)
+    for t in range(nv):
+        for c in range(n):
+            s = Z[t, c]
+            for a in range(nc):
+                s -= Y[t, a] * dlam[a, c]
+            dddq[t, c] = -s
+    ltl_solve(m, L, dddq)
+
+
+# --- One state ----------------------------------------------------------------
+
+@kernel
+def bias_forces(m, J, oY, ov, oa, F, b, w6):
+    """b = C(q, v) v + g(q) from the world motions at a = 0 (ov, oa without gravity):
+    F_i = oY_i (oa_i - g) + ov_i x* (oY_i ov_i) summed over subtrees, b_c = J_c . F."""
+    parents, idx_v, nvs, gravity = m.parents, m.idx_v, m.nvs, m.gravity
+    for i in range(1, m.njoints):
+        for r in range(6):
+            w6[0, r] = oa[i, r] - gravity[r]
+        mat6_vec(oY, i, w6, 0, F, i)
+        mat6_vec(oY, i, ov, i, w6, 1)
+        force_cross(ov, i, w6, 1, w6, 2)
+        for r in range(6):
+            F[i, r] += w6[2, r]
+    for i in range(m.njoints - 1, 0, -1):
+        for c in range(idx_v[i], idx_v[i] + nvs[i]):
+            s = 0.0
+            for r in range(6):
+                s += J[r, c] * F[i, r]
+            b[c] = s
+        par = parents[i]
+        if par > 0:
+            for r in range(6):
+                F[par, r] += F[i, r]
+
+
+@kernel
+def constrained_workspace(m, ca):
+    """Scratch of one state: (kinematics, constraints, KKT) tuples."""
+    nv, nc, n = m.nv, ca.nrows, ca.n
+    kin = (np.empty((1, 3, 3)), np.empty((1, 3)), np.zeros(nv), np.empty((m.njoints, 6)),
+           np.empty((m.njoints, 6)), np.empty((m.njoints, 6)), np.empty((3, 6)), np.empty(nv))
+    con = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty((n, 3, 3)), np.empty((n, 3)),
+           np.zeros((20, 6)), np.zeros(6), np.empty((1, 3, 3)), np.empty((1, 3)),
+           np.empty((2, 3)), np.zeros((6, 6)), np.zeros((9, 3, 3)))
+    kkt = (np.empty((nv, nv)), np.empty((nc, nv)), np.empty(nc), np.empty((nv, nc)),
+           np.empty((nc, nc)), np.empty(nc))
+    return kin, con, kkt
+
+
+@kernel
+def derivatives_workspace(m, ca):
+    """Scratch of the derivatives of one state: f_ext, dR1 (dtau_dq, dtau_dv), dR2
+    (dc_dq, dc_dv), Z, X, zero rows, a velocity, and the RNEA derivatives' scratch."""
+    nv, nc = m.nv, ca.nrows
+    return (np.empty((m.njoints, 6)), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nc, nv)),
+            np.empty((nc, nv)), np.empty((nv, nv)), np.empty((nc, nv)), np.zeros((nc, nv)),
+            np.empty(nv), np.empty(nv), rnea_derivatives_workspace(m))
+
+
+@kernel
+def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J,
+                               oY, M, ddq, lam, ws):
+    """ddq and lambda of one state; returns (iterations, G regular)."""
+    kin, con, kkt = ws
+    XR, Xp, zeros, ov, oa, F, w6, z = kin
+    cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
+    L, Jc, gamma, Y, G, lam_prev = kkt
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    world_inertias(m, oR, op, oY)
+    world_motions(m, v, zeros, J, ov, oa)
+    bias_forces(m, J, oY, ov, oa, F, z, w6)
+    _crba_backward_pass(m, J, oY, M)
+    for c in range(m.nv):
+        z[c] = tau[c] - z[c]
+    constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
+    constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)
+    constraint_acceleration_state(ca, ov, oa, cR1, cp1, cR2, cp2, gamma, w, xi, RM, pM, t3)
+    ltl_factor(m, M, L)
+    return _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, ddq)
+
+
+@kernel
+def _constraint_dynamics(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
+                         ddq, lam, iterations):
+    ws = constrained_workspace(m, ca)
+    regular = True
+    for k in range(q.shape[0]):
+        iterations[k], ok = _constraint_dynamics_state(
+            m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
+            J[k], oY[k], M[k], ddq[k], lam[k], ws)
+        regular = regular and ok
+    return regular
+
+
+@kernel
+def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
+    """dR1/dq, dR1/dv into dws' dtau_dq, dtau_dv: RNEA derivatives at (q, v, a) with
+    lambda applied as external forces, plus the forces' non-attached part.  Needs the
+    constraint frames of a solve of the same state in ws; overwrites the motions in ws."""
+    kin, con, _ = ws
+    ov, oa, F = kin[3], kin[4], kin[5]
+    cR1, cp1, cp2, w = con[0], con[1], con[3], con[4]
+    f_ext, dtau_dq, dtau_dv, tau_id, rws = dws[0], dws[1], dws[2], dws[9], dws[10]
+    _, _, h, Bcrb, u_cols, alpha_cols, gamma_cols, rw6, work = rws
+    constraint_forces_state(ca, oR, op, cR1, cp1, cp2, lam, f_ext, w)
+    world_inertias(m, oR, op, oY)
+    _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, F, Bcrb, u_cols,
+                                   alpha_cols, gamma_cols, rw6, work)
+    dtau_dq[:, :] = 0.0
+    dtau_dv[:, :] = 0.0
+    _rnea_derivatives_backward_pass(m, a, J, oY, Bcrb, F, u_cols, alpha_cols, gamma_cols, tau_id,
+                                    dtau_dq, dtau_dv, M, rw6)
+    constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w)
+
+
+@kernel
+def _constraint_residual_derivatives(m, ca, v, a, J, ws, dws):
+    """dR2/dq, dR2/dv into dws' dc_dq, dc_dv: the derivatives of c(q, v, a)."""
+    kin, con, _ = ws
+    ov, oa = kin[3], kin[4]
+    cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
+    world_motions(m, v, a, J, ov, oa)
+    constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, cp2, dws[3],
+                                              dws[4], w, xi, RM, pM, t3, Jlog, S)
+
+
+@kernel
+def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op,
+                                     J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv, ddq_dtau,
+                                     dlam_dq, dlam_dv, dlam_dtau):
+    ws = constrained_workspace(m, ca)
+    dws = derivatives_workspace(m, ca)
+    _, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, X, zero_rows, _, _, _ = dws
+    L, _, _, Y, G, _ = ws[2]
+    regular = True
+    for k in range(q.shape[0]):
+        iterations[k], ok = _constraint_dynamics_state(
+            m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
+            J[k], oY[k], M[k], ddq[k], lam[k], ws)
+        regular = regular and ok
+        _force_residual_derivatives(m, ca, v[k], ddq[k], lam[k], oR[k], op[k], J[k], oY[k], M[k],
+                                    ws, dws)
+        _constraint_residual_derivatives(m, ca, v[k], ddq[k], J[k], ws, dws)
+        n_it = iterations[k]
+        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, ddq_dq[k], dlam_dq[k], Z, X)
+        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dv, dc_dv, ddq_dv[k], dlam_dv[k], Z, X)
+        dtau_dq[:, :] = 0.0
+        for c in range(m.nv):
+            dtau_dq[c, c] = -1.0
+        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, zero_rows, ddq_dtau[k], dlam_dtau[k], Z,
+                         X)
+    return regular
+
+
+# --- Impulses -----------------------------------------------------------------
+
+@kernel
+def _impulse_state(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
+                   v_after, impulse, ws):
+    """v+ and the impulse Lambda of one state (module docstring); leaves dv = v+ - v-
+    in the kinematics scratch z.  Returns (iterations, G regular)."""
+    kin, con, kkt = ws
+    XR, Xp, zeros, ov, oa, F, w6, z = kin
+    cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
+    L, Jc, gamma, Y, G, lam_prev = kkt
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    world_inertias(m, oR, op, oY)
+    _crba_backward_pass(m, J, oY, M)
+    constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
+    constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)
+    for a in range(ca.nrows):
+        s = 0.0
+        for c in range(m.nv):
+            s += Jc[a, c] * v[c]
+        gamma[a] = (1.0 + restitution) * s
+    z[:] = 0.0
+    ltl_factor(m, M, L)
+    result = _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, impulse, lam_prev,
+                        v_after)
+    for c in range(m.nv):
+        z[c] = v_after[c]
+        v_after[c] += v[c]
+    return result
+
+
+@kernel
+def _impulse_dynamics(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip, oR, op, J, oY,
+                      M, v_after, impulse, iterations):
+    ws = constrained_workspace(m, ca)
+    regular = True
+    for k in range(q.shape[0]):
+        iterations[k], ok = _impulse_state(m, ca, q[k], v[k], restitution, mu, max_iter, accuracy,
+                                           liR[k], lip[k], oR[k], op[k], J[k], oY[k], M[k],
+                                           v_after[k], impulse[k], ws)
+        regular = regular and ok
+    return regular
+
+
+@kernel
+def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_iter, accuracy, liR,
+                                  lip, oR, op, J, oY, M, v_after, impulse, iterations, dv_dq,
+                                  dv_dv, dimpulse_dq, dimpulse_dv):
+    """m0, ca0: the model without gravity and the constraints without Baumgarte gains."""
+    ws = constrained_workspace(m, ca)
+    dws = derivatives_workspace(m, ca)
+    _, dtau_dq, _, dc_dq, _, Z, X, _, w_vel, _, _ = dws
+    zeros, dv = ws[0][2], ws[0][7]
+    L, Jc, _, Y, G, _ = ws[2]
+    regular = True
+    for k in range(q.shape[0]):
+        iterations[k], ok = _impulse_state(m, ca, q[k], v[k], restitution, mu, max_iter, accuracy,
+                                           liR[k], lip[k], oR[k], op[k], J[k], oY[k], M[k],
+                                           v_after[k], impulse[k], ws)
+        regular = regular and ok
+        # dR1/dq = d(M(q) dv - Jc^T Lambda)/dq: RNEA derivatives at v = 0, a = dv without
+        # gravity; dR2/dq = d(Jc(q) w)/dq, w = v+ + e v-: c(q, 0, w) without gains
+        _force_residual_derivatives(m0, ca0, zeros, dv, impulse[k], oR[k], op[k], J[k], oY[k],
+                                    M[k], ws, dws)
+        for c in range(m.nv):
+            w_vel[c] = v_after[k, c] + restitution * v[k, c]
+        _constraint_residual_derivatives(m, ca0, zeros, w_vel, J[k], ws, dws)
+        n_it = iterations[k]
+        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, dv_dq[k], dimpulse_dq[k], Z, X)
+        # v-: dR1 = -M, dR2 = e Jc
+        for r in range(m.nv):
+            for c in range(m.nv):
+                dtau_dq[r, c] = -M[k, r, c]
+        for a in range(ca.nrows):
+            for c in range(m.nv):
+                dc_dq[a, c] = restitution * Jc[a, c]
+        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, dv_dv[k], dimpulse_dv[k], Z, X)
+    return regular
+
+
+# --- Public API -----------------------------------------------------------------
+
+def _settings(mu, max_iterations, accuracy):
+    mu, accuracy = float(mu), float(accuracy)
+    if not (np.isfinite(mu) and mu >= 0.0):
+        raise ValueError(f"mu = {mu!r}: expected a finite number >= 0")
+    if not (np.isfinite(accuracy) and accuracy >= 0.0):
+        raise ValueError(f"accuracy = {accuracy!r}: expected a finite number >= 0")
+    if int(max_iterations) != max_iterations or max_iterations < 1:
+        raise ValueError(f"max_iterations = {max_iterations!r}: expected an integer >= 1")
+    return mu, int(max_iterations), accuracy
+
+
+def _check_regular(regular, mu):
+    if not regular:
+        raise ValueError("the constraints are redundant or degenerate: J M^-1 J^T + mu I is "
+                         f"singular (mu = {mu}); use the proximal variant, mu > 0")
+
+
+def _prepare(model, data, q, v, constraints, name_v="v"):
+    cs = as_constraint_set(model, constraints)
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    vs, _ = as_stack(v, model.nv, name_v, (K, single))
+    check_data(model, data, K, single)
+    return cs, qs, vs, K, single
+
+
+def constraint_dynamics(model, data, q, v, tau, constraints, mu=0.0, max_iterations=1,
+                        accuracy=1e-12):
+    """Forward dynamics under rigid constraints (Pinocchio's ``constraintDynamics``).
+
+    Parameters
+    ----------
+    q : (nq,) or (K, nq); v, tau : (nv,) or (K, nv).
+    constraints : a :class:`~geppetto.dynamics.constraints.ConstraintSet` (or a
+        list of :class:`~geppetto.dynamics.constraints.RigidConstraint`).
+    mu, max_iterations, accuracy : the proximal settings (Pinocchio's
+        ``ProximalSettings``); the defaults solve the KKT system exactly; use
+        mu > 0 and a few iterations for redundant constraints.
+
+    Returns
+    -------
+    ddq : (nv,) or (K, nv), and lambda : (nc,) or (K, nc), the constraint
+    forces stacked in the order of the constraints (module docstring of
+    :mod:`.constraints` for their frames and sign).  Fills ``data.ddq``,
+    ``data.M`` (with the placements and ``data.J``), ``data.lambda_c`` and
+    ``data.constraint_iterations`` (K,).
+    """
+    mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
+    cs, qs, vs, K, single = _prepare(model, data, q, v, constraints)
+    taus, _ = as_stack(tau, model.nv, "tau", (K, single))
+    lam = np.empty((K, cs.size))
+    iterations = np.zeros(K, dtype=np.int64)
+    regular = _constraint_dynamics(model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations,
+                                   accuracy, data.liR, data.lip, data.oR, data.op, data.J,
+                                   data.Ycrb, data.M, data.ddq, lam, iterations)
+    _check_regular(regular, mu)
+    data.lambda_c, data.constraint_iterations = lam, iterations
+    return result(data.ddq, K, single).copy(), (lam[0] if single else lam)
+
+
+def constraint_dynamics_derivatives(model, data, q, v, tau, constraints, mu=0.0,
+                                    max_iterations=1, accuracy=1e-12):
+    """Partial derivatives of (ddq, lambda) = constraint_dynamics(q, v, tau)
+    (Pinocchio's ``computeConstraintDynamicsDerivatives``).
+
+    Same arguments as :func:`constraint_dynamics`.  Returns ``(ddq_dq, ddq_dv,
+    ddq_dtau, dlambda_dq, dlambda_dv, dlambda_dtau)``, (nv, nv) and (nc, nv)
+    each, or with a leading K; derivatives with respect to q are in the
+    tangent space.  Also fills what :func:`constraint_dynamics` fills.
+    """
+    mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
+    cs, qs, vs, K, single = _prepare(model, data, q, v, constraints)
+    taus, _ = as_stack(tau, model.nv, "tau", (K, single))
+    nv, nc = model.nv, cs.size
+    lam = np.empty((K, nc))
+    iterations = np.zeros(K, dtype=np.int64)
+    out = [np.empty((K, nv, nv)) for _ in range(3)] + [np.empty((K, nc, nv)) for _ in range(3)]
+    regular = _constraint_dynamics_derivatives(
+        model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations, accuracy, data.liR, data.lip,
+        data.oR, data.op, data.J, data.Ycrb, data.M, data.ddq, lam, iterations, *out)
+    _check_regular(regular, mu)
+    data.lambda_c, data.constraint_iterations = lam, iterations
+    return tuple(x[0] if single else x for x in out)
+
+
+def _impulse_arguments(restitution, mu, max_iterations, accuracy):
+    restitution = float(restitution)
+    if not 0.0 <= restitution <= 1.0:
+        raise ValueError(f"restitution = {restitution!r}: expected a number in [0, 1]")
+    return (restitution,) + _settings(mu, max_iterations, accuracy)
+
+
+def impulse_dynamics(model, data, q, v, constraints, restitution=0.0, mu=0.0, max_iterations=1,
+                     accuracy=1e-12):
+    """Velocity after an impact (Pinocchio's ``impulseDynamics``).
+
+    ``v`` is the velocity before the impact; ``restitution`` e in [0, 1] (0:
+    the constrained frames stop).  Returns ``(v_after, impulse)``, (nv,) and
+    (nc,) or with a leading K: M (v_after - v) = Jc^T impulse, Jc v_after =
+    -e Jc v.  Fills ``data.M`` and ``data.J``.
+    """
+    restitution, mu, max_iterations, accuracy = _impulse_arguments(restitution, mu,
+                                                                   max_iterations, accuracy)
+    cs, qs, vs, K, single = _prepare(model, data, q, v, constraints)
+    v_after = np.empty((K, model.nv))
+    impulse = np.empty((K, cs.size))
+    iterations = np.zeros(K, dtype=np.int64)
+    regular = _impulse_dynamics(model.arrays, cs.arrays, qs, vs, restitution, mu, max_iterations,
+                                accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb,
+                                data.M, v_after, impulse, iterations)
+    _check_regular(regular, mu)
+    return (v_after[0], impulse[0]) if single else (v_after, impulse)
+
+
+def _without_gravity(model):
+    arrays = getattr(model, "_arrays_without_gravity", None)
+    if arrays is None:
+        gravity = np.zeros(6)
+        gravity.setflags(write=False)
+        arrays = model.arrays._replace(gravity=gravity)
+        model._arrays_without_gravity = arrays
+    return arrays
+
+
+def _without_gains(cs):
+    arrays = getattr(cs, "_arrays_without_gains", None)
+    if arrays is None:
+        zeros = np.zeros(cs.arrays.n)
+        zeros.setflags(write=False)
+        arrays = cs.arrays._replace(Kp=zeros, Kd=zeros)
+        cs._arrays_without_gains = arrays
+    return arrays
+
+
+def impulse_dynamics_derivatives(model, data, q, v, constraints, restitution=0.0, mu=0.0,
+                                 max_iterations=1, accuracy=1e-12):
+    """Partial derivatives of (v_after, impulse) = impulse_dynamics(q, v)
+    (Pinocchio's ``computeImpulseDynamicsDerivatives``).
+
+    Returns ``(dv_after_dq, dv_after_dv, dimpulse_dq, dimpulse_dv)``, (nv, nv)
+    and (nc, nv) each or with a leading K; q derivatives in the tangent space.
+    """
+    restitution, mu, max_iterations, accuracy = _impulse_arguments(restitution, mu,
+                                                                   max_iterations, accuracy)
+    cs, qs, vs, K, single = _prepare(model, data, q, v, constraints)
+    nv, nc = model.nv, cs.size
+    v_after = np.empty((K, nv))
+    impulse = np.empty((K, nc))
+    iterations = np.zeros(K, dtype=np.int64)
+    out = [np.empty((K, nv, nv)) for _ in range(2)] + [np.empty((K, nc, nv)) for _ in range(2)]
+    regular = _impulse_dynamics_derivatives(
+        model.arrays, _without_gravity(model), cs.arrays, _without_gains(cs), qs, vs, restitution,
+        mu, max_iterations, accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb,
+        data.M, v_after, impulse, iterations, *out)
+    _check_regular(regular, mu)
+    return tuple(x[0] if single else x for x in out)
