@@ -103,6 +103,39 @@ def joint_jacobians_state(m, oR, op, J):
 
 
 @kernel
+def world_motions(m, v, a, order, with_gravity, J, ov, oa, w6):
+    """World spatial velocities ov_i = ov_lambda + J_i v_i and (order 2) accelerations
+    oa_i = oa_lambda + J_i a_i + ov_i x J_i v_i, from the world Jacobian J (6, nv);
+    oa_0 = -g when ``with_gravity`` (RNEA's trick), else 0.  w6 (2, 6) scratch.
+
+    With order 1, ``a`` is not used and ``oa`` not written (callers may pass stand-ins)."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    for r in range(6):
+        ov[0, r] = 0.0
+        if order > 1:
+            oa[0, r] = -m.gravity[r] if with_gravity else 0.0
+    for i in range(1, m.njoints):
+        par = parents[i]
+        iv = idx_v[i]
+        for r in range(6):
+            sv = 0.0
+            sa = 0.0
+            for c in range(iv, iv + nvs[i]):
+                sv += J[r, c] * v[c]
+                sa += J[r, c] * a[c]
+            w6[0, r] = sv
+            w6[1, r] = sa
+            ov[i, r] = ov[par, r] + sv
+        if order < 2:
+            continue
+        for r in range(6):
+            oa[i, r] = oa[par, r] + w6[1, r]
+        motion_cross(ov, i, w6, 0, w6, 1)
+        for r in range(6):
+            oa[i, r] += w6[1, r]
+
+
+@kernel
 def _compute_joint_jacobians(m, q, liR, lip, oR, op, J):
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))

@@ -49,7 +49,7 @@ import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import compose, placements
-from .kinematics import (LOCAL, WORLD, _reference_code, joint_jacobians_state,
+from .kinematics import (LOCAL, WORLD, _reference_code, joint_jacobians_state, world_motions,
                          subtree_mass_and_com)
 from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
@@ -72,37 +72,6 @@ def _cross_col(ms, i, X, c, Y, o):
 
 
 # --- Forward pass -----------------------------------------------------------
-
-@kernel
-def _world_motions(m, v, a, order, J, ov, oa, w6):
-    """ov_i = ov_lambda + J_i v_i and (order 2) oa_i = oa_lambda + J_i a_i + ov_i x J_i v_i.
-
-    With order 1, ``a`` is not used and ``oa`` not written (callers may pass stand-ins)."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
-    for r in range(6):
-        ov[0, r] = 0.0
-        if order > 1:
-            oa[0, r] = 0.0
-    for i in range(1, m.njoints):
-        par = parents[i]
-        iv = idx_v[i]
-        for r in range(6):
-            sv = 0.0
-            sa = 0.0
-            for c in range(iv, iv + nvs[i]):
-                sv += J[r, c] * v[c]
-                sa += J[r, c] * a[c]
-            w6[0, r] = sv
-            w6[1, r] = sa
-            ov[i, r] = ov[par, r] + sv
-        if order < 2:
-            continue
-        for r in range(6):
-            oa[i, r] = oa[par, r] + w6[1, r]
-        motion_cross(ov, i, w6, 0, w6, 1)
-        for r in range(6):
-            oa[i, r] += w6[1, r]
-
 
 @kernel
 def _motion_columns(m, order, J, ov, oa, dJ, dVdq, dAdq, dAdv, wc):
@@ -129,7 +98,7 @@ def _kinematics_derivatives_state(m, q, v, a, order, liR, lip, oR, op, J, vel, a
     the module docstring (order 1: velocities and dJ only)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
     joint_jacobians_state(m, oR, op, J)
-    _world_motions(m, v, a, order, J, ov, oa, w6)
+    world_motions(m, v, a, order, False, J, ov, oa, w6)
     _motion_columns(m, order, J, ov, oa, dJ, dVdq, dAdq, dAdv, wc)
     for r in range(6):
         vel[0, r] = 0.0
@@ -358,7 +327,7 @@ def _center_of_mass_derivatives(m, q, v, order, liR, lip, oR, op, J, ov, mass, c
         joint_jacobians_state(m, oR[k], op[k], J[k])
         subtree_mass_and_com(m, oR[k], op[k], mass[k], com[k])
         if order > 0:
-            _world_motions(m, v[k], v[k], 1, J[k], ov[k], ov[k], w6)
+            world_motions(m, v[k], v[k], 1, False, J[k], ov[k], ov[k], w6)
             _subtree_com_velocities(m, oR[k], op[k], ov[k], mass[k], vcom[k])
         _com_columns(m, order, J[k], ov[k], mass[k], com[k], vcom[k], Jcom[k], dvcom_dq[k], wc)
 

@@ -31,7 +31,7 @@ import numpy as np
 from .config import kernel
 from .crba import world_inertias
 from .joints import placements
-from .kinematics import joint_jacobians_state
+from .kinematics import joint_jacobians_state, world_motions
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
@@ -78,25 +78,11 @@ def _add_inertia_variation(Y, i, v, h, B, work):
 def _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
                                    u_cols, alpha_cols, gamma_cols, w6, work):
     """World velocities, accelerations, forces, and per-dof u, alpha, gamma (6, nv)."""
+    world_motions(m, v, a, 2, True, J, ov, oa, w6)
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
-    for r in range(6):
-        ov[0, r] = 0.0
-        oa[0, r] = -m.gravity[r]
     for i in range(1, m.njoints):
         par = parents[i]
         iv = idx_v[i]
-        for r in range(6):
-            sv = 0.0
-            sa = 0.0
-            for c in range(iv, iv + nvs[i]):
-                sv += J[r, c] * v[c]
-                sa += J[r, c] * a[c]
-            w6[0, r] = sv
-            ov[i, r] = ov[par, r] + sv
-            oa[i, r] = oa[par, r] + sa
-        motion_cross(ov, i, w6, 0, w6, 1)
-        for r in range(6):
-            oa[i, r] += w6[1, r]
         for c in range(iv, iv + nvs[i]):
             for r in range(6):
                 w6[2, r] = J[r, c]
