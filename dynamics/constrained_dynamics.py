@@ -48,8 +48,9 @@ velocity only: both agree for contacts).  Baumgarte gains play no part in
 impulses.
 """
 import numpy as np
+from numba import prange
 
-from .config import kernel
+from .config import kernel, parallel_kernel
 from .constraint_derivatives import (constraint_acceleration_derivatives_state,
                                      constraint_force_derivatives_state)
 from .constraints import (as_constraint_set, constraint_acceleration_state,
@@ -365,31 +366,70 @@ def _constraint_residual_derivatives(m, ca, v, a, J, ws, dws):
 
 
 @kernel
+def _constraint_dynamics_derivatives_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip,
+                                           oR, op, J, oY, M, ddq, lam, ddq_dq, ddq_dv, ddq_dtau,
+                                           dlam_dq, dlam_dv, dlam_dtau, ws, dws):
+    """The solve and the six derivatives of one state; returns (iterations, G regular)."""
+    _, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, X, zero_rows, _, _, _ = dws
+    L, _, _, Y, G, _ = ws[2]
+    n_it, regular = _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR,
+                                               lip, oR, op, J, oY, M, ddq, lam, ws)
+    _force_residual_derivatives(m, ca, v, ddq, lam, oR, op, J, oY, M, ws, dws)
+    _constraint_residual_derivatives(m, ca, v, ddq, J, ws, dws)
+    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, ddq_dq, dlam_dq, Z, X)
+    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dv, dc_dv, ddq_dv, dlam_dv, Z, X)
+    dtau_dq[:, :] = 0.0
+    for c in range(m.nv):
+        dtau_dq[c, c] = -1.0
+    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, zero_rows, ddq_dtau, dlam_dtau, Z, X)
+    return n_it, regular
+
+
+@kernel
 def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op,
                                      J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv, ddq_dtau,
                                      dlam_dq, dlam_dv, dlam_dtau):
     ws = constrained_workspace(m, ca)
     dws = derivatives_workspace(m, ca)
-    _, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, X, zero_rows, _, _, _ = dws
-    L, _, _, Y, G, _ = ws[2]
     regular = True
     for k in range(q.shape[0]):
-        iterations[k], ok = _constraint_dynamics_state(
+        iterations[k], ok = _constraint_dynamics_derivatives_state(
             m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
-            J[k], oY[k], M[k], ddq[k], lam[k], ws)
+            J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k], ddq_dtau[k], dlam_dq[k],
+            dlam_dv[k], dlam_dtau[k], ws, dws)
         regular = regular and ok
-        _force_residual_derivatives(m, ca, v[k], ddq[k], lam[k], oR[k], op[k], J[k], oY[k], M[k],
-                                    ws, dws)
-        _constraint_residual_derivatives(m, ca, v[k], ddq[k], J[k], ws, dws)
-        n_it = iterations[k]
-        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, ddq_dq[k], dlam_dq[k], Z, X)
-        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dv, dc_dv, ddq_dv[k], dlam_dv[k], Z, X)
-        dtau_dq[:, :] = 0.0
-        for c in range(m.nv):
-            dtau_dq[c, c] = -1.0
-        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, zero_rows, ddq_dtau[k], dlam_dtau[k], Z,
-                         X)
     return regular
+
+
+@parallel_kernel
+def constraint_dynamics_parallel(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J,
+                                 oY, M, ddq, lam, iterations, regular, n_chunks):
+    """:func:`constraint_dynamics` on the stack split in ``n_chunks`` chunks run by
+    Numba's threads (each with its own workspace); regular (K,) bool per state."""
+    K = q.shape[0]
+    for chunk in prange(n_chunks):
+        ws = constrained_workspace(m, ca)
+        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
+            iterations[k], regular[k] = _constraint_dynamics_state(
+                m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k],
+                op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
+
+
+@parallel_kernel
+def constraint_dynamics_derivatives_parallel(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip,
+                                             oR, op, J, oY, M, ddq, lam, iterations, regular,
+                                             ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,
+                                             dlam_dtau, n_chunks):
+    """:func:`constraint_dynamics_derivatives` split in chunks run by Numba's threads."""
+    K = q.shape[0]
+    for chunk in prange(n_chunks):
+        ws = constrained_workspace(m, ca)
+        dws = derivatives_workspace(m, ca)
+        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
+            iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
+                m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k],
+                op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k], ddq_dtau[k],
+                dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
 
 
 # --- Impulses -----------------------------------------------------------------

@@ -498,3 +498,33 @@ def test_bad_constraints_are_refused(load_case):
         constraint_dynamics(m, m.create_data(), q, np.zeros(m.nv), np.zeros(m.nv), cs, mu=-1.0)
     with pytest.raises(ValueError, match="restitution"):
         impulse_dynamics(m, m.create_data(), q, np.zeros(m.nv), cs, restitution=2.0)
+
+
+def test_parallel_phase_kernels_equal_the_serial_ones(load_case, assert_close):
+    """The prange kernels a contact stage runs on a phase give the serial results."""
+    from geppetto.dynamics.constrained_dynamics import (
+        constraint_dynamics_derivatives_parallel, constraint_dynamics_parallel)
+    case = load_case("solo12")
+    m = case.model
+    cs = feet_constraints(case, LOCAL, (0.0, 2.0))
+    s = case.states(5, seed=11)
+    K, nv, nc = 5, m.nv, cs.size
+    data = m.create_data()
+    data.resize(K)
+    ddq, lam = constraint_dynamics(m, m.create_data(), s.q, s.v, s.tau, cs)
+    derivatives = constraint_dynamics_derivatives(m, m.create_data(), s.q, s.v, s.tau, cs)
+    for n_chunks in (1, 3):
+        lam_p, iterations, regular = np.empty((K, nc)), np.zeros(K, np.int64), np.zeros(K, bool)
+        constraint_dynamics_parallel(m.arrays, cs.arrays, s.q, s.v, s.tau, 0.0, 1, 1e-12,
+                                     data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb,
+                                     data.M, data.ddq, lam_p, iterations, regular, n_chunks)
+        assert regular.all()
+        assert_close(data.ddq, ddq, 1e-14, "ddq")
+        assert_close(lam_p, lam, 1e-14, "lambda")
+        out = [np.empty((K, nv, nv)) for _ in range(3)] + [np.empty((K, nc, nv)) for _ in range(3)]
+        constraint_dynamics_derivatives_parallel(
+            m.arrays, cs.arrays, s.q, s.v, s.tau, 0.0, 1, 1e-12, data.liR, data.lip, data.oR,
+            data.op, data.J, data.Ycrb, data.M, data.ddq, lam_p, iterations, regular, *out,
+            n_chunks)
+        for name, a, b in zip(DERIVATIVE_NAMES, out, derivatives):
+            assert_close(a, b, 1e-14, name)
