@@ -1,15 +1,29 @@
 """``python -m geppetto`` / ``geppetto``: the command line.
 
-    geppetto [demo] [--robot panda] [--seed 0]
+    geppetto [demo] [--out DIR] [--live]
+    geppetto dynamics [--robot panda] [--seed 0]
+    geppetto check-derivatives [...]
+    geppetto bench [--only NAME ...] [-- ARGS]
 
-``demo`` (the default) loads a robot of example-robot-data, computes RNEA,
+``demo`` (the default) is the main job: it solves the Panda reaching problem
+of ``examples/panda_reaching.py`` with FDDP, printing the iteration table,
+and writes the animation of the solution (a standalone HTML page, meshcat)
+and the plots (joints, hand path, convergence) into ``--out``
+(``./geppetto-demo``); ``--live`` also plays it in a meshcat viewer on
+127.0.0.1.  ``dynamics`` loads a robot of example-robot-data, computes RNEA,
 ABA, CRBA and M^-1 at its reference configuration and at a random state,
 prints them with a few identity checks, the agreement with Pinocchio and the
-time per call beside Pinocchio's when Pinocchio is installed.  More commands
-come with later issues (solving an OCP, checking derivatives).
+time per call beside Pinocchio's when Pinocchio is installed.
+``check-derivatives`` compares the analytical derivatives with finite
+differences and CasADi; ``bench`` runs the benchmarks of
+``geppetto/benchmarks``.
 """
 import argparse
 import contextlib
+import importlib.util
+import io
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -26,7 +40,8 @@ def announce_if_slow(message, after=1.0):
     """Print ``message`` once if the block is still running ``after`` seconds in,
     and how long it took when it ends."""
     start = time.perf_counter()
-    timer = threading.Timer(after, lambda: print(message, flush=True))
+    stream = sys.stdout         # the block may redirect sys.stdout: say it here
+    timer = threading.Timer(after, lambda: print(message, file=stream, flush=True))
     timer.daemon = True
     timer.start()
     try:
@@ -34,7 +49,7 @@ def announce_if_slow(message, after=1.0):
     finally:
         timer.cancel()
         if time.perf_counter() - start > after:
-            print(f"  ready in {time.perf_counter() - start:.0f} s", flush=True)
+            print(f"  ready in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
 
 
 def dof_labels(model):
@@ -193,7 +208,7 @@ def show_timing(robot, rng):
           "(benchmarks/dynamics.py measures more).")
 
 
-def demo(options):
+def dynamics(options):
     robot = gp.robots.load(options.robot)
     model = robot.model
     data = model.create_data()
@@ -207,10 +222,78 @@ def demo(options):
     return 0
 
 
-def demo_arguments(parser):
+def dynamics_arguments(parser):
     parser.add_argument("--robot", default="panda",
                         help="one of geppetto.robots.available_robots() (default: panda)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random state")
+
+
+def demo(options):
+    """Panda reaching with FDDP, end to end (examples/panda_reaching.py)."""
+    from geppetto.examples import panda_reaching
+    out = os.path.abspath(options.out)
+    print(f"geppetto {gp.__version__}: the Panda's hand reaches {list(panda_reaching.TARGET)} "
+          "in 1 s (100 knots of 10 ms, explicit Euler), solved by FDDP from a quasi-static "
+          "guess.\n", flush=True)
+    with announce_if_slow("compiling the kernels of the dynamics, the OCP and FDDP (first "
+                          "run only: a minute or more, cached for the next runs)...", after=3.0):
+        with contextlib.redirect_stdout(io.StringIO()):
+            panda_reaching.main(reduced=True, out=None)      # compile on a small problem
+    problem, result = panda_reaching.main(out=out, live=options.live)
+    model = problem.state.model
+    hand = gp.solvers.plots.end_effector_path(result.xs[-1:], model, "panda_hand")[0]
+    miss = np.linalg.norm(hand - np.array(panda_reaching.TARGET))
+    print(f"\n{result.iterations} iterations ({result.status}), "
+          f"{1e3 * sum(result.history['time']):.0f} ms in the solver; the hand ends "
+          f"{1e3 * miss:.1f} mm from the target.")
+    print(f"Written to {out}:")
+    for name in sorted(os.listdir(out)):
+        print(f"  {name}")
+    print("Open the .html file in a browser to watch the motion"
+          + ("." if options.live else " (or run again with --live)."))
+    return 0 if result.converged else 1
+
+
+def demo_arguments(parser):
+    parser.add_argument("--out", default="geppetto-demo",
+                        help="folder for the animation and the plots (default: %(default)s)")
+    parser.add_argument("--live", action="store_true",
+                        help="also play the solution in a live meshcat viewer (127.0.0.1 only)")
+
+
+# benchmarks/<name>.py, in the order `bench` runs them
+BENCHMARKS = ("dynamics", "derivatives", "compare", "ocp", "solvers", "mpc")
+
+
+def available_benchmarks():
+    return [name for name in BENCHMARKS
+            if importlib.util.find_spec(f"geppetto.benchmarks.{name}") is not None]
+
+
+def bench(options):
+    """Run each chosen benchmark in its own interpreter (they pin their Numba threads)."""
+    names = options.only or available_benchmarks()
+    extra = options.args[1:] if options.args[:1] == ["--"] else options.args
+    failed = []
+    for name in names:
+        command = [sys.executable, "-m", f"geppetto.benchmarks.{name}", *extra]
+        print(f"== {name}: {' '.join(command[1:])}", flush=True)
+        if subprocess.run(command, check=False).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+def bench_arguments(parser):
+    names = available_benchmarks()
+    parser.add_argument("--only", nargs="+", choices=names, metavar="NAME",
+                        help=f"run only these, out of {', '.join(names)} (default: all; "
+                             "python -m geppetto.benchmarks.NAME --help says what each "
+                             "measures)")
+    parser.add_argument("args", nargs=argparse.REMAINDER,
+                        help="after --: arguments passed to each benchmark "
+                             "(e.g. geppetto bench --only mpc -- --duration 2)")
 
 
 def check_derivatives_arguments(parser):
@@ -226,11 +309,15 @@ def check_derivatives(options):
 
 # name -> (help, function adding its arguments, function running it)
 COMMANDS = {
-    "demo": ("load a robot and print its dynamics beside Pinocchio's (the default)",
-             demo_arguments, demo),
+    "demo": ("solve Panda reaching with FDDP; write the animation and the plots "
+             "(the default)", demo_arguments, demo),
+    "dynamics": ("load a robot and print its dynamics beside Pinocchio's",
+                 dynamics_arguments, dynamics),
     "check-derivatives": ("compare the analytical derivatives of rnea or aba with finite "
                           "differences, CasADi AD and CasADi codegen",
                           check_derivatives_arguments, check_derivatives),
+    "bench": ("run the benchmarks (timing tables and plots beside Pinocchio and Crocoddyl)",
+              bench_arguments, bench),
 }
 
 

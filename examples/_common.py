@@ -1,0 +1,85 @@
+"""What the example scripts share: their command line, their output folder,
+and viewable versions of the built-in pendulum and cartpole (primitive shapes
+for meshcat; those models come without a URDF).
+
+Every example is ``main(reduced=False, out=..., live=False)``: ``reduced``
+runs a smaller version of it (fewer knots, iterations or control steps) for
+the tests; ``out`` is the folder of the HTML animation and the plots (None:
+nothing written); ``live`` plays the solution in a meshcat viewer bound to
+127.0.0.1.  From the shell::
+
+    python -m geppetto.examples.<name> [--out DIR] [--live] [--reduced]
+"""
+import argparse
+import os
+
+import numpy as np
+
+from .. import robots
+
+ROD = (0.85, 0.85, 0.85, 1.0)
+BOB = (0.85, 0.33, 0.1, 1.0)
+CART = (0.2, 0.4, 0.8, 1.0)
+
+
+def run(main, name, doc):
+    """Parse ``--out --live --reduced`` and call ``main``; returns its exit status 0."""
+    parser = argparse.ArgumentParser(prog=f"python -m geppetto.examples.{name}",
+                                     description=doc.split("\n\n")[0])
+    parser.add_argument("--out", default=os.path.join("geppetto-examples", name),
+                        help="folder of the HTML animation and the plots "
+                             "(default: %(default)s)")
+    parser.add_argument("--live", action="store_true",
+                        help="also play the solution in a live meshcat viewer (127.0.0.1)")
+    parser.add_argument("--reduced", action="store_true",
+                        help="the small version the tests run")
+    options = parser.parse_args()
+    main(reduced=options.reduced, out=options.out, live=options.live)
+    return 0
+
+
+def output(out, filename):
+    """``out/filename``, creating ``out``; None when ``out`` is None."""
+    if out is None:
+        return None
+    os.makedirs(out, exist_ok=True)
+    return os.path.join(out, filename)
+
+
+def show(robot, xs, dt, out, name, live, camera_position=None):
+    """Export the animation of xs to ``out/<name>.html`` and, when ``live``, play
+    it in a meshcat viewer on 127.0.0.1 (kept open until Enter is pressed)."""
+    from ..robots.visualize import MeshcatVisualizer
+    path = output(out, name + ".html")
+    if path is not None:
+        viewer = MeshcatVisualizer(robot, server=False)
+        print("animation:", viewer.export_html(xs, dt, path, camera_position=camera_position))
+    if live:
+        with MeshcatVisualizer(robot) as viewer:
+            print("meshcat viewer:", viewer.web_url)
+            viewer.play(xs, dt)
+            input("press Enter to close the viewer ")
+
+
+def _visual(model, name, joint, kind, size, p, rgba):
+    return robots.VisualGeometry(name=name, link=name, frame_id=0, joint=joint, R=np.eye(3),
+                                 p=np.asarray(p, dtype=float), kind=kind, size=size, rgba=rgba)
+
+
+def pendulum_robot(length=1.0, mass=1.0):
+    """:func:`geppetto.robots.pendulum` as a Robot with a rod and a bob to draw."""
+    model = robots.pendulum(length, mass)
+    visuals = [_visual(model, "rod", 1, "cylinder", (0.02, length), (0, 0, -length / 2), ROD),
+               _visual(model, "bob", 1, "sphere", (0.08,), (0, 0, -length), BOB)]
+    return robots.Robot(model, visuals=visuals, q0=np.zeros(model.nq))
+
+
+def cartpole_robot(cart_mass=1.0, pole_mass=0.1, pole_length=0.5):
+    """:func:`geppetto.robots.cartpole` as a Robot: a rail, the cart, the pole and its tip."""
+    model = robots.cartpole(cart_mass, pole_mass, pole_length)
+    visuals = [_visual(model, "rail", 0, "box", (4.0, 0.02, 0.02), (0, 0, -0.06), ROD),
+               _visual(model, "cart", 1, "box", (0.2, 0.1, 0.1), (0, 0, 0), CART),
+               _visual(model, "pole", 2, "cylinder", (0.01, pole_length),
+                       (0, 0, pole_length / 2), ROD),
+               _visual(model, "tip", 2, "sphere", (0.03,), (0, 0, pole_length), BOB)]
+    return robots.Robot(model, visuals=visuals, q0=np.zeros(model.nq))

@@ -1,0 +1,287 @@
+"""matplotlib figures of solver results and MPC logs.
+
+    fig = plot_trajectories(result.xs, result.us, dt, model, path="joints.png")
+    fig = plot_end_effector(result.xs, model, "panda_hand", target=p, path="hand.png")
+    fig = plot_convergence(result, path="convergence.png")
+    fig = plot_solve_times(log, budget=1e-3, path="solve_times.png")
+    fig = plot_tracking(log.times, errors, path="tracking.png")
+
+Notation: ``xs (T+1, nx)`` states x = (q, v), ``us (T, nu)`` controls (a
+solver's result or an MPC log's closed-loop record), ``dt`` the seconds
+between two knots.  Each helper returns a :class:`matplotlib.figure.Figure`
+and writes it to ``path`` when given.  The figures are built with
+matplotlib's object API on the Agg canvas, so nothing needs a display and no
+global backend is switched; ``show=True`` makes it a pyplot figure instead,
+for ``plt.show()`` in an interactive session.  matplotlib is imported on
+first use only.
+"""
+import os
+
+import numpy as np
+
+from ..dynamics.kinematics import frame_placement
+
+LIMIT_STYLE = dict(color="0.35", linestyle="--", linewidth=0.8)
+
+
+def _figure(rows, columns, figsize, show, **kwargs):
+    """(figure, axes array) on the Agg canvas, or from pyplot when ``show``."""
+    if show:
+        import matplotlib.pyplot as plt
+        return plt.subplots(rows, columns, figsize=figsize, squeeze=False, **kwargs)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    figure = Figure(figsize=figsize)
+    FigureCanvasAgg(figure)
+    return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+
+
+def _finish(figure, path, title):
+    top = 1.0
+    if title:
+        figure.suptitle(title, fontsize=10)
+        top -= (0.02 + 0.17 * (title.count("\n") + 1)) / figure.get_size_inches()[1]
+    figure.tight_layout(rect=(0.0, 0.0, 1.0, top))
+    if path is not None:
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        figure.savefig(path, dpi=110)
+    return figure
+
+
+def _dof_labels(model):
+    """One label per velocity coordinate: the joint name, indexed for multi-dof joints."""
+    labels = []
+    for i in range(1, model.njoints):
+        n = int(model.nvs[i])
+        labels += [model.names[i]] if n == 1 else [f"{model.names[i]}[{k}]" for k in range(n)]
+    return labels
+
+
+def _scalar_dofs(model):
+    """[(label, q index, v index)] of the coordinates with nq_i == nv_i (a plot of q
+    makes sense for them: revolute, prismatic, planar translations; not for
+    quaternions or (cos, sin) pairs)."""
+    labels, out = _dof_labels(model), []
+    for i in range(1, model.njoints):
+        if model.nqs[i] == model.nvs[i]:
+            for k in range(int(model.nvs[i])):
+                out.append((labels[model.idx_vs[i] + k], model.idx_qs[i] + k,
+                            model.idx_vs[i] + k))
+    return out
+
+
+def _bounds(ax, lower, upper):
+    for value in (lower, upper):
+        if value is not None and np.isfinite(value):
+            ax.axhline(value, **LIMIT_STYLE)
+
+
+def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, path=None, title=None,
+                      show=False, max_columns=4):
+    """Joint positions, velocities and controls against time, with their bounds.
+
+    Parameters
+    ----------
+    xs : (T+1, nq + nv) states; us : (T, nu) controls; dt : seconds per knot.
+    model : the dynamics Model: joint names and the limits drawn as dashed
+        lines (``lower/upper_position_limit``, ``+-velocity_limit``).
+    u_bounds : (lower (nu,), upper (nu,)), optional. The control bounds; by
+        default ``+-model.effort_limit`` when the controls are the joint
+        torques (nu == nv).
+    u_labels : nu names of the controls; by default the joint names when
+        nu == nv, else u[j].
+    Returns a Figure of three panels per coordinate (q, v, u), one column per
+    coordinate, at most ``max_columns`` columns per row of panels.
+    """
+    xs, us = np.asarray(xs, dtype=float), np.asarray(us, dtype=float)
+    nq, nv = model.nq, model.nv
+    if xs.ndim != 2 or xs.shape[1] != nq + nv or us.ndim != 2 or len(us) not in (
+            len(xs), len(xs) - 1):
+        raise ValueError(f"expected xs (T+1, {nq + nv}) and us (T, nu), got {xs.shape} "
+                         f"and {us.shape}")
+    nu = us.shape[1]
+    if u_bounds is None and nu == nv:
+        u_bounds = (-model.effort_limit, model.effort_limit)
+    dofs = _scalar_dofs(model)
+    t_x, t_u = dt * np.arange(len(xs)), dt * np.arange(len(us))
+    if u_labels is None:
+        u_labels = [label for label, _, _ in dofs] if nu == nv == len(dofs) else [
+            f"u[{j}]" for j in range(nu)]
+    panels = [("q", label, t_x, xs[:, iq], model.lower_position_limit[iq],
+               model.upper_position_limit[iq]) for label, iq, _ in dofs]
+    panels += [("v", label, t_x, xs[:, nq + iv], -model.velocity_limit[iv],
+                model.velocity_limit[iv]) for label, _, iv in dofs]
+    panels += [("u", u_labels[j], t_u, us[:, j],
+                None if u_bounds is None else u_bounds[0][j],
+                None if u_bounds is None else u_bounds[1][j]) for j in range(nu)]
+    columns = min(max_columns, max(len(dofs), nu, 1))
+    rows_q = -(-len(dofs) // columns)
+    rows_u = -(-nu // columns)
+    rows = 2 * rows_q + rows_u
+    figure, axes = _figure(rows, columns, (3.0 * columns, 1.9 * rows), show)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    ylabel = {"q": "q", "v": "v", "u": "u"}
+    for n, (kind, label, t, values, lower, upper) in enumerate(panels):
+        if kind == "q":
+            row, col = divmod(n, columns)
+        elif kind == "v":
+            row, col = divmod(n - len(dofs), columns)
+            row += rows_q
+        else:
+            row, col = divmod(n - 2 * len(dofs), columns)
+            row += 2 * rows_q
+        ax = axes[row, col]
+        ax.set_visible(True)
+        ax.plot(t, values, linewidth=1.2)
+        _bounds(ax, lower, upper)
+        span = values.max() - values.min()
+        margin = 0.3 * span + 1e-3 + 0.05 * np.abs(values).max()
+        ax.set_ylim(values.min() - margin, values.max() + margin)   # bounds far away stay off
+        ax.set_title(label, fontsize=8)
+        ax.set_ylabel(ylabel[kind], fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.locator_params(nbins=4)
+        ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("time [s]", fontsize=8)
+    return _finish(figure, path, title or "joint positions, velocities and controls "
+                   "(dashed: bounds)")
+
+
+def end_effector_path(xs, model, frame):
+    """Positions (T+1, 3) of ``frame`` (a name or an id) in the world along xs."""
+    xs = np.asarray(xs, dtype=float)
+    q = np.ascontiguousarray(xs[:, :model.nq])
+    _, p = frame_placement(model, model.create_data(), frame, q)
+    return np.array(p).reshape(len(xs), 3)
+
+
+def plot_end_effector(xs, model, frame, target=None, path=None, title=None, show=False):
+    """The 3D path of ``frame`` along xs (T+1, nx), with its start, end and ``target``
+    (3,) or target path (T', 3) when given.  Returns the Figure."""
+    p = end_effector_path(xs, model, frame)
+    figure, axes = _figure(1, 1, (5.5, 5.0), show, subplot_kw=dict(projection="3d"))
+    ax = axes[0, 0]
+    ax.plot(p[:, 0], p[:, 1], p[:, 2], linewidth=1.5, label=f"{frame} path")
+    ax.scatter(*p[0], marker="o", color="tab:green", label="start")
+    ax.scatter(*p[-1], marker="s", color="tab:blue", label="end")
+    points = [p]
+    if target is not None:
+        target = np.asarray(target, dtype=float)
+        if target.ndim == 1:
+            ax.scatter(*target, marker="*", s=120, color="tab:red", label="target")
+        else:
+            ax.plot(target[:, 0], target[:, 1], target[:, 2], "--", color="tab:red",
+                    linewidth=1.0, label="target")
+        points.append(target.reshape(-1, 3))
+    points = np.concatenate(points)
+    centre = 0.5 * (points.max(0) + points.min(0))
+    half = 0.5 * max(np.ptp(points, axis=0).max(), 0.05)
+    ax.set_xlim(centre[0] - half, centre[0] + half)    # equal scales on the three axes
+    ax.set_ylim(centre[1] - half, centre[1] + half)
+    ax.set_zlim(centre[2] - half, centre[2] + half)
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_zlabel("z [m]")
+    ax.legend(fontsize=8, loc="upper left")
+    return _finish(figure, path, title or f"end-effector path ({frame})")
+
+
+def plot_convergence(result, path=None, title=None, show=False):
+    """Cost, stopping criterion and gradient, step length and gaps per iteration.
+
+    ``result`` is a :class:`~.ddp.SolverResult` (its ``history``) or a history
+    dict with the keys cost, stop, grad, step, gaps.  Returns the Figure.
+    """
+    history = getattr(result, "history", result)
+    cost = np.asarray(history["cost"], dtype=float)
+    if len(cost) == 0:
+        raise ValueError("the history is empty (no iteration ran)")
+    it = np.arange(1, len(cost) + 1)
+
+    def series(key):
+        """|values| with the zeros left out (a log axis cannot show them)."""
+        values = np.abs(np.asarray(history[key], dtype=float))
+        return np.where(values > 0, values, np.nan)
+
+    figure, axes = _figure(2, 2, (9.0, 6.0), show, sharex=True)
+    axes[0, 0].plot(it, cost, "o-")
+    axes[0, 0].set_ylabel("cost")
+    axes[0, 1].semilogy(it, series("stop"), "o-", label="stop = sum |Qu|^2")
+    axes[0, 1].semilogy(it, series("grad"), "s-", label="|grad|")
+    axes[0, 1].legend(fontsize=8)
+    axes[1, 0].plot(it, np.asarray(history["step"], dtype=float), "o-")
+    axes[1, 0].set_ylabel("step length")
+    axes[1, 0].set_ylim(0.0, 1.05)
+    gaps = series("gaps")
+    if np.all(np.isnan(gaps)):
+        axes[1, 1].text(0.5, 0.5, "feasible at every iteration\n(all gaps 0)",
+                        ha="center", va="center", transform=axes[1, 1].transAxes)
+    else:
+        axes[1, 1].semilogy(it, gaps, "o-")
+    axes[1, 1].set_ylabel("max |gap| (before the step)")
+    from matplotlib.ticker import MaxNLocator
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes[1]:
+        ax.set_xlabel("iteration")
+    status = getattr(result, "status", None)
+    return _finish(figure, path, title or "solver convergence" + (
+        f" ({status}, cost {cost[-1]:.6g})" if status else ""))
+
+
+def plot_solve_times(log, budget=None, path=None, title=None, show=False, cpu=True):
+    """Histogram of solve times in milliseconds, with the 50/95/99th percentiles
+    (solid, dashed, dotted) and the time ``budget`` (seconds) as vertical lines.
+
+    ``log`` is an :class:`~.mpc.MPCLog` (its ``solve_times``, and its
+    ``extra["cpu_times"]`` in CPU seconds when present and ``cpu``), an array
+    of seconds, or a dict {label: array of seconds} of series to compare.
+    Returns the Figure.
+    """
+    if isinstance(log, dict):
+        series = {label: np.asarray(s, dtype=float) * 1e3 for label, s in log.items()}
+    else:
+        series = {"wall clock": np.asarray(getattr(log, "solve_times", log), dtype=float) * 1e3}
+        extra = getattr(log, "extra", None) or {}
+        if cpu and "cpu_times" in extra:
+            series["CPU (process time)"] = np.asarray(extra["cpu_times"], dtype=float) * 1e3
+    samples = len(next(iter(series.values())))
+    figure, axes = _figure(1, 1, (8.0, 4.5), show)
+    ax = axes[0, 0]
+    everything = np.concatenate(list(series.values()))
+    high = np.percentile(everything, 99.5) * 1.1 + 1e-9
+    if budget is not None:
+        high = max(high, 1.2e3 * budget)
+    bins = np.linspace(0.0, high, 80)
+    for n, (label, ms) in enumerate(series.items()):
+        colour = f"C{n}"
+        p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+        ax.hist(np.minimum(ms, high), bins=bins, alpha=0.5, color=colour,
+                label=f"{label}: p50 {p50:.2f}, p95 {p95:.2f}, p99 {p99:.2f} ms")
+        for value, style in ((p50, "-"), (p95, "--"), (p99, ":")):
+            ax.axvline(value, color=colour, linestyle=style, linewidth=1.0)
+    if budget is not None:
+        ax.axvline(budget * 1e3, color="k", linewidth=1.5, label=f"budget {budget * 1e3:g} ms")
+    ax.set_xlabel("solve time per control step [ms] (last bin: everything above)")
+    ax.set_ylabel("control steps")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _finish(figure, path, title or f"MPC solve times ({samples} control steps; "
+                   "lines: 50th, 95th, 99th percentiles)")
+
+
+def plot_tracking(times, errors, path=None, title=None, ylabel="tracking error [m]",
+                  show=False):
+    """A tracking error (T,) against time (T,), e.g. the distance between an
+    end effector and a moving target along a closed-loop run.  Returns the Figure."""
+    figure, axes = _figure(1, 1, (7.0, 3.5), show)
+    ax = axes[0, 0]
+    ax.plot(np.asarray(times, dtype=float), np.asarray(errors, dtype=float))
+    ax.set_xlabel("time [s]")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    return _finish(figure, path, title or "closed-loop tracking")

@@ -1,0 +1,82 @@
+"""Every script of examples/ runs headless in its reduced form (fewer knots,
+iterations or control steps) and does what it claims: the OCPs converge or
+lower the cost of their initial guess, the MPC loops shrink their tracking
+error, and each writes its HTML animation and plots."""
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+OCP_EXAMPLES = ("ur5_reaching", "panda_reaching", "pendulum_swingup", "pendulum_swingup_box")
+MPC_EXAMPLES = ("ur5_mpc_circle", "cartpole_mpc_push")
+
+
+@pytest.fixture(scope="module")
+def run_example(tmp_path_factory):
+    """run_example(name): what the example's reduced main returns, run once per module."""
+    returned = {}
+
+    def run(name):
+        if name not in returned:
+            module = importlib.import_module(f"geppetto.examples.{name}")
+            out = str(tmp_path_factory.mktemp(name))
+            returned[name] = module.main(reduced=True, out=out)
+            files = sorted(os.listdir(out))
+            assert f"{name}.html" in files
+            assert any(f.endswith(".png") for f in files)
+            for f in files:
+                assert os.path.getsize(os.path.join(out, f)) > 1000, f
+        return returned[name]
+
+    return run
+
+
+def initial_guess_cost(problem):
+    """The cost of the solvers' default initial guess: x0 repeated, quasi-static us."""
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    return problem.calc(xs, problem.quasi_static(xs))
+
+
+@pytest.mark.parametrize("name", OCP_EXAMPLES)
+def test_ocp_example(name, run_example):
+    problem, result = run_example(name)
+    assert np.all(np.isfinite(result.xs)) and np.all(np.isfinite(result.us))
+    assert result.converged or result.cost < 0.5 * initial_guess_cost(problem), result
+    assert result.gaps < 1e-8
+    np.testing.assert_allclose(result.xs[0], problem.x0)
+
+
+@pytest.mark.parametrize("name, frame", [("ur5_reaching", "tool0"),
+                                         ("panda_reaching", "panda_hand")])
+def test_reaching_examples_reach(name, frame, run_example):
+    from geppetto.solvers.plots import end_effector_path
+    problem, result = run_example(name)
+    model = problem.state.model
+    start, end = end_effector_path(result.xs[[0, -1]], model, frame)
+    target = np.array(importlib.import_module(f"geppetto.examples.{name}").TARGET)
+    assert np.linalg.norm(end - target) < 0.05 * np.linalg.norm(start - target)
+
+
+def test_box_example_respects_the_bounds(run_example):
+    from geppetto.examples import pendulum_swingup_box
+    problem, result = run_example("pendulum_swingup_box")
+    assert np.max(np.abs(result.us)) <= pendulum_swingup_box.TORQUE_LIMIT + 1e-12
+    # the limit binds: lifting the pendulum needs more than 3 N m, so it saturates
+    assert np.max(np.abs(result.us)) > pendulum_swingup_box.TORQUE_LIMIT - 1e-6
+
+
+def test_ur5_mpc_circle_tracks_the_target(run_example):
+    log, errors = run_example("ur5_mpc_circle")
+    assert np.all(np.isfinite(log.xs))
+    assert errors[-1] < 0.25 * errors[0]
+    assert np.all(log.iterations == 1)
+    assert len(log.solve_times) == len(log.us) == len(log.xs) - 1
+
+
+def test_cartpole_mpc_recovers_from_the_push(run_example):
+    log, deviation = run_example("cartpole_mpc_push")
+    peak = int(np.argmax(deviation))
+    assert deviation[peak] > 0.05                      # the push did knock it over a bit
+    assert deviation[-1] < 0.2 * deviation[peak]       # and MPC brought it back
+    assert np.all(np.abs(log.xs[:, 1]) < 0.5)          # the pole never fell
