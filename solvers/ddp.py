@@ -178,18 +178,18 @@ class FDDP:
     # -- expected improvement -----------------------------------------------------
     def _expected_terms(self, gaps, feasible):
         """(dg, dq) after a backward pass (Crocoddyl's updateExpectedImprovement)."""
-        dg = float(np.einsum("ti,ti->", self.Qu, self.k))
-        dq = -float(np.einsum("ti,ti->", self.k, self.Quuk))
+        dg = float(np.vdot(self.Qu, self.k))
+        dq = -float(np.vdot(self.k, self.Quuk))
         if self.uses_gaps and not feasible:
-            dg -= float(np.einsum("ti,ti->", self.Vx, gaps))
-            dq += float(np.einsum("ti,tij,tj->", gaps, self.Vxx, gaps))
+            dg -= float(np.vdot(self.Vx, gaps))
+            dq += float(np.vdot(gaps, (self.Vxx @ gaps[:, :, None])[:, :, 0]))
         return dg, dq
 
     def _expected_improvement(self, dg, dq, xs, xs_try, gaps, feasible):
         dv = 0.0
         if self.uses_gaps and not feasible:
             dx = self.problem.state.difference(xs_try, xs)
-            dv = -float(np.einsum("ti,tij,tj->", gaps, self.Vxx, dx))
+            dv = -float(np.vdot(gaps, (self.Vxx @ dx[:, :, None])[:, :, 0]))
         return dg + dv, dq - 2.0 * dv
 
     # -- the loop -------------------------------------------------------------
