@@ -1,0 +1,181 @@
+"""Crocoddyl in its own virtual environment, for the benchmarks that compare with it.
+
+Crocoddyl 3.2 needs Pinocchio 3.9, and the test environment has Pinocchio
+4.1, so (DESIGN.md, "Comparison environments") Crocoddyl lives in a
+separate virtual environment with exactly the pinned packages of
+:data:`PACKAGES`, and a benchmark runs its Crocoddyl half there, in a
+subprocess:
+
+    result, reason = crocoddyl_env.run(SCRIPT, payload)
+    if result is None:
+        print(crocoddyl_env.skipped(reason))      # "Crocoddyl: skipped (...)"
+
+The environment is made once (``python -m venv`` + ``pip install``) in
+``$GEPPETTO_CROCODDYL_VENV``, by default ``~/.cache/geppetto/crocoddyl-venv``
+(``$XDG_CACHE_HOME`` is honoured), outside the repository.  A stamp file
+written after ``import crocoddyl`` succeeded there marks it as ready; later
+calls only read the stamp, and a lock file keeps two benchmarks started
+together from building it twice.  When it cannot be made (no network, a
+pip error) nothing raises: :func:`ensure` and :func:`run` return None and the
+reason, and the failed attempt is remembered for this interpreter only, so a
+later run tries again.
+
+    python -m geppetto.benchmarks.crocoddyl_env      # make it and print the versions
+"""
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+PACKAGES = ("pin==3.9.0", "libpinocchio==3.9.0", "crocoddyl==3.2.0", "libcrocoddyl==3.2.0",
+            "cmeel-urdfdom==4.0.1", "cmeel-tinyxml2==10.0.0")
+ENVIRONMENT_VARIABLE = "GEPPETTO_CROCODDYL_VENV"
+STAMP = "geppetto-crocoddyl-stamp.json"
+INSTALL_TIMEOUT_S = 1800
+
+_CHECK_SCRIPT = """
+import json, numpy, pinocchio, crocoddyl
+print(json.dumps({"crocoddyl": crocoddyl.__version__, "pinocchio": pinocchio.__version__,
+                  "numpy": numpy.__version__}))
+"""
+
+_failures = {}  # venv folder -> reason, for this interpreter
+
+
+def venv_dir():
+    """The folder of the environment (not created)."""
+    if os.environ.get(ENVIRONMENT_VARIABLE):
+        return os.path.abspath(os.path.expanduser(os.environ[ENVIRONMENT_VARIABLE]))
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "geppetto", "crocoddyl-venv")
+
+
+def _python(folder):
+    return os.path.join(folder, "bin", "python")
+
+
+def _read_stamp(folder):
+    try:
+        with open(os.path.join(folder, STAMP)) as stamp:
+            content = json.load(stamp)
+    except (OSError, ValueError):
+        return None
+    if content.get("packages") != list(PACKAGES) or not os.path.exists(_python(folder)):
+        return None
+    return content
+
+
+def ensure(verbose=True):
+    """Make the environment unless it is ready.
+
+    Returns ``(info, None)`` with ``info = {"python": path, "crocoddyl": version,
+    "pinocchio": version, "numpy": version, "venv": folder}``, or ``(None,
+    reason)`` when it could not be made.  Progress goes to stderr when
+    ``verbose``.
+    """
+    folder = venv_dir()
+    stamp = _read_stamp(folder)
+    if stamp is not None:
+        return stamp, None
+    if folder in _failures:
+        return None, _failures[folder]
+    try:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        with open(folder + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it
+            stamp = _read_stamp(folder)
+            if stamp is None:
+                stamp = _create(folder, verbose)
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValueError) as error:
+        reason = str(error).strip() or type(error).__name__
+        _failures[folder] = reason
+        return None, reason
+    return stamp, None
+
+
+def _create(folder, verbose):
+    """python -m venv --clear, pip install PACKAGES, import check, stamp."""
+    def step(what, command, timeout, note=""):
+        if verbose:
+            print(f"crocoddyl_env: {what}{note}", file=sys.stderr, flush=True)
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                  env=_clean_environment(), check=False)
+        if finished.returncode != 0:
+            tail = (finished.stderr or finished.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"{what} failed: " + " | ".join(tail))
+        return finished.stdout
+
+    step(f"creating the virtual environment {folder}",
+         [sys.executable, "-m", "venv", "--clear", folder], 300)
+    step("pip install " + " ".join(PACKAGES),
+         [_python(folder), "-m", "pip", "install", "--no-input", *PACKAGES],
+         INSTALL_TIMEOUT_S, " (about a minute)")
+    versions = json.loads(step("checking import crocoddyl",
+                               [_python(folder), "-I", "-c", _CHECK_SCRIPT],
+                               300).strip().splitlines()[-1])
+    stamp = dict(packages=list(PACKAGES), python=_python(folder), venv=folder, **versions)
+    with open(os.path.join(folder, STAMP), "w") as out:
+        json.dump(stamp, out, indent=2)
+    if verbose:
+        print(f"crocoddyl_env: ready, Crocoddyl {versions['crocoddyl']}, Pinocchio "
+              f"{versions['pinocchio']}", file=sys.stderr, flush=True)
+    return stamp
+
+
+def _clean_environment(threads=None):
+    """os.environ without what would leak this interpreter's packages into the venv."""
+    environment = {name: value for name, value in os.environ.items()
+                   if name not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
+                                   "PYTHONSTARTUP")}
+    if threads is not None:
+        environment["OMP_NUM_THREADS"] = str(threads)
+    return environment
+
+
+def run(script, payload=None, timeout=1800, threads=1):
+    """Run ``script`` (Python source) with the environment's interpreter.
+
+    ``payload`` is sent as JSON on stdin (read it with ``json.load(sys.stdin)``);
+    the script prints one JSON object on its last line of stdout, which is
+    returned.  Isolated mode (``-I``): nothing of this interpreter's
+    ``sys.path`` is visible there.  ``OMP_NUM_THREADS`` is set to ``threads``.
+
+    Returns ``(result, None)``, or ``(None, reason)`` when the environment
+    could not be made or the script failed.
+    """
+    info, reason = ensure()
+    if info is None:
+        return None, reason
+    try:
+        finished = subprocess.run([info["python"], "-I", "-c", script],
+                                  input=json.dumps(payload), capture_output=True, text=True,
+                                  timeout=timeout, env=_clean_environment(threads),
+                                  check=False)
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"the Crocoddyl subprocess failed: {error}"
+    if finished.returncode != 0:
+        tail = " | ".join(finished.stderr.strip().splitlines()[-5:])
+        return None, f"the Crocoddyl script failed (exit {finished.returncode}): {tail}"
+    try:
+        return json.loads(finished.stdout.strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, "the Crocoddyl script printed no JSON on its last line"
+
+
+def skipped(reason):
+    """The line a benchmark prints when Crocoddyl is not available."""
+    return f"Crocoddyl: skipped ({reason})"
+
+
+def main():
+    info, reason = ensure()
+    if info is None:
+        print(skipped(reason))
+        return 1
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""FDDP on the reaching task, beside Crocoddyl's SolverFDDP.
+
+    python -m geppetto.benchmarks.solvers [--robots ur5 panda] [--threads 1 2] [--repeats 10]
+                                          [--rounds 2] [--profile] [--out DIR]
+
+The task is the one of :mod:`.ocp` (frame translation + state and control
+regularization, semi-implicit Euler, dt = 10 ms, 100 knots), built the same
+way on both sides; both solvers start from xs = [x0] * (N + 1), us =
+quasi-static, with th_stop = 1e-9 and Crocoddyl's other defaults.
+
+Per robot: iterations, final cost, total time of ``solve``, time per
+iteration, and its split into calc_diff (derivatives and gaps), backward pass
+and forward pass (every line-search trial: rollout + costs).  Ours come from
+``SolverResult.history`` of the fastest (wall clock) of ``rounds x repeats``
+solves, with 1 and 2 Numba threads (``problem.nthreads``).  Crocoddyl (its
+own virtual environment, :mod:`.crocoddyl_env`; one thread, its wheel has no
+multithreading) is timed in the same run: the fastest of as many solves,
+without callbacks; its split is the time per call of ``solver.calcDiff()``,
+``backwardPass()`` and ``tryStep(1)`` at the solution (best of repeats)
+times the number of calls its profiler counted in one solve, and "other" is
+what remains of its fastest total (negative when the load disturbed the
+totals more than the per-call timings).  For one thread, the CPU time of the
+calling thread per iteration (smallest over the solves) is given too: on a
+loaded machine it is the steadier figure.
+
+Iterations are counted as backward passes, both sides: Crocoddyl's
+``solver.iter`` is one less when it converges (it returns from inside the
+loop).  The two solvers can stop on different tests (when this was written,
+ours stopped at ``sum_t |Qu_t|^2 < th_stop``, the stop column of its verbose
+table; Crocoddyl 3.2 stops when the iterate is feasible and ``|d1 + d2 / 2| <
+th_stop``, the expected improvement of a full step,
+``SolverDDP::stoppingCriteria``).  So the table also runs ours to
+Crocoddyl's test (evaluated on our per-iteration record, our own test off)
+to tell a difference of iterates from a difference of stopping rule, and
+compares the costs iteration by iteration.
+
+Targets (issue 6): iterations within +-20 %, final cost within 1e-6
+relative, our time per iteration (one thread) <= Crocoddyl's.
+
+``--profile``: cProfile of one solve (one thread) with every Numba kernel
+that Python calls as its own entry (see :func:`.ocp.profile_calls`).
+
+Writes ``results/solvers.json`` and ``results/solvers.png`` (cost and stop
+per iteration, ours and Crocoddyl's) beside this file.
+"""
+import argparse
+import gc
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+
+import geppetto as gp
+from geppetto.benchmarks import _common, crocoddyl_env
+from geppetto.benchmarks.ocp import (CROCODDYL_REACHING, FRAMES, KNOTS, TIMING_SOURCE,
+                                     profile_calls, reaching_problem, reaching_task,
+                                     use_threads)
+
+TH_STOP = 1e-9
+MAX_ITER = 200
+TARGET_ITERATIONS = 0.2  # relative
+TARGET_COST = 1e-6  # relative
+
+CROCODDYL_SOLVER_SCRIPT = CROCODDYL_REACHING + TIMING_SOURCE + '''
+import gc
+import statistics
+import time
+
+
+def initial_guess(problem, x0, knots):
+    xs = [x0.copy() for _ in range(knots + 1)]
+    return xs, list(problem.quasiStatic(xs[:-1]))
+
+
+def solve(problem, x0, task, payload, callbacks=()):
+    solver = crocoddyl.SolverFDDP(problem)
+    solver.th_stop = payload["th_stop"]
+    if callbacks:
+        solver.setCallbacks(list(callbacks))
+    xs, us = initial_guess(problem, x0, task["knots"])
+    wall, cpu = time.perf_counter(), time.thread_time()
+    converged = solver.solve(xs, us, payload["max_iter"], False)
+    return solver, converged, time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def per_call(run, repeats=20, calls=5):
+    def loop():
+        for _ in range(calls):
+            run()
+    loop()
+    return time_runs({"run": loop}, calls, repeats)["run"]
+
+
+payload = json.load(sys.stdin)
+result = dict(versions=versions(), robots={})
+for task in payload["tasks"]:
+    problem, x0, model = reaching_problem(task)
+    logger = crocoddyl.CallbackLogger()
+    solver, converged, _, _ = solve(problem, x0, task, payload, [logger])
+    row = dict(converged=bool(converged), solver_iter=solver.iter, cost=solver.cost,
+               iterations=len(logger.costs), history=dict(
+                   cost=list(logger.costs), stop=list(logger.stops), step=list(logger.steps),
+                   grad=list(logger.grads), preg=list(logger.pregs)))
+    walls, cpus = [], []
+    for _ in range(payload["repeats"]):
+        gc.disable()
+        _, _, wall, cpu = solve(problem, x0, task, payload)
+        gc.enable()
+        walls.append(wall)
+        cpus.append(cpu)
+    row["total_s"] = dict(best=min(walls), median=statistics.median(walls), cpu_best=min(cpus))
+    crocoddyl.stop_watch_reset_all()
+    crocoddyl.enable_profiler()
+    solve(problem, x0, task, payload)
+    crocoddyl.disable_profiler()
+    names = dict(calc_diff="SolverDDP::calcDiff", backward="SolverDDP::backwardPass",
+                 forward="SolverDDP::tryStep")
+    counts = {key: round(crocoddyl.stop_watch_get_total_time(name)
+                         / crocoddyl.stop_watch_get_average_time(name))
+              for key, name in names.items()}
+    profiled = {key: crocoddyl.stop_watch_get_total_time(name) for key, name in names.items()}
+    solver.calcDiff()
+    per = dict(calc_diff=per_call(solver.calcDiff), backward=per_call(solver.backwardPass),
+               forward=per_call(lambda: solver.tryStep(1.0)))
+    row["split"] = dict(calls_per_solve=counts, per_call_s={k: v["best"] for k, v in per.items()},
+                        per_call_cpu_s={k: v["cpu_best"] for k, v in per.items()},
+                        profiled_total_s=profiled)
+    result["robots"][task["robot"]] = row
+print(json.dumps(result))
+'''
+
+
+class _Reached(Exception):
+    """Raised by :class:`CrocoddylStop` to end a solve."""
+
+
+class CrocoddylStop:
+    """A callback that ends our solve at Crocoddyl 3.2's test: feasible and
+    ``|d1 + d2 / 2| < th_stop``, with d1 and d2 recovered from the record
+    (``grad`` = d1, ``dV_exp`` = a (d1 + a d2 / 2) at the step a).  Keeps
+    the records it saw; ``reached`` is the iteration, or None."""
+
+    def __init__(self, th_stop):
+        self.th_stop = th_stop
+        self.records = []
+        self.reached = None
+
+    @staticmethod
+    def criterion(record):
+        alpha, d1, dv_exp = record["step"], record["grad"], record["dV_exp"]
+        if not np.isfinite(dv_exp):
+            return np.inf
+        half_d2 = (dv_exp / alpha - d1) / alpha
+        return abs(d1 + half_d2)
+
+    def __call__(self, solver, iteration, record):
+        self.records.append(dict(record, crocoddyl_stop=self.criterion(record)))
+        if record["gaps"] == 0.0 and self.records[-1]["crocoddyl_stop"] < self.th_stop:
+            self.reached = iteration
+            raise _Reached
+
+
+def solve_ours(problem, callbacks=(), th_stop=TH_STOP):
+    """(result, wall-clock seconds, CPU seconds of this thread) of one solve."""
+    solver = gp.solvers.FDDP(problem, th_stop=th_stop)
+    wall, cpu = time.perf_counter(), time.thread_time()
+    result = solver.solve(max_iter=MAX_ITER, callbacks=callbacks)
+    return result, time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def summarize(result, total):
+    """Iterations, cost and the time split of one of our solves (seconds)."""
+    history = result.history
+    split = {key: float(np.sum(history[f"time_{key}"]))
+             for key in ("calc_diff", "backward", "forward")}
+    split["other"] = total - sum(split.values())
+    return dict(iterations=result.iterations, cost=result.cost, converged=result.converged,
+                status=result.status, total_s=total, split_s=split)
+
+
+def time_ours(problem, threads, repeats):
+    """The fastest of ``repeats`` solves with ``threads`` threads (wall clock),
+    with every total and the smallest CPU time (meaningful for one thread)."""
+    use_threads(problem, threads)
+    solve_ours(problem)
+    best, walls, cpus = None, [], []
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            result, wall, cpu = solve_ours(problem)
+            walls.append(wall)
+            cpus.append(cpu)
+            if best is None or wall < best["total_s"]:
+                best = summarize(result, wall)
+    finally:
+        gc.enable()
+    best.update(totals_s=walls, cpu_s=min(cpus))
+    return best
+
+
+def to_crocoddyl_stop(problem):
+    """Our solve ended by Crocoddyl's test alone (our own test off): (iterations,
+    cost, records, status)."""
+    use_threads(problem, 1)
+    stopper = CrocoddylStop(TH_STOP)
+    try:
+        result, _, _ = solve_ours(problem, [stopper], th_stop=0.0)
+        return result.iterations, result.cost, stopper.records, result.status
+    except _Reached:
+        return stopper.reached, stopper.records[-1]["cost"], stopper.records, "converged"
+
+
+def crocoddyl_split(row):
+    """Crocoddyl's calc_diff / backward / forward seconds per solve."""
+    split = row["split"]
+    out = {key: split["per_call_s"][key] * split["calls_per_solve"][key]
+           for key in ("calc_diff", "backward", "forward")}
+    out["other"] = row["total_s"]["best"] - sum(out.values())
+    return out
+
+
+# -- output ------------------------------------------------------------------
+def _fmt(value, digits=2):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def solver_table(rows, threads):
+    headers = ["robot", "solver", "iter", "final cost", "total ms", "ms/iter", "calc_diff",
+               "backward", "forward", "other", "/Croc", "CPU ms/iter", "/Croc CPU"]
+    lines = []
+    for row in rows:
+        croc = row["crocoddyl"]
+        if croc:
+            croc_iter = croc["total_s"]["best"] / croc["iterations"] * 1e3
+            croc_cpu = croc["total_s"]["cpu_best"] / croc["iterations"] * 1e3
+        for t in threads:
+            ours = row["ours"][str(t)]
+            per_iter = ours["total_s"] * 1e3 / ours["iterations"]
+            cpu = ours["cpu_s"] * 1e3 / ours["iterations"] if t == 1 else None
+            lines.append([row["robot"], f"geppetto {t} thr", ours["iterations"],
+                          f"{ours['cost']:.10f}", _fmt(ours["total_s"] * 1e3, 1),
+                          _fmt(per_iter)] + [
+                _fmt(ours["split_s"][k] * 1e3 / ours["iterations"])
+                for k in ("calc_diff", "backward", "forward", "other")]
+                + [_fmt(per_iter / croc_iter if croc else None), _fmt(cpu),
+                   _fmt(cpu / croc_cpu if croc and cpu else None)])
+        if croc:
+            split = crocoddyl_split(croc)
+            lines.append([row["robot"], "Crocoddyl 3.2", croc["iterations"],
+                          f"{croc['cost']:.10f}", _fmt(croc["total_s"]["best"] * 1e3, 1),
+                          _fmt(croc_iter)] + [
+                _fmt(split[k] * 1e3 / croc["iterations"])
+                for k in ("calc_diff", "backward", "forward", "other")]
+                + ["1.00", _fmt(croc_cpu), "1.00"])
+            diag = row["ours_to_crocoddyl_stop"]
+            lines.append([row["robot"], "geppetto, Croc. stop", diag["iterations"],
+                          f"{diag['cost']:.10f}"] + ["-"] * 9)
+    return _common.format_table(headers, lines)
+
+
+def targets(row):
+    """{target: (met, text)} for one robot (ours with one thread)."""
+    croc, ours = row["crocoddyl"], row["ours"]["1"]
+    out = {}
+    ratio = ours["iterations"] / croc["iterations"]
+    out["iterations within 20%"] = (abs(ratio - 1) <= TARGET_ITERATIONS,
+                                    f"{ours['iterations']} vs {croc['iterations']}")
+    relative = abs(ours["cost"] - croc["cost"]) / abs(croc["cost"])
+    out["final cost within 1e-6"] = (relative <= TARGET_COST, f"relative {relative:.1e}")
+    wall = (ours["total_s"] / ours["iterations"]) / (croc["total_s"]["best"] / croc["iterations"])
+    cpu = (ours["cpu_s"] / ours["iterations"]) / (croc["total_s"]["cpu_best"] / croc["iterations"])
+    out["time/iter (1 thread) <= Crocoddyl's"] = (
+        max(wall, cpu) <= 1.0, f"{cpu:.2f}x in CPU time, {wall:.2f}x wall clock")
+    return out
+
+
+def chart(path, rows, machine_line):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(len(rows), 2, figsize=(11, 3.6 * len(rows)), squeeze=False)
+    for (cost_axis, stop_axis), row in zip(axes, rows):
+        croc, diag = row["crocoddyl"], row["ours_to_crocoddyl_stop"]
+        reference = croc["cost"] if croc else row["ours"]["1"]["cost"]
+        records = diag["records"]
+        iterations = np.arange(1, len(records) + 1)
+        ours_cost = np.array([r["cost"] for r in records])
+        ours_end = row["ours"]["1"]["iterations"]
+        cost_axis.semilogy(iterations, np.maximum(ours_cost - reference, 1e-16), "o-",
+                           label="geppetto FDDP")
+        cost_axis.axvline(ours_end, color="C0", ls=":", label="geppetto stops (own test)")
+        stop_axis.semilogy(iterations, [r["stop"] for r in records], "o-",
+                           label="geppetto's stop (its own test)")
+        stop_axis.semilogy(iterations, [r["crocoddyl_stop"] for r in records], "^--",
+                           color="C0", mfc="none", label="geppetto, Crocoddyl's test")
+        if croc:
+            croc_iterations = np.arange(1, croc["iterations"] + 1)
+            cost_axis.semilogy(croc_iterations,
+                               np.maximum(np.array(croc["history"]["cost"]) - reference, 1e-16),
+                               "x--", color="C3", label="Crocoddyl SolverFDDP")
+            stop_axis.semilogy(croc_iterations, croc["history"]["stop"], "x--", color="C3",
+                               label="Crocoddyl's stop: |d1 + d2/2|")
+        stop_axis.axhline(TH_STOP, color="grey", lw=0.8, ls="--", label="th_stop")
+        cost_axis.set_title(f"{row['robot']}: cost - Crocoddyl's final cost")
+        stop_axis.set_title(f"{row['robot']}: stopping criterion")
+        for axis in (cost_axis, stop_axis):
+            axis.set_xlabel("iteration")
+            axis.grid(alpha=0.3, which="both")
+            axis.legend(fontsize=7)
+    figure.suptitle(f"FDDP, reaching task, {KNOTS} knots, th_stop = {TH_STOP:g}\n"
+                    f"{machine_line}", fontsize=9)
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--robots", nargs="+", default=list(FRAMES), choices=list(FRAMES))
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one solve kernel by kernel (one thread)")
+    parser.add_argument("--out", default=_common.RESULTS_DIR)
+    options = parser.parse_args(argv)
+    threads = [t for t in options.threads if t <= numba.config.NUMBA_NUM_THREADS]
+    if 1 not in threads:
+        threads.insert(0, 1)
+    info = _common.machine()
+    tasks = {name: reaching_task(name) for name in options.robots}
+    problems = {name: reaching_problem(task)[0] for name, task in tasks.items()}
+    payload = dict(tasks=list(tasks.values()), th_stop=TH_STOP, max_iter=MAX_ITER,
+                   repeats=options.repeats)
+    crocoddyl_rounds, reason = [], None
+    ours_rounds = {(name, t): [] for name in tasks for t in threads}
+    for round_index in range(options.rounds):
+        if reason is None:
+            result, reason = crocoddyl_env.run(CROCODDYL_SOLVER_SCRIPT, payload)
+            if result is not None:
+                crocoddyl_rounds.append(result)
+        for name, problem in problems.items():
+            for t in threads:
+                ours_rounds[name, t].append(time_ours(problem, t, options.repeats))
+        print(f"  round {round_index + 1}/{options.rounds} done", file=sys.stderr, flush=True)
+    if crocoddyl_rounds:
+        info.update(crocoddyl_rounds[0]["versions"])
+    machine_line = _common.describe_machine(info)
+    rows = []
+    for name, problem in problems.items():
+        ours = {str(t): min(ours_rounds[name, t], key=lambda r: r["total_s"]) for t in threads}
+        for t in threads:
+            ours[str(t)]["totals_s"] = [s for r in ours_rounds[name, t] for s in r["totals_s"]]
+        croc = None
+        if crocoddyl_rounds:
+            croc = min((r["robots"][name] for r in crocoddyl_rounds),
+                       key=lambda r: r["total_s"]["best"])
+            croc = dict(croc, split=dict(croc["split"], per_call_s={
+                key: min(r["robots"][name]["split"]["per_call_s"][key]
+                         for r in crocoddyl_rounds)
+                for key in ("calc_diff", "backward", "forward")}))
+        iterations, cost, records, status = to_crocoddyl_stop(problem)
+        diag = dict(iterations=iterations, cost=cost, status=status, records=records)
+        if croc:
+            common = min(len(records), croc["iterations"])
+            ours_costs = np.array([r["cost"] for r in records[:common]])
+            diag["largest_cost_difference_per_iteration"] = float(np.max(
+                np.abs(ours_costs - croc["history"]["cost"][:common]) / np.abs(ours_costs)))
+        rows.append(dict(robot=name, ours=ours, crocoddyl=croc, ours_to_crocoddyl_stop=diag))
+    print(f"machine: {machine_line}")
+    print("The machine may be loaded by other work: each time is the fastest of "
+          f"{options.rounds} rounds x {options.repeats} solves; on a loaded machine trust "
+          "the CPU-time columns and the ratios more than the wall clock (load average "
+          f"{os.getloadavg()[0]:.1f} at the end, {info['usable_cores']} usable cores).")
+    if not crocoddyl_rounds:
+        print(crocoddyl_env.skipped(reason))
+    print(f"\nFDDP, reaching task, {KNOTS} knots, th_stop = {TH_STOP:g}; time split per "
+          "iteration in ms (wall clock); /Croc: our ms/iter over Crocoddyl's, wall clock and "
+          "CPU time of the calling thread")
+    print(solver_table(rows, threads))
+    for row in rows:
+        if 2 in threads:
+            one, two = row["ours"]["1"], row["ours"]["2"]
+            print(f"{row['robot']}: 2-thread speedup of our solve "
+                  f"{one['total_s'] / two['total_s']:.2f}x (calc_diff "
+                  f"{one['split_s']['calc_diff'] / two['split_s']['calc_diff']:.2f}x)")
+        diag = row["ours_to_crocoddyl_stop"]
+        if row["crocoddyl"]:
+            croc = row["crocoddyl"]
+            print(f"{row['robot']}: ours stopped by Crocoddyl's test: {diag['iterations']} "
+                  f"iterations (Crocoddyl {croc['iterations']}), final cost relative "
+                  f"difference {abs(diag['cost'] - croc['cost']) / abs(croc['cost']):.1e}; "
+                  "cost per iteration, largest relative difference "
+                  f"{diag['largest_cost_difference_per_iteration']:.1e}")
+            for target, (met, text) in targets(row).items():
+                print(f"  target {target}: {'met' if met else 'NOT met'} ({text})")
+    profiles = {}
+    if options.profile:
+        for name, problem in problems.items():
+            use_threads(problem, 1)
+            iterations = solve_ours(problem)[0].iterations
+            text, profiles[name] = profile_calls(lambda: solve_ours(problem), 1,
+                                                 KNOTS * iterations)
+            print(f"\nProfile of one FDDP solve, {name}, one thread, {iterations} iterations "
+                  "(self time per solve; us/knot is per knot and iteration):")
+            print(text)
+    info["load_average_1min_at_end"] = os.getloadavg()[0]
+    json_path = os.path.join(options.out, "solvers.json")
+    png_path = os.path.join(options.out, "solvers.png")
+    _common.write_json(json_path, dict(
+        machine=info, task=tasks, th_stop=TH_STOP, rounds=options.rounds,
+        repeats=options.repeats, threads=threads, unit="seconds",
+        crocoddyl_skipped=None if crocoddyl_rounds else reason,
+        results=[dict(row, ours_to_crocoddyl_stop=dict(
+            row["ours_to_crocoddyl_stop"],
+            records=[{k: float(v) for k, v in r.items()}
+                     for r in row["ours_to_crocoddyl_stop"]["records"]]))
+            for row in rows], profile=profiles))
+    chart(png_path, rows, machine_line)
+    print(f"\nwrote {json_path} and {png_path}")
+
+
+if __name__ == "__main__":
+    main()
