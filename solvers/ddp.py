@@ -12,8 +12,9 @@ One iteration = ``problem.calc_diff`` (batched kernels) + the Riccati kernel
 (:mod:`.riccati`) + a line search whose trials are each one rollout kernel
 per phase (:mod:`.forward`) followed by batched costs.
 
-Stopping: converged when the trajectory is feasible and
-``stop = sum_t |Qu_t|^2 < th_stop`` (Crocoddyl's criterion).  The expected
+Stopping: converged when the iterate is feasible and the expected decrease
+of a full step ``stop = |d1 + d2 / 2| < th_stop`` (Crocoddyl 3's criterion:
+the same iterates stop at the same iteration).  The expected
 improvement of a step alpha is ``alpha (d1 + alpha d2 / 2)`` with FDDP's gap
 terms; a step is accepted when the actual decrease exceeds ``th_acceptstep``
 times it (or, while infeasible, when the cost increases less than
@@ -250,10 +251,11 @@ class FDDP:
                     return self._result(xs, us, cost, iteration - 1, False, status, gaps,
                                         stop, history)
                 preg = self._increased(preg)
-            stop = float(np.sum(self.Qu ** 2))
             was_feasible = feasible                      # of the iterate stop measures
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             dg, dq = self._expected_terms(gaps, feasible)
+            # Crocoddyl 3's criterion: the expected decrease of a full step
+            stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
             accepted = None
             for alpha in self.alphas:
