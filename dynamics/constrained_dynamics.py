@@ -55,10 +55,10 @@ from .constraint_derivatives import (constraint_acceleration_derivatives_state,
                                      constraint_force_derivatives_state)
 from .constraints import (as_constraint_set, constraint_acceleration_state,
                           constraint_forces_state, constraint_jacobian_state,
-                          constraint_placements_state, world_motions)
+                          constraint_placements_state)
 from .crba import _crba_backward_pass, world_inertias
 from .joints import placements
-from .kinematics import joint_jacobians_state
+from .kinematics import joint_jacobians_state, world_motions
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .spatial import force_cross, mat6_vec
@@ -308,7 +308,7 @@ def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, li
     placements(m, q, XR, Xp, liR, lip, oR, op)
     joint_jacobians_state(m, oR, op, J)
     world_inertias(m, oR, op, oY)
-    world_motions(m, v, zeros, J, ov, oa)
+    world_motions(m, v, zeros, 2, False, J, ov, oa, w6)
     bias_forces(m, J, oY, ov, oa, F, z, w6)
     _crba_backward_pass(m, J, oY, M)
     for c in range(m.nv):
@@ -358,9 +358,9 @@ def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
 def _constraint_residual_derivatives(m, ca, v, a, J, ws, dws):
     """dR2/dq, dR2/dv into dws' dc_dq, dc_dv: the derivatives of c(q, v, a)."""
     kin, con, _ = ws
-    ov, oa = kin[3], kin[4]
+    ov, oa, w6 = kin[3], kin[4], kin[6]
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
-    world_motions(m, v, a, J, ov, oa)
+    world_motions(m, v, a, 2, False, J, ov, oa, w6)
     constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, cp2, dws[3],
                                               dws[4], w, xi, RM, pM, t3, Jlog, S)
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import compose, placements
-from .kinematics import LOCAL, WORLD, _reference_code, joint_jacobians_state
+from .kinematics import LOCAL, WORLD, _reference_code, joint_jacobians_state, world_motions
 from .liegroups import _apply_v, _se3_vinv_coefficient, log3_quaternion
 from .spatial import inv_act_force, inv_act_motion, motion_cross
 from .validation import as_configurations, as_stack, check_data, check_frame
@@ -329,30 +329,6 @@ def constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2):
 
 
 @kernel
-def world_motions(m, v, a, J, ov, oa):
-    """ov_i = ov_par + J_i v_i and oa_i = oa_par + J_i a_i + ov_par x ov_i (world,
-    gravity excluded; index 0 = 0)."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
-    for r in range(6):
-        ov[0, r] = 0.0
-        oa[0, r] = 0.0
-    for i in range(1, m.njoints):
-        par = parents[i]
-        iv = idx_v[i]
-        for r in range(6):
-            s = 0.0
-            for c in range(iv, iv + nvs[i]):
-                s += J[r, c] * v[c]
-            ov[i, r] = ov[par, r] + s
-        motion_cross(ov, par, ov, i, oa, i)
-        for r in range(6):
-            s = 0.0
-            for c in range(iv, iv + nvs[i]):
-                s += J[r, c] * a[c]
-            oa[i, r] += oa[par, r] + s
-
-
-@kernel
 def constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc):
     """Jc (nrows, nv) from the world joint Jacobian J (module docstring)."""
     subtree_end, dof_joint, nv = m.subtree_end, m.dof_joint, m.nv
@@ -510,13 +486,14 @@ def _constraint_kinematics(m, ca, q, v, a, order, liR, lip, oR, op, J, ov, oa, c
     """Placements, J, the constraint frames and Jc; order 1: also c(q, v, a)."""
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
+    w6 = np.empty((2, 6))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
         joint_jacobians_state(m, oR[k], op[k], J[k])
         constraint_placements_state(ca, oR[k], op[k], cR1, cp1, cR2, cp2)
         constraint_jacobian_state(m, ca, J[k], cR1, cp1, cp2, Jc[k])
         if order > 0:
-            world_motions(m, v[k], a[k], J[k], ov, oa)
+            world_motions(m, v[k], a[k], 2, False, J[k], ov, oa, w6)
             constraint_acceleration_state(ca, ov, oa, cR1, cp1, cR2, cp2, c[k], w, xi, RM, pM,
                                           t3)
 
