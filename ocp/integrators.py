@@ -103,9 +103,16 @@ class Integrator:
         else:
             w, w_x, w_u = self._runge_kutta(data, xs, us, f, f_x, f_u)
         data.xnext[:] = state.integrate(xs, w)
-        Dx, Dw = state.jacobians_integrate(xs, w)
-        np.add(Dx, Dw @ w_x, out=data.Fx)
-        np.matmul(Dw, w_u, out=data.Fu)
+        if state.flat:
+            # Dx = Dw = I (no Lie-group joint): skip the batched products
+            np.copyto(data.Fx, w_x)
+            idx = np.arange(state.ndx)
+            data.Fx[:, idx, idx] += 1.0
+            np.copyto(data.Fu, w_u)
+        else:
+            Dx, Dw = state.jacobians_integrate(xs, w)
+            np.add(Dx, Dw @ w_x, out=data.Fx)
+            np.matmul(Dw, w_u, out=data.Fu)
         return data.xnext, data.Fx, data.Fu
 
     def _runge_kutta(self, data, xs, us, f, f_x, f_u):

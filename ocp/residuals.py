@@ -110,7 +110,12 @@ class StateResidual(Residual):
 
     def calc_diff(self, data, kinematics, xs, us):
         self.calc(data, kinematics, xs, us)
-        data.Rx[:] = self.state.jacobians_difference(data.reference, xs)[1]
+        if self.state.flat:
+            if not getattr(data, "identity_set", False):
+                data.Rx[:] = np.eye(self.nr)          # constant: written once
+                data.identity_set = True
+        else:
+            data.Rx[:] = self.state.jacobians_difference(data.reference, xs)[1]
 
 
 class ControlResidual(Residual):
@@ -309,13 +314,44 @@ class _FrameResidual(Residual):
 
 
 class FrameTranslationResidual(_FrameResidual):
-    """r = p_f(q) - target (3,): the frame origin in the world."""
+    """r = p_f(q) - target (3,): the frame origin in the world.
+
+    ``axes``: keep only these world axes (e.g. ``[2]``, the height above the
+    target's: a plane constraint ``Constraint(..., 0, inf)``); r is then
+    (len(axes),) and the target stays a point (3,).
+    """
 
     nr = 3
     kind = 0
 
-    def __init__(self, model, frame, target):
+    def __init__(self, model, frame, target, axes=None):
         super().__init__(model, frame, np.asarray(target, float))
+        self.axes = None
+        if axes is not None:
+            self.axes = np.array(axes, dtype=int).reshape(-1)
+            if self.axes.size == 0 or np.any((self.axes < 0) | (self.axes > 2)) or \
+                    len(set(self.axes.tolist())) != self.axes.size:
+                raise ValueError(f"axes must be distinct world axes in (0, 1, 2), got {axes}")
+            self.nr = int(self.axes.size)
+
+    def reference_shape(self):
+        return (3,)
+
+    def create_data(self, K, ndx, nu):
+        data = super().create_data(K, ndx, nu)
+        if self.axes is not None:
+            data.full = ResidualData(K, 3, ndx, nu, None)    # all three rows, then selected
+        return data
+
+    def _run(self, data, kinematics, with_jacobian):
+        if self.axes is None:
+            return super()._run(data, kinematics, with_jacobian)
+        full = data.full
+        full.reference = data.reference
+        super()._run(full, kinematics, with_jacobian)
+        data.r[:] = full.r[:, self.axes]
+        if with_jacobian:
+            data.Rx[:] = full.Rx[:, self.axes]
 
     def _references(self, data):
         return np.empty((data.r.shape[0], 3, 3)), data.reference

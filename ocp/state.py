@@ -18,6 +18,7 @@ import numpy as np
 
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians, _scratch
 from ..dynamics.liegroups import _integrate, neutral
+from ..dynamics.model import FREE_FLYER, PLANAR, SPHERICAL
 from ..dynamics.validation import as_configurations, as_stack
 
 
@@ -25,6 +26,8 @@ class StateVector:
     """Euclidean state x in R^nx (ndx = nx); ``nq`` first coordinates are
     positions and the rest their velocities when ``nq`` is given (for the
     semi-implicit Euler integrator)."""
+
+    flat = True     # integrate/difference Jacobians are identities
 
     def __init__(self, nx, nq=None):
         self.nx = self.ndx = int(nx)
@@ -65,6 +68,10 @@ class StateMultibody:
         self.nq, self.nv = model.nq, model.nv
         self.nx = self.nq + self.nv
         self.ndx = 2 * self.nv
+        # Revolute, prismatic, translation and SO(2) joints have identity Jacobians
+        # of integrate/difference in tangent coordinates: callers may skip them.
+        types = model.arrays.jtype[1:]
+        self.flat = not np.any(np.isin(types, (FREE_FLYER, SPHERICAL, PLANAR)))
 
     def zero(self):
         """(neutral q, zero v)."""
