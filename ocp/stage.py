@@ -52,6 +52,17 @@ def _check_terms(costs, constraints, multibody, terminal):
                              "(remove control residuals from it)")
 
 
+def _state_bounds(bounds, nx):
+    """(lower (nx,), upper (nx,)) from (lower, upper) or None (unbounded)."""
+    if bounds is None:
+        return np.full(nx, -np.inf), np.full(nx, np.inf)
+    lower = np.broadcast_to(np.asarray(bounds[0], float), (nx,)).copy()
+    upper = np.broadcast_to(np.asarray(bounds[1], float), (nx,)).copy()
+    if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
+        raise ValueError("state_bounds: NaN, or lower above upper")
+    return lower, upper
+
+
 class StageModel:
     """A running knot: ``dynamics`` integrated over ``dt`` with ``integrator``.
 
@@ -62,12 +73,14 @@ class StageModel:
     constraints : list of :class:`~.costs.Constraint` (used by BoxFDDP / the NLP).
     dt : step in seconds.  integrator : "euler", "semi_implicit_euler", "rk2", "rk4".
     control_bounds : (lower (nu,), upper (nu,)) or None: box limits on u.
+    state_bounds : (lower (nx,), upper (nx,)) or None: box limits on x at these knots
+        (±inf where unbounded; enforced by the NLP solver, see :mod:`geppetto.solvers.nlp`).
     """
 
     terminal = False
 
     def __init__(self, dynamics, costs=(), constraints=(), dt=0.01, integrator="euler",
-                 control_bounds=None, name="running"):
+                 control_bounds=None, name="running", state_bounds=None):
         self.dynamics = dynamics
         self.state = dynamics.state
         self.nu = dynamics.nu
@@ -85,6 +98,7 @@ class StageModel:
             self.u_upper = np.broadcast_to(np.asarray(control_bounds[1], float), (self.nu,)).copy()
             if np.any(self.u_lower > self.u_upper):
                 raise ValueError("control_bounds: lower above upper")
+        self.x_lower, self.x_upper = _state_bounds(state_bounds, self.state.nx)
 
     @property
     def has_control_bounds(self):
@@ -134,12 +148,14 @@ class TerminalModel:
     """The last knot: costs and constraints on x only (not scaled by dt).
 
     ``state_or_model`` is a dynamics Model, a state, or the running dynamics.
+    ``state_bounds``: (lower (nx,), upper (nx,)) or None, as for :class:`StageModel`.
     """
 
     terminal = True
     nu = 0
 
-    def __init__(self, state_or_model, costs=(), constraints=(), name="terminal"):
+    def __init__(self, state_or_model, costs=(), constraints=(), name="terminal",
+                 state_bounds=None):
         if isinstance(state_or_model, FreeDynamics):
             state = state_or_model.state
         elif hasattr(state_or_model, "ndx"):
@@ -155,6 +171,7 @@ class TerminalModel:
         _check_terms(self.costs, self.constraints, self.multibody, True)
         self.name = name
         self.dt = 1.0
+        self.x_lower, self.x_upper = _state_bounds(state_bounds, state.nx)
 
     def create_data(self, K, outputs):
         ndx = self.state.ndx

@@ -1,6 +1,9 @@
 """Solvers on a ShootingProblem: DDP (iLQR), FDDP and BoxFDDP, with callbacks;
-the MPC loop and its simulator; matplotlib figures of both (:mod:`.plots`)."""
+the multiple-shooting NLP through CasADi and IPOPT (:mod:`.nlp`; casadi is
+imported when an NLP is built); the MPC loop and its simulator; matplotlib
+figures of both (:mod:`.plots`)."""
 from .ddp import DDP, FDDP, BoxFDDP, SolverResult
 from .callbacks import CallbackVerbose, CallbackLogger
+from .nlp import NLP, CallbackNLPVerbose
 from .mpc import MPC, Simulator, Push, MPCLog, run_mpc
 from . import plots
