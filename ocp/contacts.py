@@ -1,0 +1,403 @@
+"""Contact stages: dynamics under rigid contacts and residuals on the contact forces.
+
+Notation: K knots of a phase, x = (q, v), u (nu,) the actuated torques
+(tau = B u - D v), nc the rows of the constraint set (3 per point contact,
+6 per frame contact), lambda (K, nc) the contact forces in the constraints'
+frames (:mod:`geppetto.dynamics.constraints`: LOCAL, the contact frame's
+axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
+
+- :class:`ContactDynamics`: ddq, lambda = constraint_dynamics(q, v, B u - D v)
+  (Pinocchio's ``constraintDynamics``: the KKT system of the contacts, with
+  Baumgarte stabilization), f = (v, ddq), and from
+  ``constraint_dynamics_derivatives`` (Kudruss et al. 2019, Prop. 3)
+
+      f_x = [[0, I], [ddq_dq, ddq_dv - ddq_dtau D]],   f_u = [[0], [ddq_dtau B]],
+      lambda_x = [dlambda_dq, dlambda_dv - dlambda_dtau D],
+      lambda_u = dlambda_dtau B.
+
+  One parallel kernel call per phase (chunks of knots on Numba's threads).
+  Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
+  the world Jacobians J of every knot in ``data.dynamics``, which the
+  kinematic residuals read.
+- :class:`ContactForceResidual`: r = lambda_c - lambda_ref (one constraint's
+  rows).
+- :class:`FrictionConeResidual`: the linearized (pyramidal) Coulomb cone of
+  one contact's linear force f in the world, rows that are >= 0 inside the
+  cone (use ``Cost(r, QuadraticBarrier(*r.bounds))`` or ``Constraint(r,
+  *r.bounds)``).
+
+How the force residuals meet the forces of their knots: the stage hands every
+residual its kinematics, the model Data of the dynamics' first evaluation
+(``data.dynamics`` of the knots themselves).  :class:`ContactDynamics` hangs
+its outputs on that Data (``kinematics.contact``, a
+:class:`ContactDynamicsData`), stamped with the (xs, us) they were computed
+at.  A residual uses them when the stamp matches its own (xs, us); otherwise
+(a line search that only refreshed the placements, a finite-difference
+check with a fresh kinematics Data) it evaluates the contact dynamics itself
+in a scratch Data kept beside the kinematics, shared by the residuals of the
+stage.
+"""
+import numba
+import numpy as np
+
+from ..dynamics.constrained_dynamics import (constraint_dynamics_derivatives_parallel,
+                                             constraint_dynamics_parallel, _settings)
+from ..dynamics.constraints import as_constraint_set, constraint_jacobian
+from ..dynamics.kinematics import LOCAL
+from ..dynamics.model import FREE_FLYER
+from ..dynamics.rnea import generalized_gravity
+from .dynamics import Actuation, DynamicsData
+from .residuals import Residual
+from .state import StateMultibody
+
+# What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
+EMPTY, VALUES, DERIVATIVES = 0, 1, 2
+
+
+class ContactDynamicsData(DynamicsData):
+    """Outputs of :class:`ContactDynamics` for K knots.
+
+    Besides f (K, ndx), f_x (K, ndx, ndx), f_u (K, ndx, nu) and the model Data
+    ``dynamics`` (placements, J, M, ddq of every knot): ``lam`` (K, nc),
+    ``lam_x`` (K, nc, ndx), ``lam_u`` (K, nc, nu), the raw partials
+    ``ddq_dtau`` (K, nv, nv), ``dlam_dq``, ``dlam_dv``, ``dlam_dtau`` (K, nc, nv),
+    and the stamp: ``xs``, ``us`` and ``evaluated`` (EMPTY, VALUES or
+    DERIVATIVES).  ``dynamics.contact`` points back to this object.
+    """
+
+    def __init__(self, owner, K):
+        model, nv, nc = owner.model, owner.model.nv, owner.constraints.size
+        ndx, nu = owner.state.ndx, owner.nu
+        super().__init__(K, ndx, nu, model)
+        self.owner = owner
+        self.lam = np.zeros((K, nc))
+        self.lam_x = np.zeros((K, nc, ndx))
+        self.lam_u = np.zeros((K, nc, nu))
+        self.ddq_dtau = np.zeros((K, nv, nv))
+        self.dlam_dq = np.zeros((K, nc, nv))
+        self.dlam_dv = np.zeros((K, nc, nv))
+        self.dlam_dtau = np.zeros((K, nc, nv))
+        self.iterations = np.zeros(K, dtype=np.int64)
+        self.regular = np.ones(K, dtype=np.bool_)
+        self.xs = np.full((K, owner.state.nx), np.nan)
+        self.us = np.full((K, nu), np.nan)
+        self.evaluated = EMPTY
+        self.dynamics.contact = self
+
+    def stamp(self, xs, us, evaluated):
+        self.xs[:] = xs
+        self.us[:] = us
+        self.evaluated = evaluated
+
+    def holds(self, owner, xs, us, evaluated):
+        """Whether this data holds ``owner``'s outputs at (xs, us), derivatives included
+        when ``evaluated`` is DERIVATIVES."""
+        return (self.owner is owner and self.evaluated >= evaluated
+                and self.xs.shape == xs.shape and self.us.shape == us.shape
+                and np.array_equal(self.xs, xs) and np.array_equal(self.us, us))
+
+
+class ContactDynamics:
+    """Forward dynamics of a multibody under rigid contacts (and loop closures).
+
+    Parameters
+    ----------
+    model : dynamics Model.
+    constraints : a :class:`~geppetto.dynamics.constraints.ConstraintSet` or a
+        list of constraints (``contact_3d``, ``contact_6d``, ``loop_closure``):
+        the contacts active in this phase.
+    actuation : :class:`~.dynamics.Actuation` (default: floating base when the
+        root joint is a free-flyer, else fully actuated).
+    mu, max_iterations, accuracy : the proximal settings of
+        ``constraint_dynamics`` (mu = 0: the exact KKT solve; mu > 0 and a few
+        iterations for redundant constraints).
+    armature : (nv,) rotor inertias (default: the model's).
+    damping : (nv,) viscous joint damping D (default: none).
+
+    ``calc`` and ``calc_diff`` raise FloatingPointError when the contacts are
+    degenerate at a knot (J M^-1 J^T + mu I singular): the solvers end such a
+    step with a status.
+    """
+
+    def __init__(self, model, constraints, actuation=None, mu=0.0, max_iterations=1,
+                 accuracy=1e-12, armature=None, damping=None):
+        self.model = model
+        self.constraints = as_constraint_set(model, constraints)
+        self.mu, self.max_iterations, self.accuracy = _settings(mu, max_iterations, accuracy)
+        self.state = StateMultibody(model)
+        if actuation is None:
+            free_flyer = model.njoints > 1 and model.arrays.jtype[1] == FREE_FLYER
+            actuation = Actuation.floating_base(model) if free_flyer else Actuation.full(model)
+        self.actuation = actuation
+        if self.actuation.nv != model.nv:
+            raise ValueError(f"actuation has {self.actuation.nv} rows, the model nv = {model.nv}")
+        self.nu = self.actuation.nu
+        self.nc = self.constraints.size
+        self.arrays = model.arrays
+        if armature is not None:
+            armature = np.asarray(armature, dtype=float).reshape(model.nv)
+            if np.any(armature < 0):
+                raise ValueError("armature must be non-negative")
+            self.arrays = model.arrays._replace(armature=armature.copy())
+        self.damping = np.zeros(model.nv) if damping is None else np.asarray(
+            damping, dtype=float).reshape(model.nv)
+        self.multibody = True
+
+    def create_data(self, K):
+        return ContactDynamicsData(self, K)
+
+    def constraint_index(self, constraint):
+        """Index of a constraint of the set, by index or by name."""
+        names = self.constraints.names
+        if isinstance(constraint, str):
+            if constraint not in names:
+                raise KeyError(f"no constraint named {constraint!r}; the contacts are {names}")
+            return names.index(constraint)
+        index = int(constraint)
+        if not 0 <= index < len(names):
+            raise ValueError(f"constraint index {constraint!r}: expected 0 <= index < "
+                             f"{len(names)}")
+        return index
+
+    def _torques(self, data, xs, us):
+        nq = self.model.nq
+        np.matmul(us, self.actuation.B.T, out=data.tau)
+        data.tau -= self.damping * xs[:, nq:]
+        return np.ascontiguousarray(xs[:, :nq]), np.ascontiguousarray(xs[:, nq:])
+
+    def _check_regular(self, data):
+        if not np.all(data.regular):
+            knots = np.flatnonzero(~data.regular).tolist()
+            raise FloatingPointError(
+                f"contacts {self.constraints.names} are degenerate at knots {knots}: "
+                f"J M^-1 J^T + mu I is singular (mu = {self.mu})")
+
+    def calc(self, data, xs, us):
+        """f = (v, ddq) for every knot; fills data.f (K, ndx), data.lam (K, nc)
+        and the kinematics of the knots (data.dynamics: oR, op, J)."""
+        qs, vs = self._torques(data, xs, us)
+        d = data.dynamics
+        constraint_dynamics_parallel(
+            self.arrays, self.constraints.arrays, qs, vs, data.tau, self.mu,
+            self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
+            d.ddq, data.lam, data.iterations, data.regular, numba.get_num_threads())
+        self._check_regular(data)
+        nv = self.model.nv
+        data.f[:, :nv] = vs
+        data.f[:, nv:] = d.ddq
+        data.stamp(xs, us, VALUES)
+        return data.f
+
+    def calc_diff(self, data, xs, us):
+        """f, f_x, f_u for every knot; also lam, lam_x (K, nc, ndx), lam_u (K, nc, nu)."""
+        qs, vs = self._torques(data, xs, us)
+        d = data.dynamics
+        constraint_dynamics_derivatives_parallel(
+            self.arrays, self.constraints.arrays, qs, vs, data.tau, self.mu,
+            self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
+            d.ddq, data.lam, data.iterations, data.regular, d.ddq_dq, d.ddq_dv, data.ddq_dtau,
+            data.dlam_dq, data.dlam_dv, data.dlam_dtau, numba.get_num_threads())
+        self._check_regular(data)
+        nv = self.model.nv
+        data.f[:, :nv] = vs
+        data.f[:, nv:] = d.ddq
+        idx = np.arange(nv)
+        data.f_x[:, idx, nv + idx] = 1.0
+        data.f_x[:, nv:, :nv] = d.ddq_dq
+        data.f_x[:, nv:, nv:] = d.ddq_dv
+        data.lam_x[:, :, :nv] = data.dlam_dq
+        data.lam_x[:, :, nv:] = data.dlam_dv
+        if np.any(self.damping):
+            data.f_x[:, nv:, nv:] -= data.ddq_dtau * self.damping[None, None, :]
+            data.lam_x[:, :, nv:] -= data.dlam_dtau * self.damping[None, None, :]
+        np.matmul(data.ddq_dtau, self.actuation.B, out=data.f_u[:, nv:, :])
+        np.matmul(data.dlam_dtau, self.actuation.B, out=data.lam_u)
+        data.stamp(xs, us, DERIVATIVES)
+        return data.f, data.f_x, data.f_u
+
+    def quasi_static(self, xs):
+        """Controls us (K, nu) that hold each state still at v = 0 with the contacts
+        carrying the rest of the weight: the least-norm (u, lambda) of
+        B u + Jc^T lambda = g(q), as a warm start (exact when B and Jc^T span g)."""
+        xs = np.atleast_2d(np.asarray(xs, dtype=float))
+        qs = np.ascontiguousarray(xs[:, :self.model.nq])
+        data = self.model.create_data()
+        g = generalized_gravity(self.model, data, qs)
+        Jc = constraint_jacobian(self.model, data, qs, self.constraints)
+        us = np.empty((xs.shape[0], self.nu))
+        for k in range(xs.shape[0]):
+            A = np.hstack([self.actuation.B, Jc[k].T])
+            us[k] = np.linalg.lstsq(A, g[k], rcond=None)[0][:self.nu]
+        return us
+
+    def __repr__(self):
+        return (f"ContactDynamics({self.model.name!r}, {self.constraints.names}, "
+                f"nu={self.nu})")
+
+
+# --- residuals on the contact forces ------------------------------------------------------
+
+def contact_outputs(dynamics, kinematics, xs, us, evaluated):
+    """The :class:`ContactDynamicsData` of ``dynamics`` at (xs, us): the one the stage's
+    dynamics left on ``kinematics`` when its stamp matches, else a scratch kept on
+    ``kinematics`` (shared by the residuals of the stage), evaluated now."""
+    xs = np.ascontiguousarray(xs)
+    us = np.ascontiguousarray(us)
+    data = getattr(kinematics, "contact", None)
+    if data is not None and data.holds(dynamics, xs, us, evaluated):
+        return data
+    scratch = getattr(kinematics, "contact_scratch", None)
+    if scratch is None or scratch.owner is not dynamics or scratch.K != xs.shape[0]:
+        scratch = dynamics.create_data(xs.shape[0])
+        if kinematics is not None:
+            kinematics.contact_scratch = scratch
+    if not scratch.holds(dynamics, xs, us, evaluated):
+        if evaluated == DERIVATIVES:
+            dynamics.calc_diff(scratch, xs, us)
+        else:
+            dynamics.calc(scratch, xs, us)
+    return scratch
+
+
+class _ContactResidual(Residual):
+    """Base: a residual of one constraint's force lambda_c (rows ``self.rows``)."""
+
+    uses_control = True
+
+    def __init__(self, contact_dynamics, constraint):
+        if not isinstance(contact_dynamics, ContactDynamics):
+            raise ValueError("a contact residual needs the ContactDynamics of its stage, got "
+                             f"{type(contact_dynamics).__name__}")
+        self.dynamics = contact_dynamics
+        self.index = contact_dynamics.constraint_index(constraint)
+        self.constraint = contact_dynamics.constraints.constraints[self.index]
+        self.rows = contact_dynamics.constraints.rows(self.index)
+
+    def create_data(self, K, ndx, nu):
+        if ndx != self.dynamics.state.ndx or nu != self.dynamics.nu:
+            raise ValueError(f"{type(self).__name__}: the stage (ndx={ndx}, nu={nu}) is not "
+                             f"that of its ContactDynamics (ndx={self.dynamics.state.ndx}, "
+                             f"nu={self.dynamics.nu})")
+        return super().create_data(K, ndx, nu)
+
+    def _outputs(self, kinematics, xs, us, evaluated):
+        if us is None:
+            raise ValueError(f"{type(self).__name__} needs the controls (a running stage)")
+        return contact_outputs(self.dynamics, kinematics, xs, us, evaluated)
+
+
+class ContactForceResidual(_ContactResidual):
+    """r = lambda_c - reference (3 for a point contact, 6 for a frame contact).
+
+    The force is that of :mod:`geppetto.dynamics.constraints`: what the
+    environment exerts on the contact frame, in the constraint's frame (LOCAL:
+    the frame's axes; LOCAL_WORLD_ALIGNED: world axes), linear part first.
+    ``constraint``: its index in the ContactDynamics' set or its name.
+    Rx = lambda_x, Ru = lambda_u (from the dynamics' derivatives).
+    """
+
+    def __init__(self, contact_dynamics, constraint, reference=None):
+        super().__init__(contact_dynamics, constraint)
+        self.nr = self.constraint.size
+        self.reference = np.zeros(self.nr) if reference is None else np.asarray(reference,
+                                                                                 float)
+
+    def calc(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, VALUES)
+        np.subtract(out.lam[:, self.rows], data.reference, out=data.r)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, DERIVATIVES)
+        np.subtract(out.lam[:, self.rows], data.reference, out=data.r)
+        data.Rx[:] = out.lam_x[:, self.rows]
+        data.Ru[:] = out.lam_u[:, self.rows]
+
+
+def _supporting_dofs(model, joint):
+    """Velocity indices of the joints from the root to ``joint``."""
+    m = model.arrays
+    dofs = []
+    j = joint
+    while j > 0:
+        dofs.extend(range(m.idx_v[j], m.idx_v[j] + m.nvs[j]))
+        j = m.parents[j]
+    return np.array(sorted(dofs), dtype=np.int64)
+
+
+class FrictionConeResidual(_ContactResidual):
+    """Linearized Coulomb cone of one contact: 5 rows, each >= 0 inside the cone.
+
+    With f the linear contact force in the world (lambda_c[:3], rotated by the
+    contact frame's orientation when the constraint is LOCAL), n the surface
+    normal (world, unit), t1, t2 tangents completing (t1, t2, n) to a right-handed
+    orthonormal basis, and mu' = mu / sqrt(2) (``inner=True``, the pyramid
+    inscribed in the cone) or mu:
+
+        r = (mu' n.f - t1.f,  mu' n.f + t1.f,  mu' n.f - t2.f,  mu' n.f + t2.f,  n.f)
+
+    ``bounds`` = (0, inf) row-wise, with the last lower bound ``min_force`` on
+    the normal force.  Use ``Cost(r, QuadraticBarrier(*r.bounds))`` or
+    ``Constraint(r, *r.bounds)``.  For LOCAL constraints,
+    d(R lambda) = R dlambda + dtheta x (R lambda), dtheta = J_w dq the world
+    angular displacement of the contact frame.
+    """
+
+    nr = 5
+
+    def __init__(self, contact_dynamics, constraint, mu, normal=(0.0, 0.0, 1.0), inner=True,
+                 min_force=0.0):
+        super().__init__(contact_dynamics, constraint)
+        mu = float(mu)
+        if not (np.isfinite(mu) and mu > 0.0):
+            raise ValueError(f"friction coefficient mu = {mu!r}: expected a finite number > 0")
+        n = np.asarray(normal, dtype=float).reshape(3)
+        if not (np.all(np.isfinite(n)) and np.linalg.norm(n) > 0.0):
+            raise ValueError(f"normal {normal!r}: expected a non-zero finite 3-vector")
+        n = n / np.linalg.norm(n)
+        helper = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+        t1 = helper - n.dot(helper) * n
+        t1 /= np.linalg.norm(t1)
+        t2 = np.cross(n, t1)
+        mu_eff = mu / np.sqrt(2.0) if inner else mu
+        self.mu, self.normal = mu, n
+        self.A = np.array([mu_eff * n - t1, mu_eff * n + t1, mu_eff * n - t2, mu_eff * n + t2,
+                           n])
+        self.reference = np.zeros(0)
+        self.local = self.constraint.reference == LOCAL
+        model = contact_dynamics.model
+        self.joint = self.constraint.joint1
+        self.dofs = _supporting_dofs(model, self.joint)
+        lower = np.zeros(self.nr)
+        lower[-1] = float(min_force)
+        self.bounds = (lower, np.full(self.nr, np.inf))
+
+    def reference_shape(self):
+        return (0,)
+
+    def _world_force(self, out):
+        """(f (K, 3) in world axes, R (K, 3, 3) the contact frame's rotation or None)."""
+        f = out.lam[:, self.rows.start:self.rows.start + 3]
+        if not self.local:
+            return f, None
+        R = out.dynamics.oR[:, self.joint] @ self.constraint.R1
+        return np.einsum("kab,kb->ka", R, f), R
+
+    def calc(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, VALUES)
+        f, _ = self._world_force(out)
+        np.matmul(f, self.A.T, out=data.r)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, DERIVATIVES)
+        f, R = self._world_force(out)
+        np.matmul(f, self.A.T, out=data.r)
+        lin = slice(self.rows.start, self.rows.start + 3)
+        f_x, f_u = out.lam_x[:, lin], out.lam_u[:, lin]
+        if R is not None:
+            f_x = R @ f_x
+            f_u = R @ f_u
+            # - [f]x J_w on the dofs that move the contact frame
+            J_w = out.dynamics.J[:, 3:, :][:, :, self.dofs]
+            f_x[:, :, self.dofs] -= np.cross(f[:, :, None], J_w, axis=1)
+        np.matmul(self.A, f_x, out=data.Rx)
+        np.matmul(self.A, f_u, out=data.Ru)

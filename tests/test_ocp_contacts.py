@@ -1,0 +1,210 @@
+"""Contact stages: :class:`geppetto.ocp.ContactDynamics` and the contact-force residuals
+on solo12 standing on its four feet (3D point contacts).
+
+- f_x, f_u of the contact dynamics, and the Jacobians of the force and friction-cone
+  residuals, against central finite differences on the manifold
+  (``check_dynamics``, ``check_residual``), for LOCAL and LOCAL_WORLD_ALIGNED
+  contacts with Baumgarte gains and joint damping; tolerance 1e-6 (scaled errors,
+  as in test_ocp_derivatives.py);
+- the kinematics the stage leaves for the kinematic residuals are those of the knots;
+- the residuals read the forces of the same knots from the stage, and evaluate them
+  themselves when the stamp does not match (a line search);
+- quasi_static holds the robot still (ddq = 0);
+- a short standing problem solved by FDDP from zero controls: the cost decreases and
+  the solution is feasible, with the feet's vertical forces carrying the weight.
+"""
+import functools
+
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto import ocp
+from geppetto.dynamics import LOCAL_WORLD_ALIGNED, contact_3d
+
+from ocp_cases import rng_for
+
+RTOL_FD = 1e-6
+FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+K = 3
+
+
+@functools.lru_cache(maxsize=None)
+def solo12():
+    return gp.robots.load("solo12")
+
+
+@functools.lru_cache(maxsize=None)
+def contact_dynamics(reference="LOCAL", Kp=0.0, Kd=0.0, damped=False):
+    model = solo12().model
+    damping = np.r_[np.zeros(6), np.full(model.nv - 6, 0.1)] if damped else None
+    contacts = [contact_3d(model, foot, reference=reference, Kp=Kp, Kd=Kd) for foot in FEET]
+    return ocp.ContactDynamics(model, contacts, damping=damping)
+
+
+def standing_state():
+    robot = solo12()
+    return np.r_[robot.q0, np.zeros(robot.model.nv)]
+
+
+def perturbed_states(dynamics, seed=0, scale=0.1):
+    """K states near the standing one, and controls near the quasi-static ones."""
+    rng = rng_for("solo12-contacts", seed)
+    x0 = np.repeat(standing_state()[None], K, axis=0)
+    xs = dynamics.state.integrate(x0, scale * rng.standard_normal((K, dynamics.state.ndx)))
+    us = dynamics.quasi_static(xs) + 0.3 * rng.standard_normal((K, dynamics.nu))
+    return xs, us
+
+
+DYNAMICS_CASES = {
+    "local": dict(reference="LOCAL"),
+    "world_aligned_gains_damping": dict(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0,
+                                        damped=True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
+def test_contact_dynamics_jacobians(case):
+    dynamics = contact_dynamics(**DYNAMICS_CASES[case])
+    assert dynamics.nu == 12 and dynamics.nc == 12
+    xs, us = perturbed_states(dynamics)
+    errors = ocp.check_dynamics(dynamics, xs, us)
+    assert max(errors) < RTOL_FD, errors
+
+
+@pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
+def test_contact_dynamics_matches_constraint_dynamics(case):
+    """f, lambda and their derivatives are those of the dynamics layer, tau = B u - D v;
+    data.dynamics holds the knots' placements and world Jacobians."""
+    dynamics = contact_dynamics(**DYNAMICS_CASES[case])
+    model, nv = dynamics.model, dynamics.model.nv
+    xs, us = perturbed_states(dynamics, seed=1)
+    data = dynamics.create_data(K)
+    f, f_x, f_u = dynamics.calc_diff(data, xs, us)
+    tau = us @ dynamics.actuation.B.T - dynamics.damping * xs[:, model.nq:]
+    reference = model.create_data()
+    q, v = xs[:, :model.nq], xs[:, model.nq:]
+    ddq, lam = gp.dynamics.constraint_dynamics(model, reference, q, v, tau, dynamics.constraints)
+    np.testing.assert_allclose(f[:, nv:], ddq, atol=1e-10)
+    np.testing.assert_allclose(f[:, :nv], v, atol=0.0)
+    np.testing.assert_allclose(data.lam, lam, atol=1e-10)
+    _, _, ddq_dtau, dlam_dq, _, dlam_dtau = gp.dynamics.constraint_dynamics_derivatives(
+        model, reference, q, v, tau, dynamics.constraints)
+    np.testing.assert_allclose(f_u[:, nv:], ddq_dtau @ dynamics.actuation.B, atol=1e-9)
+    np.testing.assert_allclose(data.lam_u, dlam_dtau @ dynamics.actuation.B, atol=1e-9)
+    np.testing.assert_allclose(data.lam_x[:, :, :nv], dlam_dq, atol=1e-9)
+    kinematics = model.create_data()
+    for k in range(K):
+        J = gp.dynamics.compute_joint_jacobians(model, kinematics, q[k])
+        np.testing.assert_allclose(data.dynamics.J[k], J, atol=1e-12)
+        np.testing.assert_allclose(data.dynamics.oR[k], kinematics.oR[0], atol=1e-12)
+        np.testing.assert_allclose(data.dynamics.op[k], kinematics.op[0], atol=1e-12)
+
+
+@pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
+@pytest.mark.parametrize("foot", [0, 3])
+def test_force_residual_jacobians(case, foot):
+    dynamics = contact_dynamics(**DYNAMICS_CASES[case])
+    xs, us = perturbed_states(dynamics, seed=2)
+    force = ocp.ContactForceResidual(dynamics, FEET[foot], [0.0, 0.0, 5.0])
+    errors = ocp.check_residual(force, dynamics.state, xs, us)
+    assert max(errors) < RTOL_FD, errors
+    cone = ocp.FrictionConeResidual(dynamics, foot, mu=0.7)
+    errors = ocp.check_residual(cone, dynamics.state, xs, us)
+    assert max(errors) < RTOL_FD, errors
+
+
+def test_residuals_read_the_stage_forces():
+    """In a stage, the residuals take lambda from the dynamics of the same knots; when
+    the stamp differs (a line search at new states) they evaluate it themselves."""
+    dynamics = contact_dynamics()
+    xs, us = perturbed_states(dynamics, seed=3)
+    force = ocp.ContactForceResidual(dynamics, 1)
+    cone = ocp.FrictionConeResidual(dynamics, "FR_FOOT", mu=0.5, inner=False, min_force=1.0)
+    stage = ocp.StageModel(dynamics, [ocp.Cost(force), ocp.Cost(
+        cone, ocp.QuadraticBarrier(*cone.bounds))], dt=0.01)
+    outputs = ocp.stage.StageOutputs(np.zeros(K), np.zeros((K, 36)), np.zeros((K, 12)),
+                                     np.zeros((K, 36, 36)), np.zeros((K, 12, 12)),
+                                     np.zeros((K, 36, 12)))
+    data = stage.create_data(K, outputs)
+    stage.calc_diff(data, xs, us)
+    contact = data.kinematics.contact
+    assert contact is data.integrator.stages[0]
+    assert not hasattr(data.kinematics, "contact_scratch")     # nothing evaluated twice
+    rdata = data.costs[0].residual
+    np.testing.assert_array_equal(rdata.r, contact.lam[:, 3:6])
+    np.testing.assert_array_equal(rdata.Ru, contact.lam_u[:, 3:6])
+    # new states, placements refreshed but not the dynamics: the residual recomputes
+    xs2, us2 = perturbed_states(dynamics, seed=4)
+    stage.calc_costs(data, xs2, us2)
+    fresh = dynamics.create_data(K)
+    dynamics.calc(fresh, xs2, us2)
+    np.testing.assert_allclose(rdata.r, fresh.lam[:, 3:6], atol=1e-12)
+    assert np.all(np.isfinite(outputs.cost))
+
+
+def test_friction_cone_rows():
+    """The rows are >= 0 exactly inside the pyramid; bounds (0, inf) with min_force."""
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    cone = ocp.FrictionConeResidual(dynamics, 0, mu=0.5, inner=False, min_force=2.0)
+    np.testing.assert_allclose(cone.A @ [0.0, 0.0, 10.0], [5.0, 5.0, 5.0, 5.0, 10.0])
+    assert np.all(cone.A @ [4.9, 0.0, 10.0] >= 0.0)
+    assert np.any(cone.A @ [5.1, 0.0, 10.0] < 0.0)
+    assert np.any(cone.A @ [0.0, -5.1, 10.0] < 0.0)
+    np.testing.assert_array_equal(cone.bounds[0], [0, 0, 0, 0, 2.0])
+    with pytest.raises(ValueError, match="friction coefficient"):
+        ocp.FrictionConeResidual(dynamics, 0, mu=0.0)
+    with pytest.raises(KeyError, match="NO_FOOT"):
+        ocp.ContactForceResidual(dynamics, "NO_FOOT")
+    with pytest.raises(ValueError, match="ContactDynamics"):
+        ocp.ContactForceResidual(ocp.FreeDynamics(dynamics.model), 0)
+
+
+def total_weight(model):
+    """m |g|: the robot's weight (N)."""
+    return -model.arrays.gravity[2] * model.arrays.inertia[1:, 0, 0].sum()
+
+
+def test_quasi_static_holds_the_robot():
+    """quasi_static: ddq = 0 at v = 0, the feet's vertical forces carry the weight."""
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    xs = np.repeat(standing_state()[None], 2, axis=0)
+    us = dynamics.quasi_static(xs)
+    data = dynamics.create_data(2)
+    f = dynamics.calc(data, xs, us)
+    assert np.abs(f).max() < 1e-9
+    vertical = data.lam.reshape(2, 4, 3)[:, :, 2].sum(axis=1)
+    np.testing.assert_allclose(vertical, total_weight(dynamics.model), rtol=1e-9)
+
+
+def test_standing_problem_fddp():
+    """solo12 standing on four feet, N = 10: FDDP from zero controls (the robot falls
+    into its contacts) decreases the cost and ends feasible, the contact forces
+    carrying the robot's weight."""
+    robot = solo12()
+    model = robot.model
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    x0 = standing_state()
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(dynamics.state, x0), ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)
+    cones = [ocp.FrictionConeResidual(dynamics, foot, mu=0.7) for foot in FEET]
+    friction = [ocp.Cost(c, ocp.QuadraticBarrier(*c.bounds), weight=10.0) for c in cones]
+    running = ocp.StageModel(dynamics, [x_reg, u_reg] + friction, dt=0.02)
+    terminal = ocp.TerminalModel(dynamics.state, [ocp.Cost(x_reg.residual, x_reg.activation,
+                                                           weight=10.0)])
+    N = 10
+    problem = ocp.ShootingProblem(x0, [running] * N, terminal)
+    xs = np.repeat(x0[None], N + 1, axis=0)
+    us = np.zeros((N, dynamics.nu))
+    initial = problem.calc(xs, us)
+    result = gp.solvers.FDDP(problem).solve(xs, us, max_iter=50)
+    assert result.cost < initial
+    assert result.gaps < 1e-8, result
+    assert result.converged, result
+    # the rollout of the controls reproduces the states (feasible)
+    np.testing.assert_allclose(problem.rollout(result.us), result.xs, atol=1e-8)
+    data = dynamics.create_data(N)
+    dynamics.calc(data, result.xs[:N], result.us)
+    vertical = data.lam.reshape(N, 4, 3)[:, :, 2].sum(axis=1)
+    np.testing.assert_allclose(vertical, total_weight(model), rtol=0.2)
