@@ -25,6 +25,8 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
   one contact's linear force f in the world, rows that are >= 0 inside the
   cone (use ``Cost(r, QuadraticBarrier(*r.bounds))`` or ``Constraint(r,
   *r.bounds)``).
+- :class:`CenterOfPressureResidual`: the centre of pressure of a 6D contact
+  inside a rectangular sole, 4 rows >= 0 inside (same use).
 
 How the force residuals meet the forces of their knots: the stage hands every
 residual its kinematics, the model Data of the dynamics' first evaluation
@@ -272,6 +274,7 @@ class _ContactResidual(Residual):
         self.index = contact_dynamics.constraint_index(constraint)
         self.constraint = contact_dynamics.constraints.constraints[self.index]
         self.rows = contact_dynamics.constraints.rows(self.index)
+        self.dofs = _supporting_dofs(contact_dynamics.model, self.constraint.joint1)
 
     def create_data(self, K, ndx, nu):
         if ndx != self.dynamics.state.ndx or nu != self.dynamics.nu:
@@ -284,6 +287,43 @@ class _ContactResidual(Residual):
         if us is None:
             raise ValueError(f"{type(self).__name__} needs the controls (a running stage)")
         return contact_outputs(self.dynamics, kinematics, xs, us, evaluated)
+
+    def _rotation(self, out):
+        """R (K, 3, 3): the contact frame's axes in the world at every knot."""
+        return out.dynamics.oR[:, self.constraint.joint1] @ self.constraint.R1
+
+    def _force_in(self, out, world, with_derivatives):
+        """The constraint's force (and torque) blocks of 3 in world axes (``world``) or
+        in the contact frame's axes: (w (K, size), w_x (K, size, ndx), w_u (K, size,
+        nu)), the Jacobians None without derivatives.  With dtheta = J_w dq the world
+        angular displacement of the contact frame and dR = [dtheta]x R, a block
+        lambda_b expressed in the other axes moves as
+
+            d(R l) = R dl - [R l]x J_w dq,     d(R^T l) = R^T dl + R^T [l]x J_w dq.
+        """
+        lam = out.lam[:, self.rows]
+        lam_x = out.lam_x[:, self.rows] if with_derivatives else None
+        lam_u = out.lam_u[:, self.rows] if with_derivatives else None
+        if world == (self.constraint.reference != LOCAL):
+            return lam, lam_x, lam_u
+        R = self._rotation(out)
+        Rt = R if world else np.swapaxes(R, 1, 2)
+        w = np.empty_like(lam)
+        w_x = np.empty_like(lam_x) if with_derivatives else None
+        w_u = np.empty_like(lam_u) if with_derivatives else None
+        J_w = out.dynamics.J[:, 3:, :][:, :, self.dofs] if with_derivatives else None
+        for b in range(0, lam.shape[1], 3):
+            block = slice(b, b + 3)
+            w[:, block] = np.einsum("kab,kb->ka", Rt, lam[:, block])
+            if not with_derivatives:
+                continue
+            w_x[:, block] = Rt @ lam_x[:, block]
+            w_u[:, block] = Rt @ lam_u[:, block]
+            if world:
+                w_x[:, block, self.dofs] -= np.cross(w[:, block, None], J_w, axis=1)
+            else:
+                w_x[:, block, self.dofs] += Rt @ np.cross(lam[:, block, None], J_w, axis=1)
+        return w, w_x, w_u
 
 
 class ContactForceResidual(_ContactResidual):
@@ -363,10 +403,6 @@ class FrictionConeResidual(_ContactResidual):
         self.A = np.array([mu_eff * n - t1, mu_eff * n + t1, mu_eff * n - t2, mu_eff * n + t2,
                            n])
         self.reference = np.zeros(0)
-        self.local = self.constraint.reference == LOCAL
-        model = contact_dynamics.model
-        self.joint = self.constraint.joint1
-        self.dofs = _supporting_dofs(model, self.joint)
         lower = np.zeros(self.nr)
         lower[-1] = float(min_force)
         self.bounds = (lower, np.full(self.nr, np.inf))
@@ -374,30 +410,63 @@ class FrictionConeResidual(_ContactResidual):
     def reference_shape(self):
         return (0,)
 
-    def _world_force(self, out):
-        """(f (K, 3) in world axes, R (K, 3, 3) the contact frame's rotation or None)."""
-        f = out.lam[:, self.rows.start:self.rows.start + 3]
-        if not self.local:
-            return f, None
-        R = out.dynamics.oR[:, self.joint] @ self.constraint.R1
-        return np.einsum("kab,kb->ka", R, f), R
-
     def calc(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, VALUES)
-        f, _ = self._world_force(out)
+        f = self._force_in(out, True, False)[0][:, :3]
         np.matmul(f, self.A.T, out=data.r)
 
     def calc_diff(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, DERIVATIVES)
-        f, R = self._world_force(out)
-        np.matmul(f, self.A.T, out=data.r)
-        lin = slice(self.rows.start, self.rows.start + 3)
-        f_x, f_u = out.lam_x[:, lin], out.lam_u[:, lin]
-        if R is not None:
-            f_x = R @ f_x
-            f_u = R @ f_u
-            # - [f]x J_w on the dofs that move the contact frame
-            J_w = out.dynamics.J[:, 3:, :][:, :, self.dofs]
-            f_x[:, :, self.dofs] -= np.cross(f[:, :, None], J_w, axis=1)
-        np.matmul(self.A, f_x, out=data.Rx)
-        np.matmul(self.A, f_u, out=data.Ru)
+        f, f_x, f_u = self._force_in(out, True, True)
+        np.matmul(f[:, :3], self.A.T, out=data.r)
+        np.matmul(self.A, f_x[:, :3], out=data.Rx)
+        np.matmul(self.A, f_u[:, :3], out=data.Ru)
+
+
+class CenterOfPressureResidual(_ContactResidual):
+    """Centre of pressure of a 6D contact inside a rectangle of the contact frame:
+    4 rows, each >= 0 when the CoP lies inside (for a positive normal force).
+
+    With (f, tau) the contact wrench at the frame's origin in its axes (z the
+    surface normal), the CoP is p = (-tau_y / f_z, tau_x / f_z); |p_x| <= X/2,
+    |p_y| <= Y/2 for a sole of length X (along x) and width Y centred at the origin:
+
+        r = (X/2 f_z + tau_y,  X/2 f_z - tau_y,  Y/2 f_z - tau_x,  Y/2 f_z + tau_x).
+
+    ``bounds`` = (0, inf); use ``Cost(r, QuadraticBarrier(*r.bounds))`` or
+    ``Constraint(r, *r.bounds)``.  LOCAL_WORLD_ALIGNED wrenches are rotated
+    into the contact frame (with the derivative of the rotation).
+    """
+
+    nr = 4
+
+    def __init__(self, contact_dynamics, constraint, length, width):
+        super().__init__(contact_dynamics, constraint)
+        if self.constraint.size != 6:
+            raise ValueError(f"constraint {self.constraint.name!r} is a point contact: the "
+                             "centre of pressure needs a 6D contact")
+        length, width = float(length), float(width)
+        if not (length > 0.0 and width > 0.0 and np.isfinite(length * width)):
+            raise ValueError(f"sole {length!r} x {width!r}: expected positive sizes")
+        self.length, self.width = length, width
+        hx, hy = 0.5 * length, 0.5 * width
+        self.A = np.array([[0.0, 0.0, hx, 0.0, 1.0, 0.0],
+                           [0.0, 0.0, hx, 0.0, -1.0, 0.0],
+                           [0.0, 0.0, hy, -1.0, 0.0, 0.0],
+                           [0.0, 0.0, hy, 1.0, 0.0, 0.0]])
+        self.reference = np.zeros(0)
+        self.bounds = (np.zeros(self.nr), np.full(self.nr, np.inf))
+
+    def reference_shape(self):
+        return (0,)
+
+    def calc(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, VALUES)
+        np.matmul(self._force_in(out, False, False)[0], self.A.T, out=data.r)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, DERIVATIVES)
+        w, w_x, w_u = self._force_in(out, False, True)
+        np.matmul(w, self.A.T, out=data.r)
+        np.matmul(self.A, w_x, out=data.Rx)
+        np.matmul(self.A, w_u, out=data.Ru)

@@ -1,11 +1,13 @@
 """Contact stages: :class:`geppetto.ocp.ContactDynamics` and the contact-force residuals
-on solo12 standing on its four feet (3D point contacts).
+on solo12 standing on its four feet (3D point contacts) and talos on its two soles
+(6D contacts: the centre of pressure).
 
 - f_x, f_u of the contact dynamics, and the Jacobians of the force and friction-cone
   residuals, against central finite differences on the manifold
   (``check_dynamics``, ``check_residual``), for LOCAL and LOCAL_WORLD_ALIGNED
   contacts with Baumgarte gains and joint damping; tolerance 1e-6 (scaled errors,
   as in test_ocp_derivatives.py);
+- the stage's discrete dynamics (euler, rk2) against finite differences;
 - the kinematics the stage leaves for the kinematic residuals are those of the knots;
 - the residuals read the forces of the same knots from the stage, and evaluate them
   themselves when the stamp does not match (a line search);
@@ -208,3 +210,67 @@ def test_standing_problem_fddp():
     dynamics.calc(data, result.xs[:N], result.us)
     vertical = data.lam.reshape(N, 4, 3)[:, :, 2].sum(axis=1)
     np.testing.assert_allclose(vertical, total_weight(model), rtol=0.2)
+
+
+@pytest.mark.parametrize("scheme", ["euler", "rk2"])
+def test_contact_stage_integrator(scheme):
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0)
+    xs, us = perturbed_states(dynamics, seed=5)
+    stage = ocp.StageModel(dynamics, dt=0.01, integrator=scheme)
+    errors = ocp.check_integrator(stage, xs, us)
+    assert max(errors) < RTOL_FD, errors
+
+
+SOLES = ("left_sole_link", "right_sole_link")
+
+
+@functools.lru_cache(maxsize=None)
+def talos_on_soles(reference):
+    model = gp.robots.load("talos").model
+    contacts = [gp.dynamics.contact_6d(model, sole, reference=reference, Kp=5.0, Kd=2.0)
+                for sole in SOLES]
+    return ocp.ContactDynamics(model, contacts)
+
+
+@pytest.mark.parametrize("reference", ["LOCAL", "LOCAL_WORLD_ALIGNED"])
+def test_six_d_contact_residual_jacobians(reference):
+    """talos on its two soles (6D): contact dynamics, wrench, friction cone and
+    centre-of-pressure Jacobians against finite differences, near half-sitting."""
+    dynamics = talos_on_soles(reference)
+    robot = gp.robots.load("talos")
+    rng = rng_for("talos-contacts")
+    x0 = np.repeat(np.r_[robot.q0, np.zeros(robot.model.nv)][None], 2, axis=0)
+    xs = dynamics.state.integrate(x0, 0.05 * rng.standard_normal((2, dynamics.state.ndx)))
+    us = dynamics.quasi_static(xs) + 0.3 * rng.standard_normal((2, dynamics.nu))
+    if reference == "LOCAL":
+        errors = ocp.check_dynamics(dynamics, xs, us)
+        assert max(errors) < RTOL_FD, errors
+    residuals = [ocp.ContactForceResidual(dynamics, SOLES[1]),
+                 ocp.FrictionConeResidual(dynamics, 0, mu=0.8),
+                 ocp.CenterOfPressureResidual(dynamics, SOLES[0], length=0.2, width=0.1)]
+    for residual in residuals:
+        errors = ocp.check_residual(residual, dynamics.state, xs, us)
+        assert max(errors) < RTOL_FD, (type(residual).__name__, errors)
+
+
+def test_center_of_pressure_rows():
+    """With the quasi-static forces at half-sitting, the rows are the documented ones,
+    positive for a generous sole (the CoP lies inside); a point contact is refused."""
+    dynamics = talos_on_soles("LOCAL")
+    robot = gp.robots.load("talos")
+    xs = np.r_[robot.q0, np.zeros(robot.model.nv)][None]
+    us = dynamics.quasi_static(xs)
+    wide = ocp.CenterOfPressureResidual(dynamics, 0, length=1.0, width=1.0)
+    data = wide.create_data(1, dynamics.state.ndx, dynamics.nu)
+    wide.calc(data, None, xs, us)
+    assert np.all(data.r > 0.0)
+    contact = dynamics.create_data(1)
+    dynamics.calc(contact, xs, us)
+    f, tau = contact.lam[0, 0:3], contact.lam[0, 3:6]
+    cop = np.array([-tau[1] / f[2], tau[0] / f[2]])
+    half = 0.5 * np.array([1.0, 1.0])
+    np.testing.assert_allclose(data.r[0], [half[0] * f[2] + tau[1], half[0] * f[2] - tau[1],
+                                           half[1] * f[2] - tau[0], half[1] * f[2] + tau[0]])
+    assert np.all(np.abs(cop) < 0.5)
+    with pytest.raises(ValueError, match="6D contact"):
+        ocp.CenterOfPressureResidual(contact_dynamics(), 0, 0.2, 0.1)
