@@ -167,15 +167,16 @@ class ShootingProblem:
         """Constraint residual data per phase: [(model, start, stop, [residual data])]."""
         xs, us = self._validate(xs, us)
         out = []
-        for model, start, stop, data in self.phases:
-            if model.constraints:
-                out.append((model, start, stop,
-                            model.calc_constraints(data, xs[start:stop], us[start:stop],
-                                                   with_derivatives)))
-        if self.terminal_model.constraints:
-            out.append((self.terminal_model, self.N, self.N + 1,
-                        self.terminal_model.calc_constraints(self.terminal_data, xs[self.N:],
-                                                             None, with_derivatives)))
+        with _numba_threads(self.nthreads):
+            for model, start, stop, data in self.phases:
+                if model.constraints:
+                    out.append((model, start, stop,
+                                model.calc_constraints(data, xs[start:stop], us[start:stop],
+                                                       with_derivatives)))
+            if self.terminal_model.constraints:
+                out.append((self.terminal_model, self.N, self.N + 1,
+                            self.terminal_model.calc_constraints(
+                                self.terminal_data, xs[self.N:], None, with_derivatives)))
         return out
 
     def set_reference(self, residual, values):
