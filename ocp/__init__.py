@@ -37,5 +37,5 @@ from .checks import (check_dynamics, check_integrator, check_residual, check_cos
                      check_activation, check_problem_gradient, dynamics_derivatives_fd,
                      integrator_derivatives_fd, residual_derivatives_fd, cost_derivatives_fd,
                      problem_gradient_fd)
-from .contacts import (ContactDynamics, ContactForceResidual, FrictionConeResidual,
-                       CenterOfPressureResidual)
+from .contacts import (ContactDynamics, ImpulseDynamics, ContactForceResidual,
+                       FrictionConeResidual, CenterOfPressureResidual)

@@ -19,6 +19,12 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
   Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
   the world Jacobians J of every knot in ``data.dynamics``, which the
   kinematic residuals read.
+- :class:`ImpulseDynamics`: a touchdown as a stage (Pinocchio's
+  ``impulseDynamics``): x' = (q, v+) with v+, Lambda = impulse_dynamics(q, v),
+  written as the field f = (0, v+ - v) of a StageModel with ``dt=1`` and the
+  Euler scheme (x' = x (+) f exactly); f_x = [[0, 0], [dv+_dq, dv+_dv - I]],
+  f_u = 0 (its controls, kept for a uniform nu, act on nothing).  Its
+  ``lam`` is the impulse Lambda (N s), which the force residuals read alike.
 - :class:`ContactForceResidual`: r = lambda_c - lambda_ref (one constraint's
   rows).
 - :class:`FrictionConeResidual`: the linearized (pyramidal) Coulomb cone of
@@ -42,8 +48,9 @@ stage.
 import numba
 import numpy as np
 
-from ..dynamics.constrained_dynamics import (constraint_dynamics_derivatives_parallel,
-                                             constraint_dynamics_parallel, _settings)
+from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
+                                             _settings, constraint_dynamics_derivatives_parallel,
+                                             constraint_dynamics_parallel)
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian
 from ..dynamics.kinematics import LOCAL
 from ..dynamics.model import FREE_FLYER
@@ -235,6 +242,86 @@ class ContactDynamics:
     def __repr__(self):
         return (f"ContactDynamics({self.model.name!r}, {self.constraints.names}, "
                 f"nu={self.nu})")
+
+
+class ImpulseDynamics(ContactDynamics):
+    """Impact of the contacts ``constraints`` (a touchdown), as a stage field.
+
+    Use it as ``StageModel(ImpulseDynamics(...), costs, dt=1.0)`` (Euler): the
+    stage maps x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and
+    Jc v+ = -e Jc v- (``restitution`` e, 0 for a plastic impact).  ``actuation``
+    only sets nu, to match the neighbouring stages (default as
+    :class:`ContactDynamics`); the controls have no effect (f_u = 0), so give
+    the stage a control regularization.  Stage costs are not scaled (dt = 1),
+    as Crocoddyl's impulse models.  ``data.lam`` holds Lambda (K, nc),
+    ``data.dynamics.ddq`` holds v+.
+    """
+
+    def __init__(self, model, constraints, actuation=None, restitution=0.0, mu=0.0,
+                 max_iterations=1, accuracy=1e-12, armature=None):
+        super().__init__(model, constraints, actuation, mu, max_iterations, accuracy, armature)
+        restitution = float(restitution)
+        if not 0.0 <= restitution <= 1.0:
+            raise ValueError(f"restitution = {restitution!r}: expected a number in [0, 1]")
+        self.restitution = restitution
+        gravity = np.zeros(6)
+        gravity.setflags(write=False)
+        self.arrays_without_gravity = self.arrays._replace(gravity=gravity)
+        gains = np.zeros(self.constraints.arrays.n)
+        gains.setflags(write=False)
+        self.constraints_without_gains = self.constraints.arrays._replace(Kp=gains, Kd=gains)
+
+    def _states(self, xs):
+        nq = self.model.nq
+        return np.ascontiguousarray(xs[:, :nq]), np.ascontiguousarray(xs[:, nq:])
+
+    def _field(self, data, vs):
+        nv = self.model.nv
+        data.f[:, :nv] = 0.0
+        np.subtract(data.dynamics.ddq, vs, out=data.f[:, nv:])
+
+    def calc(self, data, xs, us):
+        """f = (0, v+ - v-) for every knot; data.lam the impulses."""
+        qs, vs = self._states(xs)
+        d = data.dynamics
+        regular = _impulse_dynamics(
+            self.arrays, self.constraints.arrays, qs, vs, self.restitution, self.mu,
+            self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
+            d.ddq, data.lam, data.iterations)
+        data.regular[:] = regular
+        self._check_regular(data)
+        self._field(data, vs)
+        data.stamp(xs, us, VALUES)
+        return data.f
+
+    def calc_diff(self, data, xs, us):
+        """f, f_x, f_u (zero) for every knot; lam, lam_x, lam_u (zero)."""
+        qs, vs = self._states(xs)
+        d = data.dynamics
+        regular = _impulse_dynamics_derivatives(
+            self.arrays, self.arrays_without_gravity, self.constraints.arrays,
+            self.constraints_without_gains, qs, vs, self.restitution, self.mu,
+            self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
+            d.ddq, data.lam, data.iterations, d.ddq_dq, d.ddq_dv, data.dlam_dq, data.dlam_dv)
+        data.regular[:] = regular
+        self._check_regular(data)
+        self._field(data, vs)
+        nv = self.model.nv
+        data.f_x[:, :nv, :] = 0.0
+        data.f_x[:, nv:, :nv] = d.ddq_dq
+        data.f_x[:, nv:, nv:] = d.ddq_dv
+        idx = np.arange(nv)
+        data.f_x[:, nv + idx, nv + idx] -= 1.0
+        data.f_u[:] = 0.0
+        data.lam_x[:, :, :nv] = data.dlam_dq
+        data.lam_x[:, :, nv:] = data.dlam_dv
+        data.lam_u[:] = 0.0
+        data.stamp(xs, us, DERIVATIVES)
+        return data.f, data.f_x, data.f_u
+
+    def __repr__(self):
+        return (f"ImpulseDynamics({self.model.name!r}, {self.constraints.names}, "
+                f"restitution={self.restitution})")
 
 
 # --- residuals on the contact forces ------------------------------------------------------

@@ -12,8 +12,12 @@ on solo12 standing on its four feet (3D point contacts) and talos on its two sol
 - the residuals read the forces of the same knots from the stage, and evaluate them
   themselves when the stamp does not match (a line search);
 - quasi_static holds the robot still (ddq = 0);
+- impulse stages (touchdown, restitution 0 and 0.5): the field and its Jacobians
+  against finite differences, x' = (q, v+) of ``impulse_dynamics``, the impulse
+  residual's Jacobians;
 - a short standing problem solved by FDDP from zero controls: the cost decreases and
-  the solution is feasible, with the feet's vertical forces carrying the weight.
+  the solution is feasible, with the feet's vertical forces carrying the weight;
+  a flight - touchdown - stance problem solved by FDDP.
 """
 import functools
 
@@ -274,3 +278,58 @@ def test_center_of_pressure_rows():
     assert np.all(np.abs(cop) < 0.5)
     with pytest.raises(ValueError, match="6D contact"):
         ocp.CenterOfPressureResidual(contact_dynamics(), 0, 0.2, 0.1)
+
+
+@pytest.mark.parametrize("restitution", [0.0, 0.5])
+def test_impulse_stage(restitution):
+    model = solo12().model
+    impulse = ocp.ImpulseDynamics(model, contact_dynamics().constraints, restitution=restitution)
+    xs, us = perturbed_states(impulse, seed=6)
+    errors = ocp.check_dynamics(impulse, xs, us)
+    assert max(errors) < RTOL_FD, errors
+    stage = ocp.StageModel(impulse, dt=1.0)
+    errors = ocp.check_integrator(stage, xs, us)
+    assert max(errors) < RTOL_FD, errors
+    errors = ocp.check_residual(ocp.ContactForceResidual(impulse, 2), impulse.state, xs, us)
+    assert max(errors) < RTOL_FD, errors
+    data = stage.integrator.create_data(K)
+    xnext = stage.integrator.calc(data, xs, us)
+    q, v = xs[:, :model.nq], xs[:, model.nq:]
+    v_after, Lambda = gp.dynamics.impulse_dynamics(model, model.create_data(), q, v,
+                                                   impulse.constraints, restitution=restitution)
+    np.testing.assert_allclose(xnext[:, :model.nq], q, atol=1e-14)
+    np.testing.assert_allclose(xnext[:, model.nq:], v_after, atol=1e-12)
+    np.testing.assert_allclose(data.stages[0].lam, Lambda, atol=1e-12)
+
+
+def test_touchdown_problem_fddp():
+    """Flight (floating base, no contact) for 3 knots, a touchdown impulse, then 4
+    stance knots: FDDP from zero controls ends feasible with the cost decreased, and
+    the feet stop at the impact (restitution 0)."""
+    model = solo12().model
+    stance = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    flight = ocp.FreeDynamics(model, ocp.Actuation.floating_base(model))
+    impulse = ocp.ImpulseDynamics(model, stance.constraints)
+    x0 = standing_state()
+    x0[model.nq + 2] = -0.3                     # falling at 0.3 m/s
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(stance.state, standing_state()),
+                     ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(stance.nu), weight=1e-3)
+    models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
+              + [ocp.StageModel(impulse, [x_reg, u_reg], dt=1.0)]
+              + [ocp.StageModel(stance, [x_reg, u_reg], dt=0.02)] * 4)
+    terminal = ocp.TerminalModel(stance.state, [x_reg])
+    problem = ocp.ShootingProblem(x0, models, terminal)
+    N = problem.N
+    us = np.zeros((N, stance.nu))
+    initial = problem.calc(problem.rollout(us), us)
+    result = gp.solvers.FDDP(problem).solve(np.repeat(x0[None], N + 1, axis=0), us,
+                                            max_iter=50)
+    assert result.gaps < 1e-8, result
+    assert result.cost < initial, result
+    assert result.converged, result
+    foot_velocity = gp.dynamics.constraint_jacobian(
+        model, model.create_data(), result.xs[4, :model.nq], stance.constraints) @ \
+        result.xs[4, model.nq:]
+    assert np.abs(foot_velocity).max() < 1e-9
