@@ -25,6 +25,9 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
   Euler scheme (x' = x (+) f exactly); f_x = [[0, 0], [dv+_dq, dv+_dv - I]],
   f_u = 0 (its controls, kept for a uniform nu, act on nothing).  Its
   ``lam`` is the impulse Lambda (N s), which the force residuals read alike.
+- :func:`gait_stages`: the running stages of a multi-phase problem from a gait
+  description (which feet touch the ground for how many knots), with an impulse
+  stage at every touchdown.
 - :class:`ContactForceResidual`: r = lambda_c - lambda_ref (one constraint's
   rows).
 - :class:`FrictionConeResidual`: the linearized (pyramidal) Coulomb cone of
@@ -51,12 +54,13 @@ import numpy as np
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constraint_dynamics_derivatives_parallel,
                                              constraint_dynamics_parallel)
-from ..dynamics.constraints import as_constraint_set, constraint_jacobian
-from ..dynamics.kinematics import LOCAL
+from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
+from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
 from ..dynamics.rnea import generalized_gravity
-from .dynamics import Actuation, DynamicsData
+from .dynamics import Actuation, DynamicsData, FreeDynamics
 from .residuals import Residual
+from .stage import StageModel
 from .state import StateMultibody
 
 # What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
@@ -322,6 +326,82 @@ class ImpulseDynamics(ContactDynamics):
     def __repr__(self):
         return (f"ImpulseDynamics({self.model.name!r}, {self.constraints.names}, "
                 f"restitution={self.restitution})")
+
+
+# --- gaits -------------------------------------------------------------------------------
+
+class GaitPhase:
+    """What :func:`gait_stages` tells the ``costs`` function about a stage: ``index``
+    of the gait entry, ``feet`` in contact (tuple of frame names), ``dynamics``,
+    ``start`` (its first knot in the problem), ``knots`` (its number of knots),
+    ``impulse`` (True for a touchdown stage, one knot)."""
+
+    __slots__ = ("index", "feet", "dynamics", "start", "knots", "impulse")
+
+    def __init__(self, index, feet, dynamics, start, knots, impulse):
+        self.index, self.feet, self.dynamics = index, feet, dynamics
+        self.start, self.knots, self.impulse = start, knots, impulse
+
+    def __repr__(self):
+        kind = "impulse" if self.impulse else "phase"
+        return f"GaitPhase({kind} {self.index}, feet={self.feet}, knots={self.start}+{self.knots})"
+
+
+def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, Kp=0.0,
+                Kd=0.0, actuation=None, impulses=True, integrator="euler"):
+    """Running stages of a multi-phase legged problem from a gait description.
+
+    Parameters
+    ----------
+    model : dynamics Model with a free-flyer root.
+    gait : sequence of ``(feet, knots)``: the frames in contact (names; empty for
+        a flight phase) during ``knots`` knots.  Consecutive entries are phases.
+    costs : ``costs(phase) -> list of Cost`` for a :class:`GaitPhase` (build the
+        force, friction-cone and swing-foot terms there; per-knot references can
+        use ``phase.start`` and ``phase.knots``).
+    dt : step of the phases.  size : 3 (point feet) or 6 (soles).
+    reference, Kp, Kd : the contacts' frame and Baumgarte gains.
+    actuation : default floating base.
+    impulses : insert an :class:`ImpulseDynamics` stage (dt = 1) before every phase
+        in which a foot touches down, with all the feet of that phase.
+    integrator : scheme of the phases.
+
+    Returns
+    -------
+    (stages, phases): the N running :class:`~.stage.StageModel` (one object per
+    phase, repeated: each phase is evaluated in one kernel call) and the list of
+    :class:`GaitPhase`.  Pass the stages to ``ShootingProblem(x0, stages,
+    terminal)``.
+    """
+    if size not in (3, 6):
+        raise ValueError(f"contact size {size!r}: expected 3 (point) or 6 (sole)")
+    make_contact = contact_3d if size == 3 else contact_6d
+    actuation = Actuation.floating_base(model) if actuation is None else actuation
+    stages, phases, previous, start = [], [], (), 0
+    for index, (feet, knots) in enumerate(gait):
+        feet, knots = tuple(feet), int(knots)
+        if knots < 1:
+            raise ValueError(f"gait entry {index}: expected at least one knot, got {knots}")
+        contacts = [make_contact(model, foot, reference=reference, Kp=Kp, Kd=Kd)
+                    for foot in feet]
+        if impulses and index > 0 and set(feet) - set(previous):
+            impulse = ImpulseDynamics(model, contacts, actuation)
+            phase = GaitPhase(index, feet, impulse, start, 1, True)
+            stages.append(StageModel(impulse, costs(phase), dt=1.0, name=f"impulse {index}"))
+            phases.append(phase)
+            start += 1
+        if feet:
+            dynamics = ContactDynamics(model, contacts, actuation)
+        else:
+            dynamics = FreeDynamics(model, actuation)
+        phase = GaitPhase(index, feet, dynamics, start, knots, False)
+        stage = StageModel(dynamics, costs(phase), dt=dt, integrator=integrator,
+                           name=f"phase {index}")
+        stages.extend([stage] * knots)
+        phases.append(phase)
+        start += knots
+        previous = feet
+    return stages, phases
 
 
 # --- residuals on the contact forces ------------------------------------------------------

@@ -17,7 +17,9 @@ on solo12 standing on its four feet (3D point contacts) and talos on its two sol
   residual's Jacobians;
 - a short standing problem solved by FDDP from zero controls: the cost decreases and
   the solution is feasible, with the feet's vertical forces carrying the weight;
-  a flight - touchdown - stance problem solved by FDDP.
+  a flight - touchdown - stance problem solved by FDDP;
+- gait_stages: the stages of a trot step (stance, two feet swinging, touchdown
+  impulse, stance), solved by FDDP with the swing feet lifted.
 """
 import functools
 
@@ -333,3 +335,54 @@ def test_touchdown_problem_fddp():
         model, model.create_data(), result.xs[4, :model.nq], stance.constraints) @ \
         result.xs[4, model.nq:]
     assert np.abs(foot_velocity).max() < 1e-9
+
+
+def test_gait_stages_trot_step():
+    model = solo12().model
+    swing = ("FR_FOOT", "HL_FOOT")
+    diagonal = ("FL_FOOT", "HR_FOOT")
+    x0 = standing_state()
+    data = model.create_data()
+    gp.dynamics.forward_kinematics(model, data, x0[:model.nq])
+    ground = {foot: gp.dynamics.frame_placement(model, data, model.frame_id(foot))[1]
+              for foot in FEET}
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(ocp.StateMultibody(model), x0),
+                     ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(12), weight=1e-3)
+    lift = {foot: ocp.FrameTranslationResidual(model, foot, ground[foot] + [0.0, 0.0, 0.05],
+                                               axes=[2]) for foot in swing}
+
+    def costs(phase):
+        terms = [x_reg, u_reg]
+        if phase.impulse:
+            return terms
+        for foot in phase.feet:
+            cone = ocp.FrictionConeResidual(phase.dynamics, foot, mu=0.7)
+            terms.append(ocp.Cost(cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0))
+        for foot in set(FEET) - set(phase.feet):
+            terms.append(ocp.Cost(lift[foot], weight=1e3))
+        return terms
+
+    gait = [(FEET, 3), (diagonal, 5), (FEET, 3)]
+    stages, phases = ocp.gait_stages(model, gait, costs, dt=0.02)
+    assert len(stages) == 3 + 5 + 1 + 3
+    assert [p.impulse for p in phases] == [False, False, True, False]
+    assert [(p.start, p.knots) for p in phases] == [(0, 3), (3, 5), (8, 1), (9, 3)]
+    assert stages[8].dt == 1.0 and isinstance(stages[8].dynamics, ocp.ImpulseDynamics)
+    assert stages[3] is stages[7] and stages[2] is not stages[3]
+    assert phases[1].dynamics.constraints.names == list(diagonal)
+    problem = ocp.ShootingProblem(x0, stages, ocp.TerminalModel(ocp.StateMultibody(model),
+                                                                [x_reg]))
+    N = problem.N
+    result = gp.solvers.FDDP(problem).solve(np.repeat(x0[None], N + 1, axis=0),
+                                            np.zeros((N, 12)), max_iter=100)
+    assert result.converged and result.gaps < 1e-8, result
+    for foot in swing:                  # lifted during the swing (knots 4 to 8)
+        heights = []
+        for x in result.xs[4:9]:
+            gp.dynamics.forward_kinematics(model, data, x[:model.nq])
+            heights.append(gp.dynamics.frame_placement(model, data, model.frame_id(foot))[1][2])
+        assert max(heights) > ground[foot][2] + 0.01, (foot, heights)
+    with pytest.raises(ValueError, match="at least one knot"):
+        ocp.gait_stages(model, [(FEET, 0)], costs, dt=0.02)
