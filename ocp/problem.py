@@ -241,6 +241,9 @@ class ShootingProblem:
         us = np.zeros((self.N, self.nu))
         for model, start, stop, data in self.phases:
             dynamics = model.dynamics
+            if hasattr(dynamics, "quasi_static"):     # e.g. contact dynamics: B u + Jc^T lambda = g
+                us[start:stop] = dynamics.quasi_static(xs[start:stop])
+                continue
             if not isinstance(dynamics, FreeDynamics):
                 continue                      # no gravity model: zero controls
             q = xs[start:stop, :dynamics.model.nq]

@@ -156,8 +156,9 @@ class TerminalModel:
 
     def __init__(self, state_or_model, costs=(), constraints=(), name="terminal",
                  state_bounds=None):
-        if isinstance(state_or_model, FreeDynamics):
-            state = state_or_model.state
+        if isinstance(state_or_model, FreeDynamics) or (
+                hasattr(state_or_model, "calc_diff") and hasattr(state_or_model, "state")):
+            state = state_or_model.state        # any dynamics object
         elif hasattr(state_or_model, "ndx"):
             state = state_or_model
         elif hasattr(state_or_model, "dynamics") and hasattr(state_or_model, "state"):
