@@ -8,8 +8,9 @@ import os
 import numpy as np
 import pytest
 
-OCP_EXAMPLES = ("ur5_reaching", "panda_reaching", "pendulum_swingup", "pendulum_swingup_box")
-MPC_EXAMPLES = ("ur5_mpc_circle", "cartpole_mpc_push")
+OCP_EXAMPLES = ("ur5_reaching", "panda_reaching", "pendulum_swingup", "pendulum_swingup_box",
+                "solo12_trot")
+MPC_EXAMPLES = ("ur5_mpc_circle", "cartpole_mpc_push", "solo12_balance_push")
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +81,55 @@ def test_cartpole_mpc_recovers_from_the_push(run_example):
     assert deviation[peak] > 0.05                      # the push did knock it over a bit
     assert deviation[-1] < 0.2 * deviation[peak]       # and MPC brought it back
     assert np.all(np.abs(log.xs[:, 1]) < 0.5)          # the pole never fell
+
+
+def _com_heights(problem, xs):
+    from geppetto.dynamics import center_of_mass
+    model = problem.state.model
+    data = model.create_data()
+    return np.array([center_of_mass(model, data, x[:model.nq])[2] for x in xs])
+
+
+def test_solo12_jump_takes_off_and_lands(run_example):
+    """The guess (standing through the flight) is infeasible; the solution closes the
+    gaps, lifts the centre of mass in the flight phase and lands the feet where they
+    took off."""
+    from geppetto.dynamics import frame_placement
+    from geppetto.examples import solo12_jump
+    problem, result = run_example("solo12_jump")
+    assert np.all(np.isfinite(result.xs)) and result.gaps < 1e-8, result
+    heights = _com_heights(problem, result.xs)
+    assert heights.max() > heights[0] + 0.3 * solo12_jump.JUMP_HEIGHT
+    model = problem.state.model
+    data = model.create_data()
+    touchdown = [k for k, stage in enumerate(problem.running_models) if stage.dt == 1.0]
+    assert len(touchdown) == 1
+    for foot in solo12_jump.FEET:
+        start = frame_placement(model, data, foot, result.xs[0, :model.nq])[1]
+        land = frame_placement(model, data, foot, result.xs[touchdown[0], :model.nq])[1]
+        assert np.linalg.norm(land - start) < 0.01, (foot, start, land)
+
+
+def test_talos_squat_goes_down_and_up(run_example):
+    from geppetto.examples import talos_squat
+    problem, result = run_example("talos_squat")
+    assert np.all(np.isfinite(result.xs)) and result.gaps < 1e-8, result
+    assert result.cost < initial_guess_cost(problem), result
+    heights = _com_heights(problem, result.xs)
+    assert heights.min() < heights[0] - 0.5 * talos_squat.DEPTH
+    assert heights[-1] > heights[0] - 0.25 * talos_squat.DEPTH
+    running = problem.running_models[0]
+    assert np.all(result.us >= running.u_lower - 1e-9)
+    assert np.all(result.us <= running.u_upper + 1e-9)
+
+
+def test_solo12_balance_recovers_from_the_push(run_example):
+    log, base = run_example("solo12_balance_push")     # base position - standing (T+1, 3)
+    assert np.all(np.isfinite(log.xs))
+    deviation = np.linalg.norm(base, axis=1)
+    peak = int(np.argmax(deviation))
+    assert base[peak, 1] > 5e-3                        # the lateral push moved the trunk
+    assert deviation[-1] < 0.2 * deviation[peak]       # and MPC brought it back
+    quaternions = log.xs[:, 3:7]                       # (x, y, z, w): upright all along
+    assert np.all(1.0 - 2.0 * (quaternions[:, 0] ** 2 + quaternions[:, 1] ** 2) > 0.99)
+    assert log.extra["contact_forces"][:, 2::3].min() > 0.0   # no foot would have lifted
