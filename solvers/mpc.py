@@ -9,7 +9,11 @@
 - :class:`Simulator`: the "true" plant: the multibody integrated with RK4 at
   a finer step than the controller (one jitted kernel per control step), with
   an optional model mismatch (another Model, e.g. a payload) and external
-  pushes (a force on a body for a time window).
+  pushes (a force on a body for a time window).  With ``constraints=`` (rigid
+  contacts, e.g. the feet of a standing robot) the plant integrates the
+  constrained dynamics instead (ddq from ``constraint_dynamics``, stabilized
+  by the constraints' own Baumgarte gains), the pushes entering as the
+  generalized force -J^T f of the pushed bodies.
 - :func:`run_mpc`: the closed loop, logging states, controls, solve times and
   iteration counts, with a progress line for long runs.
 """
@@ -21,7 +25,10 @@ import numpy as np
 
 from ..dynamics.config import kernel
 from ..ocp.dynamics import Actuation
-from ..ocp.step import SCHEME_CODES, free_step, step_workspace
+from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settings,
+                                             constrained_workspace)
+from ..dynamics.constraints import as_constraint_set
+from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
 from .ddp import FDDP
 
 
@@ -94,6 +101,61 @@ def _simulate(m, B, damping, dt, n_steps, x, u, f_ext, out, ws):
             current[i] = out[i]
 
 
+@kernel
+def _constrained_field(m, ca, B, damping, tau_ext, mu, max_iter, accuracy, x, u, out, ws, cws,
+                       liR, lip, oR, op, J, oY, M, ddq, lam):
+    """out (2 nv,) = (v, ddq) with ddq, lam = constraint_dynamics(q, v, B u - D v + tau_ext);
+    returns whether J M^-1 J^T + mu I was regular."""
+    nq, nv = m.nq, m.nv
+    tau = ws[0][14]
+    for i in range(nv):
+        s = tau_ext[i] - damping[i] * x[nq + i]
+        for j in range(B.shape[1]):
+            s += B[i, j] * u[j]
+        tau[i] = s
+    _, ok = _constraint_dynamics_state(m, ca, x[:nq], x[nq:], tau, mu, max_iter, accuracy, liR,
+                                       lip, oR, op, J, oY, M, ddq, lam, cws)
+    for i in range(nv):
+        out[i] = x[nq + i]
+        out[nv + i] = ddq[i]
+    return ok
+
+
+@kernel
+def _simulate_constrained(m, ca, B, damping, tau_ext, mu, max_iter, accuracy, dt, n_steps, x, u,
+                          out, ws, cws, liR, lip, oR, op, J, oY, M, ddq, lam):
+    """out = x after n_steps RK4 steps of dt of the constrained dynamics with constant u
+    and generalized external force tau_ext; lam holds the forces at the last step's
+    start.  Returns False (and stops) when the contacts were degenerate."""
+    k, w, xi = ws[1]
+    nv = m.nv
+    lam_start = lam.copy()
+    current = x.copy()
+    for _ in range(n_steps):
+        ok = _constrained_field(m, ca, B, damping, tau_ext, mu, max_iter, accuracy, current, u,
+                                k[0], ws, cws, liR, lip, oR, op, J, oY, M, ddq, lam)
+        for i in range(lam.shape[0]):
+            lam_start[i] = lam[i]
+        for stage in range(1, 4):
+            c = 1.0 if stage == 3 else 0.5
+            for i in range(2 * nv):
+                w[i] = c * dt * k[stage - 1, i]
+            _state_integrate(m, current, w, xi, ws)
+            ok = ok and _constrained_field(m, ca, B, damping, tau_ext, mu, max_iter, accuracy,
+                                           xi, u, k[stage], ws, cws, liR, lip, oR, op, J, oY, M,
+                                           ddq, lam)
+        if not ok:
+            return False
+        for i in range(2 * nv):
+            w[i] = dt / 6.0 * (k[0, i] + 2.0 * k[1, i] + 2.0 * k[2, i] + k[3, i])
+        _state_integrate(m, current, w, out, ws)
+        for i in range(out.shape[0]):
+            current[i] = out[i]
+    for i in range(lam.shape[0]):
+        lam[i] = lam_start[i]
+    return True
+
+
 @dataclass
 class Push:
     """A force (3,) in world axes applied at the origin of ``joint`` from
@@ -107,9 +169,26 @@ class Push:
 
 class Simulator:
     """The plant: ``model`` (possibly different from the controller's) under
-    ``actuation``, integrated with RK4 at ``dt``; ``pushes`` a list of :class:`Push`."""
+    ``actuation``, integrated with RK4 at ``dt``; ``pushes`` a list of :class:`Push`.
 
-    def __init__(self, model, dt=1e-3, actuation=None, damping=None, pushes=()):
+    ``constraints``: rigid contacts of the plant (a list of
+    :class:`~geppetto.dynamics.constraints.RigidConstraint` or a ConstraintSet,
+    built on ``model``), or None for the free dynamics.  With contacts, every
+    RK4 stage solves ``constraint_dynamics`` (the KKT system, with ``mu``,
+    ``max_iterations`` and ``accuracy`` its proximal settings) and the drift of
+    the integration is held by the constraints' Baumgarte gains (give them
+    Kp, Kd > 0 and the contact points' world ``target``: without gains the
+    feet slowly drift at the integration error).  The contacts are bilateral
+    (a foot never lifts): read ``contact_forces`` (nc,), the forces at the
+    start of the last simulated step, to check that the normal ones stay
+    positive.  A push then enters as the generalized force tau_ext = -J^T f
+    (RNEA with and without the force) evaluated at the start of the control
+    step and held over it (in the free dynamics the force is held in the
+    body's frame instead); ``constraint_dynamics`` takes no f_ext.
+    """
+
+    def __init__(self, model, dt=1e-3, actuation=None, damping=None, pushes=(),
+                 constraints=None, mu=0.0, max_iterations=1, accuracy=1e-12):
         self.model = model
         self.dt = float(dt)
         self.actuation = Actuation.full(model) if actuation is None else actuation
@@ -117,6 +196,14 @@ class Simulator:
         self.pushes = list(pushes)
         self._ws = step_workspace(model.arrays, model.nq + model.nv)
         self._data = model.create_data()
+        self.constraints = None
+        if constraints is not None:
+            self.constraints = as_constraint_set(model, constraints)
+            self.mu, self.max_iterations, self.accuracy = _settings(mu, max_iterations,
+                                                                    accuracy)
+            self._cws = constrained_workspace(model.arrays, self.constraints.arrays)
+            self._cdata = model.create_data()
+            self.contact_forces = np.zeros(self.constraints.size)
 
     def external_forces(self, x, t):
         """(njoints, 6) local spatial forces of the pushes active at time t."""
@@ -130,9 +217,34 @@ class Simulator:
             f[push.joint, :3] += R[push.joint].T @ np.asarray(push.force, float)
         return f
 
+    def external_torques(self, x, t):
+        """(nv,) generalized force -J^T f of the pushes active at time t (zero if none)."""
+        from ..dynamics.rnea import rnea
+        f = self.external_forces(x, t)
+        if not f.any():
+            return np.zeros(self.model.nv)
+        q, v = x[:self.model.nq], x[self.model.nq:]
+        a = np.zeros(self.model.nv)
+        return rnea(self.model, self._data, q, v, a) - rnea(self.model, self._data, q, v, a, f)
+
+    def _step_constrained(self, x, u, duration, t, n):
+        d, out = self._cdata, np.empty_like(x)
+        ok = _simulate_constrained(
+            self.model.arrays, self.constraints.arrays, self.actuation.B, self.damping,
+            self.external_torques(x, t), self.mu, self.max_iterations, self.accuracy,
+            duration / n, n, np.ascontiguousarray(x, dtype=float),
+            np.ascontiguousarray(u, dtype=float), out, self._ws, self._cws, d.liR[0], d.lip[0],
+            d.oR[0], d.op[0], d.J[0], d.Ycrb[0], d.M[0], d.ddq[0], self.contact_forces)
+        if not ok:
+            raise FloatingPointError(f"contacts {self.constraints.names} are degenerate: "
+                                     f"J M^-1 J^T + mu I is singular (mu = {self.mu})")
+        return out
+
     def step(self, x, u, duration, t=0.0):
         """The state after applying u for ``duration`` seconds from x at time t."""
         n = max(1, int(round(duration / self.dt)))
+        if self.constraints is not None:
+            return self._step_constrained(x, u, duration, t, n)
         out = np.empty_like(x)
         _simulate(self.model.arrays, self.actuation.B, self.damping, duration / n, n,
                   np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(u, dtype=float),
