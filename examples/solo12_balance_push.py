@@ -67,8 +67,6 @@ def main(reduced=False, out="geppetto-examples/solo12_balance_push", live=False)
     plant = gp.solvers.Simulator(model, dt=1e-3, actuation=dynamics.actuation, pushes=[push],
                                  constraints=held)
     duration = 0.8 if reduced else 2.0
-    # one Numba thread: the solver's knot-by-knot rollout of contact stages would
-    # otherwise launch a thread team per knot (ms each on a loaded machine)
     forces = []                      # the plant's contact forces at every control step
     simulate = plant.step
 
@@ -78,6 +76,8 @@ def main(reduced=False, out="geppetto-examples/solo12_balance_push", live=False)
         return x
 
     plant.step = step
+    # one Numba thread: the solver's knot-by-knot rollout of contact stages would
+    # otherwise launch a thread team per knot (ms each on a loaded machine)
     with one_numba_thread():
         log = gp.solvers.run_mpc(mpc, plant, x0, duration, dt)
     log.extra["contact_forces"] = np.array(forces)        # (T, 12), world axes
