@@ -225,8 +225,9 @@ class ShootingProblem:
                               np.ascontiguousarray(us[start:stop]), xs[start:stop + 1])
             else:
                 idata = model.integrator.create_data(1)
-                for k in range(start, stop):
-                    xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1], us[k:k + 1])[0]
+                with _numba_threads(self.nthreads):
+                    for k in range(start, stop):
+                        xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1], us[k:k + 1])[0]
         return xs
 
     def quasi_static(self, xs):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ocp.dynamics import FreeDynamics
+from ..ocp.problem import _numba_threads
 from ..ocp.step import SCHEME_CODES, step_workspace
 from .callbacks import CallbackVerbose
 from .forward import forward_pass_free
@@ -125,6 +126,27 @@ class FDDP:
         us_try = np.empty_like(us)
         xnext = np.empty((problem.N, problem.nx))
         predicted = problem.x0
+        with _numba_threads(problem.nthreads):
+            xnext_or_none = self._rollout_phases(xs, us, gaps, alpha, use_gaps, xs_try, us_try,
+                                                 xnext, predicted)
+        if xnext_or_none is None:
+            return None
+        predicted = xnext_or_none
+        state = problem.state
+        if use_gaps:
+            xs_try[-1] = state.integrate(predicted[None], (alpha - 1.0) * gaps[-1:])[0]
+        else:
+            xs_try[-1] = predicted
+        if not (np.all(np.isfinite(xs_try)) and np.all(np.isfinite(us_try))):
+            return None
+        cost = problem.calc_costs(xs_try, us_try)
+        if not np.isfinite(cost):
+            return None
+        return xs_try, us_try, xnext, cost
+
+    def _rollout_phases(self, xs, us, gaps, alpha, use_gaps, xs_try, us_try, xnext, predicted):
+        """The trial rollout phase by phase; returns the last predicted state or None."""
+        problem = self.problem
         for model, start, stop, _ in problem.phases:
             dynamics = model.dynamics
             try:
@@ -146,17 +168,7 @@ class FDDP:
                 # a diverging rollout reached a singular state (Numba raises on x / 0.0)
                 return None
             predicted = xnext[stop - 1]
-        state = problem.state
-        if use_gaps:
-            xs_try[-1] = state.integrate(predicted[None], (alpha - 1.0) * gaps[-1:])[0]
-        else:
-            xs_try[-1] = predicted
-        if not (np.all(np.isfinite(xs_try)) and np.all(np.isfinite(us_try))):
-            return None
-        cost = problem.calc_costs(xs_try, us_try)
-        if not np.isfinite(cost):
-            return None
-        return xs_try, us_try, xnext, cost
+        return predicted
 
     def _python_rollout(self, model, start, stop, xs, us, gaps, alpha, use_gaps, predicted,
                         xs_try, us_try, xnext):
