@@ -18,8 +18,9 @@ best of the repeats (the JSON also keeps the median):
              scratch allocation included and no Python.
 (c) python   one state per public call, from a Python loop over the K states;
              beside it Pinocchio's Python call (``pin.rnea``, ``pin.aba``,
-             ``pin.crba``, ``pin.computeMinverse``) in the same loop over the
-             same states, and the ratios ours / Pinocchio.
+             ``pin.crba``, ``pin.computeMinverse``) over the same states in
+             the same kind of loop, repeats interleaved with ours, and the
+             ratios ours / Pinocchio.
 C++          the Pinocchio 4.1 C++ (-O3) anchors of DESIGN.md, measured on this
              machine kind.  The target: (a) <= Pinocchio's time per call.
 
@@ -30,7 +31,8 @@ same thing.
 
 First-call latency: in a fresh interpreter, the first call of each function
 (ur5, one state; the kernels do not depend on the robot) with an empty
-NUMBA_CACHE_DIR (compile), then again with the cache that run filled (load).
+NUMBA_CACHE_DIR (compile), then again with the cache that run filled (load),
+in wall-clock and CPU seconds.
 
 Writes ``results/dynamics.json`` and ``results/dynamics.png`` beside this file.
 """
