@@ -28,22 +28,23 @@ def swing_arc(start, knots):
     return start + np.c_[STEP_LENGTH * s, np.zeros(knots), STEP_HEIGHT * (1 - np.abs(2 * s - 1))]
 
 
-def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
-    robot = gp.robots.load("solo12")
-    model = robot.model
-    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+def trotting_problem(model, x0, steps, step_knots, support_knots, dt):
+    """The ShootingProblem of ``steps`` diagonal steps from the standing state x0
+    (also what benchmarks/contacts.py solves beside Crocoddyl)."""
     data = model.create_data()
-    gp.dynamics.forward_kinematics(model, data, robot.q0)
+    q0 = x0[:model.nq]
+    gp.dynamics.forward_kinematics(model, data, q0)
     feet = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1].copy() for f in FEET}
-    com0 = gp.dynamics.center_of_mass(model, data, robot.q0).copy()
-    steps, step_knots, support_knots = (2, 8, 2) if reduced else (4, 25, 2)
-    dt = 0.02 if reduced else 0.01
+    com0 = gp.dynamics.center_of_mass(model, data, q0).copy()
+    com0[:2] = np.mean([feet[f][:2] for f in FEET], axis=0)       # above the feet's centre
 
     state = gp.ocp.StateMultibody(model)
     weights = np.r_[np.zeros(3), np.full(3, 500.0), np.full(model.nv - 6, 0.01),
                     np.full(6, 10.0), np.ones(model.nv - 6)]
-    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights),
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights**2),
                         weight=10.0)
+    weights = np.r_[np.ones(6), np.full(model.nv - 6, 10.0), np.full(model.nv, 10.0)]
+    x_reg_impulse = gp.ocp.Cost(x_reg.residual, gp.ocp.WeightedQuadratic(weights**2), weight=10.0)
     u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(model.nv - 6), weight=0.1)
 
     gait, plan = [(FEET, support_knots)], {}
@@ -53,13 +54,11 @@ def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
         plan[2 * step + 1] = PAIRS[step % 2]
 
     def costs(phase):
-        terms = [x_reg, u_reg]
         swing = plan.get(phase.index, ())
         if phase.impulse:          # the feet that touched down land where the step ends
-            for foot in plan.get(phase.index - 1, ()):
-                terms.append(gp.ocp.Cost(gp.ocp.FrameTranslationResidual(
-                    model, foot, feet[foot]), weight=1e6))
-            return terms
+            return [x_reg_impulse, u_reg] + [gp.ocp.Cost(gp.ocp.FrameTranslationResidual(
+                model, foot, feet[foot]), weight=1e7) for foot in plan.get(phase.index - 1, ())]
+        terms = [x_reg, u_reg]
         for foot in phase.feet:
             cone = gp.ocp.FrictionConeResidual(phase.dynamics, foot, mu=0.7)
             terms.append(gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0))
@@ -75,9 +74,18 @@ def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
             com0[:] = com[-1]
         return terms
 
-    stages, phases = gp.ocp.gait_stages(model, gait, costs, dt=dt)
+    stages, phases = gp.ocp.gait_stages(model, gait, costs, dt=dt, Kd=50.0)
     terminal = gp.ocp.TerminalModel(state, [x_reg])
-    problem = gp.ocp.ShootingProblem(x0, stages, terminal)
+    return gp.ocp.ShootingProblem(x0, stages, terminal)
+
+
+def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    steps, step_knots, support_knots = (2, 8, 2) if reduced else (4, 25, 2)
+    dt = 0.02 if reduced else 0.01
+    problem = trotting_problem(model, x0, steps, step_knots, support_knots, dt)
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     solver = gp.solvers.FDDP(problem)
     result = solver.solve(xs, problem.quasi_static(xs), max_iter=10 if reduced else 100,

@@ -1,0 +1,230 @@
+"""Constrained dynamics and a legged OCP: geppetto beside Pinocchio and Crocoddyl.
+
+Part 1, per call, CPU time of one thread (NUMBA_NUM_THREADS=1), K random
+states per robot: ``constraint_dynamics`` (ddq, lambda) and
+``constraint_dynamics_derivatives`` (their six partials) on solo12 (four 3D
+point feet) and talos (two 6D soles), LOCAL frames, no Baumgarte gains;
+ours as one batched call over the K states and one Python call per state,
+Pinocchio's ``constraintDynamics`` and ``constraintDynamics`` +
+``computeConstraintDynamicsDerivatives`` (``RigidConstraintModel``) one
+Python call per state.  The largest difference to Pinocchio is printed.
+
+Part 2: the solo12 trot of ``examples/solo12_trot.py`` (two diagonal steps,
+25 swing knots, 2 support knots, dt = 10 ms, touchdown impulses) solved by
+our FDDP, beside Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
+.createTrottingProblem`` (same phases and step; its own weights, Kd = 50
+contact stabilization, state-bound barrier, a half first step) solved by its
+SolverFDDP in its own environment (:mod:`.crocoddyl_env`); both from the
+standing state repeated with quasi-static controls: iterations, time per
+iteration.
+
+    python -m geppetto.benchmarks.contacts [--states 1000] [--repeats 5]
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+import geppetto as gp
+from geppetto.benchmarks import _common, crocoddyl_env
+from geppetto.dynamics import LOCAL
+from geppetto.dynamics.constraints import CONTACT_3D
+
+FEET = {"solo12": ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"),
+        "talos": ("left_sole_link", "right_sole_link")}
+STEP_KNOTS, SUPPORT_KNOTS, DT = 25, 2, 0.01
+MAX_ITER = 100
+
+
+def feet_constraints(model, name):
+    make = gp.dynamics.contact_3d if name == "solo12" else gp.dynamics.contact_6d
+    return gp.dynamics.ConstraintSet(model, [make(model, foot, reference=LOCAL)
+                                             for foot in FEET[name]])
+
+
+def pinocchio_side(pin, robot, constraints):
+    """(model, data, constraint models, constraint datas, settings) in Pinocchio."""
+    pin_model = pin.buildModelFromUrdf(robot.urdf_path, pin.JointModelFreeFlyer())
+    models = []
+    for c in constraints:
+        kind = pin.ContactType.CONTACT_3D if c.kind == CONTACT_3D else pin.ContactType.CONTACT_6D
+        models.append(pin.RigidConstraintModel(kind, pin_model, c.joint1, pin.SE3(c.R1, c.p1),
+                                               c.joint2, pin.SE3(c.R2, c.p2),
+                                               pin.ReferenceFrame.LOCAL))
+    datas = [cm.createData() for cm in models]
+    data = pin_model.createData()
+    pin.initConstraintDynamics(pin_model, data, models, datas)
+    return pin_model, data, models, datas, pin.ProximalSettings(1e-12, 1e-12, 0.0, 1)
+
+
+def benchmark_robot(name, K, timing, pin, rng):
+    robot = gp.robots.load(name)
+    model = robot.model
+    cs = feet_constraints(model, name)
+    Q = gp.dynamics.random_configuration(model, rng, size=K, lower=np.r_[-np.ones(3), np.full(
+        model.nq - 3, -np.pi)], upper=np.r_[np.ones(3), np.full(model.nq - 3, np.pi)])
+    Q = np.ascontiguousarray(Q)
+    V, T = rng.standard_normal((K, model.nv)), rng.standard_normal((K, model.nv))
+    batch_data, single = model.create_data(), model.create_data()
+    ours = {"dynamics": gp.dynamics.constraint_dynamics,
+            "derivatives": gp.dynamics.constraint_dynamics_derivatives}
+    pm, pd, pcm, pcd, settings = pinocchio_side(pin, robot, cs)
+
+    def pin_dynamics(q, v, tau):
+        return pin.constraintDynamics(pm, pd, q, v, tau, pcm, pcd, settings)
+
+    def pin_derivatives(q, v, tau):
+        pin.constraintDynamics(pm, pd, q, v, tau, pcm, pcd, settings)
+        pin.computeConstraintDynamicsDerivatives(pm, pd, pcm, pcd, settings)
+        return (pd.ddq_dq, pd.ddq_dv, pd.ddq_dtau, pd.dlambda_dq, pd.dlambda_dv, pd.dlambda_dtau)
+
+    theirs = {"dynamics": pin_dynamics, "derivatives": pin_derivatives}
+    states = [(Q[k].copy(), V[k].copy(), T[k].copy()) for k in range(K)]
+    rows = []
+    for function in ("dynamics", "derivatives"):
+        f, g = ours[function], theirs[function]
+        worst = 0.0
+        for q, v, tau in states[:10]:
+            mine = f(model, single, q, v, tau, cs)
+            other = g(q, v, tau)
+            other = (other, pd.lambda_c) if function == "dynamics" else other
+            worst = max(worst, max(float(np.max(np.abs(a - np.asarray(b))))
+                                   for a, b in zip(mine, other)))
+
+        def batch():
+            f(model, batch_data, Q, V, T, cs)
+
+        def ours_loop():
+            for q, v, tau in states:
+                f(model, single, q, v, tau, cs)
+
+        def pin_loop():
+            for q, v, tau in states:
+                g(q, v, tau)
+
+        batch()
+        times = _common.time_side_by_side({"batch": batch, "python": ours_loop, "pin": pin_loop},
+                                          K, *timing)
+        rows.append(dict(robot=name, nv=model.nv, nc=cs.size, function=function,
+                         batch_us=times["batch"].best * 1e6, python_us=times["python"].best * 1e6,
+                         pin_us=times["pin"].best * 1e6, max_abs_diff_vs_pin=worst))
+        print(f"  {name} {function} done", file=sys.stderr, flush=True)
+    return rows
+
+
+CROCODDYL_TROT = '''
+import json, sys, time
+import numpy as np
+import pinocchio
+import crocoddyl
+from crocoddyl.utils.quadruped import SimpleQuadrupedalGaitProblem
+
+task = json.load(sys.stdin)
+model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
+model.referenceConfigurations["standing"] = np.array(task["q0"])
+gait = SimpleQuadrupedalGaitProblem(model, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+x0 = np.concatenate([np.array(task["q0"]), np.zeros(model.nv)])
+problem = gait.createTrottingProblem(x0, task["step_length"], task["step_height"], task["dt"],
+                                     task["step_knots"], task["support_knots"])
+solver = crocoddyl.SolverFDDP(problem)
+xs = [x0] * (problem.T + 1)
+us = problem.quasiStatic(xs[:-1])
+solver.solve(xs, us, 1, False)                       # warm up
+solver = crocoddyl.SolverFDDP(problem)
+start = time.process_time()
+solver.solve(xs, us, task["max_iter"], False)
+elapsed = time.process_time() - start
+print(json.dumps(dict(crocoddyl=crocoddyl.__version__, knots=problem.T, iterations=solver.iter,
+                      cost=solver.cost, converged=bool(solver.stop < solver.th_stop),
+                      stop=solver.stop,
+                      seconds=elapsed)))
+'''
+
+
+def trot(crocoddyl):
+    """Rows of the trot solved by our FDDP and, when ``crocoddyl``, by Crocoddyl's."""
+    from geppetto.examples import solo12_trot
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    problem = solo12_trot.trotting_problem(model, x0, 2, STEP_KNOTS, SUPPORT_KNOTS, DT)
+    xs = np.repeat(x0[None], problem.N + 1, axis=0)
+    us = problem.quasi_static(xs)
+    gp.solvers.FDDP(problem).solve(xs, us, max_iter=1)           # warm up
+    solver = gp.solvers.FDDP(problem)
+    start = time.process_time()
+    result = solver.solve(xs, us, max_iter=MAX_ITER)
+    elapsed = time.process_time() - start
+    costs = np.asarray(result.history["cost"])
+    plateau = int(np.argmax(costs <= result.cost * (1 + 1e-4))) + 1
+    rows = [dict(solver="geppetto FDDP", knots=problem.N, iterations=result.iterations,
+                 cost=result.cost, converged=bool(result.converged), seconds=elapsed,
+                 stop=result.stop, iterations_to_plateau=plateau)]
+    reason = "not asked (--no-crocoddyl)"
+    if crocoddyl:
+        task = dict(urdf=robot.urdf_path, q0=robot.q0.tolist(), step_length=solo12_trot.STEP_LENGTH,
+                    step_height=solo12_trot.STEP_HEIGHT, dt=DT, step_knots=STEP_KNOTS,
+                    support_knots=SUPPORT_KNOTS, max_iter=MAX_ITER)
+        theirs, reason = crocoddyl_env.run(CROCODDYL_TROT, task, timeout=900)
+        if theirs is not None:
+            theirs["solver"] = f"Crocoddyl {theirs.pop('crocoddyl')} SolverFDDP"
+            rows.append(theirs)
+            reason = None
+    for row in rows:
+        row["ms_per_iteration"] = 1e3 * row["seconds"] / max(row["iterations"], 1)
+    return rows, reason
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--states", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--no-crocoddyl", action="store_true")
+    parser.add_argument("--no-trot", action="store_true")
+    parser.add_argument("--out", default=_common.RESULTS_DIR)
+    options = parser.parse_args(argv)
+    _common.run_single_threaded("geppetto.benchmarks.contacts")
+    import pinocchio as pin
+    info = _common.machine(pinocchio=pin.__version__)
+    print(f"machine: {_common.describe_machine(info)}", flush=True)
+    rng = np.random.default_rng(0)
+    rows = []
+    for name in FEET:
+        rows += benchmark_robot(name, options.states, (options.repeats, "cpu"), pin, rng)
+    print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
+          f"K = {options.states} random states (load average {os.getloadavg()[0]:.1f})")
+    print(_common.format_table(
+        ["robot", "function", "ours batched", "ours Python", "Pinocchio", "ratio pin/batched",
+         "max |diff|"],
+        [[r["robot"], r["function"], f"{r['batch_us']:.2f}", f"{r['python_us']:.2f}",
+          f"{r['pin_us']:.2f}", f"{r['pin_us'] / r['batch_us']:.2f}",
+          f"{r['max_abs_diff_vs_pin']:.1e}"] for r in rows]))
+    trot_rows, reason = (None, "not asked (--no-trot)") if options.no_trot else \
+        trot(not options.no_crocoddyl)
+    if trot_rows:
+        print(f"\nsolo12 trot, FDDP from the standing guess (process CPU time, at most "
+              f"{MAX_ITER} iterations)")
+        print(_common.format_table(
+            ["solver", "knots", "iterations", "converged", "stop", "cost", "total s",
+             "ms/iteration"],
+            [[r["solver"], r["knots"], r["iterations"], r["converged"], f"{r['stop']:.1e}",
+              f"{r['cost']:.4g}",
+              f"{r['seconds']:.2f}", f"{r['ms_per_iteration']:.1f}"] for r in trot_rows]))
+    if trot_rows:
+        print(f"(ours: cost within 1e-4 of its final value after "
+              f"{trot_rows[0]['iterations_to_plateau']} iterations; the two problems "
+              "share the phases and the foot and CoM tasks, not every weight: their costs differ)")
+    if reason:
+        print("\n" + crocoddyl_env.skipped(reason))
+    path = os.path.join(options.out, "contacts.json")
+    _common.write_json(path, dict(machine=info, load_average_1min_at_end=os.getloadavg()[0],
+                                  states_per_robot=options.states, repeats=options.repeats,
+                                  clock="cpu", unit="microseconds per state",
+                                  timings=rows, trot=trot_rows, crocoddyl_skipped=reason))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
