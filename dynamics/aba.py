@@ -124,22 +124,23 @@ def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
     """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
     + U Dinv u_i (Featherstone's articulated-body step, in the world frame)."""
     subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
-    if with_bias:
-        for a in range(nvi):
-            du = 0.0
-            for b in range(nvi):
-                du += Dinv[iv + a, b] * u[iv + b]
-            w6[0, a] = du
+    for r in range(6):
+        for c in range(6):
+            oY[par, r, c] += Ia[r, c]
+    if not with_bias:
+        return
+    for a in range(nvi):
+        du = 0.0
+        for b in range(nvi):
+            du += Dinv[iv + a, b] * u[iv + b]
+        w6[0, a] = du
     for r in range(6):
         s = pA[i, r]
         for c in range(6):
-            oY[par, r, c] += Ia[r, c]
-            if with_bias:
-                s += Ia[r, c] * cJ[i, c]
-        if with_bias:
-            for a in range(nvi):
-                s += U[r, iv + a] * w6[0, a]
-            pA[par, r] += s
+            s += Ia[r, c] * cJ[i, c]
+        for a in range(nvi):
+            s += U[r, iv + a] * w6[0, a]
+        pA[par, r] += s
 
 
 @inline_kernel
@@ -165,6 +166,21 @@ def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
             for a in range(nvi):
                 s += U[r, iv + a] * Minv[iv + a, col]
             F[r, col] += s
+
+
+@kernel
+def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
+    """ABA's backward pass alone (the hot path of forward dynamics): the same
+    per-joint steps as :func:`_articulated_backward_pass` without the M^-1 rows."""
+    parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
+    for i in range(m.njoints - 1, 0, -1):
+        iv = idx_v[i]
+        nvi = nvs[i]
+        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
+        _joint_bias(iv, nvi, tau, J, pA, i, u)
+        par = parents[i]
+        if par > 0:
+            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, True)
 
 
 @kernel
@@ -232,8 +248,7 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     joint_jacobians_state(m, oR, op, J)
     world_inertias(m, oR, op, oY)
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
-    _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Dinv, J, Ia, D, work, w6,
-                               True, False)
+    _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
