@@ -53,7 +53,7 @@ def main(reduced=False, out="geppetto-examples/solo12_jump", live=False):
         return terms
 
     gait = [(FEET, stance), ((), flight), (FEET, landing)]
-    stages, phases = gp.ocp.gait_stages(model, gait, costs, dt=dt)
+    stages, phases = gp.ocp.gait_stages(model, gait, costs, dt=dt, Kd=50.0)
     terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(x_reg.residual, x_reg.activation,
                                                         weight=1e3)])
     problem = gp.ocp.ShootingProblem(x0, stages, terminal)
