@@ -4,7 +4,7 @@ import numpy as np
 from .config import kernel
 from .kinematics import _fk_state, subtree_mass_and_com
 from .spatial import mat6_vec
-from .validation import as_configurations, as_stack, check_data, result
+from .validation import as_configurations, as_stack, check_data
 
 
 @kernel

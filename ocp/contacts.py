@@ -58,10 +58,9 @@ from ..dynamics.constraints import as_constraint_set, constraint_jacobian, conta
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
 from ..dynamics.rnea import generalized_gravity
-from .dynamics import Actuation, DynamicsData, FreeDynamics
+from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
 from .residuals import Residual
 from .stage import StageModel
-from .state import StateMultibody
 
 # What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
 EMPTY, VALUES, DERIVATIVES = 0, 1, 2
@@ -137,24 +136,11 @@ class ContactDynamics:
         self.model = model
         self.constraints = as_constraint_set(model, constraints)
         self.mu, self.max_iterations, self.accuracy = _settings(mu, max_iterations, accuracy)
-        self.state = StateMultibody(model)
         if actuation is None:
             free_flyer = model.njoints > 1 and model.arrays.jtype[1] == FREE_FLYER
             actuation = Actuation.floating_base(model) if free_flyer else Actuation.full(model)
-        self.actuation = actuation
-        if self.actuation.nv != model.nv:
-            raise ValueError(f"actuation has {self.actuation.nv} rows, the model nv = {model.nv}")
-        self.nu = self.actuation.nu
+        setup_multibody(self, model, actuation, armature, damping)
         self.nc = self.constraints.size
-        self.arrays = model.arrays
-        if armature is not None:
-            armature = np.asarray(armature, dtype=float).reshape(model.nv)
-            if np.any(armature < 0):
-                raise ValueError("armature must be non-negative")
-            self.arrays = model.arrays._replace(armature=armature.copy())
-        self.damping = np.zeros(model.nv) if damping is None else np.asarray(
-            damping, dtype=float).reshape(model.nv)
-        self.multibody = True
 
     def create_data(self, K):
         return ContactDynamicsData(self, K)

@@ -74,6 +74,26 @@ def _threads():
     return numba.get_num_threads()
 
 
+def setup_multibody(dynamics, model, actuation, armature, damping):
+    """The attributes every multibody dynamics shares: model, state, actuation, nu,
+    arrays (the model's, with the armature replaced when given), damping."""
+    dynamics.model = model
+    dynamics.state = StateMultibody(model)
+    dynamics.actuation = actuation
+    if actuation.nv != model.nv:
+        raise ValueError(f"actuation has {actuation.nv} rows, the model nv = {model.nv}")
+    dynamics.nu = actuation.nu
+    dynamics.arrays = model.arrays
+    if armature is not None:
+        armature = np.asarray(armature, dtype=float).reshape(model.nv)
+        if np.any(armature < 0):
+            raise ValueError("armature must be non-negative")
+        dynamics.arrays = model.arrays._replace(armature=armature.copy())
+    dynamics.damping = np.zeros(model.nv) if damping is None else np.asarray(
+        damping, dtype=float).reshape(model.nv)
+    dynamics.multibody = True
+
+
 class FreeDynamics:
     """Forward dynamics of a multibody without contacts: ddq = ABA(q, v, B u - D v).
 
@@ -86,21 +106,8 @@ class FreeDynamics:
     """
 
     def __init__(self, model, actuation=None, armature=None, damping=None):
-        self.model = model
-        self.state = StateMultibody(model)
-        self.actuation = Actuation.full(model) if actuation is None else actuation
-        if self.actuation.nv != model.nv:
-            raise ValueError(f"actuation has {self.actuation.nv} rows, the model nv = {model.nv}")
-        self.nu = self.actuation.nu
-        self.arrays = model.arrays
-        if armature is not None:
-            armature = np.asarray(armature, dtype=float).reshape(model.nv)
-            if np.any(armature < 0):
-                raise ValueError("armature must be non-negative")
-            self.arrays = model.arrays._replace(armature=armature.copy())
-        self.damping = np.zeros(model.nv) if damping is None else np.asarray(
-            damping, dtype=float).reshape(model.nv)
-        self.multibody = True
+        setup_multibody(self, model, Actuation.full(model) if actuation is None else actuation,
+                        armature, damping)
 
     def create_data(self, K):
         return DynamicsData(K, self.state.ndx, self.nu, self.model)
