@@ -18,9 +18,7 @@ import numpy as np
 from numba import prange
 
 from .config import inline_kernel, kernel, parallel_kernel
-from .crba import world_inertias
-from .joints import placements
-from .kinematics import joint_jacobians_state
+from .crba import world_frame_quantities
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
@@ -244,9 +242,8 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
                workspace):
     """The three passes of ABA for one state (workspace from :func:`aba_workspace`)."""
     XR, Xp, w6, cJ, Ia, D, work = workspace
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
-    world_inertias(m, oR, op, oY)
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
+                           oY)
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
     _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
@@ -316,9 +313,8 @@ def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
     tau0 = np.zeros(m.nv)
     u = np.zeros(m.nv)
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k])
-        world_inertias(m, oR[k], op[k], oY[k])
+        world_frame_quantities(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k], J[k],
+                               oY[k])
         F[:, :] = 0.0
         Minv[k, :, :] = 0.0
         _articulated_backward_pass(m, tau0, J[k], oY[k], cJ, pA, U[k], Dinv[k], u, Minv[k], F,

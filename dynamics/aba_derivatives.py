@@ -16,9 +16,8 @@ from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backwar
 from numba import prange
 
 from .config import kernel, parallel_kernel
-from .crba import world_inertias
-from .joints import placements
-from .kinematics import express_jacobian, joint_jacobians_state
+from .crba import world_frame_quantities, world_inertias
+from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
@@ -39,10 +38,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
                            workspace):
     oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bwork = rnea_ws
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
     # forward dynamics and M^-1, sharing the articulated-body backward pass
-    world_inertias(m, oR, op, oYaba)
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oYaba)
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
     F[:, :] = 0.0
     Minv[:, :] = 0.0

@@ -56,9 +56,8 @@ from .constraint_derivatives import (constraint_acceleration_derivatives_state,
 from .constraints import (as_constraint_set, constraint_acceleration_state,
                           constraint_forces_state, constraint_jacobian_state,
                           constraint_placements_state)
-from .crba import _crba_backward_pass, world_inertias
-from .joints import placements
-from .kinematics import joint_jacobians_state, world_motions
+from .crba import _crba_backward_pass, world_frame_quantities, world_inertias
+from .kinematics import world_motions
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .spatial import force_cross, mat6_vec
@@ -305,9 +304,8 @@ def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, li
     XR, Xp, zeros, ov, oa, F, w6, z = kin
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
     L, Jc, gamma, Y, G, lam_prev = kkt
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
-    world_inertias(m, oR, op, oY)
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
+                           oY)
     world_motions(m, v, zeros, 2, False, J, ov, oa, w6)
     bias_forces(m, J, oY, ov, oa, F, z, w6)
     _crba_backward_pass(m, J, oY, M)
@@ -443,9 +441,8 @@ def _impulse_state(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip, o
     XR, Xp, zeros, ov, oa, F, w6, z = kin
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
     L, Jc, gamma, Y, G, lam_prev = kkt
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
-    world_inertias(m, oR, op, oY)
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
+                           oY)
     _crba_backward_pass(m, J, oY, M)
     constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
     constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)

@@ -24,6 +24,15 @@ def world_inertias(m, oR, op, oY):
 
 
 @kernel
+def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
+    """What every world-frame algorithm starts from, for one state: liMi and oMi,
+    the world Jacobian J (6, nv) and the body inertias oY in the world."""
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    world_inertias(m, oR, op, oY)
+
+
+@kernel
 def _crba_backward_pass(m, J, Ycrb, M):
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(m.njoints - 1, 0, -1):
@@ -64,9 +73,7 @@ def _crba(m, q, liR, lip, oR, op, J, Ycrb, M):
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k])
-        world_inertias(m, oR[k], op[k], Ycrb[k])
+        world_frame_quantities(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k], J[k], Ycrb[k])
         _crba_backward_pass(m, J[k], Ycrb[k], M[k])
 
 

@@ -29,9 +29,8 @@ columns), as Pinocchio's ``computeRNEADerivatives``.
 import numpy as np
 
 from .config import kernel
-from .crba import world_inertias
-from .joints import placements
-from .kinematics import joint_jacobians_state, world_motions
+from .crba import world_frame_quantities
+from .kinematics import world_motions
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
 from .validation import (as_configurations, as_external_forces, as_stack, check_data,
                          result)
@@ -194,9 +193,8 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`)."""
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, work = workspace
-    placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
-    world_inertias(m, oR, op, Ycrb)
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
+                           Ycrb)
     _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb,
                                    u_cols, alpha_cols, gamma_cols, w6, work)
     dtau_dq[:, :] = 0.0
