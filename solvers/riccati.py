@@ -228,12 +228,6 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
             if n_free < 0:
                 return t
             _box_gains(Qxu, free, n_free, L, K, t, rhs)
-            # a control already on the bound it is clamped to (k_i = 0) has its
-            # gradient held by the bound: leave it out of Qu, which the stopping
-            # criterion sums (the projected gradient; Crocoddyl's BoxFDDP zeroes it)
-            for i in range(nu):
-                if not free[i] and k[t, i] == 0.0:
-                    Qu[t, i] = 0.0
         else:
             if not cholesky(Quu[t], nu, L):
                 return t
