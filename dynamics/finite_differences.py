@@ -22,12 +22,19 @@ differences keep about half of the digits, central about two thirds.
   such as :func:`se3_difference` for placements);
 - :func:`rnea_derivatives_fd`, :func:`aba_derivatives_fd`: one Numba kernel
   call differences a whole stack of states, calling RNEA or ABA 6 nv
-  (central) or 3 nv + 1 (forward) times per state inside the kernel.
+  (central) or 3 nv + 1 (forward) times per state inside the kernel;
+- :func:`constraint_dynamics_derivatives_fd`,
+  :func:`impulse_dynamics_derivatives_fd`: the same for the constrained
+  and impulse dynamics of :mod:`.constrained_dynamics`.
 """
 import numpy as np
 
 from .aba import _aba_state, aba_workspace
 from .config import kernel
+from .constrained_dynamics import (_check_regular, _constraint_dynamics_state,
+                                   _impulse_arguments, _impulse_state, _settings,
+                                   constrained_workspace)
+from .constraints import as_constraint_set
 from .liegroups import integrate, integrate_state
 from .model import PRISMATIC, REVOLUTE, TRANSLATION
 from .rnea import _rnea_backward_pass, _rnea_forward_pass
@@ -210,6 +217,164 @@ def aba_derivatives_fd(model, data, q, v, tau, f_ext=None, method="central"):
     1e3-1e4 on light-legged robots: the absolute error is about eps |ddq| / h.
     """
     return _dynamics_derivatives_fd(ABA, model, data, q, v, tau, "tau", f_ext, method)
+
+
+# --- Constrained and impulse dynamics ---------------------------------------------
+# One kernel call differences the whole stack, each perturbed state solved by the
+# per-state kernels of constrained_dynamics.py in one workspace, rather than
+# stacking the 6 nv perturbed states of every sample into one call of the public
+# batched function: that stack's Data (M alone is (6 nv K, nv, nv), 0.4 GB for
+# talos at K = 100) would outweigh the work, and the kernel allocates nothing per
+# state.  Coupled to the signatures of _constraint_dynamics_state and _impulse_state
+# (Numba's cache does not see a change there: clear this module's cache then).
+
+CONSTRAINED, IMPULSE = 0, 1
+
+
+@kernel
+def _constrained_workspace(m, ca):
+    """Per-state arrays of one constrained solve: liR, lip, oR, op, J, oY, M, the
+    outputs (x, y) of the solve, and constrained_workspace's scratch."""
+    nj, nv = m.njoints, m.nv
+    liR, oR = np.zeros((nj, 3, 3)), np.zeros((nj, 3, 3))
+    for r in range(3):
+        liR[0, r, r] = 1.0
+        oR[0, r, r] = 1.0
+    return (liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3)), np.zeros((6, nv)),
+            np.zeros((nj, 6, 6)), np.zeros((nv, nv)), np.zeros(nv), np.zeros(ca.nrows),
+            constrained_workspace(m, ca))
+
+
+@kernel
+def _evaluate_constrained(which, m, ca, settings, q, state, ws, out):
+    """out (nv + nc) = (ddq, lambda) of the constrained dynamics at (q, v, tau = u)
+    (which = CONSTRAINED), or (v_after, impulse) at (q, v) (IMPULSE); settings =
+    (mu, max_iterations, accuracy, restitution).  Returns whether G was regular."""
+    _, v, u = state
+    mu, max_iter, accuracy, restitution = settings
+    liR, lip, oR, op, J, oY, M, x, y, cws = ws
+    if which == CONSTRAINED:
+        regular = _constraint_dynamics_state(m, ca, q, v, u, mu, max_iter, accuracy, liR, lip,
+                                             oR, op, J, oY, M, x, y, cws)[1]
+    else:
+        regular = _impulse_state(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip,
+                                 oR, op, J, oY, M, x, y, cws)[1]
+    nv = m.nv
+    for r in range(nv):
+        out[r] = x[r]
+    for r in range(ca.nrows):
+        out[nv + r] = y[r]
+    return regular
+
+
+@kernel
+def _constrained_column(which, m, ca, settings, state, ws, buffers, target, j, h, central,
+                        out, k):
+    """Column j of the Jacobian in q (target None-like: the size-0 array) on the
+    manifold, or in ``target`` (state's v or u, perturbed in place and restored).
+    Returns whether every solve had a regular G."""
+    x = state[0]
+    y0, yp, ym, xp, dx, s4, t4, s3 = buffers
+    if target.shape[0] == 0:
+        dx[j] = h
+        integrate_state(m, x, dx, xp, s4, t4, s3)
+        ok = _evaluate_constrained(which, m, ca, settings, xp, state, ws, yp)
+        if central:
+            dx[j] = -h
+            integrate_state(m, x, dx, xp, s4, t4, s3)
+            ok = _evaluate_constrained(which, m, ca, settings, xp, state, ws, ym) and ok
+        dx[j] = 0.0
+        _store_column(out, k, j, yp, ym if central else y0, 2.0 * h if central else h)
+        return ok
+    xj = target[j]
+    target[j] = xj + h
+    h_plus = target[j] - xj
+    ok = _evaluate_constrained(which, m, ca, settings, x, state, ws, yp)
+    h_minus = 0.0
+    if central:
+        target[j] = xj - h
+        h_minus = xj - target[j]
+        ok = _evaluate_constrained(which, m, ca, settings, x, state, ws, ym) and ok
+    target[j] = xj
+    _store_column(out, k, j, yp, ym if central else y0, h_plus + h_minus)
+    return ok
+
+
+@kernel
+def _constrained_fd(m, ca, which, settings, q, v, u, central, base, d_dq, d_dv, d_du):
+    """d_dq, d_dv (K, nv + nc, nv) and, for CONSTRAINED, d_du (d tau) of (ddq, lambda)
+    or (v_after, impulse) at every state.  Returns whether every G was regular."""
+    nv = m.nv
+    ws = _constrained_workspace(m, ca)
+    x, vk, uk = np.empty(m.nq), np.empty(nv), np.empty(nv)
+    state = (x, vk, uk)
+    n = nv + ca.nrows
+    buffers = (np.empty(n), np.empty(n), np.empty(n), np.empty(m.nq), np.zeros(nv),
+               np.empty(4), np.empty(4), np.empty(3))
+    no_target = np.empty(0)
+    regular = True
+    for k in range(q.shape[0]):
+        x[:] = q[k]
+        vk[:] = v[k]
+        uk[:] = u[k]
+        if not central:
+            regular = _evaluate_constrained(which, m, ca, settings, x, state, ws,
+                                            buffers[0]) and regular
+        for j in range(nv):
+            h = base * _configuration_magnitude(m, x, j)
+            regular = _constrained_column(which, m, ca, settings, state, ws, buffers, no_target,
+                                          j, h, central, d_dq, k) and regular
+            h = base * max(1.0, abs(vk[j]))
+            regular = _constrained_column(which, m, ca, settings, state, ws, buffers, vk, j, h,
+                                          central, d_dv, k) and regular
+            if which == CONSTRAINED:
+                h = base * max(1.0, abs(uk[j]))
+                regular = _constrained_column(which, m, ca, settings, state, ws, buffers, uk,
+                                              j, h, central, d_du, k) and regular
+    return regular
+
+
+def _constrained_derivatives_fd(which, model, data, q, v, u, constraints, settings, method):
+    central = _is_central(method)
+    cs = as_constraint_set(model, constraints)
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    vs, _ = as_stack(v, model.nv, "v", (K, single))
+    us = as_stack(u, model.nv, "tau", (K, single))[0] if u is not None else vs
+    check_data(model, data, K, single)
+    n = model.nv + cs.size
+    outs = [np.empty((K, n, model.nv)) for _ in range(2 if which == IMPULSE else 3)]
+    d_du = outs[2] if which == CONSTRAINED else np.empty((K, n, 0))
+    regular = _constrained_fd(model.arrays, cs.arrays, which, settings, qs, vs, us, central,
+                              step_size(method), outs[0], outs[1], d_du)
+    _check_regular(regular, settings[0])
+    nv = model.nv
+    blocks = [out[:, :nv] for out in outs] + [out[:, nv:] for out in outs]
+    return tuple(result(np.ascontiguousarray(b), K, single) for b in blocks)
+
+
+def constraint_dynamics_derivatives_fd(model, data, q, v, tau, constraints, mu=0.0,
+                                       max_iterations=1, accuracy=1e-12, method="central"):
+    """Finite-difference twin of ``constraint_dynamics_derivatives``: (ddq_dq, ddq_dv,
+    ddq_dtau, dlambda_dq, dlambda_dv, dlambda_dtau), (nv, nv) and (nc, nv) each or
+    with a leading K; q on the manifold.  Arguments as ``constraint_dynamics``
+    (:mod:`.constrained_dynamics`); ``method`` "central" (6 nv solves per state) or
+    "forward" (3 nv + 1).  The whole stack is differenced in one kernel call;
+    ``data`` is only checked."""
+    mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
+    return _constrained_derivatives_fd(CONSTRAINED, model, data, q, v, tau, constraints,
+                                       (mu, max_iterations, accuracy, 0.0), method)
+
+
+def impulse_dynamics_derivatives_fd(model, data, q, v, constraints, restitution=0.0, mu=0.0,
+                                    max_iterations=1, accuracy=1e-12, method="central"):
+    """Finite-difference twin of ``impulse_dynamics_derivatives``: (dv_after_dq,
+    dv_after_dv, dimpulse_dq, dimpulse_dv), as :func:`constraint_dynamics_derivatives_fd`
+    (4 nv or 2 nv + 1 solves per state)."""
+    restitution, mu, max_iterations, accuracy = _impulse_arguments(restitution, mu,
+                                                                   max_iterations, accuracy)
+    return _constrained_derivatives_fd(IMPULSE, model, data, q, v, None, constraints,
+                                       (mu, max_iterations, accuracy, restitution), method)
 
 
 # --- Generic Jacobians ---------------------------------------------------------

@@ -60,7 +60,8 @@ PLANAR_SMALL_ANGLE = 1e-4
 # The AD mode of each Jacobian, the one giving the smaller SX graph (instructions of
 # the derivative Functions, forward / reverse): RNEA ur5 5238 / 3912, talos 127783 /
 # 94753; ABA ur5 11986 / 19325, solo12 61936 / 187940, talos 317269 / 1044658.
-AD_MODES = {"rnea": "reverse", "aba": "forward"}
+AD_MODES = {"rnea": "reverse", "aba": "forward", "constraint_dynamics": "forward",
+            "impulse_dynamics": "forward"}
 
 # Above this many SX instructions, generated C is compiled with -O1 (see default_flags).
 LARGE_FUNCTION = 50_000
@@ -192,9 +193,10 @@ def _placements(m, q):
 
 # --- Algorithms (Featherstone 2008, in the joint frames) ---------------------------
 
-def _rnea(m, q, v, a):
-    """tau = ID(q, v, a): RNEA, Table 5.1; a_0 = -g."""
-    liM, _ = _placements(m, q)
+def _rnea(m, q, v, a, liM=None):
+    """tau = ID(q, v, a): RNEA, Table 5.1; a_0 = -g.  ``liM``: the placements of q,
+    when the caller has them."""
+    liM = _placements(m, q)[0] if liM is None else liM
     vel = [ca.SX(6, 1)] * m.njoints
     acc = [-_constant(m.gravity)] + [None] * (m.njoints - 1)
     f = [None] * m.njoints
@@ -213,9 +215,9 @@ def _rnea(m, q, v, a):
     return ca.vertcat(*tau)
 
 
-def _crba(m, q):
+def _crba(m, q, liM=None):
     """M(q): CRBA, Table 6.2, composite inertias Ic carried to the parent frame."""
-    liM, _ = _placements(m, q)
+    liM = _placements(m, q)[0] if liM is None else liM
     Ic = [_constant(m.inertia[i]) for i in range(m.njoints)]
     M = ca.SX(m.nv, m.nv)
     blocks = list(_joint_blocks(m))
@@ -412,12 +414,19 @@ def _tangent_jacobians(m, function, q, v, u, mode):
 
     ``mode`` "forward" or "reverse": the AD mode of ``casadi.jacobian``.
     """
+    return _tangent_jacobian_blocks(m, lambda q_next: function(m, q_next, v, u), q, (v, u),
+                                    mode)
+
+
+def _tangent_jacobian_blocks(m, function, q, inputs, mode):
+    """d function(q (+) dq) / d(dq, *inputs) at dq = 0: one (n, nv) block for dq,
+    then one per input (each of size nv)."""
     dq = ca.SX.sym("dq", m.nv)
-    y = function(m, _integrate(m, q, dq), v, u)
-    J = ca.jacobian(y, ca.vertcat(dq, v, u), {"allow_forward": mode == "forward",
-                                              "allow_reverse": mode == "reverse"})
+    y = function(_integrate(m, q, dq))
+    J = ca.jacobian(y, ca.vertcat(dq, *inputs), {"allow_forward": mode == "forward",
+                                                  "allow_reverse": mode == "reverse"})
     J = ca.substitute(J, dq, ca.DM.zeros(m.nv))
-    return J[:, :m.nv], J[:, m.nv:2 * m.nv], J[:, 2 * m.nv:]
+    return [J[:, k * m.nv:(k + 1) * m.nv] for k in range(1 + len(inputs))]
 
 
 # --- Functions -------------------------------------------------------------------
@@ -443,6 +452,7 @@ class SymbolicFunctions:
         self.q = ca.SX.sym("q", m.nq)
         self.v = ca.SX.sym("v", m.nv)
         self._frames = {}
+        self._constrained = {}
         self._compiled = {}
         self.compile_seconds = {}
 
@@ -517,12 +527,113 @@ class SymbolicFunctions:
                                                  AD_MODES["aba"]),
                               ["dddq_dq", "dddq_dv", "dddq_dtau"])
 
+    # --- Constrained dynamics (the mathematics: symbolic_constrained.py) -----------
+
+    def constraint_dynamics(self, constraints, mu=0.0, max_iterations=1, accuracy=1e-12):
+        """Function (q, v, tau) -> (ddq (nv,), lambda (nc,)) of
+        :func:`~geppetto.dynamics.constrained_dynamics.constraint_dynamics`.
+
+        ``constraints``: a ConstraintSet or a list of RigidConstraint; ``mu``,
+        ``max_iterations``, ``accuracy``: the proximal settings, as there.  Built
+        on first use and kept per constraint set (by content) and settings.
+        """
+        cs, settings = self._constrained_arguments(constraints, mu, max_iterations, accuracy)
+
+        def build(name, sc):
+            tau = ca.SX.sym("tau", self._m.nv)
+            y = sc.constraint_dynamics(self._m, cs, settings, self.q, self.v, tau)
+            return self._function(name, [self.q, self.v, tau], ["q", "v", "tau"],
+                                  self._split(y), ["ddq", "lambda"])
+        return self._keyed("constraint_dynamics", cs, settings, build)
+
+    def constraint_dynamics_derivatives(self, constraints, mu=0.0, max_iterations=1,
+                                        accuracy=1e-12):
+        """Function (q, v, tau) -> (ddq_dq, ddq_dv, ddq_dtau, dlambda_dq, dlambda_dv,
+        dlambda_dtau), (nv, nv) and (nc, nv): CasADi AD of :meth:`constraint_dynamics`
+        (q derivatives in the tangent space, through ``integrate``)."""
+        cs, settings = self._constrained_arguments(constraints, mu, max_iterations, accuracy)
+
+        def build(name, sc):
+            m, tau = self._m, ca.SX.sym("tau", self._m.nv)
+            blocks = _tangent_jacobian_blocks(
+                m, lambda q: sc.constraint_dynamics(m, cs, settings, q, self.v, tau), self.q,
+                (self.v, tau), AD_MODES["constraint_dynamics"])
+            tops, bottoms = zip(*(self._split(block) for block in blocks))
+            return self._function(name, [self.q, self.v, tau], ["q", "v", "tau"],
+                                  [*tops, *bottoms], ["ddq_dq", "ddq_dv", "ddq_dtau", "dlambda_dq", "dlambda_dv",
+                                   "dlambda_dtau"])
+        return self._keyed("constraint_dynamics_derivatives", cs, settings, build)
+
+    def impulse_dynamics(self, constraints, restitution=0.0, mu=0.0, max_iterations=1,
+                         accuracy=1e-12):
+        """Function (q, v) -> (v_after (nv,), impulse (nc,)) of
+        :func:`~geppetto.dynamics.constrained_dynamics.impulse_dynamics` (v the
+        velocity before the impact, ``restitution`` e in [0, 1])."""
+        cs, settings = self._constrained_arguments(constraints, mu, max_iterations, accuracy,
+                                                   restitution)
+
+        def build(name, sc):
+            y = sc.impulse_dynamics(self._m, cs, settings[0], settings[1:], self.q, self.v)
+            return self._function(name, [self.q, self.v], ["q", "v"], self._split(y),
+                                  ["v_after", "impulse"])
+        return self._keyed("impulse_dynamics", cs, settings, build)
+
+    def impulse_dynamics_derivatives(self, constraints, restitution=0.0, mu=0.0,
+                                     max_iterations=1, accuracy=1e-12):
+        """Function (q, v) -> (dv_after_dq, dv_after_dv, dimpulse_dq, dimpulse_dv):
+        CasADi AD of :meth:`impulse_dynamics`, q derivatives in the tangent space."""
+        cs, settings = self._constrained_arguments(constraints, mu, max_iterations, accuracy,
+                                                   restitution)
+
+        def build(name, sc):
+            m = self._m
+            blocks = _tangent_jacobian_blocks(
+                m, lambda q: sc.impulse_dynamics(m, cs, settings[0], settings[1:], q, self.v),
+                self.q, (self.v,), AD_MODES["impulse_dynamics"])
+            tops, bottoms = zip(*(self._split(block) for block in blocks))
+            return self._function(name, [self.q, self.v], ["q", "v"], [*tops, *bottoms],
+                                  ["dv_after_dq", "dv_after_dv", "dimpulse_dq", "dimpulse_dv"])
+        return self._keyed("impulse_dynamics_derivatives", cs, settings, build)
+
+    def _constrained_arguments(self, constraints, mu, max_iterations, accuracy,
+                               restitution=None):
+        """(ConstraintSet, settings) checked as the Numba functions check them;
+        settings = (mu, max_iterations, accuracy), with restitution first if given."""
+        from .constrained_dynamics import _impulse_arguments, _settings
+        from .constraints import as_constraint_set
+        cs = as_constraint_set(self.model, constraints)
+        if cs.size == 0:
+            raise ValueError("no constraints: the constrained dynamics of an empty set is aba")
+        if restitution is None:
+            return cs, _settings(mu, max_iterations, accuracy)
+        return cs, _impulse_arguments(restitution, mu, max_iterations, accuracy)
+
+    def _keyed(self, kind, cs, settings, build):
+        """The Function ``kind`` of (cs, settings), built by ``build(name, module)``
+        on first use; its name carries a digest of the key (unique C symbols)."""
+        from . import symbolic_constrained
+        key = (kind, symbolic_constrained.content_key(cs), settings)
+        if key not in self._constrained:
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:12]
+            self._constrained[key] = build(f"{kind}_{digest}", symbolic_constrained)
+        return self._constrained[key]
+
+    def _split(self, y):
+        """(first nv rows, the other rows) of y."""
+        return [y[:self._m.nv, :], y[self._m.nv:, :]]
+
     def compiled(self, name, directory=None, flags=None):
-        """The Function ``name`` (one of :attr:`NAMES`) as compiled C, loaded with
-        ``casadi.external``; see :func:`compile_function`.  Kept per name and flags."""
-        if name not in self.NAMES:
-            raise ValueError(f"name must be one of {self.NAMES}, got {name!r}")
-        function = getattr(self, name)
+        """The Function ``name`` as compiled C, loaded with ``casadi.external``; see
+        :func:`compile_function`.  ``name``: one of :attr:`NAMES`, or a Function of
+        this object (e.g. ``compiled(twin.constraint_dynamics(constraints))``).  Kept
+        per name and flags."""
+        if isinstance(name, ca.Function):
+            function, name = name, name.name()
+        elif name not in self.NAMES:
+            raise ValueError(f"name must be one of {self.NAMES} or a casadi.Function, "
+                             f"got {name!r}")
+        else:
+            function = getattr(self, name)
         flags = default_flags(function) if flags is None else tuple(flags)
         if (name, flags) not in self._compiled:
             library, seconds = build_library(function, directory, flags)

@@ -5,6 +5,8 @@ matching loader of example-robot-data's Python package
 (``example_robot_data/robots_loader.py``): free-flyer root for legged robots,
 humanoids and flying bases, fixed base for arms.  The model equals
 ``pinocchio.buildModelFromUrdf`` on the same file with the same root joint.
+Legged robots also get ``contact_frames``, their feet as (frame, size) pairs:
+the point feet of the quadrupeds and of bolt (3D contacts), talos's soles (6D).
 Two things the upstream loaders do are *not* done here, so that the model
 stays equal to ``buildModelFromUrdf``: they overwrite the free-flyer position
 limits with [-1, 1] (``addFreeFlyerJointLimits``), and talos loads rotor
@@ -26,12 +28,22 @@ from .urdf import load_urdf
 ENVIRONMENT_VARIABLE = "EXAMPLE_ROBOT_DATA_MODEL_DIR"
 
 _Entry = namedtuple("_Entry", ["folder", "urdf", "srdf", "free_flyer", "posture",
-                               "mimic", "strict_inertia"])
+                               "mimic", "strict_inertia", "contacts"])
 
 
 def _entry(folder, urdf, srdf=None, free_flyer=False, posture=None, mimic="error",
-           strict_inertia=True):
-    return _Entry(folder, urdf, srdf, free_flyer, posture, mimic, strict_inertia)
+           strict_inertia=True, contacts=()):
+    return _Entry(folder, urdf, srdf, free_flyer, posture, mimic, strict_inertia, contacts)
+
+
+def _feet(*frames, size=3):
+    """Contact frames: ``frames`` with one contact size (3: point feet, 6: soles)."""
+    return tuple((frame, size) for frame in frames)
+
+
+_SOLO_FEET = _feet("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+_UNITREE_FEET = _feet("FL_foot", "FR_foot", "RL_foot", "RR_foot")
+_TALOS_SOLES = _feet("left_sole_link", "right_sole_link", size=6)
 
 
 # name -> where its files are (relative to the data folder) and how to load it.
@@ -48,22 +60,25 @@ ROBOTS = {
                      posture="arm_up"),
     "z1": _entry("z1_description", "urdf/z1.urdf", "srdf/z1.srdf", posture="arm_up"),
     "solo8": _entry("solo_description", "robots/solo.urdf", "srdf/solo.srdf", True,
-                    "standing"),
+                    "standing", contacts=_SOLO_FEET),
     "solo12": _entry("solo_description", "robots/solo12.urdf", "srdf/solo.srdf", True,
-                     "standing"),
+                     "standing", contacts=_SOLO_FEET),
     "bolt": _entry("bolt_description", "robots/bolt.urdf", "srdf/bolt.srdf", True,
-                   "standing"),
+                   "standing", contacts=_feet("FL_FOOT", "FR_FOOT")),
     "hyq": _entry("hyq_description", "robots/hyq_no_sensors.urdf", "srdf/hyq.srdf", True,
-                  "standing", strict_inertia=False),
+                  "standing", strict_inertia=False,
+                  contacts=_feet("lf_foot", "rf_foot", "lh_foot", "rh_foot")),
     "anymal": _entry("anymal_b_simple_description", "robots/anymal.urdf",
-                     "srdf/anymal.srdf", True, "standing", strict_inertia=False),
+                     "srdf/anymal.srdf", True, "standing", strict_inertia=False,
+                     contacts=_feet("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")),
     "go1": _entry("go1_description", "urdf/go1.urdf", "srdf/go1.srdf", True, "standing",
-                  strict_inertia=False),
-    "a1": _entry("a1_description", "urdf/a1.urdf", "srdf/a1.srdf", True, "standing"),
+                  strict_inertia=False, contacts=_UNITREE_FEET),
+    "a1": _entry("a1_description", "urdf/a1.urdf", "srdf/a1.srdf", True, "standing",
+                 contacts=_UNITREE_FEET),
     "talos": _entry("talos_data", "robots/talos_reduced.urdf", "srdf/talos.srdf", True,
-                    "half_sitting", mimic="ignore"),
+                    "half_sitting", mimic="ignore", contacts=_TALOS_SOLES),
     "talos_full": _entry("talos_data", "robots/talos_full_v2.urdf", "srdf/talos.srdf",
-                         True, "half_sitting", mimic="ignore"),
+                         True, "half_sitting", mimic="ignore", contacts=_TALOS_SOLES),
     "talos_arm": _entry("talos_data", "robots/talos_left_arm.urdf", "srdf/talos.srdf",
                         False, "half_sitting", mimic="ignore"),
     "double_pendulum": _entry("double_pendulum_description", "urdf/double_pendulum.urdf"),
@@ -141,4 +156,5 @@ def load(name):
                       srdf_path=srdf_path, q0=entry.posture, mimic=entry.mimic,
                       strict_inertia=entry.strict_inertia)
     robot.name = name
+    robot.contact_frames = entry.contacts
     return robot

@@ -97,14 +97,20 @@ class Robot:
     q0 : (nq,) array or str, optional
         The default configuration, or the name of a reference configuration;
         see :func:`default_configuration` for the default.
+    contact_frames : sequence of (frame name, size) pairs, or a dict, optional
+        The frames the robot stands on: size 3 for a point foot (a 3D contact),
+        6 for a sole (a 6D contact).  The default contacts of tools that need
+        some (``geppetto check-derivatives --function constraint_dynamics``).
 
     Attributes
     ----------
     model, name, urdf_path, srdf_path, package_dirs, visuals, q0
+    contact_frames : tuple of (str, int) pairs, () when none is described;
+        setting it checks the frames and sizes.
     """
 
     def __init__(self, model, name=None, urdf_path=None, srdf_path=None,
-                 package_dirs=(), visuals=(), q0=None):
+                 package_dirs=(), visuals=(), q0=None, contact_frames=()):
         self.model = model
         self.name = model.name if name is None else name
         self.urdf_path = urdf_path
@@ -118,6 +124,30 @@ class Robot:
             raise ValueError(f"q0 must have shape ({model.nq},), got {q0.shape}")
         q0.setflags(write=False)
         self.q0 = q0
+        self.contact_frames = contact_frames
+
+    @property
+    def contact_frames(self):
+        return self._contact_frames
+
+    @contact_frames.setter
+    def contact_frames(self, value):
+        pairs = tuple(value.items()) if isinstance(value, dict) else tuple(value)
+        checked = []
+        for pair in pairs:
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise ValueError(f"contact_frames: expected (frame name, size) pairs, got "
+                                 f"{pair!r}")
+            frame, size = pair
+            names = [f.name for f in self.model.frames]
+            if frame not in names:
+                raise ValueError(f"contact_frames: model {self.model.name!r} has no frame "
+                                 f"{frame!r}")
+            if size not in (3, 6):
+                raise ValueError(f"contact_frames: the size of {frame!r} must be 3 (point "
+                                 f"contact) or 6 (surface contact), got {size!r}")
+            checked.append((str(frame), int(size)))
+        self._contact_frames = tuple(checked)
 
     nq = property(lambda self: self.model.nq)
     nv = property(lambda self: self.model.nv)
