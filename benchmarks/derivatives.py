@@ -59,6 +59,7 @@ import geppetto as gp
 from geppetto.benchmarks import _common
 from geppetto.dynamics import finite_differences
 from geppetto.dynamics.config import kernel
+from geppetto.dynamics.linalg import cholesky_factor
 
 ROBOTS = ("ur5", "panda", "solo12", "hyq", "talos")
 STATISTIC = "best"
@@ -128,23 +129,6 @@ def time_side_by_side(runs, calls, repeats):
 # --- M^-1 by Cholesky of CRBA (dense, jitted) ----------------------------------
 
 @kernel
-def _cholesky_factor(A, L):
-    """Lower triangle of L = chol(A), A (n, n) symmetric positive definite."""
-    n = A.shape[0]
-    for j in range(n):
-        s = A[j, j]
-        for p in range(j):
-            s -= L[j, p] * L[j, p]
-        d = np.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, n):
-            s = A[i, j]
-            for p in range(j):
-                s -= L[i, p] * L[j, p]
-            L[i, j] = s / d
-
-
-@kernel
 def _invert_lower(L):
     """L^-1 in place (lower triangle), column by column."""
     n = L.shape[0]
@@ -174,7 +158,7 @@ def _lower_gram(X, out):
 def _cholesky_minverse(M, Minv, L):
     """Minv[k] = M[k]^-1 for a stack M (K, n, n) through M = L L^T (L (n, n) scratch)."""
     for k in range(M.shape[0]):
-        _cholesky_factor(M[k], L)
+        cholesky_factor(M[k], M.shape[1], L, 0.0)
         _invert_lower(L)
         _lower_gram(L, Minv[k])
 

@@ -58,12 +58,14 @@ from .constraints import (as_constraint_set, constraint_acceleration_state,
                           constraint_placements_state)
 from .crba import _crba_backward_pass, world_frame_quantities, world_inertias
 from .kinematics import world_motions
+from .linalg import cholesky_factor, cholesky_solve
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .spatial import force_cross, mat6_vec
 from .validation import as_configurations, as_stack, check_data, result
 
-# Relative size of a Cholesky pivot of G below which G is reported singular.
+# Relative size of a Cholesky pivot of G below which G is reported singular
+# (the tolerance of linalg.cholesky_factor).
 SINGULAR_PIVOT = 1e-13
 
 
@@ -127,45 +129,6 @@ def ltl_solve(m, L, X):
             X[k, c] *= inv
 
 
-@kernel
-def cholesky_factor(G):
-    """In-place dense Cholesky G = C C^T (lower triangle); False if G is not
-    (numerically) positive definite."""
-    n = G.shape[0]
-    for j in range(n):
-        d = G[j, j]
-        s = d
-        for k in range(j):
-            s -= G[j, k] * G[j, k]
-        if not s > SINGULAR_PIVOT * d:
-            return False
-        G[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            s = G[i, j]
-            for k in range(j):
-                s -= G[i, k] * G[j, k]
-            G[i, j] = s / G[j, j]
-    return True
-
-
-@kernel
-def cholesky_solve(G, X):
-    """X <- (C C^T)^-1 X with C the lower factor stored in G (X (n, ncols))."""
-    n, ncols = X.shape
-    for i in range(n):
-        for c in range(ncols):
-            s = X[i, c]
-            for k in range(i):
-                s -= G[i, k] * X[k, c]
-            X[i, c] = s / G[i, i]
-    for i in range(n - 1, -1, -1):
-        for c in range(ncols):
-            s = X[i, c]
-            for k in range(i + 1, n):
-                s -= G[k, i] * X[k, c]
-            X[i, c] = s / G[i, i]
-
-
 # --- The KKT solve and its derivatives ---------------------------------------
 
 @kernel
@@ -188,7 +151,7 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
             G[a, b] = s
             G[b, a] = s
         G[a, a] += mu
-    regular = cholesky_factor(G)
+    regular = cholesky_factor(G, nc, G, SINGULAR_PIVOT)
     lam_prev[:] = 0.0
     lc = lam.reshape((nc, 1))
     iterations = 0
@@ -199,7 +162,7 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
             for t in range(nv):
                 s -= Y[t, a] * z[t]
             lam[a] = s
-        cholesky_solve(G, lc)
+        cholesky_solve(G, nc, lc)
         delta = 0.0
         for a in range(nc):
             delta = max(delta, abs(lam[a] - lam_prev[a]))
@@ -230,12 +193,12 @@ def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
                 s += Y[t, a] * Z[t, c]
             X[a, c] = s
             dlam[a, c] = s
-    cholesky_solve(G, dlam)
+    cholesky_solve(G, nc, dlam)
     for _ in range(1, iterations):
         for a in range(nc):
             for c in range(n):
                 dlam[a, c] = X[a, c] + mu * dlam[a, c]
-        cholesky_solve(G, dlam)
+        cholesky_solve(G, nc, dlam)
     for t in range(nv):
         for c in range(n):
             s = Z[t, c]

@@ -20,41 +20,7 @@ definite (the solver then raises the regularization): no exception leaves it.
 import numpy as np
 
 from ..dynamics.config import kernel
-
-
-@kernel
-def cholesky(A, n, L):
-    """L (lower) with L L^T = A[:n, :n]; False when A is not positive definite."""
-    for j in range(n):
-        s = A[j, j]
-        for p in range(j):
-            s -= L[j, p] * L[j, p]
-        if not s > 0.0:
-            return False
-        L[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
-            s = A[i, j]
-            for p in range(j):
-                s -= L[i, p] * L[j, p]
-            L[i, j] = s / L[j, j]
-        for i in range(j):
-            L[i, j] = 0.0
-    return True
-
-
-@kernel
-def cholesky_solve(L, n, b, x):
-    """x = (L L^T)^-1 b for vectors b, x of length >= n (x may alias b)."""
-    for i in range(n):
-        s = b[i]
-        for p in range(i):
-            s -= L[i, p] * x[p]
-        x[i] = s / L[i, i]
-    for i in range(n - 1, -1, -1):
-        s = x[i]
-        for p in range(i + 1, n):
-            s -= L[p, i] * x[p]
-        x[i] = s / L[i, i]
+from ..dynamics.linalg import cholesky_factor, cholesky_solve
 
 
 @kernel
@@ -67,6 +33,7 @@ def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
     """
     n = g.shape[0]
     grad, step, trial, Hf, rhs = work[0], work[1], work[2], work[3:3 + n, :], work[3 + n]
+    rhs_column = rhs.reshape((rhs.shape[0], 1))
     for i in range(n):
         x[i] = min(max(x[i], lower[i]), upper[i])
     n_free = 0
@@ -92,7 +59,7 @@ def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
                         Hf[a, b] = H[i, j]
                         b += 1
                 a += 1
-        if n_free > 0 and not cholesky(Hf, n_free, L):
+        if n_free > 0 and not cholesky_factor(Hf, n_free, L, 0.0):
             return -1
         gnorm = 0.0
         for i in range(n):
@@ -106,7 +73,7 @@ def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
             if free[i]:
                 rhs[a] = -grad[i]
                 a += 1
-        cholesky_solve(L, n_free, rhs, rhs)
+        cholesky_solve(L, n_free, rhs_column)
         a = 0
         for i in range(n):
             if free[i]:
@@ -229,15 +196,14 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
                 return t
             _box_gains(Qxu, free, n_free, L, K, t, rhs)
         else:
-            if not cholesky(Quu[t], nu, L):
+            if not cholesky_factor(Quu[t], nu, L, 0.0):
                 return t
-            cholesky_solve(L, nu, Qu[t], k[t])
-            for j in range(ndx):
-                for i in range(nu):
-                    rhs[i] = Qxu[j, i]
-                cholesky_solve(L, nu, rhs, rhs)
-                for i in range(nu):
-                    K[t, i, j] = rhs[i]
+            for i in range(nu):
+                k[t, i] = Qu[t, i]
+                for j in range(ndx):
+                    K[t, i, j] = Qxu[j, i]
+            cholesky_solve(L, nu, k[t].reshape((nu, 1)))
+            cholesky_solve(L, nu, K[t])
         # value function
         for i in range(nu):
             s = 0.0
@@ -283,6 +249,7 @@ def _add_gap_term(Vx, Vxx, gaps, t):
 def _box_gains(Qxu, free, n_free, L, K, t, rhs):
     """K rows of the free controls: (Quu_ff)^-1 Qxu_f^T; clamped rows zero."""
     ndx, nu = Qxu.shape
+    rhs_column = rhs.reshape((nu, 1))
     for j in range(ndx):
         a = 0
         for i in range(nu):
@@ -290,7 +257,7 @@ def _box_gains(Qxu, free, n_free, L, K, t, rhs):
                 rhs[a] = Qxu[j, i]
                 a += 1
         if n_free > 0:
-            cholesky_solve(L, n_free, rhs, rhs)
+            cholesky_solve(L, n_free, rhs_column)
         a = 0
         for i in range(nu):
             if free[i]:

@@ -1,0 +1,63 @@
+"""Dense Cholesky kernels shared by the constrained dynamics and the solvers.
+
+A symmetric positive-definite A (n, n) is factorized as A = C C^T with C
+lower triangular (column by column, Golub & Van Loan, Alg. 4.2.1), and
+A X = B is solved by the two triangular sweeps C Y = B, C^T X = Y.  Only
+the lower triangle of C is written or read.
+
+The factorization stops at the first pivot s_j = A_jj - sum_p C_jp^2 that
+is not positive or that is at most ``tolerance * A_jj``: with
+``tolerance = 0`` it tests positive definiteness only (the Riccati
+recursion then raises its regularization); with a small relative
+tolerance it also reports a numerically singular A (the Delassus matrix of
+redundant constraints).
+"""
+import numpy as np
+
+from .config import kernel
+
+
+@kernel
+def cholesky_factor(A, n, C, tolerance):
+    """C (lower triangle of its leading (n, n) block) with C C^T = A[:n, :n].
+
+    C may be A itself (in place: A's lower triangle is overwritten, its strict
+    upper triangle kept); the strict upper triangle of C is never written.
+    Returns False, C incomplete, at the first pivot that is not > 0 or that is
+    <= tolerance * A_jj (see the module docstring).
+    """
+    for j in range(n):
+        d = A[j, j]
+        s = d
+        for p in range(j):
+            s -= C[j, p] * C[j, p]
+        if not s > 0.0 or s <= tolerance * d:
+            return False
+        C[j, j] = np.sqrt(s)
+        for i in range(j + 1, n):
+            s = A[i, j]
+            for p in range(j):
+                s -= C[i, p] * C[j, p]
+            C[i, j] = s / C[j, j]
+    return True
+
+
+@kernel
+def cholesky_solve(C, n, X):
+    """X[:n] <- (C C^T)^-1 X[:n], column by column, with C from :func:`cholesky_factor`.
+
+    X is (>= n, ncols); a vector x solves as ``x.reshape((x.shape[0], 1))``.
+    """
+    ncols = X.shape[1]
+    for i in range(n):
+        for c in range(ncols):
+            s = X[i, c]
+            for p in range(i):
+                s -= C[i, p] * X[p, c]
+            X[i, c] = s / C[i, i]
+    for i in range(n - 1, -1, -1):
+        for c in range(ncols):
+            s = X[i, c]
+            for p in range(i + 1, n):
+                s -= C[p, i] * X[p, c]
+            X[i, c] = s / C[i, i]
