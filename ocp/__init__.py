@@ -38,5 +38,5 @@ from .checks import (check_dynamics, check_integrator, check_residual, check_cos
                      integrator_derivatives_fd, residual_derivatives_fd, cost_derivatives_fd,
                      problem_gradient_fd)
 from .contacts import (ContactDynamics, ImpulseDynamics, ContactForceResidual,
-                       FrictionConeResidual, CenterOfPressureResidual, GaitPhase,
-                       gait_stages)
+                       FrictionConeResidual, SmoothFrictionConeResidual,
+                       CenterOfPressureResidual, GaitPhase, gait_stages)

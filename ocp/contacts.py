@@ -34,6 +34,8 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
   one contact's linear force f in the world, rows that are >= 0 inside the
   cone (use ``Cost(r, QuadraticBarrier(*r.bounds))`` or ``Constraint(r,
   *r.bounds)``).
+- :class:`SmoothFrictionConeResidual`: the second-order Coulomb cone of one
+  contact as one smooth row mu f_n - sqrt(|f_t|^2 + eps^2) >= 0.
 - :class:`CenterOfPressureResidual`: the centre of pressure of a 6D contact
   inside a rectangular sole, 4 rows >= 0 inside (same use).
 
@@ -54,6 +56,7 @@ import numpy as np
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constraint_dynamics_derivatives_parallel,
                                              constraint_dynamics_parallel)
+from ..dynamics.config import kernel
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
@@ -197,20 +200,9 @@ class ContactDynamics:
             d.ddq, data.lam, data.iterations, data.regular, d.ddq_dq, d.ddq_dv, data.ddq_dtau,
             data.dlam_dq, data.dlam_dv, data.dlam_dtau, numba.get_num_threads())
         self._check_regular(data)
-        nv = self.model.nv
-        data.f[:, :nv] = vs
-        data.f[:, nv:] = d.ddq
-        idx = np.arange(nv)
-        data.f_x[:, idx, nv + idx] = 1.0
-        data.f_x[:, nv:, :nv] = d.ddq_dq
-        data.f_x[:, nv:, nv:] = d.ddq_dv
-        data.lam_x[:, :, :nv] = data.dlam_dq
-        data.lam_x[:, :, nv:] = data.dlam_dv
-        if np.any(self.damping):
-            data.f_x[:, nv:, nv:] -= data.ddq_dtau * self.damping[None, None, :]
-            data.lam_x[:, :, nv:] -= data.dlam_dtau * self.damping[None, None, :]
-        np.matmul(data.ddq_dtau, self.actuation.B, out=data.f_u[:, nv:, :])
-        np.matmul(data.dlam_dtau, self.actuation.B, out=data.lam_u)
+        _contact_jacobians(vs, d.ddq, d.ddq_dq, d.ddq_dv, data.ddq_dtau, data.dlam_dq,
+                           data.dlam_dv, data.dlam_dtau, self.actuation.B, self.damping, data.f,
+                           data.f_x, data.f_u, data.lam_x, data.lam_u)
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
@@ -232,6 +224,39 @@ class ContactDynamics:
     def __repr__(self):
         return (f"ContactDynamics({self.model.name!r}, {self.constraints.names}, "
                 f"nu={self.nu})")
+
+
+@kernel
+def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B, D, f,
+                       f_x, f_u, lam_x, lam_u):
+    """f = (v, ddq), f_x = [[0, I], [ddq_dq, ddq_dv - ddq_dtau D]], f_u = [[0], [ddq_dtau B]],
+    lam_x = [dlam_dq, dlam_dv - dlam_dtau D], lam_u = dlam_dtau B for every knot."""
+    K, nv = v.shape
+    nc, nu = dlam_dq.shape[1], B.shape[1]
+    for k in range(K):
+        for i in range(nv):
+            f[k, i] = v[k, i]
+            f[k, nv + i] = ddq[k, i]
+            for j in range(nv):
+                f_x[k, i, j] = 0.0
+                f_x[k, i, nv + j] = 1.0 if i == j else 0.0
+                f_x[k, nv + i, j] = ddq_dq[k, i, j]
+                f_x[k, nv + i, nv + j] = ddq_dv[k, i, j] - ddq_dtau[k, i, j] * D[j]
+            for c in range(nu):
+                s = 0.0
+                for j in range(nv):
+                    s += ddq_dtau[k, i, j] * B[j, c]
+                f_u[k, i, c] = 0.0
+                f_u[k, nv + i, c] = s
+        for a in range(nc):
+            for j in range(nv):
+                lam_x[k, a, j] = dlam_dq[k, a, j]
+                lam_x[k, a, nv + j] = dlam_dv[k, a, j] - dlam_dtau[k, a, j] * D[j]
+            for c in range(nu):
+                s = 0.0
+                for j in range(nv):
+                    s += dlam_dtau[k, a, j] * B[j, c]
+                lam_u[k, a, c] = s
 
 
 class ImpulseDynamics(ContactDynamics):
@@ -309,6 +334,10 @@ class ImpulseDynamics(ContactDynamics):
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
+    def quasi_static(self, xs):
+        """Zero controls (K, nu): an impact does not depend on them."""
+        return np.zeros((np.atleast_2d(xs).shape[0], self.nu))
+
     def __repr__(self):
         return (f"ImpulseDynamics({self.model.name!r}, {self.constraints.names}, "
                 f"restitution={self.restitution})")
@@ -320,21 +349,27 @@ class GaitPhase:
     """What :func:`gait_stages` tells the ``costs`` function about a stage: ``index``
     of the gait entry, ``feet`` in contact (tuple of frame names), ``dynamics``,
     ``start`` (its first knot in the problem), ``knots`` (its number of knots),
-    ``impulse`` (True for a touchdown stage, one knot)."""
+    ``impulse`` (True for a touchdown stage, one knot) and ``touchdown`` (the
+    feet that touch the ground at the start of this gait entry, empty when none)."""
 
-    __slots__ = ("index", "feet", "dynamics", "start", "knots", "impulse")
+    __slots__ = ("index", "feet", "dynamics", "start", "knots", "impulse", "touchdown")
 
-    def __init__(self, index, feet, dynamics, start, knots, impulse):
+    def __init__(self, index, feet, dynamics, start, knots, impulse, touchdown=()):
         self.index, self.feet, self.dynamics = index, feet, dynamics
         self.start, self.knots, self.impulse = start, knots, impulse
+        self.touchdown = touchdown
 
     def __repr__(self):
         kind = "impulse" if self.impulse else "phase"
         return f"GaitPhase({kind} {self.index}, feet={self.feet}, knots={self.start}+{self.knots})"
 
 
+IMPULSE_FEET = ("all", "touchdown")
+
+
 def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, Kp=0.0,
-                Kd=0.0, actuation=None, impulses=True, integrator="euler"):
+                Kd=0.0, actuation=None, impulses=True, integrator="semi_implicit_euler",
+                impulse_feet="all"):
     """Running stages of a multi-phase legged problem from a gait description.
 
     Parameters
@@ -342,6 +377,9 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     model : dynamics Model with a free-flyer root.
     gait : sequence of ``(feet, knots)``: the frames in contact (names; empty for
         a flight phase) during ``knots`` knots.  Consecutive entries are phases.
+        The last entry may have 0 knots: the problem then ends with its touchdown
+        impulse (the terminal state is the one after the impact, as in
+        Crocoddyl's ``SimpleQuadrupedalGaitProblem``).
     costs : ``costs(phase) -> list of Cost`` for a :class:`GaitPhase` (build the
         force, friction-cone and swing-foot terms there; per-knot references can
         use ``phase.start`` and ``phase.knots``).
@@ -349,8 +387,17 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     reference, Kp, Kd : the contacts' frame and Baumgarte gains.
     actuation : default floating base.
     impulses : insert an :class:`ImpulseDynamics` stage (dt = 1) before every phase
-        in which a foot touches down, with all the feet of that phase.
-    integrator : scheme of the phases.
+        in which a foot touches down.
+    integrator : scheme of the phases; default symplectic Euler (Crocoddyl's
+        ``IntegratedActionModelEuler``: v' = v + dt a, q' = q (+) dt v').  Explicit
+        Euler (q' = q (+) dt v) also works but makes FDDP's Gauss-Newton model
+        poor near touchdowns: on the solo12 trot the curvature it omits along
+        the step (costates of ~1e4 times the second derivatives of the last
+        swing knots' dynamics) was twice the curvature it models, and FDDP
+        crept for 100 iterations where symplectic Euler converges in 20.
+    impulse_feet : the contacts of an impulse stage: "all" the feet of the phase
+        that follows (the feet already on the ground take part in the impact), or
+        "touchdown" only the feet that land (Crocoddyl's ``createImpulseModel``).
 
     Returns
     -------
@@ -361,26 +408,37 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     """
     if size not in (3, 6):
         raise ValueError(f"contact size {size!r}: expected 3 (point) or 6 (sole)")
+    if impulse_feet not in IMPULSE_FEET:
+        raise ValueError(f"impulse_feet = {impulse_feet!r}: expected one of {IMPULSE_FEET}")
     make_contact = contact_3d if size == 3 else contact_6d
     actuation = Actuation.floating_base(model) if actuation is None else actuation
+    gait = [(tuple(feet), int(knots)) for feet, knots in gait]
     stages, phases, previous, start = [], [], (), 0
     for index, (feet, knots) in enumerate(gait):
-        feet, knots = tuple(feet), int(knots)
-        if knots < 1:
-            raise ValueError(f"gait entry {index}: expected at least one knot, got {knots}")
-        contacts = [make_contact(model, foot, reference=reference, Kp=Kp, Kd=Kd)
-                    for foot in feet]
-        if impulses and index > 0 and set(feet) - set(previous):
-            impulse = ImpulseDynamics(model, contacts, actuation)
-            phase = GaitPhase(index, feet, impulse, start, 1, True)
+        landing = tuple(f for f in feet if f not in previous) if index > 0 else ()
+        last_impulse = knots == 0 and index == len(gait) - 1 and impulses and landing
+        if knots < 1 and not last_impulse:
+            raise ValueError(f"gait entry {index}: expected at least one knot, got {knots} "
+                             "(0 only for a last entry that touches down)")
+
+        def contacts(names):
+            return [make_contact(model, foot, reference=reference, Kp=Kp, Kd=Kd)
+                    for foot in names]
+
+        if impulses and landing:
+            impulse = ImpulseDynamics(
+                model, contacts(feet if impulse_feet == "all" else landing), actuation)
+            phase = GaitPhase(index, feet, impulse, start, 1, True, landing)
             stages.append(StageModel(impulse, costs(phase), dt=1.0, name=f"impulse {index}"))
             phases.append(phase)
             start += 1
+        if knots == 0:
+            break
         if feet:
-            dynamics = ContactDynamics(model, contacts, actuation)
+            dynamics = ContactDynamics(model, contacts(feet), actuation)
         else:
             dynamics = FreeDynamics(model, actuation)
-        phase = GaitPhase(index, feet, dynamics, start, knots, False)
+        phase = GaitPhase(index, feet, dynamics, start, knots, False, landing)
         stage = StageModel(dynamics, costs(phase), dt=dt, integrator=integrator,
                            name=f"phase {index}")
         stages.extend([stage] * knots)
@@ -517,6 +575,25 @@ def _supporting_dofs(model, joint):
     return np.array(sorted(dofs), dtype=np.int64)
 
 
+def _friction_coefficient(mu):
+    mu = float(mu)
+    if not (np.isfinite(mu) and mu > 0.0):
+        raise ValueError(f"friction coefficient mu = {mu!r}: expected a finite number > 0")
+    return mu
+
+
+def _surface_basis(normal):
+    """(n, t1, t2): the unit normal and two tangents, a right-handed orthonormal basis."""
+    n = np.asarray(normal, dtype=float).reshape(3)
+    if not (np.all(np.isfinite(n)) and np.linalg.norm(n) > 0.0):
+        raise ValueError(f"normal {normal!r}: expected a non-zero finite 3-vector")
+    n = n / np.linalg.norm(n)
+    helper = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    t1 = helper - n.dot(helper) * n
+    t1 /= np.linalg.norm(t1)
+    return n, t1, np.cross(n, t1)
+
+
 class FrictionConeResidual(_ContactResidual):
     """Linearized Coulomb cone of one contact: 5 rows, each >= 0 inside the cone.
 
@@ -540,17 +617,8 @@ class FrictionConeResidual(_ContactResidual):
     def __init__(self, contact_dynamics, constraint, mu, normal=(0.0, 0.0, 1.0), inner=True,
                  min_force=0.0):
         super().__init__(contact_dynamics, constraint)
-        mu = float(mu)
-        if not (np.isfinite(mu) and mu > 0.0):
-            raise ValueError(f"friction coefficient mu = {mu!r}: expected a finite number > 0")
-        n = np.asarray(normal, dtype=float).reshape(3)
-        if not (np.all(np.isfinite(n)) and np.linalg.norm(n) > 0.0):
-            raise ValueError(f"normal {normal!r}: expected a non-zero finite 3-vector")
-        n = n / np.linalg.norm(n)
-        helper = np.array([1.0, 0.0, 0.0]) if abs(n[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
-        t1 = helper - n.dot(helper) * n
-        t1 /= np.linalg.norm(t1)
-        t2 = np.cross(n, t1)
+        mu = _friction_coefficient(mu)
+        n, t1, t2 = _surface_basis(normal)
         mu_eff = mu / np.sqrt(2.0) if inner else mu
         self.mu, self.normal = mu, n
         self.A = np.array([mu_eff * n - t1, mu_eff * n + t1, mu_eff * n - t2, mu_eff * n + t2,
@@ -574,6 +642,64 @@ class FrictionConeResidual(_ContactResidual):
         np.matmul(f[:, :3], self.A.T, out=data.r)
         np.matmul(self.A, f_x[:, :3], out=data.Rx)
         np.matmul(self.A, f_u[:, :3], out=data.Ru)
+
+
+class SmoothFrictionConeResidual(_ContactResidual):
+    """Coulomb's (second-order) cone of one contact as one smooth row, >= 0 inside:
+
+        r = mu f_n - sqrt(|f_t|^2 + eps^2),   f_n = n.f,  f_t = (t1.f, t2.f),
+
+    f the contact's linear force in the world (as :class:`FrictionConeResidual`).
+    r >= 0 is |f_t| <= mu f_n, the exact cone, except that eps (N) rounds its
+    apex: the norm is not differentiable at f_t = 0, where a standing foot's
+    force lies, and with eps > 0 the row is smooth everywhere, its gradient
+    bounded, and r >= 0 asks f_n >= eps / mu (a pushing foot).  The row is a
+    force, like the pyramid's rows, so the same barrier weights serve; mu^2
+    f_n^2 - |f_t|^2 would be smooth too, but also >= 0 on the negative cone
+    (a pulling foot) and in N^2.  Exact derivatives:
+
+        dr/df = mu n - (f_t1 t1 + f_t2 t2) / sqrt(|f_t|^2 + eps^2),
+        Rx = dr/df f_x,  Ru = dr/df f_u.
+
+    ``bounds`` = (0, inf): use ``Cost(r, QuadraticBarrier(*r.bounds))`` or
+    ``Constraint(r, *r.bounds)``.
+    """
+
+    nr = 1
+
+    def __init__(self, contact_dynamics, constraint, mu, normal=(0.0, 0.0, 1.0), eps=1e-3):
+        super().__init__(contact_dynamics, constraint)
+        self.mu = _friction_coefficient(mu)
+        eps = float(eps)
+        if not (np.isfinite(eps) and eps > 0.0):
+            raise ValueError(f"eps = {eps!r}: expected a finite number > 0 (N)")
+        self.eps = eps
+        self.normal, t1, t2 = _surface_basis(normal)
+        self.T = np.array([t1, t2])
+        self.reference = np.zeros(0)
+        self.bounds = (np.zeros(1), np.full(1, np.inf))
+
+    def reference_shape(self):
+        return (0,)
+
+    def _row(self, f):
+        """r (K,) and dr/df (K, 3) for world forces f (K, 3)."""
+        ft = f @ self.T.T
+        s = np.sqrt(np.einsum("ka,ka->k", ft, ft) + self.eps ** 2)
+        dr_df = self.mu * self.normal - (ft / s[:, None]) @ self.T
+        return self.mu * (f @ self.normal) - s, dr_df
+
+    def calc(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, VALUES)
+        data.r[:, 0] = self._row(self._force_in(out, True, False)[0][:, :3])[0]
+
+    def calc_diff(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, DERIVATIVES)
+        f, f_x, f_u = self._force_in(out, True, True)
+        r, dr_df = self._row(f[:, :3])
+        data.r[:, 0] = r
+        np.einsum("ka,kac->kc", dr_df, f_x[:, :3], out=data.Rx[:, 0])
+        np.einsum("ka,kac->kc", dr_df, f_u[:, :3], out=data.Ru[:, 0])
 
 
 class CenterOfPressureResidual(_ContactResidual):
