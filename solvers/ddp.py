@@ -25,11 +25,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ocp.contact_step import CONTACT_SCHEMES, contact_step_workspace
+from ..ocp.contacts import ContactDynamics, ImpulseDynamics
 from ..ocp.dynamics import FreeDynamics
 from ..ocp.problem import _numba_threads
 from ..ocp.step import SCHEME_CODES, step_workspace
 from .callbacks import CallbackVerbose
 from .forward import forward_pass_free
+from .forward_contact import IMPULSE, forward_pass_contact
 from .riccati import backward_pass
 
 
@@ -115,8 +118,29 @@ class FDDP:
     def _workspace(self, dynamics):
         key = id(dynamics)
         if key not in self._workspaces:
-            self._workspaces[key] = step_workspace(dynamics.arrays, dynamics.state.nx)
+            if isinstance(dynamics, FreeDynamics):
+                ws = step_workspace(dynamics.arrays, dynamics.state.nx)
+            else:
+                ws = contact_step_workspace(dynamics.arrays, dynamics.constraints.arrays,
+                                            dynamics.state.nx)
+            self._workspaces[key] = ws
         return self._workspaces[key]
+
+    @staticmethod
+    def _contact_stage(model):
+        """The ``stage`` tuple of :func:`.forward_contact.forward_pass_contact` for a
+        stage of contact dynamics or an impact, or None (stepped in Python)."""
+        dynamics = model.dynamics
+        settings = (dynamics.mu, dynamics.max_iterations, dynamics.accuracy)
+        if isinstance(dynamics, ImpulseDynamics):
+            if model.integrator.scheme != "euler" or model.dt != 1.0:
+                return None
+            return (dynamics.actuation.B, dynamics.damping, settings, IMPULSE, 1.0,
+                    dynamics.restitution)
+        if isinstance(dynamics, ContactDynamics) and model.integrator.scheme in CONTACT_SCHEMES:
+            return (dynamics.actuation.B, dynamics.damping, settings,
+                    CONTACT_SCHEMES[model.integrator.scheme], model.dt, 0.0)
+        return None
 
     def _try_step(self, xs, us, gaps, alpha, feasible):
         """(xs_try, us_try, xnext, cost_try) or None when the rollout diverged."""
@@ -145,27 +169,32 @@ class FDDP:
         return xs_try, us_try, xnext, cost
 
     def _rollout_phases(self, xs, us, gaps, alpha, use_gaps, xs_try, us_try, xnext, predicted):
-        """The trial rollout phase by phase; returns the last predicted state or None."""
+        """The trial rollout phase by phase, one kernel per phase (multibody and contact
+        phases, impacts); returns the last predicted state or None."""
         problem = self.problem
         for model, start, stop, _ in problem.phases:
             dynamics = model.dynamics
+            window = slice(start, stop)
+            trial = (xs[window], us[window], self.k[window], self.K[window], gaps[window],
+                     alpha, use_gaps, self.boxed, self.u_lower[window], self.u_upper[window],
+                     predicted, xs_try[window], us_try[window], xnext[window])
             try:
                 if isinstance(dynamics, FreeDynamics):
                     failed = forward_pass_free(
                         dynamics.arrays, dynamics.actuation.B, dynamics.damping,
-                        SCHEME_CODES[model.integrator.scheme], model.dt, xs[start:stop],
-                        us[start:stop], self.k[start:stop], self.K[start:stop],
-                        gaps[start:stop], alpha, use_gaps, self.boxed,
-                        self.u_lower[start:stop], self.u_upper[start:stop], predicted,
-                        xs_try[start:stop], us_try[start:stop], xnext[start:stop],
+                        SCHEME_CODES[model.integrator.scheme], model.dt, *trial,
                         self._workspace(dynamics))
-                    if failed >= 0:
-                        return None
+                elif self._contact_stage(model) is not None:
+                    failed = forward_pass_contact(
+                        dynamics.arrays, dynamics.constraints.arrays, self._contact_stage(model),
+                        *trial, self._workspace(dynamics))
                 else:
-                    self._python_rollout(model, start, stop, xs, us, gaps, alpha, use_gaps,
-                                         predicted, xs_try, us_try, xnext)
+                    failed = self._python_rollout(model, start, stop, xs, us, gaps, alpha,
+                                                  use_gaps, predicted, xs_try, us_try, xnext)
             except (ZeroDivisionError, FloatingPointError, OverflowError):
                 # a diverging rollout reached a singular state (Numba raises on x / 0.0)
+                return None
+            if failed >= 0:
                 return None
             predicted = xnext[stop - 1]
         return predicted
@@ -187,6 +216,7 @@ class FDDP:
             us_try[t] = u
             xnext[t] = model.integrator.calc(idata, x, u[None])[0]
             predicted = xnext[t]
+        return -1
 
     # -- expected improvement -----------------------------------------------------
     def _expected_terms(self, gaps, feasible):

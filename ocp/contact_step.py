@@ -1,0 +1,78 @@
+"""One jitted discrete step of :class:`~.contacts.ContactDynamics` (and the impact of
+:class:`~.contacts.ImpulseDynamics`), for sequential loops.
+
+The contact counterpart of :mod:`.step`: a solver's line search rolls a
+contact phase out in one kernel call that steps knot after knot, instead of
+one Python call (and one kernel launch) per knot.  The step matches
+:class:`~.integrators.Integrator` on the contact field exactly for the two
+schemes contact problems use:
+
+- ``euler`` (code 0):               w = dt (v, ddq)
+- ``semi_implicit_euler`` (code 1): w = (dt (v + dt ddq), dt ddq)
+
+with ddq from ``constraint_dynamics`` at tau = B u - D v, and x' = x (+) w;
+an impact (:func:`impulse_step`) maps x = (q, v) to (q, v+).  The tests
+compare both with the stage models.
+"""
+import numpy as np
+
+from ..dynamics.config import kernel
+from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _impulse_state,
+                                             constrained_workspace)
+from .step import _state_integrate
+
+CONTACT_SCHEMES = {"euler": 0, "semi_implicit_euler": 1}
+
+
+@kernel
+def contact_step_workspace(m, ca, nx):
+    """Scratch of :func:`contact_step` and :func:`impulse_step` for one state:
+    (per-state dynamics arrays, stage vectors, constrained-dynamics scratch, Lie scratch)."""
+    nj, nv = m.njoints, m.nv
+    liR = np.zeros((nj, 3, 3))
+    oR = np.zeros((nj, 3, 3))
+    for a in range(3):
+        liR[0, a, a] = 1.0
+        oR[0, a, a] = 1.0
+    dyn = (liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3)), np.empty((6, nv)),
+           np.empty((nj, 6, 6)), np.empty((nv, nv)), np.empty(nv), np.empty(ca.nrows),
+           np.empty(nv))
+    return (dyn, (np.empty(2 * nv), np.empty(nx)), constrained_workspace(m, ca),
+            (np.empty(4), np.empty(4), np.empty(3)))
+
+
+@kernel
+def contact_step(m, ca, B, damping, settings, scheme, dt, x, u, xnext, ws):
+    """xnext = F(x, u) of one contact knot; ``settings`` = (mu, max_iterations,
+    accuracy) of the KKT solve.  Returns False when the contacts are degenerate."""
+    liR, lip, oR, op, J, oY, M, ddq, lam, tau = ws[0]
+    w = ws[1][0]
+    mu, max_iterations, accuracy = settings
+    nq, nv = m.nq, m.nv
+    for i in range(nv):
+        s = -damping[i] * x[nq + i]
+        for j in range(B.shape[1]):
+            s += B[i, j] * u[j]
+        tau[i] = s
+    _, regular = _constraint_dynamics_state(m, ca, x[:nq], x[nq:], tau, mu, max_iterations,
+                                            accuracy, liR, lip, oR, op, J, oY, M, ddq, lam, ws[2])
+    for i in range(nv):
+        w[nv + i] = dt * ddq[i]
+        w[i] = dt * x[nq + i] + (dt * w[nv + i] if scheme == 1 else 0.0)
+    _state_integrate(m, x, w, xnext, ws)
+    return regular
+
+
+@kernel
+def impulse_step(m, ca, restitution, settings, x, xnext, ws):
+    """xnext = (q, v+) of one impact.  Returns False when the contacts are degenerate."""
+    liR, lip, oR, op, J, oY, M, v_after, impulse, _ = ws[0]
+    mu, max_iterations, accuracy = settings
+    nq, nv = m.nq, m.nv
+    _, regular = _impulse_state(m, ca, x[:nq], x[nq:], restitution, mu, max_iterations,
+                                accuracy, liR, lip, oR, op, J, oY, M, v_after, impulse, ws[2])
+    for i in range(nq):
+        xnext[i] = x[i]
+    for i in range(nv):
+        xnext[nq + i] = v_after[i]
+    return regular
