@@ -21,10 +21,11 @@ A :class:`Constraint` is a residual with bounds lower <= r <= upper (an
 equality where they are equal); the solvers consume them (box limits on u by
 BoxFDDP, the rest by the NLP).
 """
+import numba
 import numpy as np
 from numba import prange
 
-from ..dynamics.config import parallel_kernel
+from ..dynamics.config import kernel, parallel_kernel
 
 QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
 
@@ -251,10 +252,16 @@ class Cost:
         else:
             self.residual.calc(rdata, kinematics, xs, us)
         _activate(self.activation.code, data.params, rdata.r, data.value, data.a_r, data.A_rr)
-        _accumulate(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx, rdata.Ru,
-                    out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
-                    us is not None and self.residual.uses_control, with_derivatives,
-                    self.activation.code != SMOOTH2, self.residual.depends_on_state)
+        with_u = us is not None and self.residual.uses_control
+        if self.activation.code == SMOOTH2:
+            _accumulate(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx, rdata.Ru,
+                        out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu, with_u,
+                        with_derivatives, False, self.residual.depends_on_state)
+        else:
+            _accumulate_rows(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx,
+                             rdata.Ru, out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
+                             with_u, with_derivatives, self.residual.depends_on_state,
+                             numba.get_num_threads())
 
 
 class Constraint:
@@ -281,3 +288,69 @@ class Constraint:
         else:
             self.residual.calc(data, kinematics, xs, us)
         return data
+
+
+@parallel_kernel
+def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
+                     with_derivatives, with_x, n_chunks):
+    """:func:`_accumulate` for a diagonal A_rr, row by row over the non-zero entries:
+
+        Lx += w a_r_i Rx_i,  Lxx += w A_ii Rx_i^T Rx_i,  Lxu += w A_ii Rx_i^T Ru_i, ...
+
+    for each residual row i, on the columns where Rx_i (Ru_i) is not zero.  A state
+    residual's rows have one non-zero (six on a free-flyer's base), a kinematic
+    residual's only the configuration columns of the joints that carry its frame, so
+    the cost is sum_i nnz_i^2 instead of nr ndx^2; rows with a_r_i = A_ii = 0 (a
+    barrier inside its bounds) add nothing and are skipped.  Knots in ``n_chunks``
+    chunks (one column-index scratch each).
+    """
+    K, nr = a_r.shape
+    ndx = Rx.shape[2]
+    nu = Ru.shape[2]
+    for chunk in prange(n_chunks):
+        cx = np.empty(ndx, dtype=np.int64)
+        cu = np.empty(nu, dtype=np.int64)
+        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
+            cost[k] += weight * a[k]
+            if not with_derivatives:
+                continue
+            for i in range(nr):
+                g = weight * a_r[k, i]
+                h = weight * A_rr[k, i, i]
+                if g == 0.0 and h == 0.0:          # e.g. a barrier row inside its bounds
+                    continue
+                nx = _nonzero_columns(Rx[k, i], cx) if with_x else 0
+                nuc = _nonzero_columns(Ru[k, i], cu) if with_u else 0
+                for p in range(nx):
+                    c = cx[p]
+                    hc = h * Rx[k, i, c]
+                    Lx[k, c] += g * Rx[k, i, c]
+                    for q in range(p, nx):
+                        d = cx[q]
+                        v = hc * Rx[k, i, d]
+                        Lxx[k, c, d] += v
+                        if d != c:
+                            Lxx[k, d, c] += v
+                    for q in range(nuc):
+                        Lxu[k, c, cu[q]] += hc * Ru[k, i, cu[q]]
+                for p in range(nuc):
+                    c = cu[p]
+                    hc = h * Ru[k, i, c]
+                    Lu[k, c] += g * Ru[k, i, c]
+                    for q in range(p, nuc):
+                        d = cu[q]
+                        v = hc * Ru[k, i, d]
+                        Luu[k, c, d] += v
+                        if d != c:
+                            Luu[k, d, c] += v
+
+
+@kernel
+def _nonzero_columns(row, columns):
+    """Write the indices of the non-zero entries of ``row`` into ``columns``; their count."""
+    n = 0
+    for c in range(row.shape[0]):
+        if row[c] != 0.0:
+            columns[n] = c
+            n += 1
+    return n
