@@ -61,6 +61,25 @@ def show(robot, xs, dt, out, name, live, camera_position=None):
             input("press Enter to close the viewer ")
 
 
+def show_and_plot(robot, result, dt, out, name, live, reduced, camera_position, end_effector,
+                  end_effector_plot, u_bounds=None):
+    """What the legged examples do with a solution: print it, export (and play) the
+    animation, and write into ``out`` the joint trajectories (``joints.png``, not in
+    the reduced form: a hundred panels), the path of ``end_effector`` (a frame name)
+    as ``end_effector_plot`` and the convergence (``convergence.png``)."""
+    from ..solvers import plots
+    print(result)
+    show(robot, result.xs, dt, out, name, live, camera_position=camera_position)
+    if out is None:
+        return
+    if not reduced:
+        plots.plot_trajectories(result.xs, result.us, dt, robot.model, u_bounds=u_bounds,
+                                path=output(out, "joints.png"))
+    plots.plot_end_effector(result.xs, robot.model, end_effector,
+                            path=output(out, end_effector_plot))
+    plots.plot_convergence(result, path=output(out, "convergence.png"))
+
+
 def _visual(model, name, joint, kind, size, p, rgba):
     return robots.VisualGeometry(name=name, link=name, frame_id=0, joint=joint, R=np.eye(3),
                                  p=np.asarray(p, dtype=float), kind=kind, size=size, rgba=rgba)

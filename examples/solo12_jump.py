@@ -14,7 +14,6 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.examples import _common
-from geppetto.solvers import plots
 
 FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 JUMP_HEIGHT = 0.1
@@ -60,16 +59,8 @@ def main(reduced=False, out="geppetto-examples/solo12_jump", live=False):
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs),
                                             max_iter=15 if reduced else 100, verbose=True)
-    print(result)
-
-    _common.show(robot, result.xs, dt, out, "solo12_jump", live, camera_position=(1.0, -1.5, 0.6))
-    if out is not None:
-        if not reduced:            # a hundred panels: the tests skip them
-            plots.plot_trajectories(result.xs, result.us, dt, model,
-                                    path=_common.output(out, "joints.png"))
-        plots.plot_end_effector(result.xs, model, "FL_FOOT",
-                                path=_common.output(out, "front_left_foot.png"))
-        plots.plot_convergence(result, path=_common.output(out, "convergence.png"))
+    _common.show_and_plot(robot, result, dt, out, "solo12_jump", live, reduced, (1.0, -1.5, 0.6),
+                          "FL_FOOT", "front_left_foot.png")
     return problem, result
 
 

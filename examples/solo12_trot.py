@@ -1,13 +1,16 @@
 """solo12 trotting: diagonal pairs of feet step forward in turn, solved by FDDP.
 
-The trotting problem of Crocoddyl's ``SimpleQuadrupedalGaitProblem`` (Mastalli
-et al., "Crocoddyl", ICRA 2020): four-feet support knots, then one diagonal
-pair swings along an arc (step length 0.25 m, height 0.15 m) while the other
-carries the robot, a touchdown impulse (restitution 0), and so on; the centre
-of mass follows the feet forward.  The stages come from ``gait_stages`` (3D
-point contacts, floating-base actuation), the initial guess is the standing
-state repeated with quasi-static controls, every knot's derivatives from the
-analytical constrained-dynamics derivatives.
+Crocoddyl's ``SimpleQuadrupedalGaitProblem.createTrottingProblem`` (Mastalli
+et al., "Crocoddyl", ICRA 2020), term for term, so that both solvers solve
+the same OCP (``benchmarks/contacts.py`` runs them side by side): four-feet
+support knots, then a diagonal pair swings along an arc (the first step half
+as long) while the other pair carries the robot and the centre of mass
+follows, a touchdown impulse of the landing feet (restitution 0), and so on;
+the problem ends at the last impact.  3D point contacts in world-aligned
+axes with Baumgarte Kd = 50, symplectic Euler, the friction cones as
+four-facet pyramids (``--smooth-cone``: the second-order cone) under a
+quadratic barrier, and a barrier on the joint position and velocity limits.
+The guess is the standing state repeated with quasi-static controls.
 
     python -m geppetto.examples.solo12_trot [--out DIR] [--live] [--reduced]
 """
@@ -15,91 +18,112 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.examples import _common
-from geppetto.solvers import plots
 
 FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
-PAIRS = (("FL_FOOT", "HR_FOOT"), ("FR_FOOT", "HL_FOOT"))     # swinging diagonals
-STEP_LENGTH, STEP_HEIGHT = 0.25, 0.15
+SWINGING = (("FR_FOOT", "HL_FOOT"), ("FL_FOOT", "HR_FOOT"))    # in turn, Crocoddyl's order
+STEP_LENGTH, STEP_HEIGHT, MU = 0.25, 0.15, 0.7
+# Crocoddyl's weights (squared in its WeightedQuad activations)
+RUNNING_STATE = (0.0, 500.0, 0.01, 10.0, 1.0)     # base position, base rotation, joints, v
+IMPULSE_STATE = (1.0, 1.0, 10.0, 10.0, 10.0)
 
 
-def swing_arc(start, knots):
-    """Foot targets (knots, 3) of a step from ``start``: forward linearly, up then down."""
-    s = (np.arange(knots) + 1.0) / knots
-    return start + np.c_[STEP_LENGTH * s, np.zeros(knots), STEP_HEIGHT * (1 - np.abs(2 * s - 1))]
+def state_weights(nv, base_position, base_rotation, joints, base_velocity, joint_velocity):
+    return np.r_[np.full(3, base_position), np.full(3, base_rotation),
+                 np.full(nv - 6, joints), np.full(6, base_velocity),
+                 np.full(nv - 6, joint_velocity)] ** 2
 
 
-def trotting_problem(model, x0, steps, step_knots, support_knots, dt):
+def swing_arc(start, length, height, knots):
+    """Foot targets (knots, 3) of one step: forward by length (k + 1) / knots,
+    up then down in a tent of the given height (Crocoddyl's footstep targets)."""
+    k = np.arange(knots)
+    half = knots / 2.0
+    lift = height * (1.0 - np.abs(k - half) / half)
+    return start + np.c_[length * (k + 1) / knots, np.zeros(knots), lift]
+
+
+def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01,
+                     smooth_cone=False):
     """The ShootingProblem of ``steps`` diagonal steps from the standing state x0
-    (also what benchmarks/contacts.py solves beside Crocoddyl)."""
+    (Crocoddyl's ``createTrottingProblem`` for steps = 2)."""
     data = model.create_data()
     q0 = x0[:model.nq]
     gp.dynamics.forward_kinematics(model, data, q0)
-    feet = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1].copy() for f in FEET}
-    com0 = gp.dynamics.center_of_mass(model, data, q0).copy()
-    com0[:2] = np.mean([feet[f][:2] for f in FEET], axis=0)       # above the feet's centre
+    feet = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1].copy()
+            for f in FEET}
+    com = np.mean([feet[f] for f in FEET], axis=0)
+    com[2] = gp.dynamics.center_of_mass(model, data, q0)[2]
 
     state = gp.ocp.StateMultibody(model)
-    weights = np.r_[np.zeros(3), np.full(3, 500.0), np.full(model.nv - 6, 0.01),
-                    np.full(6, 10.0), np.ones(model.nv - 6)]
-    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights**2),
-                        weight=10.0)
-    weights = np.r_[np.ones(6), np.full(model.nv - 6, 10.0), np.full(model.nv, 10.0)]
-    x_reg_impulse = gp.ocp.Cost(x_reg.residual, gp.ocp.WeightedQuadratic(weights**2), weight=10.0)
-    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(model.nv - 6), weight=0.1)
+    nv = model.nv
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0),
+                        gp.ocp.WeightedQuadratic(state_weights(nv, *RUNNING_STATE)), weight=10.0)
+    x_reg_impulse = gp.ocp.Cost(x_reg.residual,
+                                gp.ocp.WeightedQuadratic(state_weights(nv, *IMPULSE_STATE)),
+                                weight=10.0)
+    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(nv - 6), weight=0.1)
+    free = np.full(6, np.inf)                       # the base: no bounds
+    lower = np.r_[-free, model.lower_position_limit[7:], -free, -model.velocity_limit[6:]]
+    upper = np.r_[free, model.upper_position_limit[7:], free, model.velocity_limit[6:]]
+    x_bounds = gp.ocp.Cost(gp.ocp.StateResidual(state),        # x (-) neutral: q and v
+                           gp.ocp.QuadraticBarrier(lower, upper), weight=1e3)
 
-    gait, plan = [(FEET, support_knots)], {}
+    gait, plan = [], {}
     for step in range(steps):
-        gait += [(tuple(f for f in FEET if f not in PAIRS[step % 2]), step_knots),
-                 (FEET, support_knots)]
-        plan[2 * step + 1] = PAIRS[step % 2]
+        swing = SWINGING[step % 2]
+        gait += [(FEET, support_knots), (tuple(f for f in FEET if f not in swing), step_knots)]
+        plan[2 * step + 1] = (swing, STEP_LENGTH / 2 if step == 0 else STEP_LENGTH)
+    gait.append((FEET, 0))                          # the problem ends at the last impact
+    landing_targets = {}
 
     def costs(phase):
-        swing = plan.get(phase.index, ())
-        if phase.impulse:          # the feet that touched down land where the step ends
-            return [x_reg_impulse, u_reg] + [gp.ocp.Cost(gp.ocp.FrameTranslationResidual(
-                model, foot, feet[foot]), weight=1e7) for foot in plan.get(phase.index - 1, ())]
-        terms = [x_reg, u_reg]
+        if phase.impulse:
+            return [x_reg_impulse, u_reg] + [
+                gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, f, landing_targets[f]),
+                            weight=1e7) for f in phase.touchdown]
+        terms = [x_reg, u_reg, x_bounds]
         for foot in phase.feet:
-            cone = gp.ocp.FrictionConeResidual(phase.dynamics, foot, mu=0.7)
-            terms.append(gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0))
-        if swing:
-            targets = {f: swing_arc(feet[f], phase.knots) for f in swing}
+            terms.append(friction_cone(phase.dynamics, foot, smooth_cone))
+        if phase.index in plan:
+            swing, length = plan[phase.index]
             s = (np.arange(phase.knots) + 1.0) / phase.knots
-            com = com0 + np.c_[0.5 * STEP_LENGTH * s, np.zeros((phase.knots, 2))]
-            terms.append(gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, com), weight=1e6))
+            com_path = com + np.c_[0.5 * length * s, np.zeros((phase.knots, 2))]
+            terms.append(gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, com_path), weight=1e6))
             for f in swing:
-                terms.append(gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, f, targets[f]),
+                arc = swing_arc(feet[f], length, STEP_HEIGHT, phase.knots)
+                terms.append(gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, f, arc),
                                          weight=1e6))
-                feet[f] = targets[f][-1].copy()
-            com0[:] = com[-1]
+                landing_targets[f] = arc[-1]
+                feet[f] = feet[f] + [length, 0.0, 0.0]
+            com[:] = com_path[-1]
         return terms
 
-    stages, phases = gp.ocp.gait_stages(model, gait, costs, dt=dt, Kd=50.0)
-    terminal = gp.ocp.TerminalModel(state, [x_reg])
+    # gait_stages' default scheme is symplectic Euler, Crocoddyl's Euler
+    stages, _ = gp.ocp.gait_stages(model, gait, costs, dt=dt, Kd=50.0, impulse_feet="touchdown")
+    terminal = gp.ocp.TerminalModel(state, [x_reg, x_bounds])
     return gp.ocp.ShootingProblem(x0, stages, terminal)
+
+
+def friction_cone(dynamics, foot, smooth):
+    """The barrier cost keeping ``foot``'s force in its friction cone (weight 10)."""
+    if smooth:
+        cone = gp.ocp.SmoothFrictionConeResidual(dynamics, foot, mu=MU)
+    else:
+        cone = gp.ocp.FrictionConeResidual(dynamics, foot, mu=MU, inner=False)
+    return gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0)
 
 
 def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
     robot = gp.robots.load("solo12")
     model = robot.model
     x0 = np.r_[robot.q0, np.zeros(model.nv)]
-    steps, step_knots, support_knots = (2, 8, 2) if reduced else (4, 25, 2)
-    dt = 0.02 if reduced else 0.01
-    problem = trotting_problem(model, x0, steps, step_knots, support_knots, dt)
+    step_knots, dt = (8, 0.03) if reduced else (25, 0.01)
+    problem = trotting_problem(model, x0, step_knots=step_knots, dt=dt)
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
-    solver = gp.solvers.FDDP(problem)
-    result = solver.solve(xs, problem.quasi_static(xs), max_iter=10 if reduced else 100,
-                          verbose=True)
-    print(result)
-
-    _common.show(robot, result.xs, dt, out, "solo12_trot", live, camera_position=(1.0, -1.5, 0.8))
-    if out is not None:
-        if not reduced:            # a hundred panels: the tests skip them
-            plots.plot_trajectories(result.xs, result.us, dt, model,
-                                    path=_common.output(out, "joints.png"))
-        plots.plot_end_effector(result.xs, model, "FL_FOOT",
-                                path=_common.output(out, "front_left_foot.png"))
-        plots.plot_convergence(result, path=_common.output(out, "convergence.png"))
+    result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs),
+                                            max_iter=10 if reduced else 100, verbose=True)
+    _common.show_and_plot(robot, result, dt, out, "solo12_trot", live, reduced, (1.0, -1.5, 0.8),
+                          "FL_FOOT", "front_left_foot.png")
     return problem, result
 
 

@@ -14,7 +14,6 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.examples import _common
-from geppetto.solvers import plots
 
 SOLES = ("left_sole_link", "right_sole_link")
 DEPTH = 0.1
@@ -51,16 +50,8 @@ def main(reduced=False, out="geppetto-examples/talos_squat", live=False):
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     result = gp.solvers.BoxFDDP(problem).solve(
         xs, problem.quasi_static(xs), max_iter=10 if reduced else 100, verbose=True)
-    print(result)
-
-    _common.show(robot, result.xs, dt, out, "talos_squat", live, camera_position=(2.5, -2.0, 1.2))
-    if out is not None:
-        if not reduced:            # a hundred panels: the tests skip them
-            plots.plot_trajectories(result.xs, result.us, dt, model, u_bounds=(-limit, limit),
-                                    path=_common.output(out, "joints.png"))
-        plots.plot_end_effector(result.xs, model, "base_link",
-                                path=_common.output(out, "base_path.png"))
-        plots.plot_convergence(result, path=_common.output(out, "convergence.png"))
+    _common.show_and_plot(robot, result, dt, out, "talos_squat", live, reduced, (2.5, -2.0, 1.2),
+                          "base_link", "base_path.png", u_bounds=(-limit, limit))
     return problem, result
 
 
