@@ -19,7 +19,16 @@ on solo12 standing on its four feet (3D point contacts) and talos on its two sol
   the solution is feasible, with the feet's vertical forces carrying the weight;
   a flight - touchdown - stance problem solved by FDDP;
 - gait_stages: the stages of a trot step (stance, two feet swinging, touchdown
-  impulse, stance), solved by FDDP with the swing feet lifted.
+  impulse, stance), solved by FDDP with the swing feet lifted; a gait ending at
+  an impact, impulses of the landing feet only;
+- the smooth (second-order) friction cone: hand-computed rows, Jacobians against
+  finite differences, a standing problem held inside it;
+- the jitted contact and impact steps and the contact forward pass equal the
+  stage models; the row-sparse cost accumulation equals the dense one;
+- through impulse knots, the gradient of the rollout cost assembled by the
+  adjoint recursion (Fx, Fu, Lx, Lu) against finite differences;
+- the solo12 trot of examples/solo12_trot.py (Crocoddyl's structure, symplectic
+  Euler, the gait_stages default) converges: explicit Euler made FDDP creep.
 """
 import functools
 
@@ -185,10 +194,18 @@ def test_quasi_static_holds_the_robot():
     np.testing.assert_allclose(vertical, total_weight(dynamics.model), rtol=1e-9)
 
 
-def test_standing_problem_fddp():
+def cone_residual(dynamics, foot, smooth):
+    if smooth:
+        return ocp.SmoothFrictionConeResidual(dynamics, foot, mu=0.7)
+    return ocp.FrictionConeResidual(dynamics, foot, mu=0.7)
+
+
+@pytest.mark.parametrize("smooth", [False, True])
+def test_standing_problem_fddp(smooth):
     """solo12 standing on four feet, N = 10: FDDP from zero controls (the robot falls
-    into its contacts) decreases the cost and ends feasible, the contact forces
-    carrying the robot's weight."""
+    into its contacts) ends feasible, at less than half the cost of letting it slump,
+    the contact forces carrying the robot's weight, inside the friction cone (pyramid
+    or smooth)."""
     robot = solo12()
     model = robot.model
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
@@ -196,7 +213,7 @@ def test_standing_problem_fddp():
     weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
     x_reg = ocp.Cost(ocp.StateResidual(dynamics.state, x0), ocp.WeightedQuadratic(weights))
     u_reg = ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)
-    cones = [ocp.FrictionConeResidual(dynamics, foot, mu=0.7) for foot in FEET]
+    cones = [cone_residual(dynamics, foot, smooth) for foot in FEET]
     friction = [ocp.Cost(c, ocp.QuadraticBarrier(*c.bounds), weight=10.0) for c in cones]
     running = ocp.StageModel(dynamics, [x_reg, u_reg] + friction, dt=0.02)
     terminal = ocp.TerminalModel(dynamics.state, [ocp.Cost(x_reg.residual, x_reg.activation,
@@ -205,17 +222,19 @@ def test_standing_problem_fddp():
     problem = ocp.ShootingProblem(x0, [running] * N, terminal)
     xs = np.repeat(x0[None], N + 1, axis=0)
     us = np.zeros((N, dynamics.nu))
-    initial = problem.calc(xs, us)
+    slumping = problem.calc(problem.rollout(us), us)       # the zero controls, feasible
     result = gp.solvers.FDDP(problem).solve(xs, us, max_iter=50)
-    assert result.cost < initial
+    assert result.cost < 0.5 * slumping, (result, slumping)
     assert result.gaps < 1e-8, result
     assert result.converged, result
     # the rollout of the controls reproduces the states (feasible)
     np.testing.assert_allclose(problem.rollout(result.us), result.xs, atol=1e-8)
     data = dynamics.create_data(N)
     dynamics.calc(data, result.xs[:N], result.us)
-    vertical = data.lam.reshape(N, 4, 3)[:, :, 2].sum(axis=1)
-    np.testing.assert_allclose(vertical, total_weight(model), rtol=0.2)
+    forces = data.lam.reshape(N, 4, 3)
+    np.testing.assert_allclose(forces[:, :, 2].sum(axis=1), total_weight(model), rtol=0.2)
+    tangential = np.linalg.norm(forces[:, :, :2], axis=2)
+    assert np.all(tangential <= 0.7 * forces[:, :, 2] + 1e-6), tangential
 
 
 @pytest.mark.parametrize("scheme", ["euler", "rk2"])
@@ -386,3 +405,212 @@ def test_gait_stages_trot_step():
         assert max(heights) > ground[foot][2] + 0.01, (foot, heights)
     with pytest.raises(ValueError, match="at least one knot"):
         ocp.gait_stages(model, [(FEET, 0)], costs, dt=0.02)
+
+
+def test_gait_ending_at_an_impact():
+    """A last gait entry of 0 knots ends the problem with its touchdown impulse;
+    impulse_feet="touchdown" puts only the landing feet in the impulse; GaitPhase
+    tells which feet land; the impulse's quasi-static controls are zero."""
+    model = solo12().model
+    swing = ("FR_FOOT", "HL_FOOT")
+    stance = ("FL_FOOT", "HR_FOOT")
+    seen = []
+
+    def costs(phase):
+        seen.append(phase)
+        return [ocp.Cost(ocp.ControlResidual(12), weight=1e-3)]
+
+    stages, phases = ocp.gait_stages(model, [(FEET, 2), (stance, 3), (FEET, 0)], costs,
+                                     dt=0.02, impulse_feet="touchdown")
+    assert len(stages) == 2 + 3 + 1 and seen == phases
+    impulse = stages[-1]
+    assert isinstance(impulse.dynamics, ocp.ImpulseDynamics) and impulse.dt == 1.0
+    assert impulse.dynamics.constraints.names == list(swing)
+    assert phases[-1].impulse and phases[-1].touchdown == swing
+    assert phases[1].touchdown == () and not phases[1].impulse
+    assert stages[0].integrator.scheme == "semi_implicit_euler"
+    all_feet, _ = ocp.gait_stages(model, [(FEET, 2), (stance, 3), (FEET, 0)], costs, dt=0.02)
+    assert all_feet[-1].dynamics.constraints.names == list(FEET)
+    xs = np.repeat(standing_state()[None], 2, axis=0)
+    np.testing.assert_array_equal(impulse.dynamics.quasi_static(xs), np.zeros((2, 12)))
+    with pytest.raises(ValueError, match="at least one knot"):
+        ocp.gait_stages(model, [(FEET, 2), (FEET, 0)], costs, dt=0.02)   # nothing lands
+    with pytest.raises(ValueError, match="impulse_feet"):
+        ocp.gait_stages(model, [(FEET, 2)], costs, dt=0.02, impulse_feet="some")
+
+
+def test_smooth_friction_cone_rows():
+    """r = mu f_n - sqrt(|f_t|^2 + eps^2) at hand-computed forces; >= 0 inside the cone."""
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    cone = ocp.SmoothFrictionConeResidual(dynamics, 0, mu=0.5, eps=1e-3)
+    f = np.array([[3.0, 4.0, 12.0], [3.0, 4.0, 8.0], [0.0, 0.0, 10.0]])
+    r, dr_df = cone._row(f)
+    s = np.sqrt(25.0 + 1e-6)
+    np.testing.assert_allclose(r, [6.0 - s, 4.0 - s, 5.0 - 1e-3], rtol=1e-14)
+    np.testing.assert_allclose(dr_df[0], [-3.0 / s, -4.0 / s, 0.5], rtol=1e-14)
+    np.testing.assert_allclose(dr_df[2], [0.0, 0.0, 0.5], atol=1e-15)
+    assert r[0] > 0.0 > r[1]                 # |f_t| = 5: inside at f_n = 12, outside at 8
+    tilted = ocp.SmoothFrictionConeResidual(dynamics, 0, mu=1.0, normal=(1.0, 0.0, 0.0))
+    np.testing.assert_allclose(tilted._row(np.array([[2.0, 0.0, 0.0]]))[0], [2.0 - 1e-3])
+    np.testing.assert_array_equal(cone.bounds[0], [0.0])
+    with pytest.raises(ValueError, match="eps"):
+        ocp.SmoothFrictionConeResidual(dynamics, 0, mu=0.5, eps=0.0)
+    with pytest.raises(ValueError, match="friction coefficient"):
+        ocp.SmoothFrictionConeResidual(dynamics, 0, mu=-1.0)
+
+
+@pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
+@pytest.mark.parametrize("eps", [1e-3, 1.0])
+def test_smooth_friction_cone_jacobians(case, eps):
+    dynamics = contact_dynamics(**DYNAMICS_CASES[case])
+    xs, us = perturbed_states(dynamics, seed=7)
+    cone = ocp.SmoothFrictionConeResidual(dynamics, "HL_FOOT", mu=0.7, eps=eps)
+    errors = ocp.check_residual(cone, dynamics.state, xs, us)
+    assert max(errors) < RTOL_FD, errors
+
+
+@pytest.mark.parametrize("scheme", ["euler", "semi_implicit_euler"])
+def test_contact_forward_pass_matches_the_stages(scheme):
+    """contact_step / impulse_step and the forward-pass kernel of a contact phase and an
+    impact step the knots exactly as the stage models (dt, scheme, Baumgarte, damping)."""
+    from geppetto.ocp.contact_step import CONTACT_SCHEMES, contact_step_workspace
+    from geppetto.solvers.forward_contact import IMPULSE, forward_pass_contact
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0, damped=True)
+    impulse = ocp.ImpulseDynamics(solo12().model, dynamics.constraints, restitution=0.3)
+    xs, us = perturbed_states(dynamics, seed=8)
+    settings = (0.0, 1, 1e-12)
+    for dyn, stage, code, dt in [
+            (dynamics, ocp.StageModel(dynamics, dt=0.01, integrator=scheme),
+             CONTACT_SCHEMES[scheme], 0.01),
+            (impulse, ocp.StageModel(impulse, dt=1.0), IMPULSE, 1.0)]:
+        expected = stage.integrator.calc(stage.integrator.create_data(K), xs, us)
+        ws = contact_step_workspace(dyn.arrays, dyn.constraints.arrays, dyn.state.nx)
+        zeros = np.zeros((K, dyn.state.ndx))
+        xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(us), np.empty_like(xs)
+        for t in range(K):        # alpha = 0, no gains: each knot stepped from xs[t]
+            failed = forward_pass_contact(
+                dyn.arrays, dyn.constraints.arrays,
+                (dyn.actuation.B, dyn.damping, settings, code, dt, getattr(dyn, "restitution", 0.0)),
+                xs[t:t + 1], us[t:t + 1], np.zeros((1, 12)), np.zeros((1, 12, 36)), zeros[:1],
+                0.0, False, False, us[:1], us[:1], xs[t], xs_try[t:t + 1], us_try[t:t + 1],
+                xnext[t:t + 1], ws)
+            assert failed == -1
+        np.testing.assert_allclose(xnext, expected, rtol=0, atol=1e-12)
+        np.testing.assert_array_equal(us_try, us)
+
+
+def test_row_sparse_accumulation_matches_the_dense_one():
+    """Cost.add accumulates diagonal activations row by row over the non-zero Jacobian
+    entries: the same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""
+    from geppetto.ocp import costs as C
+    dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    xs, us = perturbed_states(dynamics, seed=9)
+    model = dynamics.model
+    cone = ocp.FrictionConeResidual(dynamics, 0, mu=0.3)
+    terms = [ocp.Cost(ocp.StateResidual(dynamics.state, standing_state()),
+                      ocp.WeightedQuadratic(np.linspace(0.5, 3.0, 36))),
+             ocp.Cost(ocp.StateResidual(dynamics.state),
+                      ocp.QuadraticBarrier(-0.1 * np.ones(36), 0.1 * np.ones(36)), weight=3.0),
+             ocp.Cost(cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0),
+             ocp.Cost(ocp.FrameTranslationResidual(model, "FR_FOOT", [0.1, 0.2, 0.0]), weight=5.0),
+             ocp.Cost(ocp.ControlResidual(12), weight=0.1)]
+    stage = ocp.StageModel(dynamics, terms, dt=0.01)
+
+    def derivatives(add):
+        outputs = ocp.stage.StageOutputs(np.zeros(K), np.zeros((K, 36)), np.zeros((K, 12)),
+                                         np.zeros((K, 36, 36)), np.zeros((K, 12, 12)),
+                                         np.zeros((K, 36, 12)))
+        data = stage.create_data(K, outputs)
+        stage.integrator.calc_diff(data.integrator, xs, us)
+        outputs.clear(True)
+        for cost, cdata in zip(stage.costs, data.costs):
+            add(cost, cdata, data.kinematics, xs, us, 0.01, outputs)
+        return outputs
+
+    def dense(cost, data, kinematics, xs, us, scale, out):
+        cost.residual.calc_diff(data.residual, kinematics, xs, us)
+        C._activate(cost.activation.code, data.params, data.residual.r, data.value, data.a_r,
+                    data.A_rr)
+        C._accumulate(scale * cost.weight, data.value, data.a_r, data.A_rr, data.residual.Rx,
+                      data.residual.Ru, out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
+                      cost.residual.uses_control, True, True, cost.residual.depends_on_state)
+
+    rows = derivatives(lambda cost, *args: cost.add(*args, True))
+    reference = derivatives(dense)
+    assert np.count_nonzero(reference.Lxx) > 0 and np.count_nonzero(reference.Lxu) > 0
+    for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"):
+        a, b = getattr(rows, name), getattr(reference, name)
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13 * np.abs(b).max(), err_msg=name)
+    np.testing.assert_array_equal(rows.Lxx, np.swapaxes(rows.Lxx, 1, 2))
+
+
+def touchdown_problem():
+    """Flight (3 knots), a touchdown impulse, stance (4 knots), from a falling state."""
+    model = solo12().model
+    stance = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
+    flight = ocp.FreeDynamics(model, ocp.Actuation.floating_base(model))
+    impulse = ocp.ImpulseDynamics(model, stance.constraints)
+    x0 = standing_state()
+    x0[model.nq + 2] = -0.3                     # falling at 0.3 m/s
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(stance.state, standing_state()),
+                     ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(stance.nu), weight=1e-3)
+    foot = ocp.Cost(ocp.FrameTranslationResidual(model, "FL_FOOT", [0.2, 0.15, 0.0]), weight=10.0)
+    cone = ocp.FrictionConeResidual(stance, 0, mu=0.7)
+    models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
+              + [ocp.StageModel(impulse, [x_reg, u_reg, foot], dt=1.0)]
+              + [ocp.StageModel(stance, [x_reg, u_reg, ocp.Cost(
+                  cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0)], dt=0.02)] * 4)
+    terminal = ocp.TerminalModel(stance.state, [x_reg])
+    return ocp.ShootingProblem(x0, models, terminal)
+
+
+def test_rollout_gradient_through_the_impulse():
+    """The gradient of J(us) = cost of rollout(us) assembled by the adjoint recursion
+    lambda_t = Lx_t + Fx_t^T lambda_(t+1), dJ/du_t = Lu_t + Fu_t^T lambda_(t+1) (what
+    DDP's backward pass uses) matches central differences, impulse knot included."""
+    problem = touchdown_problem()
+    N = problem.N
+    rng = rng_for("touchdown-gradient")
+    us = problem.quasi_static(np.repeat(problem.x0[None], N + 1, axis=0))
+    us += 0.5 * rng.standard_normal(us.shape)
+    xs = problem.rollout(us)
+    problem.calc_diff(xs, us)
+    lam = problem.Lx[N].copy()
+    gradient = np.empty_like(us)
+    for t in range(N - 1, -1, -1):
+        gradient[t] = problem.Lu[t] + problem.Fu[t].T @ lam
+        lam = problem.Lx[t] + problem.Fx[t].T @ lam
+
+    def J(u):
+        return problem.calc(problem.rollout(u), u)
+
+    numerical = np.empty_like(us)
+    h = 1e-6
+    for t in range(N):
+        for j in range(problem.nu):
+            du = np.zeros_like(us)
+            du[t, j] = h
+            numerical[t, j] = (J(us + du) - J(us - du)) / (2 * h)
+    np.testing.assert_allclose(gradient, numerical, rtol=1e-5, atol=1e-6 * np.abs(numerical).max())
+    assert np.abs(gradient[3]).max() > 0.0 and np.abs(gradient[2]).max() > 1e-3
+
+
+def test_trot_converges():
+    """The trot of examples/solo12_trot.py (Crocoddyl's createTrottingProblem, two steps
+    of 8 knots at dt = 30 ms, touchdown impulses) converges to th_stop = 1e-9 in 35
+    FDDP iterations (27 measured).  With explicit Euler (gait_stages' former default)
+    the same problem was not converged after 100 (stop 7e-5): the Gauss-Newton model
+    missed most of the curvature near the touchdowns and the steps were halved."""
+    from geppetto.examples import solo12_trot
+    robot = solo12()
+    x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
+    problem = solo12_trot.trotting_problem(robot.model, x0, step_knots=8, dt=0.03)
+    assert problem.N == 2 + 8 + 1 + 2 + 8 + 1
+    assert all(m.integrator.scheme == "semi_implicit_euler" for m in problem.running_models
+               if not isinstance(m.dynamics, ocp.ImpulseDynamics))
+    xs = np.repeat(x0[None], problem.N + 1, axis=0)
+    result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs), max_iter=35)
+    assert result.converged and result.gaps < 1e-10, result
+    assert result.stop < 1e-9
