@@ -45,34 +45,14 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.benchmarks import _common
-from geppetto.examples.ur5_mpc_circle import circle
+from geppetto.examples.ur5_mpc_circle import FRAME, WEIGHTS, circle, tracking_problem
 from geppetto.solvers import plots
 
-ROBOT, FRAME = "ur5", "tool0"
-WEIGHTS = dict(track=10.0, x_reg=1e-1, u_reg=1e-4, terminal_track=1e3, terminal_x_reg=1e-1)
+ROBOT = "ur5"
 SIMULATION_DT = 1e-3
 TARGET_S = 1e-3
 PERCENTILES = (50, 95, 99)
 WARMUP_STEPS = 20
-
-
-def tracking_problem(robot, knots, dt):
-    """(problem, target residual, x0) of the circle-tracking task."""
-    model = robot.model
-    dynamics = gp.ocp.FreeDynamics(model)
-    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
-    target = gp.ocp.FrameTranslationResidual(model, FRAME, circle(0.0))
-    x_reg = gp.ocp.StateResidual(dynamics.state, x0)
-    u_reg = gp.ocp.ControlResidual(dynamics.nu)
-    running = gp.ocp.StageModel(
-        dynamics, [gp.ocp.Cost(target, weight=WEIGHTS["track"]),
-                   gp.ocp.Cost(x_reg, weight=WEIGHTS["x_reg"]),
-                   gp.ocp.Cost(u_reg, weight=WEIGHTS["u_reg"])],
-        dt=dt, integrator="semi_implicit_euler")
-    terminal = gp.ocp.TerminalModel(dynamics.state, [
-        gp.ocp.Cost(target, weight=WEIGHTS["terminal_track"]),
-        gp.ocp.Cost(x_reg, weight=WEIGHTS["terminal_x_reg"])])
-    return gp.ocp.ShootingProblem(x0, [running] * knots, terminal), target, x0
 
 
 class TimedFDDP(gp.solvers.FDDP):
@@ -92,7 +72,8 @@ class TimedFDDP(gp.solvers.FDDP):
 
 def closed_loop(robot, knots, dt, duration, control_dt):
     """Run the loop; returns a dict of per-step seconds, the split and the errors."""
-    problem, target, x0 = tracking_problem(robot, knots, dt)
+    problem, target = tracking_problem(robot, knots, dt)
+    x0 = problem.x0.copy()
     references = np.empty((knots + 1, 3))
 
     def move_target(problem, t):
@@ -149,7 +130,7 @@ def knot(terminal):
     track = crocoddyl.ResidualModelFrameTranslation(state, frame, circle(0.0), nu)
     costs = crocoddyl.CostModelSum(state, nu)
     costs.addCost("track", crocoddyl.CostModelResidual(state, track),
-                  w["terminal_track" if terminal else "track"])
+                  w["terminal_reach" if terminal else "reach"])
     costs.addCost("x_reg", crocoddyl.CostModelResidual(
         state, crocoddyl.ResidualModelState(state, x0, nu)),
         w["terminal_x_reg" if terminal else "x_reg"])

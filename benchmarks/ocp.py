@@ -55,6 +55,7 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.benchmarks import _common, crocoddyl_env
+from geppetto.examples import reaching
 
 # -- the reaching task (benchmarks/solvers.py uses it too) ---------------------
 FRAMES = {"ur5": "tool0", "panda": "panda_hand"}
@@ -75,23 +76,13 @@ def reaching_task(name):
 
 
 def reaching_problem(task):
-    """Our ShootingProblem for ``task``; returns (problem, x0)."""
+    """Our ShootingProblem for ``task`` (:func:`geppetto.examples.reaching.reaching_problem`);
+    returns (problem, x0)."""
     model = gp.robots.load(task["robot"]).model
-    weights = task["weights"]
-    dynamics = gp.ocp.FreeDynamics(model)
-    state = dynamics.state
-    x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
-    reach = gp.ocp.FrameTranslationResidual(model, task["frame"], task["target"])
-    x_reg = gp.ocp.StateResidual(state, x0)
-    u_reg = gp.ocp.ControlResidual(dynamics.nu)
-    running = gp.ocp.StageModel(dynamics, [gp.ocp.Cost(reach, weight=weights["reach"]),
-                                           gp.ocp.Cost(x_reg, weight=weights["x_reg"]),
-                                           gp.ocp.Cost(u_reg, weight=weights["u_reg"])],
-                                dt=task["dt"], integrator=INTEGRATOR)
-    terminal = gp.ocp.TerminalModel(state, [
-        gp.ocp.Cost(reach, weight=weights["terminal_reach"]),
-        gp.ocp.Cost(x_reg, weight=weights["terminal_x_reg"])])
-    return gp.ocp.ShootingProblem(x0, [running] * task["knots"], terminal), x0
+    problem, _ = reaching.reaching_problem(model, task["frame"], task["target"], task["q0"],
+                                           knots=task["knots"], dt=task["dt"],
+                                           integrator=INTEGRATOR, weights=task["weights"])
+    return problem, problem.x0
 
 
 def time_runs(runs, calls, repeats):

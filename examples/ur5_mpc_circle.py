@@ -13,7 +13,11 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.examples import _common
+from geppetto.examples.reaching import WEIGHTS as REACHING_WEIGHTS, reaching_problem
 from geppetto.solvers import plots
+
+FRAME = "tool0"
+WEIGHTS = dict(REACHING_WEIGHTS, reach=10.0)
 
 
 def circle(t):
@@ -21,26 +25,26 @@ def circle(t):
     return np.array([0.4, 0.2 + 0.1 * np.cos(2.0 * t), 0.4 + 0.1 * np.sin(2.0 * t)])
 
 
+def tracking_problem(robot, knots, dt):
+    """(problem, target residual): the reaching task towards circle(0) with the
+    frame translation weighted 10 (:data:`WEIGHTS`), semi-implicit Euler."""
+    return reaching_problem(robot.model, FRAME, circle(0.0), robot.q0, knots=knots, dt=dt,
+                            integrator="semi_implicit_euler", weights=WEIGHTS)
+
+
 def main(reduced=False, out="geppetto-examples/ur5_mpc_circle", live=False):
     robot = gp.robots.load("ur5")
     model = robot.model
-    dynamics = gp.ocp.FreeDynamics(model)
-    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
-    target = gp.ocp.FrameTranslationResidual(model, "tool0", circle(0.0))
-    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0), weight=1e-1)
-    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-4)
     N, dt, duration = (25, 0.02, 1.5) if reduced else (50, 0.01, 5.0)
-    running = gp.ocp.StageModel(dynamics, [gp.ocp.Cost(target, weight=10.0), x_reg, u_reg],
-                                dt=dt, integrator="semi_implicit_euler")
-    terminal = gp.ocp.TerminalModel(dynamics.state, [gp.ocp.Cost(target, weight=1e3), x_reg])
-    problem = gp.ocp.ShootingProblem(x0, [running] * N, terminal)
+    problem, target = tracking_problem(robot, N, dt)
+    x0 = problem.x0.copy()
 
     def move_target(problem, t):
         problem.set_reference(target, np.array([circle(t + k * dt) for k in range(N + 1)]))
 
     mpc = gp.solvers.MPC(problem, gp.solvers.FDDP, max_iter=1, update_references=move_target)
     log = gp.solvers.run_mpc(mpc, gp.solvers.Simulator(model, dt=1e-3), x0, duration, dt)
-    tool = plots.end_effector_path(log.xs, model, "tool0")
+    tool = plots.end_effector_path(log.xs, model, FRAME)
     errors = np.linalg.norm(tool[1:] - np.array([circle(t + dt) for t in log.times]), axis=1)
     print(f"tracking error: {errors[0]:.3f} m after the first step, "
           f"{errors[-1]:.3f} m at the end; solve time median "
@@ -49,7 +53,7 @@ def main(reduced=False, out="geppetto-examples/ur5_mpc_circle", live=False):
     _common.show(robot, log.xs, dt, out, "ur5_mpc_circle", live, camera_position=(1.2, 1.2, 0.8))
     if out is not None:
         plots.plot_tracking(log.times + dt, errors, path=_common.output(out, "tracking.png"))
-        plots.plot_end_effector(log.xs, model, "tool0", [circle(t) for t in log.times],
+        plots.plot_end_effector(log.xs, model, FRAME, [circle(t) for t in log.times],
                                 path=_common.output(out, "tool_path.png"))
         plots.plot_solve_times(log, budget=dt, path=_common.output(out, "solve_times.png"))
     return log, errors

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import geppetto as gp
+from geppetto.examples.reaching import reaching_problem
 from geppetto.solvers import DDP, FDDP, BoxFDDP, CallbackLogger, CallbackVerbose
 
 SOLVERS = (DDP, FDDP, BoxFDDP)
@@ -289,17 +290,8 @@ def reaching(name):
     """Frame translation + state and control regularization, semi-implicit Euler,
     dt = 10 ms, 100 knots (the benchmark's problem)."""
     robot = gp.robots.load(name)
-    model = robot.model
-    dynamics = gp.ocp.FreeDynamics(model)
-    state = dynamics.state
-    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
-    reach = gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, REACHING[name], TARGET))
-    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-1)
-    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-4)
-    running = gp.ocp.StageModel(dynamics, [reach, x_reg, u_reg], dt=0.01,
-                                integrator="semi_implicit_euler")
-    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach.residual, weight=1e3), x_reg])
-    return gp.ocp.ShootingProblem(x0, [running] * 100, terminal)
+    return reaching_problem(robot.model, REACHING[name], TARGET, robot.q0,
+                            integrator="semi_implicit_euler")[0]
 
 
 _REFERENCE = {}
