@@ -131,13 +131,15 @@ class FDDP:
         """The ``stage`` tuple of :func:`.forward_contact.forward_pass_contact` for a
         stage of contact dynamics or an impact, or None (stepped in Python)."""
         dynamics = model.dynamics
+        if not isinstance(dynamics, ContactDynamics):
+            return None
         settings = (dynamics.mu, dynamics.max_iterations, dynamics.accuracy)
         if isinstance(dynamics, ImpulseDynamics):
             if model.integrator.scheme != "euler" or model.dt != 1.0:
                 return None
             return (dynamics.actuation.B, dynamics.damping, settings, IMPULSE, 1.0,
                     dynamics.restitution)
-        if isinstance(dynamics, ContactDynamics) and model.integrator.scheme in CONTACT_SCHEMES:
+        if model.integrator.scheme in CONTACT_SCHEMES:
             return (dynamics.actuation.B, dynamics.damping, settings,
                     CONTACT_SCHEMES[model.integrator.scheme], model.dt, 0.0)
         return None
