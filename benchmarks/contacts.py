@@ -9,16 +9,18 @@ Pinocchio's ``constraintDynamics`` and ``constraintDynamics`` +
 ``computeConstraintDynamicsDerivatives`` (``RigidConstraintModel``) one
 Python call per state.  The largest difference to Pinocchio is printed.
 
-Part 2: the solo12 trot of ``examples/solo12_trot.py`` (two diagonal steps,
-25 swing knots, 2 support knots, dt = 10 ms, touchdown impulses) solved by
-our FDDP, beside Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
-.createTrottingProblem`` (same phases and step; its own weights, Kd = 50
-contact stabilization, state-bound barrier, a half first step) solved by its
-SolverFDDP in its own environment (:mod:`.crocoddyl_env`); both from the
-standing state repeated with quasi-static controls: iterations, time per
-iteration.
+Part 2: the solo12 trot: Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
+.createTrottingProblem`` (two diagonal steps, the first half as long, 25
+swing knots, 2 support knots, dt = 10 ms, touchdown impulses of the landing
+feet) solved by its SolverFDDP in its own environment (:mod:`.crocoddyl_env`),
+beside the same OCP built term for term by ``examples/solo12_trot.py``'s
+``trotting_problem`` and solved by our FDDP; both from the standing state
+repeated with quasi-static controls.  Both sides print the cost of that
+guess (equal when the problems are), the final cost, iterations, the
+stopping value and the process CPU time per iteration, and ours its time
+split (calc_diff, backward pass, line search).
 
-    python -m geppetto.benchmarks.contacts [--states 1000] [--repeats 5]
+    python -m geppetto.benchmarks.contacts [--states 1000] [--repeats 5] [--no-dynamics]
 """
 import argparse
 import os
@@ -124,21 +126,29 @@ from crocoddyl.utils.quadruped import SimpleQuadrupedalGaitProblem
 task = json.load(sys.stdin)
 model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
 model.referenceConfigurations["standing"] = np.array(task["q0"])
-gait = SimpleQuadrupedalGaitProblem(model, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 x0 = np.concatenate([np.array(task["q0"]), np.zeros(model.nv)])
-problem = gait.createTrottingProblem(x0, task["step_length"], task["step_height"], task["dt"],
-                                     task["step_knots"], task["support_knots"])
-solver = crocoddyl.SolverFDDP(problem)
-xs = [x0] * (problem.T + 1)
-us = problem.quasiStatic(xs[:-1])
-solver.solve(xs, us, 1, False)                       # warm up
-solver = crocoddyl.SolverFDDP(problem)
+
+
+def problem():
+    gait = SimpleQuadrupedalGaitProblem(model, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    return gait.createTrottingProblem(x0, task["step_length"], task["step_height"], task["dt"],
+                                      task["step_knots"], task["support_knots"])
+
+
+trot = problem()
+xs = [x0] * (trot.T + 1)
+us = trot.quasiStatic(xs[:-1])
+guess = trot.calc(xs, us)
+crocoddyl.SolverFDDP(problem()).solve(xs, us, 1, False)            # warm up
+solver = crocoddyl.SolverFDDP(trot)
 start = time.process_time()
 solver.solve(xs, us, task["max_iter"], False)
 elapsed = time.process_time() - start
-print(json.dumps(dict(crocoddyl=crocoddyl.__version__, knots=problem.T, iterations=solver.iter,
-                      cost=solver.cost, converged=bool(solver.stop < solver.th_stop),
-                      stop=solver.stop,
+converged = bool(solver.stop < solver.th_stop)
+# solver.iter counts from 0 and stops at the converged iteration, or ends at max_iter
+print(json.dumps(dict(crocoddyl=crocoddyl.__version__, knots=trot.T, guess_cost=guess,
+                      iterations=solver.iter + 1 if converged else solver.iter,
+                      cost=solver.cost, converged=converged, stop=solver.stop,
                       seconds=elapsed)))
 '''
 
@@ -152,16 +162,18 @@ def trot(crocoddyl):
     problem = solo12_trot.trotting_problem(model, x0, 2, STEP_KNOTS, SUPPORT_KNOTS, DT)
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     us = problem.quasi_static(xs)
+    guess = problem.calc(xs, us)
     gp.solvers.FDDP(problem).solve(xs, us, max_iter=1)           # warm up
     solver = gp.solvers.FDDP(problem)
     start = time.process_time()
     result = solver.solve(xs, us, max_iter=MAX_ITER)
     elapsed = time.process_time() - start
-    costs = np.asarray(result.history["cost"])
-    plateau = int(np.argmax(costs <= result.cost * (1 + 1e-4))) + 1
-    rows = [dict(solver="geppetto FDDP", knots=problem.N, iterations=result.iterations,
-                 cost=result.cost, converged=bool(result.converged), seconds=elapsed,
-                 stop=result.stop, iterations_to_plateau=plateau)]
+    split = {key: 1e3 * float(np.mean(result.history["time_" + key]))
+             for key in ("calc_diff", "backward", "forward")}
+    rows = [dict(solver="geppetto FDDP", knots=problem.N, guess_cost=guess,
+                 iterations=result.iterations, cost=result.cost,
+                 converged=bool(result.converged), seconds=elapsed, stop=result.stop,
+                 wall_ms_split=split)]
     reason = "not asked (--no-crocoddyl)"
     if crocoddyl:
         task = dict(urdf=robot.urdf_path, q0=robot.q0.tolist(), step_length=solo12_trot.STEP_LENGTH,
@@ -183,6 +195,7 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-crocoddyl", action="store_true")
     parser.add_argument("--no-trot", action="store_true")
+    parser.add_argument("--no-dynamics", action="store_true", help="only the trot (part 2)")
     parser.add_argument("--out", default=_common.RESULTS_DIR)
     options = parser.parse_args(argv)
     _common.run_single_threaded("geppetto.benchmarks.contacts")
@@ -191,31 +204,32 @@ def main(argv=None):
     print(f"machine: {_common.describe_machine(info)}", flush=True)
     rng = np.random.default_rng(0)
     rows = []
-    for name in FEET:
+    for name in () if options.no_dynamics else FEET:
         rows += benchmark_robot(name, options.states, (options.repeats, "cpu"), pin, rng)
-    print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
-          f"K = {options.states} random states (load average {os.getloadavg()[0]:.1f})")
-    print(_common.format_table(
-        ["robot", "function", "ours batched", "ours Python", "Pinocchio", "ratio pin/batched",
-         "max |diff|"],
-        [[r["robot"], r["function"], f"{r['batch_us']:.2f}", f"{r['python_us']:.2f}",
-          f"{r['pin_us']:.2f}", f"{r['pin_us'] / r['batch_us']:.2f}",
-          f"{r['max_abs_diff_vs_pin']:.1e}"] for r in rows]))
+    if rows:
+        print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
+              f"K = {options.states} random states (load average {os.getloadavg()[0]:.1f})")
+        print(_common.format_table(
+            ["robot", "function", "ours batched", "ours Python", "Pinocchio",
+             "ratio pin/batched", "max |diff|"],
+            [[r["robot"], r["function"], f"{r['batch_us']:.2f}", f"{r['python_us']:.2f}",
+              f"{r['pin_us']:.2f}", f"{r['pin_us'] / r['batch_us']:.2f}",
+              f"{r['max_abs_diff_vs_pin']:.1e}"] for r in rows]))
     trot_rows, reason = (None, "not asked (--no-trot)") if options.no_trot else \
         trot(not options.no_crocoddyl)
     if trot_rows:
-        print(f"\nsolo12 trot, FDDP from the standing guess (process CPU time, at most "
-              f"{MAX_ITER} iterations)")
+        print(f"\nsolo12 trot (Crocoddyl's createTrottingProblem), FDDP from the standing guess "
+              f"(process CPU time, at most {MAX_ITER} iterations, load average "
+              f"{os.getloadavg()[0]:.1f})")
         print(_common.format_table(
-            ["solver", "knots", "iterations", "converged", "stop", "cost", "total s",
-             "ms/iteration"],
-            [[r["solver"], r["knots"], r["iterations"], r["converged"], f"{r['stop']:.1e}",
-              f"{r['cost']:.4g}",
-              f"{r['seconds']:.2f}", f"{r['ms_per_iteration']:.1f}"] for r in trot_rows]))
-    if trot_rows:
-        print(f"(ours: cost within 1e-4 of its final value after "
-              f"{trot_rows[0]['iterations_to_plateau']} iterations; the two problems "
-              "share the phases and the foot and CoM tasks, not every weight: their costs differ)")
+            ["solver", "knots", "cost at guess", "final cost", "iterations", "converged", "stop",
+             "total s", "ms/iteration"],
+            [[r["solver"], r["knots"], f"{r['guess_cost']:.10g}", f"{r['cost']:.8g}",
+              r["iterations"], r["converged"], f"{r['stop']:.1e}", f"{r['seconds']:.2f}",
+              f"{r['ms_per_iteration']:.1f}"] for r in trot_rows]))
+        split = trot_rows[0]["wall_ms_split"]
+        print("(ours per iteration, wall ms: calc_diff {calc_diff:.1f}, backward pass "
+              "{backward:.1f}, line search {forward:.1f})".format(**split))
     if reason:
         print("\n" + crocoddyl_env.skipped(reason))
     path = os.path.join(options.out, "contacts.json")
