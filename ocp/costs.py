@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from ..dynamics.config import kernel, parallel_kernel
+from ..dynamics.config import inline_kernel, kernel, parallel_kernel
 
 QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
 
@@ -159,54 +159,10 @@ def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_
         ARx = np.empty((nr, ndx))
         ARu = np.empty((nr, nu))
         if with_x:
-            for i in range(nr):
-                if diagonal:
-                    d = A_rr[k, i, i]
-                    for c in range(ndx):
-                        ARx[i, c] = d * Rx[k, i, c]
-                else:
-                    for c in range(ndx):
-                        s = 0.0
-                        for j in range(nr):
-                            s += A_rr[k, i, j] * Rx[k, j, c]
-                        ARx[i, c] = s
-            for c in range(ndx):
-                s = 0.0
-                for i in range(nr):
-                    s += Rx[k, i, c] * a_r[k, i]
-                Lx[k, c] += weight * s
-                for d in range(c, ndx):
-                    s = 0.0
-                    for i in range(nr):
-                        s += Rx[k, i, c] * ARx[i, d]
-                    Lxx[k, c, d] += weight * s
-                    if d != c:
-                        Lxx[k, d, c] += weight * s
+            _accumulate_block(weight, k, a_r, A_rr, Rx, diagonal, ARx, Lx, Lxx)
         if not with_u:
             continue
-        for i in range(nr):
-            if diagonal:
-                d = A_rr[k, i, i]
-                for c in range(nu):
-                    ARu[i, c] = d * Ru[k, i, c]
-            else:
-                for c in range(nu):
-                    s = 0.0
-                    for j in range(nr):
-                        s += A_rr[k, i, j] * Ru[k, j, c]
-                    ARu[i, c] = s
-        for c in range(nu):
-            s = 0.0
-            for i in range(nr):
-                s += Ru[k, i, c] * a_r[k, i]
-            Lu[k, c] += weight * s
-            for d in range(c, nu):
-                s = 0.0
-                for i in range(nr):
-                    s += Ru[k, i, c] * ARu[i, d]
-                Luu[k, c, d] += weight * s
-                if d != c:
-                    Luu[k, d, c] += weight * s
+        _accumulate_block(weight, k, a_r, A_rr, Ru, diagonal, ARu, Lu, Luu)
         if with_x:
             for c in range(ndx):
                 for d in range(nu):
@@ -214,6 +170,37 @@ def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_
                     for i in range(nr):
                         s += Rx[k, i, c] * ARu[i, d]
                     Lxu[k, c, d] += weight * s
+
+
+@inline_kernel
+def _accumulate_block(weight, k, a_r, A_rr, R, diagonal, AR, L, LL):
+    """The gradient and Hessian of knot k in one argument z (x or u), R = dr/dz
+    (K, nr, n): AR = A_rr R, L[k] += w R^T a_r, LL[k] += w R^T A_rr R (symmetric)."""
+    nr = a_r.shape[1]
+    n = R.shape[2]
+    for i in range(nr):
+        if diagonal:
+            d = A_rr[k, i, i]
+            for c in range(n):
+                AR[i, c] = d * R[k, i, c]
+        else:
+            for c in range(n):
+                s = 0.0
+                for j in range(nr):
+                    s += A_rr[k, i, j] * R[k, j, c]
+                AR[i, c] = s
+    for c in range(n):
+        s = 0.0
+        for i in range(nr):
+            s += R[k, i, c] * a_r[k, i]
+        L[k, c] += weight * s
+        for d in range(c, n):
+            s = 0.0
+            for i in range(nr):
+                s += R[k, i, c] * AR[i, d]
+            LL[k, c, d] += weight * s
+            if d != c:
+                LL[k, d, c] += weight * s
 
 
 class CostData:
