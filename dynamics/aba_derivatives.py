@@ -7,7 +7,8 @@ ID(q, v, FD(q, v, tau)) = tau gives (their eq. 24 and 17)
 
 One kernel per state: ABA and the dedicated M^-1 algorithm share their
 backward pass (same articulated inertias, U and D^-1), then the RNEA
-derivatives at ddq, then two (nv, nv) products through BLAS.
+derivatives at ddq, then two (nv, nv) products through BLAS.  The world
+inertias are computed once: the backward pass works on a copy.
 """
 import numpy as np
 
@@ -16,7 +17,7 @@ from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backwar
 from numba import prange
 
 from .config import kernel, parallel_kernel
-from .crba import world_frame_quantities, world_inertias
+from .crba import world_frame_quantities
 from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
@@ -38,8 +39,13 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
                            workspace):
     oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bwork = rnea_ws
-    # forward dynamics and M^-1, sharing the articulated-body backward pass
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oYaba)
+    # forward dynamics and M^-1, sharing the articulated-body backward pass, which
+    # turns its copy of the world inertias into the articulated ones
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
+    for i in range(1, m.njoints):
+        for r in range(6):
+            for c in range(6):
+                oYaba[i, r, c] = oY[i, r, c]
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
     F[:, :] = 0.0
     Minv[:, :] = 0.0
@@ -48,7 +54,6 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
     _minverse_forward_pass(m, J, U, Dinv, Minv, A)
     # inverse-dynamics derivatives at ddq (eq. 24)
-    world_inertias(m, oR, op, oY)
     _rnea_derivatives_forward_pass(m, v, ddq, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
                                    u_cols, alpha_cols, gamma_cols, w6, bwork)
     dtau_dq[:, :] = 0.0
