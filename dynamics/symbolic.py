@@ -75,7 +75,8 @@ PLANAR_SMALL_ANGLE = 1e-4
 # 11205 and 29005) solo12 156176 / 587538 (built in 0.5 / 1.4 s CPU), talos
 # 602224 / 2529978 (1.9 / 7.1 s); impulse_dynamics (values 7889, 20897) solo12
 # 96075 / 421917, talos 350290 / 1877591.  Reverse mode sweeps once per output row
-# (nv + nc), forward mode once per input (3 nv, 2 nv) but tau and v enter late.
+# (nv + nc); forward mode carries 3 nv (2 nv) directions, those of tau only through
+# the KKT solve.
 AD_MODES = {"rnea": "reverse", "aba": "forward", "constraint_dynamics": "forward",
             "impulse_dynamics": "forward"}
 
@@ -576,7 +577,8 @@ class SymbolicFunctions:
                 (self.v, tau), AD_MODES["constraint_dynamics"])
             tops, bottoms = zip(*(self._split(block) for block in blocks))
             return self._function(name, [self.q, self.v, tau], ["q", "v", "tau"],
-                                  [*tops, *bottoms], ["ddq_dq", "ddq_dv", "ddq_dtau", "dlambda_dq", "dlambda_dv",
+                                  [*tops, *bottoms],
+                                  ["ddq_dq", "ddq_dv", "ddq_dtau", "dlambda_dq", "dlambda_dv",
                                    "dlambda_dtau"])
         return self._keyed("constraint_dynamics_derivatives", cs, settings, build)
 
