@@ -189,7 +189,7 @@ def _frame_jacobian(m, q, frame, reference, liR, lip, oR, op, oRf, opf, J, out):
 @kernel
 def subtree_mass_and_com(m, oR, op, mass, com):
     """mass[i], com[i] (world) of the subtree of joint i; index 0 = whole robot."""
-    Y, parents = m.inertia, m.parents
+    Y = m.inertia
     mass[0] = 0.0
     com[0, :] = 0.0
     for i in range(1, m.njoints):
@@ -198,15 +198,41 @@ def subtree_mass_and_com(m, oR, op, mass, com):
         mass[i] = mi
         for r in range(3):
             com[i, r] = oR[i, r, 0] * h0 + oR[i, r, 1] * h1 + oR[i, r, 2] * h2 + mi * op[i, r]
+    subtree_averages(m, mass, com, True)
+
+
+@inline_kernel
+def subtree_averages(m, mass, x, sum_mass):
+    """x[i] <- (sum of x[j] over the subtree of joint i) / mass[i] for x (njoints, 3)
+    of per-body first moments (m c, m vc) and the subtree masses ``mass``
+    (``sum_mass``: given per body, summed over the subtrees here)."""
+    parents = m.parents
     for i in range(m.njoints - 1, 0, -1):
         par = parents[i]
-        mass[par] += mass[i]
+        if sum_mass:
+            mass[par] += mass[i]
         for r in range(3):
-            com[par, r] += com[i, r]
+            x[par, r] += x[i, r]
     for i in range(m.njoints):
         if mass[i] > 0.0:
             for r in range(3):
-                com[i, r] /= mass[i]
+                x[i, r] /= mass[i]
+
+
+@inline_kernel
+def com_jacobian(m, k, J, mass, com, Jcom):
+    """Jcom[k] (3, nv) of state k of stacks from the world Jacobian J and the subtree
+    masses and centres of mass: a column of joint i moves its whole subtree,
+    v + w x c_i, weighted by the subtree's share m_i / M of the mass."""
+    total = mass[k, 0]
+    for i in range(1, m.njoints):
+        ratio = mass[k, i] / total
+        c0, c1, c2 = com[k, i, 0], com[k, i, 1], com[k, i, 2]
+        for col in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            w0, w1, w2 = J[k, 3, col], J[k, 4, col], J[k, 5, col]
+            Jcom[k, 0, col] = ratio * (J[k, 0, col] + w1 * c2 - w2 * c1)
+            Jcom[k, 1, col] = ratio * (J[k, 1, col] + w2 * c0 - w0 * c2)
+            Jcom[k, 2, col] = ratio * (J[k, 2, col] + w0 * c1 - w1 * c0)
 
 
 @kernel
@@ -220,16 +246,7 @@ def _center_of_mass(m, q, with_jacobian, liR, lip, oR, op, J, mass, com, Jcom):
         if not with_jacobian:
             continue
         joint_jacobians_state(m, oR[k], op[k], J[k])
-        total = mass[k, 0]
-        for i in range(1, m.njoints):
-            # a column of joint i moves its whole subtree: v + w x c_subtree
-            ratio = mass[k, i] / total
-            c0, c1, c2 = com[k, i, 0], com[k, i, 1], com[k, i, 2]
-            for col in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-                w0, w1, w2 = J[k, 3, col], J[k, 4, col], J[k, 5, col]
-                Jcom[k, 0, col] = ratio * (J[k, 0, col] + w1 * c2 - w2 * c1)
-                Jcom[k, 1, col] = ratio * (J[k, 1, col] + w2 * c0 - w0 * c2)
-                Jcom[k, 2, col] = ratio * (J[k, 2, col] + w0 * c1 - w1 * c0)
+        com_jacobian(m, k, J, mass, com, Jcom)
 
 
 def forward_kinematics(model, data, q, v=None, a=None):

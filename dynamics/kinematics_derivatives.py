@@ -49,8 +49,8 @@ import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import compose, placements
-from .kinematics import (LOCAL, WORLD, _reference_code, joint_jacobians_state, world_motions,
-                         subtree_mass_and_com)
+from .kinematics import (LOCAL, WORLD, _reference_code, com_jacobian, joint_jacobians_state,
+                         subtree_averages, subtree_mass_and_com, world_motions)
 from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
                          result)
@@ -266,7 +266,7 @@ def _frame_jacobian_time_variation(m, q, v, frame, reference, liR, lip, oR, op, 
 def _subtree_com_velocities(m, oR, op, ov, mass, vcom):
     """vcom[i] (world): velocity of the centre of mass of the subtree of joint i,
     from the linear momenta m_k (v_k + w_k x c_k) of its bodies; needs ``mass``."""
-    Y, parents = m.inertia, m.parents
+    Y = m.inertia
     vcom[0, :] = 0.0
     for i in range(1, m.njoints):
         mi = Y[i, 0, 0]
@@ -279,19 +279,12 @@ def _subtree_com_velocities(m, oR, op, ov, mass, vcom):
         vcom[i, 0] = mi * ov[i, 0] - (H1 * ov[i, 5] - H2 * ov[i, 4])
         vcom[i, 1] = mi * ov[i, 1] - (H2 * ov[i, 3] - H0 * ov[i, 5])
         vcom[i, 2] = mi * ov[i, 2] - (H0 * ov[i, 4] - H1 * ov[i, 3])
-    for i in range(m.njoints - 1, 0, -1):
-        par = parents[i]
-        for r in range(3):
-            vcom[par, r] += vcom[i, r]
-    for i in range(m.njoints):
-        if mass[i] > 0.0:
-            for r in range(3):
-                vcom[i, r] /= mass[i]
+    subtree_averages(m, mass, vcom, False)
 
 
 @kernel
-def _com_columns(m, order, J, ov, mass, com, vcom, Jcom, dvcom_dq, wc):
-    """Jcom and (order 1) dvcom/dq column by column (module docstring)."""
+def _com_velocity_columns(m, J, ov, mass, com, vcom, dvcom_dq, wc):
+    """dvcom/dq column by column (module docstring)."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     total = mass[0]
     for i in range(1, m.njoints):
@@ -300,11 +293,6 @@ def _com_columns(m, order, J, ov, mass, com, vcom, Jcom, dvcom_dq, wc):
         c0, c1, c2 = com[i, 0], com[i, 1], com[i, 2]
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
             w0, w1, w2 = J[3, c], J[4, c], J[5, c]
-            Jcom[0, c] = ratio * (J[0, c] + w1 * c2 - w2 * c1)
-            Jcom[1, c] = ratio * (J[1, c] + w2 * c0 - w0 * c2)
-            Jcom[2, c] = ratio * (J[2, c] + w0 * c1 - w1 * c0)
-            if order < 1:
-                continue
             _cross_col(ov, par, J, c, wc, 0)                   # u = ov_lambda x J_c
             u3, u4, u5 = wc[3, 0], wc[4, 0], wc[5, 0]
             dvcom_dq[0, c] = ratio * (w1 * vcom[i, 2] - w2 * vcom[i, 1] + wc[0, 0]
@@ -329,7 +317,9 @@ def _center_of_mass_derivatives(m, q, v, order, liR, lip, oR, op, J, ov, mass, c
         if order > 0:
             world_motions(m, v[k], v[k], 1, False, J[k], ov[k], ov[k], w6)
             _subtree_com_velocities(m, oR[k], op[k], ov[k], mass[k], vcom[k])
-        _com_columns(m, order, J[k], ov[k], mass[k], com[k], vcom[k], Jcom[k], dvcom_dq[k], wc)
+        com_jacobian(m, k, J, mass, com, Jcom)
+        if order > 0:
+            _com_velocity_columns(m, J[k], ov[k], mass[k], com[k], vcom[k], dvcom_dq[k], wc)
 
 
 # --- Public API -------------------------------------------------------------
