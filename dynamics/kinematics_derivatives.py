@@ -55,8 +55,12 @@ from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
                          result)
 
+# Frozen like the model's frame_R / frame_p they stand in for, so that joints and
+# frames share one compiled _motion_derivatives (Numba types read-only arrays apart).
 _IDENTITY_R = np.eye(3).reshape(1, 3, 3)
 _ZERO_P = np.zeros((1, 3))
+_IDENTITY_R.setflags(write=False)
+_ZERO_P.setflags(write=False)
 
 
 @inline_kernel

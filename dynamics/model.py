@@ -15,6 +15,7 @@ Notation, kept across ``dynamics/`` (Pinocchio's, in snake case):
 - ``inertia[i]`` is the 6x6 spatial inertia of body ``i`` (with every body
   fixed to it merged in) in the frame of joint ``i``.
 """
+import copy
 from collections import namedtuple
 
 import numpy as np
@@ -318,6 +319,33 @@ class Model:
 
     def total_mass(self):
         return float(self.arrays.inertia[1:, 0, 0].sum())
+
+    def with_changes(self, gravity=None, armature=None):
+        """A copy of this model with another gravity (3-vector, world frame) and/or
+        armature (nv,); everything else is shared.
+
+        The new arrays are frozen like the model's own, so the kernels compiled
+        for this model serve the copy too (Numba types a read-only array apart
+        from a writable one: an unfrozen array would compile every kernel again).
+        """
+        out = copy.copy(self)
+        changes = {}
+        if gravity is not None:
+            g = np.asarray(gravity, dtype=float)
+            if g.shape != (3,) or not np.all(np.isfinite(g)):
+                raise ValueError(f"gravity: expected a finite 3-vector, got {gravity!r}")
+            changes["gravity"] = np.concatenate([g, np.zeros(3)])
+        if armature is not None:
+            a = np.asarray(armature, dtype=float)
+            if a.shape != (self.nv,) or not np.all(np.isfinite(a)) or np.any(a < 0.0):
+                raise ValueError(f"armature: expected ({self.nv},) finite values >= 0")
+            changes["armature"] = a.copy()
+        for value in changes.values():
+            value.setflags(write=False)
+        out.arrays = self.arrays._replace(**changes)
+        for cached in ("_arrays_without_gravity",):
+            out.__dict__.pop(cached, None)
+        return out
 
     def create_data(self):
         """A new :class:`Data` workspace for this model."""

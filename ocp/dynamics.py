@@ -88,7 +88,7 @@ def setup_multibody(dynamics, model, actuation, armature, damping):
         armature = np.asarray(armature, dtype=float).reshape(model.nv)
         if np.any(armature < 0):
             raise ValueError("armature must be non-negative")
-        dynamics.arrays = model.arrays._replace(armature=armature.copy())
+        dynamics.arrays = model.with_changes(armature=armature).arrays
     dynamics.damping = np.zeros(model.nv) if damping is None else np.asarray(
         damping, dtype=float).reshape(model.nv)
     dynamics.multibody = True

@@ -9,7 +9,6 @@ loses eps |y| / h to rounding, and ABA of light-legged robots reaches
 1e-6 (central) and 1e-4 (forward).  Last, the paper's precision experiment
 (Carpentier & Mansard 2018, Sec. V-B).
 """
-import copy
 
 import numpy as np
 import pytest
@@ -42,9 +41,7 @@ def upper_to_full(M):
 def zero_gravity(model):
     """The same model without gravity (a Model is immutable: a shallow copy with
     other arrays)."""
-    out = copy.copy(model)
-    out.arrays = model.arrays._replace(gravity=np.zeros(6))
-    return out
+    return model.with_changes(gravity=np.zeros(3))
 
 
 # --- The generic helper --------------------------------------------------------
