@@ -20,8 +20,7 @@ from numba import prange
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
-from .validation import (as_configurations, as_external_forces, as_stack, check_data,
-                         result)
+from .validation import as_configurations, as_dynamics_arguments, check_data, result
 
 
 @kernel
@@ -331,12 +330,7 @@ def aba(model, data, q, v, tau, f_ext=None):
     ``data.U``, ``data.Dinv``, ``data.u``, ``data.ddq`` and the world-frame
     velocities/accelerations ``data.v`` / ``data.a`` (of ABA: world frame).
     """
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
-    taus, _ = as_stack(tau, model.nv, "tau", (K, single))
-    fs = as_external_forces(model, f_ext, K, single)
-    check_data(model, data, K, single)
+    qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
          data.IA, data.v, data.a, data.pA, data.U, data.Dinv, data.u, data.ddq)
     return result(data.ddq, K, single).copy()

@@ -21,8 +21,7 @@ from .crba import world_frame_quantities
 from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
-from .validation import (as_configurations, as_external_forces, as_stack, check_data,
-                         result)
+from .validation import as_configurations, as_dynamics_arguments, result
 
 
 @kernel
@@ -113,12 +112,7 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba),
     ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq).
     """
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
-    taus, _ = as_stack(tau, model.nv, "tau", (K, single))
-    fs = as_external_forces(model, f_ext, K, single)
-    check_data(model, data, K, single)
+    qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                      data.J, data.Ycrb, data.v, data.a, data.pA, data.U, data.Dinv, data.u,
                      data.ddq, data.Minv, data.f, data.tau, data.dtau_dq, data.dtau_dv, data.M,

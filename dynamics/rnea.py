@@ -11,8 +11,7 @@ from .config import kernel
 from .joints import placements
 from .kinematics import joint_velocity
 from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
-from .validation import (as_configurations, as_external_forces, as_stack, check_data,
-                         result)
+from .validation import as_configurations, as_dynamics_arguments, as_stack, result
 
 
 @kernel
@@ -85,12 +84,7 @@ def rnea(model, data, q, v, a, f_ext=None):
     ``data.v, a_gf`` (local velocities and accelerations with gravity) and
     ``data.f`` (forces transmitted by each joint, local frame).
     """
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
-    as_, _ = as_stack(a, model.nv, "a", (K, single))
-    fs = as_external_forces(model, f_ext, K, single)
-    check_data(model, data, K, single)
+    qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea(model.arrays, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
           data.v, data.a_gf, data.f, data.tau)
     return result(data.tau, K, single).copy()

@@ -32,8 +32,7 @@ from .config import kernel
 from .crba import world_frame_quantities
 from .kinematics import world_motions
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
-from .validation import (as_configurations, as_external_forces, as_stack, check_data,
-                         result)
+from .validation import as_dynamics_arguments, result
 
 
 @kernel
@@ -228,12 +227,7 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     dtau_da = M(q).  Also fills ``data.tau`` (= rnea), ``data.J``, and the
     world-frame ``data.v``, ``data.a_gf``, ``data.f``.
     """
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
-    accs, _ = as_stack(a, model.nv, "a", (K, single))
-    fs = as_external_forces(model, f_ext, K, single)
-    check_data(model, data, K, single)
+    qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea_derivatives(model.arrays, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                       data.J, data.Ycrb, data.v, data.a_gf, data.f, data.tau, data.dtau_dq,
                       data.dtau_dv, data.M)

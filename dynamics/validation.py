@@ -25,14 +25,6 @@ def _as_float_array(x, name):
     return arr.astype(np.float64)
 
 
-def _kernel_input(arr):
-    """``arr`` C-contiguous and writable: Numba types a read-only array (a frozen
-    model array, a broadcast view) apart from a writable one and would compile
-    every kernel a second time for it; a read-only input is copied instead."""
-    arr = np.ascontiguousarray(arr)
-    return arr if arr.flags.writeable else arr.copy()
-
-
 def as_stack(x, size, name, batch=None):
     """``x`` as a C-contiguous (K, size) float64 array, and whether it was single.
 
@@ -56,7 +48,7 @@ def as_stack(x, size, name, batch=None):
                              f"configuration, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or inf")
-    return _kernel_input(arr), single
+    return np.ascontiguousarray(arr), single
 
 
 def unit_blocks(model):
@@ -113,7 +105,7 @@ def as_external_forces(model, f_ext, K, single):
                          f"universe included) or ({K}, {nj}, 6), got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("f_ext: contains NaN or inf")
-    return _kernel_input(arr)
+    return np.ascontiguousarray(arr)
 
 
 def check_data(model, data, K, single):
@@ -127,6 +119,20 @@ def check_data(model, data, K, single):
     if data.batch_size < K:
         data.resize(K)
     data._last_K, data._last_single = K, single
+
+
+def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
+    """The arguments of rnea / aba and their derivatives, checked in this order:
+    (qs, vs, us, fs, K, single) with q (K, nq), v and u (K, nv) (u the acceleration
+    or the torque, called ``name_u`` in messages), f_ext (K, njoints, 6); ``data``
+    checked and sized for the K states."""
+    qs, single = as_configurations(model, q)
+    K = qs.shape[0]
+    vs, _ = as_stack(v, model.nv, "v", (K, single))
+    us, _ = as_stack(u, model.nv, name_u, (K, single))
+    fs = as_external_forces(model, f_ext, K, single)
+    check_data(model, data, K, single)
+    return qs, vs, us, fs, K, single
 
 
 def check_frame(model, frame):
