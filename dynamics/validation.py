@@ -25,6 +25,14 @@ def _as_float_array(x, name):
     return arr.astype(np.float64)
 
 
+def _kernel_input(arr):
+    """``arr`` C-contiguous and writable: Numba types a read-only array (a frozen
+    model array, a broadcast view) apart from a writable one and would compile
+    every kernel a second time for it; a read-only input is copied instead."""
+    arr = np.ascontiguousarray(arr)
+    return arr if arr.flags.writeable else arr.copy()
+
+
 def as_stack(x, size, name, batch=None):
     """``x`` as a C-contiguous (K, size) float64 array, and whether it was single.
 
@@ -48,7 +56,7 @@ def as_stack(x, size, name, batch=None):
                              f"configuration, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: contains NaN or inf")
-    return np.ascontiguousarray(arr), single
+    return _kernel_input(arr), single
 
 
 def unit_blocks(model):
@@ -105,7 +113,7 @@ def as_external_forces(model, f_ext, K, single):
                          f"universe included) or ({K}, {nj}, 6), got {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("f_ext: contains NaN or inf")
-    return np.ascontiguousarray(arr)
+    return _kernel_input(arr)
 
 
 def check_data(model, data, K, single):
