@@ -8,8 +8,8 @@ as long) while the other pair carries the robot and the centre of mass
 follows, a touchdown impulse of the landing feet (restitution 0), and so on;
 the problem ends at the last impact.  3D point contacts in world-aligned
 axes with Baumgarte Kd = 50, symplectic Euler, the friction cones as
-four-facet pyramids (``--smooth-cone``: the second-order cone) under a
-quadratic barrier, and a barrier on the joint position and velocity limits.
+four-facet pyramids under a quadratic barrier, and a barrier on the joint
+position and velocity limits.
 The guess is the standing state repeated with quasi-static controls.
 
     python -m geppetto.examples.solo12_trot [--out DIR] [--live] [--reduced]
@@ -42,8 +42,7 @@ def swing_arc(start, length, height, knots):
     return start + np.c_[length * (k + 1) / knots, np.zeros(knots), lift]
 
 
-def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01,
-                     smooth_cone=False):
+def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01):
     """The ShootingProblem of ``steps`` diagonal steps from the standing state x0
     (Crocoddyl's ``createTrottingProblem`` for steps = 2)."""
     data = model.create_data()
@@ -83,7 +82,8 @@ def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01
                             weight=1e7) for f in phase.touchdown]
         terms = [x_reg, u_reg, x_bounds]
         for foot in phase.feet:
-            terms.append(friction_cone(phase.dynamics, foot, smooth_cone))
+            cone = gp.ocp.FrictionConeResidual(phase.dynamics, foot, mu=MU, inner=False)
+            terms.append(gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0))
         if phase.index in plan:
             swing, length = plan[phase.index]
             s = (np.arange(phase.knots) + 1.0) / phase.knots
@@ -102,15 +102,6 @@ def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01
     stages, _ = gp.ocp.gait_stages(model, gait, costs, dt=dt, Kd=50.0, impulse_feet="touchdown")
     terminal = gp.ocp.TerminalModel(state, [x_reg, x_bounds])
     return gp.ocp.ShootingProblem(x0, stages, terminal)
-
-
-def friction_cone(dynamics, foot, smooth):
-    """The barrier cost keeping ``foot``'s force in its friction cone (weight 10)."""
-    if smooth:
-        cone = gp.ocp.SmoothFrictionConeResidual(dynamics, foot, mu=MU)
-    else:
-        cone = gp.ocp.FrictionConeResidual(dynamics, foot, mu=MU, inner=False)
-    return gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0)
 
 
 def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):

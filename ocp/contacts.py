@@ -662,7 +662,14 @@ class SmoothFrictionConeResidual(_ContactResidual):
         Rx = dr/df f_x,  Ru = dr/df f_u.
 
     ``bounds`` = (0, inf): use ``Cost(r, QuadraticBarrier(*r.bounds))`` or
-    ``Constraint(r, *r.bounds)``.
+    ``Constraint(r, *r.bounds)``.  A Gauss-Newton solver (FDDP) does not model
+    the cone's curvature in f_t: where the contacts are redundant (four feet
+    down) and only a small control regularization weighs their internal forces,
+    its steps along them are long and poorly predicted.  Measured on the solo12
+    trot of ``examples/solo12_trot.py`` (all running weights Crocoddyl's): not
+    converged after 100 FDDP iterations with this cone (steps of 1/64, eps from
+    1e-3 to 1 N), 20 iterations with the pyramids; a standing problem (tests)
+    converges with either.
     """
 
     nr = 1
