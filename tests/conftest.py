@@ -9,6 +9,10 @@ Dynamics (``tests/test_dynamics_*.py``)
   ``pin_bridge.to_pin_model`` for a built-in model);
 - ``load_case``: the function behind it, ``load_case(name)``, for tests that
   want one model;
+- ``case``: ``dynamics_case`` under the short name the dynamics modules use (a
+  module may define its own, e.g. over fewer models);
+- ``states``: ``case.states(N_STATES)``, N_STATES read from the test module
+  (default 20);
 - ``assert_close``: ``assert_close(actual, desired, rtol, err_msg)`` checks
   ``max|actual - desired| <= rtol * max(1, max|desired|)`` (the error is
   scaled by the size of the reference, as ABA and M^-1 of light-legged robots
@@ -109,6 +113,17 @@ def load_case():
 def dynamics_case(request, load_case):
     """Every model of DYNAMICS_MODELS in turn, built once per session."""
     return load_case(request.param)
+
+
+@pytest.fixture(scope="module")
+def case(dynamics_case):
+    return dynamics_case
+
+
+@pytest.fixture(scope="module")
+def states(request, case):
+    """Seeded random states of ``case``, as many as the test module's N_STATES."""
+    return case.states(getattr(request.module, "N_STATES", 20))
 
 
 def _assert_close(actual, desired, rtol=1e-10, err_msg=""):

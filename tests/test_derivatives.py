@@ -71,16 +71,6 @@ def assert_fd_close(actual, finite_difference, value, err_msg):
         f"{RTOL_FD:.0e} * {scale:.3e}")
 
 
-@pytest.fixture(scope="module")
-def case(dynamics_case):
-    return dynamics_case
-
-
-@pytest.fixture(scope="module")
-def states(case):
-    return case.states(N_STATES)
-
-
 @pytest.fixture(scope="module", params=REAL_ROBOTS)
 def robot_case(request, load_case):
     return load_case(request.param)

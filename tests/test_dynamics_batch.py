@@ -74,11 +74,6 @@ def _single(s, k):
 
 
 @pytest.fixture(scope="module")
-def case(dynamics_case):
-    return dynamics_case
-
-
-@pytest.fixture(scope="module")
 def stack(case):
     return case.states(K, seed=1)
 

@@ -18,11 +18,6 @@ H = 1e-6  # finite-difference step on the manifold
 
 
 @pytest.fixture(scope="module")
-def case(dynamics_case):
-    return dynamics_case
-
-
-@pytest.fixture(scope="module")
 def states(case):
     return case.states(N_STATES, seed=7)
 

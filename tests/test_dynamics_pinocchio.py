@@ -39,16 +39,6 @@ def matrix(x, rows, cols):
     return np.array(x, dtype=float).reshape(rows, cols)
 
 
-@pytest.fixture(scope="module")
-def case(dynamics_case):
-    return dynamics_case
-
-
-@pytest.fixture(scope="module")
-def states(case):
-    return case.states(N_STATES)
-
-
 def test_twin_has_same_layout(case):
     m, pm = case.model, case.pin_model
     assert (m.nq, m.nv, m.njoints, m.nframes) == (pm.nq, pm.nv, pm.njoints, pm.nframes)

@@ -64,11 +64,6 @@ def case(request, load_case):
     return load_case(request.param)
 
 
-@pytest.fixture(scope="module")
-def states(case):
-    return case.states(N_STATES)
-
-
 # --- Against Pinocchio ------------------------------------------------------
 
 def test_forward_pass(case, states, assert_close):
