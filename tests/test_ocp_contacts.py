@@ -471,29 +471,27 @@ def test_smooth_friction_cone_jacobians(case, eps):
 
 @pytest.mark.parametrize("scheme", ["euler", "semi_implicit_euler"])
 def test_contact_forward_pass_matches_the_stages(scheme):
-    """contact_step / impulse_step and the forward-pass kernel of a contact phase and an
-    impact step the knots exactly as the stage models (dt, scheme, Baumgarte, damping)."""
-    from geppetto.ocp.contact_step import CONTACT_SCHEMES, contact_step_workspace
-    from geppetto.solvers.forward_contact import IMPULSE, forward_pass_contact
+    """The forward-pass kernel of a contact phase and of an impact (contact_step,
+    impulse_step), with the stage tuple FDDP builds, steps the knots exactly as the
+    stage models (dt, scheme, Baumgarte gains, damping, restitution)."""
+    from geppetto.ocp.contact_step import contact_step_workspace
+    from geppetto.solvers.forward_contact import forward_pass_contact
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0, damped=True)
     impulse = ocp.ImpulseDynamics(solo12().model, dynamics.constraints, restitution=0.3)
     xs, us = perturbed_states(dynamics, seed=8)
-    settings = (0.0, 1, 1e-12)
-    for dyn, stage, code, dt in [
-            (dynamics, ocp.StageModel(dynamics, dt=0.01, integrator=scheme),
-             CONTACT_SCHEMES[scheme], 0.01),
-            (impulse, ocp.StageModel(impulse, dt=1.0), IMPULSE, 1.0)]:
+    for stage in (ocp.StageModel(dynamics, dt=0.01, integrator=scheme),
+                  ocp.StageModel(impulse, dt=1.0)):
+        dyn = stage.dynamics
         expected = stage.integrator.calc(stage.integrator.create_data(K), xs, us)
         ws = contact_step_workspace(dyn.arrays, dyn.constraints.arrays, dyn.state.nx)
-        zeros = np.zeros((K, dyn.state.ndx))
         xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(us), np.empty_like(xs)
+        no_gains = (np.zeros((1, 12)), np.zeros((1, 12, 36)), np.zeros((1, 36)))
         for t in range(K):        # alpha = 0, no gains: each knot stepped from xs[t]
+            window = slice(t, t + 1)
             failed = forward_pass_contact(
-                dyn.arrays, dyn.constraints.arrays,
-                (dyn.actuation.B, dyn.damping, settings, code, dt, getattr(dyn, "restitution", 0.0)),
-                xs[t:t + 1], us[t:t + 1], np.zeros((1, 12)), np.zeros((1, 12, 36)), zeros[:1],
-                0.0, False, False, us[:1], us[:1], xs[t], xs_try[t:t + 1], us_try[t:t + 1],
-                xnext[t:t + 1], ws)
+                dyn.arrays, dyn.constraints.arrays, gp.solvers.FDDP._contact_stage(stage),
+                xs[window], us[window], *no_gains, 0.0, False, False, us[window], us[window],
+                xs[t], xs_try[window], us_try[window], xnext[window], ws)
             assert failed == -1
         np.testing.assert_allclose(xnext, expected, rtol=0, atol=1e-12)
         np.testing.assert_array_equal(us_try, us)
