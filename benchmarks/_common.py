@@ -7,11 +7,9 @@ keep the best and the median, compare with the anchor in the same run as
 ratios, and state the machine.
 """
 import datetime
-import gc
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -61,22 +59,46 @@ def time_side_by_side(runs, calls, repeats, clock="cpu"):
 
     Interleaving gives each contender the same share of whatever else the
     machine is doing, so their ratio stays fair on a busy machine.  Returns
-    ``{label: Timing}``.
+    ``{label: Timing}`` on ``CLOCKS[clock]`` (from :func:`time_runs`).
     """
-    now = CLOCKS[clock]
-    samples = {label: [] for label in runs}
+    prefix = {"cpu": "cpu_", "wall": ""}[clock]
+    return {label: Timing(t[prefix + "best"], t[prefix + "median"])
+            for label, t in time_runs(runs, calls, repeats).items()}
+
+
+def time_runs(runs, calls, repeats):
+    """Seconds per call of ``{label: run}`` (each ``run()`` makes ``calls`` calls).
+
+    The repeats of the runs are interleaved, the garbage collector is off.
+    Returns ``{label: {best, median, cpu_best, cpu_median}}``: wall-clock time
+    (perf_counter) and CPU time of the calling thread (thread_time).  The CPU
+    time leaves out the time the thread waited for a core, so on a loaded
+    machine it is the better estimate of the single-threaded cost; with more
+    than one thread it misses the other threads' work (use the wall clock).
+    Self-contained (it imports what it uses): benchmarks/ocp and solvers send
+    its source to Crocoddyl's side, which times with this same function.
+    """
+    import gc
+    import statistics
+    import time
+    wall = {label: [] for label in runs}
+    cpu = {label: [] for label in runs}
     enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(repeats):
             for label, run in runs.items():
-                start = now()
+                wall_start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
                 run()
-                samples[label].append((now() - start) * 1e-9 / calls)
+                cpu_stop, wall_stop = time.thread_time_ns(), time.perf_counter_ns()
+                wall[label].append((wall_stop - wall_start) * 1e-9 / calls)
+                cpu[label].append((cpu_stop - cpu_start) * 1e-9 / calls)
     finally:
         if enabled:
             gc.enable()
-    return {label: Timing(min(s), statistics.median(s)) for label, s in samples.items()}
+    return {label: dict(best=min(wall[label]), median=statistics.median(wall[label]),
+                        cpu_best=min(cpu[label]), cpu_median=statistics.median(cpu[label]))
+            for label in runs}
 
 
 def machine(**versions):

@@ -47,9 +47,7 @@ Writes ``derivatives.json``, ``derivatives.md``, ``derivatives_table1.png``
 ``derivatives_scaling.png`` into ``results/`` beside this file.
 """
 import argparse
-import gc
 import os
-import statistics
 import sys
 import time
 
@@ -100,30 +98,12 @@ SCALING_SIZES = (2, 5, 10, 20, 50, 100, 200)
 # --- Timing --------------------------------------------------------------------------
 
 def time_side_by_side(runs, calls, repeats):
-    """``_common.time_side_by_side`` timing both the thread's CPU time and the wall clock.
-
-    ``run()`` makes ``calls`` calls; the repeats of all runs are interleaved,
-    the garbage collector is off.  Returns ``{label: dict(best, median,
-    wall_best, wall_median)}`` in microseconds per call, best and median of
-    the CPU times (the statistic shown) and of the wall-clock times.
-    """
-    cpu = {label: [] for label in runs}
-    wall = {label: [] for label in runs}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for label, run in runs.items():
-                start_cpu, start_wall = time.thread_time_ns(), time.perf_counter_ns()
-                run()
-                wall[label].append((time.perf_counter_ns() - start_wall) * 1e-3 / calls)
-                cpu[label].append((time.thread_time_ns() - start_cpu) * 1e-3 / calls)
-    finally:
-        if enabled:
-            gc.enable()
-    return {label: dict(best=min(cpu[label]), median=statistics.median(cpu[label]),
-                        wall_best=min(wall[label]), wall_median=statistics.median(wall[label]))
-            for label in runs}
+    """:func:`._common.time_runs` in microseconds per call: ``best`` and ``median``
+    of the CPU times of the thread (the statistic shown), ``wall_best`` and
+    ``wall_median`` of the wall clock; the repeats of all runs interleaved."""
+    return {label: dict(best=t["cpu_best"] * 1e6, median=t["cpu_median"] * 1e6,
+                        wall_best=t["best"] * 1e6, wall_median=t["median"] * 1e6)
+            for label, t in _common.time_runs(runs, calls, repeats).items()}
 
 
 # --- M^-1 by Cholesky of CRBA (dense, jitted) ----------------------------------

@@ -24,7 +24,7 @@ Timing point: xs = x0 repeated, us = quasi-static (gravity compensation), as
 FDDP's first iteration sees it.  Milliseconds per call, the best of
 ``rounds x repeats`` samples of ``calls`` calls each (the JSON keeps the
 median too), as wall-clock time and as CPU time of the calling thread (see
-:func:`time_runs`; on a loaded machine the CPU time is the steadier figure
+:func:`.time_runs`; on a loaded machine the CPU time is the steadier figure
 for one thread).  A round times Crocoddyl (one subprocess) and then ours with
 1 and 2 Numba threads (``problem.nthreads``), so a busy spell of the machine
 hits both sides.  Crocoddyl's pip wheel is built without multithreading: it
@@ -85,41 +85,7 @@ def reaching_problem(task):
     return problem, problem.x0
 
 
-def time_runs(runs, calls, repeats):
-    """Seconds per call of ``{label: run}`` (each ``run()`` makes ``calls`` calls).
-
-    The repeats of the runs are interleaved, the garbage collector is off.
-    Returns ``{label: {best, median, cpu_best, cpu_median}}``: wall-clock time
-    (perf_counter) and CPU time of the calling thread (thread_time).  The CPU
-    time leaves out the time the thread waited for a core, so on a loaded
-    machine it is the better estimate of the single-threaded cost; with more
-    than one thread it misses the other threads' work (use the wall clock).
-    Crocoddyl's side runs this same function (its source is sent along).
-    """
-    import gc
-    import statistics
-    import time
-    wall = {label: [] for label in runs}
-    cpu = {label: [] for label in runs}
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            for label, run in runs.items():
-                wall_start, cpu_start = time.perf_counter_ns(), time.thread_time_ns()
-                run()
-                cpu_stop, wall_stop = time.thread_time_ns(), time.perf_counter_ns()
-                wall[label].append((wall_stop - wall_start) * 1e-9 / calls)
-                cpu[label].append((cpu_stop - cpu_start) * 1e-9 / calls)
-    finally:
-        if enabled:
-            gc.enable()
-    return {label: dict(best=min(wall[label]), median=statistics.median(wall[label]),
-                        cpu_best=min(cpu[label]), cpu_median=statistics.median(cpu[label]))
-            for label in runs}
-
-
-TIMING_SOURCE = "\n\n" + inspect.getsource(time_runs)
+TIMING_SOURCE = "\n\n" + inspect.getsource(_common.time_runs)
 
 # The same problem in Crocoddyl: Python source run in its environment.
 CROCODDYL_REACHING = '''
@@ -302,11 +268,11 @@ def time_ours(setup, threads, calls, repeats):
     runs = {"calc": loop(problem.calc), "calc_diff": loop(problem.calc_diff)}
     for run in runs.values():
         run()
-    return time_runs(runs, calls, repeats)
+    return _common.time_runs(runs, calls, repeats)
 
 
 def merge(rounds):
-    """Rounds of :func:`time_runs` entries -> one, in milliseconds: the best of
+    """Rounds of :func:`._common.time_runs` entries -> one, in milliseconds: the best of
     the bests, the median of the medians."""
     return dict(best=min(r["best"] for r in rounds) * 1e3,
                 median=statistics.median(r["median"] for r in rounds) * 1e3,
