@@ -14,7 +14,8 @@ and the plots (joints, hand path, convergence) into ``--out``
 ABA, CRBA and M^-1 at its reference configuration and at a random state,
 prints them with a few identity checks, the agreement with Pinocchio and the
 time per call beside Pinocchio's when Pinocchio is installed.
-``check-derivatives`` compares the analytical derivatives with finite
+``check-derivatives`` compares the analytical derivatives (RNEA, ABA, the
+constrained and impulse dynamics on the robot's feet) with finite
 differences and CasADi; ``bench`` runs the benchmarks of
 ``geppetto/benchmarks``.
 """
@@ -313,7 +314,8 @@ COMMANDS = {
              "(the default)", demo_arguments, demo),
     "dynamics": ("load a robot and print its dynamics beside Pinocchio's",
                  dynamics_arguments, dynamics),
-    "check-derivatives": ("compare the analytical derivatives of rnea or aba with finite "
+    "check-derivatives": ("compare the analytical derivatives of rnea, aba, "
+                          "constraint_dynamics or impulse_dynamics with finite "
                           "differences, CasADi AD and CasADi codegen",
                           check_derivatives_arguments, check_derivatives),
     "bench": ("run the benchmarks (timing tables and plots beside Pinocchio and Crocoddyl)",
