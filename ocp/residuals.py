@@ -25,10 +25,12 @@ import numpy as np
 from numba import prange
 
 from ..dynamics.config import kernel, parallel_kernel
-from ..dynamics.liegroup_derivatives import _N_SCRATCH, _se3_jr_inverse, _so3_jr_inverse
+from ..dynamics.liegroup_derivatives import (_N_SCRATCH, _difference_stack, _lie_jacobians,
+                                              _scratch, _se3_jr_inverse, _so3_jr_inverse)
 from ..dynamics.liegroups import log3_quaternion
 from ..dynamics.rnea_derivatives import rnea_derivatives
 from ..dynamics.validation import check_frame
+from .state import StateMultibody
 
 FRAME_LOCAL, FRAME_WORLD, FRAME_LOCAL_WORLD_ALIGNED = 0, 1, 2
 
@@ -109,11 +111,14 @@ class StateResidual(Residual):
         data.r[:] = self.state.difference(data.reference, xs)
 
     def calc_diff(self, data, kinematics, xs, us):
-        self.calc(data, kinematics, xs, us)
+        if not (isinstance(self.state, StateMultibody) and not self.state.flat):
+            self.calc(data, kinematics, xs, us)
         if self.state.flat:
             if not getattr(data, "identity_set", False):
                 data.Rx[:] = np.eye(self.nr)          # constant: written once
                 data.identity_set = True
+        elif isinstance(self.state, StateMultibody):
+            _multibody_state_jacobian(self.state, data, xs)
         else:
             data.Rx[:] = self.state.jacobians_difference(data.reference, xs)[1]
 
@@ -612,3 +617,25 @@ class FrameVelocityResidual(_FrameResidual):
 
     def calc_diff(self, data, kinematics, xs, us):
         self._run(data, kinematics, xs, True)
+
+
+def _multibody_state_jacobian(state, data, xs):
+    """r = x (-) x_ref and Rx = d r / dx of a :class:`StateResidual` on a multibody
+    state with Lie-group joints, in place: one difference and one Lie-Jacobian
+    kernel (the configuration block, block-diagonal per joint); the velocity
+    blocks (0 and I) are constant, written once."""
+    nq, nv = state.nq, state.nv
+    K = xs.shape[0]
+    dq = np.empty((K, nv))
+    _difference_stack(state.model.arrays, np.ascontiguousarray(data.reference[:, :nq]),
+                      np.ascontiguousarray(xs[:, :nq]), dq)
+    data.r[:, :nv] = dq
+    np.subtract(xs[:, nq:], data.reference[:, nq:], out=data.r[:, nv:])
+    block = np.empty((K, nv, nv))
+    _lie_jacobians(state.model.arrays, dq, 2, 1.0, 1.0, block, *_scratch())
+    data.Rx[:, :nv, :nv] = block
+    if not getattr(data, "velocity_blocks_set", False):
+        data.Rx[:, :nv, nv:] = 0.0
+        data.Rx[:, nv:, :nv] = 0.0
+        data.Rx[:, nv:, nv:] = np.eye(nv)
+        data.velocity_blocks_set = True
