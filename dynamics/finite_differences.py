@@ -32,14 +32,12 @@ import numpy as np
 from .aba import _aba_state, aba_workspace
 from .config import kernel
 from .constrained_dynamics import (_check_regular, _constraint_dynamics_state,
-                                   _impulse_arguments, _impulse_state, _settings,
+                                   _impulse_arguments, _impulse_state, _prepare, _settings,
                                    constrained_workspace)
-from .constraints import as_constraint_set
 from .liegroups import integrate, integrate_state
 from .model import PRISMATIC, REVOLUTE, TRANSLATION
 from .rnea import _rnea_backward_pass, _rnea_forward_pass
-from .validation import (as_configurations, as_external_forces, as_stack, check_data,
-                         result)
+from .validation import as_configurations, as_dynamics_arguments, as_stack, result
 
 EPS = np.finfo(float).eps
 FORWARD_STEP = float(np.sqrt(EPS))          # about 1.5e-8
@@ -180,12 +178,7 @@ def _dynamics_fd(m, which, q, v, u, f_ext, central, base, d_dq, d_dv, d_du):
 
 def _dynamics_derivatives_fd(which, model, data, q, v, u, u_name, f_ext, method):
     central = _is_central(method)
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
-    us, _ = as_stack(u, model.nv, u_name, (K, single))
-    fs = as_external_forces(model, f_ext, K, single)
-    check_data(model, data, K, single)
+    qs, vs, us, fs, K, single = as_dynamics_arguments(model, data, q, v, u, f_ext, u_name)
     outs = tuple(np.empty((K, model.nv, model.nv)) for _ in range(3))
     _dynamics_fd(model.arrays, which, qs, vs, us, fs, central, step_size(method), *outs)
     return tuple(result(out, K, single) for out in outs)
@@ -336,12 +329,8 @@ def _constrained_fd(m, ca, which, settings, q, v, u, central, base, d_dq, d_dv, 
 
 def _constrained_derivatives_fd(which, model, data, q, v, u, constraints, settings, method):
     central = _is_central(method)
-    cs = as_constraint_set(model, constraints)
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    vs, _ = as_stack(v, model.nv, "v", (K, single))
+    cs, qs, vs, K, single = _prepare(model, data, q, v, constraints)
     us = as_stack(u, model.nv, "tau", (K, single))[0] if u is not None else vs
-    check_data(model, data, K, single)
     n = model.nv + cs.size
     outs = [np.empty((K, n, model.nv)) for _ in range(2 if which == IMPULSE else 3)]
     d_du = outs[2] if which == CONSTRAINED else np.empty((K, n, 0))
