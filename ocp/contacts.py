@@ -413,6 +413,10 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     make_contact = contact_3d if size == 3 else contact_6d
     actuation = Actuation.floating_base(model) if actuation is None else actuation
     gait = [(tuple(feet), int(knots)) for feet, knots in gait]
+
+    def contacts(names):
+        return [make_contact(model, foot, reference=reference, Kp=Kp, Kd=Kd) for foot in names]
+
     stages, phases, previous, start = [], [], (), 0
     for index, (feet, knots) in enumerate(gait):
         landing = tuple(f for f in feet if f not in previous) if index > 0 else ()
@@ -420,11 +424,6 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
         if knots < 1 and not last_impulse:
             raise ValueError(f"gait entry {index}: expected at least one knot, got {knots} "
                              "(0 only for a last entry that touches down)")
-
-        def contacts(names):
-            return [make_contact(model, foot, reference=reference, Kp=Kp, Kd=Kd)
-                    for foot in names]
-
         if impulses and landing:
             impulse = ImpulseDynamics(
                 model, contacts(feet if impulse_feet == "all" else landing), actuation)
