@@ -122,20 +122,12 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
     Lxx (N+1, ndx, ndx), Luu (N, nu, nu), Lxu (N, ndx, nu), gaps (N+1, ndx);
     us, u_lower, u_upper (N, nu) used when ``boxed``.  Writes Vx, Vxx (N+1, ...),
     Qu, k, Quuk (N, nu), Quu (N, nu, nu), K (N, nu, ndx).  Returns -1, or the
-    knot where Quu (or its free block) is not positive definite.
+    knot where Quu (or its free block) is not positive definite.  The dense
+    products are BLAS calls (``np.dot`` into the buffers of :func:`_workspace`,
+    allocated once per call): all arrays must be C-contiguous.
     """
     N, ndx, nu = Fu.shape
-    FxV = np.empty((ndx, ndx))
-    FuV = np.empty((nu, ndx))
-    Qx = np.empty(ndx)
-    Qxx = np.empty((ndx, ndx))
-    Qxu = np.empty((ndx, nu))
-    L = np.zeros((nu, nu))
-    free = np.zeros(nu, dtype=np.bool_)
-    work = np.zeros((4 + nu, max(nu, 1)))
-    lo = np.empty(nu)
-    hi = np.empty(nu)
-    rhs = np.empty(nu)
+    ws = _workspace(ndx, nu)
     for i in range(ndx):
         Vx[N, i] = Lx[N, i]
         for j in range(ndx):
@@ -144,94 +136,113 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
     if not feasible:
         _add_gap_term(Vx, Vxx, gaps, N)
     for t in range(N - 1, -1, -1):
-        # FxV = Fx^T Vxx', FuV = Fu^T Vxx'
-        for i in range(ndx):
-            for j in range(ndx):
-                s = 0.0
-                for p in range(ndx):
-                    s += Fx[t, p, i] * Vxx[t + 1, p, j]
-                FxV[i, j] = s
-        for i in range(nu):
-            for j in range(ndx):
-                s = 0.0
-                for p in range(ndx):
-                    s += Fu[t, p, i] * Vxx[t + 1, p, j]
-                FuV[i, j] = s
-        for i in range(ndx):
-            s = Lx[t, i]
-            for p in range(ndx):
-                s += Fx[t, p, i] * Vx[t + 1, p]
-            Qx[i] = s
-            for j in range(ndx):
-                s = Lxx[t, i, j]
-                for p in range(ndx):
-                    s += FxV[i, p] * Fx[t, p, j]
-                Qxx[i, j] = s
-            for j in range(nu):
-                s = Lxu[t, i, j]
-                for p in range(ndx):
-                    s += FxV[i, p] * Fu[t, p, j]
-                Qxu[i, j] = s
-        for i in range(nu):
-            s = Lu[t, i]
-            for p in range(ndx):
-                s += Fu[t, p, i] * Vx[t + 1, p]
-            Qu[t, i] = s
-            for j in range(nu):
-                s = Luu[t, i, j]
-                for p in range(ndx):
-                    s += FuV[i, p] * Fu[t, p, j]
-                Quu[t, i, j] = s
-            Quu[t, i, i] += mu
-        if boxed:
-            for i in range(nu):
-                lo[i] = us[t, i] - u_upper[t, i]   # bounds on k (u_new = u - k)
-                hi[i] = us[t, i] - u_lower[t, i]
-            # k minimizes 1/2 k^T Quu k - Qu^T k within [lo, hi] (warm start: the
-            # previous iteration's k, clamped): pass -Qu
-            for i in range(nu):
-                rhs[i] = -Qu[t, i]
-            n_free = box_qp(Quu[t], rhs, lo, hi, k[t], free, L, work)
-            if n_free < 0:
-                return t
-            _box_gains(Qxu, free, n_free, L, K, t, rhs)
-        else:
-            if not cholesky_factor(Quu[t], nu, L, 0.0):
-                return t
-            for i in range(nu):
-                k[t, i] = Qu[t, i]
-                for j in range(ndx):
-                    K[t, i, j] = Qxu[j, i]
-            cholesky_solve(L, nu, k[t].reshape((nu, 1)))
-            cholesky_solve(L, nu, K[t])
-        # value function
-        for i in range(nu):
-            s = 0.0
-            for j in range(nu):
-                s += Quu[t, i, j] * k[t, j]
-            Quuk[t, i] = s
-        for i in range(ndx):
-            s = Qx[i]
-            for p in range(nu):
-                s -= K[t, p, i] * Qu[t, p]
-            Vx[t, i] = s
-            for j in range(ndx):
-                s = Qxx[i, j]
-                for p in range(nu):
-                    s -= Qxu[i, p] * K[t, p, j]
-                Vxx[t, i, j] = s
-        for i in range(ndx):
-            for j in range(i):
-                s = 0.5 * (Vxx[t, i, j] + Vxx[t, j, i])
-                Vxx[t, i, j] = s
-                Vxx[t, j, i] = s
-            Vxx[t, i, i] += mu
+        _q_function(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, Vxx, mu, Qu, Quu, ws)
+        if not _gains(t, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
+            return t
+        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t)
         for i in range(ndx):
             if not np.isfinite(Vx[t, i]):
                 return t
     return -1
+
+
+@kernel
+def _workspace(ndx, nu):
+    """Buffers of one backward pass: (FxV, FuV, Qx, Qxx, Qxu) of the current knot,
+    then the box QP's (L, free, work, lo, hi, rhs)."""
+    products = (np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty(ndx),
+                np.empty((ndx, ndx)), np.empty((ndx, nu)))
+    box = (np.zeros((nu, nu)), np.zeros(nu, dtype=np.bool_), np.zeros((4 + nu, max(nu, 1))),
+           np.empty(nu), np.empty(nu), np.empty(nu))
+    return products, box
+
+
+@kernel
+def _q_function(t, F, L, Vx, Vxx, mu, Qu, Quu, ws):
+    """Qx, Qxx, Qxu (into ws) and Qu[t], Quu[t] (+ mu I) from Vx[t+1], Vxx[t+1]."""
+    Fx, Fu = F
+    Lx, Lu, Lxx, Luu, Lxu = L
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    ndx, nu = Qxu.shape
+    np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
+    np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
+    np.dot(FxV, Fx[t], Qxx)
+    np.dot(FxV, Fu[t], Qxu)
+    np.dot(FuV, Fu[t], Quu[t])
+    for i in range(ndx):
+        s = Lx[t, i]
+        for p in range(ndx):
+            s += Fx[t, p, i] * Vx[t + 1, p]
+        Qx[i] = s
+        for j in range(ndx):
+            Qxx[i, j] += Lxx[t, i, j]
+        for j in range(nu):
+            Qxu[i, j] += Lxu[t, i, j]
+    for i in range(nu):
+        s = Lu[t, i]
+        for p in range(ndx):
+            s += Fu[t, p, i] * Vx[t + 1, p]
+        Qu[t, i] = s
+        for j in range(nu):
+            Quu[t, i, j] += Luu[t, i, j]
+        Quu[t, i, i] += mu
+
+
+@kernel
+def _gains(t, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
+    """k[t], K[t] from the Cholesky factor of Quu[t] (or the box QP's free block);
+    False when that is not positive definite."""
+    Qxu = ws[0][4]
+    L, free, work, lo, hi, rhs = ws[1]
+    ndx, nu = Qxu.shape
+    if boxed:
+        for i in range(nu):
+            lo[i] = us[t, i] - u_upper[t, i]   # bounds on k (u_new = u - k)
+            hi[i] = us[t, i] - u_lower[t, i]
+        # k minimizes 1/2 k^T Quu k - Qu^T k within [lo, hi] (warm start: the
+        # previous iteration's k, clamped): pass -Qu
+        for i in range(nu):
+            rhs[i] = -Qu[t, i]
+        n_free = box_qp(Quu[t], rhs, lo, hi, k[t], free, L, work)
+        if n_free < 0:
+            return False
+        _box_gains(Qxu, free, n_free, L, K, t, rhs)
+        return True
+    if not cholesky_factor(Quu[t], nu, L, 0.0):
+        return False
+    for i in range(nu):
+        k[t, i] = Qu[t, i]
+        for j in range(ndx):
+            K[t, i, j] = Qxu[j, i]
+    cholesky_solve(L, nu, k[t].reshape((nu, 1)))
+    cholesky_solve(L, nu, K[t])
+    return True
+
+
+@kernel
+def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
+    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I."""
+    _, _, Qx, Qxx, Qxu = ws[0]
+    ndx, nu = Qxu.shape
+    for i in range(nu):
+        s = 0.0
+        for j in range(nu):
+            s += Quu[t, i, j] * k[t, j]
+        Quuk[t, i] = s
+    np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
+    for i in range(ndx):
+        s = Qx[i]
+        for p in range(nu):
+            s -= K[t, p, i] * Qu[t, p]
+        Vx[t, i] = s
+    for i in range(ndx):
+        Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
+        for j in range(i):
+            s = 0.5 * ((Qxx[i, j] - Vxx[t, i, j]) + (Qxx[j, i] - Vxx[t, j, i]))
+            Vxx[t, i, j] = s
+            Vxx[t, j, i] = s
 
 
 @kernel
