@@ -19,8 +19,8 @@ derivative of x, in the tangent space at x) and, in ``calc_diff``, to
 import numba
 import numpy as np
 
-from ..dynamics.aba import _aba_parallel
-from ..dynamics.aba_derivatives import _aba_derivatives_parallel
+from ..dynamics.aba import _aba, _aba_parallel
+from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 
@@ -74,6 +74,18 @@ def _threads():
     return numba.get_num_threads()
 
 
+def _serial_or_parallel(serial, parallel, *args):
+    """``serial(*args)`` on one Numba thread (ShootingProblem's default), else
+    ``parallel(*args, threads)``: the same per-state kernel either way, so the
+    results are the same bits, and the parallel kernel (about 20 s to compile,
+    against 6 s for the serial one) is compiled only for those who use threads."""
+    threads = _threads()
+    if threads == 1:
+        serial(*args)
+    else:
+        parallel(*args, threads)
+
+
 def setup_multibody(dynamics, model, actuation, armature, damping):
     """The attributes every multibody dynamics shares: model, state, actuation, nu,
     arrays (the model's, with the armature replaced when given), damping."""
@@ -122,21 +134,22 @@ class FreeDynamics:
         """f = (v, ddq) for every knot; fills data.f (K, ndx) and the kinematics."""
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
-        _aba_parallel(self.arrays, qs, vs, data.tau, data.f_ext, d.liR, d.lip, d.oR, d.op, d.J,
-                      d.IA, d.v, d.a, d.pA, d.U, d.Dinv, d.u, d.ddq, _threads())
+        _serial_or_parallel(_aba, _aba_parallel, self.arrays, qs, vs, data.tau, data.f_ext,
+                            d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.v, d.a, d.pA, d.U, d.Dinv,
+                            d.u, d.ddq)
         nv = self.model.nv
         data.f[:, :nv] = vs
         data.f[:, nv:] = d.ddq[:data.K]
         return data.f
 
     def calc_diff(self, data, xs, us):
-        """f, f_x, f_u for every knot (one parallel kernel for ABA and its derivatives)."""
+        """f, f_x, f_u for every knot (one kernel for ABA and its derivatives)."""
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
-        _aba_derivatives_parallel(
-            self.arrays, qs, vs, data.tau, data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb,
-            d.v, d.a, d.pA, d.U, d.Dinv, d.u, d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv,
-            d.M, d.ddq_dq, d.ddq_dv, _threads())
+        _serial_or_parallel(
+            _aba_derivatives, _aba_derivatives_parallel, self.arrays, qs, vs, data.tau,
+            data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
+            d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
         nv, K = self.model.nv, data.K
         data.f[:, :nv] = vs
         data.f[:, nv:] = d.ddq[:K]
