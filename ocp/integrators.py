@@ -21,6 +21,8 @@ so the kinematics of the knots stay in ``data.stages[0]``.
 """
 import numpy as np
 
+from ..dynamics.config import kernel
+
 INTEGRATORS = ("euler", "semi_implicit_euler", "rk2", "rk4")
 _RK_STAGES = {"euler": 1, "semi_implicit_euler": 1, "rk2": 2, "rk4": 4}
 
@@ -42,6 +44,19 @@ def _semi_implicit_increment(f, dt, nv):
     w[:, nv:] = dt * f[:, nv:]
     w[:, :nv] = dt * f[:, :nv] + dt * w[:, nv:]
     return w
+
+
+@kernel
+def _semi_implicit_jacobian(f_J, dt, nv, out):
+    """out = d w / d(x or u) from f_J = d f / d(x or u) (K, 2 nv, n): the rows of
+    :func:`_semi_implicit_increment`, (dt f_J[:nv] + dt (dt f_J[nv:]), dt f_J[nv:])."""
+    for k in range(f_J.shape[0]):
+        for r in range(nv):
+            for c in range(f_J.shape[2]):
+                a = dt * f_J[k, nv + r, c]
+                out[k, nv + r, c] = a
+                out[k, r, c] = dt * f_J[k, r, c] + dt * a
+    return out
 
 
 class Integrator:
@@ -89,30 +104,19 @@ class Integrator:
         """x', Fx (K, ndx, ndx), Fu (K, ndx, nu) for every knot."""
         dyn, dt, state = self.dynamics, self.dt, self.state
         f, f_x, f_u = dyn.calc_diff(data.stages[0], xs, us)
+        scale = 1.0
         if self.scheme == "euler":
-            w, w_x, w_u = dt * f, dt * f_x, dt * f_u
+            w, w_x, w_u, scale = dt * f, f_x, f_u, dt
         elif self.scheme == "semi_implicit_euler":
             nv = state.nv
             w = _semi_implicit_increment(f, dt, nv)
-            w_x = np.empty_like(f_x)
-            w_u = np.empty_like(f_u)
-            w_x[:, nv:] = dt * f_x[:, nv:]
-            w_x[:, :nv] = dt * f_x[:, :nv] + dt * w_x[:, nv:]
-            w_u[:, nv:] = dt * f_u[:, nv:]
-            w_u[:, :nv] = dt * f_u[:, :nv] + dt * w_u[:, nv:]
+            w_x = _semi_implicit_jacobian(f_x, dt, nv, np.empty(f_x.shape))
+            w_u = _semi_implicit_jacobian(f_u, dt, nv, np.empty(f_u.shape))
         else:
             w, w_x, w_u = self._runge_kutta(data, xs, us, f, f_x, f_u)
         data.xnext[:] = state.integrate(xs, w)
-        if state.flat:
-            # Dx = Dw = I (no Lie-group joint): skip the batched products
-            np.copyto(data.Fx, w_x)
-            idx = np.arange(state.ndx)
-            data.Fx[:, idx, idx] += 1.0
-            np.copyto(data.Fu, w_u)
-        else:
-            Dx, Dw = state.jacobians_integrate(xs, w)
-            np.add(Dx, Dw @ w_x, out=data.Fx)
-            np.matmul(Dw, w_u, out=data.Fu)
+        # Fx = Dx + Dw w_x, Fu = Dw w_u: products on the Lie-group rows only
+        state.chain_integrate(w, w_x, w_u, data.Fx, data.Fu, scale)
         return data.xnext, data.Fx, data.Fu
 
     def _runge_kutta(self, data, xs, us, f, f_x, f_u):
@@ -129,9 +133,8 @@ class Integrator:
         for stage, c in enumerate(coefficients, start=1):
             step = c * dt * k
             xi = state.integrate(xs, step)
-            Dx, Dw = state.jacobians_integrate(xs, step)
-            xi_x = Dx + c * dt * (Dw @ k_x)
-            xi_u = c * dt * (Dw @ k_u)
+            xi_x, xi_u = state.chain_integrate(step, k_x, k_u, np.empty_like(k_x),
+                                               np.empty_like(k_u), c * dt)
             fi, fi_x, fi_u = dyn.calc_diff(data.stages[stage], xi, us)
             k = fi.copy()
             k_x = fi_x @ xi_x

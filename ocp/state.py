@@ -16,7 +16,9 @@ Every method takes stacks (leading axis) and crosses into Numba once.
 """
 import numpy as np
 
-from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians, _scratch
+from ..dynamics.config import kernel
+from ..dynamics.liegroup_derivatives import (_difference_stack, _lie_block, _lie_jacobians,
+                                             _load_twist, _scratch)
 from ..dynamics.liegroups import _integrate, neutral
 from ..dynamics.model import FREE_FLYER, PLANAR, SPHERICAL
 from ..dynamics.validation import as_configurations, as_stack
@@ -49,11 +51,21 @@ class StateVector:
         eye = np.broadcast_to(np.eye(self.ndx), (K, self.ndx, self.ndx))
         return eye.copy(), eye.copy()
 
+    def chain_integrate(self, dxs, dxs_x, dxs_u, Fx, Fu, scale=1.0):
+        """Fx = I + scale dxs_x, Fu = scale dxs_u: the Jacobians of x (+) dx(x, u) (see
+        :meth:`StateMultibody.chain_integrate`)."""
+        return _chain_integrate_flat(dxs_x, dxs_u, Fx, Fu, scale)
+
+    def jacobian_difference(self, x0s, x1s, arg="x1", d=None):
+        """d difference(x0, x1)/d arg (K, ndx, ndx): I for "x1", -I for "x0"."""
+        K = x0s.shape[0]
+        sign = _difference_sign(arg)
+        return np.broadcast_to(sign * np.eye(self.ndx), (K, self.ndx, self.ndx)).copy()
+
     def jacobians_difference(self, x0s, x1s):
         """(D0, D1) of difference w.r.t. x0 and x1: -I, I."""
-        K = x0s.shape[0]
-        eye = np.broadcast_to(np.eye(self.ndx), (K, self.ndx, self.ndx))
-        return -eye, eye.copy()
+        D1 = self.jacobian_difference(x0s, x1s)
+        return -D1, D1
 
     def validate(self, xs, name="x"):
         arr, single = as_stack(xs, self.nx, name)
@@ -121,22 +133,101 @@ class StateMultibody:
         Ddx[:, idx, idx] = 1.0
         return Dx, Ddx
 
+    def chain_integrate(self, dxs, dxs_x, dxs_u, Fx, Fu, scale=1.0):
+        """Jacobians of x (+) dx(x, u) by the chain rule, into Fx (K, ndx, ndx), Fu (K, ndx, nu):
+
+            Fx = Dx + Ddx (scale dxs_x),   Fu = Ddx (scale dxs_u),
+
+        (Dx, Ddx) the Jacobians of integrate at the increments dxs (K, ndx), dxs_x
+        (K, ndx, ndx) and dxs_u (K, ndx, nu) those of the increment.  Dx and Ddx are
+        identities but for one Lie block per free-flyer, spherical or planar joint
+        of the configuration part: only those rows are multiplied.  Returns (Fx, Fu).
+        """
+        if self.flat:
+            return _chain_integrate_flat(dxs_x, dxs_u, Fx, Fu, scale)
+        dq = np.ascontiguousarray(dxs[:, :self.nv])
+        _integrate_chain(self.model.arrays, dq, scale, dxs_x, dxs_u, Fx, Fu, *_scratch(),
+                         np.empty((1, 6, 6)))
+        return Fx, Fu
+
+    def jacobian_difference(self, x0s, x1s, arg="x1", d=None):
+        """d difference(x0, x1)/d arg (K, ndx, ndx) for arg "x1" (Jr(d)^-1 blocks, I)
+        or "x0" (-Jl(d)^-1 blocks, -I); ``d`` (K, ndx): the difference when the
+        caller has it (not computed again)."""
+        sign = _difference_sign(arg)
+        nv = self.nv
+        if d is None:
+            d = self.difference(x0s, x1s)
+        D = np.zeros((x0s.shape[0], 2 * nv, 2 * nv))
+        D[:, :nv, :nv] = self._blocks(d[:, :nv], 2, sign, sign)
+        idx = np.arange(nv, 2 * nv)
+        D[:, idx, idx] = sign
+        return D
+
     def jacobians_difference(self, x0s, x1s):
         """(D0, D1): d difference(x0, x1)/dx0 and /dx1, (K, ndx, ndx) each."""
-        nv = self.nv
-        d = self.difference(x0s, x1s)[:, :nv]
-        K = x0s.shape[0]
-        D0 = np.zeros((K, 2 * nv, 2 * nv))
-        D1 = np.zeros((K, 2 * nv, 2 * nv))
-        D0[:, :nv, :nv] = self._blocks(d, 2, -1.0, -1.0)
-        D1[:, :nv, :nv] = self._blocks(d, 2, 1.0, 1.0)
-        idx = np.arange(nv, 2 * nv)
-        D0[:, idx, idx] = -1.0
-        D1[:, idx, idx] = 1.0
-        return D0, D1
+        d = self.difference(x0s, x1s)
+        return (self.jacobian_difference(x0s, x1s, "x0", d),
+                self.jacobian_difference(x0s, x1s, "x1", d))
 
     def validate(self, xs, name="x"):
         """xs (nx,) or (K, nx), finite, with unit quaternions; returns (K, nx), single."""
         arr, single = as_stack(xs, self.nx, name)
         as_configurations(self.model, arr[:, :self.nq], f"{name} (configuration part)")
         return arr, single
+
+
+def _difference_sign(arg):
+    if arg not in ("x0", "x1"):
+        raise ValueError(f"jacobian_difference: arg must be 'x0' or 'x1', got {arg!r}")
+    return 1.0 if arg == "x1" else -1.0
+
+
+def _chain_integrate_flat(dxs_x, dxs_u, Fx, Fu, scale):
+    """Fx = I + scale dxs_x, Fu = scale dxs_u (identity Jacobians of integrate)."""
+    np.multiply(dxs_x, scale, out=Fx)
+    idx = np.arange(Fx.shape[1])
+    Fx[:, idx, idx] += 1.0
+    np.multiply(dxs_u, scale, out=Fu)
+    return Fx, Fu
+
+
+@kernel
+def _integrate_chain(m, dq, scale, w_x, w_u, Fx, Fu, xi, W, S, D):
+    """Fx[k] = Dx + Dw (scale w_x[k]), Fu[k] = Dw (scale w_u[k]) (see
+    StateMultibody.chain_integrate); D (1, 6, 6) scratch for one joint's block."""
+    K, ndx, nu = Fu.shape
+    for k in range(K):
+        for r in range(ndx):
+            for c in range(ndx):
+                Fx[k, r, c] = scale * w_x[k, r, c]
+            Fx[k, r, r] += 1.0
+            for c in range(nu):
+                Fu[k, r, c] = scale * w_u[k, r, c]
+        for i in range(1, m.njoints):
+            t, iv, n = m.jtype[i], m.idx_v[i], m.nvs[i]
+            if t == FREE_FLYER or t == SPHERICAL or t == PLANAR:
+                _load_twist(t, dq, k, iv, xi)
+                _lie_block(t, 1, 1.0, 1.0, xi, W, S, D, 0, 0)          # Dw = Jr(dq)
+                _lie_rows(D[0], n, scale, w_x[k], w_u[k], Fx[k], Fu[k], iv)
+                _lie_block(t, 0, -1.0, 1.0, xi, W, S, D, 0, 0)         # Dx = Ad(exp(-dq))
+                for r in range(n):
+                    for c in range(n):
+                        Fx[k, iv + r, iv + c] += D[0, r, c]
+
+
+@kernel
+def _lie_rows(B, n, scale, w_x, w_u, Fx, Fu, iv):
+    """Rows iv:iv+n of Fx, Fu = B (scale w_x), B (scale w_u) on those rows."""
+    ndx, nu = Fu.shape
+    for r in range(n):
+        for c in range(ndx):
+            s = 0.0
+            for p in range(n):
+                s += B[r, p] * (scale * w_x[iv + p, c])
+            Fx[iv + r, c] = s
+        for c in range(nu):
+            s = 0.0
+            for p in range(n):
+                s += B[r, p] * (scale * w_u[iv + p, c])
+            Fu[iv + r, c] = s

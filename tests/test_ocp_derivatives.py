@@ -17,6 +17,8 @@ derivative of the residual adds the motion of the origin, [w x J_lin; 0]
 (w the frame's angular velocity, J_lin the linear rows of its LWA Jacobian),
 and only with that term does it match the finite differences.
 """
+import functools
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,63 @@ def test_integrator(name, scheme):
     integrator = ocp.Integrator(dynamics, 0.01, scheme)
     errors = ocp.check_integrator(integrator, states(model, seed=1), controls(name, seed=1))
     assert max(errors) < RTOL_FD, errors
+
+
+@functools.lru_cache(maxsize=None)
+def lie_tree():
+    """A random tree on a free-flyer root with spherical and planar joints among the
+    others: every Lie block of integrate and difference."""
+    return gp.robots.builtin.random_tree(6, seed=11, root_joint="free-flyer")
+
+
+@pytest.mark.parametrize("scheme", ocp.INTEGRATORS)
+def test_integrator_on_every_lie_group(scheme):
+    model = lie_tree()
+    integrator = ocp.Integrator(ocp.FreeDynamics(model), 0.01, scheme)
+    rng = np.random.default_rng(7)
+    xs = np.hstack([gp.dynamics.random_configuration(model, rng, size=K),
+                    rng.standard_normal((K, model.nv))])
+    errors = ocp.check_integrator(integrator, xs, rng.standard_normal((K, model.nv)))
+    assert max(errors) < RTOL_FD, errors
+
+
+@pytest.mark.parametrize("name", ("lie_tree", "ur5"))
+def test_chain_integrate_is_the_dense_chain_rule(name):
+    """Fx = Dx + Ddx (s A), Fu = Ddx (s B), the products taken on the Lie rows only,
+    equal the dense products of the integrate Jacobians (NumPy)."""
+    model = lie_tree() if name == "lie_tree" else robot(name).model
+    state = ocp.StateMultibody(model)
+    rng = np.random.default_rng(3)
+    xs = np.hstack([gp.dynamics.random_configuration(model, rng, size=K),
+                    rng.standard_normal((K, model.nv))])
+    dxs = rng.standard_normal((K, state.ndx))
+    A = rng.standard_normal((K, state.ndx, state.ndx))
+    B = rng.standard_normal((K, state.ndx, 4))
+    Fx, Fu = state.chain_integrate(dxs, A, B, np.empty_like(A), np.empty_like(B), 0.3)
+    Dx, Ddx = state.jacobians_integrate(xs, dxs)
+    np.testing.assert_allclose(Fx, Dx + Ddx @ (0.3 * A), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(Fu, Ddx @ (0.3 * B), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("arg", ("x0", "x1"))
+def test_jacobian_difference(arg):
+    """d (x1 (-) x0) / d arg against central differences on the manifold, and equal to
+    the matching half of jacobians_difference."""
+    model = lie_tree()
+    state = ocp.StateMultibody(model)
+    x0s, x1s = states(model, seed=4), states(model, seed=5)
+    D = state.jacobian_difference(x0s, x1s, arg)
+    if arg == "x0":
+        numerical = ocp.checks._central_x(lambda x: state.difference(x, x1s), state, x0s,
+                                          ocp.checks.STEP)
+    else:
+        numerical = ocp.checks._central_x(lambda x: state.difference(x0s, x), state, x1s,
+                                          ocp.checks.STEP)
+    assert ocp.checks.scaled_error(D, numerical) < RTOL_FD
+    pair = state.jacobians_difference(x0s, x1s)
+    np.testing.assert_array_equal(D, pair[0 if arg == "x0" else 1])
+    d = state.difference(x0s, x1s)
+    np.testing.assert_array_equal(state.jacobian_difference(x0s, x1s, arg, d), D)
 
 
 def test_floating_base_actuation_leaves_the_base_unactuated():
