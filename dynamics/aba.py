@@ -185,7 +185,9 @@ def _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D
                                with_aba, with_minverse):
     """The backward pass shared by ABA (with_aba: articulated bias forces and u) and
     the M^-1 algorithm (with_minverse: rows of M^-1 restricted to each subtree):
-    both need the same articulated inertias, U and D^-1, so one sweep serves both."""
+    both need the same articulated inertias, U and D^-1, so one sweep serves both.
+    Callers pass the flags as ``bool(...)``: literal constants would compile one
+    specialization per pair (about 5 s each)."""
     parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
                                                   m.subtree_end)
     for i in range(m.njoints - 1, 0, -1):
@@ -317,7 +319,7 @@ def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
         F[:, :] = 0.0
         Minv[k, :, :] = 0.0
         _articulated_backward_pass(m, tau0, J[k], oY[k], cJ, pA, U[k], Dinv[k], u, Minv[k], F,
-                                   Ia, D, work, w6, False, True)
+                                   Ia, D, work, w6, bool(False), bool(True))
         _minverse_forward_pass(m, J[k], U[k], Dinv[k], Minv[k], A)
 
 

@@ -49,7 +49,7 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     F[:, :] = 0.0
     Minv[:, :] = 0.0
     _articulated_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6,
-                               True, True)
+                               bool(True), bool(True))
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
     _minverse_forward_pass(m, J, U, Dinv, Minv, A)
     # inverse-dynamics derivatives at ddq (eq. 24)
