@@ -602,10 +602,7 @@ def impulse_dynamics(model, data, q, v, constraints, restitution=0.0, mu=0.0, ma
 def _without_gravity(model):
     arrays = getattr(model, "_arrays_without_gravity", None)
     if arrays is None:
-        gravity = np.zeros(6)
-        gravity.setflags(write=False)
-        arrays = model.arrays._replace(gravity=gravity)
-        model._arrays_without_gravity = arrays
+        arrays = model._arrays_without_gravity = model.with_changes(gravity=np.zeros(3)).arrays
     return arrays
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..dynamics.config import kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _impulse_state,
                                              constrained_workspace)
-from .step import _state_integrate
+from .step import _state_integrate, actuated_torque, placements_workspace
 
 CONTACT_SCHEMES = {"euler": 0, "semi_implicit_euler": 1}
 
@@ -29,12 +29,8 @@ def contact_step_workspace(m, ca, nx):
     """Scratch of :func:`contact_step` and :func:`impulse_step` for one state:
     (per-state dynamics arrays, stage vectors, constrained-dynamics scratch, Lie scratch)."""
     nj, nv = m.njoints, m.nv
-    liR = np.zeros((nj, 3, 3))
-    oR = np.zeros((nj, 3, 3))
-    for a in range(3):
-        liR[0, a, a] = 1.0
-        oR[0, a, a] = 1.0
-    dyn = (liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3)), np.empty((6, nv)),
+    liR, lip, oR, op = placements_workspace(nj)
+    dyn = (liR, lip, oR, op, np.empty((6, nv)),
            np.empty((nj, 6, 6)), np.empty((nv, nv)), np.empty(nv), np.empty(ca.nrows),
            np.empty(nv))
     return (dyn, (np.empty(2 * nv), np.empty(nx)), constrained_workspace(m, ca),
@@ -49,11 +45,7 @@ def contact_step(m, ca, B, damping, settings, scheme, dt, x, u, xnext, ws):
     w = ws[1][0]
     mu, max_iterations, accuracy = settings
     nq, nv = m.nq, m.nv
-    for i in range(nv):
-        s = -damping[i] * x[nq + i]
-        for j in range(B.shape[1]):
-            s += B[i, j] * u[j]
-        tau[i] = s
+    actuated_torque(m, B, damping, x, u, tau)
     _, regular = _constraint_dynamics_state(m, ca, x[:nq], x[nq:], tau, mu, max_iterations,
                                             accuracy, liR, lip, oR, op, J, oY, M, ddq, lam, ws[2])
     for i in range(nv):

@@ -8,22 +8,41 @@ formulas): the tests compare the two.
 import numpy as np
 
 from ..dynamics.aba import _aba_state, aba_workspace
-from ..dynamics.config import kernel
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import integrate_state
 
 SCHEME_CODES = {"euler": 0, "semi_implicit_euler": 1, "rk2": 2, "rk4": 3}
+
+
+@inline_kernel
+def placements_workspace(nj):
+    """liR, lip, oR, op of one state, the universe's rotation the identity (the
+    kernels never write entry 0)."""
+    liR = np.zeros((nj, 3, 3))
+    oR = np.zeros((nj, 3, 3))
+    for a in range(3):
+        liR[0, a, a] = 1.0
+        oR[0, a, a] = 1.0
+    return liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3))
+
+
+@inline_kernel
+def actuated_torque(m, B, damping, x, u, tau):
+    """tau = B u - D v at x = (q, v)."""
+    nq = m.nq
+    for i in range(m.nv):
+        s = -damping[i] * x[nq + i]
+        for j in range(B.shape[1]):
+            s += B[i, j] * u[j]
+        tau[i] = s
 
 
 @kernel
 def step_workspace(m, nx):
     """Scratch of :func:`free_step`: per-state dynamics arrays and stage vectors."""
     nj, nv = m.njoints, m.nv
-    liR = np.zeros((nj, 3, 3))
-    oR = np.zeros((nj, 3, 3))
-    for a in range(3):
-        liR[0, a, a] = 1.0
-        oR[0, a, a] = 1.0
-    dyn = (liR, np.zeros((nj, 3)), oR, np.zeros((nj, 3)),
+    liR, lip, oR, op = placements_workspace(nj)
+    dyn = (liR, lip, oR, op,
            np.empty((6, nv)), np.empty((nj, 6, 6)), np.empty((nj, 6)), np.empty((nj, 6)),
            np.empty((nj, 6)), np.empty((6, nv)), np.empty((nv, 6)), np.empty(nv),
            np.empty(nv), np.zeros((nj, 6)), np.empty(nv))
@@ -37,11 +56,7 @@ def _tangent_field(m, B, damping, x, u, out, ws):
     dyn, stages, aba_ws, lie_ws = ws
     liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau = dyn
     nq, nv = m.nq, m.nv
-    for i in range(nv):
-        s = -damping[i] * x[nq + i]
-        for j in range(B.shape[1]):
-            s += B[i, j] * u[j]
-        tau[i] = s
+    actuated_torque(m, B, damping, x, u, tau)
     _aba_state(m, x[:nq], x[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                uu, ddq, aba_ws)
     for i in range(nv):
