@@ -330,11 +330,12 @@ def aba(model, data, q, v, tau, f_ext=None):
     :func:`~geppetto.dynamics.rnea`.  Returns ddq with the batch shape of v.
     Fills ``data.J``, ``data.IA`` (articulated inertias, world), ``data.pA``,
     ``data.U``, ``data.Dinv``, ``data.u``, ``data.ddq`` and the world-frame
-    velocities/accelerations ``data.v`` / ``data.a`` (of ABA: world frame).
+    velocities ``data.ov`` and accelerations ``data.oa_gf`` (gravity included);
+    the joint-frame ``data.v``, ``data.a`` are left as they were.
     """
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
-         data.IA, data.v, data.a, data.pA, data.U, data.Dinv, data.u, data.ddq)
+         data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
     return result(data.ddq, K, single).copy()
 
 
@@ -342,7 +343,9 @@ def compute_minverse(model, data, q):
     """M(q)^-1 (nv, nv), full and symmetric, by the dedicated ABA-like algorithm.
 
     Carpentier & Mansard, RSS 2018, Sec. IV-B: never forms M.  ``q`` (nq,) or
-    (K, nq); returns (nv, nv) or (K, nv, nv); fills ``data.Minv``.
+    (K, nq); returns (nv, nv) or (K, nv, nv); fills ``data.Minv``, and ``data.IA``,
+    ``data.U``, ``data.Dinv`` as :func:`aba` does (the articulated inertias do not
+    depend on v or tau).
     """
     qs, single = as_configurations(model, q)
     K = qs.shape[0]

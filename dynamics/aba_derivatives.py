@@ -110,12 +110,15 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     dddq_dq, dddq_dv, dddq_dtau : (nv, nv) each, or (K, nv, nv); dddq_dq in
     the tangent space of q, dddq_dtau = M^-1 (as Pinocchio's
     ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba),
-    ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq).
+    ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq), the world-frame
+    ``data.ov``, ``data.oa_gf`` (gravity included), ``data.of`` and ``data.oYcrb``
+    (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were (as
+    Pinocchio's ``computeABADerivatives``).
     """
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
-                     data.J, data.Ycrb, data.v, data.a, data.pA, data.U, data.Dinv, data.u,
-                     data.ddq, data.Minv, data.f, data.tau, data.dtau_dq, data.dtau_dv, data.M,
+                     data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
+                     data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv, data.M,
                      data.ddq_dq, data.ddq_dv)
     return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
             result(data.Minv, K, single).copy())

@@ -539,7 +539,7 @@ def constraint_dynamics(model, data, q, v, tau, constraints, mu=0.0, max_iterati
     iterations = np.zeros(K, dtype=np.int64)
     regular = _constraint_dynamics(model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations,
                                    accuracy, data.liR, data.lip, data.oR, data.op, data.J,
-                                   data.Ycrb, data.M, data.ddq, lam, iterations)
+                                   data.oYcrb, data.M, data.ddq, lam, iterations)
     _check_regular(regular, mu)
     data.lambda_c, data.constraint_iterations = lam, iterations
     return result(data.ddq, K, single).copy(), (lam[0] if single else lam)
@@ -564,7 +564,7 @@ def constraint_dynamics_derivatives(model, data, q, v, tau, constraints, mu=0.0,
     out = [np.empty((K, nv, nv)) for _ in range(3)] + [np.empty((K, nc, nv)) for _ in range(3)]
     regular = _constraint_dynamics_derivatives(
         model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations, accuracy, data.liR, data.lip,
-        data.oR, data.op, data.J, data.Ycrb, data.M, data.ddq, lam, iterations, *out)
+        data.oR, data.op, data.J, data.oYcrb, data.M, data.ddq, lam, iterations, *out)
     _check_regular(regular, mu)
     data.lambda_c, data.constraint_iterations = lam, iterations
     return tuple(x[0] if single else x for x in out)
@@ -593,7 +593,7 @@ def impulse_dynamics(model, data, q, v, constraints, restitution=0.0, mu=0.0, ma
     impulse = np.empty((K, cs.size))
     iterations = np.zeros(K, dtype=np.int64)
     regular = _impulse_dynamics(model.arrays, cs.arrays, qs, vs, restitution, mu, max_iterations,
-                                accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb,
+                                accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb,
                                 data.M, v_after, impulse, iterations)
     _check_regular(regular, mu)
     return (v_after[0], impulse[0]) if single else (v_after, impulse)
@@ -634,7 +634,7 @@ def impulse_dynamics_derivatives(model, data, q, v, constraints, restitution=0.0
     out = [np.empty((K, nv, nv)) for _ in range(2)] + [np.empty((K, nc, nv)) for _ in range(2)]
     regular = _impulse_dynamics_derivatives(
         model.arrays, _without_gravity(model), cs.arrays, _without_gains(cs), qs, vs, restitution,
-        mu, max_iterations, accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb,
+        mu, max_iterations, accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb,
         data.M, v_after, impulse, iterations, *out)
     _check_regular(regular, mu)
     return tuple(x[0] if single else x for x in out)

@@ -47,7 +47,8 @@ from .joints import compose, placements
 from .kinematics import LOCAL, WORLD, _reference_code, joint_jacobians_state, world_motions
 from .liegroups import _apply_v, _se3_vinv_coefficient, log3_quaternion
 from .spatial import inv_act_force, inv_act_motion, motion_cross
-from .validation import as_configurations, as_stack, check_data, check_frame
+from .validation import (as_configurations, as_stack, check_data, check_frame, check_model_of,
+                         model_fingerprint)
 
 CONTACT_3D = 3
 CONTACT_6D = 6
@@ -77,7 +78,7 @@ class RigidConstraint:
     """
 
     __slots__ = ("kind", "joint1", "R1", "p1", "joint2", "R2", "p2", "reference", "Kp",
-                 "Kd", "name", "frame1", "frame2")
+                 "Kd", "name", "frame1", "frame2", "model_name", "_fingerprint")
 
     def __init__(self, model, kind, frame1, frame2=None, reference=LOCAL, Kp=0.0, Kd=0.0,
                  target=None, name=None):
@@ -95,7 +96,8 @@ class RigidConstraint:
                 raise ValueError(f"Baumgarte gain {label} = {gain!r}: expected a finite "
                                  "number >= 0")
         self.Kp, self.Kd = float(Kp), float(Kd)
-        self.frame1 = check_frame(model, frame1)
+        self.model_name, self._fingerprint = model.name, model_fingerprint(model)
+        self.frame1 = check_frame(model, frame1, "frame1" if frame2 is not None else "frame")
         frame = model.frames[self.frame1]
         self.joint1, self.R1, self.p1 = frame.joint, frame.R.copy(), frame.p.copy()
         if self.joint1 == 0:
@@ -109,7 +111,7 @@ class RigidConstraint:
             if target is not None:
                 raise ValueError("target is the world placement of a contact; a loop "
                                  "closure takes it from frame2")
-            self.frame2 = check_frame(model, frame2)
+            self.frame2 = check_frame(model, frame2, "frame2")
             other = model.frames[self.frame2]
             self.joint2, self.R2, self.p2 = other.joint, other.R.copy(), other.p.copy()
             if self.joint2 == self.joint1:
@@ -171,10 +173,9 @@ class ConstraintSet:
         for c in constraints:
             if not isinstance(c, RigidConstraint):
                 raise ValueError(f"expected RigidConstraint objects, got {type(c).__name__}")
-            if c.joint1 >= model.njoints or c.joint2 >= model.njoints:
-                raise ValueError(f"constraint {c.name!r} does not belong to model {model.name!r}")
+            check_model_of(model, c, f"constraint {c.name!r}")
         self.constraints = tuple(constraints)
-        self._dims = (model.njoints, model.nv, model.nframes)
+        self.model_name, self._fingerprint = model.name, model_fingerprint(model)
         n = len(constraints)
         sizes = np.array([c.kind for c in constraints], dtype=np.int64)
         row = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if n else \
@@ -214,8 +215,8 @@ class ConstraintSet:
 def as_constraint_set(model, constraints):
     """A :class:`ConstraintSet` of ``model`` from a set or a sequence of constraints."""
     if isinstance(constraints, ConstraintSet):
-        if constraints._dims != (model.njoints, model.nv, model.nframes):
-            raise ValueError(f"the constraint set was not built for model {model.name!r}")
+        if constraints._fingerprint != model_fingerprint(model):
+            check_model_of(model, constraints, "constraints")
         return constraints
     if isinstance(constraints, RigidConstraint):
         constraints = [constraints]

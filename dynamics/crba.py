@@ -81,11 +81,11 @@ def crba(model, data, q):
     """Joint-space inertia matrix M(q) (nv, nv), full and symmetric (CRBA).
 
     ``q`` (nq,) or (K, nq); returns (nv, nv) or (K, nv, nv).  Fills
-    ``data.J`` (world joint Jacobian), ``data.Ycrb`` (composite inertias in
+    ``data.J`` (world joint Jacobian), ``data.oYcrb`` (composite inertias in
     the world) and ``data.M``.  Armature is added on the diagonal.
     """
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _crba(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J, data.Ycrb, data.M)
+    _crba(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb, data.M)
     return result(data.M, K, single).copy()

@@ -7,14 +7,19 @@ loop that keeps K fixed allocates nothing.  After a call the arrays hold the
 results of every state of the batch (``data.oR[k, i]`` is the rotation of
 joint i in the world for state k).
 
-Names (Pinocchio's): ``liR, lip`` = liMi, ``oR, op`` = oMi, ``v, a, f`` the
+Names (Pinocchio's), one frame per field whichever function fills it:
+``liR, lip`` = liMi, ``oR, op`` = oMi; in the joint frame, ``v, a, f`` the
 spatial velocity, acceleration (gravity included in ``a_gf``) and force of
-each body in its joint frame, ``oRf, opf`` = oMf, ``Ycrb`` the composite
-rigid-body inertias, ``IA, pA`` the articulated inertias and bias forces,
-``U, Dinv, u`` ABA's intermediates, ``J`` the joint Jacobian in the world,
-``tau, ddq, M, Minv, com, Jcom``.
+each body; in the world, ``ov, oa, oa_gf, of`` the same quantities and
+``oYcrb`` the composite rigid-body inertias, ``IA, pA`` the articulated
+inertias and bias forces, ``J`` the joint Jacobian; ``oRf, opf`` = oMf;
+``U, Dinv, u`` ABA's intermediates; ``tau, ddq, M, Minv, com, Jcom``.
+``Ycrb`` (composite inertias in the joint frame) is not filled by the
+dynamics functions, which all work in the world frame.
 """
 import numpy as np
+
+from .validation import model_fingerprint
 
 _FIELDS = {
     # name: shape after the batch axis, from (nj, nv, nf)
@@ -38,6 +43,8 @@ _FIELDS = {
     # kinematics derivatives: world-frame motions and the columns of
     # kinematics_derivatives.py (dJ = dJ/dt, dVdq, dAdq, dAdv)
     "ov": lambda nj, nv, nf: (nj, 6), "oa": lambda nj, nv, nf: (nj, 6),
+    "oa_gf": lambda nj, nv, nf: (nj, 6), "of": lambda nj, nv, nf: (nj, 6),
+    "oYcrb": lambda nj, nv, nf: (nj, 6, 6),
     "dJ": lambda nj, nv, nf: (6, nv), "dVdq": lambda nj, nv, nf: (6, nv),
     "dAdq": lambda nj, nv, nf: (6, nv), "dAdv": lambda nj, nv, nf: (6, nv),
 }
@@ -53,10 +60,10 @@ class Data:
 
     def __init__(self, model, batch_size=1):
         self.model_name = model.name
+        self._fingerprint = model_fingerprint(model)
         self._dims = (model.njoints, model.nv, model.nframes)
         self._nq = model.nq
         self.batch_size = 0
-        self._last_K, self._last_single = 1, True
         self.resize(batch_size)
 
     def resize(self, batch_size):
@@ -70,6 +77,11 @@ class Data:
         self.oR[:, 0] = np.eye(3)
         self.liR[:, 0] = np.eye(3)
         self.batch_size = batch_size
+        # What the arrays hold: nothing computed yet (the readers that take no
+        # q, frame_placement and the kinematics-derivative getters, check it).
+        self._last_K, self._last_single = 1, True
+        self._has_placements = False
+        self._kinematics_derivatives_batch = None
 
     def __repr__(self):
         return f"Data(model={self.model_name!r}, batch_size={self.batch_size})"

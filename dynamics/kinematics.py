@@ -11,7 +11,7 @@ from .config import inline_kernel, kernel
 from .joints import compose, placements
 from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
-                         result)
+                         check_placements, result)
 
 LOCAL = 0
 WORLD = 1
@@ -133,6 +133,22 @@ def world_motions(m, v, a, order, with_gravity, J, ov, oa, w6):
         motion_cross(ov, i, w6, 0, w6, 1)
         for r in range(6):
             oa[i, r] += w6[1, r]
+
+
+@kernel
+def local_motions(m, oR, op, ov, oa_gf, vel, acc, oa):
+    """Joint-frame velocities vel_i = oMi^-1 ov_i and accelerations acc_i = oMi^-1 oa_i,
+    with oa_i = oa_gf_i + g the world acceleration without RNEA's gravity term
+    (one state).  Pinocchio's split: ``v, a`` joint frame, ``ov, oa, oa_gf`` world."""
+    for r in range(6):
+        vel[0, r] = 0.0
+        acc[0, r] = 0.0
+        oa[0, r] = 0.0
+    for i in range(1, m.njoints):
+        for r in range(6):
+            oa[i, r] = oa_gf[i, r] + m.gravity[r]
+        inv_act_motion(oR, op, i, ov, i, vel, i)
+        inv_act_motion(oR, op, i, oa, i, acc, i)
 
 
 @kernel
@@ -271,8 +287,10 @@ def forward_kinematics(model, data, q, v=None, a=None):
 
 
 def update_frame_placements(model, data):
-    """oMf of every frame from the oMi of the last forward_kinematics (all K states)."""
-    K = data._last_K
+    """oMf of every frame from the oMi of the last forward_kinematics (all K states).
+
+    Fills ``data.oRf, data.opf``; returns None."""
+    K, _ = check_placements(model, data, "update_frame_placements")
     _frame_placements(model.arrays, data.oR[:K], data.op[:K], data.oRf[:K], data.opf[:K])
 
 
@@ -286,12 +304,12 @@ def frame_placement(model, data, frame, q=None):
     frame = check_frame(model, frame)
     if q is not None:
         forward_kinematics(model, data, q)
-    K = data._last_K
+    K, single = check_placements(model, data, "frame_placement")
     j = model.arrays.frame_joint[frame]
     fR, fp = model.arrays.frame_R[frame], model.arrays.frame_p[frame]
     R = data.oR[:K, j] @ fR
     p = data.op[:K, j] + np.einsum("kij,j->ki", data.oR[:K, j], fp)
-    if data._last_single:
+    if single:
         return R[0], p[0]
     return R, p
 

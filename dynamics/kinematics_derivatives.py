@@ -53,7 +53,7 @@ from .kinematics import (LOCAL, WORLD, _reference_code, com_jacobian, joint_jaco
                          subtree_averages, subtree_mass_and_com, world_motions)
 from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
-                         result)
+                         check_model_of, result)
 
 # Frozen like the model's frame_R / frame_p they stand in for, so that joints and
 # frames share one compiled _motion_derivatives (Numba types read-only arrays apart).
@@ -356,7 +356,8 @@ def compute_forward_kinematics_derivatives(model, data, q, v, a):
 
 
 def _derivatives(model, data, joint, fR, fp, f, reference, order):
-    batch = getattr(data, "_kinematics_derivatives_batch", None)
+    check_model_of(model, data)
+    batch = data._kinematics_derivatives_batch
     if batch is None:
         raise RuntimeError("kinematics derivatives need compute_forward_kinematics_derivatives "
                            "on the same data first")

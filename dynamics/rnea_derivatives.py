@@ -30,7 +30,7 @@ import numpy as np
 
 from .config import kernel
 from .crba import world_frame_quantities
-from .kinematics import world_motions
+from .kinematics import local_motions, world_motions
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
 from .validation import as_dynamics_arguments, result
 
@@ -203,13 +203,16 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
 
 
 @kernel
-def _rnea_derivatives(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f, tau,
-                      dtau_dq, dtau_dv, M):
+def _rnea_derivatives(m, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_gf, of, tau,
+                      dtau_dq, dtau_dv, M, vel, acc, oa):
+    """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
+    and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``."""
     workspace = rnea_derivatives_workspace(m)
     for k in range(q.shape[0]):
         _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                                J[k], Ycrb[k], ov[k], oa[k], f[k], tau[k], dtau_dq[k],
+                                J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k], dtau_dq[k],
                                 dtau_dv[k], M[k], workspace)
+        local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
 
 
 def rnea_derivatives(model, data, q, v, a, f_ext=None):
@@ -224,12 +227,13 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     -------
     dtau_dq, dtau_dv, dtau_da : (nv, nv) each, or (K, nv, nv).  dtau_dq is in
     the tangent space of q (as Pinocchio's ``computeRNEADerivatives``);
-    dtau_da = M(q).  Also fills ``data.tau`` (= rnea), ``data.J``, and the
-    world-frame ``data.v``, ``data.a_gf``, ``data.f``.
+    dtau_da = M(q).  Also fills ``data.tau`` (= rnea), ``data.J``, the world-frame
+    ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity included), ``data.of`` and
+    ``data.oYcrb``, and the joint-frame ``data.v``, ``data.a`` (as Pinocchio).
     """
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea_derivatives(model.arrays, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
-                      data.J, data.Ycrb, data.v, data.a_gf, data.f, data.tau, data.dtau_dq,
-                      data.dtau_dv, data.M)
+                      data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
+                      data.dtau_dv, data.M, data.v, data.a, data.oa)
     return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
             result(data.M, K, single).copy())

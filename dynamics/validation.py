@@ -4,6 +4,9 @@ Kernels are compiled without bounds checks, so every public wrapper turns its
 inputs into C-contiguous float64 stacks of the right shape here, raising a
 ``ValueError`` that says what was expected.
 """
+import hashlib
+import numbers
+
 import numpy as np
 
 from .model import FREE_FLYER, PLANAR, REVOLUTE_UNBOUNDED, SPHERICAL
@@ -23,6 +26,32 @@ def _as_float_array(x, name):
                                    or arr.dtype == np.bool_):
         raise ValueError(f"{name}: expected real numbers, got dtype {arr.dtype}")
     return arr.astype(np.float64)
+
+
+def as_float_array(x, name):
+    """``x`` as a float64 array of any shape: real numbers only (a complex, string
+    or object array raises ValueError naming ``name``, never a ComplexWarning)."""
+    return _as_float_array(x, name)
+
+
+def as_bounds(lower, upper, n, name):
+    """(lower, upper) as two float64 arrays of shape (n,) from scalars or (n,)
+    vectors: no NaN (+-inf means unbounded), lower <= upper.  ValueError names
+    ``name`` and the bound at fault."""
+    out = []
+    for value, which in ((lower, "lower"), (upper, "upper")):
+        arr = _as_float_array(value, f"{name} ({which})")
+        if arr.shape not in ((), (1,), (n,)):
+            raise ValueError(f"{name} ({which}): expected a number or shape ({n},), "
+                             f"got shape {arr.shape}")
+        if np.any(np.isnan(arr)):
+            raise ValueError(f"{name} ({which}): contains NaN (use +-inf for no bound)")
+        out.append(np.broadcast_to(arr.reshape(-1) if arr.ndim else arr, (n,)).copy())
+    if np.any(out[0] > out[1]):
+        i = int(np.argmax(out[0] > out[1]))
+        raise ValueError(f"{name}: lower bound above upper bound at row {i} "
+                         f"({out[0][i]!r} > {out[1][i]!r})")
+    return out[0], out[1]
 
 
 def _kernel_input(arr):
@@ -116,17 +145,60 @@ def as_external_forces(model, f_ext, K, single):
     return _kernel_input(arr)
 
 
+def model_fingerprint(model):
+    """A digest of ``model``'s kinematic structure, computed once per model.
+
+    Two models with the same sizes, tree, joint placements and axes, and
+    frames (the same robot loaded twice, or a copy with other inertias or
+    gravity) share it: a Data made by one is laid out and filled alike for
+    the other.  Data and constraints keep the fingerprint of the model that
+    made them; the public functions compare it (one attribute read and a
+    bytes comparison, ~0.1 us) before any kernel reads their arrays."""
+    fingerprint = getattr(model, "_fingerprint", None)
+    if fingerprint is None:
+        a = model.arrays
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(np.array([a.njoints, a.nq, a.nv, len(model.frames)],
+                               dtype=np.int64).tobytes())
+        for array in (a.parents, a.jtype, a.idx_q, a.idx_v, a.axis, a.jR, a.jp,
+                      a.frame_joint, a.frame_R, a.frame_p):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        fingerprint = model._fingerprint = digest.digest()
+    return fingerprint
+
+
+def check_model_of(model, data, name="data"):
+    """Raise unless ``data`` (a Data or a constraint) was made for ``model``."""
+    if getattr(data, "_fingerprint", None) != model_fingerprint(model):
+        owner = getattr(data, "model_name", None)
+        made = "" if owner is None else f" (it was made for model {owner!r})"
+        advice = "; use model.create_data()" if name == "data" else ""
+        raise ValueError(f"{name}: does not belong to model {model.name!r}{made}{advice}")
+
+
 def check_data(model, data, K, single):
     """Make sure ``data`` belongs to ``model`` and has room for K states.
 
     Records K and whether the call was for a single state, for the helpers
-    that read the last results (``frame_placement``)."""
-    if getattr(data, "_dims", None) != (model.njoints, model.nv, model.nframes):
-        raise ValueError(f"data was not created by model {model.name!r} "
-                         "(use model.create_data())")
+    that read the last results (``frame_placement``), and that the joint
+    placements of those K states are now in ``data`` (every caller computes
+    them)."""
+    if getattr(data, "_fingerprint", None) != model_fingerprint(model):
+        check_model_of(model, data)
     if data.batch_size < K:
         data.resize(K)
     data._last_K, data._last_single = K, single
+    data._has_placements = True
+
+
+def check_placements(model, data, function):
+    """``data`` belongs to ``model`` and holds joint placements (from any
+    algorithm that takes q); returns (K, single) of that call."""
+    check_model_of(model, data)
+    if not data._has_placements:
+        raise RuntimeError(f"{function}: data holds no joint placements yet; call "
+                           "forward_kinematics(model, data, q) first (or pass q)")
+    return data._last_K, data._last_single
 
 
 def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
@@ -143,24 +215,29 @@ def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
     return qs, vs, us, fs, K, single
 
 
-def check_frame(model, frame):
-    """Frame id from an int or a name, checked."""
+def _index(value, size, what, name):
+    """An int index in [0, size) from an integer (Python or NumPy), checked."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected a {what} id (an integer) or name (a str), "
+                         f"got {value!r} of type {type(value).__name__}")
+    value = int(value)
+    if not 0 <= value < size:
+        raise ValueError(f"{name}: {what} id {value} out of range [0, {size})")
+    return value
+
+
+def check_frame(model, frame, name="frame"):
+    """Frame id from an int or a name, checked (1.5, None, NaN or True are refused)."""
     if isinstance(frame, str):
         return model.frame_id(frame)
-    frame = int(frame)
-    if not 0 <= frame < model.nframes:
-        raise ValueError(f"frame id {frame} out of range [0, {model.nframes})")
-    return frame
+    return _index(frame, model.nframes, "frame", name)
 
 
-def check_joint(model, joint):
+def check_joint(model, joint, name="joint"):
     """Joint id from an int or a name, checked."""
     if isinstance(joint, str):
         return model.joint_id(joint)
-    joint = int(joint)
-    if not 0 <= joint < model.njoints:
-        raise ValueError(f"joint id {joint} out of range [0, {model.njoints})")
-    return joint
+    return _index(joint, model.njoints, "joint", name)
 
 
 def result(array, K, single):

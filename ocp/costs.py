@@ -26,6 +26,7 @@ import numpy as np
 from numba import prange
 
 from ..dynamics.config import inline_kernel, kernel, parallel_kernel
+from ..dynamics.validation import as_bounds
 
 QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
 
@@ -256,10 +257,10 @@ class Constraint:
 
     def __init__(self, residual, lower, upper, name=None):
         self.residual = residual
-        self.lower = np.broadcast_to(np.asarray(lower, dtype=float), (residual.nr,)).copy()
-        self.upper = np.broadcast_to(np.asarray(upper, dtype=float), (residual.nr,)).copy()
-        if np.any(self.lower > self.upper):
-            raise ValueError("Constraint: lower bound above upper bound")
+        if not hasattr(residual, "nr"):
+            raise ValueError(f"Constraint: residual must be a residual model, got "
+                             f"{type(residual).__name__}")
+        self.lower, self.upper = as_bounds(lower, upper, residual.nr, "Constraint bounds")
         self.name = name or type(residual).__name__
 
     @property

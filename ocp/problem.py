@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
+from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .stage import StageOutputs
 from .step import SCHEME_CODES, _free_rollout
@@ -60,17 +61,23 @@ class ShootingProblem:
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
-        running_models = list(running_models)
+        try:
+            running_models = list(running_models)
+        except TypeError:
+            raise ValueError("running_models: expected a list of StageModel objects, got "
+                             f"{type(running_models).__name__}") from None
         if not running_models:
             raise ValueError("a shooting problem needs at least one running model")
+        for k, model in enumerate(running_models):
+            if getattr(model, "terminal", True) is not False:
+                raise ValueError(f"running_models[{k}]: expected a StageModel, got "
+                                 f"{type(model).__name__}")
         if getattr(terminal_model, "terminal", False) is not True:
             raise ValueError("terminal_model must be a TerminalModel (it has no controls)")
         first = running_models[0]
         self.state = first.state
         self.nx, self.ndx, self.nu = self.state.nx, self.state.ndx, first.nu
         for model in running_models:
-            if getattr(model, "terminal", True):
-                raise ValueError("running models must be StageModel objects")
             if model.state.nx != self.nx or model.nu != self.nu:
                 raise ValueError("all running models must share the state and nu")
         if terminal_model.state.nx != self.nx:
@@ -114,7 +121,7 @@ class ShootingProblem:
 
     def _validate(self, xs, us):
         xs = self._validate_states(xs, "xs")
-        us = np.asarray(us, dtype=float)
+        us = as_float_array(us, "us")
         if us.shape != (self.N, self.nu):
             raise ValueError(f"us: expected shape ({self.N}, {self.nu}), got {us.shape}")
         if not np.all(np.isfinite(us)):
@@ -198,7 +205,9 @@ class ShootingProblem:
                     rdata.reference,)
                 value_list = values if isinstance(values, tuple) else (values,)
                 for ref, value in zip(references, value_list):
-                    value = np.asarray(value, dtype=float)
+                    value = as_float_array(value, "reference")
+                    if not np.all(np.isfinite(value)):
+                        raise ValueError("reference: contains NaN or inf")
                     if value.shape == ref.shape[1:]:
                         ref[:] = value
                     elif value.shape == (self.N + 1,) + ref.shape[1:]:
@@ -212,7 +221,7 @@ class ShootingProblem:
     # -- trajectories -------------------------------------------------------
     def rollout(self, us, x0=None):
         """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""
-        us = np.asarray(us, dtype=float)
+        us = as_float_array(us, "us")
         if us.shape != (self.N, self.nu) or not np.all(np.isfinite(us)):
             raise ValueError(f"us: expected finite values of shape ({self.N}, {self.nu})")
         xs = np.empty((self.N + 1, self.nx))

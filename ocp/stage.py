@@ -14,6 +14,7 @@ kinematics pass.
 import numpy as np
 
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
+from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
 from .integrators import Integrator
 from .state import StateMultibody
@@ -94,10 +95,11 @@ class StageModel:
             self.u_lower = np.full(self.nu, -np.inf)
             self.u_upper = np.full(self.nu, np.inf)
         else:
-            self.u_lower = np.broadcast_to(np.asarray(control_bounds[0], float), (self.nu,)).copy()
-            self.u_upper = np.broadcast_to(np.asarray(control_bounds[1], float), (self.nu,)).copy()
-            if np.any(self.u_lower > self.u_upper):
-                raise ValueError("control_bounds: lower above upper")
+            try:
+                lower, upper = control_bounds
+            except (TypeError, ValueError):
+                raise ValueError("control_bounds: expected (lower, upper)") from None
+            self.u_lower, self.u_upper = as_bounds(lower, upper, self.nu, "control_bounds")
         self.x_lower, self.x_upper = _state_bounds(state_bounds, self.state.nx)
 
     @property

@@ -33,6 +33,7 @@ from ..ocp.step import SCHEME_CODES, step_workspace
 from .callbacks import CallbackVerbose
 from .forward import forward_pass_free
 from .forward_contact import IMPULSE, forward_pass_contact
+from .options import check_options, check_solve_arguments
 from .riccati import backward_pass
 
 
@@ -86,7 +87,8 @@ class FDDP:
         self.th_acceptstep, self.th_acceptnegstep = th_acceptstep, th_acceptnegstep
         self.reg_init, self.reg_min, self.reg_max = reg_init, reg_min, reg_max
         self.reg_factor, self.th_stepinc, self.th_stepdec = reg_factor, th_stepinc, th_stepdec
-        self.alphas = np.array([2.0 ** -i for i in range(10)] if alphas is None else alphas)
+        self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else alphas
+        check_options(self)
         N, ndx, nu = problem.N, problem.ndx, problem.nu
         self.Vx = np.zeros((N + 1, ndx))
         self.Vxx = np.zeros((N + 1, ndx, ndx))
@@ -245,6 +247,8 @@ class FDDP:
         a kernel: a solve that cannot progress ends with a status."""
         problem = self.problem
         start_time = time.perf_counter()
+        max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
+        deadline = np.inf if time_limit is None else start_time + time_limit
         xs, us = self._initial_guess(xs, us)
         feasible = bool(is_feasible) or not self.uses_gaps
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -290,8 +294,9 @@ class FDDP:
                 t_back = time.perf_counter() - tb
                 if failed < 0:
                     break
-                if preg >= self.reg_max:
-                    status = "regularization at maximum: Quu not positive definite"
+                if preg >= self.reg_max or time.perf_counter() > deadline:
+                    status = ("regularization at maximum: Quu not positive definite"
+                              if preg >= self.reg_max else "time_limit")
                     return self._result(xs, us, cost, iteration - 1, False, status, gaps,
                                         stop, history)
                 preg = self._increased(preg)
@@ -302,7 +307,9 @@ class FDDP:
             stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
             accepted = None
-            for alpha in self.alphas:
+            for trial_index, alpha in enumerate(self.alphas):
+                if trial_index > 0 and time.perf_counter() > deadline:
+                    break
                 trial = self._try_step(xs, us, gaps, alpha, feasible)
                 if trial is None:
                     continue
@@ -342,10 +349,20 @@ class FDDP:
             if accepted is None and preg >= self.reg_max:
                 status = "no step accepted at maximum regularization"
                 break
-            if time_limit is not None and time.perf_counter() - start_time > time_limit:
+            if time.perf_counter() > deadline:
                 status = "time_limit"
                 break
+        if max_iter == 0:
+            cost = self._initial_cost(xs, us)
         return self._result(xs, us, cost, iteration, converged, status, gaps, stop, history)
+
+    def _initial_cost(self, xs, us):
+        """The cost of the warm start (and its predicted states, for the gaps), for a
+        solve of zero iterations."""
+        try:
+            return self.problem.calc(xs, us)
+        except _KERNEL_ERRORS:
+            return np.nan
 
     def _increased(self, preg):
         """preg * reg_factor capped at reg_max, from at least machine epsilon (so that

@@ -306,3 +306,88 @@ def test_a_refused_call_leaves_data_usable(case, assert_close):
     with pytest.raises(ValueError):
         gd.aba(m, d, np.repeat(x["q"], 4, axis=0), x["v"], x["tau"])
     assert_close(gd.aba(m, d, x["q"], x["v"], x["tau"]), expected, 0.0, "after refusals")
+
+
+# --- Data and constraints belong to one model; readers need computed data -----
+
+def test_readers_refuse_data_of_another_model(case, load_case):
+    """The readers that take no q (frame placements, kinematics-derivative getters)
+    check the data's model as the algorithms do: no silent read of another
+    robot's arrays, no write past them."""
+    m = case.model
+    other = load_case("ur5" if case.name != "ur5" else "panda")
+    foreign = other.data()
+    gd.forward_kinematics(other.model, foreign, _arguments(other)["q"])
+    s = other.states(1, seed=3)
+    gd.compute_forward_kinematics_derivatives(other.model, foreign, s.q[0], s.v[0], s.a[0])
+    readers = {
+        "update_frame_placements": lambda: gd.update_frame_placements(m, foreign),
+        "frame_placement": lambda: gd.frame_placement(m, foreign, 0),
+        "joint_velocity_derivatives": lambda: gd.joint_velocity_derivatives(m, foreign, 1),
+        "frame_acceleration_derivatives":
+            lambda: gd.frame_acceleration_derivatives(m, foreign, 0),
+    }
+    for label, call in readers.items():
+        with pytest.raises(ValueError, match=_names("data")):
+            call()
+            pytest.fail(f"{label} read data of {other.name}")
+    for not_data in (None, np.zeros(3), "data"):
+        with pytest.raises(ValueError, match=_names("data")):
+            gd.frame_placement(m, not_data, 0)
+
+
+def test_data_of_the_same_robot_loaded_twice_is_accepted(case, assert_close):
+    """The check compares the kinematic structure, not the object: a copy of the
+    model (other gravity) shares its data."""
+    m = case.model
+    twin = m.with_changes(gravity=np.array([0.0, 0.0, -1.0]))
+    d = case.data()
+    q = _arguments(case)["q"]
+    assert_close(gd.crba(twin, d, q), gd.crba(m, case.data(), q), 0.0, "twin's data")
+
+
+def test_readers_need_computed_data(case):
+    m = case.model
+    for call in (lambda d: gd.frame_placement(m, d, 0),
+                 lambda d: gd.update_frame_placements(m, d)):
+        with pytest.raises(RuntimeError, match="forward_kinematics"):
+            call(case.data())
+    with pytest.raises(RuntimeError, match="compute_forward_kinematics_derivatives"):
+        gd.frame_velocity_derivatives(m, case.data(), 0)
+    d = case.data()
+    x = _arguments(case, 2)
+    gd.rnea(m, d, x["q"], x["v"], x["a"])          # any algorithm that takes q computes oMi
+    R, p = gd.frame_placement(m, d, _frame(m))
+    assert R.shape == (2, 3, 3) and p.shape == (2, 3)
+    np.testing.assert_allclose(np.einsum("kji,kjl->kil", R, R), np.tile(np.eye(3), (2, 1, 1)),
+                               atol=1e-12)
+
+
+def test_constraints_of_another_model_are_refused(case, load_case):
+    m, d = case.model, case.data()
+    other = load_case("ur5" if case.name != "ur5" else "panda")
+    foreign = gd.contact_3d(other.model, other.model.nframes - 1)
+    s = case.states(1, seed=4)
+    with pytest.raises(ValueError, match="constraint"):
+        gd.constraint_dynamics(m, d, s.q[0], s.v[0], s.tau[0], [foreign])
+    with pytest.raises(ValueError, match="constraints"):
+        gd.constraint_dynamics(m, d, s.q[0], s.v[0], s.tau[0],
+                               gd.ConstraintSet(other.model, [foreign]))
+    with pytest.raises(ValueError, match="constraint"):
+        gd.ConstraintSet(m, [foreign])
+
+
+@pytest.mark.parametrize("bad", [1.5, np.float64(2.0), None, np.nan, True, "", [1], 1 + 0j])
+def test_frame_and_joint_ids_must_be_integers(case, bad):
+    m, d = case.model, case.data()
+    q = _arguments(case)["q"]
+    gd.forward_kinematics(m, d, q)
+    error = KeyError if bad == "" else ValueError
+    with pytest.raises(error, match="frame"):
+        gd.frame_placement(m, d, bad)
+    with pytest.raises(error, match="frame"):
+        gd.frame_jacobian(m, d, q, bad)
+    with pytest.raises(error, match="joint"):
+        gd.joint_jacobian(m, d, q, bad)
+    with pytest.raises(error, match="frame"):
+        gd.contact_3d(m, bad)

@@ -1,0 +1,57 @@
+"""Checks of the solvers' options, at ``__init__`` and at ``solve`` entry.
+
+A bad option raises ``ValueError`` naming it before any iteration runs, so
+that a solve always ends in bounded time: ``reg_factor <= 1`` would never
+raise the regularization to ``reg_max`` (the backward pass would retry
+forever), an empty ``alphas`` has no step to try, ``max_iter=None`` no count.
+"""
+import numbers
+
+import numpy as np
+
+
+def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=False):
+    """``value`` as a float in [low, high] (or (low, high] when ``low_open``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a real number, got {value!r}")
+    value = float(value)
+    if np.isnan(value) or (np.isinf(value) and not allow_inf):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    if value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} = {value!r}: expected a value in {bracket}{low}, {high}]")
+    return value
+
+
+def check_options(solver):
+    """Validate the thresholds, the regularization schedule and the step lengths
+    of a DDP-family solver in place (``alphas`` becomes a float array)."""
+    for name in ("th_stop", "th_grad", "th_gaptol"):
+        setattr(solver, name, _number(getattr(solver, name), name, 0.0))
+    solver.th_acceptstep = _number(solver.th_acceptstep, "th_acceptstep", 0.0, 1.0)
+    solver.th_acceptnegstep = _number(solver.th_acceptnegstep, "th_acceptnegstep", 0.0)
+    solver.reg_min = _number(solver.reg_min, "reg_min", 0.0)
+    solver.reg_max = _number(solver.reg_max, "reg_max", solver.reg_min)
+    solver.reg_init = _number(solver.reg_init, "reg_init", 0.0, solver.reg_max)
+    solver.reg_factor = _number(solver.reg_factor, "reg_factor", 1.0, low_open=True)
+    solver.th_stepinc = _number(solver.th_stepinc, "th_stepinc", 0.0, 1.0)
+    solver.th_stepdec = _number(solver.th_stepdec, "th_stepdec", 0.0, 1.0)
+    try:
+        alphas = np.asarray(solver.alphas, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"alphas: expected a sequence of step lengths, got {solver.alphas!r}") \
+            from None
+    if alphas.size == 0 or not np.all((alphas > 0.0) & (alphas <= 1.0)):
+        raise ValueError(f"alphas: expected a non-empty sequence of step lengths in (0, 1], "
+                         f"got {solver.alphas!r}")
+    solver.alphas = alphas
+
+
+def check_solve_arguments(max_iter, time_limit):
+    """``max_iter`` an integer >= 0; ``time_limit`` None or seconds > 0 (inf allowed)."""
+    if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, numbers.Integral) \
+            or max_iter < 0:
+        raise ValueError(f"max_iter: expected an integer >= 0, got {max_iter!r}")
+    if time_limit is not None:
+        time_limit = _number(time_limit, "time_limit", 0.0, low_open=True, allow_inf=True)
+    return int(max_iter), time_limit
