@@ -127,6 +127,59 @@ def test_forward_kinematics(case, states, assert_close):
                      f"data.v (no a) state {k}")
 
 
+def motions(xs):
+    return np.array([x.vector for x in xs])
+
+
+def inertias(Ys):
+    return np.array([np.array(Y if isinstance(Y, np.ndarray) else Y.matrix()) for Y in Ys])
+
+
+def test_data_fields_keep_one_frame(case, states, assert_close):
+    """Whichever function fills them, data.v, a, a_gf, f are joint-frame and
+    data.ov, oa, oa_gf, of, oYcrb, IA world-frame, each equal to the field of the
+    same name in Pinocchio's Data after the same algorithm."""
+    m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
+    s = states
+    for k in range(5):
+        q, v, a, tau = s.q[k], s.v[k], s.a[k], s.tau[k]
+        pin.rnea(pm, pd, q, v, a)
+        gd.rnea(m, d, q, v, a)
+        v_rnea = d.v[0].copy()
+        for name in ("v", "a_gf", "f"):
+            assert_close(getattr(d, name)[0], motions(getattr(pd, name)), RTOL,
+                         f"data.{name} after rnea, state {k}")
+        pin.computeRNEADerivatives(pm, pd, q, v, a)
+        gd.rnea_derivatives(m, d, q, v, a)
+        assert_close(d.v[0], v_rnea, RTOL, f"data.v, rnea_derivatives vs rnea, state {k}")
+        for name in ("v", "a", "ov", "oa", "oa_gf", "of"):
+            assert_close(getattr(d, name)[0], motions(getattr(pd, name)), RTOL,
+                         f"data.{name} after rnea_derivatives, state {k}")
+        assert_close(d.oYcrb[0, 1:], inertias(pd.oYcrb)[1:], RTOL,
+                     f"data.oYcrb after rnea_derivatives, state {k}")
+        pin.computeABADerivatives(pm, pd, q, v, tau)
+        gd.aba_derivatives(m, d, q, v, tau)
+        for name in ("ov", "oa_gf"):
+            assert_close(getattr(d, name)[0], motions(getattr(pd, name)), RTOL,
+                         f"data.{name} after aba_derivatives, state {k}")
+        gd.aba(m, d, q, v, tau)
+        for name in ("ov", "oa_gf"):
+            assert_close(getattr(d, name)[0], motions(getattr(pd, name)), RTOL,
+                         f"data.{name} after aba, state {k}")
+        # data.IA is Featherstone's I^A_i; Pinocchio's oYaba[i] keeps the inertia
+        # handed to the parent, I^A_i - U_i D_i^-1 U_i^T, for a joint not on the root
+        IA_aba = d.IA[0].copy()
+        handed = IA_aba.copy()
+        for i in range(1, m.njoints):
+            if m.parents[i] > 0:
+                cols = slice(m.idx_vs[i], m.idx_vs[i] + m.nvs[i])
+                U = d.U[0][:, cols]
+                handed[i] -= U @ d.Dinv[0][cols, :m.nvs[i]] @ U.T
+        assert_close(handed[1:], inertias(pd.oYaba)[1:], RTOL, f"data.IA after aba, state {k}")
+        gd.compute_minverse(m, d, q)
+        assert_close(d.IA[0, 1:], IA_aba[1:], RTOL, f"data.IA after compute_minverse, state {k}")
+
+
 def test_frame_placements(case, states, assert_close):
     m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
     for k in range(N_STATES):
