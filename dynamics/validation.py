@@ -47,6 +47,9 @@ def as_bounds(lower, upper, n, name):
         if np.any(np.isnan(arr)):
             raise ValueError(f"{name} ({which}): contains NaN (use +-inf for no bound)")
         out.append(np.broadcast_to(arr.reshape(-1) if arr.ndim else arr, (n,)).copy())
+    if np.any(out[0] == np.inf) or np.any(out[1] == -np.inf):
+        raise ValueError(f"{name}: a lower bound of +inf or an upper bound of -inf "
+                         "leaves no value")
     if np.any(out[0] > out[1]):
         i = int(np.argmax(out[0] > out[1]))
         raise ValueError(f"{name}: lower bound above upper bound at row {i} "

@@ -48,10 +48,11 @@ def check_options(solver):
 
 
 def check_solve_arguments(max_iter, time_limit):
-    """``max_iter`` an integer >= 0; ``time_limit`` None or seconds > 0 (inf allowed)."""
+    """``max_iter`` an integer >= 0; ``time_limit`` None or seconds >= 0 (inf allowed;
+    0 stops after the first iteration, whose line search then tries only alpha = 1)."""
     if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, numbers.Integral) \
             or max_iter < 0:
         raise ValueError(f"max_iter: expected an integer >= 0, got {max_iter!r}")
     if time_limit is not None:
-        time_limit = _number(time_limit, "time_limit", 0.0, low_open=True, allow_inf=True)
+        time_limit = _number(time_limit, "time_limit", 0.0, allow_inf=True)
     return int(max_iter), time_limit
