@@ -17,6 +17,7 @@ import numpy as np
 
 from numba import prange
 
+from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
@@ -332,6 +333,8 @@ def aba(model, data, q, v, tau, f_ext=None):
     ``data.U``, ``data.Dinv``, ``data.u``, ``data.ddq`` and the world-frame
     velocities/accelerations ``data.v`` / ``data.a`` (of ABA: world frame).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.aba(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
          data.IA, data.v, data.a, data.pA, data.U, data.Dinv, data.u, data.ddq)
@@ -344,6 +347,8 @@ def compute_minverse(model, data, q):
     Carpentier & Mansard, RSS 2018, Sec. IV-B: never forms M.  ``q`` (nq,) or
     (K, nq); returns (nv, nv) or (K, nv, nv); fills ``data.Minv``.
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.compute_minverse(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

@@ -28,6 +28,7 @@ columns), as Pinocchio's ``computeRNEADerivatives``.
 """
 import numpy as np
 
+from . import mimic
 from .config import kernel
 from .crba import world_frame_quantities
 from .kinematics import world_motions
@@ -227,6 +228,8 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     dtau_da = M(q).  Also fills ``data.tau`` (= rnea), ``data.J``, and the
     world-frame ``data.v``, ``data.a_gf``, ``data.f``.
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea_derivatives(model.arrays, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                       data.J, data.Ycrb, data.v, data.a_gf, data.f, data.tau, data.dtau_dq,
