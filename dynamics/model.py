@@ -135,6 +135,7 @@ class ModelBuilder:
         self.name = name
         self.gravity = np.array(gravity, dtype=float)
         self.joint_names = ["universe"]
+        self._joint_name_set = {"universe"}
         self.parents = [0]
         self.jtypes = [UNIVERSE]
         self.axes = [np.zeros(3)]
@@ -162,7 +163,7 @@ class ModelBuilder:
             raise ValueError(f"joint {name!r}: unknown joint type {joint_type!r}")
         if not 0 <= parent < len(self.parents):
             raise ValueError(f"joint {name!r}: parent joint {parent} does not exist")
-        if name in self.joint_names:
+        if name in self._joint_name_set:
             raise ValueError(f"joint {name!r} defined twice")
         nq, nv = JOINT_NQ[jtype], JOINT_NV[jtype]
         a = np.zeros(3)
@@ -175,6 +176,7 @@ class ModelBuilder:
                 raise ValueError(f"joint {name!r}: axis {axis} is not a valid direction")
             a = a / norm
         self.joint_names.append(name)
+        self._joint_name_set.add(name)
         self.parents.append(int(parent))
         self.jtypes.append(jtype)
         self.axes.append(a)

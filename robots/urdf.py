@@ -60,6 +60,7 @@ from the neutral configuration; a joint that is not in the model is skipped; a
 continuous joint takes one angle; a free-flyer ``root_joint`` takes its 7
 numbers; if a name appears twice the first one is kept.
 """
+import math
 import os
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import ParseError
@@ -141,17 +142,22 @@ def rpy_matrix(rpy):
         [-sp, cp * sr, cp * cr]])
 
 
-def _floats(text, count, what):
-    """Parse ``count`` whitespace-separated finite numbers (``count`` None: any)."""
+def _number_list(text, count, what):
+    """``count`` whitespace-separated finite numbers (``count`` None: any), as floats."""
     try:
-        values = np.array([float(token) for token in str(text).split()])
+        values = [float(token) for token in str(text).split()]
     except ValueError:
         raise URDFError(f"{what}: {quote(text)} is not a list of numbers") from None
-    if count is not None and values.size != count:
+    if count is not None and len(values) != count:
         raise URDFError(f"{what}: expected {count} numbers, got {quote(text)}")
-    if not np.all(np.isfinite(values)):
+    if not all(map(math.isfinite, values)):
         raise URDFError(f"{what}: {quote(text)} has non-finite values")
     return values
+
+
+def _floats(text, count, what):
+    """:func:`_number_list` as an array."""
+    return np.array(_number_list(text, count, what))
 
 
 def _attribute(element, name, what, default=None):
@@ -161,7 +167,7 @@ def _attribute(element, name, what, default=None):
         if default is None:
             raise URDFError(f"{what}: missing attribute {quote(name)}")
         return float(default)
-    return float(_floats(text, 1, f"{what}, attribute {quote(name)}")[0])
+    return _number_list(text, 1, f"{what}, attribute {quote(name)}")[0]
 
 
 def _origin(parent, what):

@@ -89,7 +89,10 @@ def check_inertia(link, mass, inertia, strict):
     what = f"link {quote(link)}"
     if mass < 0.0:
         raise URDFError(f"{what}: negative mass {mass}")
-    moments = np.linalg.eigvalsh(inertia)
+    if inertia[0, 1] == inertia[0, 2] == inertia[1, 2] == 0.0:    # principal axes
+        moments = np.sort(np.diag(inertia))
+    else:
+        moments = np.linalg.eigvalsh(inertia)
     scale = max(np.abs(moments).max(), 1e-300)
     if moments[0] < -1e-10 * scale:
         report(f"{what}: rotational inertia is not positive semi-definite (principal "
@@ -129,11 +132,12 @@ def _joint_space_inertia_blocks(arrays):
 
 def _force_transform(R, p):
     """6x6 matrix mapping a spatial force [f; n] from frame i to its parent,
-    where (R, p) places i in the parent."""
+    where (R, p) places i in the parent: [[R, 0], [[p]x R, R]]."""
     X = np.zeros((6, 6))
     X[:3, :3] = R
     X[3:, 3:] = R
-    X[3:, :3] = np.cross(p, R.T).T    # [p]x R
+    px = np.array([[0.0, -p[2], p[1]], [p[2], 0.0, -p[0]], [-p[1], p[0], 0.0]])
+    X[3:, :3] = px @ R
     return X
 
 
@@ -142,7 +146,8 @@ def check_motion_has_inertia(model, strict):
     motion at the neutral configuration: M is singular there."""
     singular = []
     for i, block in enumerate(_joint_space_inertia_blocks(model.arrays), start=1):
-        moments = np.abs(np.linalg.eigvalsh(block))
+        moments = np.abs(block[0]) if block.shape == (1, 1) else np.abs(
+            np.linalg.eigvalsh(block))
         if moments.max() == 0.0 or moments.min() <= 1e-14 * moments.max():
             singular.append(model.names[i])
     if singular:
