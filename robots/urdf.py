@@ -598,28 +598,61 @@ def load_reference_configurations(model, srdf_path):
 
 
 # ---------------------------------------------------------------- meshes
-def resolve_mesh_path(filename, package_dirs=(), base_dir=None):
-    """Path on this machine of a URDF mesh ``filename``, or None if not found.
+def _mesh_candidates(filename, package_dirs, base_dir):
+    """(candidate path, the folder it must stay in) pairs for a URDF mesh name.
 
-    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` for every ``d`` in
-    ``package_dirs``, and as ``d/rest`` when ``d`` itself is named ``pkg``;
-    ``file://`` and relative paths are taken relative to ``base_dir``.
+    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` (folder ``d/pkg``)
+    for every ``d`` in ``package_dirs``, and as ``d/rest`` (folder ``d``) when
+    ``d`` itself is named ``pkg``; ``file://`` and plain paths are taken
+    relative to ``base_dir``, and must stay in it.
     """
     if filename.startswith("package://"):
         relative = filename[len("package://"):]
         package, _, rest = relative.partition("/")
         for directory in package_dirs:
-            candidates = [os.path.join(directory, relative)]
+            yield os.path.join(directory, relative), os.path.join(directory, package)
             if os.path.basename(os.path.normpath(directory)) == package:
-                candidates.append(os.path.join(directory, rest))
-            for candidate in candidates:
-                if os.path.isfile(candidate):
-                    return os.path.abspath(candidate)
-        return None
+                yield os.path.join(directory, rest), directory
+        return
     path = filename[len("file://"):] if filename.startswith("file://") else filename
-    if not os.path.isabs(path) and base_dir is not None:
-        path = os.path.join(base_dir, path)
-    return os.path.abspath(path) if os.path.isfile(path) else None
+    if base_dir is not None:
+        yield os.path.join(base_dir, path), base_dir
+    elif os.path.isabs(path):
+        yield path, None
+
+
+def _inside(path, folder):
+    folder = os.path.realpath(folder)
+    return os.path.commonpath([os.path.realpath(path), folder]) == folder
+
+
+def resolve_mesh_path(filename, package_dirs=(), base_dir=None, allowed_roots=()):
+    """Path on this machine of a URDF mesh ``filename``, or None.
+
+    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` for every ``d`` in
+    ``package_dirs``, and as ``d/rest`` when ``d`` itself is named ``pkg``;
+    ``file://`` and relative paths are taken relative to ``base_dir`` (the
+    URDF's folder).  A file is only read from inside the package it names, or
+    from inside ``base_dir`` for ``file://`` and plain paths (symbolic links
+    resolved), or from inside a folder of ``allowed_roots``: a mesh name such
+    as ``file:///etc/passwd``, ``../../x`` or ``package://pkg/../../x`` that
+    leads elsewhere gives None with a :class:`URDFWarning` naming it, so that
+    an exported page never embeds a file the URDF's author chose.  None
+    without a warning when no candidate file exists.
+    """
+    refused = None
+    for candidate, folder in _mesh_candidates(filename, package_dirs, base_dir):
+        if not os.path.isfile(candidate):
+            continue
+        roots = list(allowed_roots) + ([] if folder is None else [folder])
+        if any(_inside(candidate, root) for root in roots):
+            return os.path.realpath(candidate)
+        refused = candidate
+    if refused is not None:
+        warn(f"mesh {quote(filename)} leads to {quote(os.path.realpath(refused))}, outside "
+             "the URDF's folder and the package it names: not read (pass "
+             "allowed_mesh_roots=[folder] to load_urdf to allow it)")
+    return None
 
 
 def _default_package_dirs(urdf_path):
@@ -634,7 +667,7 @@ def _default_package_dirs(urdf_path):
         folder = parent
 
 
-def _visual_geometries(assembler, package_dirs, base_dir):
+def _visual_geometries(assembler, package_dirs, base_dir, allowed_roots):
     """VisualGeometry list, links in the order the model visits them."""
     visuals = []
     for link, fid in assembler.body_frame.items():
@@ -642,7 +675,7 @@ def _visual_geometries(assembler, package_dirs, base_dir):
         for visual in assembler.links[link].visuals:
             R, p = _compose(frame.R, frame.p, visual.R, visual.p)
             mesh_path = None if visual.filename is None else resolve_mesh_path(
-                visual.filename, package_dirs, base_dir)
+                visual.filename, package_dirs, base_dir, allowed_roots)
             visuals.append(VisualGeometry(
                 visual.name, link, fid, frame.joint, R, p, visual.kind, visual.size,
                 visual.filename, mesh_path, visual.scale, visual.rgba))
@@ -694,7 +727,7 @@ def build_model_from_urdf_string(xml, root_joint=None, name=None, *, srdf=None,
 
 
 def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=None,
-              name=None, mimic=None, strict=False):
+              name=None, mimic=None, strict=False, allowed_mesh_roots=()):
     """A :class:`~geppetto.robots.robot.Robot` from a URDF file.
 
     Parameters
@@ -713,6 +746,11 @@ def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=No
         :func:`~geppetto.robots.robot.default_configuration`).
     name, mimic, strict
         As in :func:`build_model_from_urdf_string`.
+    allowed_mesh_roots : sequence of str
+        Folders meshes may also be read from.  By default a mesh is read only
+        from inside the package its ``package://`` URI names, or for
+        ``file://`` and relative names from inside the URDF's folder (see
+        :func:`resolve_mesh_path`); others are left out with a URDFWarning.
 
     Raises
     ------
@@ -738,6 +776,8 @@ def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=No
     if package_dirs is None:
         package_dirs = _default_package_dirs(path)
     package_dirs = [os.fspath(d) for d in package_dirs]
-    visuals = _visual_geometries(assembler, package_dirs, os.path.dirname(path))
+    allowed_mesh_roots = [os.fspath(d) for d in allowed_mesh_roots]
+    visuals = _visual_geometries(assembler, package_dirs, os.path.dirname(path),
+                                 allowed_mesh_roots)
     return Robot(model, urdf_path=path, srdf_path=srdf_path, package_dirs=package_dirs,
                  visuals=visuals, q0=q0)
