@@ -7,6 +7,7 @@ from .model import (Model, ModelBuilder, ModelArrays, Frame, spatial_inertia,
                     TRANSLATION, OP_FRAME, JOINT_FRAME, FIXED_JOINT_FRAME,
                     BODY_FRAME)
 from .data import Data
+from .mimic import MimicModel
 from .liegroups import (neutral, random_configuration, integrate, difference,
                         interpolate, normalize)
 from .kinematics import (LOCAL, WORLD, LOCAL_WORLD_ALIGNED, forward_kinematics,

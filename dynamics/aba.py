@@ -17,6 +17,7 @@ import numpy as np
 
 from numba import prange
 
+from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
@@ -333,6 +334,8 @@ def aba(model, data, q, v, tau, f_ext=None):
     velocities ``data.ov`` and accelerations ``data.oa_gf`` (gravity included);
     the joint-frame ``data.v``, ``data.a`` are left as they were.
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.aba(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
          data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
@@ -347,6 +350,8 @@ def compute_minverse(model, data, q):
     ``data.U``, ``data.Dinv`` as :func:`aba` does (the articulated inertias do not
     depend on v or tau).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.compute_minverse(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

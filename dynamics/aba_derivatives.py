@@ -12,6 +12,7 @@ inertias are computed once: the backward pass works on a copy.
 """
 import numpy as np
 
+from . import mimic
 from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backward_pass,
                   _minverse_forward_pass)
 from numba import prange
@@ -115,6 +116,8 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were (as
     Pinocchio's ``computeABADerivatives``).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                      data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,

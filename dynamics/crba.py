@@ -8,6 +8,7 @@ M, armature added on the diagonal.
 """
 import numpy as np
 
+from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_jacobians_state
@@ -84,6 +85,8 @@ def crba(model, data, q):
     ``data.J`` (world joint Jacobian), ``data.oYcrb`` (composite inertias in
     the world) and ``data.M``.  Armature is added on the diagonal.
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.crba(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

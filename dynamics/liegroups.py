@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from . import mimic
 from .config import kernel
 from .model import REVOLUTE_UNBOUNDED, FREE_FLYER, SPHERICAL, PLANAR
 from .validation import as_configurations, as_stack
@@ -240,6 +241,8 @@ def _workspace():
 
 def neutral(model):
     """The neutral configuration (nq,): zeros, identity quaternions, (cos, sin) = (1, 0)."""
+    if isinstance(model, mimic.MimicModel):
+        return mimic.neutral(model)
     q = np.zeros(model.nq)
     a = model.arrays
     for i in range(1, a.njoints):
@@ -255,6 +258,18 @@ def neutral(model):
     return q
 
 
+def _check_limits_ordered(model, lo, hi):
+    """ValueError naming the first coordinate (and its joint) with lower > upper."""
+    crossed = np.flatnonzero(lo > hi)
+    if crossed.size == 0:
+        return
+    c = int(crossed[0])
+    joint = model.names[int(np.searchsorted(model.arrays.idx_q[1:], c, side="right"))]
+    raise ValueError(f"random_configuration: lower_position_limit[{c}] = {lo[c]} > "
+                     f"upper_position_limit[{c}] = {hi[c]} (joint {joint!r}); pass lower= "
+                     "and upper= to draw within other bounds")
+
+
 def random_configuration(model, rng=None, size=None, lower=None, upper=None):
     """Random configuration(s), uniform within the position limits.
 
@@ -265,10 +280,13 @@ def random_configuration(model, rng=None, size=None, lower=None, upper=None):
     are uniform on SO(3).  ``rng`` is a ``numpy.random.Generator`` (or a seed);
     ``size`` = K draws a stack (K, nq).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.random_configuration(model, rng, size, lower, upper)
     rng = np.random.default_rng(rng)
     K = 1 if size is None else int(size)
     lo = np.array(model.lower_position_limit if lower is None else lower, dtype=float)
     hi = np.array(model.upper_position_limit if upper is None else upper, dtype=float)
+    _check_limits_ordered(model, lo, hi)
     # Limits at +-inf or +-DBL_MAX (Pinocchio's free-flyer default) count as absent.
     lo_finite = np.isfinite(lo) & (np.abs(lo) < 1e100)
     hi_finite = np.isfinite(hi) & (np.abs(hi) < 1e100)

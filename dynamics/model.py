@@ -86,6 +86,27 @@ def transform_inertia(R, p, inertia6):
     return spatial_inertia(mass, R @ com + p, R @ inertia_at_com @ R.T)
 
 
+def _check_depth_first(parents, names):
+    """Raise ValueError unless joints ``1 .. n-1`` are stored in depth-first
+    (pre-)order: each joint's parent comes first and is on the path from the
+    root to the joint stored just before it.
+
+    One pass over a stack of the current root-to-joint path, so O(njoints):
+    every joint is pushed and popped once.
+    """
+    path = [0]
+    for i in range(1, len(parents)):
+        if parents[i] >= i:
+            raise ValueError(f"joint {names[i]!r}: parent must come first")
+        while path and path[-1] != parents[i]:
+            path.pop()
+        if not path:
+            raise ValueError(f"joints are not in depth-first order: joint {names[i]!r} "
+                             f"comes after the subtree of its parent {names[parents[i]]!r} "
+                             "was left")
+        path.append(i)
+
+
 class Frame:
     """A named frame attached to a joint: ``placement`` = (R, p) in the joint frame."""
 
@@ -114,6 +135,7 @@ class ModelBuilder:
         self.name = name
         self.gravity = np.array(gravity, dtype=float)
         self.joint_names = ["universe"]
+        self._joint_name_set = {"universe"}
         self.parents = [0]
         self.jtypes = [UNIVERSE]
         self.axes = [np.zeros(3)]
@@ -141,7 +163,7 @@ class ModelBuilder:
             raise ValueError(f"joint {name!r}: unknown joint type {joint_type!r}")
         if not 0 <= parent < len(self.parents):
             raise ValueError(f"joint {name!r}: parent joint {parent} does not exist")
-        if name in self.joint_names:
+        if name in self._joint_name_set:
             raise ValueError(f"joint {name!r} defined twice")
         nq, nv = JOINT_NQ[jtype], JOINT_NV[jtype]
         a = np.zeros(3)
@@ -154,6 +176,7 @@ class ModelBuilder:
                 raise ValueError(f"joint {name!r}: axis {axis} is not a valid direction")
             a = a / norm
         self.joint_names.append(name)
+        self._joint_name_set.add(name)
         self.parents.append(int(parent))
         self.jtypes.append(jtype)
         self.axes.append(a)
@@ -217,19 +240,10 @@ class Model:
         idx_q = np.concatenate([[0], np.cumsum(nqs)[:-1]]).astype(np.int64)
         idx_v = np.concatenate([[0], np.cumsum(nvs)[:-1]]).astype(np.int64)
         nq, nv = int(nqs.sum()), int(nvs.sum())
-        for i in range(1, nj):
-            if parents[i] >= i:
-                raise ValueError(f"joint {builder.joint_names[i]!r}: parent must come first")
+        _check_depth_first(parents, builder.joint_names)
         subtree_end = np.arange(1, nj + 1, dtype=np.int64)
         for i in range(nj - 1, 0, -1):
             subtree_end[parents[i]] = max(subtree_end[parents[i]], subtree_end[i])
-        for i in range(nj):
-            for j in range(i + 1, subtree_end[i]):
-                a = j
-                while a > i:
-                    a = parents[a]
-                if a != i:
-                    raise ValueError("joints are not in depth-first order")
         S = np.zeros((6, nv))
         dof_parent = np.full(nv, -1, dtype=np.int64)
         dof_joint = np.zeros(nv, dtype=np.int64)

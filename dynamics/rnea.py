@@ -7,6 +7,7 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 """
 import numpy as np
 
+from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_velocity
@@ -84,6 +85,8 @@ def rnea(model, data, q, v, a, f_ext=None):
     ``data.v, a_gf`` (local velocities and accelerations with gravity) and
     ``data.f`` (forces transmitted by each joint, local frame).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.rnea(model, data, q, v, a, f_ext)
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea(model.arrays, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
           data.v, data.a_gf, data.f, data.tau)

@@ -28,6 +28,7 @@ columns), as Pinocchio's ``computeRNEADerivatives``.
 """
 import numpy as np
 
+from . import mimic
 from .config import kernel
 from .crba import world_frame_quantities
 from .kinematics import local_motions, world_motions
@@ -231,6 +232,8 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity included), ``data.of`` and
     ``data.oYcrb``, and the joint-frame ``data.v``, ``data.a`` (as Pinocchio).
     """
+    if isinstance(model, mimic.MimicModel):
+        return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     _rnea_derivatives(model.arrays, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                       data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,

@@ -12,11 +12,11 @@ Joint order, q/v layout, frames, inertias and limits are those of
 from .builtin import cartpole, chain, double_pendulum, four_bar, pendulum, random_tree
 from .loaders import available_robots, load, model_dir
 from .robot import Robot, VisualGeometry, default_configuration
-from .urdf import (URDFError, build_model_from_urdf_string, load_reference_configurations,
-                   load_urdf, resolve_mesh_path)
+from .urdf import (URDFError, URDFWarning, build_model_from_urdf_string,
+                   load_reference_configurations, load_urdf, resolve_mesh_path)
 
 __all__ = ["load", "load_urdf", "build_model_from_urdf_string", "Robot", "VisualGeometry",
-           "URDFError", "available_robots", "model_dir", "default_configuration",
+           "URDFError", "URDFWarning", "available_robots", "model_dir", "default_configuration",
            "load_reference_configurations", "resolve_mesh_path", "pendulum",
            "double_pendulum", "cartpole", "chain", "random_tree", "four_bar",
            "MeshcatVisualizer"]

@@ -10,7 +10,10 @@ the point feet of the quadrupeds and of bolt (3D contacts), talos's soles (6D).
 Two things the upstream loaders do are *not* done here, so that the model
 stays equal to ``buildModelFromUrdf``: they overwrite the free-flyer position
 limits with [-1, 1] (``addFreeFlyerJointLimits``), and talos loads rotor
-inertias and gear ratios from the SRDF into ``model.armature``.
+inertias and gear ratios from the SRDF into ``model.armature``.  Mimic joints
+(panda's and talos's grippers) are independent joints, as upstream
+(``mimic=False``); files with physically inconsistent inertias (hyq, anymal,
+go1) load with a :class:`~geppetto.robots.urdf_checks.URDFWarning` per defect.
 
 The data folder (``.../share/example-robot-data/robots``) is found from, in
 order: the ``EXAMPLE_ROBOT_DATA_MODEL_DIR`` environment variable, the
@@ -28,12 +31,11 @@ from .urdf import load_urdf
 ENVIRONMENT_VARIABLE = "EXAMPLE_ROBOT_DATA_MODEL_DIR"
 
 _Entry = namedtuple("_Entry", ["folder", "urdf", "srdf", "free_flyer", "posture",
-                               "mimic", "strict_inertia", "contacts"])
+                               "contacts"])
 
 
-def _entry(folder, urdf, srdf=None, free_flyer=False, posture=None, mimic="error",
-           strict_inertia=True, contacts=()):
-    return _Entry(folder, urdf, srdf, free_flyer, posture, mimic, strict_inertia, contacts)
+def _entry(folder, urdf, srdf=None, free_flyer=False, posture=None, contacts=()):
+    return _Entry(folder, urdf, srdf, free_flyer, posture, contacts)
 
 
 def _feet(*frames, size=3):
@@ -55,7 +57,7 @@ ROBOTS = {
                           "srdf/ur5.srdf"),
     "ur10": _entry("ur_description", "urdf/ur10_robot.urdf"),
     "panda": _entry("panda_description", "urdf/panda.urdf", "srdf/panda.srdf",
-                    posture="default", mimic="ignore"),
+                    posture="default"),
     "kinova": _entry("kinova_description", "robots/kinova.urdf", "srdf/kinova.srdf",
                      posture="arm_up"),
     "z1": _entry("z1_description", "urdf/z1.urdf", "srdf/z1.srdf", posture="arm_up"),
@@ -66,21 +68,21 @@ ROBOTS = {
     "bolt": _entry("bolt_description", "robots/bolt.urdf", "srdf/bolt.srdf", True,
                    "standing", contacts=_feet("FL_FOOT", "FR_FOOT")),
     "hyq": _entry("hyq_description", "robots/hyq_no_sensors.urdf", "srdf/hyq.srdf", True,
-                  "standing", strict_inertia=False,
+                  "standing",
                   contacts=_feet("lf_foot", "rf_foot", "lh_foot", "rh_foot")),
     "anymal": _entry("anymal_b_simple_description", "robots/anymal.urdf",
-                     "srdf/anymal.srdf", True, "standing", strict_inertia=False,
+                     "srdf/anymal.srdf", True, "standing",
                      contacts=_feet("LF_FOOT", "RF_FOOT", "LH_FOOT", "RH_FOOT")),
     "go1": _entry("go1_description", "urdf/go1.urdf", "srdf/go1.srdf", True, "standing",
-                  strict_inertia=False, contacts=_UNITREE_FEET),
+                  contacts=_UNITREE_FEET),
     "a1": _entry("a1_description", "urdf/a1.urdf", "srdf/a1.srdf", True, "standing",
                  contacts=_UNITREE_FEET),
     "talos": _entry("talos_data", "robots/talos_reduced.urdf", "srdf/talos.srdf", True,
-                    "half_sitting", mimic="ignore", contacts=_TALOS_SOLES),
+                    "half_sitting", contacts=_TALOS_SOLES),
     "talos_full": _entry("talos_data", "robots/talos_full_v2.urdf", "srdf/talos.srdf",
-                         True, "half_sitting", mimic="ignore", contacts=_TALOS_SOLES),
+                         True, "half_sitting", contacts=_TALOS_SOLES),
     "talos_arm": _entry("talos_data", "robots/talos_left_arm.urdf", "srdf/talos.srdf",
-                        False, "half_sitting", mimic="ignore"),
+                        False, "half_sitting"),
     "double_pendulum": _entry("double_pendulum_description", "urdf/double_pendulum.urdf"),
     "double_pendulum_continuous": _entry("double_pendulum_description",
                                          "urdf/double_pendulum_continuous.urdf"),
@@ -153,8 +155,7 @@ def load(name):
     robot = load_urdf(os.path.join(folder, entry.urdf),
                       root_joint="free-flyer" if entry.free_flyer else None,
                       package_dirs=[os.path.normpath(os.path.join(root, "..", ".."))],
-                      srdf_path=srdf_path, q0=entry.posture, mimic=entry.mimic,
-                      strict_inertia=entry.strict_inertia)
+                      srdf_path=srdf_path, q0=entry.posture, mimic=False)
     robot.name = name
     robot.contact_frames = entry.contacts
     return robot

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..dynamics.mimic import MimicModel
 from ._configurations import neutral_configuration, normalize_configuration
 
 # Reference configurations tried, in this order, for the default ``q0``.
@@ -66,6 +67,8 @@ def default_configuration(model, posture=None):
     Quaternions and (cos, sin) pairs are normalized, as example-robot-data's
     loaders do.
     """
+    if isinstance(model, MimicModel):
+        return model.reduce_configuration(default_configuration(model.full, posture))
     references = model.reference_configurations
     jtypes = list(model.joint_types)
     if posture is not None:

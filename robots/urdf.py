@@ -35,19 +35,24 @@ The model equals ``pinocchio.buildModelFromUrdf(path)`` (or
 - ``<dynamics>`` (damping, friction), ``<calibration>``,
   ``<safety_controller>``, transmissions and gazebo tags are ignored.
 
-Mimic joints are not supported: by default a joint with a ``<mimic>`` tag
-raises :class:`URDFError`.  ``mimic="ignore"`` loads it as an independent
-joint, which is what ``pinocchio.buildModelFromUrdf`` does by default (its
-``mimic=False``); example-robot-data's panda and talos need it.
+Mimic joints: ``mimic=False`` loads a joint with a ``<mimic>`` tag as an
+independent joint, as ``pinocchio.buildModelFromUrdf`` does by default; the
+default ``mimic=None`` does the same and warns (:class:`URDFWarning`);
+``mimic=True`` gives a :class:`~geppetto.dynamics.mimic.MimicModel` where the
+joint follows ``q = multiplier * q_mimicked + offset``, laid out as Pinocchio's
+``buildModelFromUrdf(path, mimic=True)`` and refused where Pinocchio refuses
+it (the mimicked joint is not a moving joint visited before the mimicking
+one).  A ``<mimic>`` on a fixed joint is ignored.
 
 Malformed input raises :class:`URDFError` (a ValueError) naming the element:
 XML syntax (with its line), unknown joint type, missing parent or child link,
-kinematic loops, several root links, a missing ``<limit>``, non-finite
-numbers, negative masses and (with ``strict_inertia``) rotational inertias
-that are not physically consistent (not positive semi-definite, or principal
-moments breaking the triangle inequality).  Some example-robot-data files
-(hyq, anymal) have placeholder links breaking the triangle inequality; they
-are loaded with ``strict_inertia=False``.
+kinematic loops, several root links, a missing ``<limit>``, negative velocity
+or effort limits, non-finite numbers, negative masses.  Physically
+inconsistent inertias (rotational inertia not positive semi-definite or
+breaking the triangle inequality), lower > upper limits and moving joints that carry no
+mass or inertia (M singular) load with a :class:`URDFWarning` naming the link
+or joint and the defect, as Pinocchio loads them; ``strict=True`` raises
+instead (see :mod:`.urdf_checks`).
 
 SRDF ``group_state`` entries become ``model.reference_configurations`` with
 Pinocchio's ``loadReferenceConfigurations`` semantics: every group state starts
@@ -55,6 +60,7 @@ from the neutral configuration; a joint that is not in the model is skipped; a
 continuous joint takes one angle; a free-flyer ``root_joint`` takes its 7
 numbers; if a name appears twice the first one is kept.
 """
+import math
 import os
 from dataclasses import dataclass, field
 from xml.etree.ElementTree import ParseError
@@ -63,20 +69,19 @@ import numpy as np
 from defusedxml import DefusedXmlException
 from defusedxml import ElementTree
 
+from ..dynamics.mimic import MimicModel
 from ..dynamics.model import (BODY_FRAME, FIXED_JOINT_FRAME, FREE_FLYER, JOINT_FRAME,
                               JOINT_NQ, JOINT_NV, ModelBuilder, PLANAR, PRISMATIC,
                               REVOLUTE, REVOLUTE_UNBOUNDED)
 from ._configurations import configuration_layout, neutral_configuration
 from .robot import Robot, VisualGeometry
-
-
-class URDFError(ValueError):
-    """A URDF or SRDF document that does not describe a valid robot."""
+from .urdf_checks import (URDFError, URDFWarning, check_inertia, check_limit,
+                          check_motion_has_inertia, quote, quote_list, warn)
 
 
 ROOT_JOINT_NAME = "root_joint"
 _ROOT_JOINTS = {None: None, "free-flyer": FREE_FLYER, "free_flyer": FREE_FLYER}
-_MIMIC_MODES = ("error", "ignore")
+_MIMIC_MODES = (None, False, True)
 _DBL_MAX = float(np.finfo(float).max)
 _UNIT_COORDINATE_BOUND = 1.01
 # URDF joint type -> joint type code (None: fixed, merged into its parent).
@@ -122,7 +127,7 @@ class _Joint:
     p: np.ndarray
     axis: np.ndarray
     limit: dict = None
-    mimic: str = None
+    mimic: tuple = None      # (mimicked joint, multiplier, offset)
 
 
 # ---------------------------------------------------------------- numbers
@@ -137,17 +142,22 @@ def rpy_matrix(rpy):
         [-sp, cp * sr, cp * cr]])
 
 
-def _floats(text, count, what):
-    """Parse ``count`` whitespace-separated finite numbers (``count`` None: any)."""
+def _number_list(text, count, what):
+    """``count`` whitespace-separated finite numbers (``count`` None: any), as floats."""
     try:
-        values = np.array([float(token) for token in str(text).split()])
+        values = [float(token) for token in str(text).split()]
     except ValueError:
-        raise URDFError(f"{what}: {text!r} is not a list of numbers") from None
-    if count is not None and values.size != count:
-        raise URDFError(f"{what}: expected {count} numbers, got {text!r}")
-    if not np.all(np.isfinite(values)):
-        raise URDFError(f"{what}: {text!r} has non-finite values")
+        raise URDFError(f"{what}: {quote(text)} is not a list of numbers") from None
+    if count is not None and len(values) != count:
+        raise URDFError(f"{what}: expected {count} numbers, got {quote(text)}")
+    if not all(map(math.isfinite, values)):
+        raise URDFError(f"{what}: {quote(text)} has non-finite values")
     return values
+
+
+def _floats(text, count, what):
+    """:func:`_number_list` as an array."""
+    return np.array(_number_list(text, count, what))
 
 
 def _attribute(element, name, what, default=None):
@@ -155,9 +165,9 @@ def _attribute(element, name, what, default=None):
     text = element.get(name)
     if text is None:
         if default is None:
-            raise URDFError(f"{what}: missing attribute {name!r}")
+            raise URDFError(f"{what}: missing attribute {quote(name)}")
         return float(default)
-    return float(_floats(text, 1, f"{what}, attribute {name!r}")[0])
+    return _number_list(text, 1, f"{what}, attribute {quote(name)}")[0]
 
 
 def _origin(parent, what):
@@ -176,28 +186,12 @@ def _compose(R1, p1, R2, p2):
 
 
 # ---------------------------------------------------------------- links
-def _check_inertia(link, mass, inertia, strict):
-    """Raise URDFError if the body is not physically meaningful."""
-    if mass < 0.0:
-        raise URDFError(f"link {link!r}: negative mass {mass}")
-    if not strict:
-        return
-    moments = np.linalg.eigvalsh(inertia)
-    tolerance = 1e-10 * max(np.abs(moments).max(), 1e-300)
-    if moments[0] < -tolerance:
-        raise URDFError(f"link {link!r}: rotational inertia is not positive "
-                        f"semi-definite (principal moments {moments})")
-    if moments[0] + moments[1] < moments[2] - 1e-9 * moments.sum():
-        raise URDFError(f"link {link!r}: principal moments {moments} break the "
-                        "triangle inequality (pass strict_inertia=False to accept it)")
-
-
 def _parse_inertial(link_element, link, strict):
     """The link's :class:`_Inertial`, or None if it has no ``<inertial>``."""
     element = link_element.find("inertial")
     if element is None:
         return None
-    what = f"link {link!r}: inertial"
+    what = f"link {quote(link)}: inertial"
     mass_element, inertia_element = element.find("mass"), element.find("inertia")
     if mass_element is None:
         raise URDFError(f"{what}: missing <mass>")
@@ -209,7 +203,7 @@ def _parse_inertial(link_element, link, strict):
     inertia = np.array([[i["ixx"], i["ixy"], i["ixz"]],
                         [i["ixy"], i["iyy"], i["iyz"]],
                         [i["ixz"], i["iyz"], i["izz"]]])
-    _check_inertia(link, mass, inertia, strict)
+    check_inertia(link, mass, inertia, strict)
     R, com = _origin(element, what)
     return _Inertial(mass, com, R @ inertia @ R.T)
 
@@ -245,7 +239,7 @@ def _material_colors(robot):
         color = material.find("color")
         if color is not None and material.get("name"):
             colors[material.get("name")] = tuple(_floats(
-                color.get("rgba", ""), 4, f"material {material.get('name')!r}").tolist())
+                color.get("rgba", ""), 4, f"material {quote(material.get('name'))}").tolist())
     return colors
 
 
@@ -269,56 +263,69 @@ def _parse_link(element, materials, strict):
     link = _Link(name, _parse_inertial(element, name, strict))
     for k, visual in enumerate(element.findall("visual")):
         link.visuals.append(_parse_visual(visual, f"{name}_{k}", materials,
-                                          f"link {name!r}: visual {k}"))
+                                          f"link {quote(name)}: visual {k}"))
     return link
 
 
 # ---------------------------------------------------------------- joints
-def _parse_limit(element, joint, required):
+def _parse_limit(element, joint, required, strict):
     """The ``<limit>`` of a joint as a dict, or None when absent and optional."""
     limit = element.find("limit")
     if limit is None:
         if required:
-            raise URDFError(f"joint {joint!r}: a {element.get('type')} joint needs <limit>")
+            raise URDFError(f"joint {quote(joint)}: a {element.get('type')} joint needs <limit>")
         return None
-    what = f"joint {joint!r}: limit"
-    return {"lower": _attribute(limit, "lower", what, 0.0),
-            "upper": _attribute(limit, "upper", what, 0.0),
-            "effort": _attribute(limit, "effort", what),
-            "velocity": _attribute(limit, "velocity", what)}
+    what = f"joint {quote(joint)}: limit"
+    values = {"lower": _attribute(limit, "lower", what, 0.0),
+              "upper": _attribute(limit, "upper", what, 0.0),
+              "effort": _attribute(limit, "effort", what),
+              "velocity": _attribute(limit, "velocity", what)}
+    check_limit(joint, values, strict)
+    return values
 
 
 def _link_name(element, tag, joint):
     child = element.find(tag)
     if child is None or not child.get("link"):
-        raise URDFError(f"joint {joint!r}: missing <{tag} link=...>")
+        raise URDFError(f"joint {quote(joint)}: missing <{tag} link=...>")
     return child.get("link")
 
 
-def _parse_joint(element):
+def _parse_mimic(element, joint):
+    """(mimicked joint, multiplier, offset) of a ``<mimic>`` element, or None."""
+    mimic = element.find("mimic")
+    if mimic is None:
+        return None
+    what = f"joint {quote(joint)}: mimic"
+    if not mimic.get("joint"):
+        raise URDFError(f"{what}: missing attribute 'joint'")
+    return (mimic.get("joint"), _attribute(mimic, "multiplier", what, 1.0),
+            _attribute(mimic, "offset", what, 0.0))
+
+
+def _parse_joint(element, strict):
     name = element.get("name")
     if not name:
         raise URDFError("a <joint> has no name")
     kind = element.get("type")
     if kind not in _URDF_JOINT_TYPES:
-        raise URDFError(f"joint {name!r}: unknown joint type {kind!r} "
+        raise URDFError(f"joint {quote(name)}: unknown joint type {quote(kind)} "
                         f"(known: {', '.join(_URDF_JOINT_TYPES)})")
     jtype = _URDF_JOINT_TYPES[kind]
-    R, p = _origin(element, f"joint {name!r}")
+    R, p = _origin(element, f"joint {quote(name)}")
     axis_element = element.find("axis")
     axis = np.array([1.0, 0.0, 0.0])
     if axis_element is not None and jtype not in (None, FREE_FLYER):
-        axis = _floats(axis_element.get("xyz", ""), 3, f"joint {name!r}: axis")
+        axis = _floats(axis_element.get("xyz", ""), 3, f"joint {quote(name)}: axis")
         if np.linalg.norm(axis) < 1e-12:
-            raise URDFError(f"joint {name!r}: axis has zero length")
+            raise URDFError(f"joint {quote(name)}: axis has zero length")
         if jtype == PLANAR and not np.allclose(axis / np.linalg.norm(axis), [0, 0, 1]):
-            raise URDFError(f"joint {name!r}: planar joints must have normal axis "
+            raise URDFError(f"joint {quote(name)}: planar joints must have normal axis "
                             "(0, 0, 1), the only one Pinocchio supports")
     limit = None
     if jtype in (REVOLUTE, PRISMATIC, REVOLUTE_UNBOUNDED):
-        limit = _parse_limit(element, name, required=jtype != REVOLUTE_UNBOUNDED)
-    mimic = element.find("mimic")
-    mimic = None if mimic is None else (mimic.get("joint") or "?")
+        limit = _parse_limit(element, name, jtype != REVOLUTE_UNBOUNDED, strict)
+    mimic = _parse_mimic(element, name)
     return _Joint(name, jtype, _link_name(element, "parent", name),
                   _link_name(element, "child", name), R, p, axis, limit, mimic)
 
@@ -330,27 +337,28 @@ def _read_xml(text, source):
         return ElementTree.fromstring(text)
     except ParseError as error:
         line = error.position[0] if getattr(error, "position", None) else "?"
-        raise URDFError(f"{source}: XML syntax error at line {line}: {error}") from None
+        raise URDFError(f"{source}: XML syntax error at line {line}: "
+                        f"{quote(error, 200)}") from None
     except DefusedXmlException as error:
         raise URDFError(f"{source}: forbidden XML construct: {error}") from None
 
 
-def _parse_robot(xml, source, strict_inertia):
+def _parse_robot(xml, source, strict):
     """(robot name, links by name, joints by name) of a URDF document."""
     robot = _read_xml(xml, source)
     if robot.tag != "robot":
-        raise URDFError(f"{source}: the root element is <{robot.tag}>, not <robot>")
+        raise URDFError(f"{source}: the root element is <{robot.tag[:80]}>, not <robot>")
     materials = _material_colors(robot)
     links, joints = {}, {}
     for element in robot.findall("link"):
-        link = _parse_link(element, materials, strict_inertia)
+        link = _parse_link(element, materials, strict)
         if link.name in links:
-            raise URDFError(f"link {link.name!r} is defined twice")
+            raise URDFError(f"link {quote(link.name)} is defined twice")
         links[link.name] = link
     for element in robot.findall("joint"):
-        joint = _parse_joint(element)
+        joint = _parse_joint(element, strict)
         if joint.name in joints:
-            raise URDFError(f"joint {joint.name!r} is defined twice")
+            raise URDFError(f"joint {quote(joint.name)} is defined twice")
         joints[joint.name] = joint
     if not links:
         raise URDFError(f"{source}: the robot has no <link>")
@@ -365,19 +373,19 @@ def _tree(links, joints):
         joint = joints[name]
         for role, link in (("parent", joint.parent), ("child", joint.child)):
             if link not in links:
-                raise URDFError(f"joint {name!r}: {role} link {link!r} does not exist")
+                raise URDFError(f"joint {quote(name)}: {role} link {quote(link)} does not exist")
         if joint.parent == joint.child:
-            raise URDFError(f"joint {name!r}: link {joint.child!r} is its own parent")
+            raise URDFError(f"joint {quote(name)}: link {quote(joint.child)} is its own parent")
         if joint.child in parent_joint:
-            raise URDFError(f"kinematic loop: link {joint.child!r} is the child of "
-                            f"joints {parent_joint[joint.child]!r} and {name!r}")
+            raise URDFError(f"kinematic loop: link {quote(joint.child)} is the child of "
+                            f"joints {quote(parent_joint[joint.child])} and {quote(name)}")
         parent_joint[joint.child] = name
         children[joint.parent].append(joint)
     roots = [name for name in links if name not in parent_joint]
     if not roots:
         raise URDFError("no root link: the joints form a kinematic loop")
     if len(roots) > 1:
-        raise URDFError(f"several root links: {', '.join(map(repr, roots))}")
+        raise URDFError(f"several root links: {quote_list(roots)}")
     return roots[0], children
 
 
@@ -391,7 +399,7 @@ def _depth_first(root, children, nlinks):
     if len(order) != nlinks - 1:
         reached = {root} | {joint.child for joint in order}
         raise URDFError("kinematic loop: links not connected to the root "
-                        f"{sorted(set(children) - reached)}")
+                        f"{quote_list(sorted(set(children) - reached))}")
     return order
 
 
@@ -421,11 +429,11 @@ class _Assembler:
     placement every joint below the link is placed from.
     """
 
-    def __init__(self, name, links, mimic):
+    def __init__(self, name, links):
         self.builder = ModelBuilder(name)
         self.links = links
-        self.mimic = mimic
         self.body_frame = {}
+        self.mimics = []         # (mimicking joint, mimicked joint name, ratio, offset)
 
     def _append_inertia(self, joint, link, R, p):
         inertial = self.links[link].inertial
@@ -460,35 +468,67 @@ class _Assembler:
             self.body_frame[joint.child] = b.add_frame(joint.child, parent.joint, R, p,
                                                        BODY_FRAME, fid)
             return
-        if joint.mimic is not None and self.mimic == "error":
-            raise URDFError(f"joint {joint.name!r}: mimic joints are not supported (it "
-                            f"mimics {joint.mimic!r}); pass mimic='ignore' to load it as "
-                            "an independent joint, as pinocchio.buildModelFromUrdf does")
         jid = b.add_joint(parent.joint, joint.jtype, joint.name, R, p,
                           axis=joint.axis, **_joint_limits(joint))
+        if joint.mimic is not None:
+            self.mimics.append((jid,) + joint.mimic)
         fid = b.add_frame(joint.name, jid, np.eye(3), np.zeros(3), JOINT_FRAME, parent_fid)
         self._append_inertia(jid, joint.child, np.eye(3), np.zeros(3))
         self.body_frame[joint.child] = b.add_frame(joint.child, jid, np.eye(3),
                                                    np.zeros(3), BODY_FRAME, fid)
 
 
-def _assemble(xml, source, root_joint, name, mimic, strict_inertia):
+def _assemble(xml, source, root_joint, name, mimic, strict):
     """Parse a URDF document into an :class:`_Assembler` (links, builder, frames)."""
     if root_joint not in _ROOT_JOINTS:
         raise ValueError(f"root_joint must be None or 'free-flyer', got {root_joint!r}")
-    if mimic not in _MIMIC_MODES:
-        raise ValueError(f"mimic must be one of {_MIMIC_MODES}, got {mimic!r}")
-    robot_name, links, joints = _parse_robot(xml, source, strict_inertia)
+    if not any(mimic is mode for mode in _MIMIC_MODES):
+        raise ValueError(f"mimic must be None, False or True, got {mimic!r}")
+    robot_name, links, joints = _parse_robot(xml, source, strict)
     root, children = _tree(links, joints)
     order = _depth_first(root, children, len(links))
     if root_joint is not None and ROOT_JOINT_NAME in joints:
-        raise URDFError(f"{source}: a joint is already named {ROOT_JOINT_NAME!r}; "
+        raise URDFError(f"{source}: a joint is already named {quote(ROOT_JOINT_NAME)}; "
                         "cannot add the free-flyer root joint")
-    assembler = _Assembler(robot_name if name is None else name, links, mimic)
+    assembler = _Assembler(robot_name if name is None else name, links)
     assembler.add_root(root, _ROOT_JOINTS[root_joint])
     for joint in order:
         assembler.add(joint)
     return assembler
+
+
+def _mimic_model(model, mimics):
+    """A MimicModel of ``model``, as ``buildModelFromUrdf(mimic=True)``: the
+    mimicked joint must be a moving joint visited before the mimicking one."""
+    relations = []
+    for jid, mimicked, ratio, offset in mimics:
+        k = model.joint_id(mimicked) if mimicked in model.names else 0
+        if not 0 < k < jid:
+            raise URDFError(f"joint {quote(model.names[jid])} mimics {quote(mimicked)}, which "
+                            "is not a moving joint visited before it: the parent joint of the "
+                            "mimic joint is not in the kinematic tree (Pinocchio refuses it "
+                            "too); load it with mimic=False")
+        relations.append((jid, k, ratio, offset))
+    try:
+        return MimicModel(model, relations)
+    except ValueError as error:
+        raise URDFError(str(error)) from None
+
+
+def _build(assembler, mimic, strict):
+    """The Model (or MimicModel with ``mimic=True``) of an assembled URDF."""
+    model = assembler.builder.build()
+    check_motion_has_inertia(model, strict)
+    if not assembler.mimics or mimic is False:
+        return model
+    if mimic:
+        return _mimic_model(model, assembler.mimics)
+    names = [model.names[jid] for jid, _, _, _ in assembler.mimics]
+    warn(f"joints {quote_list(names)} mimic other joints and were loaded as independent "
+         "joints, as pinocchio.buildModelFromUrdf does by default; pass mimic=True for a "
+         "model where they follow the joints they mimic, or mimic=False to load them as "
+         "independent joints without this warning")
+    return model
 
 
 # ---------------------------------------------------------------- SRDF
@@ -530,7 +570,7 @@ def reference_configurations_from_srdf(xml, names, jtypes, source="SRDF"):
             i = index.get(element.get("name"))
             if i is None:
                 continue
-            what = f"{source}: group_state {state_name!r}, joint {names[i]!r}"
+            what = f"{source}: group_state {quote(state_name)}, joint {quote(names[i])}"
             nq = JOINT_NQ[jtypes[i]]
             values = _floats(element.get("value", ""), None, what)
             q[idx_q[i]:idx_q[i] + nq] = _group_state_values(values, jtypes[i], nq, what)
@@ -542,7 +582,7 @@ def _read_file(path, kind):
     """Bytes of an XML file (the parser reads its encoding declaration)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"{kind} file {path!r} does not exist")
+        raise FileNotFoundError(f"{kind} file {quote(path)} does not exist")
     with open(path, "rb") as stream:
         return stream.read()
 
@@ -558,28 +598,61 @@ def load_reference_configurations(model, srdf_path):
 
 
 # ---------------------------------------------------------------- meshes
-def resolve_mesh_path(filename, package_dirs=(), base_dir=None):
-    """Path on this machine of a URDF mesh ``filename``, or None if not found.
+def _mesh_candidates(filename, package_dirs, base_dir):
+    """(candidate path, the folder it must stay in) pairs for a URDF mesh name.
 
-    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` for every ``d`` in
-    ``package_dirs``, and as ``d/rest`` when ``d`` itself is named ``pkg``;
-    ``file://`` and relative paths are taken relative to ``base_dir``.
+    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` (folder ``d/pkg``)
+    for every ``d`` in ``package_dirs``, and as ``d/rest`` (folder ``d``) when
+    ``d`` itself is named ``pkg``; ``file://`` and plain paths are taken
+    relative to ``base_dir``, and must stay in it.
     """
     if filename.startswith("package://"):
         relative = filename[len("package://"):]
         package, _, rest = relative.partition("/")
         for directory in package_dirs:
-            candidates = [os.path.join(directory, relative)]
+            yield os.path.join(directory, relative), os.path.join(directory, package)
             if os.path.basename(os.path.normpath(directory)) == package:
-                candidates.append(os.path.join(directory, rest))
-            for candidate in candidates:
-                if os.path.isfile(candidate):
-                    return os.path.abspath(candidate)
-        return None
+                yield os.path.join(directory, rest), directory
+        return
     path = filename[len("file://"):] if filename.startswith("file://") else filename
-    if not os.path.isabs(path) and base_dir is not None:
-        path = os.path.join(base_dir, path)
-    return os.path.abspath(path) if os.path.isfile(path) else None
+    if base_dir is not None:
+        yield os.path.join(base_dir, path), base_dir
+    elif os.path.isabs(path):
+        yield path, None
+
+
+def _inside(path, folder):
+    folder = os.path.realpath(folder)
+    return os.path.commonpath([os.path.realpath(path), folder]) == folder
+
+
+def resolve_mesh_path(filename, package_dirs=(), base_dir=None, allowed_roots=()):
+    """Path on this machine of a URDF mesh ``filename``, or None.
+
+    ``package://pkg/rest`` is looked up as ``d/pkg/rest`` for every ``d`` in
+    ``package_dirs``, and as ``d/rest`` when ``d`` itself is named ``pkg``;
+    ``file://`` and relative paths are taken relative to ``base_dir`` (the
+    URDF's folder).  A file is only read from inside the package it names, or
+    from inside ``base_dir`` for ``file://`` and plain paths (symbolic links
+    resolved), or from inside a folder of ``allowed_roots``: a mesh name such
+    as ``file:///etc/passwd``, ``../../x`` or ``package://pkg/../../x`` that
+    leads elsewhere gives None with a :class:`URDFWarning` naming it, so that
+    an exported page never embeds a file the URDF's author chose.  None
+    without a warning when no candidate file exists.
+    """
+    refused = None
+    for candidate, folder in _mesh_candidates(filename, package_dirs, base_dir):
+        if not os.path.isfile(candidate):
+            continue
+        roots = list(allowed_roots) + ([] if folder is None else [folder])
+        if any(_inside(candidate, root) for root in roots):
+            return os.path.realpath(candidate)
+        refused = candidate
+    if refused is not None:
+        warn(f"mesh {quote(filename)} leads to {quote(os.path.realpath(refused))}, outside "
+             "the URDF's folder and the package it names: not read (pass "
+             "allowed_mesh_roots=[folder] to load_urdf to allow it)")
+    return None
 
 
 def _default_package_dirs(urdf_path):
@@ -594,7 +667,7 @@ def _default_package_dirs(urdf_path):
         folder = parent
 
 
-def _visual_geometries(assembler, package_dirs, base_dir):
+def _visual_geometries(assembler, package_dirs, base_dir, allowed_roots):
     """VisualGeometry list, links in the order the model visits them."""
     visuals = []
     for link, fid in assembler.body_frame.items():
@@ -602,7 +675,7 @@ def _visual_geometries(assembler, package_dirs, base_dir):
         for visual in assembler.links[link].visuals:
             R, p = _compose(frame.R, frame.p, visual.R, visual.p)
             mesh_path = None if visual.filename is None else resolve_mesh_path(
-                visual.filename, package_dirs, base_dir)
+                visual.filename, package_dirs, base_dir, allowed_roots)
             visuals.append(VisualGeometry(
                 visual.name, link, fid, frame.joint, R, p, visual.kind, visual.size,
                 visual.filename, mesh_path, visual.scale, visual.rgba))
@@ -611,7 +684,7 @@ def _visual_geometries(assembler, package_dirs, base_dir):
 
 # ---------------------------------------------------------------- public
 def build_model_from_urdf_string(xml, root_joint=None, name=None, *, srdf=None,
-                                 mimic="error", strict_inertia=True):
+                                 mimic=None, strict=False):
     """A :class:`~geppetto.dynamics.model.Model` from a URDF document.
 
     Parameters
@@ -626,26 +699,35 @@ def build_model_from_urdf_string(xml, root_joint=None, name=None, *, srdf=None,
     srdf : str, optional
         An SRDF document whose ``group_state`` entries become
         ``model.reference_configurations``.
-    mimic : "error" or "ignore"
-        What to do with ``<mimic>`` joints (see the module docstring).
-    strict_inertia : bool
-        Reject rotational inertias that are not physically consistent.
+    mimic : None, False or True
+        ``<mimic>`` joints: False loads them as independent joints (Pinocchio's
+        default), None too but with a :class:`URDFWarning` that says so, True
+        gives a :class:`~geppetto.dynamics.mimic.MimicModel` where they follow
+        the joints they mimic (Pinocchio's ``mimic=True``).
+    strict : bool
+        Raise :class:`URDFError` instead of warning about physically
+        inconsistent inertias and crossed position limits.
 
     Raises
     ------
     URDFError
         If the document is malformed (the message names the element).
+
+    Warns
+    -----
+    URDFWarning
+        As :func:`load_urdf`.
     """
-    assembler = _assemble(xml, "URDF string", root_joint, name, mimic, strict_inertia)
+    assembler = _assemble(xml, "URDF string", root_joint, name, mimic, strict)
     builder = assembler.builder
     if srdf is not None:
         builder.reference_configurations = reference_configurations_from_srdf(
             srdf, builder.joint_names, builder.jtypes, "SRDF string")
-    return builder.build()
+    return _build(assembler, mimic, strict)
 
 
 def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=None,
-              name=None, mimic="error", strict_inertia=True):
+              name=None, mimic=None, strict=False, allowed_mesh_roots=()):
     """A :class:`~geppetto.robots.robot.Robot` from a URDF file.
 
     Parameters
@@ -662,8 +744,13 @@ def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=No
     q0 : str or (nq,) array, optional
         Default configuration or the name of a reference configuration (see
         :func:`~geppetto.robots.robot.default_configuration`).
-    name, mimic, strict_inertia
+    name, mimic, strict
         As in :func:`build_model_from_urdf_string`.
+    allowed_mesh_roots : sequence of str
+        Folders meshes may also be read from.  By default a mesh is read only
+        from inside the package its ``package://`` URI names, or for
+        ``file://`` and relative names from inside the URDF's folder (see
+        :func:`resolve_mesh_path`); others are left out with a URDFWarning.
 
     Raises
     ------
@@ -671,19 +758,26 @@ def load_urdf(path, root_joint=None, package_dirs=None, *, srdf_path=None, q0=No
         If ``path`` or ``srdf_path`` does not exist.
     URDFError
         If a document is malformed.
+
+    Warns
+    -----
+    URDFWarning
+        For each physically inconsistent inertia or crossed limit (unless
+        ``strict``), and for mimic joints loaded as independent (``mimic=None``).
     """
     path = os.path.abspath(os.fspath(path))
-    assembler = _assemble(_read_file(path, "URDF"), path, root_joint, name, mimic,
-                          strict_inertia)
+    assembler = _assemble(_read_file(path, "URDF"), path, root_joint, name, mimic, strict)
     builder = assembler.builder
     if srdf_path is not None:
         srdf_path = os.path.abspath(os.fspath(srdf_path))
         builder.reference_configurations = reference_configurations_from_srdf(
             _read_file(srdf_path, "SRDF"), builder.joint_names, builder.jtypes, srdf_path)
-    model = builder.build()
+    model = _build(assembler, mimic, strict)
     if package_dirs is None:
         package_dirs = _default_package_dirs(path)
     package_dirs = [os.fspath(d) for d in package_dirs]
-    visuals = _visual_geometries(assembler, package_dirs, os.path.dirname(path))
+    allowed_mesh_roots = [os.fspath(d) for d in allowed_mesh_roots]
+    visuals = _visual_geometries(assembler, package_dirs, os.path.dirname(path),
+                                 allowed_mesh_roots)
     return Robot(model, urdf_path=path, srdf_path=srdf_path, package_dirs=package_dirs,
                  visuals=visuals, q0=q0)

@@ -22,7 +22,11 @@ subprocess with both its sockets bound to 127.0.0.1 (meshcat binds ZMQ to
 127.0.0.1 but its web server to every interface; here it is forced to the
 loopback).  The exported HTML inlines meshcat's viewer (``main.min.js`` of the
 installed package) and the scene, so it opens in any browser from a file, with
-no server and no network.
+no server and no network.  It embeds only the mesh files the URDF loader
+accepted (``visual.mesh_path``): files inside the package a ``package://``
+URI names or inside the URDF's folder, or in ``allowed_mesh_roots``; a mesh
+name that leads elsewhere is left out, with a warning, by
+:func:`~geppetto.robots.urdf.resolve_mesh_path`.
 """
 import atexit
 import base64
