@@ -22,9 +22,10 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
 - :class:`ImpulseDynamics`: a touchdown as a stage (Pinocchio's
   ``impulseDynamics``): x' = (q, v+) with v+, Lambda = impulse_dynamics(q, v),
   written as the field f = (0, v+ - v) of a StageModel with ``dt=1`` and the
-  explicit Euler scheme (x' = x (+) f exactly; the stage's default); f_x = [[0, 0], [dv+_dq, dv+_dv - I]],
-  f_u = 0 (its controls, kept for a uniform nu, act on nothing).  Its
-  ``lam`` is the impulse Lambda (N s), which the force residuals read alike.
+  explicit Euler scheme (x' = x (+) f exactly; the stage's default);
+  f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0 (its controls, kept for a uniform
+  nu, act on nothing).  Its ``lam`` is the impulse Lambda (N s), which the force
+  residuals read alike.
 - :func:`gait_stages`: the running stages of a multi-phase problem from a gait
   description (which feet touch the ground for how many knots), with an impulse
   stage at every touchdown.
@@ -263,13 +264,13 @@ class ImpulseDynamics(ContactDynamics):
     """Impact of the contacts ``constraints`` (a touchdown), as a stage field.
 
     Use it as ``StageModel(ImpulseDynamics(...), costs, dt=1.0)`` (explicit Euler,
-    ``required_integrator``; symplectic Euler would move q by v+): the stage maps x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and
-    Jc v+ = -e Jc v- (``restitution`` e, 0 for a plastic impact).  ``actuation``
-    only sets nu, to match the neighbouring stages (default as
-    :class:`ContactDynamics`); the controls have no effect (f_u = 0), so give
-    the stage a control regularization.  Stage costs are not scaled (dt = 1),
-    as Crocoddyl's impulse models.  ``data.lam`` holds Lambda (K, nc),
-    ``data.dynamics.ddq`` holds v+.
+    ``required_integrator``; symplectic Euler would move q by v+): the stage maps
+    x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and Jc v+ = -e Jc v-
+    (``restitution`` e, 0 for a plastic impact).  ``actuation`` only sets nu, to
+    match the neighbouring stages (default as :class:`ContactDynamics`); the
+    controls have no effect (f_u = 0), so give the stage a control regularization.
+    Stage costs are not scaled (dt = 1), as Crocoddyl's impulse models.
+    ``data.lam`` holds Lambda (K, nc), ``data.dynamics.ddq`` holds v+.
     """
 
     required_integrator = "explicit_euler"

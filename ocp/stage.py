@@ -27,7 +27,7 @@ import numpy as np
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from .dynamics import FreeDynamics
 from .integrators import Integrator
-from .residuals import JACOBIANS, PLACEMENTS, structure_key
+from .residuals import JACOBIANS, structure_key
 from .state import StateMultibody
 
 

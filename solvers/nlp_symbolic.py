@@ -15,9 +15,10 @@ knot are parameters of the NLP, read from the problem at each solve, so
 ``ShootingProblem.set_reference`` is honoured without a rebuild.
 
 Symbolic twins exist for: FreeDynamics; the explicit_euler, euler (symplectic),
-rk2, rk3 and rk4 integrators (with the RK cost quadrature); StateResidual, ControlResidual, FrameTranslationResidual
-(and its ``axes`` selection), CenterOfMassResidual, JointTorqueResidual; every
-activation.  Anything else raises NotImplementedError at construction.
+rk2, rk3 and rk4 integrators (with the RK cost quadrature); StateResidual,
+ControlResidual, FrameTranslationResidual (and its ``axes`` selection),
+CenterOfMassResidual, JointTorqueResidual; every activation.  Anything else raises
+NotImplementedError at construction.
 """
 import casadi as ca
 import numpy as np

@@ -530,9 +530,10 @@ def test_row_sparse_accumulation_matches_the_dense_one():
         cost.residual.calc_diff(data.residual, kinematics, xs, us)
         C._activate(cost.activation.code, data.params, data.residual.r, data.value, data.a_r,
                     data.A_rr)
-        C._accumulate(np.full(K, scale * cost.weight), data.value, data.a_r, data.A_rr, data.residual.Rx,
-                      data.residual.Ru, out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
-                      cost.residual.uses_control, True, True, cost.residual.depends_on_state)
+        C._accumulate(np.full(K, scale * cost.weight), data.value, data.a_r, data.A_rr,
+                      data.residual.Rx, data.residual.Ru, out.cost, out.Lx, out.Lu, out.Lxx,
+                      out.Luu, out.Lxu, cost.residual.uses_control, True, True,
+                      cost.residual.depends_on_state)
 
     rows = derivatives(lambda cost, *args: cost.add(*args, True))
     reference = derivatives(dense)
