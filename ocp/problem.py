@@ -79,8 +79,10 @@ class ShootingProblem:
     Parameters
     ----------
     x0 : (nx,) initial state.
-    running_models : list of N :class:`~.stage.StageModel` (repeat the same
-        object for the knots of a phase: ``[model] * N``).
+    running_models : list of N :class:`~.stage.StageModel`: the same object
+        repeated (``[model] * N``) or one object per knot; consecutive knots of
+        equal structure form one phase either way (their weights and
+        references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
     nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
         Default 1: waking a second thread costs more than the work of a

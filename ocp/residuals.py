@@ -119,12 +119,13 @@ class Residual:
         return attributes_key(self, self.reference_attributes)
 
     def has_knot_references(self):
-        """Whether a reference was given per knot (a leading K axis)."""
+        """Whether a reference was given per knot (a leading K axis), or is missing (a
+        residual that keeps no ``reference``): such residuals are not grouped."""
         shapes = self.reference_shape()
-        values = [getattr(self, name) for name in self.reference_attributes]
+        values = [getattr(self, name, None) for name in self.reference_attributes]
         if len(values) == 1:
             shapes = (shapes,)
-        return any(np.shape(v) != tuple(s) for v, s in zip(values, shapes))
+        return any(v is None or np.shape(v) != tuple(s) for v, s in zip(values, shapes))
 
     def create_data(self, K, ndx, nu):
         return ResidualData(K, self.nr, ndx, nu,
@@ -437,7 +438,7 @@ class FramePlacementResidual(_FrameResidual):
 
     nr = 6
     kind = 2
-    reference_attributes = ("rotation", "translation", "reference")
+    reference_attributes = ("rotation", "translation")
 
     def reference_shape(self):
         return ((3, 3), (3,))
