@@ -27,7 +27,7 @@ import numpy as np
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from .dynamics import FreeDynamics
 from .integrators import Integrator
-from .residuals import JACOBIANS, structure_key
+from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
 
 
@@ -181,7 +181,7 @@ class StageModel:
         terms = self.costs + self.constraints
         if any(t.residual.has_knot_references() for t in terms):
             return ("id", id(self))
-        return (type(self), structure_key(self.dynamics), self.integrator.scheme, self.dt,
+        return (type(self), attributes_key(self.dynamics), self.integrator.scheme, self.dt,
                 self.cost_quadrature, tuple(c.structure_key() for c in self.costs),
                 tuple(c.structure_key() for c in self.constraints),
                 structure_key([self.u_lower, self.u_upper, self.x_lower, self.x_upper]))

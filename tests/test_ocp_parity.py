@@ -477,3 +477,31 @@ def test_euler_and_rk_stages_match_crocoddyl():
             np.testing.assert_allclose(value, expected, rtol=0,
                                        atol=1e-10 * np.abs(expected).max(),
                                        err_msg=f"{scheme} {name}")
+
+
+def test_one_dynamics_object_per_knot_groups_too():
+    """Crocoddyl's examples also build the dynamics per knot: equal structure (model,
+    actuation, armature, damping) groups them; a damped one stays apart."""
+    N = 4
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+
+    def stage(dynamics):
+        return ocp.StageModel(dynamics, [
+            ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4])),
+            ocp.Cost(ocp.StateResidual(dynamics.state, x0), weight=1e-2),
+            ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-4)], dt=0.01)
+
+    shared = ocp.FreeDynamics(model)
+    terminal = ocp.TerminalModel(shared.state)
+    a = ocp.ShootingProblem(x0, [stage(ocp.FreeDynamics(model)) for _ in range(N)], terminal)
+    b = ocp.ShootingProblem(x0, [stage(shared)] * N, terminal)
+    assert len(a.phases) == 1
+    _, xs, us, _ = _arm_point(N + 1, 8)
+    assert a.calc_diff(xs, us[:N]) == b.calc_diff(xs, us[:N])
+    for name in OUTPUTS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    damped = stage(ocp.FreeDynamics(model, damping=np.full(model.nv, 0.1)))
+    c = ocp.ShootingProblem(x0, [stage(shared)] * 2 + [damped] + [stage(shared)], terminal)
+    assert [(start, stop) for _, start, stop, _ in c.phases] == [(0, 2), (2, 3), (3, 4)]
