@@ -32,6 +32,14 @@ runs one thread.  Its calls get their (xs, us) already converted to
 ``StdVec_VectorXs``; ours take NumPy arrays and validate them (that cost is
 in our figures).
 
+One stage object per knot: the same task built as Crocoddyl's examples build
+theirs, one StageModel (and new residual and cost objects) per knot
+(:func:`reaching_problem_per_knot`); the problem groups the knots by structure
+into one phase.  Its calc_diff outputs must equal the shared build's exactly;
+then both are timed in ``--blocks`` interleaved blocks (one thread, CPU time),
+and the median over the blocks of the per-block median ratio is reported
+(``--per-knot-only``: only this, into ``results/ocp_per_knot.json``).
+
 ``--profile``: a cProfile of calc_diff (one thread, CPU time) where every
 Numba kernel that Python calls shows as its own entry, in microseconds per
 calc_diff and per knot, and what Python and NumPy around the kernels cost
@@ -62,7 +70,7 @@ FRAMES = {"ur5": "tool0", "panda": "panda_hand"}
 TARGET = (0.4, 0.2, 0.4)
 DT = 0.01
 KNOTS = 100
-INTEGRATOR = "semi_implicit_euler"
+INTEGRATOR = "euler"          # symplectic: Crocoddyl's IntegratedActionModelEuler
 WEIGHTS = dict(reach=1.0, x_reg=1e-2, u_reg=1e-4, terminal_reach=1e3, terminal_x_reg=1e-2)
 COST_TOLERANCE = 1e-9  # relative, ours vs Crocoddyl at the same (xs, us)
 
@@ -83,6 +91,31 @@ def reaching_problem(task):
                                            knots=task["knots"], dt=task["dt"],
                                            integrator=INTEGRATOR, weights=task["weights"])
     return problem, problem.x0
+
+
+def reaching_problem_per_knot(task):
+    """The same problem built as Crocoddyl's examples build theirs: one stage object per
+    knot, each with its own residual and cost objects (equal references and weights).
+    The problem groups the knots by structure into one phase."""
+    model = gp.robots.load(task["robot"]).model
+    weights = dict(reaching.WEIGHTS, **task["weights"])
+    dynamics = gp.ocp.FreeDynamics(model)
+    state = dynamics.state
+    x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
+
+    def stage():
+        return gp.ocp.StageModel(dynamics, [
+            gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, task["frame"], task["target"]),
+                        weight=weights["reach"]),
+            gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=weights["x_reg"]),
+            gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=weights["u_reg"])],
+            dt=task["dt"], integrator=INTEGRATOR)
+
+    reach = gp.ocp.FrameTranslationResidual(model, task["frame"], task["target"])
+    terminal = gp.ocp.TerminalModel(state, [
+        gp.ocp.Cost(reach, weight=weights["terminal_reach"]),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=weights["terminal_x_reg"])])
+    return gp.ocp.ShootingProblem(x0, [stage() for _ in range(task["knots"])], terminal)
 
 
 TIMING_SOURCE = "\n\n" + inspect.getsource(_common.time_runs)
@@ -286,6 +319,61 @@ def run_crocoddyl(script, setups, extra):
     return crocoddyl_env.run(script, payload)
 
 
+# -- one stage object per knot -------------------------------------------------
+def per_knot_comparison(setup, blocks, repeats, calls=5):
+    """calc_diff of the per-knot build against the shared-object build of ``setup``'s
+    task, one thread: both must give identical outputs; then ``blocks`` blocks of
+    :func:`._common.time_runs` (``repeats`` interleaved samples of ``calls`` calls
+    each).  Returns a dict: phases, the medians (ms, CPU time and wall clock) and
+    ratio per block, and the median of the block ratios."""
+    shared = setup.problem
+    per_knot = reaching_problem_per_knot(setup.task)
+    use_threads(shared, 1)
+    use_threads(per_knot, 1)
+    xs, us = setup.check_xs, setup.check_us
+    shared.calc_diff(xs, us)
+    per_knot.calc_diff(xs, us)
+    for name in ("costs", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu", "xnext"):
+        if not np.array_equal(getattr(shared, name), getattr(per_knot, name)):
+            raise RuntimeError(f"{setup.name}: the per-knot build differs in {name}")
+    xs, us = setup.xs, setup.us
+
+    def loop(problem):
+        def run():
+            for _ in range(calls):
+                problem.calc_diff(xs, us)
+        return run
+
+    runs = {"shared": loop(shared), "per_knot": loop(per_knot)}
+    for run in runs.values():
+        run()
+    rows = []
+    for _ in range(blocks):
+        timing = _common.time_runs(runs, calls, repeats)
+        rows.append(dict(shared_cpu_median=timing["shared"]["cpu_median"] * 1e3,
+                         per_knot_cpu_median=timing["per_knot"]["cpu_median"] * 1e3,
+                         shared_median=timing["shared"]["median"] * 1e3,
+                         per_knot_median=timing["per_knot"]["median"] * 1e3))
+        rows[-1]["cpu_ratio"] = rows[-1]["per_knot_cpu_median"] / rows[-1]["shared_cpu_median"]
+        rows[-1]["wall_ratio"] = rows[-1]["per_knot_median"] / rows[-1]["shared_median"]
+    return dict(phases_shared=len(shared.phases), phases_per_knot=len(per_knot.phases),
+                identical_outputs=True, blocks=rows,
+                cpu_ratio_median=statistics.median(r["cpu_ratio"] for r in rows),
+                wall_ratio_median=statistics.median(r["wall_ratio"] for r in rows))
+
+
+def per_knot_lines(name, comparison):
+    rows = comparison["blocks"]
+    return (f"  {name}: phases {comparison['phases_shared']} (shared) / "
+            f"{comparison['phases_per_knot']} (one object per knot), identical calc_diff "
+            f"outputs; calc_diff CPU ms, median per block: shared "
+            + ", ".join(f"{r['shared_cpu_median']:.3f}" for r in rows) + "; per knot "
+            + ", ".join(f"{r['per_knot_cpu_median']:.3f}" for r in rows)
+            + f"; ratio per knot / shared, median of the blocks: CPU "
+              f"{comparison['cpu_ratio_median']:.3f}, wall clock "
+              f"{comparison['wall_ratio_median']:.3f}")
+
+
 # -- profile -----------------------------------------------------------------
 def _kernel_codes():
     """(file, first line, name) of every Numba kernel in geppetto's modules.
@@ -440,8 +528,15 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true",
                         help="also profile calc_diff kernel by kernel (one thread)")
+    parser.add_argument("--per-knot-only", action="store_true",
+                        help="only time calc_diff of the per-knot build against the "
+                             "shared-object build (writes ocp_per_knot.json)")
+    parser.add_argument("--blocks", type=int, default=7,
+                        help="interleaved blocks of the per-knot comparison")
     parser.add_argument("--out", default=_common.RESULTS_DIR)
     options = parser.parse_args(argv)
+    if options.per_knot_only:
+        return main_per_knot(options)
     threads = sorted({1} | {t for t in options.threads
                             if t <= numba.config.NUMBA_NUM_THREADS})
     info = _common.machine()
@@ -486,13 +581,19 @@ def main(argv=None):
             print(agreement_lines(name, agreement))
     else:
         print("\n" + crocoddyl_env.skipped(reason))
-    print(f"\nReaching task, {KNOTS} knots, dt = {DT} s, semi-implicit Euler: milliseconds "
+    print(f"\nReaching task, {KNOTS} knots, dt = {DT} s, symplectic Euler: milliseconds "
           "per call, best of the samples, wall clock and (one thread) CPU time of the "
           "calling thread; ratios ours / Crocoddyl (< 1: we are faster)")
     print(timing_table(rows, threads))
     print("first calls (compile or load from Numba's cache), s: " + ", ".join(
         f"{s.name} build+calc {s.first_call_s['build_and_calc']:.1f}, calc_diff "
         f"{s.first_call_s['calc_diff']:.1f}" for s in setups))
+    per_knot = {}
+    print("\nOne stage object per knot (Crocoddyl's way of building) against one shared "
+          "object, calc_diff, one thread:")
+    for setup in setups:
+        per_knot[setup.name] = per_knot_comparison(setup, options.blocks, options.repeats)
+        print(per_knot_lines(setup.name, per_knot[setup.name]))
     profiles = {}
     if options.profile:
         for setup in setups:
@@ -506,9 +607,26 @@ def main(argv=None):
         machine=info, task={s.name: s.task for s in setups}, rounds=options.rounds,
         repeats=options.repeats, calls=options.calls, threads=threads, unit="ms per call",
         crocoddyl_skipped=None if crocoddyl_rounds else reason, agreement=agreements,
-        timings=rows, profile=profiles))
+        timings=rows, per_knot=per_knot, profile=profiles))
     chart(png_path, rows, options.robots, threads, machine_line)
     print(f"\nwrote {json_path} and {png_path}")
+
+
+def main_per_knot(options):
+    """``--per-knot-only``: the per-knot comparison alone, into ocp_per_knot.json."""
+    info = _common.machine()
+    per_knot = {}
+    for name in options.robots:
+        setup = Setup(name, options.seed)
+        per_knot[name] = per_knot_comparison(setup, options.blocks, options.repeats)
+        print(per_knot_lines(name, per_knot[name]))
+    info["load_average_1min_at_end"] = os.getloadavg()[0]
+    print(f"machine: {_common.describe_machine(info)}; load average "
+          f"{info['load_average_1min_at_end']:.1f} at the end")
+    json_path = os.path.join(options.out, "ocp_per_knot.json")
+    _common.write_json(json_path, dict(machine=info, repeats=options.repeats,
+                                       blocks=options.blocks, per_knot=per_knot))
+    print(f"wrote {json_path}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The problem of ``python -m geppetto`` (the main job) and of DESIGN.md's
 Crocoddyl anchor: a frame-translation cost on ``panda_hand`` with state and
-control regularization, explicit Euler, dt = 10 ms, 100 knots, solved by
+control regularization, symplectic Euler ("euler", Crocoddyl's
+IntegratedActionModelEuler), dt = 10 ms, 100 knots, solved by
 FDDP (Mastalli et al., "Crocoddyl", ICRA 2020) from a quasi-static initial
 guess, every knot's dynamics derivatives from the analytical ABA derivatives
 (Carpentier & Mansard, RSS 2018).

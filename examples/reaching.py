@@ -47,7 +47,7 @@ def reaching_problem(model, frame, target, q0, knots=100, dt=0.01, integrator="e
 
 
 def solve(robot_name, frame, target, reduced, out, live, path_png, camera_position):
-    """The reaching example on one robot: 100 knots of 10 ms, explicit Euler
+    """The reaching example on one robot: 100 knots of 10 ms, symplectic Euler
     (reduced: 20 knots of 50 ms, 10 iterations), FDDP from the quasi-static
     guess with its iteration table; writes ``<robot_name>_reaching.html``,
     ``joints.png``, ``path_png`` (the frame's path) and ``convergence.png``

@@ -27,9 +27,9 @@ def circle(t):
 
 def tracking_problem(robot, knots, dt):
     """(problem, target residual): the reaching task towards circle(0) with the
-    frame translation weighted 10 (:data:`WEIGHTS`), semi-implicit Euler."""
+    frame translation weighted 10 (:data:`WEIGHTS`), symplectic Euler ("euler")."""
     return reaching_problem(robot.model, FRAME, circle(0.0), robot.q0, knots=knots, dt=dt,
-                            integrator="semi_implicit_euler", weights=WEIGHTS)
+                            integrator="euler", weights=WEIGHTS)
 
 
 def main(reduced=False, out="geppetto-examples/ur5_mpc_circle", live=False):

@@ -7,8 +7,8 @@ one Python call (and one kernel launch) per knot.  The step matches
 :class:`~.integrators.Integrator` on the contact field exactly for the two
 schemes contact problems use:
 
-- ``euler`` (code 0):               w = dt (v, ddq)
-- ``semi_implicit_euler`` (code 1): w = (dt (v + dt ddq), dt ddq)
+- ``explicit_euler`` (code 0): w = dt (v, ddq)
+- ``euler`` (code 1):          w = (dt (v + dt ddq), dt ddq) (symplectic, Crocoddyl's)
 
 with ddq from ``constraint_dynamics`` at tau = B u - D v, and x' = x (+) w;
 an impact (:func:`impulse_step`) maps x = (q, v) to (q, v+).  The tests
@@ -21,7 +21,7 @@ from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _impuls
                                              constrained_workspace)
 from .step import _state_integrate, actuated_torque, placements_workspace
 
-CONTACT_SCHEMES = {"euler": 0, "semi_implicit_euler": 1}
+CONTACT_SCHEMES = {"explicit_euler": 0, "euler": 1}
 
 
 @kernel

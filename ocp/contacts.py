@@ -22,9 +22,10 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
 - :class:`ImpulseDynamics`: a touchdown as a stage (Pinocchio's
   ``impulseDynamics``): x' = (q, v+) with v+, Lambda = impulse_dynamics(q, v),
   written as the field f = (0, v+ - v) of a StageModel with ``dt=1`` and the
-  Euler scheme (x' = x (+) f exactly); f_x = [[0, 0], [dv+_dq, dv+_dv - I]],
-  f_u = 0 (its controls, kept for a uniform nu, act on nothing).  Its
-  ``lam`` is the impulse Lambda (N s), which the force residuals read alike.
+  explicit Euler scheme (x' = x (+) f exactly; the stage's default);
+  f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0 (its controls, kept for a uniform
+  nu, act on nothing).  Its ``lam`` is the impulse Lambda (N s), which the force
+  residuals read alike.
 - :func:`gait_stages`: the running stages of a multi-phase problem from a gait
   description (which feet touch the ground for how many knots), with an impulse
   stage at every touchdown.
@@ -262,15 +263,17 @@ def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_
 class ImpulseDynamics(ContactDynamics):
     """Impact of the contacts ``constraints`` (a touchdown), as a stage field.
 
-    Use it as ``StageModel(ImpulseDynamics(...), costs, dt=1.0)`` (Euler): the
-    stage maps x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and
-    Jc v+ = -e Jc v- (``restitution`` e, 0 for a plastic impact).  ``actuation``
-    only sets nu, to match the neighbouring stages (default as
-    :class:`ContactDynamics`); the controls have no effect (f_u = 0), so give
-    the stage a control regularization.  Stage costs are not scaled (dt = 1),
-    as Crocoddyl's impulse models.  ``data.lam`` holds Lambda (K, nc),
-    ``data.dynamics.ddq`` holds v+.
+    Use it as ``StageModel(ImpulseDynamics(...), costs, dt=1.0)`` (explicit Euler,
+    ``required_integrator``; symplectic Euler would move q by v+): the stage maps
+    x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and Jc v+ = -e Jc v-
+    (``restitution`` e, 0 for a plastic impact).  ``actuation`` only sets nu, to
+    match the neighbouring stages (default as :class:`ContactDynamics`); the
+    controls have no effect (f_u = 0), so give the stage a control regularization.
+    Stage costs are not scaled (dt = 1), as Crocoddyl's impulse models.
+    ``data.lam`` holds Lambda (K, nc), ``data.dynamics.ddq`` holds v+.
     """
+
+    required_integrator = "explicit_euler"
 
     def __init__(self, model, constraints, actuation=None, restitution=0.0, mu=0.0,
                  max_iterations=1, accuracy=1e-12, armature=None):
@@ -368,7 +371,7 @@ IMPULSE_FEET = ("all", "touchdown")
 
 
 def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, Kp=0.0,
-                Kd=0.0, actuation=None, impulses=True, integrator="semi_implicit_euler",
+                Kd=0.0, actuation=None, impulses=True, integrator="euler",
                 impulse_feet="all"):
     """Running stages of a multi-phase legged problem from a gait description.
 
@@ -388,9 +391,9 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     actuation : default floating base.
     impulses : insert an :class:`ImpulseDynamics` stage (dt = 1) before every phase
         in which a foot touches down.
-    integrator : scheme of the phases; default symplectic Euler (Crocoddyl's
-        ``IntegratedActionModelEuler``: v' = v + dt a, q' = q (+) dt v').  Explicit
-        Euler (q' = q (+) dt v) also works but makes FDDP's Gauss-Newton model
+    integrator : scheme of the phases; default "euler", symplectic Euler (Crocoddyl's
+        ``IntegratedActionModelEuler``: v' = v + dt a, q' = q (+) dt v').
+        "explicit_euler" (q' = q (+) dt v) also works but makes FDDP's Gauss-Newton model
         poor near touchdowns: on the solo12 trot the curvature it omits along
         the step (costates of ~1e4 times the second derivatives of the last
         swing knots' dynamics) was twice the curvature it models, and FDDP

@@ -21,12 +21,15 @@ A :class:`Constraint` is a residual with bounds lower <= r <= upper (an
 equality where they are equal); the solvers consume them (box limits on u by
 BoxFDDP, the rest by the NLP).
 """
+import weakref
+
 import numba
 import numpy as np
 from numba import prange
 
 from ..dynamics.config import inline_kernel, kernel, parallel_kernel
 from ..dynamics.validation import as_bounds
+from .residuals import structure_key
 
 QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
 
@@ -145,7 +148,7 @@ def _activate(code, params, r, value, a_r, A_rr):
 @parallel_kernel
 def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
                 with_derivatives, diagonal, with_x):
-    """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot.
+    """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot, w = weight[k].
 
     ``diagonal``: A_rr is diagonal (every activation but Smooth2Norm), so A Rx
     is a row scaling; ``with_x`` False skips the x blocks (a residual of u only).
@@ -154,23 +157,24 @@ def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_
     ndx = Rx.shape[2]
     nu = Ru.shape[2]
     for k in prange(K):
-        cost[k] += weight * a[k]
+        w = weight[k]
+        cost[k] += w * a[k]
         if not with_derivatives:
             continue
         ARx = np.empty((nr, ndx))
         ARu = np.empty((nr, nu))
         if with_x:
-            _accumulate_block(weight, k, a_r, A_rr, Rx, diagonal, ARx, Lx, Lxx)
+            _accumulate_block(w, k, a_r, A_rr, Rx, diagonal, ARx, Lx, Lxx)
         if not with_u:
             continue
-        _accumulate_block(weight, k, a_r, A_rr, Ru, diagonal, ARu, Lu, Luu)
+        _accumulate_block(w, k, a_r, A_rr, Ru, diagonal, ARu, Lu, Luu)
         if with_x:
             for c in range(ndx):
                 for d in range(nu):
                     s = 0.0
                     for i in range(nr):
                         s += Rx[k, i, c] * ARu[i, d]
-                    Lxu[k, c, d] += weight * s
+                    Lxu[k, c, d] += w * s
 
 
 @inline_kernel
@@ -205,50 +209,119 @@ def _accumulate_block(weight, k, a_r, A_rr, R, diagonal, AR, L, LL):
 
 
 class CostData:
-    def __init__(self, residual_data, nr, params):
+    """Outputs of one cost for K knots: the activation's value (K,), a_r (K, nr), A_rr
+    (K, nr, nr), the weight of each knot ``weights`` (K,) (knots grouped from several
+    cost objects keep each its own), and, for costs at RK stage points, the residual's
+    Jacobians through the stage point (``Rx_chain``, ``Ru_chain``)."""
+
+    def __init__(self, residual_data, nr, params, weight):
+        K = residual_data.r.shape[0]
         self.residual = residual_data
-        self.value = np.zeros(residual_data.r.shape[0])
-        self.a_r = np.zeros((residual_data.r.shape[0], nr))
-        self.A_rr = np.zeros((residual_data.r.shape[0], nr, nr))
+        self.value = np.zeros(K)
+        self.a_r = np.zeros((K, nr))
+        self.A_rr = np.zeros((K, nr, nr))
         self.params = params
+        self.weights = np.full(K, weight)
+        self.scaled = np.empty(K)
+        self.Rx_chain = self.Ru_chain = None
+
+    def chain(self, Rx, Ru, y_x, y_u, uses_control):
+        """(Rx y_x, Rx y_u (+ Ru)): the Jacobians of r(y(x, u), u) from those of r at y."""
+        if self.Rx_chain is None:
+            self.Rx_chain = np.empty(Rx.shape)
+            self.Ru_chain = np.empty(Ru.shape)
+        np.matmul(Rx, y_x, out=self.Rx_chain)
+        np.matmul(Rx, y_u, out=self.Ru_chain)
+        if uses_control:
+            self.Ru_chain += Ru
+        return self.Rx_chain, self.Ru_chain
 
 
 class Cost:
     """weight * activation(residual(x, u)); the activation defaults to :class:`Quadratic`.
 
     ``name`` labels the term in logs (default: the residual's class name).
+    Setting ``weight`` after the problem is built changes it at the knots of this
+    cost object (the knots' data hold the weights).
     """
 
     def __init__(self, residual, activation=None, weight=1.0, name=None):
         self.residual = residual
         self.activation = Quadratic() if activation is None else activation
-        self.weight = float(weight)
-        if not np.isfinite(self.weight) or self.weight < 0:
-            raise ValueError(f"cost weight must be finite and non-negative, got {weight}")
+        self._bound = []
+        self.weight = weight
         self.name = name or type(residual).__name__
 
-    def create_data(self, K, ndx, nu):
-        rdata = self.residual.create_data(K, ndx, nu)
-        return CostData(rdata, self.residual.nr, self.activation.parameters(self.residual.nr))
+    @property
+    def weight(self):
+        return self._weight
 
-    def add(self, data, kinematics, xs, us, scale, out, with_derivatives):
+    @weight.setter
+    def weight(self, value):
+        value = float(value)
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"cost weight must be finite and non-negative, got {value}")
+        self._weight = value
+        live = []
+        for ref, start, stop in self._bound:
+            data = ref()
+            if data is not None:
+                data.weights[start:stop] = value
+                live.append((ref, start, stop))
+        self._bound = live
+
+    def bind(self, data, start, stop):
+        """Knots start:stop of the CostData ``data`` carry this cost's weight (now and
+        whenever it is set)."""
+        data.weights[start:stop] = self._weight
+        self._bound.append((weakref.ref(data), start, stop))
+
+    def structure_key(self):
+        """Equal for costs that differ only by weight, name and residual reference."""
+        parameters = self.activation.parameters(self.residual.nr)
+        return (type(self), self.activation.code, structure_key(parameters),
+                self.residual.structure_key())
+
+    def create_data(self, K, ndx, nu, bind=True):
+        """The CostData of K knots (their weights bound to this cost unless ``bind`` is
+        False: the stage binds the knots of each cost object itself)."""
+        rdata = self.residual.create_data(K, ndx, nu)
+        data = CostData(rdata, self.residual.nr, self.activation.parameters(self.residual.nr),
+                        self._weight)
+        if bind:
+            self.bind(data, 0, K)
+        return data
+
+    def add(self, data, kinematics, xs, us, scale, out, with_derivatives, chain=None):
         """Evaluate and add scale * weight * a(r) (and its derivatives) into ``out``
-        (an object with cost, Lx, Lu, Lxx, Luu, Lxu arrays for the K knots)."""
+        (an object with cost, Lx, Lu, Lxx, Luu, Lxu arrays for the K knots).
+
+        ``chain``: None, or (y_x (K, ndx, ndx), y_u (K, ndx, nu)) when xs are the
+        stage points y(x, u) of an RK stage: the derivatives are then those of
+        r(y(x, u), u) in the knots' (x, u), Gauss-Newton (Crocoddyl's
+        ``IntegratedActionModelRK``: Lx = y_x^T Ly, Lxx = y_x^T Lyy y_x, ...).
+        """
         rdata = data.residual
         if with_derivatives:
             self.residual.calc_diff(rdata, kinematics, xs, us)
         else:
             self.residual.calc(rdata, kinematics, xs, us)
         _activate(self.activation.code, data.params, rdata.r, data.value, data.a_r, data.A_rr)
-        with_u = us is not None and self.residual.uses_control
+        residual = self.residual
+        with_u = us is not None and residual.uses_control
+        Rx, Ru = rdata.Rx, rdata.Ru
+        if with_derivatives and chain is not None and residual.depends_on_state:
+            Rx, Ru = data.chain(Rx, Ru, chain[0], chain[1], with_u)
+            with_u = us is not None
+        weights = np.multiply(data.weights, scale, out=data.scaled)
         if self.activation.code == SMOOTH2:
-            _accumulate(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx, rdata.Ru,
+            _accumulate(weights, data.value, data.a_r, data.A_rr, Rx, Ru,
                         out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu, with_u,
-                        with_derivatives, False, self.residual.depends_on_state)
+                        with_derivatives, False, residual.depends_on_state)
         else:
-            _accumulate_rows(scale * self.weight, data.value, data.a_r, data.A_rr, rdata.Rx,
-                             rdata.Ru, out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
-                             with_u, with_derivatives, self.residual.depends_on_state,
+            _accumulate_rows(weights, data.value, data.a_r, data.A_rr, Rx, Ru,
+                             out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
+                             with_u, with_derivatives, residual.depends_on_state,
                              numba.get_num_threads())
 
 
@@ -262,6 +335,11 @@ class Constraint:
                              f"{type(residual).__name__}")
         self.lower, self.upper = as_bounds(lower, upper, residual.nr, "Constraint bounds")
         self.name = name or type(residual).__name__
+
+    def structure_key(self):
+        """Equal for constraints that differ only by name and residual reference."""
+        return (type(self), structure_key(self.lower), structure_key(self.upper),
+                self.residual.structure_key())
 
     @property
     def is_equality(self):
@@ -281,7 +359,8 @@ class Constraint:
 @parallel_kernel
 def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
                      with_derivatives, with_x, n_chunks):
-    """:func:`_accumulate` for a diagonal A_rr, row by row over the non-zero entries:
+    """:func:`_accumulate` for a diagonal A_rr, row by row over the non-zero entries
+    (w = weight[k]):
 
         Lx += w a_r_i Rx_i,  Lxx += w A_ii Rx_i^T Rx_i,  Lxu += w A_ii Rx_i^T Ru_i, ...
 
@@ -299,12 +378,12 @@ def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, 
         cx = np.empty(ndx, dtype=np.int64)
         cu = np.empty(nu, dtype=np.int64)
         for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
-            cost[k] += weight * a[k]
+            cost[k] += weight[k] * a[k]
             if not with_derivatives:
                 continue
             for i in range(nr):
-                g = weight * a_r[k, i]
-                h = weight * A_rr[k, i, i]
+                g = weight[k] * a_r[k, i]
+                h = weight[k] * A_rr[k, i, i]
                 if g == 0.0 and h == 0.0:          # e.g. a barrier row inside its bounds
                     continue
                 nx = _nonzero_columns(Rx[k, i], cx) if with_x else 0

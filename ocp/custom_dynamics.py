@@ -226,9 +226,10 @@ def quadrotor(mass=0.5, inertia=(2.3e-3, 2.3e-3, 4.0e-3), arm_length=0.17,
 
     The state is x = (p, rpy, v, w): position, Z-Y-X roll-pitch-yaw, world
     linear velocity, body angular velocity (valid away from pitch = +-pi/2);
-    hover is u = m g / 4 per rotor.  Use "euler", "rk2" or "rk4" (the
-    velocities are not the time derivatives of the orientation coordinates,
-    so there is no semi-implicit Euler).
+    hover is u = m g / 4 per rotor.  Use "explicit_euler" (a StageModel's
+    default here), "rk2", "rk3" or "rk4" (the velocities are not the time
+    derivatives of the orientation coordinates, so there is no symplectic
+    Euler, "euler").
     """
     mass = float(mass)
     if not np.isfinite(mass) or mass <= 0.0:

@@ -34,6 +34,9 @@ class Actuation:
             raise ValueError(f"actuation matrix must be 2-D (nv, nu), got {self.B.shape}")
         self.nv, self.nu = self.B.shape
 
+    def structure_key(self):
+        return (type(self), self.B.shape, self.B.tobytes())
+
     @classmethod
     def full(cls, model):
         """Every dof actuated: B = I, nu = nv."""

@@ -6,36 +6,58 @@ evaluations of f, and gets its exact Jacobians by the chain rule through
 
     Fx = Dx + Dw dw/dx,   Fu = Dw dw/du.
 
-- ``euler``:               w = dt f(x, u)
-- ``semi_implicit_euler``: v' = v + dt a, w = (dt v', dt a) (symplectic;
-  Crocoddyl's IntegratedActionModelEuler)
-- ``rk2`` (midpoint):      k1 = f(x), k2 = f(x (+) dt/2 k1), w = dt k2
-- ``rk4``:                 w = dt/6 (k1 + 2 k2 + 2 k3 + k4), with
-  k_i = f(x (+) c_i dt k_(i-1)), c = (1/2, 1/2, 1)
+The names are Crocoddyl's (same name, same scheme):
 
-Stage points x (+) c dt k are evaluated for all K knots of a phase at once;
-their Jacobians follow the same chain rule (dx_i/dx = Dx + Dw c dt dk/dx).
-Each integrator's ``calc``/``calc_diff`` crosses into Numba a few times per
-phase, never per knot.  The first evaluation of f is at the knots themselves,
-so the kinematics of the knots stay in ``data.stages[0]``.
+- ``euler``:          v' = v + dt a, w = (dt v', dt a): symplectic Euler, Crocoddyl's
+  ``IntegratedActionModelEuler`` (``semi_implicit_euler`` is an alias)
+- ``explicit_euler``: w = dt f(x, u) (x' = x (+) dt (v, a); also the jump of an
+  impulse stage, f = (0, v+ - v) with dt = 1)
+- ``rk2``, ``rk3``, ``rk4``: Crocoddyl's ``IntegratedActionModelRK``: stage points
+  y_1 = x, y_i = x (+) c_i dt k_(i-1), k_i = f(y_i, u), w = dt sum_i b_i k_i, with
+  rk2 c = (0, 1/2), b = (0, 1) (midpoint); rk3 c = (0, 1/3, 2/3), b = (1/4, 0, 3/4);
+  rk4 c = (0, 1/2, 1/2, 1), b = (1/6, 1/3, 1/3, 1/6).
+
+Stage points are evaluated for all K knots of a phase at once; their
+Jacobians follow the same chain rule (dy_i/dx = Dx + Dw c_i dt dk_(i-1)/dx,
+dy_i/du = Dw c_i dt dk_(i-1)/du).  The data keeps the stage points and those
+Jacobians (``points``, ``points_x``, ``points_u``): the running cost of an RK
+stage is integrated over them with the weights b (:mod:`.stage`).  Each
+integrator's ``calc``/``calc_diff`` crosses into Numba a few times per phase,
+never per knot.  The first evaluation of f is at the knots themselves, so the
+kinematics of the knots stay in ``data.stages[0]``.
 """
 import numpy as np
 
 from ..dynamics.config import kernel
 
-INTEGRATORS = ("euler", "semi_implicit_euler", "rk2", "rk4")
-_RK_STAGES = {"euler": 1, "semi_implicit_euler": 1, "rk2": 2, "rk4": 4}
+INTEGRATORS = ("euler", "explicit_euler", "semi_implicit_euler", "rk2", "rk3", "rk4")
+ALIASES = {"semi_implicit_euler": "euler"}
+# Butcher nodes c_i (i >= 1) and weights b_i of the Runge-Kutta schemes (Crocoddyl's)
+RK_TABLEAUS = {"rk2": ((0.5,), (0.0, 1.0)),
+               "rk3": ((1.0 / 3.0, 2.0 / 3.0), (0.25, 0.0, 0.75)),
+               "rk4": ((0.5, 0.5, 1.0), (1.0 / 6.0, 1.0 / 3.0, 1.0 / 3.0, 1.0 / 6.0))}
+
+
+def stage_weights(scheme):
+    """b_i: the weights of the stage points of ``scheme`` ((1.0,) for the Euler schemes)."""
+    return RK_TABLEAUS[scheme][1] if scheme in RK_TABLEAUS else (1.0,)
 
 
 class IntegratorData:
-    """Per-phase arrays: the dynamics data of each stage, x', Fx, Fu."""
+    """Per-phase arrays: the dynamics data of each stage, x', Fx, Fu, and the stage
+    points y_i (K, nx) with their Jacobians dy_i/dx (K, ndx, ndx), dy_i/du (K, ndx, nu)
+    (entry 0 is the knot itself: None)."""
 
     def __init__(self, dynamics, scheme, K):
         state = dynamics.state
-        self.stages = [dynamics.create_data(K) for _ in range(_RK_STAGES[scheme])]
+        n = len(stage_weights(scheme))
+        self.stages = [dynamics.create_data(K) for _ in range(n)]
         self.xnext = np.zeros((K, state.nx))
         self.Fx = np.zeros((K, state.ndx, state.ndx))
         self.Fu = np.zeros((K, state.ndx, dynamics.nu))
+        self.points = [None] * n
+        self.points_x = [None] * n
+        self.points_u = [None] * n
 
 
 def _semi_implicit_increment(f, dt, nv):
@@ -60,54 +82,57 @@ def _semi_implicit_jacobian(f_J, dt, nv, out):
 
 
 class Integrator:
-    """Discretization of ``dynamics`` with step ``dt`` and a scheme of :data:`INTEGRATORS`."""
+    """Discretization of ``dynamics`` with step ``dt`` and a scheme of :data:`INTEGRATORS`
+    (``scheme`` keeps the canonical name: "semi_implicit_euler" reads "euler")."""
 
     def __init__(self, dynamics, dt, scheme="euler"):
         if scheme not in INTEGRATORS:
             raise ValueError(f"unknown integrator {scheme!r}; expected one of {INTEGRATORS}")
+        scheme = ALIASES.get(scheme, scheme)
         dt = float(dt)
         if not np.isfinite(dt) or dt <= 0.0:
             raise ValueError(f"dt must be a positive number, got {dt}")
-        if scheme == "semi_implicit_euler" and getattr(dynamics.state, "nv", None) is None:
-            raise ValueError("semi_implicit_euler needs a state with positions and velocities "
-                             "(a multibody, or CustomDynamics(..., nq=...))")
+        if scheme == "euler" and getattr(dynamics.state, "nv", None) is None:
+            raise ValueError("euler (symplectic) needs a state with positions and velocities "
+                             "(a multibody, or CustomDynamics(..., nq=...)); use "
+                             "'explicit_euler' or an RK scheme otherwise")
         self.dynamics, self.dt, self.scheme = dynamics, dt, scheme
         self.state = dynamics.state
         self.nu = dynamics.nu
+        self.weights = stage_weights(scheme)
 
     def create_data(self, K):
         return IntegratorData(self.dynamics, self.scheme, K)
 
     # -- values -----------------------------------------------------------
     def calc(self, data, xs, us):
-        """x' for every knot into data.xnext (K, nx)."""
+        """x' for every knot into data.xnext (K, nx); the stage points into data.points."""
         dyn, dt, state = self.dynamics, self.dt, self.state
-        k1 = dyn.calc(data.stages[0], xs, us)
-        if self.scheme == "euler":
-            w = dt * k1
-        elif self.scheme == "semi_implicit_euler":
-            w = _semi_implicit_increment(k1, dt, state.nv)
-        elif self.scheme == "rk2":
-            x2 = state.integrate(xs, 0.5 * dt * k1)
-            w = dt * dyn.calc(data.stages[1], x2, us)
+        k = dyn.calc(data.stages[0], xs, us)
+        if self.scheme == "explicit_euler":
+            w = dt * k
+        elif self.scheme == "euler":
+            w = _semi_implicit_increment(k, dt, state.nv)
         else:
-            k1 = k1.copy()
-            k2 = dyn.calc(data.stages[1], state.integrate(xs, 0.5 * dt * k1), us).copy()
-            k3 = dyn.calc(data.stages[2], state.integrate(xs, 0.5 * dt * k2), us).copy()
-            k4 = dyn.calc(data.stages[3], state.integrate(xs, dt * k3), us)
-            w = dt / 6.0 * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            nodes = RK_TABLEAUS[self.scheme][0]
+            ks = [k.copy()]
+            for i, c in enumerate(nodes, start=1):
+                data.points[i] = state.integrate(xs, c * dt * ks[-1])
+                ks.append(dyn.calc(data.stages[i], data.points[i], us).copy())
+            w = _rk_combination(self.scheme, dt, ks)
         data.xnext[:] = state.integrate(xs, w)
         return data.xnext
 
     # -- derivatives ------------------------------------------------------
     def calc_diff(self, data, xs, us):
-        """x', Fx (K, ndx, ndx), Fu (K, ndx, nu) for every knot."""
+        """x', Fx (K, ndx, ndx), Fu (K, ndx, nu) for every knot (and the stage points'
+        Jacobians of the RK schemes)."""
         dyn, dt, state = self.dynamics, self.dt, self.state
         f, f_x, f_u = dyn.calc_diff(data.stages[0], xs, us)
         scale = 1.0
-        if self.scheme == "euler":
+        if self.scheme == "explicit_euler":
             w, w_x, w_u, scale = dt * f, f_x, f_u, dt
-        elif self.scheme == "semi_implicit_euler":
+        elif self.scheme == "euler":
             nv = state.nv
             w = _semi_implicit_increment(f, dt, nv)
             w_x = _semi_implicit_jacobian(f_x, dt, nv, np.empty(f_x.shape))
@@ -120,26 +145,34 @@ class Integrator:
         return data.xnext, data.Fx, data.Fu
 
     def _runge_kutta(self, data, xs, us, f, f_x, f_u):
-        """Tangent increment w of RK2 / RK4 and its Jacobians by the chain rule."""
+        """Tangent increment w of an RK scheme and its Jacobians by the chain rule; the
+        stage points y_i and dy_i/dx, dy_i/du into data.points*."""
         dyn, dt, state = self.dynamics, self.dt, self.state
-        if self.scheme == "rk2":
-            coefficients, weights = (0.5,), (0.0, 1.0)
-        else:
-            coefficients, weights = (0.5, 0.5, 1.0), (1.0 / 6, 2.0 / 6, 2.0 / 6, 1.0 / 6)
+        nodes, weights = RK_TABLEAUS[self.scheme]
         k, k_x, k_u = f.copy(), f_x.copy(), f_u.copy()
-        w = weights[0] * dt * k
+        ks = [k]
         w_x = weights[0] * dt * k_x
         w_u = weights[0] * dt * k_u
-        for stage, c in enumerate(coefficients, start=1):
+        for stage, c in enumerate(nodes, start=1):
             step = c * dt * k
             xi = state.integrate(xs, step)
             xi_x, xi_u = state.chain_integrate(step, k_x, k_u, np.empty_like(k_x),
                                                np.empty_like(k_u), c * dt)
+            data.points[stage], data.points_x[stage], data.points_u[stage] = xi, xi_x, xi_u
             fi, fi_x, fi_u = dyn.calc_diff(data.stages[stage], xi, us)
             k = fi.copy()
             k_x = fi_x @ xi_x
             k_u = fi_x @ xi_u + fi_u
-            w += weights[stage] * dt * k
+            ks.append(k)
             w_x += weights[stage] * dt * k_x
             w_u += weights[stage] * dt * k_u
-        return w, w_x, w_u
+        return _rk_combination(self.scheme, dt, ks), w_x, w_u
+
+
+def _rk_combination(scheme, dt, ks):
+    """w = dt sum_i b_i k_i, written as Crocoddyl (and :func:`.step.free_step`) write it."""
+    if scheme == "rk2":
+        return dt * ks[1]
+    if scheme == "rk3":
+        return dt / 4.0 * (ks[0] + 3.0 * ks[2])
+    return dt / 6.0 * (ks[0] + 2.0 * ks[1] + 2.0 * ks[2] + ks[3])

@@ -7,8 +7,13 @@ Notation (trajax's, Crocoddyl's names): ``xs (N+1, nx)``, ``us (N, nu)``;
 the predicted states F(x_k, u_k); ``gaps (N+1, ndx)``: gaps[0] = x0 (-) xs[0]
 and gaps[k+1] = F(x_k, u_k) (-) xs[k+1] (Crocoddyl's ``fs``).
 
-Consecutive knots that share one stage model object form a phase; each
-phase is evaluated by one kernel call per term for all its knots.
+Consecutive knots whose stage models have the same structure (the same
+object, or objects that differ only by their costs' weights and residuals'
+references: :meth:`~.stage.StageModel.structure_key`) form a phase; each phase
+is evaluated by one kernel call per term for all its knots, each knot with its
+own weights and references.  ``phases`` lists (model, start, stop, data): the
+phase's first model object (its structure) and ``data.runs`` the knots of
+each object.
 """
 from contextlib import contextmanager
 
@@ -35,13 +40,40 @@ def _numba_threads(n):
 
 
 def _phases(models):
-    """[(model, start, stop)] for runs of the same model object."""
-    phases, start = [], 0
-    for k in range(1, len(models) + 1):
-        if k == len(models) or models[k] is not models[start]:
-            phases.append((models[start], start, k))
-            start = k
-    return phases
+    """[(runs, start, stop)] for runs of consecutive knots of equal structure, ``runs``
+    [(model, a, b)] the runs of one model object (a, b relative to ``start``)."""
+    phases, start, key = [], 0, None
+    for k, model in enumerate(models):
+        if k > 0 and model is models[k - 1]:
+            runs[-1][2] += 1
+            continue
+        model_key = model.structure_key()
+        if k > 0 and model_key == key:
+            runs.append([model, k - start, k - start + 1])
+            continue
+        if k > 0:
+            phases.append((runs, start, k))
+        runs, start, key = [[model, 0, 1]], k, model_key
+    phases.append((runs, start, len(models)))
+    return [([tuple(run) for run in runs], start, stop) for runs, start, stop in phases]
+
+
+def _write_reference(rdata, values, a, b, knot, n_knots):
+    """rdata.reference[a:b] = ``values`` (the reference's shape) or values[knot:knot + b - a]
+    ((n_knots,) + that shape)."""
+    references = rdata.reference if isinstance(rdata.reference, tuple) else (rdata.reference,)
+    value_list = values if isinstance(values, tuple) else (values,)
+    for ref, value in zip(references, value_list):
+        value = as_float_array(value, "reference")
+        if not np.all(np.isfinite(value)):
+            raise ValueError("reference: contains NaN or inf")
+        if value.shape == ref.shape[1:]:
+            ref[a:b] = value
+        elif value.shape == (n_knots,) + ref.shape[1:]:
+            ref[a:b] = value[knot:knot + b - a]
+        else:
+            raise ValueError(f"reference: expected shape {ref.shape[1:]} or "
+                             f"{(n_knots,) + ref.shape[1:]}, got {value.shape}")
 
 
 class ShootingProblem:
@@ -50,8 +82,10 @@ class ShootingProblem:
     Parameters
     ----------
     x0 : (nx,) initial state.
-    running_models : list of N :class:`~.stage.StageModel` (repeat the same
-        object for the knots of a phase: ``[model] * N``).
+    running_models : list of N :class:`~.stage.StageModel`: the same object
+        repeated (``[model] * N``) or one object per knot; consecutive knots of
+        equal structure form one phase either way (their weights and
+        references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
     nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
         Default 1: waking a second thread costs more than the work of a
@@ -100,10 +134,11 @@ class ShootingProblem:
         self.Fu = np.zeros((N, ndx, nu))
         self.xnext = np.zeros((N, nx))
         self.phases = []
-        for model, start, stop in _phases(running_models):
+        for runs, start, stop in _phases(running_models):
             out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], self.Lu[start:stop],
                                self.Lxx[start:stop], self.Luu[start:stop], self.Lxu[start:stop])
-            self.phases.append((model, start, stop, model.create_data(stop - start, out)))
+            model = runs[0][0]
+            self.phases.append((model, start, stop, model.create_data(stop - start, out, runs)))
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -192,29 +227,16 @@ class ShootingProblem:
         reference's shape (same at every knot) or (N+1,) + that shape (knot k
         reads values[k]; the terminal knot reads values[N])."""
         found = False
-        stages = [(m, s, e, d) for m, s, e, d in self.phases]
-        stages.append((self.terminal_model, self.N, self.N + 1, self.terminal_data))
-        for model, start, stop, data in stages:
-            terms = [(c, cd.residual) for c, cd in zip(model.costs, data.costs)]
-            terms += list(zip(model.constraints, data.constraints))
-            for term, rdata in terms:
-                if term.residual is not residual:
-                    continue
-                found = True
-                references = rdata.reference if isinstance(rdata.reference, tuple) else (
-                    rdata.reference,)
-                value_list = values if isinstance(values, tuple) else (values,)
-                for ref, value in zip(references, value_list):
-                    value = as_float_array(value, "reference")
-                    if not np.all(np.isfinite(value)):
-                        raise ValueError("reference: contains NaN or inf")
-                    if value.shape == ref.shape[1:]:
-                        ref[:] = value
-                    elif value.shape == (self.N + 1,) + ref.shape[1:]:
-                        ref[:] = value[start:stop]
-                    else:
-                        raise ValueError(f"reference: expected shape {ref.shape[1:]} or "
-                                         f"{(self.N + 1,) + ref.shape[1:]}, got {value.shape}")
+        stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
+                                       self.terminal_data)]
+        for _, start, stop, data in stages:
+            for model, a, b in data.runs:
+                terms = [(c, cd.residual) for c, cd in zip(model.costs, data.costs)]
+                terms += list(zip(model.constraints, data.constraints))
+                for term, rdata in terms:
+                    if term.residual is residual:
+                        found = True
+                        _write_reference(rdata, values, a, b, start + a, self.N + 1)
         if not found:
             raise ValueError("this residual is not used by any cost or constraint of the problem")
 

@@ -68,16 +68,64 @@ def _check_rotations(R, name, tolerance=1e-6):
     return R
 
 
+# What a residual's values (calc) read from the stage's kinematics data:
+# nothing, the placements oR, op of the knots, or the placements and world Jacobians J.
+# (calc_diff reads the placements and J of every kinematic residual.)
+NONE, PLACEMENTS, JACOBIANS = 0, 1, 2
+
+
+def structure_key(value):
+    """A hashable key equal for values that evaluate alike: arrays by value, numbers and
+    strings as themselves, sequences item by item, objects with a ``structure_key``
+    method by it, other objects by identity."""
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.str, value.tobytes())
+    if value is None or isinstance(value, (bool, int, float, str, np.number)):
+        return value
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__,) + tuple(structure_key(v) for v in value)
+    if hasattr(value, "structure_key"):
+        return value.structure_key()
+    return ("id", id(value))
+
+
+def attributes_key(obj, exclude=()):
+    """(type, every attribute but ``exclude`` by :func:`structure_key`)."""
+    return (type(obj),) + tuple((name, structure_key(v)) for name, v in sorted(vars(obj).items())
+                                if name not in exclude)
+
+
 class Residual:
-    """Base class: ``nr``, whether it needs the knots' kinematics, whether it uses u."""
+    """Base class: ``nr``, whether it needs the knots' kinematics (``needs_kinematics``;
+    ``kinematics``: what its values read, :data:`NONE`, :data:`PLACEMENTS` or
+    :data:`JACOBIANS`), whether it uses u.
+
+    Two residuals with the same :meth:`structure_key` differ only by their
+    references (the attributes named in ``reference_attributes``): the problem
+    evaluates their knots in one kernel call, each knot with its own reference.
+    """
 
     nr = 0
     needs_kinematics = False
+    kinematics = NONE
     uses_control = False
     depends_on_state = True
+    reference_attributes = ("reference",)
 
     def reference_shape(self):
         return (self.nr,)
+
+    def structure_key(self):
+        return attributes_key(self, self.reference_attributes)
+
+    def has_knot_references(self):
+        """Whether a reference was given per knot (a leading K axis), or is missing (a
+        residual that keeps no ``reference``): such residuals are not grouped."""
+        shapes = self.reference_shape()
+        values = [getattr(self, name, None) for name in self.reference_attributes]
+        if len(values) == 1:
+            shapes = (shapes,)
+        return any(v is None or np.shape(v) != tuple(s) for v, s in zip(values, shapes))
 
     def create_data(self, K, ndx, nu):
         return ResidualData(K, self.nr, ndx, nu,
@@ -292,6 +340,7 @@ def _se3_log_translation(xi, S):
 
 class _FrameResidual(Residual):
     needs_kinematics = True
+    kinematics = PLACEMENTS
     kind = 0
 
     def __init__(self, model, frame, reference):
@@ -389,6 +438,10 @@ class FramePlacementResidual(_FrameResidual):
 
     nr = 6
     kind = 2
+    reference_attributes = ("rotation", "translation")
+
+    def reference_shape(self):
+        return ((3, 3), (3,))
 
     def __init__(self, model, frame, rotation, translation):
         super().__init__(model, frame, None)
@@ -443,6 +496,7 @@ class CenterOfMassResidual(Residual):
 
     nr = 3
     needs_kinematics = True
+    kinematics = PLACEMENTS
 
     def __init__(self, model, target):
         self.model = model
@@ -599,6 +653,7 @@ class FrameVelocityResidual(_FrameResidual):
     """
 
     nr = 6
+    kinematics = JACOBIANS     # the velocities are J v
 
     def __init__(self, model, frame, reference=None, reference_frame=FRAME_LOCAL):
         from ..dynamics.kinematics import _reference_code

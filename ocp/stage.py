@@ -3,13 +3,24 @@
 A running :class:`StageModel` has dynamics (continuous, discretized by an
 integrator with step dt), costs and constraints; its stage cost is
 ``dt * sum_i w_i a_i(r_i(x, u))`` (running costs are scaled by dt, as
-Crocoddyl's integrated action models do).  A :class:`TerminalModel` has no
-dynamics and no controls; its costs are not scaled.
+Crocoddyl's integrated action models do).  With an RK integrator the running
+cost is integrated over the stage points y_j of the scheme with its weights
+b_j, ``dt * sum_j b_j l(y_j, u)``, as Crocoddyl's ``IntegratedActionModelRK``
+(``cost_quadrature=False`` charges ``dt * l(x, u)`` at the knot only).  A
+:class:`TerminalModel` has no dynamics and no controls; its costs are not
+scaled.
 
 Contract (Crocoddyl's): ``calc_diff`` recomputes everything it needs; the
 kinematic residuals read the knots' placements and world Jacobians from the
-dynamics' first evaluation (running stages) or from the terminal stage's own
-kinematics pass.
+dynamics' evaluation at each point (running stages) or from the terminal
+stage's own kinematics pass.  ``calc_costs`` (the solvers' line search)
+refreshes exactly the kinematics the stage's residuals read
+(:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`).
+
+Knots are grouped into phases by structure (:meth:`StageModel.structure_key`):
+stage objects that differ only by their costs' weights and residuals'
+references share one phase data, whose arrays hold each knot's weights and
+references (``runs``: which knots belong to which object).
 """
 import numpy as np
 
@@ -17,6 +28,7 @@ from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
 from .integrators import Integrator
+from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
 
 
@@ -34,13 +46,47 @@ class StageOutputs:
 
 
 class StageData:
-    def __init__(self, K, integrator_data, cost_data, constraint_data, outputs, kinematics):
+    """Data of K knots: integrator data, cost and constraint data, outputs, the knots'
+    kinematics, and ``runs`` [(stage model, start, stop)]: the knots of each model
+    object (indices into the K knots)."""
+
+    def __init__(self, K, integrator_data, cost_data, constraint_data, outputs, kinematics,
+                 runs):
         self.K = K
         self.integrator = integrator_data
         self.costs = cost_data
         self.constraints = constraint_data
         self.outputs = outputs
         self.kinematics = kinematics
+        self.runs = runs
+
+
+def _term_data(runs, K, ndx, nu, is_cost):
+    """Data of each term for K knots made of runs [(terms, start, stop)] of structurally
+    equal term lists: the first run's terms create it; with several runs, each writes
+    its knots' references; each cost binds its knots' weights."""
+    first = runs[0][0]
+    data = [term.create_data(K, ndx, nu, bind=False) if is_cost
+            else term.create_data(K, ndx, nu) for term in first]
+    for terms, start, stop in runs:
+        for term, tdata in zip(terms, data):
+            if len(runs) > 1:
+                _copy_references(term.residual, tdata.residual if is_cost else tdata, start,
+                                 stop, ndx, nu)
+            if is_cost:
+                term.bind(tdata, start, stop)
+    return data
+
+
+def _copy_references(residual, rdata, start, stop, ndx, nu):
+    """rdata.reference[start:stop] = the references of ``residual`` (validated by its
+    own create_data)."""
+    own = residual.create_data(stop - start, ndx, nu).reference
+    if isinstance(own, tuple):
+        for target, value in zip(rdata.reference, own):
+            target[start:stop] = value
+    else:
+        rdata.reference[start:stop] = own
 
 
 def _check_terms(costs, constraints, multibody, terminal):
@@ -69,22 +115,39 @@ class StageModel:
 
     Parameters
     ----------
-    dynamics : FreeDynamics or CustomDynamics.
+    dynamics : FreeDynamics, ContactDynamics, ImpulseDynamics or CustomDynamics.
     costs : list of :class:`~.costs.Cost`.
     constraints : list of :class:`~.costs.Constraint` (used by BoxFDDP / the NLP).
-    dt : step in seconds.  integrator : "euler", "semi_implicit_euler", "rk2", "rk4".
+    dt : step in seconds.
+    integrator : a name of :data:`~.integrators.INTEGRATORS`, Crocoddyl's meaning:
+        "euler" (default) is symplectic Euler (``IntegratedActionModelEuler``;
+        "semi_implicit_euler" is an alias), "explicit_euler" x' = x (+) dt f,
+        "rk2", "rk3", "rk4" (``IntegratedActionModelRK``).  An impulse stage
+        (:class:`~.contacts.ImpulseDynamics`) is a jump: "explicit_euler", its default.
+        Default for a state without positions and velocities (CustomDynamics
+        without ``nq``): "explicit_euler".
     control_bounds : (lower (nu,), upper (nu,)) or None: box limits on u.
     state_bounds : (lower (nx,), upper (nx,)) or None: box limits on x at these knots
         (±inf where unbounded; enforced by the NLP solver, see :mod:`geppetto.solvers.nlp`).
+    cost_quadrature : True (default): an RK stage's running cost is
+        ``dt * sum_j b_j l(y_j, u)`` over its stage points y_j (Crocoddyl's); False:
+        ``dt * l(x, u)`` at the knot only.  No effect on the Euler schemes.
     """
 
     terminal = False
 
-    def __init__(self, dynamics, costs=(), constraints=(), dt=0.01, integrator="euler",
-                 control_bounds=None, name="running", state_bounds=None):
+    def __init__(self, dynamics, costs=(), constraints=(), dt=0.01, integrator=None,
+                 control_bounds=None, name="running", state_bounds=None, cost_quadrature=True):
         self.dynamics = dynamics
         self.state = dynamics.state
         self.nu = dynamics.nu
+        required = getattr(dynamics, "required_integrator", None)
+        if integrator is None:
+            positions = getattr(self.state, "nv", None) is not None
+            integrator = required or ("euler" if positions else "explicit_euler")
+        elif required is not None and integrator != required:
+            raise ValueError(f"integrator {integrator!r}: a {type(dynamics).__name__} stage "
+                             f"needs {required!r} (x' = x (+) dt f: a jump)")
         self.integrator = Integrator(dynamics, dt, integrator)
         self.dt = self.integrator.dt
         self.costs = list(costs)
@@ -101,18 +164,40 @@ class StageModel:
                 raise ValueError("control_bounds: expected (lower, upper)") from None
             self.u_lower, self.u_upper = as_bounds(lower, upper, self.nu, "control_bounds")
         self.x_lower, self.x_upper = _state_bounds(state_bounds, self.state.nx)
+        self.cost_quadrature = bool(cost_quadrature)
+        weights = self.integrator.weights if self.cost_quadrature else (1.0,)
+        # (stage point j, b_j) of the running cost: the knot alone, or the RK stage points
+        self.cost_points = [(j, b) for j, b in enumerate(weights) if b != 0.0]
+        self.kinematics_for_costs = max((c.residual.kinematics for c in self.costs), default=0)
 
     @property
     def has_control_bounds(self):
         return bool(np.any(np.isfinite(self.u_lower)) or np.any(np.isfinite(self.u_upper)))
 
-    def create_data(self, K, outputs):
+    def structure_key(self):
+        """Equal for stage models whose knots one phase evaluates alike: the same
+        dynamics (by structure), integrator, dt, bounds and the same terms (types,
+        sizes, activations) in the same order, whatever their weights and references.
+        Stages with references given per knot (a leading K axis) are only equal to
+        themselves."""
+        terms = self.costs + self.constraints
+        if any(t.residual.has_knot_references() for t in terms):
+            return ("id", id(self))
+        return (type(self), attributes_key(self.dynamics), self.integrator.scheme, self.dt,
+                self.cost_quadrature, tuple(c.structure_key() for c in self.costs),
+                tuple(c.structure_key() for c in self.constraints),
+                structure_key([self.u_lower, self.u_upper, self.x_lower, self.x_upper]))
+
+    def create_data(self, K, outputs, runs=None):
+        """Data of K knots; ``runs`` [(model, start, stop)]: the knots of each structurally
+        equal model object (default: all K are this one)."""
+        runs = [(self, 0, K)] if runs is None else runs
         ndx, nu = self.state.ndx, self.nu
         idata = self.integrator.create_data(K)
         kinematics = idata.stages[0].dynamics
-        return StageData(K, idata, [c.create_data(K, ndx, nu) for c in self.costs],
-                         [c.create_data(K, ndx, nu) for c in self.constraints], outputs,
-                         kinematics)
+        costs = _term_data([(m.costs, a, b) for m, a, b in runs], K, ndx, nu, True)
+        constraints = _term_data([(m.constraints, a, b) for m, a, b in runs], K, ndx, nu, False)
+        return StageData(K, idata, costs, constraints, outputs, kinematics, runs)
 
     def calc(self, data, xs, us):
         """x' (data.integrator.xnext) and the stage costs (data.outputs.cost)."""
@@ -125,20 +210,38 @@ class StageModel:
         self._costs(data, xs, us, True)
 
     def calc_costs(self, data, xs, us):
-        """Stage costs only (placements of the knots, no dynamics): for the solvers'
-        line search, whose rollout already evaluated the dynamics."""
+        """Stage costs only, equal to those of :meth:`calc`: for the solvers' line search,
+        whose rollout already evaluated the dynamics at the knots.  The knots'
+        kinematics are refreshed as the residuals need them (placements, or
+        placements and world Jacobians); a cost over RK stage points needs the
+        dynamics at the knots, so it runs :meth:`calc`."""
+        if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
+            return self.calc(data, xs, us)
         kin = data.kinematics
-        if kin is not None and any(c.residual.needs_kinematics for c in self.costs):
-            nq = self.state.nq
-            zeros = np.zeros((xs.shape[0], self.state.nv))
-            _forward_kinematics(self.dynamics.arrays, np.ascontiguousarray(xs[:, :nq]), zeros,
-                                zeros, 0, kin.liR, kin.lip, kin.oR, kin.op, kin.v, kin.a)
+        if kin is not None and self.kinematics_for_costs:
+            qs = np.ascontiguousarray(xs[:, :self.state.nq])
+            if self.kinematics_for_costs == JACOBIANS:
+                _compute_joint_jacobians(self.dynamics.arrays, qs, kin.liR, kin.lip, kin.oR,
+                                         kin.op, kin.J)
+            else:
+                zeros = np.zeros((xs.shape[0], self.state.nv))
+                _forward_kinematics(self.dynamics.arrays, qs, zeros, zeros, 0, kin.liR,
+                                    kin.lip, kin.oR, kin.op, kin.v, kin.a)
         self._costs(data, xs, us, False)
 
     def _costs(self, data, xs, us, with_derivatives):
+        """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot)."""
         data.outputs.clear(with_derivatives)
-        for cost, cdata in zip(self.costs, data.costs):
-            cost.add(cdata, data.kinematics, xs, us, self.dt, data.outputs, with_derivatives)
+        idata = data.integrator
+        for j, b in self.cost_points:
+            if j == 0:
+                points, kinematics, chain = xs, data.kinematics, None
+            else:
+                points, kinematics = idata.points[j], idata.stages[j].dynamics
+                chain = (idata.points_x[j], idata.points_u[j]) if with_derivatives else None
+            for cost, cdata in zip(self.costs, data.costs):
+                cost.add(cdata, kinematics, points, us, b * self.dt, data.outputs,
+                         with_derivatives, chain)
 
     def calc_constraints(self, data, xs, us, with_derivatives):
         """Evaluate the constraint residuals (values, and Jacobians when asked)."""
@@ -184,7 +287,7 @@ class TerminalModel:
             kinematics.resize(K)
         return StageData(K, None, [c.create_data(K, ndx, 0) for c in self.costs],
                          [c.create_data(K, ndx, 0) for c in self.constraints], outputs,
-                         kinematics)
+                         kinematics, [(self, 0, K)])
 
     def _kinematics(self, data, xs):
         if self.multibody and any(t.residual.needs_kinematics

@@ -27,7 +27,7 @@ from ..dynamics.validation import as_configurations, as_stack
 class StateVector:
     """Euclidean state x in R^nx (ndx = nx); ``nq`` first coordinates are
     positions and the rest their velocities when ``nq`` is given (for the
-    semi-implicit Euler integrator)."""
+    symplectic Euler integrator, "euler")."""
 
     flat = True     # integrate/difference Jacobians are identities
 
@@ -35,6 +35,9 @@ class StateVector:
         self.nx = self.ndx = int(nx)
         self.nq = nq
         self.nv = None if nq is None else self.nx - nq
+
+    def structure_key(self):
+        return (type(self), self.nx, self.nv)
 
     def zero(self):
         return np.zeros(self.nx)
@@ -84,6 +87,9 @@ class StateMultibody:
         # of integrate/difference in tangent coordinates: callers may skip them.
         types = model.arrays.jtype[1:]
         self.flat = not np.any(np.isin(types, (FREE_FLYER, SPHERICAL, PLANAR)))
+
+    def structure_key(self):
+        return (type(self), id(self.model))
 
     def zero(self):
         """(neutral q, zero v)."""

@@ -11,7 +11,9 @@ from ..dynamics.aba import _aba_state, aba_workspace
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import integrate_state
 
-SCHEME_CODES = {"euler": 0, "semi_implicit_euler": 1, "rk2": 2, "rk4": 3}
+# integrator name (ocp.integrators) -> scheme code of free_step
+SCHEME_CODES = {"explicit_euler": 0, "euler": 1, "semi_implicit_euler": 1, "rk2": 2, "rk4": 3,
+                "rk3": 4}
 
 
 @inline_kernel
@@ -94,7 +96,7 @@ def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
         _tangent_field(m, B, damping, xi, u, k[1], ws)
         for i in range(2 * nv):
             w[i] = dt * k[1, i]
-    else:
+    elif scheme == 3:
         for stage in range(1, 4):
             c = 1.0 if stage == 3 else 0.5
             for i in range(2 * nv):
@@ -103,6 +105,15 @@ def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
             _tangent_field(m, B, damping, xi, u, k[stage], ws)
         for i in range(2 * nv):
             w[i] = dt / 6.0 * (k[0, i] + 2.0 * k[1, i] + 2.0 * k[2, i] + k[3, i])
+    else:
+        for stage in range(1, 3):
+            c = stage / 3.0
+            for i in range(2 * nv):
+                w[i] = c * dt * k[stage - 1, i]
+            _state_integrate(m, x, w, xi, ws)
+            _tangent_field(m, B, damping, xi, u, k[stage], ws)
+        for i in range(2 * nv):
+            w[i] = dt / 4.0 * (k[0, i] + 3.0 * k[2, i])
     _state_integrate(m, x, w, xnext, ws)
 
 

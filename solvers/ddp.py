@@ -137,7 +137,7 @@ class FDDP:
             return None
         settings = (dynamics.mu, dynamics.max_iterations, dynamics.accuracy)
         if isinstance(dynamics, ImpulseDynamics):
-            if model.integrator.scheme != "euler" or model.dt != 1.0:
+            if model.integrator.scheme != "explicit_euler" or model.dt != 1.0:
                 return None
             return (dynamics.actuation.B, dynamics.damping, settings, IMPULSE, 1.0,
                     dynamics.restitution)

@@ -14,10 +14,11 @@ are CasADi's AD of that graph.  The references of every residual at every
 knot are parameters of the NLP, read from the problem at each solve, so
 ``ShootingProblem.set_reference`` is honoured without a rebuild.
 
-Symbolic twins exist for: FreeDynamics; the euler, semi_implicit_euler, rk2
-and rk4 integrators; StateResidual, ControlResidual, FrameTranslationResidual
-(and its ``axes`` selection), CenterOfMassResidual, JointTorqueResidual; every
-activation.  Anything else raises NotImplementedError at construction.
+Symbolic twins exist for: FreeDynamics; the explicit_euler, euler (symplectic),
+rk2, rk3 and rk4 integrators (with the RK cost quadrature); StateResidual,
+ControlResidual, FrameTranslationResidual (and its ``axes`` selection),
+CenterOfMassResidual, JointTorqueResidual; every activation.  Anything else raises
+NotImplementedError at construction.
 """
 import casadi as ca
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from ..dynamics.symbolic import _aba, symbolic_functions as twin
 from ..ocp.costs import BARRIER, QUADRATIC, SMOOTH1, SMOOTH2, WEIGHTED
 from ..ocp.dynamics import FreeDynamics
+from ..ocp.integrators import RK_TABLEAUS
 from ..ocp.residuals import (CenterOfMassResidual, ControlResidual, FrameTranslationResidual,
                              JointTorqueResidual, StateResidual)
 from ..ocp.state import StateMultibody
@@ -66,24 +68,28 @@ def _tangent_field(dynamics, x, u):
     return ca.vertcat(v, _aba(dynamics.arrays, q, v, tau))
 
 
-def _step(model, sx_state, x, u):
-    """F(x, u) = x (+) w of the stage's integrator (formulas of ocp.integrators)."""
+def _stage_points(model, sx_state, x, u):
+    """(y_j, the stage points of the stage's integrator (y_0 = x), the increment w) with
+    x' = x (+) w (formulas of ocp.integrators)."""
     dynamics, dt, scheme = model.dynamics, model.dt, model.integrator.scheme
     f = _tangent_field(dynamics, x, u)
-    if scheme == "euler":
-        w = dt * f
-    elif scheme == "semi_implicit_euler":
+    if scheme == "explicit_euler":
+        return [x], dt * f
+    if scheme == "euler":             # symplectic (Crocoddyl's IntegratedActionModelEuler)
         nv = model.state.nv
         a = dt * f[nv:]
-        w = ca.vertcat(dt * f[:nv] + dt * a, a)
-    elif scheme == "rk2":
-        w = dt * _tangent_field(dynamics, sx_state.integrate(x, 0.5 * dt * f), u)
-    else:
-        k2 = _tangent_field(dynamics, sx_state.integrate(x, 0.5 * dt * f), u)
-        k3 = _tangent_field(dynamics, sx_state.integrate(x, 0.5 * dt * k2), u)
-        k4 = _tangent_field(dynamics, sx_state.integrate(x, dt * k3), u)
-        w = dt / 6.0 * (f + 2.0 * k2 + 2.0 * k3 + k4)
-    return sx_state.integrate(x, w)
+        return [x], ca.vertcat(dt * f[:nv] + dt * a, a)
+    if scheme not in RK_TABLEAUS:
+        raise NotImplementedError(f"integrator {scheme!r} has no symbolic twin")
+    points, ks = [x], [f]
+    for c in RK_TABLEAUS[scheme][0]:
+        points.append(sx_state.integrate(x, c * dt * ks[-1]))
+        ks.append(_tangent_field(dynamics, points[-1], u))
+    if scheme == "rk2":
+        return points, dt * ks[1]
+    if scheme == "rk3":
+        return points, dt / 4.0 * (ks[0] + 3.0 * ks[2])
+    return points, dt / 6.0 * (ks[0] + 2.0 * ks[1] + 2.0 * ks[2] + ks[3])
 
 
 # --- residuals and activations ---------------------------------------------------------
@@ -173,14 +179,21 @@ class _Knot:
         terms = _stage_terms(model, data)
         refs = [ca.SX.sym(f"ref{i}", _reference_size(term.residual))
                 for i, (term, _, _) in enumerate(terms)]
+        if any(cdata is not None and np.ptp(cdata.weights) != 0.0 for _, _, cdata in terms):
+            raise NotImplementedError("knots grouped with different cost weights have no "
+                                      "symbolic twin")
+        # the running cost dt sum_j b_j l(y_j, u) over the cost points (ocp.stage)
+        points, w = ([x], None) if self.terminal else _stage_points(model, sx_state, x, u)
+        cost_points = [(0, 1.0)] if self.terminal else model.cost_points
         self.l, self.c_terms = ca.SX(0), []
         for (term, _, cdata), ref in zip(terms, refs):
-            r = _residual(term.residual, sx_state, x, u, ref)
             if cdata is None:
-                self.c_terms.append(r)
-            else:
-                self.l += model.dt * term.weight * _activation(term.activation.code,
-                                                               cdata.params, r)
+                self.c_terms.append(_residual(term.residual, sx_state, x, u, ref))
+                continue
+            for j, b in cost_points:
+                r = _residual(term.residual, sx_state, points[j], u, ref)
+                self.l += b * model.dt * cdata.weights[0] * _activation(
+                    term.activation.code, cdata.params, r)
         c = ca.vertcat(ca.SX(0, 1), *self.c_terms)
         ref = ca.vertcat(ca.SX(0, 1), *refs)
         if self.terminal:
@@ -189,7 +202,7 @@ class _Knot:
         self.dx_next = ca.SX.sym("dx_next", t.ndx)
         xbar_next = ca.SX.sym("xbar_next", state.nx)
         self.d = sx_state.difference(sx_state.integrate(xbar_next, self.dx_next),
-                                     _step(model, sx_state, x, u))
+                                     sx_state.integrate(x, w))
         self.inputs = [self.z, self.dx_next, xbar, xbar_next, ref]
         self.variables = ca.vertcat(self.z, self.dx_next)
         self.g = ca.vertcat(c, self.d)

@@ -237,7 +237,7 @@ def test_standing_problem_fddp(smooth):
     assert np.all(tangential <= 0.7 * forces[:, :, 2] + 1e-6), tangential
 
 
-@pytest.mark.parametrize("scheme", ["euler", "rk2"])
+@pytest.mark.parametrize("scheme", ["euler", "explicit_euler", "rk2"])
 def test_contact_stage_integrator(scheme):
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0)
     xs, us = perturbed_states(dynamics, seed=5)
@@ -428,7 +428,8 @@ def test_gait_ending_at_an_impact():
     assert impulse.dynamics.constraints.names == list(swing)
     assert phases[-1].impulse and phases[-1].touchdown == swing
     assert phases[1].touchdown == () and not phases[1].impulse
-    assert stages[0].integrator.scheme == "semi_implicit_euler"
+    assert stages[0].integrator.scheme == "euler"       # symplectic, Crocoddyl's
+    assert impulse.integrator.scheme == "explicit_euler"
     all_feet, _ = ocp.gait_stages(model, [(FEET, 2), (stance, 3), (FEET, 0)], costs, dt=0.02)
     assert all_feet[-1].dynamics.constraints.names == list(FEET)
     xs = np.repeat(standing_state()[None], 2, axis=0)
@@ -469,7 +470,7 @@ def test_smooth_friction_cone_jacobians(case, eps):
     assert max(errors) < RTOL_FD, errors
 
 
-@pytest.mark.parametrize("scheme", ["euler", "semi_implicit_euler"])
+@pytest.mark.parametrize("scheme", ["explicit_euler", "euler"])
 def test_contact_forward_pass_matches_the_stages(scheme):
     """The forward-pass kernel of a contact phase and of an impact (contact_step,
     impulse_step), with the stage tuple FDDP builds, steps the knots exactly as the
@@ -529,9 +530,10 @@ def test_row_sparse_accumulation_matches_the_dense_one():
         cost.residual.calc_diff(data.residual, kinematics, xs, us)
         C._activate(cost.activation.code, data.params, data.residual.r, data.value, data.a_r,
                     data.A_rr)
-        C._accumulate(scale * cost.weight, data.value, data.a_r, data.A_rr, data.residual.Rx,
-                      data.residual.Ru, out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
-                      cost.residual.uses_control, True, True, cost.residual.depends_on_state)
+        C._accumulate(np.full(K, scale * cost.weight), data.value, data.a_r, data.A_rr,
+                      data.residual.Rx, data.residual.Ru, out.cost, out.Lx, out.Lu, out.Lxx,
+                      out.Luu, out.Lxu, cost.residual.uses_control, True, True,
+                      cost.residual.depends_on_state)
 
     rows = derivatives(lambda cost, *args: cost.add(*args, True))
     reference = derivatives(dense)
@@ -606,7 +608,7 @@ def test_trot_converges():
     x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
     problem = solo12_trot.trotting_problem(robot.model, x0, step_knots=8, dt=0.03)
     assert problem.N == 2 + 8 + 1 + 2 + 8 + 1
-    assert all(m.integrator.scheme == "semi_implicit_euler" for m in problem.running_models
+    assert all(m.integrator.scheme == "euler" for m in problem.running_models
                if not isinstance(m.dynamics, ocp.ImpulseDynamics))
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs), max_iter=35)

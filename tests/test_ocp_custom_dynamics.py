@@ -46,7 +46,7 @@ def test_quadrotor_jacobians(variant):
     assert max(errors) < RTOL_FD, errors
 
 
-@pytest.mark.parametrize("scheme", ["euler", "rk2", "rk4"])
+@pytest.mark.parametrize("scheme", ["explicit_euler", "rk2", "rk3", "rk4"])
 @pytest.mark.parametrize("which", ["unicycle", "quadrotor"])
 def test_custom_integrators(which, scheme):
     rng = np.random.default_rng(2)
@@ -100,11 +100,14 @@ def test_quadrotor_rejects_bad_parameters():
         ocp.quadrotor(configuration="h")
     with pytest.raises(ValueError, match="torque_map"):
         ocp.quadrotor(torque_map=np.ones((3, 3)))
-    with pytest.raises(ValueError, match="semi_implicit_euler"):
+    with pytest.raises(ValueError, match="symplectic"):
         ocp.StageModel(ocp.quadrotor(), [], integrator="semi_implicit_euler")
+    with pytest.raises(ValueError, match="symplectic"):
+        ocp.StageModel(ocp.quadrotor(), [], integrator="euler")
+    assert ocp.StageModel(ocp.quadrotor(), []).integrator.scheme == "explicit_euler"
 
 
-@pytest.mark.parametrize("scheme", ["euler", "rk4"])
+@pytest.mark.parametrize("scheme", ["explicit_euler", "rk4"])
 def test_quadrotor_problem(scheme):
     """A two-phase quadrotor problem: gradient of the total cost, rollout = integrator."""
     quad = ocp.quadrotor()

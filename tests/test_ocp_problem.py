@@ -68,9 +68,10 @@ def _two_phase_problem(name, N1=2, N2=3, schemes=("euler", "rk4")):
 
 
 @pytest.mark.parametrize("name, schemes, knots", [
-    ("ur5", ("euler", "rk4"), None),
-    ("panda", ("semi_implicit_euler", "rk2"), None),
-    ("talos", ("euler", "semi_implicit_euler"), (0, 3, 5)),
+    ("ur5", ("explicit_euler", "rk4"), None),
+    ("panda", ("euler", "rk2"), None),
+    ("ur5", ("rk3", "euler"), None),
+    ("talos", ("explicit_euler", "euler"), (0, 3, 5)),
 ])
 def test_gradient_of_the_total_cost(name, schemes, knots):
     problem, xs, us = _two_phase_problem(name, schemes=schemes)

@@ -56,13 +56,13 @@ def _lq_calc_diff(xs, us, params, f, f_x, f_u):
 def _lq_discretization(integrator, h):
     """(Ad, Bd, cd) with x' = Ad x + Bd u + cd, the integrator applied to the affine field."""
     n = LQ_A.shape[0]
-    if integrator == "semi_implicit_euler":
-        # w = (h f_q + h w_v, h f_v) = S h f
+    if integrator in ("euler", "semi_implicit_euler"):
+        # symplectic Euler: w = (h f_q + h w_v, h f_v) = S h f
         S = np.eye(n)
         S[:2, 2:] = h * np.eye(2)
         return np.eye(n) + h * S @ LQ_A, h * S @ LQ_B, h * S @ LQ_C
     # Runge-Kutta of order p on a linear field is its Taylor polynomial of degree p
-    order = {"euler": 1, "rk2": 2, "rk4": 4}[integrator]
+    order = {"explicit_euler": 1, "rk2": 2, "rk3": 3, "rk4": 4}[integrator]
     Phi, Gamma = np.zeros((n, n)), np.zeros((n, n))
     power = np.eye(n)
     for j in range(order + 1):
@@ -73,7 +73,7 @@ def _lq_discretization(integrator, h):
     return Phi, Gamma @ LQ_B, Gamma @ LQ_C
 
 
-def lq_problem(integrator="euler", bounds=None):
+def lq_problem(integrator="explicit_euler", bounds=None):
     """The LQ problem and everything its dense twin needs."""
     N, dt = LQ_N, LQ_DT
     dynamics = gp.ocp.CustomDynamics(4, 2, _lq_calc, _lq_calc_diff, nq=2, name="lq")
@@ -88,14 +88,14 @@ def lq_problem(integrator="euler", bounds=None):
     running = gp.ocp.StageModel(dynamics, [
         gp.ocp.Cost(gp.ocp.StateResidual(state, x_ref), gp.ocp.WeightedQuadratic(wx), w_x),
         gp.ocp.Cost(gp.ocp.ControlResidual(2, u_ref), gp.ocp.WeightedQuadratic(wu), w_u)],
-        dt=dt, integrator=integrator, control_bounds=bounds)
+        dt=dt, integrator=integrator, control_bounds=bounds, cost_quadrature=False)
     terminal = gp.ocp.TerminalModel(state, [
         gp.ocp.Cost(gp.ocp.StateResidual(state, x_goal), gp.ocp.WeightedQuadratic(wN))])
     x0 = np.array([0.0, 0.5, 0.3, -0.1])
     problem = gp.ocp.ShootingProblem(x0, [running] * N, terminal)
     Ad, Bd, cd = _lq_discretization(integrator, dt)
     # dense cost 1/2 z^T H z + g^T z over z = (x_0 .. x_N, u_0 .. u_{N-1});
-    # running terms scaled by dt as the stage models do
+    # running terms scaled by dt at the knot (the stages are built with cost_quadrature=False)
     nx, nu = 4, 2
     nz = (N + 1) * nx + N * nu
     H, g = np.zeros((nz, nz)), np.zeros(nz)
@@ -157,7 +157,7 @@ def lq_warm_start(lq, seed=0):
     return rng.normal(size=(lq.N + 1, lq.nx)), rng.normal(size=(lq.N, lq.nu))
 
 
-@pytest.mark.parametrize("integrator", ["euler", "semi_implicit_euler", "rk2", "rk4"])
+@pytest.mark.parametrize("integrator", ["explicit_euler", "euler", "rk2", "rk3", "rk4"])
 def test_dense_twin_of_the_lq_problem_has_the_same_cost(integrator):
     """The dense matrices describe the problem the solvers see (its cost and dynamics)."""
     lq = lq_problem(integrator)
@@ -170,7 +170,7 @@ def test_dense_twin_of_the_lq_problem_has_the_same_cost(integrator):
     np.testing.assert_allclose(lq.C @ z, lq.d, rtol=0, atol=1e-13)
 
 
-@pytest.mark.parametrize("integrator", ["euler", "semi_implicit_euler", "rk2", "rk4"])
+@pytest.mark.parametrize("integrator", ["explicit_euler", "euler", "rk2", "rk3", "rk4"])
 @pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
 def test_lq_problem_is_solved_in_one_iteration(solver_class, integrator, assert_close):
     lq = lq_problem(integrator)
