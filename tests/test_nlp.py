@@ -24,6 +24,7 @@ import pytest
 
 import geppetto as gp
 from geppetto.solvers import NLP, CallbackLogger
+from geppetto.solvers.symbolic_terms import MissingTwinError
 
 MODES = ("analytical", "casadi")
 N = 20
@@ -364,18 +365,12 @@ def test_errors():
         NLP(problem, derivatives="finite")
     with pytest.raises(ValueError, match="hessian"):
         NLP(problem, hessian="exact")
-    rotation = gp.ocp.Cost(gp.ocp.FrameRotationResidual(model, "tool0", np.eye(3)))
-    running = gp.ocp.StageModel(dynamics, [rotation], dt=0.01)
-    rotation_problem = gp.ocp.ShootingProblem(x0, [running] * 3, problem.terminal_model)
-    NLP(rotation_problem)                                     # analytical: any residual
-    with pytest.raises(NotImplementedError, match="FrameRotationResidual"):
-        NLP(rotation_problem, derivatives="casadi")
     unicycle = gp.ocp.unicycle()
     stage = gp.ocp.StageModel(unicycle, [gp.ocp.Cost(gp.ocp.ControlResidual(unicycle.nu))])
     custom = gp.ocp.ShootingProblem(np.zeros(unicycle.state.nx), [stage] * 3,
                                     gp.ocp.TerminalModel(unicycle.state))
     assert NLP(custom).solve().converged
-    with pytest.raises(NotImplementedError, match="no CasADi twin"):
+    with pytest.raises(MissingTwinError, match="stage 'running' .*dynamics CustomDynamics"):
         NLP(custom, derivatives="casadi")
     tree = free_flyer_problem()
     lower = np.full(tree.nx, -np.inf)
@@ -384,3 +379,117 @@ def test_errors():
     bounded = gp.ocp.ShootingProblem(tree.x0, tree.running_models, terminal)
     with pytest.raises(ValueError, match="Lie-group"):
         NLP(bounded)
+
+
+class ShiftedTranslation(gp.ocp.FrameTranslationResidual):
+    """A user's residual class: its calc may differ from its base's, so it has no twin."""
+
+
+def test_missing_twins_are_named_at_construction():
+    model, dynamics, x0 = ur5()
+    problem = reaching(N=3)
+    mine = gp.ocp.Cost(ShiftedTranslation(model, "tool0", TARGET), name="mine")
+    running = gp.ocp.StageModel(dynamics, [mine], dt=0.01, name="reach")
+    terminal = gp.ocp.TerminalModel(dynamics.state, constraints=[
+        gp.ocp.Constraint(ShiftedTranslation(model, "tool0", TARGET), 0.0, 0.0, name="end")])
+    user = gp.ocp.ShootingProblem(x0, [running] * 3, terminal)
+    NLP(user)                                                  # analytical: any residual
+    with pytest.raises(MissingTwinError) as error:
+        NLP(user, derivatives="casadi")
+    message = str(error.value)
+    assert "stage 'reach' (knots 0..2): cost 'mine' (ShiftedTranslation)" in message
+    assert "stage 'terminal' (knots 3..3): constraint 'end' (ShiftedTranslation)" in message
+    assert NLP(problem, derivatives="casadi").transcription.N == 3
+
+
+# --- every term has a twin: an SE3 reach and a contact problem -----------------------------
+
+def tool_rotation_target():
+    """The tool's rotation at x0, turned by 0.4 rad about a tilted axis."""
+    model, _, x0 = ur5()
+    R, _ = gp.dynamics.frame_placement(model, model.create_data(), model.frame_id("tool0"),
+                                       x0[:model.nq])
+    axis = np.array([0.2, 1.0, -0.3]) / np.linalg.norm([0.2, 1.0, -0.3])
+    W = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return R @ (np.eye(3) + np.sin(0.4) * W + (1 - np.cos(0.4)) * W @ W)
+
+
+@functools.lru_cache(maxsize=None)
+def se3_reaching(N=10):
+    """ur5 reaching a placement (log6), with a tool-velocity cost (LOCAL_WORLD_ALIGNED)."""
+    model, dynamics, x0 = ur5()
+    state, nu = dynamics.state, dynamics.nu
+    reach = gp.ocp.FramePlacementResidual(model, "tool0", tool_rotation_target(), TARGET)
+    costs = [gp.ocp.Cost(reach, weight=1.0),
+             gp.ocp.Cost(gp.ocp.FrameVelocityResidual(model, "tool0",
+                                                      reference_frame="LOCAL_WORLD_ALIGNED"),
+                         weight=1e-3),
+             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+             gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+    running = gp.ocp.StageModel(dynamics, costs, dt=0.02, integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach, weight=1e3), costs[2]])
+    return gp.ocp.ShootingProblem(x0, [running] * N, terminal)
+
+
+def test_se3_reaching_optimum_is_the_same_in_both_modes_and_fddp():
+    problem = se3_reaching()
+    optimum = gp.solvers.FDDP(problem, th_stop=1e-20).solve(max_iter=500)
+    assert optimum.converged
+    warm = gp.solvers.FDDP(problem).solve(max_iter=3)
+    for mode in MODES:
+        result = NLP(problem, derivatives=mode, tol=1e-10).solve(warm.xs, warm.us)
+        assert result.converged, (mode, result.status)
+        assert abs(result.cost - optimum.cost) <= 1e-6 * optimum.cost, mode
+        np.testing.assert_allclose(result.xs, optimum.xs, rtol=0, atol=1e-5)
+        assert result.gaps < 1e-8
+
+
+SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+
+
+@functools.lru_cache(maxsize=None)
+def solo12_balance(N=4):
+    """solo12 on its four point feet shifting its centre of mass by (2, -1, -2) cm in
+    N knots, the friction pyramids as constraints, a force cost on one foot."""
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    contacts = [gp.dynamics.constraints.contact_3d(model, foot, reference="LOCAL_WORLD_ALIGNED",
+                                                   Kd=20.0) for foot in SOLO_FEET]
+    dynamics = gp.ocp.ContactDynamics(model, contacts)
+    state = dynamics.state
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
+    target = com + np.array([0.02, -0.01, -0.02])
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(12, 1.0), np.full(18, 0.1)]
+    costs = [gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, target), weight=1e2),
+             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights)),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3),
+             gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, 0, [0.0, 0.0, 6.0]),
+                         weight=1e-3)]
+    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, 0.7) for foot in SOLO_FEET]
+    constraints = [gp.ocp.Constraint(r, *r.bounds) for r in cones]
+    running = gp.ocp.StageModel(dynamics, costs, constraints, dt=0.02,
+                                integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(costs[0].residual, weight=1e3),
+                                            costs[1]])
+    return gp.ocp.ShootingProblem(x0, [running] * N, terminal), cones
+
+
+def test_contact_problem_builds_and_solves_in_casadi_mode():
+    problem, cones = solo12_balance()
+    results = {mode: NLP(problem, derivatives=mode, tol=1e-9).solve() for mode in MODES}
+    for mode, result in results.items():
+        assert result.converged, (mode, result.status)
+        assert result.gaps <= 1e-8
+    analytical, symbolic = results["analytical"], results["casadi"]
+    assert abs(analytical.cost - symbolic.cost) <= 1e-6 * symbolic.cost
+    np.testing.assert_allclose(analytical.xs, symbolic.xs, rtol=0, atol=1e-5)
+    # the pyramids hold at the solution, by the Numba residuals
+    stage = problem.running_models[0]
+    xs, us = symbolic.xs[:-1], symbolic.us
+    data = stage.dynamics.create_data(len(us))
+    stage.dynamics.calc(data, xs, us)
+    for cone in cones:
+        rdata = cone.create_data(len(us), stage.state.ndx, stage.nu)
+        cone.calc(rdata, data.dynamics, xs, us)
+        assert np.min(rdata.r) >= -1e-8
