@@ -45,7 +45,7 @@ class _Knot:
         t, state = transcription, model.state
         sx_state = twins.SymbolicState(state)
         self.terminal = model.terminal
-        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.nz)
+        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.ndx + model.nu)
         xbar = ca.SX.sym("xbar", state.nx)
         u = ca.SX(0, 1) if self.terminal else self.z[t.ndx:]
         point = twins.KnotPoint(sx_state, sx_state.integrate(xbar, self.z[:t.ndx]), u)
