@@ -130,13 +130,20 @@ def _constraint_motions(cs, frames, vel, acc):
 
 
 def constraint_terms(m, cs, q, v, drift=True):
-    """(liM, Jc (nc, nv), w = Jc v (nc,), gamma (nc,) or None) at (q, v); ``v`` a
-    symbol (Jc is the Jacobian of the constraint velocity w in v)."""
+    """(liM, Jc (nc, nv), w = Jc v (nc,), gamma (nc,) or None) at (q, v); ``v`` any SX
+    expression (Jc is the Jacobian of the constraint velocity w in a velocity symbol,
+    which is then replaced by ``v``)."""
     liM, oM = _placements(m, q)
     frames = _constraint_frames(cs, oM)
-    vel, acc = _body_motions(m, liM, v, None)
+    symbol = v if v.is_valid_input() else ca.SX.sym("v", m.nv)
+    vel, acc = _body_motions(m, liM, symbol, None)
     w, gamma = _constraint_motions(cs, frames, vel, acc if drift else None)
-    return liM, ca.jacobian(w, v), w, gamma
+    Jc = ca.jacobian(w, symbol)
+    if symbol is not v:
+        outputs = [Jc, w] + ([gamma] if drift else [])
+        Jc, w, *rest = ca.substitute(outputs, [symbol], [v])
+        gamma = rest[0] if drift else None
+    return liM, Jc, w, gamma
 
 
 # --- Factorizations on SX scalars ----------------------------------------------------
