@@ -499,3 +499,53 @@ def test_contact_problem_builds_and_solves_in_casadi_mode():
         rdata = cone.create_data(len(us), stage.state.ndx, stage.nu)
         cone.calc(rdata, data.dynamics, xs, us)
         assert np.min(rdata.r) >= -1e-8
+
+
+@functools.lru_cache(maxsize=None)
+def solo12_landing():
+    """An impulse knot (all four feet, restitution 0.1) then two knots on LOCAL point
+    feet: force, smooth cone and centre-of-mass costs, a placement and a WORLD
+    velocity cost on the base at the end."""
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    feet = [gp.dynamics.constraints.contact_3d(model, foot, Kp=5.0, Kd=2.0)
+            for foot in SOLO_FEET]
+    impulse = gp.ocp.ImpulseDynamics(model, feet, restitution=0.1)
+    contact = gp.ocp.ContactDynamics(model, feet)
+    state = contact.state
+    x0 = np.concatenate([robot.q0, 0.1 * np.random.default_rng(16).standard_normal(model.nv)])
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-1)
+    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(contact.nu), weight=1e-3)
+    landing = gp.ocp.StageModel(impulse, [x_reg, u_reg, gp.ocp.Cost(
+        gp.ocp.ContactForceResidual(impulse, 2, [0.0, 0.0, 0.1]), weight=1e-1)], dt=1.0,
+        name="impulse")
+    cone = gp.ocp.SmoothFrictionConeResidual(contact, 1, 0.7, eps=0.5)
+    standing = gp.ocp.StageModel(contact, [
+        x_reg, u_reg, gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, [0.01, 0.0, 0.2]), weight=10.0)],
+        [gp.ocp.Constraint(gp.ocp.FrictionConeResidual(contact, 3, 0.5), 0.0, np.inf)],
+        dt=0.02, integrator="rk2", name="standing")
+    base = gp.ocp.FramePlacementResidual(model, "base_link", np.eye(3), [0.0, 0.0, 0.25])
+    velocity = gp.ocp.FrameVelocityResidual(model, "base_link", reference_frame="WORLD")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(base), gp.ocp.Cost(velocity)])
+    return gp.ocp.ShootingProblem(x0, [landing, standing, standing], terminal)
+
+
+def test_modes_agree_on_an_impulse_and_contact_problem():
+    """f, g, grad f and the Jacobian of g: the casadi mode (twins, AD) equals the
+    analytical mode (Numba kernels) at random points near the standing pose."""
+    problem = solo12_landing()
+    nlps = [NLP(problem, derivatives=mode) for mode in MODES]
+    for seed in (17, 18):
+        w, _ = random_point(nlps[0], seed, scale=0.02)
+        xbar = nlps[0].initial_point()[1]
+        outputs = []
+        for nlp in nlps:
+            p = nlp.parameters(xbar)
+            outputs.append(evaluate(nlp.functions["nlp"], w, p)
+                           + evaluate(nlp.functions["grad_f"], w, p)[1:]
+                           + evaluate(nlp.functions["jac_g"], w, p)[1:])
+        for name, analytical, symbolic in zip(("f", "g", "grad_f", "jac_g"), *outputs):
+            scale = max(1.0, np.max(np.abs(analytical)))
+            error = np.max(np.abs(symbolic - analytical))
+            assert error <= 1e-9 * scale, f"{name}: {error:.2e} (scale {scale:.1e})"
