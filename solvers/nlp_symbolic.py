@@ -14,11 +14,12 @@ are CasADi's AD of that graph.  The references of every residual at every
 knot are parameters of the NLP, read from the problem at each solve, so
 ``ShootingProblem.set_reference`` is honoured without a rebuild.
 
-Twins exist for FreeDynamics, ContactDynamics and ImpulseDynamics, every
-integrator, every residual and activation of :mod:`geppetto.ocp`;
-CustomDynamics (user functions) and user residual classes have none, and the
-NLP raises :class:`~.symbolic_terms.MissingTwinError` at construction,
-naming each such term and its stage.
+Twins exist for FreeDynamics, ContactDynamics and ImpulseDynamics, for a
+CustomDynamics given its ``symbolic=`` field (the unicycle and the quadrotor
+have one), for every integrator, every residual and activation of
+:mod:`geppetto.ocp`.  A CustomDynamics without it and user residual classes
+have none: the NLP raises :class:`~.symbolic_terms.MissingTwinError` at
+construction, naming each such term and its stage.
 """
 import casadi as ca
 import numpy as np

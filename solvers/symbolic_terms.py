@@ -8,7 +8,8 @@ of :mod:`geppetto.ocp`: x = (q, v), u the stage's controls, r a residual, Rx
 through ``x (+) dx`` at dx = 0).
 
 A twin is looked up by the exact class of the term (a subclass may change
-``calc`` and so has none): :data:`RESIDUALS`, :data:`DYNAMICS`,
+``calc`` and so has none); a :class:`~geppetto.ocp.CustomDynamics` has one when
+it was given its field as ``symbolic(ops, x, u, params)``: :data:`RESIDUALS`, :data:`DYNAMICS`,
 :data:`ACTIVATIONS`, :data:`INTEGRATORS`.  :func:`missing_twins` lists the
 terms of a problem without one, named with their stage, so that the NLP says
 so at construction.
@@ -30,7 +31,7 @@ from ..dynamics.symbolic import _aba, _constant, _inv_act_motion, _log3, _log6, 
 from ..ocp.contacts import (CenterOfPressureResidual, ContactDynamics, ContactForceResidual,
                             FrictionConeResidual, ImpulseDynamics, SmoothFrictionConeResidual)
 from ..ocp.costs import BARRIER, QUADRATIC, SMOOTH1, SMOOTH2, WEIGHTED
-from ..ocp.dynamics import FreeDynamics
+from ..ocp.dynamics import CustomDynamics, FreeDynamics
 from ..ocp.residuals import (FRAME_LOCAL, FRAME_LOCAL_WORLD_ALIGNED, FRAME_WORLD,
                              CenterOfMassResidual, ControlResidual, FramePlacementResidual,
                              FrameRotationResidual, FrameTranslationResidual,
@@ -132,8 +133,20 @@ def _contact_field(dynamics, point):
     return point.contact(dynamics)[0]
 
 
+def _custom_field(dynamics, point):
+    """CustomDynamics: its ``symbolic(ops, x, u, params)``, ops the casadi module."""
+    return ca.vertcat(dynamics.symbolic(ca, point.x, point.u, dynamics.params))
+
+
 DYNAMICS = {FreeDynamics: _free_field, ContactDynamics: _contact_field,
-            ImpulseDynamics: _contact_field}
+            ImpulseDynamics: _contact_field, CustomDynamics: _custom_field}
+
+
+def has_twin(dynamics):
+    """Whether ``dynamics`` has a twin (a CustomDynamics only with its ``symbolic``)."""
+    if type(dynamics) not in DYNAMICS:
+        return False
+    return not isinstance(dynamics, CustomDynamics) or dynamics.symbolic is not None
 
 
 def field(dynamics, point):
@@ -143,21 +156,20 @@ def field(dynamics, point):
 
 # --- integrators: x' = x (+) w ---------------------------------------------------------------
 
-def _euler(dt, f, at):
+def _euler(dt, nv, f, at):
     return dt * f
 
 
-def _semi_implicit_euler(dt, f, at):
-    nv = f.numel() // 2
+def _semi_implicit_euler(dt, nv, f, at):
     a = dt * f[nv:]
     return ca.vertcat(dt * f[:nv] + dt * a, a)
 
 
-def _rk2(dt, f, at):
+def _rk2(dt, nv, f, at):
     return dt * at(0.5 * dt * f)
 
 
-def _rk4(dt, f, at):
+def _rk4(dt, nv, f, at):
     k2 = at(0.5 * dt * f)
     k3 = at(0.5 * dt * k2)
     k4 = at(dt * k3)
@@ -176,7 +188,8 @@ def next_state(stage, point):
     def at(step):
         return field(dynamics, KnotPoint(sx_state, sx_state.integrate(point.x, step), point.u))
 
-    w = INTEGRATORS[stage.integrator.scheme](stage.dt, field(dynamics, point), at)
+    nv = getattr(stage.state, "nv", None)
+    w = INTEGRATORS[stage.integrator.scheme](stage.dt, nv, field(dynamics, point), at)
     return sx_state.integrate(point.x, w)
 
 
@@ -346,8 +359,10 @@ def missing_twins(stages):
     for model, start, stop, _ in stages:
         where = f"stage {model.name!r} (knots {start}..{stop - 1})"
         if not model.terminal:
-            if type(model.dynamics) not in DYNAMICS:
-                missing.append(f"{where}: dynamics {type(model.dynamics).__name__}")
+            if not has_twin(model.dynamics):
+                missing.append(f"{where}: dynamics {type(model.dynamics).__name__}"
+                               + (" without symbolic=" if isinstance(model.dynamics,
+                                                                    CustomDynamics) else ""))
             if model.integrator.scheme not in INTEGRATORS:
                 missing.append(f"{where}: integrator {model.integrator.scheme!r}")
         for kind, terms in (("cost", model.costs), ("constraint", model.constraints)):
@@ -367,7 +382,8 @@ def check_twins(stages):
         raise MissingTwinError(
             "derivatives='casadi' builds the NLP from CasADi twins; no CasADi twin for:\n  "
             + "\n  ".join(missing) + f"\n(twins exist for the dynamics "
-            f"{sorted(t.__name__ for t in DYNAMICS)}, the integrators {sorted(INTEGRATORS)}, "
+            f"{sorted(t.__name__ for t in DYNAMICS)} (CustomDynamics with its symbolic=), "
+            f"the integrators {sorted(INTEGRATORS)}, "
             f"the residuals {sorted(t.__name__ for t in RESIDUALS)} and every activation of "
             "geppetto.ocp): use derivatives='analytical'")
 

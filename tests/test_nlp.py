@@ -372,11 +372,13 @@ def test_errors():
     with pytest.raises(ValueError, match="hessian"):
         NLP(problem, hessian="exact")
     unicycle = gp.ocp.unicycle()
-    stage = gp.ocp.StageModel(unicycle, [gp.ocp.Cost(gp.ocp.ControlResidual(unicycle.nu))])
-    custom = gp.ocp.ShootingProblem(np.zeros(unicycle.state.nx), [stage] * 3,
-                                    gp.ocp.TerminalModel(unicycle.state))
+    numba_only = gp.ocp.CustomDynamics(3, 2, unicycle._calc, unicycle._calc_diff)
+    stage = gp.ocp.StageModel(numba_only, [gp.ocp.Cost(gp.ocp.ControlResidual(2))])
+    custom = gp.ocp.ShootingProblem(np.zeros(3), [stage] * 3,
+                                    gp.ocp.TerminalModel(numba_only.state))
     assert NLP(custom).solve().converged
-    with pytest.raises(MissingTwinError, match="stage 'running' .*dynamics CustomDynamics"):
+    with pytest.raises(MissingTwinError, match="stage 'running' .*CustomDynamics without "
+                                               "symbolic="):
         NLP(custom, derivatives="casadi")
     tree = free_flyer_problem()
     lower = np.full(tree.nx, -np.inf)
@@ -549,3 +551,27 @@ def test_modes_agree_on_an_impulse_and_contact_problem():
             scale = max(1.0, np.max(np.abs(analytical)))
             error = np.max(np.abs(symbolic - analytical))
             assert error <= 1e-9 * scale, f"{name}: {error:.2e} (scale {scale:.1e})"
+
+
+@pytest.mark.parametrize("name", ["unicycle", "quadrotor"])
+def test_custom_dynamics_with_a_symbolic_field_solve_alike_in_both_modes(name):
+    """The built-in CustomDynamics carry their field for casadi mode: a unicycle
+    parking and a quadrotor climbing 1 m (rk4) reach the same optimum."""
+    if name == "unicycle":
+        dynamics = gp.ocp.unicycle()
+        x0, target, u_ref = np.array([-1.0, 0.5, 0.3]), np.zeros(3), np.zeros(2)
+        scheme = "euler"
+    else:
+        dynamics = gp.ocp.quadrotor()
+        x0, target = np.zeros(12), np.r_[0.3, 0.0, 1.0, np.zeros(9)]
+        u_ref, scheme = np.full(4, dynamics.hover_thrust), "rk4"
+    state = dynamics.state
+    costs = [gp.ocp.Cost(gp.ocp.StateResidual(state, target), weight=1.0),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu, u_ref), weight=1e-2)]
+    stage = gp.ocp.StageModel(dynamics, costs, dt=0.1, integrator=scheme)
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(costs[0].residual, weight=1e2)])
+    problem = gp.ocp.ShootingProblem(x0, [stage] * 10, terminal)
+    results = [NLP(problem, derivatives=mode, tol=1e-10).solve() for mode in MODES]
+    assert all(result.converged for result in results)
+    assert abs(results[0].cost - results[1].cost) <= 1e-8 * results[1].cost
+    np.testing.assert_allclose(results[0].xs, results[1].xs, rtol=0, atol=1e-6)

@@ -227,3 +227,23 @@ def test_activation_twins_equal_numba(activation):
         twin_value, twin_gradient = (np.asarray(o).ravel() for o in function(r[k]))
         assert_close(twin_value, value[k:k + 1], "a")
         assert_close(twin_gradient, a_r[k], "a_r")
+
+
+@pytest.mark.parametrize("name", ["unicycle", "quadrotor"])
+def test_custom_dynamics_fields_equal_numba(name):
+    """The ``symbolic=`` field of the built-in CustomDynamics against their Numba kernels:
+    f, f_x, f_u (CasADi AD)."""
+    dynamics = getattr(gp.ocp, name)()
+    rng = np.random.default_rng(19)
+    xs = rng.uniform(-1.0, 1.0, (K, dynamics.state.nx))
+    us = rng.uniform(0.0, 2.0, (K, dynamics.nu))
+    data = dynamics.create_data(K)
+    dynamics.calc_diff(data, xs, us)
+    x, u = ca.SX.sym("x", dynamics.state.nx), ca.SX.sym("u", dynamics.nu)
+    f = twins.field(dynamics, twins.KnotPoint(twins.SymbolicState(dynamics.state), x, u))
+    function = ca.Function("f", [x, u], [f, ca.jacobian(f, x), ca.jacobian(f, u)])
+    for k in range(K):
+        f_k, f_x, f_u = (np.asarray(o) for o in function(xs[k], us[k]))
+        assert_close(f_k.ravel(), data.f[k], "f")
+        assert_close(f_x, data.f_x[k], "f_x")
+        assert_close(f_u, data.f_u[k], "f_u")
