@@ -82,16 +82,18 @@ class KnotPoint:
         self.v = x[sx_state.nq:] if sx_state.multibody else None
         self._cache = {}
 
-    def _get(self, key, build):
+    def _get(self, kind, owner, build):
+        """build() once per (kind, owner); the owner is kept, so its id stays unique."""
+        key = (kind, id(owner))
         if key not in self._cache:
-            self._cache[key] = build()
-        return self._cache[key]
+            self._cache[key] = (owner, build())
+        return self._cache[key][1]
 
     def placements(self, m):
-        return self._get(("placements", id(m)), lambda: _placements(m, self.q))
+        return self._get("placements", m, lambda: _placements(m, self.q))
 
     def velocities(self, m):
-        return self._get(("velocities", id(m)),
+        return self._get("velocities", m,
                          lambda: sc._body_motions(m, self.placements(m)[0], self.v, None)[0])
 
     def frame(self, model, frame):
@@ -101,7 +103,7 @@ class KnotPoint:
         return oR @ _constant(m.frame_R[frame]), op + oR @ _constant(m.frame_p[frame])
 
     def contact(self, dynamics):
-        return self._get(("contact", id(dynamics)),
+        return self._get("contact", dynamics,
                          lambda: _contact_outputs(dynamics, self.q, self.v, self.u))
 
 
