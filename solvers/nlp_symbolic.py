@@ -170,7 +170,40 @@ def symbolic_functions(transcription, hessian):
         functions["hess_lag"] = ca.Function("hess_lag", [w, p, lam_f, lam_g], [H],
                                             ["x", "p", "lam_f", "lam_g"],
                                             ["triu_hess_gamma_x_x"])
+    check_against_kernels(t, functions["nlp"])
     return functions
+
+
+def check_against_kernels(transcription, nlp, tolerance=1e-8):
+    """Compare f and g of the symbolic NLP with the problem's Numba kernels near the
+    default warm start (x0 at every knot, quasi-static controls, both moved by a
+    seeded 1e-2 so that velocities and accelerations are not zero): a twin out of
+    step with its term (a changed formula, an integrator renamed) raises RuntimeError
+    naming the stages whose rows differ by more than ``tolerance`` (relative)."""
+    from .nlp import AnalyticalOracle
+    t, problem = transcription, transcription.problem
+    xbar = np.repeat(problem.x0[None], t.N + 1, axis=0)
+    w = t.pack(np.zeros((t.N + 1, t.ndx)), problem.quasi_static(xbar))
+    w += 1e-2 * np.random.default_rng(0).standard_normal(w.size)
+    oracle = AnalyticalOracle(t)
+    oracle.evaluate(w, xbar.ravel(), 1)
+    f, g = (np.asarray(value).ravel() for value in nlp(w, parameters(t, xbar)))
+    problems = []
+    with np.errstate(invalid="ignore"):
+        if abs(f[0] - oracle.f) > tolerance * max(1.0, abs(oracle.f)):
+            problems.append(f"the cost: {f[0]!r} (twins) against {oracle.f!r} (kernels)")
+        wrong = np.abs(g - oracle.g) > tolerance * np.maximum(1.0, np.abs(oracle.g))
+    knots = np.searchsorted(t.offset, np.flatnonzero(wrong), side="right") - 1
+    for model, start, stop, _ in t.stages:
+        rows = np.flatnonzero(wrong)[(knots >= start) & (knots < stop)]
+        if rows.size:
+            error = np.max(np.abs(g[rows] - oracle.g[rows]))
+            problems.append(f"stage {model.name!r} (knots {start}..{stop - 1}): {rows.size} "
+                            f"rows of g (defects or constraints) differ by up to {error:.3g}")
+    if problems:
+        raise RuntimeError("the CasADi twin of the problem disagrees with its Numba kernels "
+                           "near the initial guess (x0, quasi-static controls), in\n  "
+                           + "\n  ".join(problems) + "\nuse derivatives='analytical'")
 
 
 def _add_stage(parts, knot, args, lam_f, lam, columns, t, start, K, with_hessian):

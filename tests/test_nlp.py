@@ -575,3 +575,20 @@ def test_custom_dynamics_with_a_symbolic_field_solve_alike_in_both_modes(name):
     assert all(result.converged for result in results)
     assert abs(results[0].cost - results[1].cost) <= 1e-8 * results[1].cost
     np.testing.assert_allclose(results[0].xs, results[1].xs, rtol=0, atol=1e-6)
+
+
+def test_a_twin_out_of_step_with_its_kernel_is_refused(monkeypatch):
+    """The casadi NLP compares itself with the Numba problem at construction: an
+    integrator twin changed under it (as a renamed scheme would) and a residual twin
+    that differs are named."""
+    from geppetto.solvers import symbolic_terms
+    problem = reaching(N=3)
+    monkeypatch.setitem(symbolic_terms.INTEGRATORS, "semi_implicit_euler",
+                        symbolic_terms.INTEGRATORS["euler"])
+    with pytest.raises(RuntimeError, match="stage 'running' \\(knots 0..2\\): .* rows of g"):
+        NLP(problem, derivatives="casadi")
+    monkeypatch.undo()
+    monkeypatch.setitem(symbolic_terms.RESIDUALS, gp.ocp.ControlResidual,
+                        lambda residual, point, ref: point.u - ref + 1.0)
+    with pytest.raises(RuntimeError, match="the cost"):
+        NLP(problem, derivatives="casadi")

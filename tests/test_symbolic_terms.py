@@ -3,7 +3,7 @@
 For every residual type, the twin's value r and Jacobians Rx (tangent space,
 through x (+) dx) and Ru equal the Numba residual's ``calc_diff`` outputs to
 1e-10 (scaled by the size of the result) at seeded random points: kinematic
-residuals on ur5 and panda (fixed base) and solo12 (free flyer); contact
+residuals on ur5 and panda (fixed base), solo12 and talos (free flyer); contact
 forces, friction cones (pyramid and smooth) on solo12's point feet, LOCAL
 and LOCAL_WORLD_ALIGNED, under ContactDynamics and ImpulseDynamics; centre
 of pressure and 6D forces on talos's soles.  The twin of a stage's discrete
@@ -106,7 +106,7 @@ def kinematic_residuals(model, dynamics, frame, rng):
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand"),
-                                         ("solo12", "FL_FOOT")])
+                                         ("solo12", "FL_FOOT"), ("talos", "left_sole_link")])
 def test_kinematic_residual_twins_equal_numba(name, frame):
     model = robot(name).model
     dynamics = gp.ocp.FreeDynamics(model)
