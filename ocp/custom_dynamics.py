@@ -6,7 +6,10 @@ compiled with :func:`geppetto.dynamics.config.kernel` (``cache=True``), a
 flat ``params`` array for the constants, and a check of the analytical
 Jacobians with :func:`geppetto.ocp.check_dynamics`.  Shapes: xs (K, nx),
 us (K, nu), f (K, nx), f_x (K, nx, nx), f_u (K, nx, nu); the kernels write
-every entry of their outputs.
+every entry of their outputs.  For the NLP's ``derivatives="casadi"`` mode,
+also pass the field once more as ``symbolic(ops, x, u, params)``, written with
+the operations of ``ops`` (casadi, handed in by the NLP), as
+:func:`_unicycle_field` and :func:`_quadrotor_field` are.
 
 Unicycle (x = (px, py, theta), u = (v, omega))::
 
