@@ -324,6 +324,46 @@ def _log3_quaternion(quat):
     return scale * ca.vertcat(x, y, z)
 
 
+def _rotation_quaternion(R):
+    """Unit quaternion (x, y, z, w) of a rotation matrix, Shepperd's branches
+    (those of constraints.rotation_log).  The square roots of the branches not
+    taken are kept finite, so that AD through if_else stays finite."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    use_w = tr > 0.0
+    use_x = ca.logic_and(R[0, 0] > R[1, 1], R[0, 0] > R[2, 2])
+    use_y = R[1, 1] > R[2, 2]
+
+    def root(taken, value):
+        return 2.0 * ca.sqrt(ca.if_else(taken, value, 4.0))
+
+    s = root(use_w, tr + 1.0)
+    qw = ca.vertcat((R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s,
+                    (R[1, 0] - R[0, 1]) / s, 0.25 * s)
+    s = root(ca.logic_and(ca.logic_not(use_w), use_x), 1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+    qx = ca.vertcat(0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s,
+                    (R[2, 1] - R[1, 2]) / s)
+    s = root(ca.logic_and(ca.logic_not(use_w), ca.logic_and(ca.logic_not(use_x), use_y)),
+             1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+    qy = ca.vertcat((R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s,
+                    (R[0, 2] - R[2, 0]) / s)
+    s = root(ca.logic_not(ca.logic_or(use_w, ca.logic_or(use_x, use_y))),
+             1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+    qz = ca.vertcat((R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s,
+                    (R[1, 0] - R[0, 1]) / s)
+    return ca.if_else(use_w, qw, ca.if_else(use_x, qx, ca.if_else(use_y, qy, qz)))
+
+
+def _log3(R):
+    """log3 of a rotation matrix (angle in [0, pi]), through its quaternion."""
+    return _log3_quaternion(_rotation_quaternion(R))
+
+
+def _log6(R, p):
+    """log6 of the placement (R, p): [V(w)^-1 p; w], w = log3(R)."""
+    w = _log3(R)
+    return ca.vertcat(_apply_v(w, p, -0.5, _se3_vinv_coefficient(ca.sumsqr(w))), w)
+
+
 def _se3_v_coefficients(theta2):
     """(A, B) of V(w) = I + A [w]x + B [w]x^2."""
     small = ca.sqrt(theta2) < SE3_SMALL_ANGLE

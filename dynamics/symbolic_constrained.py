@@ -49,9 +49,8 @@ import numpy as np
 
 from .constraints import CONTACT_3D
 from .kinematics import LOCAL
-from .symbolic import (_apply_v, _constant, _crba, _inv_act_motion, _joint_blocks,
-                       _log3_quaternion, _motion_cross, _placements, _rnea,
-                       _se3_vinv_coefficient)
+from .symbolic import (_constant, _crba, _inv_act_motion, _joint_blocks, _log6,
+                       _motion_cross, _placements, _rnea)
 
 
 # --- Frames and motions ----------------------------------------------------------
@@ -74,41 +73,6 @@ def _body_motions(m, liM, v, a):
         if a is not None:
             acc[i] = acc[i] + S @ a[sv]
     return vel, acc
-
-
-def _rotation_quaternion(R):
-    """Unit quaternion (x, y, z, w) of a rotation matrix, Shepperd's branches
-    (those of constraints.rotation_log).  The square roots of the branches not
-    taken are kept finite, so that AD through if_else stays finite."""
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    use_w = tr > 0.0
-    use_x = ca.logic_and(R[0, 0] > R[1, 1], R[0, 0] > R[2, 2])
-    use_y = R[1, 1] > R[2, 2]
-
-    def root(taken, value):
-        return 2.0 * ca.sqrt(ca.if_else(taken, value, 4.0))
-
-    s = root(use_w, tr + 1.0)
-    qw = ca.vertcat((R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s,
-                    (R[1, 0] - R[0, 1]) / s, 0.25 * s)
-    s = root(ca.logic_and(ca.logic_not(use_w), use_x), 1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-    qx = ca.vertcat(0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s,
-                    (R[2, 1] - R[1, 2]) / s)
-    s = root(ca.logic_and(ca.logic_not(use_w), ca.logic_and(ca.logic_not(use_x), use_y)),
-             1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-    qy = ca.vertcat((R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s,
-                    (R[0, 2] - R[2, 0]) / s)
-    s = root(ca.logic_not(ca.logic_or(use_w, ca.logic_or(use_x, use_y))),
-             1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-    qz = ca.vertcat((R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s,
-                    (R[1, 0] - R[0, 1]) / s)
-    return ca.if_else(use_w, qw, ca.if_else(use_x, qx, ca.if_else(use_y, qy, qz)))
-
-
-def _log6(R, p):
-    """log6 of the placement (R, p): [V(w)^-1 p; w], w = log3(R)."""
-    w = _log3_quaternion(_rotation_quaternion(R))
-    return ca.vertcat(_apply_v(w, p, -0.5, _se3_vinv_coefficient(ca.sumsqr(w))), w)
 
 
 def _constraint_frames(cs, oM):
@@ -166,13 +130,20 @@ def _constraint_motions(cs, frames, vel, acc):
 
 
 def constraint_terms(m, cs, q, v, drift=True):
-    """(liM, Jc (nc, nv), w = Jc v (nc,), gamma (nc,) or None) at (q, v); ``v`` a
-    symbol (Jc is the Jacobian of the constraint velocity w in v)."""
+    """(liM, Jc (nc, nv), w = Jc v (nc,), gamma (nc,) or None) at (q, v); ``v`` any SX
+    expression (Jc is the Jacobian of the constraint velocity w in a velocity symbol,
+    which is then replaced by ``v``)."""
     liM, oM = _placements(m, q)
     frames = _constraint_frames(cs, oM)
-    vel, acc = _body_motions(m, liM, v, None)
+    symbol = v if v.is_valid_input() else ca.SX.sym("v", m.nv)
+    vel, acc = _body_motions(m, liM, symbol, None)
     w, gamma = _constraint_motions(cs, frames, vel, acc if drift else None)
-    return liM, ca.jacobian(w, v), w, gamma
+    Jc = ca.jacobian(w, symbol)
+    if symbol is not v:
+        outputs = [Jc, w] + ([gamma] if drift else [])
+        Jc, w, *rest = ca.substitute(outputs, [symbol], [v])
+        gamma = rest[0] if drift else None
+    return liM, Jc, w, gamma
 
 
 # --- Factorizations on SX scalars ----------------------------------------------------

@@ -6,7 +6,10 @@ compiled with :func:`geppetto.dynamics.config.kernel` (``cache=True``), a
 flat ``params`` array for the constants, and a check of the analytical
 Jacobians with :func:`geppetto.ocp.check_dynamics`.  Shapes: xs (K, nx),
 us (K, nu), f (K, nx), f_x (K, nx, nx), f_u (K, nx, nu); the kernels write
-every entry of their outputs.
+every entry of their outputs.  For the NLP's ``derivatives="casadi"`` mode,
+also pass the field once more as ``symbolic(ops, x, u, params)``, written with
+the operations of ``ops`` (casadi, handed in by the NLP), as
+:func:`_unicycle_field` and :func:`_quadrotor_field` are.
 
 Unicycle (x = (px, py, theta), u = (v, omega))::
 
@@ -63,9 +66,15 @@ def _unicycle_calc_diff(xs, us, params, f, f_x, f_u):
         f_u[k, 2, 1] = 1.0
 
 
+def _unicycle_field(ops, x, u, params):
+    """The field of :func:`_unicycle_calc` with the operations ``ops`` (casadi)."""
+    return ops.vertcat(u[0] * ops.cos(x[2]), u[0] * ops.sin(x[2]), u[1])
+
+
 def unicycle():
     """A unicycle: x = (px, py, theta) (nx = 3), u = (v, omega) (forward and turn rates)."""
-    return CustomDynamics(3, 2, _unicycle_calc, _unicycle_calc_diff, name="unicycle")
+    return CustomDynamics(3, 2, _unicycle_calc, _unicycle_calc_diff, name="unicycle",
+                          symbolic=_unicycle_field)
 
 
 # --- quadrotor ------------------------------------------------------------------------
@@ -195,6 +204,24 @@ def _quadrotor_calc_diff(xs, us, params, f, f_x, f_u):
         _quadrotor_jacobians(xs[k], us[k], params, k, f_x, f_u, Iw, C)
 
 
+def _quadrotor_field(ops, x, u, params):
+    """The field of :func:`_quadrotor_state` with the operations ``ops`` (casadi)."""
+    m, g = params[_MASS], params[_GRAVITY]
+    I = ops.DM(params[_INERTIA:_INERTIA + 9].reshape(3, 3))
+    I_inv = ops.DM(params[_INERTIA_INV:_INERTIA_INV + 9].reshape(3, 3))
+    A = ops.DM(params[_TORQUE_MAP:_TORQUE_MAP + 12].reshape(3, 4))
+    phi, theta, psi, w = x[3], x[4], x[5], x[9:12]
+    cf, sf, ct, st = ops.cos(phi), ops.sin(phi), ops.cos(theta), ops.sin(theta)
+    cp, sp, tt = ops.cos(psi), ops.sin(psi), ops.tan(theta)
+    b = ops.vertcat(cp * st * cf + sp * sf, sp * st * cf - cp * sf, ct * cf)     # R e_z
+    thrust = u[0] + u[1] + u[2] + u[3]
+    rates = ops.vertcat(w[0] + sf * tt * w[1] + cf * tt * w[2], cf * w[1] - sf * w[2],
+                        (sf * w[1] + cf * w[2]) / ct)
+    dv = thrust / m * b - ops.vertcat(0.0, 0.0, g)
+    dw = I_inv @ (A @ u - ops.cross(w, I @ w))
+    return ops.vertcat(x[6:9], rates, dv, dw)
+
+
 def quadrotor_torque_map(arm_length, torque_coefficient, configuration="x"):
     """A (3, 4): body torques tau = A u of the four rotor thrusts u (see the module
     docstring for the rotor layout of the "x" and "+" configurations)."""
@@ -249,7 +276,7 @@ def quadrotor(mass=0.5, inertia=(2.3e-3, 2.3e-3, 4.0e-3), arm_length=0.17,
     params = np.concatenate([[mass, float(gravity)], inertia.ravel(),
                              np.linalg.inv(inertia).ravel(), torque_map.ravel()])
     dynamics = CustomDynamics(12, 4, _quadrotor_calc, _quadrotor_calc_diff, params,
-                              name="quadrotor")
+                              name="quadrotor", symbolic=_quadrotor_field)
     dynamics.mass, dynamics.inertia, dynamics.torque_map = mass, inertia, torque_map
     dynamics.gravity = float(gravity)
     dynamics.hover_thrust = mass * float(gravity) / 4.0

@@ -175,14 +175,21 @@ class CustomDynamics:
     compiled with ``cache=True``).  ``nq`` marks the first nq coordinates as
     positions whose velocities are the last nx - nq (for semi-implicit Euler).
     Check the derivatives with :func:`geppetto.ocp.check_dynamics`.
+
+    ``symbolic(ops, x, u, params) -> f (nx,)``: optional, the same field written
+    with the operations of ``ops`` (the casadi module, handed in by the NLP's
+    ``derivatives="casadi"`` mode: ``ops.cos``, ``ops.vertcat``, ``ops.DM`` ...)
+    on symbolic x (nx,) and u (nu,); without it that mode refuses the stage.
     """
 
-    def __init__(self, nx, nu, calc, calc_diff, params=None, nq=None, name="custom"):
+    def __init__(self, nx, nu, calc, calc_diff, params=None, nq=None, name="custom",
+                 symbolic=None):
         self.state = StateVector(nx, nq)
         self.nu = int(nu)
         self._calc, self._calc_diff = calc, calc_diff
         self.params = np.zeros(0) if params is None else np.asarray(params, dtype=float)
         self.name = name
+        self.symbolic = symbolic
         self.multibody = False
         self.model = None
 

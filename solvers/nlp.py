@@ -53,8 +53,8 @@ Derivatives
   curvature of the defects and constraints left out (as iLQR/FDDP do); or
   ``"limited_memory"`` (IPOPT's L-BFGS).
 - ``derivatives="casadi"``: the whole NLP built from the CasADi twin of the
-  dynamics (:mod:`geppetto.ocp` residuals rewritten symbolically in
-  :mod:`.nlp_symbolic`), one SX function per phase mapped over its knots; the
+  dynamics (every :mod:`geppetto.ocp` term rewritten symbolically in
+  :mod:`.symbolic_terms`), one SX function per phase mapped over its knots; the
   exact Hessian of the Lagrangian by AD (``hessian="exact"``) or L-BFGS.
 
 Statuses of :class:`~.ddp.SolverResult`: ``converged`` (IPOPT's tol),

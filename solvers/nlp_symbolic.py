@@ -4,154 +4,28 @@ Every stage model becomes one SX function of a knot,
 
     knot(z_k, dx_{k+1}, xbar_k, xbar_{k+1}, refs_k) -> (l_k, c_k, d_k),
 
-from the CasADi twin of the dynamics (:mod:`geppetto.dynamics.symbolic`: ABA,
-integrate, difference, frame placements, forward kinematics, RNEA) and
-symbolic rewrites of the integrators, residuals and activations of
-:mod:`geppetto.ocp`; it is mapped over the knots of its phase
+from the CasADi twins of :mod:`.symbolic_terms` (the dynamics of
+:mod:`geppetto.dynamics.symbolic`: ABA, the constrained and impulse dynamics,
+integrate, difference, placements, RNEA; the integrators, residuals and
+activations of :mod:`geppetto.ocp`); it is mapped over the knots of its phase
 (``Function.map``) in one MX graph with the same variables and constraint
 order as the analytical transcription.  Derivatives, exact Hessian included,
 are CasADi's AD of that graph.  The references of every residual at every
 knot are parameters of the NLP, read from the problem at each solve, so
 ``ShootingProblem.set_reference`` is honoured without a rebuild.
 
-Symbolic twins exist for: FreeDynamics; the explicit_euler, euler (symplectic),
-rk2, rk3 and rk4 integrators (with the RK cost quadrature); StateResidual,
-ControlResidual, FrameTranslationResidual (and its ``axes`` selection),
-CenterOfMassResidual, JointTorqueResidual; every activation.  Anything else raises
-NotImplementedError at construction.
+Twins exist for FreeDynamics, ContactDynamics and ImpulseDynamics, for a
+CustomDynamics given its ``symbolic=`` field (the unicycle and the quadrotor
+have one), for every integrator, every residual and activation of
+:mod:`geppetto.ocp`.  A CustomDynamics without it and user residual classes
+have none: the NLP raises :class:`~.symbolic_terms.MissingTwinError` at
+construction, naming each such term and its stage.
 """
 import casadi as ca
 import numpy as np
 
-from ..dynamics.symbolic import _aba, symbolic_functions as twin
-from ..ocp.costs import BARRIER, QUADRATIC, SMOOTH1, SMOOTH2, WEIGHTED
-from ..ocp.dynamics import FreeDynamics
-from ..ocp.integrators import RK_TABLEAUS
-from ..ocp.residuals import (CenterOfMassResidual, ControlResidual, FrameTranslationResidual,
-                             JointTorqueResidual, StateResidual)
-from ..ocp.state import StateMultibody
+from . import symbolic_terms as twins
 
-
-# --- state, dynamics, integrators ------------------------------------------------------
-
-class _SymbolicState:
-    """integrate / difference of a state on SX vectors."""
-
-    def __init__(self, state):
-        self.state = state
-        self.multibody = isinstance(state, StateMultibody)
-        if self.multibody:
-            self.nq, self.nv = state.nq, state.nv
-            self.functions = twin(state.model)
-
-    def integrate(self, x, dx):
-        if not self.multibody:
-            return x + dx
-        nq, nv = self.nq, self.nv
-        return ca.vertcat(self.functions.integrate(x[:nq], dx[:nv]), x[nq:] + dx[nv:])
-
-    def difference(self, x0, x1):
-        if not self.multibody:
-            return x1 - x0
-        nq = self.nq
-        return ca.vertcat(self.functions.difference(x0[:nq], x1[:nq]), x1[nq:] - x0[nq:])
-
-
-def _tangent_field(dynamics, x, u):
-    """f(x, u) = (v, ABA(q, v, B u - D v)) with the stage's arrays (armature included)."""
-    if not isinstance(dynamics, FreeDynamics):
-        raise NotImplementedError(
-            f"{type(dynamics).__name__} has no CasADi twin: use derivatives='analytical'")
-    nq = dynamics.model.nq
-    q, v = x[:nq], x[nq:]
-    tau = ca.DM(dynamics.actuation.B) @ u - ca.DM(dynamics.damping) * v
-    return ca.vertcat(v, _aba(dynamics.arrays, q, v, tau))
-
-
-def _stage_points(model, sx_state, x, u):
-    """(y_j, the stage points of the stage's integrator (y_0 = x), the increment w) with
-    x' = x (+) w (formulas of ocp.integrators)."""
-    dynamics, dt, scheme = model.dynamics, model.dt, model.integrator.scheme
-    f = _tangent_field(dynamics, x, u)
-    if scheme == "explicit_euler":
-        return [x], dt * f
-    if scheme == "euler":             # symplectic (Crocoddyl's IntegratedActionModelEuler)
-        nv = model.state.nv
-        a = dt * f[nv:]
-        return [x], ca.vertcat(dt * f[:nv] + dt * a, a)
-    if scheme not in RK_TABLEAUS:
-        raise NotImplementedError(f"integrator {scheme!r} has no symbolic twin")
-    points, ks = [x], [f]
-    for c in RK_TABLEAUS[scheme][0]:
-        points.append(sx_state.integrate(x, c * dt * ks[-1]))
-        ks.append(_tangent_field(dynamics, points[-1], u))
-    if scheme == "rk2":
-        return points, dt * ks[1]
-    if scheme == "rk3":
-        return points, dt / 4.0 * (ks[0] + 3.0 * ks[2])
-    return points, dt / 6.0 * (ks[0] + 2.0 * ks[1] + 2.0 * ks[2] + ks[3])
-
-
-# --- residuals and activations ---------------------------------------------------------
-
-def _center_of_mass(model, q):
-    """c(q): sum_i (m_i op_i + oR_i (m c)_i) / m, from the twin's forward kinematics."""
-    oR, op = twin(model).forward_kinematics(q)
-    Y = model.arrays.inertia
-    h = ca.SX.zeros(3, 1)
-    for i in range(1, model.njoints):
-        mc = ca.DM([Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]])
-        h += Y[i, 0, 0] * op[i, :].T + oR[3 * i:3 * i + 3, :] @ mc
-    return h / model.total_mass()
-
-
-def _residual(residual, sx_state, x, u, ref):
-    """r(x, u) of ``residual`` with the reference ``ref`` (its reference, flattened)."""
-    if isinstance(residual, StateResidual):
-        return sx_state.difference(ref, x)
-    if isinstance(residual, ControlResidual):
-        return u - ref
-    if isinstance(residual, FrameTranslationResidual):
-        _, p = twin(residual.model).frame_placement(residual.frame)(x[:residual.model.nq])
-        r = p - ref
-        axes = getattr(residual, "axes", None)
-        return r if axes is None else ca.vertcat(*[r[int(a)] for a in axes])
-    if isinstance(residual, CenterOfMassResidual):
-        return _center_of_mass(residual.model, x[:residual.model.nq]) - ref
-    if isinstance(residual, JointTorqueResidual):
-        nq = residual.model.nq
-        return twin(residual.model).rnea(x[:nq], x[nq:], u) - ref
-    raise NotImplementedError(
-        f"{type(residual).__name__} has no symbolic twin for derivatives='casadi' "
-        "(StateResidual, ControlResidual, FrameTranslationResidual, CenterOfMassResidual "
-        "and JointTorqueResidual have one): use derivatives='analytical'")
-
-
-def _activation(code, params, r):
-    """a(r) for the activation ``code`` with its (3, nr) parameters (ocp.costs)."""
-    if code == QUADRATIC:
-        return 0.5 * ca.sumsqr(r)
-    if code == WEIGHTED:
-        return 0.5 * ca.dot(ca.DM(params[0]), r * r)
-    if code == BARRIER:
-        below = ca.fmin(r - ca.DM(params[1]), 0.0)
-        above = ca.fmax(r - ca.DM(params[2]), 0.0)
-        return 0.5 * (ca.sumsqr(below) + ca.sumsqr(above))
-    if code == SMOOTH1:
-        return ca.sum1(ca.sqrt(r * r + ca.DM(params[0])))
-    if code == SMOOTH2:
-        return ca.sqrt(ca.sumsqr(r) + params[0, 0])
-    raise NotImplementedError(f"activation code {code} has no symbolic twin")
-
-
-def _reference_size(residual):
-    if isinstance(residual, (StateResidual, ControlResidual, FrameTranslationResidual,
-                             CenterOfMassResidual, JointTorqueResidual)):
-        return int(np.prod(residual.reference_shape()))
-    return 0
-
-
-# --- knots ------------------------------------------------------------------------------
 
 def _stage_terms(model, data):
     """[(term, residual data, cost data or None)] of a stage: costs then constraints."""
@@ -170,30 +44,30 @@ class _Knot:
 
     def __init__(self, model, data, transcription):
         t, state = transcription, model.state
-        sx_state = _SymbolicState(state)
+        sx_state = twins.SymbolicState(state)
         self.terminal = model.terminal
-        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.nz)
+        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.ndx + model.nu)
         xbar = ca.SX.sym("xbar", state.nx)
         u = ca.SX(0, 1) if self.terminal else self.z[t.ndx:]
-        x = sx_state.integrate(xbar, self.z[:t.ndx])
+        point = twins.KnotPoint(sx_state, sx_state.integrate(xbar, self.z[:t.ndx]), u)
         terms = _stage_terms(model, data)
-        refs = [ca.SX.sym(f"ref{i}", _reference_size(term.residual))
-                for i, (term, _, _) in enumerate(terms)]
-        if any(cdata is not None and np.ptp(cdata.weights) != 0.0 for _, _, cdata in terms):
-            raise NotImplementedError("knots grouped with different cost weights have no "
-                                      "symbolic twin")
+        # each term's parameters: its reference, then a cost's weight at the knot (the
+        # knots of a phase built from one object per knot may weigh a term differently)
+        refs = [ca.SX.sym(f"ref{i}", _parameter_size(term, cdata))
+                for i, (term, _, cdata) in enumerate(terms)]
         # the running cost dt sum_j b_j l(y_j, u) over the cost points (ocp.stage)
-        points, w = ([x], None) if self.terminal else _stage_points(model, sx_state, x, u)
+        points = [point] if self.terminal else twins.stage_points(model, point)[0]
         cost_points = [(0, 1.0)] if self.terminal else model.cost_points
         self.l, self.c_terms = ca.SX(0), []
         for (term, _, cdata), ref in zip(terms, refs):
             if cdata is None:
-                self.c_terms.append(_residual(term.residual, sx_state, x, u, ref))
+                self.c_terms.append(twins.residual(term.residual, point, ref))
                 continue
+            weight = ref[-1]
             for j, b in cost_points:
-                r = _residual(term.residual, sx_state, points[j], u, ref)
-                self.l += b * model.dt * cdata.weights[0] * _activation(
-                    term.activation.code, cdata.params, r)
+                r = twins.residual(term.residual, points[j], ref[:-1])
+                self.l += b * model.dt * weight * twins.activation(term.activation.code,
+                                                                   cdata.params, r)
         c = ca.vertcat(ca.SX(0, 1), *self.c_terms)
         ref = ca.vertcat(ca.SX(0, 1), *refs)
         if self.terminal:
@@ -202,7 +76,7 @@ class _Knot:
         self.dx_next = ca.SX.sym("dx_next", t.ndx)
         xbar_next = ca.SX.sym("xbar_next", state.nx)
         self.d = sx_state.difference(sx_state.integrate(xbar_next, self.dx_next),
-                                     sx_state.integrate(x, w))
+                                     twins.next_state(model, point))
         self.inputs = [self.z, self.dx_next, xbar, xbar_next, ref]
         self.variables = ca.vertcat(self.z, self.dx_next)
         self.g = ca.vertcat(c, self.d)
@@ -240,12 +114,20 @@ class _Knot:
                 np.array(rows, dtype=int), np.array(cols, dtype=int))
 
 
+def _parameter_size(term, cdata):
+    """Parameters of a term at a knot: its reference, and a cost's weight."""
+    return twins.reference_size(term.residual) + (cdata is not None)
+
+
 def _stage_references(model, data):
-    """(K, nref): the references of every term of the stage at its knots."""
+    """(K, nref): the parameters of every term of the stage at its knots (references,
+    then each cost's weight)."""
     refs = []
-    for term, rdata, _ in _stage_terms(model, data):
-        if _reference_size(term.residual):
-            refs.append(np.asarray(rdata.reference, dtype=float).reshape(data.K, -1))
+    for term, rdata, cdata in _stage_terms(model, data):
+        if twins.reference_size(term.residual):
+            refs.append(twins.flat_references(term.residual, rdata, data.K))
+        if cdata is not None:
+            refs.append(np.reshape(cdata.weights, (data.K, 1)))
     return np.concatenate(refs, axis=1) if refs else np.zeros((data.K, 0))
 
 
@@ -263,6 +145,7 @@ def symbolic_functions(transcription, hessian):
     stage; the Jacobian with the analytical mode's sparsity, the Hessian summed over
     the knots' overlapping blocks."""
     t = transcription
+    twins.check_twins(t.stages)
     N, nx, ndx, nz = t.N, t.nx, t.ndx, t.nz
     sizes = [(N + 1) * nx] + [_stage_references(m, d).size for m, _, _, d in t.stages]
     w, p = ca.MX.sym("x", t.nw), ca.MX.sym("p", int(sum(sizes)))
@@ -304,7 +187,40 @@ def symbolic_functions(transcription, hessian):
         functions["hess_lag"] = ca.Function("hess_lag", [w, p, lam_f, lam_g], [H],
                                             ["x", "p", "lam_f", "lam_g"],
                                             ["triu_hess_gamma_x_x"])
+    check_against_kernels(t, functions["nlp"])
     return functions
+
+
+def check_against_kernels(transcription, nlp, tolerance=1e-8):
+    """Compare f and g of the symbolic NLP with the problem's Numba kernels near the
+    default warm start (x0 at every knot, quasi-static controls, both moved by a
+    seeded 1e-2 so that velocities and accelerations are not zero): a twin out of
+    step with its term (a changed formula, an integrator renamed) raises RuntimeError
+    naming the stages whose rows differ by more than ``tolerance`` (relative)."""
+    from .nlp import AnalyticalOracle
+    t, problem = transcription, transcription.problem
+    xbar = np.repeat(problem.x0[None], t.N + 1, axis=0)
+    w = t.pack(np.zeros((t.N + 1, t.ndx)), problem.quasi_static(xbar))
+    w += 1e-2 * np.random.default_rng(0).standard_normal(w.size)
+    oracle = AnalyticalOracle(t)
+    oracle.evaluate(w, xbar.ravel(), 1)
+    f, g = (np.asarray(value).ravel() for value in nlp(w, parameters(t, xbar)))
+    problems = []
+    with np.errstate(invalid="ignore"):
+        if abs(f[0] - oracle.f) > tolerance * max(1.0, abs(oracle.f)):
+            problems.append(f"the cost: {f[0]!r} (twins) against {oracle.f!r} (kernels)")
+        wrong = np.abs(g - oracle.g) > tolerance * np.maximum(1.0, np.abs(oracle.g))
+    knots = np.searchsorted(t.offset, np.flatnonzero(wrong), side="right") - 1
+    for model, start, stop, _ in t.stages:
+        rows = np.flatnonzero(wrong)[(knots >= start) & (knots < stop)]
+        if rows.size:
+            error = np.max(np.abs(g[rows] - oracle.g[rows]))
+            problems.append(f"stage {model.name!r} (knots {start}..{stop - 1}): {rows.size} "
+                            f"rows of g (defects or constraints) differ by up to {error:.3g}")
+    if problems:
+        raise RuntimeError("the CasADi twin of the problem disagrees with its Numba kernels "
+                           "near the initial guess (x0, quasi-static controls), in\n  "
+                           + "\n  ".join(problems) + "\nuse derivatives='analytical'")
 
 
 def _add_stage(parts, knot, args, lam_f, lam, columns, t, start, K, with_hessian):

@@ -15,6 +15,12 @@
   gradient and Jacobian values; the exact Hessian (casadi mode); on ur5 and on
   a free-flyer tree with every joint type (the chart x = xbar (+) dx).
 - Statuses (infeasible, max_iter, time_limit), callbacks, history, errors.
+- Every term has a CasADi twin: an SE3 reach on ur5 (log6 placement cost and a
+  tool-velocity cost) reaches FDDP's optimum in both modes (1e-6 relative);
+  solo12 balancing on four point feet (ContactDynamics, friction pyramids as
+  constraints, a contact-force cost) builds and solves in casadi mode, to the
+  analytical mode's optimum; a user's residual class makes casadi mode fail at
+  construction with a message naming the term and its stage.
 """
 import functools
 
@@ -24,6 +30,7 @@ import pytest
 
 import geppetto as gp
 from geppetto.solvers import NLP, CallbackLogger
+from geppetto.solvers.symbolic_terms import MissingTwinError
 
 MODES = ("analytical", "casadi")
 N = 20
@@ -369,18 +376,14 @@ def test_errors():
         NLP(problem, derivatives="finite")
     with pytest.raises(ValueError, match="hessian"):
         NLP(problem, hessian="exact")
-    rotation = gp.ocp.Cost(gp.ocp.FrameRotationResidual(model, "tool0", np.eye(3)))
-    running = gp.ocp.StageModel(dynamics, [rotation], dt=0.01)
-    rotation_problem = gp.ocp.ShootingProblem(x0, [running] * 3, problem.terminal_model)
-    NLP(rotation_problem)                                     # analytical: any residual
-    with pytest.raises(NotImplementedError, match="FrameRotationResidual"):
-        NLP(rotation_problem, derivatives="casadi")
     unicycle = gp.ocp.unicycle()
-    stage = gp.ocp.StageModel(unicycle, [gp.ocp.Cost(gp.ocp.ControlResidual(unicycle.nu))])
-    custom = gp.ocp.ShootingProblem(np.zeros(unicycle.state.nx), [stage] * 3,
-                                    gp.ocp.TerminalModel(unicycle.state))
+    numba_only = gp.ocp.CustomDynamics(3, 2, unicycle._calc, unicycle._calc_diff)
+    stage = gp.ocp.StageModel(numba_only, [gp.ocp.Cost(gp.ocp.ControlResidual(2))])
+    custom = gp.ocp.ShootingProblem(np.zeros(3), [stage] * 3,
+                                    gp.ocp.TerminalModel(numba_only.state))
     assert NLP(custom).solve().converged
-    with pytest.raises(NotImplementedError, match="no CasADi twin"):
+    with pytest.raises(MissingTwinError, match="stage 'running' .*CustomDynamics without "
+                                               "symbolic="):
         NLP(custom, derivatives="casadi")
     tree = free_flyer_problem()
     lower = np.full(tree.nx, -np.inf)
@@ -389,3 +392,208 @@ def test_errors():
     bounded = gp.ocp.ShootingProblem(tree.x0, tree.running_models, terminal)
     with pytest.raises(ValueError, match="Lie-group"):
         NLP(bounded)
+
+
+class ShiftedTranslation(gp.ocp.FrameTranslationResidual):
+    """A user's residual class: its calc may differ from its base's, so it has no twin."""
+
+
+def test_missing_twins_are_named_at_construction():
+    model, dynamics, x0 = ur5()
+    problem = reaching(N=3)
+    mine = gp.ocp.Cost(ShiftedTranslation(model, "tool0", TARGET), name="mine")
+    running = gp.ocp.StageModel(dynamics, [mine], dt=0.01, name="reach")
+    terminal = gp.ocp.TerminalModel(dynamics.state, constraints=[
+        gp.ocp.Constraint(ShiftedTranslation(model, "tool0", TARGET), 0.0, 0.0, name="end")])
+    user = gp.ocp.ShootingProblem(x0, [running] * 3, terminal)
+    NLP(user)                                                  # analytical: any residual
+    with pytest.raises(MissingTwinError) as error:
+        NLP(user, derivatives="casadi")
+    message = str(error.value)
+    assert "stage 'reach' (knots 0..2): cost 'mine' (ShiftedTranslation)" in message
+    assert "stage 'terminal' (knots 3..3): constraint 'end' (ShiftedTranslation)" in message
+    assert NLP(problem, derivatives="casadi").transcription.N == 3
+
+
+# --- every term has a twin: an SE3 reach and a contact problem -----------------------------
+
+def tool_rotation_target():
+    """The tool's rotation at x0, turned by 0.4 rad about a tilted axis."""
+    model, _, x0 = ur5()
+    R, _ = gp.dynamics.frame_placement(model, model.create_data(), model.frame_id("tool0"),
+                                       x0[:model.nq])
+    axis = np.array([0.2, 1.0, -0.3]) / np.linalg.norm([0.2, 1.0, -0.3])
+    W = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return R @ (np.eye(3) + np.sin(0.4) * W + (1 - np.cos(0.4)) * W @ W)
+
+
+@functools.lru_cache(maxsize=None)
+def se3_reaching(N=10):
+    """ur5 reaching a placement (log6), with a tool-velocity cost (LOCAL_WORLD_ALIGNED)."""
+    model, dynamics, x0 = ur5()
+    state, nu = dynamics.state, dynamics.nu
+    reach = gp.ocp.FramePlacementResidual(model, "tool0", tool_rotation_target(), TARGET)
+    costs = [gp.ocp.Cost(reach, weight=1.0),
+             gp.ocp.Cost(gp.ocp.FrameVelocityResidual(model, "tool0",
+                                                      reference_frame="LOCAL_WORLD_ALIGNED"),
+                         weight=1e-3),
+             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+             gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+    running = gp.ocp.StageModel(dynamics, costs, dt=0.02, integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach, weight=1e3), costs[2]])
+    return gp.ocp.ShootingProblem(x0, [running] * N, terminal)
+
+
+def test_se3_reaching_optimum_is_the_same_in_both_modes_and_fddp():
+    problem = se3_reaching()
+    optimum = gp.solvers.FDDP(problem, th_stop=1e-20).solve(max_iter=500)
+    assert optimum.converged
+    warm = gp.solvers.FDDP(problem).solve(max_iter=3)
+    for mode in MODES:
+        result = NLP(problem, derivatives=mode, tol=1e-10).solve(warm.xs, warm.us)
+        assert result.converged, (mode, result.status)
+        assert abs(result.cost - optimum.cost) <= 1e-6 * optimum.cost, mode
+        np.testing.assert_allclose(result.xs, optimum.xs, rtol=0, atol=1e-5)
+        assert result.gaps < 1e-8
+
+
+SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+
+
+@functools.lru_cache(maxsize=None)
+def solo12_balance(N=4):
+    """solo12 on its four point feet shifting its centre of mass by (2, -1, -2) cm in
+    N knots, the friction pyramids as constraints, a force cost on one foot."""
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    contacts = [gp.dynamics.constraints.contact_3d(model, foot, reference="LOCAL_WORLD_ALIGNED",
+                                                   Kd=20.0) for foot in SOLO_FEET]
+    dynamics = gp.ocp.ContactDynamics(model, contacts)
+    state = dynamics.state
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
+    target = com + np.array([0.02, -0.01, -0.02])
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(12, 1.0), np.full(18, 0.1)]
+    costs = [gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, target), weight=1e2),
+             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights)),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3),
+             gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, 0, [0.0, 0.0, 6.0]),
+                         weight=1e-3)]
+    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, 0.7) for foot in SOLO_FEET]
+    constraints = [gp.ocp.Constraint(r, *r.bounds) for r in cones]
+    running = gp.ocp.StageModel(dynamics, costs, constraints, dt=0.02,
+                                integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(costs[0].residual, weight=1e3),
+                                            costs[1]])
+    return gp.ocp.ShootingProblem(x0, [running] * N, terminal), cones
+
+
+def test_contact_problem_builds_and_solves_in_casadi_mode():
+    problem, cones = solo12_balance()
+    results = {mode: NLP(problem, derivatives=mode, tol=1e-9).solve() for mode in MODES}
+    for mode, result in results.items():
+        assert result.converged, (mode, result.status)
+        assert result.gaps <= 1e-8
+    analytical, symbolic = results["analytical"], results["casadi"]
+    assert abs(analytical.cost - symbolic.cost) <= 1e-6 * symbolic.cost
+    np.testing.assert_allclose(analytical.xs, symbolic.xs, rtol=0, atol=1e-5)
+    # the pyramids hold at the solution, by the Numba residuals
+    stage = problem.running_models[0]
+    xs, us = symbolic.xs[:-1], symbolic.us
+    data = stage.dynamics.create_data(len(us))
+    stage.dynamics.calc(data, xs, us)
+    for cone in cones:
+        rdata = cone.create_data(len(us), stage.state.ndx, stage.nu)
+        cone.calc(rdata, data.dynamics, xs, us)
+        assert np.min(rdata.r) >= -1e-8
+
+
+@functools.lru_cache(maxsize=None)
+def solo12_landing():
+    """An impulse knot (all four feet, restitution 0.1) then two knots on LOCAL point
+    feet: force, smooth cone and centre-of-mass costs, a placement and a WORLD
+    velocity cost on the base at the end."""
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    feet = [gp.dynamics.constraints.contact_3d(model, foot, Kp=5.0, Kd=2.0)
+            for foot in SOLO_FEET]
+    impulse = gp.ocp.ImpulseDynamics(model, feet, restitution=0.1)
+    contact = gp.ocp.ContactDynamics(model, feet)
+    state = contact.state
+    x0 = np.concatenate([robot.q0, 0.1 * np.random.default_rng(16).standard_normal(model.nv)])
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-1)
+    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(contact.nu), weight=1e-3)
+    landing = gp.ocp.StageModel(impulse, [x_reg, u_reg, gp.ocp.Cost(
+        gp.ocp.ContactForceResidual(impulse, 2, [0.0, 0.0, 0.1]), weight=1e-1)], dt=1.0,
+        name="impulse")
+    cone = gp.ocp.SmoothFrictionConeResidual(contact, 1, 0.7, eps=0.5)
+    standing = gp.ocp.StageModel(contact, [
+        x_reg, u_reg, gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, [0.01, 0.0, 0.2]), weight=10.0)],
+        [gp.ocp.Constraint(gp.ocp.FrictionConeResidual(contact, 3, 0.5), 0.0, np.inf)],
+        dt=0.02, integrator="rk2", name="standing")
+    base = gp.ocp.FramePlacementResidual(model, "base_link", np.eye(3), [0.0, 0.0, 0.25])
+    velocity = gp.ocp.FrameVelocityResidual(model, "base_link", reference_frame="WORLD")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(base), gp.ocp.Cost(velocity)])
+    return gp.ocp.ShootingProblem(x0, [landing, standing, standing], terminal)
+
+
+def test_modes_agree_on_an_impulse_and_contact_problem():
+    """f, g, grad f and the Jacobian of g: the casadi mode (twins, AD) equals the
+    analytical mode (Numba kernels) at random points near the standing pose."""
+    problem = solo12_landing()
+    nlps = [NLP(problem, derivatives=mode) for mode in MODES]
+    for seed in (17, 18):
+        w, _ = random_point(nlps[0], seed, scale=0.02)
+        xbar = nlps[0].initial_point()[1]
+        outputs = []
+        for nlp in nlps:
+            p = nlp.parameters(xbar)
+            outputs.append(evaluate(nlp.functions["nlp"], w, p)
+                           + evaluate(nlp.functions["grad_f"], w, p)[1:]
+                           + evaluate(nlp.functions["jac_g"], w, p)[1:])
+        for name, analytical, symbolic in zip(("f", "g", "grad_f", "jac_g"), *outputs):
+            scale = max(1.0, np.max(np.abs(analytical)))
+            error = np.max(np.abs(symbolic - analytical))
+            assert error <= 1e-9 * scale, f"{name}: {error:.2e} (scale {scale:.1e})"
+
+
+@pytest.mark.parametrize("name", ["unicycle", "quadrotor"])
+def test_custom_dynamics_with_a_symbolic_field_solve_alike_in_both_modes(name):
+    """The built-in CustomDynamics carry their field for casadi mode: a unicycle
+    parking and a quadrotor climbing 1 m (rk4) reach the same optimum."""
+    if name == "unicycle":
+        dynamics = gp.ocp.unicycle()
+        x0, target, u_ref = np.array([-1.0, 0.5, 0.3]), np.zeros(3), np.zeros(2)
+        scheme = "euler"
+    else:
+        dynamics = gp.ocp.quadrotor()
+        x0, target = np.zeros(12), np.r_[0.3, 0.0, 1.0, np.zeros(9)]
+        u_ref, scheme = np.full(4, dynamics.hover_thrust), "rk4"
+    state = dynamics.state
+    costs = [gp.ocp.Cost(gp.ocp.StateResidual(state, target), weight=1.0),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu, u_ref), weight=1e-2)]
+    stage = gp.ocp.StageModel(dynamics, costs, dt=0.1, integrator=scheme)
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(costs[0].residual, weight=1e2)])
+    problem = gp.ocp.ShootingProblem(x0, [stage] * 10, terminal)
+    results = [NLP(problem, derivatives=mode, tol=1e-10).solve() for mode in MODES]
+    assert all(result.converged for result in results)
+    assert abs(results[0].cost - results[1].cost) <= 1e-8 * results[1].cost
+    np.testing.assert_allclose(results[0].xs, results[1].xs, rtol=0, atol=1e-6)
+
+
+def test_a_twin_out_of_step_with_its_kernel_is_refused(monkeypatch):
+    """The casadi NLP compares itself with the Numba problem at construction: an
+    integrator twin changed under it (as a renamed scheme would) and a residual twin
+    that differs are named."""
+    from geppetto.solvers import symbolic_terms
+    problem = reaching(N=3)
+    monkeypatch.setitem(symbolic_terms.INTEGRATORS, "semi_implicit_euler",
+                        symbolic_terms.INTEGRATORS["euler"])
+    with pytest.raises(RuntimeError, match="stage 'running' \\(knots 0..2\\): .* rows of g"):
+        NLP(problem, derivatives="casadi")
+    monkeypatch.undo()
+    monkeypatch.setitem(symbolic_terms.RESIDUALS, gp.ocp.ControlResidual,
+                        lambda residual, point, ref: point.u - ref + 1.0)
+    with pytest.raises(RuntimeError, match="the cost"):
+        NLP(problem, derivatives="casadi")
