@@ -15,11 +15,12 @@ A task ``{"kind": "terms", ...}`` lists its terms: every running knot has the
 terminal knot the ``terminal`` ones; a cost is ``{"residual": {"kind": ...},
 "activation": {"kind": "quad"} | {"kind": "weighted_quad", "weights": [...]},
 "weight": w}``, a residual one of ``state`` (towards x0), ``control`` (towards
-0), ``frame_translation``, ``frame_placement``, ``frame_velocity`` (LOCAL) and
-``com``.  ``integrator``: ``"euler"`` means Crocoddyl's
-``IntegratedActionModelEuler`` (symplectic: v' = v + dt a, q' = q (+) dt v') and
-``"rk4"`` its ``IntegratedActionModelRK(four)``; :data:`INTEGRATORS` names the
-geppetto scheme that has each meaning in this branch.
+0), ``frame_placement``, ``frame_velocity`` (LOCAL) and ``com``.  ``integrator``:
+``"euler"`` means Crocoddyl's ``IntegratedActionModelEuler`` (symplectic: v' =
+v + dt a, q' = q (+) dt v') and ``"rk4"`` its ``IntegratedActionModelRK(four)``;
+:data:`INTEGRATORS` names the geppetto scheme that has each meaning in this
+branch.  ``contacts``: 6D contacts of the named frames (LOCAL, Baumgarte gains
+Kp, Kd) on a floating base, or None.
 
 Everything on Crocoddyl's side runs in ONE subprocess per call of
 :func:`crocoddyl_side`: for each task the cost and every ``calc_diff`` output
@@ -121,8 +122,6 @@ def _residual(model, state, nu, spec, x0):
         return gp.ocp.StateResidual(state, x0)
     if kind == "control":
         return gp.ocp.ControlResidual(nu)
-    if kind == "frame_translation":
-        return gp.ocp.FrameTranslationResidual(model, spec["frame"], spec["target"])
     if kind == "frame_placement":
         return gp.ocp.FramePlacementResidual(model, spec["frame"], spec["rotation"],
                                              spec["translation"])
@@ -219,8 +218,6 @@ def residual(state, model, spec, x0, nu):
     if kind == "control":
         return crocoddyl.ResidualModelControl(state, nu)
     frame = model.getFrameId(spec.get("frame", "universe"))
-    if kind == "frame_translation":
-        return crocoddyl.ResidualModelFrameTranslation(state, frame, np.array(spec["target"]), nu)
     if kind == "frame_placement":
         placement = pinocchio.SE3(np.array(spec["rotation"]), np.array(spec["translation"]))
         return crocoddyl.ResidualModelFramePlacement(state, frame, placement, nu)
