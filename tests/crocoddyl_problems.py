@@ -192,9 +192,18 @@ def random_point(problem, seed):
     return xs, us
 
 
-def initial_guess(problem):
-    """x0 repeated and the quasi-static controls (zero at impulse knots)."""
+def initial_guess(problem, infeasible_seed=None):
+    """x0 repeated and the quasi-static controls (zero at impulse knots).
+    ``infeasible_seed``: a seed to move xs[1:] off the rollout (configurations by
+    0.05 rad on the manifold, velocities by 0.1 standard normal), the controls
+    quasi-static at those states: a guess with gaps at every knot."""
     xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    if infeasible_seed is not None:
+        rng = np.random.default_rng(infeasible_seed)
+        state, N = problem.state, problem.N
+        xs[1:, :state.nq] = gp.dynamics.integrate(state.model, xs[1:, :state.nq],
+                                                  0.05 * rng.standard_normal((N, state.nv)))
+        xs[1:, state.nq:] = 0.1 * rng.standard_normal((N, state.nv))
     us = problem.quasi_static(xs)
     us[impulse_knots(problem)] = 0.0
     return xs, us
