@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 import crocoddyl_problems as cp
+import geppetto as gp
 
 REQUIRE_VARIABLE = "GEPPETTO_REQUIRE_CROCODDYL"
 TOLERANCE = 1e-10          # costs (relative), derivatives (to max(1, largest entry))
@@ -110,7 +111,7 @@ class Parity:
         self.guesses = {name: cp.initial_guess(problem, PROBLEMS[name][2])
                         for name, problem in self.problems.items()}
         self._solutions = {}
-        self.crocoddyl = None
+        self.crocoddyl = self.versions = None
 
     def payload_points(self):
         return {name: [(xs, cp.crocoddyl_controls(self.problems[name], us))
@@ -122,7 +123,6 @@ class Parity:
 
     def solution(self, name, solver):
         if (name, solver) not in self._solutions:
-            import geppetto as gp
             problem = self.problems[name]
             xs, us = self.guesses[name]
             self._solutions[name, solver] = getattr(gp.solvers, solver)(
@@ -154,25 +154,36 @@ def _run_crocoddyl(parity, shared_folder=None):
         return result, reason
 
 
+def _prepare(make_environment, shared_folder=None):
+    """(Parity with Crocoddyl's answer, None) or (None, why there is none).
+    ``make_environment``: make Crocoddyl's environment if it is missing (else
+    only look for it)."""
+    from geppetto.benchmarks import crocoddyl_env
+    info, reason = crocoddyl_env.ensure() if make_environment else crocoddyl_env.ready()
+    if info is None:
+        return None, reason
+    parity = Parity()
+    result, reason = _run_crocoddyl(parity, shared_folder)
+    if result is None:
+        return None, reason
+    parity.crocoddyl, parity.versions = result["tasks"], result["versions"]
+    return parity, None
+
+
 @pytest.fixture(scope="module")
 def parity(tmp_path_factory):
     """Crocoddyl's answer on every problem, or a skip saying why there is none
     (a failure when GEPPETTO_REQUIRE_CROCODDYL=1: then the environment is also
     made here if it is missing; otherwise it is only looked for)."""
-    from geppetto.benchmarks import crocoddyl_env
     required = os.environ.get(REQUIRE_VARIABLE) == "1"
-    info, reason = crocoddyl_env.ensure() if required else crocoddyl_env.ready()
-    if info is not None:
-        parity = Parity()
-        shared = (str(tmp_path_factory.getbasetemp().parent)
-                  if os.environ.get("PYTEST_XDIST_WORKER") else None)
-        result, reason = _run_crocoddyl(parity, shared)
-    if info is None or result is None:
+    shared = (str(tmp_path_factory.getbasetemp().parent)
+              if os.environ.get("PYTEST_XDIST_WORKER") else None)
+    parity, reason = _prepare(required, shared)
+    if parity is None:
         if required:
             pytest.fail(f"{REQUIRE_VARIABLE}=1 and Crocoddyl's answer is missing: {reason}",
                         pytrace=False)
         pytest.skip(f"Crocoddyl parity tier: {reason}")
-    parity.crocoddyl = result["tasks"]
     return parity
 
 
@@ -185,6 +196,19 @@ def _relative(ours, theirs):
     return float(np.max(np.abs(ours - theirs)) / max(1.0, float(np.max(np.abs(theirs)))))
 
 
+def _output(problem, point, output):
+    """(ours, Crocoddyl's) values of one calc_diff output after ``problem.calc_diff``
+    at ``point``: the control blocks at the knots that have controls in Crocoddyl."""
+    N = problem.N
+    if output.startswith("terminal_"):
+        return getattr(problem, output[len("terminal_"):])[N], point[output]
+    if output in ("Fx", "Lx", "Lxx"):
+        return getattr(problem, output)[:N], point[output]
+    impulses = set(cp.impulse_knots(problem))
+    with_controls = [k for k in range(N) if k not in impulses]
+    return getattr(problem, output)[with_controls], [point[output][k] for k in with_controls]
+
+
 # -- costs and derivatives -----------------------------------------------------
 @pytest.mark.parametrize("name, comparison", _params((p, "cost") for p in PROBLEMS))
 def test_cost(parity, name, comparison):
@@ -193,7 +217,7 @@ def test_cost(parity, name, comparison):
     for (xs, us), point in zip(parity.points[name], theirs["points"]):
         total = problem.calc(xs, us)
         per_knot = _relative(problem.costs[:problem.N], point["costs"])
-        assert per_knot <= TOLERANCE, f"running costs differ by {per_knot:.1e} (relative)"
+        assert per_knot <= TOLERANCE, f"running costs differ by {per_knot:.1e} (of max(1, largest))"
         assert total == pytest.approx(point["cost"], rel=TOLERANCE, abs=0.0)
     guess = problem.calc(*parity.guesses[name])
     assert guess == pytest.approx(theirs["guess_cost"], rel=TOLERANCE, abs=0.0)
@@ -211,18 +235,10 @@ def test_controls_per_knot(parity, name, comparison):
 def test_calc_diff(parity, name, comparison):
     """One calc_diff output at each random point (control blocks at the knots
     that have controls in Crocoddyl)."""
-    problem, N = parity.problems[name], parity.problems[name].N
-    with_controls = [k for k in range(N) if k not in set(cp.impulse_knots(problem))]
+    problem = parity.problems[name]
     for (xs, us), point in zip(parity.points[name], parity.crocoddyl[name]["points"]):
         problem.calc_diff(xs, us)
-        if comparison.startswith("terminal_"):
-            ours = getattr(problem, comparison[len("terminal_"):])[N]
-            theirs = point[comparison]
-        elif comparison in ("Fx", "Lx", "Lxx"):
-            ours, theirs = getattr(problem, comparison)[:N], point[comparison]
-        else:
-            ours = getattr(problem, comparison)[with_controls]
-            theirs = [point[comparison][k] for k in with_controls]
+        ours, theirs = _output(problem, point, comparison)
         difference = _relative(ours, theirs)
         assert difference <= TOLERANCE, (
             f"{comparison} differs by {difference:.1e} (max |diff| / max(1, max |entry|))")
@@ -264,35 +280,21 @@ def main():
         PYTHONPATH=<folder above geppetto> python tests/test_crocoddyl_parity.py
     """
     import time
-    from geppetto.benchmarks import crocoddyl_env
     started = time.perf_counter()
-    info, reason = crocoddyl_env.ensure()
-    if info is None:
-        raise SystemExit(crocoddyl_env.skipped(reason))
-    parity = Parity()
-    result, reason = _run_crocoddyl(parity)
-    if result is None:
-        raise SystemExit(crocoddyl_env.skipped(reason))
-    parity.crocoddyl = result["tasks"]
-    print(f"Crocoddyl {result['versions']['crocoddyl']}, Pinocchio "
-          f"{result['versions']['pinocchio']} (its environment)")
+    parity, reason = _prepare(True)
+    if parity is None:
+        raise SystemExit(f"Crocoddyl: skipped ({reason})")
+    print(f"Crocoddyl {parity.versions['crocoddyl']}, Pinocchio "
+          f"{parity.versions['pinocchio']} (its environment)")
     print(f"{'problem':12} {'cost':>8} {'worst calc_diff output':>24}")
     for name, problem in parity.problems.items():
-        N, costs, outputs = problem.N, [], {}
-        with_controls = [k for k in range(N) if k not in set(cp.impulse_knots(problem))]
+        costs, outputs = [], {}
         for (xs, us), point in zip(parity.points[name], parity.crocoddyl[name]["points"]):
             costs.append(abs(problem.calc(xs, us) - point["cost"]) / abs(point["cost"]))
             problem.calc_diff(xs, us)
             for output in OUTPUTS:
-                if output.startswith("terminal_"):
-                    ours = getattr(problem, output[len("terminal_"):])[N]
-                    theirs = point[output]
-                elif output in ("Fx", "Lx", "Lxx"):
-                    ours, theirs = getattr(problem, output)[:N], point[output]
-                else:
-                    ours = getattr(problem, output)[with_controls]
-                    theirs = [point[output][k] for k in with_controls]
-                outputs[output] = max(outputs.get(output, 0.0), _relative(ours, theirs))
+                difference = _relative(*_output(problem, point, output))
+                outputs[output] = max(outputs.get(output, 0.0), difference)
         worst = max(outputs, key=outputs.get)
         print(f"{name:12} {max(costs):8.1e} {outputs[worst]:16.1e} ({worst})")
     print(f"\n{'problem':12} {'solver':8} {'iterations':>10} {'final cost (ours)':>18} "
