@@ -117,26 +117,36 @@ def benchmark_robot(name, K, timing, pin, rng):
     return rows
 
 
-CROCODDYL_TROT = '''
-import json, sys, time
+# Crocoddyl's trot for a task dict (urdf, q0, step_length, step_height, dt,
+# step_knots, support_knots); tests/crocoddyl_problems.py uses it too.
+CROCODDYL_TROTTING_PROBLEM = '''
 import numpy as np
 import pinocchio
 import crocoddyl
 from crocoddyl.utils.quadruped import SimpleQuadrupedalGaitProblem
 
+
+def trotting_problem(task):
+    """(problem, x0) of SimpleQuadrupedalGaitProblem.createTrottingProblem for task."""
+    model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
+    model.referenceConfigurations["standing"] = np.array(task["q0"])
+    x0 = np.concatenate([np.array(task["q0"]), np.zeros(model.nv)])
+    gait = SimpleQuadrupedalGaitProblem(model, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    return gait.createTrottingProblem(x0, task["step_length"], task["step_height"], task["dt"],
+                                      task["step_knots"], task["support_knots"]), x0
+'''
+
+CROCODDYL_TROT = CROCODDYL_TROTTING_PROBLEM + '''
+import json, sys, time
+
 task = json.load(sys.stdin)
-model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
-model.referenceConfigurations["standing"] = np.array(task["q0"])
-x0 = np.concatenate([np.array(task["q0"]), np.zeros(model.nv)])
 
 
 def problem():
-    gait = SimpleQuadrupedalGaitProblem(model, "FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
-    return gait.createTrottingProblem(x0, task["step_length"], task["step_height"], task["dt"],
-                                      task["step_knots"], task["support_knots"])
+    return trotting_problem(task)[0]
 
 
-trot = problem()
+trot, x0 = trotting_problem(task)
 xs = [x0] * (trot.T + 1)
 us = trot.quasiStatic(xs[:-1])
 guess = trot.calc(xs, us)

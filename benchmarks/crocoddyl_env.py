@@ -1,4 +1,5 @@
-"""Crocoddyl in its own virtual environment, for the benchmarks that compare with it.
+"""Crocoddyl in its own virtual environment, for the benchmarks and the test tier
+(``tests/test_crocoddyl_parity.py``) that compare with it.
 
 Crocoddyl 3.2 needs Pinocchio 3.9, and the test environment has Pinocchio
 4.1, so (DESIGN.md, "Comparison environments") Crocoddyl lives in a
@@ -21,6 +22,12 @@ reason, and the failed attempt is remembered for this interpreter only, so a
 later run tries again.
 
     python -m geppetto.benchmarks.crocoddyl_env      # make it and print the versions
+    python benchmarks/crocoddyl_env.py               # the same, before geppetto is installed
+
+This module uses only Python's standard library, so that ``.ci/run`` can make
+the environment (and fail, printing pip's reason, when it cannot) before it
+installs geppetto; it then sets ``GEPPETTO_REQUIRE_CROCODDYL=1``, which turns the
+test tier's skip ("environment missing") into a failure.
 """
 import fcntl
 import json
@@ -64,6 +71,18 @@ def _read_stamp(folder):
     if content.get("packages") != list(PACKAGES) or not os.path.exists(_python(folder)):
         return None
     return content
+
+
+def ready():
+    """``(info, None)`` when the environment is made (its stamp is read, nothing
+    is built), else ``(None, reason)``."""
+    folder = venv_dir()
+    stamp = _read_stamp(folder)
+    if stamp is not None:
+        return stamp, None
+    return None, (f"Crocoddyl's environment {folder} is not made (make it with "
+                  f"`python -m geppetto.benchmarks.crocoddyl_env`, about a minute "
+                  f"with network access)")
 
 
 def ensure(verbose=True):

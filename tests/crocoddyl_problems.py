@@ -1,0 +1,359 @@
+"""Problems built the same way in geppetto and in Crocoddyl 3.2, for the parity tier
+(``tests/test_crocoddyl_parity.py``).
+
+A problem is plain data (JSON, :func:`arm_task`, :func:`talos_task`,
+:func:`trot_task`) from which each side builds its own: :func:`build` here with
+``geppetto.ocp``, :data:`CROCODDYL_SCRIPT` in Crocoddyl's environment
+(:mod:`geppetto.benchmarks.crocoddyl_env`) with ``pinocchio.buildModelFromUrdf``
+on the URDF file our loader read.  The trot is Crocoddyl's own
+``SimpleQuadrupedalGaitProblem.createTrottingProblem`` on its side and
+``examples/solo12_trot.py`` on ours (``benchmarks/contacts.py`` compares them
+the same way).
+
+A task ``{"kind": "terms", ...}`` lists its terms: every running knot has the
+``running`` costs (scaled by dt, as Crocoddyl's integrated models do), the
+terminal knot the ``terminal`` ones; a cost is ``{"residual": {"kind": ...},
+"activation": {"kind": "quad"} | {"kind": "weighted_quad", "weights": [...]},
+"weight": w}``, a residual one of ``state`` (towards x0), ``control`` (towards
+0), ``frame_placement``, ``frame_velocity`` (LOCAL) and ``com``.  ``integrator``:
+``"euler"`` means Crocoddyl's ``IntegratedActionModelEuler`` (symplectic: v' =
+v + dt a, q' = q (+) dt v') and ``"rk4"`` its ``IntegratedActionModelRK(four)``;
+:data:`INTEGRATORS` names the geppetto scheme that has each meaning in this
+branch.  ``contacts``: 6D contacts of the named frames (LOCAL, Baumgarte gains
+Kp, Kd) on a floating base, or None.
+
+Everything on Crocoddyl's side runs in ONE subprocess per call of
+:func:`crocoddyl_side`: for each task the cost and every ``calc_diff`` output
+at the given points, and the solvers asked for, from the given guess.
+"""
+import numpy as np
+
+import geppetto as gp
+from geppetto.benchmarks import crocoddyl_env
+from geppetto.benchmarks.contacts import CROCODDYL_TROTTING_PROBLEM
+from geppetto.benchmarks.ocp import CROCODDYL_REACHING
+
+# Crocoddyl's integrator -> geppetto's scheme with that meaning, in this branch
+# (issue 13: "euler" becomes Crocoddyl's symplectic Euler; flip this then).
+INTEGRATORS = {"euler": "semi_implicit_euler", "rk4": "rk4"}
+TH_STOP = 1e-9
+MAX_ITER = 200
+SUBPROCESS_TIMEOUT_S = 900
+
+
+# -- tasks -------------------------------------------------------------------
+def _quad():
+    return {"kind": "quad"}
+
+
+def _cost(residual, weight, activation=None):
+    return dict(residual=residual, activation=activation or _quad(), weight=weight)
+
+
+def _rotation(axis, angle):
+    axis = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def arm_task(name, robot, frame, target, knots=40, dt=0.02, integrator="euler",
+             torque_limit=None):
+    """An arm reaching a placement (SE3) and stopping there: frame placement and
+    LOCAL frame-velocity costs, state and control regularization.
+    ``torque_limit``: a fraction of the largest quasi-static torque at q0 as
+    symmetric control bounds (None: no bounds)."""
+    loaded = gp.robots.load(robot)
+    model = loaded.model
+    q0 = np.asarray(loaded.q0, float)
+    rotation = _rotation([1.0, 0.5, 0.2], 0.6)
+    placement = dict(kind="frame_placement", frame=frame, rotation=rotation.tolist(),
+                     translation=list(target))
+    velocity = dict(kind="frame_velocity", frame=frame, reference=[0.0] * 6)
+    state = dict(kind="state")
+    task = dict(kind="terms", name=name, robot=robot, urdf=loaded.urdf_path, free_flyer=False,
+                q0=q0.tolist(), knots=knots, dt=dt, integrator=integrator, contacts=None,
+                running=[_cost(placement, 1.0), _cost(velocity, 1e-2), _cost(state, 1e-2),
+                         _cost(dict(kind="control"), 1e-4)],
+                terminal=[_cost(placement, 1e3), _cost(velocity, 1e1), _cost(state, 1e-2)],
+                control_bounds=None)
+    if torque_limit is not None:
+        data = model.create_data()
+        gravity = gp.dynamics.rnea(model, data, q0, np.zeros(model.nv), np.zeros(model.nv))
+        limit = torque_limit * float(np.max(np.abs(gravity)))
+        task["control_bounds"] = [[-limit] * model.nv, [limit] * model.nv]
+    return task
+
+
+def talos_task(knots=20, dt=0.03):
+    """talos on both soles (6D contacts, LOCAL, Baumgarte Kd = 50) shifting its
+    centre of mass sideways and down."""
+    loaded = gp.robots.load("talos")
+    model = loaded.model
+    q0 = np.asarray(loaded.q0, float)
+    com0 = gp.dynamics.center_of_mass(model, model.create_data(), q0)
+    nv = model.nv
+    weights = np.r_[np.zeros(3), np.full(3, 500.0), np.full(nv - 6, 0.01), np.full(6, 10.0),
+                    np.ones(nv - 6)]
+    x_reg = _cost(dict(kind="state"), 1.0, dict(kind="weighted_quad", weights=weights.tolist()))
+    com = dict(kind="com", target=(com0 + [0.0, 0.05, -0.05]).tolist())
+    return dict(kind="terms", name="talos_6d", robot="talos", urdf=loaded.urdf_path,
+                free_flyer=True, q0=q0.tolist(), knots=knots, dt=dt, integrator="euler",
+                contacts=dict(frames=["left_sole_link", "right_sole_link"], Kp=0.0, Kd=50.0),
+                running=[_cost(com, 1e3), x_reg, _cost(dict(kind="control"), 1e-3)],
+                terminal=[_cost(com, 1e4), dict(x_reg, weight=100.0)],
+                control_bounds=None)
+
+
+def trot_task(step_knots=10, support_knots=2, dt=0.02):
+    """solo12 trot, two diagonal steps with touchdown impulses (Crocoddyl's
+    ``createTrottingProblem``; ``examples/solo12_trot.py`` on our side)."""
+    from geppetto.examples import solo12_trot
+    loaded = gp.robots.load("solo12")
+    return dict(kind="trot", name="solo12_trot", robot="solo12", urdf=loaded.urdf_path,
+                free_flyer=True, q0=np.asarray(loaded.q0, float).tolist(),
+                step_length=solo12_trot.STEP_LENGTH, step_height=solo12_trot.STEP_HEIGHT,
+                dt=dt, step_knots=step_knots, support_knots=support_knots)
+
+
+# -- geppetto's side -------------------------------------------------------------
+def _residual(model, state, nu, spec, x0):
+    kind = spec["kind"]
+    if kind == "state":
+        return gp.ocp.StateResidual(state, x0)
+    if kind == "control":
+        return gp.ocp.ControlResidual(nu)
+    if kind == "frame_placement":
+        return gp.ocp.FramePlacementResidual(model, spec["frame"], spec["rotation"],
+                                             spec["translation"])
+    if kind == "frame_velocity":
+        return gp.ocp.FrameVelocityResidual(model, spec["frame"], spec["reference"],
+                                            gp.dynamics.LOCAL)
+    if kind == "com":
+        return gp.ocp.CenterOfMassResidual(model, spec["target"])
+    raise ValueError(f"unknown residual kind {kind!r}")
+
+
+def _costs(model, state, nu, specs, x0):
+    out = []
+    for spec in specs:
+        activation = None
+        if spec["activation"]["kind"] == "weighted_quad":
+            activation = gp.ocp.WeightedQuadratic(np.array(spec["activation"]["weights"]))
+        out.append(gp.ocp.Cost(_residual(model, state, nu, spec["residual"], x0), activation,
+                               weight=spec["weight"]))
+    return out
+
+
+def build(task):
+    """Our ShootingProblem for ``task``."""
+    model = gp.robots.load(task["robot"]).model
+    x0 = np.r_[task["q0"], np.zeros(model.nv)]
+    if task["kind"] == "trot":
+        from geppetto.examples import solo12_trot
+        return solo12_trot.trotting_problem(model, x0, 2, task["step_knots"],
+                                            task["support_knots"], task["dt"])
+    if task["contacts"]:
+        contacts = task["contacts"]
+        dynamics = gp.ocp.ContactDynamics(model, [
+            gp.dynamics.contact_6d(model, frame, reference=gp.dynamics.LOCAL,
+                                   Kp=contacts["Kp"], Kd=contacts["Kd"])
+            for frame in contacts["frames"]])
+    else:
+        dynamics = gp.ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    bounds = task["control_bounds"]
+    running = gp.ocp.StageModel(dynamics, _costs(model, state, nu, task["running"], x0),
+                                dt=task["dt"], integrator=INTEGRATORS[task["integrator"]],
+                                control_bounds=None if bounds is None else
+                                (np.array(bounds[0]), np.array(bounds[1])))
+    terminal = gp.ocp.TerminalModel(state, _costs(model, state, nu, task["terminal"], x0))
+    return gp.ocp.ShootingProblem(x0, [running] * task["knots"], terminal)
+
+
+def impulse_knots(problem):
+    """Indices of the running knots whose dynamics is an impact."""
+    return [k for model, start, stop, _ in problem.phases
+            if isinstance(model.dynamics, gp.ocp.ImpulseDynamics) for k in range(start, stop)]
+
+
+def random_point(problem, seed):
+    """A seeded random (xs, us): configurations moved by 0.2 rad (on the manifold),
+    standard normal velocities, quasi-static controls plus standard normal offsets
+    (zero at impulse knots, whose controls Crocoddyl does not have)."""
+    rng = np.random.default_rng(seed)
+    state, N = problem.state, problem.N
+    model = state.model
+    xs = np.repeat(problem.x0[None], N + 1, axis=0)
+    xs[:, :state.nq] = gp.dynamics.integrate(model, xs[:, :state.nq],
+                                             0.2 * rng.standard_normal((N + 1, state.nv)))
+    xs[:, state.nq:] = rng.standard_normal((N + 1, state.nv))
+    us = problem.quasi_static(xs) + rng.standard_normal((N, problem.nu))
+    us[impulse_knots(problem)] = 0.0
+    return xs, us
+
+
+def initial_guess(problem, infeasible_seed=None):
+    """x0 repeated and the quasi-static controls (zero at impulse knots).
+    ``infeasible_seed``: a seed to move xs[1:] off the rollout (configurations by
+    0.05 rad on the manifold, velocities by 0.1 standard normal), the controls
+    quasi-static at those states: a guess with gaps at every knot."""
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    if infeasible_seed is not None:
+        rng = np.random.default_rng(infeasible_seed)
+        state, N = problem.state, problem.N
+        xs[1:, :state.nq] = gp.dynamics.integrate(state.model, xs[1:, :state.nq],
+                                                  0.05 * rng.standard_normal((N, state.nv)))
+        xs[1:, state.nq:] = 0.1 * rng.standard_normal((N, state.nv))
+    us = problem.quasi_static(xs)
+    us[impulse_knots(problem)] = 0.0
+    return xs, us
+
+
+def crocoddyl_controls(problem, us):
+    """``us`` as Crocoddyl's list: no controls at impulse knots."""
+    impulses = set(impulse_knots(problem))
+    return [[] if k in impulses else np.asarray(u).tolist() for k, u in enumerate(us)]
+
+
+# -- Crocoddyl's side ------------------------------------------------------------
+CROCODDYL_SCRIPT = CROCODDYL_REACHING + CROCODDYL_TROTTING_PROBLEM + '''
+import json, sys
+
+
+def residual(state, model, spec, x0, nu):
+    kind = spec["kind"]
+    if kind == "state":
+        return crocoddyl.ResidualModelState(state, x0, nu)
+    if kind == "control":
+        return crocoddyl.ResidualModelControl(state, nu)
+    frame = model.getFrameId(spec.get("frame", "universe"))
+    if kind == "frame_placement":
+        placement = pinocchio.SE3(np.array(spec["rotation"]), np.array(spec["translation"]))
+        return crocoddyl.ResidualModelFramePlacement(state, frame, placement, nu)
+    if kind == "frame_velocity":
+        return crocoddyl.ResidualModelFrameVelocity(
+            state, frame, pinocchio.Motion(np.array(spec["reference"])),
+            pinocchio.ReferenceFrame.LOCAL, nu)
+    if kind == "com":
+        return crocoddyl.ResidualModelCoMPosition(state, np.array(spec["target"]), nu)
+    raise ValueError(kind)
+
+
+def cost_sum(state, model, specs, x0, nu):
+    costs = crocoddyl.CostModelSum(state, nu)
+    for index, spec in enumerate(specs):
+        r = residual(state, model, spec["residual"], x0, nu)
+        if spec["activation"]["kind"] == "weighted_quad":
+            activation = crocoddyl.ActivationModelWeightedQuad(
+                np.array(spec["activation"]["weights"]))
+        else:
+            activation = crocoddyl.ActivationModelQuad(r.nr)
+        costs.addCost(f"{index}_{spec['residual']['kind']}",
+                      crocoddyl.CostModelResidual(state, activation, r), spec["weight"])
+    return costs
+
+
+def terms_problem(task):
+    if task["free_flyer"]:
+        model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
+    else:
+        model = pinocchio.buildModelFromUrdf(task["urdf"])
+    state = crocoddyl.StateMultibody(model)
+    if task["free_flyer"]:
+        actuation = crocoddyl.ActuationModelFloatingBase(state)
+    else:
+        actuation = crocoddyl.ActuationModelFull(state)
+    nu = actuation.nu
+    x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
+
+    def differential(specs):
+        costs = cost_sum(state, model, specs, x0, nu)
+        if not task["contacts"]:
+            return crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs)
+        contacts = crocoddyl.ContactModelMultiple(state, nu)
+        data = model.createData()
+        pinocchio.framesForwardKinematics(model, data, np.array(task["q0"]))
+        gains = np.array([task["contacts"]["Kp"], task["contacts"]["Kd"]])
+        for name in task["contacts"]["frames"]:
+            frame = model.getFrameId(name)
+            contacts.addContact(name, crocoddyl.ContactModel6D(
+                state, frame, data.oMf[frame], pinocchio.ReferenceFrame.LOCAL, nu, gains))
+        return crocoddyl.DifferentialActionModelContactFwdDynamics(state, actuation, contacts,
+                                                                   costs, 0.0, True)
+
+    def integrated(dam, dt):
+        if task["integrator"] == "rk4":
+            return crocoddyl.IntegratedActionModelRK(dam, crocoddyl.RKType.four, dt)
+        return crocoddyl.IntegratedActionModelEuler(dam, dt)
+
+    running_dam = differential(task["running"])
+    running = integrated(running_dam, task["dt"])
+    if task["control_bounds"] is not None:
+        lower, upper = (np.array(b) for b in task["control_bounds"])
+        running_dam.u_lb, running_dam.u_ub = lower, upper
+        running.u_lb, running.u_ub = lower, upper
+    terminal = integrated(differential(task["terminal"]), 0.0)
+    return crocoddyl.ShootingProblem(x0, [running] * task["knots"], terminal)
+
+
+def derivatives(problem):
+    out = {name: [np.asarray(getattr(d, name)).tolist() for d in problem.runningDatas]
+           for name in ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu")}
+    out["costs"] = [float(d.cost) for d in problem.runningDatas]
+    out["terminal_Lx"] = np.asarray(problem.terminalData.Lx).tolist()
+    out["terminal_Lxx"] = np.asarray(problem.terminalData.Lxx).tolist()
+    return out
+
+
+SOLVERS = dict(FDDP=crocoddyl.SolverFDDP, DDP=crocoddyl.SolverDDP,
+               BoxFDDP=crocoddyl.SolverBoxFDDP)
+
+
+def solve(problem, name, xs, us, payload):
+    solver = SOLVERS[name](problem)
+    solver.th_stop = payload["th_stop"]
+    logger = crocoddyl.CallbackLogger()
+    solver.setCallbacks([logger])
+    feasible = name == "DDP"            # DDP starts from the rollout of its controls
+    if feasible:
+        xs = list(problem.rollout(us))
+    converged = solver.solve(xs, us, payload["max_iter"], feasible)
+    return dict(converged=bool(converged), cost=float(solver.cost), stop=float(solver.stop),
+                iterations=len(logger.costs), costs=[float(c) for c in logger.costs])
+
+
+payload = json.load(sys.stdin)
+result = dict(versions=versions(), tasks={})
+for task in payload["tasks"]:
+    if task["kind"] == "trot":
+        problem = trotting_problem(task)[0]
+    else:
+        problem = terms_problem(task)
+    row = dict(knots=problem.T, nu=[int(m.nu) for m in problem.runningModels],
+               points=[])
+    for point in task["points"]:
+        xs, us = stdvec(point["xs"]), stdvec(point["us"])
+        cost = problem.calc(xs, us)
+        problem.calcDiff(xs, us)
+        row["points"].append(dict(cost=float(cost), **derivatives(problem)))
+    guess_xs, guess_us = stdvec(task["guess"]["xs"]), stdvec(task["guess"]["us"])
+    row["guess_cost"] = float(problem.calc(guess_xs, guess_us))
+    row["solvers"] = {name: solve(problem, name, guess_xs, guess_us, payload)
+                      for name in task["solvers"]}
+    result["tasks"][task["name"]] = row
+print(json.dumps(result))
+'''
+
+
+def crocoddyl_side(tasks, points, guesses):
+    """Run :data:`CROCODDYL_SCRIPT` once on every task; ``points[name]`` is a
+    list of (xs, us), ``guesses[name]`` the (xs, us) the solvers start from, in
+    Crocoddyl's layout (:func:`crocoddyl_controls`).  Returns (result, None) or
+    (None, reason)."""
+    payload = dict(th_stop=TH_STOP, max_iter=MAX_ITER, tasks=[
+        dict(task, points=[dict(xs=np.asarray(xs).tolist(), us=us) for xs, us in
+                           points[task["name"]]],
+             guess=dict(xs=np.asarray(guesses[task["name"]][0]).tolist(),
+                        us=guesses[task["name"]][1]))
+        for task in tasks])
+    return crocoddyl_env.run(CROCODDYL_SCRIPT, payload, timeout=SUBPROCESS_TIMEOUT_S)
