@@ -1,0 +1,209 @@
+"""Throughput of solve_batch on the UR5 reaching batch, beside a plain loop.
+
+    python -m geppetto.benchmarks.batch [--n 40] [--knots 100] [--rounds 3]
+                                        [--latency] [--out DIR]
+
+The batch: ``--n`` reaching targets of :mod:`geppetto.examples.batch_reaching`
+(FDDP, ``--knots`` knots of 10 ms, quasi-static guess, max_iter 100).  Four
+ways to solve it, their rounds interleaved so that each sees the same share
+of whatever else runs on the machine:
+
+- ``loop``: ``FDDP(build(target)).solve()`` for every target in this process;
+- ``dask 1 worker`` and ``dask 2 workers``: :func:`solve_batch` on a
+  LocalCluster of 1 and 2 single-threaded worker processes, started (and
+  warmed by a first batch) before the rounds; their start-up is reported
+  separately;
+- the per-item overhead of Dask: (batch wall time - the loop's) / n on one
+  worker.
+
+Solves per second are n / wall time, the best of the rounds, and the median.
+
+Batched in one process with the kernels' batch axis (many problems' knots in
+one stack): the upper bound of what it could gain is measured on the
+calc_diff of the reaching problem: one problem of ``k * knots`` knots against
+``k`` calls on problems of ``knots`` knots, per knot.  The riccati and the
+line search are sequential per problem and would not gain.
+
+``--latency``: a worker's first solve in a fresh LocalCluster of 1 worker,
+with an empty Numba cache (``NUMBA_CACHE_DIR`` a new folder: everything
+compiles) and again with the cache that run filled (everything loads);
+minutes of CPU for the cold run.
+
+Writes ``results/batch.json`` beside this file.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from geppetto.benchmarks import _common
+
+MAX_ITER = 100
+
+LATENCY_SCRIPT = """
+import json, sys, time
+start = time.perf_counter()
+from distributed import Client
+import geppetto as gp
+from geppetto.examples import batch_reaching
+from geppetto.solvers.batch import local_cluster
+cluster = local_cluster(1)
+client = Client(cluster)
+up = time.perf_counter() - start
+build = batch_reaching.reaching_builder(knots=int(sys.argv[1]), dt=0.01)
+targets = batch_reaching.sample_targets(2, seed=1)
+first = gp.solvers.solve_batch(build, targets[:1], client=client, max_iter=100)
+second = gp.solvers.solve_batch(build, targets[1:], client=client, max_iter=100)
+client.close()
+cluster.close()
+print(json.dumps(dict(cluster_start=up, first_batch_wall=first.wall_time,
+                      first_solve=first.solve_times[0], first_solve_cpu=first.cpu_times[0],
+                      second_solve=second.solve_times[0])))
+"""
+
+
+def local_client(n_workers):
+    """(client, cluster, seconds to start them)."""
+    from distributed import Client
+    from geppetto.solvers.batch import local_cluster
+    start = time.perf_counter()
+    cluster = local_cluster(n_workers)
+    client = Client(cluster)
+    client.wait_for_workers(n_workers)
+    return client, cluster, time.perf_counter() - start
+
+
+def throughput(build, targets, rounds):
+    """Wall seconds of each configuration per round, interleaved; and the first
+    batch of each cluster (warm Numba cache, cold worker)."""
+    import geppetto as gp
+    clients = {f"dask {w} worker{'s' if w > 1 else ''}": local_client(w) for w in (1, 2)}
+    first = {}
+    for label, (client, _, started) in clients.items():
+        warm = gp.solvers.solve_batch(build, targets[:2], client=client, max_iter=MAX_ITER)
+        first[label] = dict(cluster_start=started, first_batch_wall=warm.wall_time,
+                            first_item_solve=float(np.max(warm.solve_times)))
+    gp.solvers.FDDP(build(targets[0])).solve(max_iter=MAX_ITER)       # this process warm
+    walls = {label: [] for label in ["loop", *clients]}
+    costs = {}
+    for _ in range(rounds):
+        start = time.perf_counter()
+        results = [gp.solvers.FDDP(build(t)).solve(max_iter=MAX_ITER) for t in targets]
+        walls["loop"].append(time.perf_counter() - start)
+        costs["loop"] = np.array([r.cost for r in results])
+        for label, (client, _, _) in clients.items():
+            result = gp.solvers.solve_batch(build, targets, client=client, max_iter=MAX_ITER)
+            walls[label].append(result.wall_time)
+            costs[label] = result.costs
+    for client, cluster, _ in clients.values():
+        client.close()
+        cluster.close()
+    agree = {label: float(np.max(np.abs(c - costs["loop"]) / np.abs(costs["loop"])))
+             for label, c in costs.items()}
+    return walls, first, agree
+
+
+def stacked_calc_diff(knots, stacks, repeats):
+    """Seconds per knot of calc_diff: one problem of ``k * knots`` knots for k in
+    ``stacks`` (k = 1: one problem, called k times for the batch)."""
+    import geppetto as gp
+    from geppetto.examples.reaching import reaching_problem
+    robot = gp.robots.load("ur5")
+    per_knot = {}
+    for k in stacks:
+        problem, _ = reaching_problem(robot.model, "tool0", np.array([0.4, 0.2, 0.4]),
+                                      robot.q0, knots=k * knots)
+        xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+        us = problem.quasi_static(xs)
+        problem.calc_diff(xs, us)
+        timing = _common.time_per_call(lambda: problem.calc_diff(xs, us), 1, repeats)
+        per_knot[k] = timing.best / (k * knots)
+    return per_knot
+
+
+def first_solve_latency(knots):
+    """A worker's first solve with an empty Numba cache, then with the filled one."""
+    with tempfile.TemporaryDirectory() as cache_dir:
+        environment = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+        runs = {}
+        for label in ("cold cache", "warm cache"):
+            finished = subprocess.run([sys.executable, "-c", LATENCY_SCRIPT, str(knots)],
+                                      env=environment, capture_output=True, text=True)
+            if finished.returncode != 0:
+                raise RuntimeError(f"latency run failed:\n{finished.stderr}")
+            runs[label] = json.loads(finished.stdout.strip().splitlines()[-1])
+    return runs
+
+
+def main():
+    _common.run_single_threaded("geppetto.benchmarks.batch")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=40, help="targets per batch")
+    parser.add_argument("--knots", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", action="store_true",
+                        help="also a worker's first solve with a cold and a warm Numba cache")
+    parser.add_argument("--out", default=_common.RESULTS_DIR)
+    options = parser.parse_args()
+    import distributed
+    from geppetto.examples import batch_reaching
+
+    info = _common.machine(distributed=distributed.__version__)
+    print(_common.describe_machine(info))
+    build = batch_reaching.reaching_builder(knots=options.knots, dt=0.01)
+    targets = batch_reaching.sample_targets(options.n, seed=2)
+    walls, first, agree = throughput(build, targets, options.rounds)
+    rows, table = [], {}
+    for label, seconds in walls.items():
+        best, median = min(seconds), statistics.median(seconds)
+        table[label] = dict(walls=seconds, solves_per_second_best=options.n / best,
+                            solves_per_second_median=options.n / median,
+                            max_relative_cost_difference_to_loop=agree[label])
+        rows.append([label, f"{options.n / best:.1f}", f"{options.n / median:.1f}",
+                     f"{min(walls['loop']) / best:.2f}", f"{agree[label]:.1e}"])
+    print(f"\nUR5 reaching, {options.n} targets, {options.knots} knots, FDDP; "
+          f"best and median of {options.rounds} interleaved rounds; load average at the "
+          f"start {info['load_average_1min']:.1f}, at the end {os.getloadavg()[0]:.1f}")
+    print(_common.format_table(["", "solves/s best", "solves/s median", "vs loop",
+                                "cost diff"], rows))
+    two_over_one = min(walls["dask 1 worker"]) / min(walls["dask 2 workers"])
+    overhead = (min(walls["dask 1 worker"]) - min(walls["loop"])) / options.n
+    print(f"2 workers / 1 worker: {two_over_one:.2f}x; Dask overhead per item on 1 worker: "
+          f"{overhead * 1e3:.2f} ms")
+    for label, values in first.items():
+        print(f"{label}: cluster start {values['cluster_start']:.2f} s, first batch "
+              f"{values['first_batch_wall']:.2f} s (slowest first solve "
+              f"{values['first_item_solve']:.2f} s)")
+    stacks = (1, 4, 16)
+    small = {knots: stacked_calc_diff(knots, stacks, 20) for knots in (10, options.knots)}
+    print("\ncalc_diff per knot with k problems' knots in one stack (us):")
+    for knots, per_knot in small.items():
+        print(f"  {knots:4d} knots: " + ", ".join(f"k={k} {t * 1e6:.2f}"
+                                                   for k, t in per_knot.items()))
+    payload = dict(machine=info, n=options.n, knots=options.knots, rounds=options.rounds,
+                   throughput=table, two_workers_over_one=two_over_one,
+                   dask_overhead_per_item_s=overhead, load_average_end=os.getloadavg()[0],
+                   cluster_first_batch=first,
+                   stacked_calc_diff_per_knot_s={str(k): {str(s): t for s, t in v.items()}
+                                                 for k, v in small.items()})
+    if options.latency:
+        latency = first_solve_latency(options.knots)
+        payload["first_solve_latency"] = latency
+        for label, values in latency.items():
+            print(f"worker first solve, {label}: {values['first_solve']:.2f} s wall "
+                  f"({values['first_solve_cpu']:.2f} s CPU), cluster start "
+                  f"{values['cluster_start']:.2f} s, second solve "
+                  f"{values['second_solve'] * 1e3:.1f} ms")
+    path = os.path.join(options.out, "batch.json")
+    _common.write_json(path, payload)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
