@@ -17,6 +17,13 @@ of whatever else runs on the machine:
   worker.
 
 Solves per second are n / wall time, the best of the rounds, and the median.
+CPU ms per item: the CPU time of this process (the client and the
+scheduler) and of the worker processes during the batch, divided by n, the
+least of the rounds; on a shared machine it is the steadier figure (time
+the other jobs take from the workers does not count).  In-task CPU ms per
+item: the CPU time of build + solve inside the tasks (the loop: its CPU
+time per item); the difference is Dask's own work (scheduling, transfers,
+the workers' periodic callbacks).
 
 Batched in one process with the kernels' batch axis (many problems' knots in
 one stack): the upper bound of what it could gain is measured on the
@@ -79,9 +86,18 @@ def local_client(n_workers):
     return client, cluster, time.perf_counter() - start
 
 
+def process_cpu():
+    """CPU seconds (user + system) this process has used, all its threads."""
+    times = os.times()
+    return times.user + times.system
+
+
 def throughput(build, targets, rounds):
-    """Wall seconds of each configuration per round, interleaved; and the first
-    batch of each cluster (warm Numba cache, cold worker)."""
+    """Per configuration and round, interleaved: the wall seconds and the CPU
+    seconds (this process, which hosts the scheduler, plus the worker
+    processes) of the batch, and the CPU seconds per item inside the tasks
+    (build + solve); the first batch of each cluster (warm Numba
+    cache, cold worker); the largest relative cost difference to the loop."""
     import geppetto as gp
     clients = {f"dask {w} worker{'s' if w > 1 else ''}": local_client(w) for w in (1, 2)}
     first = {}
@@ -91,22 +107,45 @@ def throughput(build, targets, rounds):
                             first_item_solve=float(np.max(warm.solve_times)))
     gp.solvers.FDDP(build(targets[0])).solve(max_iter=MAX_ITER)       # this process warm
     walls = {label: [] for label in ["loop", *clients]}
+    cpus = {label: [] for label in walls}
+    task_cpus = {label: [] for label in walls}
     costs = {}
     for _ in range(rounds):
-        start = time.perf_counter()
+        cpu, start = process_cpu(), time.perf_counter()
         results = [gp.solvers.FDDP(build(t)).solve(max_iter=MAX_ITER) for t in targets]
         walls["loop"].append(time.perf_counter() - start)
+        cpus["loop"].append(process_cpu() - cpu)
+        task_cpus["loop"].append(cpus["loop"][-1] / len(targets))
         costs["loop"] = np.array([r.cost for r in results])
         for label, (client, _, _) in clients.items():
+            cpu, workers_cpu = process_cpu(), sum(client.run(process_cpu).values())
             result = gp.solvers.solve_batch(build, targets, client=client, max_iter=MAX_ITER)
             walls[label].append(result.wall_time)
+            cpus[label].append(process_cpu() - cpu
+                               + sum(client.run(process_cpu).values()) - workers_cpu)
+            task_cpus[label].append(float(np.mean(result.cpu_times)))
             costs[label] = result.costs
     for client, cluster, _ in clients.values():
         client.close()
         cluster.close()
     agree = {label: float(np.max(np.abs(c - costs["loop"]) / np.abs(costs["loop"])))
              for label, c in costs.items()}
-    return walls, first, agree
+    return walls, cpus, task_cpus, first, agree
+
+
+def solve_split(knots):
+    """Fractions of one FDDP solve of the reaching problem (``knots`` knots of
+    10 ms) spent in calc_diff, the backward and the forward pass."""
+    import geppetto as gp
+    from geppetto.examples import batch_reaching
+    problem = batch_reaching.reaching_builder(knots, 0.01)(np.array([0.4, 0.2, 0.4]))
+    gp.solvers.FDDP(problem).solve(max_iter=MAX_ITER)
+    start = time.perf_counter()
+    result = gp.solvers.FDDP(problem).solve(max_iter=MAX_ITER)
+    total = time.perf_counter() - start
+    return dict(solve_s=total, iterations=result.iterations,
+                **{key: float(np.sum(result.history[f"time_{key}"])) / total
+                   for key in ("calc_diff", "backward", "forward")})
 
 
 def stacked_calc_diff(knots, stacks, repeats):
@@ -158,37 +197,50 @@ def main():
     print(_common.describe_machine(info))
     build = batch_reaching.reaching_builder(knots=options.knots, dt=0.01)
     targets = batch_reaching.sample_targets(options.n, seed=2)
-    walls, first, agree = throughput(build, targets, options.rounds)
+    walls, cpus, task_cpus, first, agree = throughput(build, targets, options.rounds)
     rows, table = [], {}
+    loop_best = min(walls["loop"])
     for label, seconds in walls.items():
         best, median = min(seconds), statistics.median(seconds)
-        table[label] = dict(walls=seconds, solves_per_second_best=options.n / best,
+        cpu_item, task_cpu = min(cpus[label]) / options.n, min(task_cpus[label])
+        table[label] = dict(walls=seconds, cpu_seconds=cpus[label],
+                            task_cpu_seconds_per_item=task_cpus[label],
+                            solves_per_second_best=options.n / best,
                             solves_per_second_median=options.n / median,
+                            cpu_seconds_per_item=cpu_item,
                             max_relative_cost_difference_to_loop=agree[label])
         rows.append([label, f"{options.n / best:.1f}", f"{options.n / median:.1f}",
-                     f"{min(walls['loop']) / best:.2f}", f"{agree[label]:.1e}"])
+                     f"{loop_best / best:.2f}", f"{cpu_item * 1e3:.1f}", f"{task_cpu * 1e3:.1f}",
+                     f"{agree[label]:.1e}"])
     print(f"\nUR5 reaching, {options.n} targets, {options.knots} knots, FDDP; "
           f"best and median of {options.rounds} interleaved rounds; load average at the "
           f"start {info['load_average_1min']:.1f}, at the end {os.getloadavg()[0]:.1f}")
     print(_common.format_table(["", "solves/s best", "solves/s median", "vs loop",
-                                "cost diff"], rows))
+                                "CPU ms/item", "in-task CPU ms/item", "cost diff"], rows))
     two_over_one = min(walls["dask 1 worker"]) / min(walls["dask 2 workers"])
-    overhead = (min(walls["dask 1 worker"]) - min(walls["loop"])) / options.n
+    overhead = (min(walls["dask 1 worker"]) - loop_best) / options.n
+    cpu_overhead = (min(cpus["dask 1 worker"]) - min(cpus["loop"])) / options.n
     print(f"2 workers / 1 worker: {two_over_one:.2f}x; Dask overhead per item on 1 worker: "
-          f"{overhead * 1e3:.2f} ms")
+          f"{overhead * 1e3:.2f} ms wall, {cpu_overhead * 1e3:.2f} ms CPU")
     for label, values in first.items():
         print(f"{label}: cluster start {values['cluster_start']:.2f} s, first batch "
               f"{values['first_batch_wall']:.2f} s (slowest first solve "
               f"{values['first_item_solve']:.2f} s)")
     stacks = (1, 4, 16)
     small = {knots: stacked_calc_diff(knots, stacks, 20) for knots in (10, options.knots)}
-    print("\ncalc_diff per knot with k problems' knots in one stack (us):")
+    split = {knots: solve_split(knots) for knots in (10, options.knots)}
+    print("\ncalc_diff per knot with k problems' knots in one stack (us), and the share "
+          "of one solve in calc_diff:")
     for knots, per_knot in small.items():
         print(f"  {knots:4d} knots: " + ", ".join(f"k={k} {t * 1e6:.2f}"
-                                                   for k, t in per_knot.items()))
+                                                   for k, t in per_knot.items())
+              + f"; solve {split[knots]['solve_s'] * 1e3:.1f} ms, calc_diff "
+                f"{split[knots]['calc_diff']:.0%}, backward {split[knots]['backward']:.0%}, "
+                f"forward {split[knots]['forward']:.0%}")
     payload = dict(machine=info, n=options.n, knots=options.knots, rounds=options.rounds,
                    throughput=table, two_workers_over_one=two_over_one,
-                   dask_overhead_per_item_s=overhead, load_average_end=os.getloadavg()[0],
+                   dask_overhead_per_item_s=overhead, dask_cpu_overhead_per_item_s=cpu_overhead,
+                   solve_split=split, load_average_end=os.getloadavg()[0],
                    cluster_first_batch=first,
                    stacked_calc_diff_per_knot_s={str(k): {str(s): t for s, t in v.items()}
                                                  for k, v in small.items()})
