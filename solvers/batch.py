@@ -196,6 +196,8 @@ def solve_batch(build, params, solver="fddp", client=None, store=None, progress=
     _check_solve_options(cls, solve_options)
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    if client is not None and not callable(getattr(client, "map", None)):
+        raise TypeError(f"client: expected a distributed.Client or None, got {client!r}")
     items = [None] * len(params)
     batch_store = None
     if store is not None:
@@ -204,51 +206,58 @@ def solve_batch(build, params, solver="fddp", client=None, store=None, progress=
             items[b] = item
     loaded = np.array([item is not None for item in items], dtype=bool)
     todo = [b for b, item in enumerate(items) if item is None]
-    stats = dict(solved=len(todo), loaded=int(loaded.sum()))
     if todo:
         show = sys.stderr.isatty() if progress is None else bool(progress)
-        bar = _Progress(len(params), int(loaded.sum()), sys.stderr if show else None)
+        collector = _Collector(items, batch_store, _Progress(len(params), int(loaded.sum()),
+                                                             sys.stderr if show else None))
+        task = dict(build=build, cls=cls, options=solve_options)
         if client is None:
             with _local_client() as local:
-                _run(local, todo, params, build, cls, solve_options, items, batch_store, bar,
-                     timeout)
+                _run(local, params, todo, task, collector, timeout)
         else:
-            _run(client, todo, params, build, cls, solve_options, items, batch_store, bar,
-                 timeout)
-        bar.close()
+            _run(client, params, todo, task, collector, timeout)
+        collector.bar.close()
     result = _gather(items, loaded)
     result.store = None if store is None else os.fspath(store)
     result.wall_time = time.perf_counter() - start
-    result.stats = stats
+    result.stats = dict(solved=len(todo), loaded=int(loaded.sum()))
     return result
 
 
-def _run(client, todo, params, build, cls, options, items, batch_store, bar, timeout):
-    """Submit the items ``todo`` to ``client`` and collect them as they complete:
-    each into ``items``, the store and the progress bar."""
+class _Collector:
+    """Where an item goes when it arrives: ``items[b]``, the store (unless the
+    item was lost to the cluster) and the progress bar."""
+
+    def __init__(self, items, store, bar):
+        self.items, self.store, self.bar = items, store, bar
+
+    def add(self, b, item):
+        self.items[b] = item
+        if self.store is not None and not item.get("lost", False):
+            self.store.write(b, item)
+        self.bar.update("error_type" in item)
+
+
+def _run(client, params, todo, task, collector, timeout):
+    """Submit ``_solve_item(params[b], **task)`` for b in ``todo`` to ``client``
+    and hand each result to ``collector`` as it completes; after ``timeout``
+    seconds, the items not done are lost with a TimeoutError and cancelled."""
     from distributed import as_completed
-    futures = client.map(_solve_item, [params[b] for b in todo], build=build, cls=cls,
-                         options=options, pure=False)
+    futures = client.map(_solve_item, [params[b] for b in todo], pure=False, **task)
     index = {future.key: b for future, b in zip(futures, todo)}
-    done = set()
+    pending = dict(zip(todo, futures))
     try:
         for future in as_completed(futures, timeout=timeout):
             b = index[future.key]
-            item = _collected(future)
-            items[b] = item
-            done.add(b)
-            if batch_store is not None and not item.get("lost", False):
-                batch_store.write(b, item)
-            bar.update("error_type" in item)
+            collector.add(b, _collected(future))
+            del pending[b]
             future.release()
     except TimeoutError:
-        for future in futures:
-            b = index[future.key]
-            if b not in done:
-                items[b] = dict(error_type="TimeoutError", lost=True,
-                                error_message=f"not done within the batch timeout of "
-                                              f"{timeout} s", error_traceback="")
-        client.cancel([f for f in futures if index[f.key] not in done])
+        message = f"not done within the batch timeout of {timeout} s"
+        for b in pending:
+            collector.add(b, dict(error_type="TimeoutError", error_message=message,
+                                  error_traceback="", lost=True))
+        client.cancel(list(pending.values()))
 
 
 def _collected(future):
