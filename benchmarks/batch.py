@@ -1,7 +1,7 @@
 """Throughput of solve_batch on the UR5 reaching batch, beside a plain loop.
 
-    python -m geppetto.benchmarks.batch [--n 40] [--knots 100] [--rounds 3]
-                                        [--latency] [--out DIR]
+    python -m geppetto.benchmarks.batch [--n 40] [--knots 100] [--rounds 3] [--out DIR]
+    python -m geppetto.benchmarks.batch --latency [--knots 100]
 
 The batch: ``--n`` reaching targets of :mod:`geppetto.examples.batch_reaching`
 (FDDP, ``--knots`` knots of 10 ms, quasi-static guess, max_iter 100).  Four
@@ -31,12 +31,13 @@ calc_diff of the reaching problem: one problem of ``k * knots`` knots against
 ``k`` calls on problems of ``knots`` knots, per knot.  The riccati and the
 line search are sequential per problem and would not gain.
 
-``--latency``: a worker's first solve in a fresh LocalCluster of 1 worker,
-with an empty Numba cache (``NUMBA_CACHE_DIR`` a new folder: everything
-compiles) and again with the cache that run filled (everything loads);
-minutes of CPU for the cold run.
+``--latency`` (instead): a worker's first solve in a fresh LocalCluster of
+1 worker, with an empty Numba cache (``NUMBA_CACHE_DIR`` a new folder:
+everything compiles) and again with the cache that run filled (everything
+loads); minutes of CPU for the cold run.
 
-Writes ``results/batch.json`` beside this file.
+Writes ``results/batch.json`` (``--latency``: ``results/batch_latency.json``)
+beside this file.
 """
 import argparse
 import json
@@ -180,21 +181,9 @@ def first_solve_latency(knots):
     return runs
 
 
-def main():
-    _common.run_single_threaded("geppetto.benchmarks.batch")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=40, help="targets per batch")
-    parser.add_argument("--knots", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--latency", action="store_true",
-                        help="also a worker's first solve with a cold and a warm Numba cache")
-    parser.add_argument("--out", default=_common.RESULTS_DIR)
-    options = parser.parse_args()
-    import distributed
+def report_throughput(options, info):
+    """The throughput table, the clusters' first batch; a dict for the JSON."""
     from geppetto.examples import batch_reaching
-
-    info = _common.machine(distributed=distributed.__version__)
-    print(_common.describe_machine(info))
     build = batch_reaching.reaching_builder(knots=options.knots, dt=0.01)
     targets = batch_reaching.sample_targets(options.n, seed=2)
     walls, cpus, task_cpus, first, agree = throughput(build, targets, options.rounds)
@@ -226,6 +215,14 @@ def main():
         print(f"{label}: cluster start {values['cluster_start']:.2f} s, first batch "
               f"{values['first_batch_wall']:.2f} s (slowest first solve "
               f"{values['first_item_solve']:.2f} s)")
+    return dict(n=options.n, knots=options.knots, rounds=options.rounds, throughput=table,
+                two_workers_over_one=two_over_one, dask_overhead_per_item_s=overhead,
+                dask_cpu_overhead_per_item_s=cpu_overhead, cluster_first_batch=first,
+                load_average_end=os.getloadavg()[0])
+
+
+def report_stacking(options):
+    """calc_diff per knot of stacked problems and the calc_diff share of a solve."""
     stacks = (1, 4, 16)
     small = {knots: stacked_calc_diff(knots, stacks, 20) for knots in (10, options.knots)}
     split = {knots: solve_split(knots) for knots in (10, options.knots)}
@@ -237,23 +234,45 @@ def main():
               + f"; solve {split[knots]['solve_s'] * 1e3:.1f} ms, calc_diff "
                 f"{split[knots]['calc_diff']:.0%}, backward {split[knots]['backward']:.0%}, "
                 f"forward {split[knots]['forward']:.0%}")
-    payload = dict(machine=info, n=options.n, knots=options.knots, rounds=options.rounds,
-                   throughput=table, two_workers_over_one=two_over_one,
-                   dask_overhead_per_item_s=overhead, dask_cpu_overhead_per_item_s=cpu_overhead,
-                   solve_split=split, load_average_end=os.getloadavg()[0],
-                   cluster_first_batch=first,
-                   stacked_calc_diff_per_knot_s={str(k): {str(s): t for s, t in v.items()}
-                                                 for k, v in small.items()})
+    return dict(solve_split=split,
+                stacked_calc_diff_per_knot_s={str(k): {str(s): t for s, t in v.items()}
+                                              for k, v in small.items()})
+
+
+def report_latency(options):
+    """A worker's first solve, cold and warm Numba cache."""
+    latency = first_solve_latency(options.knots)
+    for label, values in latency.items():
+        print(f"worker first solve, {label}: {values['first_solve']:.2f} s wall "
+              f"({values['first_solve_cpu']:.2f} s CPU), cluster start "
+              f"{values['cluster_start']:.2f} s, second solve "
+              f"{values['second_solve'] * 1e3:.1f} ms")
+    return dict(knots=options.knots, first_solve_latency=latency,
+                load_average_end=os.getloadavg()[0])
+
+
+def main():
+    _common.run_single_threaded("geppetto.benchmarks.batch")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=40, help="targets per batch")
+    parser.add_argument("--knots", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", action="store_true",
+                        help="only a worker's first solve with a cold and a warm Numba cache "
+                             "(results/batch_latency.json)")
+    parser.add_argument("--out", default=_common.RESULTS_DIR)
+    options = parser.parse_args()
+    import distributed
+
+    info = _common.machine(distributed=distributed.__version__)
+    print(_common.describe_machine(info))
     if options.latency:
-        latency = first_solve_latency(options.knots)
-        payload["first_solve_latency"] = latency
-        for label, values in latency.items():
-            print(f"worker first solve, {label}: {values['first_solve']:.2f} s wall "
-                  f"({values['first_solve_cpu']:.2f} s CPU), cluster start "
-                  f"{values['cluster_start']:.2f} s, second solve "
-                  f"{values['second_solve'] * 1e3:.1f} ms")
-    path = os.path.join(options.out, "batch.json")
-    _common.write_json(path, payload)
+        payload, name = report_latency(options), "batch_latency.json"
+    else:
+        payload, name = report_throughput(options, info), "batch.json"
+        payload.update(report_stacking(options))
+    path = os.path.join(options.out, name)
+    _common.write_json(path, dict(machine=info, **payload))
     print("wrote", path)
 
 
