@@ -23,7 +23,12 @@ least of the rounds; on a shared machine it is the steadier figure (time
 the other jobs take from the workers does not count).  In-task CPU ms per
 item: the CPU time of build + solve inside the tasks (the loop: its CPU
 time per item); the difference is Dask's own work (scheduling, transfers,
-the workers' periodic callbacks).
+the workers' periodic callbacks).  On a machine shared with other users'
+sessions the kernel's autogroup scheduling gives each session one share of
+the cores, however many processes it runs, so 2 workers cannot beat 1 there;
+the table then also gives what the CPU times predict for idle cores: w
+workers solve min(w / worker CPU per item, 1 / client+scheduler CPU per
+item) items a second.
 
 Batched in one process with the kernels' batch axis (many problems' knots in
 one stack): the upper bound of what it could gain is measured on the
@@ -109,6 +114,7 @@ def throughput(build, targets, rounds):
     gp.solvers.FDDP(build(targets[0])).solve(max_iter=MAX_ITER)       # this process warm
     walls = {label: [] for label in ["loop", *clients]}
     cpus = {label: [] for label in walls}
+    worker_cpus = {label: [] for label in walls}
     task_cpus = {label: [] for label in walls}
     costs = {}
     for _ in range(rounds):
@@ -116,14 +122,15 @@ def throughput(build, targets, rounds):
         results = [gp.solvers.FDDP(build(t)).solve(max_iter=MAX_ITER) for t in targets]
         walls["loop"].append(time.perf_counter() - start)
         cpus["loop"].append(process_cpu() - cpu)
+        worker_cpus["loop"].append(cpus["loop"][-1])
         task_cpus["loop"].append(cpus["loop"][-1] / len(targets))
         costs["loop"] = np.array([r.cost for r in results])
         for label, (client, _, _) in clients.items():
             cpu, workers_cpu = process_cpu(), sum(client.run(process_cpu).values())
             result = gp.solvers.solve_batch(build, targets, client=client, max_iter=MAX_ITER)
             walls[label].append(result.wall_time)
-            cpus[label].append(process_cpu() - cpu
-                               + sum(client.run(process_cpu).values()) - workers_cpu)
+            worker_cpus[label].append(sum(client.run(process_cpu).values()) - workers_cpu)
+            cpus[label].append(process_cpu() - cpu + worker_cpus[label][-1])
             task_cpus[label].append(float(np.mean(result.cpu_times)))
             costs[label] = result.costs
     for client, cluster, _ in clients.values():
@@ -131,7 +138,7 @@ def throughput(build, targets, rounds):
         cluster.close()
     agree = {label: float(np.max(np.abs(c - costs["loop"]) / np.abs(costs["loop"])))
              for label, c in costs.items()}
-    return walls, cpus, task_cpus, first, agree
+    return walls, dict(total=cpus, workers=worker_cpus, task=task_cpus), first, agree
 
 
 def solve_split(knots):
@@ -186,31 +193,45 @@ def report_throughput(options, info):
     from geppetto.examples import batch_reaching
     build = batch_reaching.reaching_builder(knots=options.knots, dt=0.01)
     targets = batch_reaching.sample_targets(options.n, seed=2)
-    walls, cpus, task_cpus, first, agree = throughput(build, targets, options.rounds)
+    walls, cpu, first, agree = throughput(build, targets, options.rounds)
+    cpus, worker_cpus, task_cpus = cpu["total"], cpu["workers"], cpu["task"]
     rows, table = [], {}
     loop_best = min(walls["loop"])
     for label, seconds in walls.items():
         best, median = min(seconds), statistics.median(seconds)
         cpu_item, task_cpu = min(cpus[label]) / options.n, min(task_cpus[label])
+        worker_cpu = min(worker_cpus[label]) / options.n
         table[label] = dict(walls=seconds, cpu_seconds=cpus[label],
+                            worker_cpu_seconds=worker_cpus[label],
+                            worker_cpu_seconds_per_item=worker_cpu,
                             task_cpu_seconds_per_item=task_cpus[label],
                             solves_per_second_best=options.n / best,
                             solves_per_second_median=options.n / median,
                             cpu_seconds_per_item=cpu_item,
                             max_relative_cost_difference_to_loop=agree[label])
         rows.append([label, f"{options.n / best:.1f}", f"{options.n / median:.1f}",
-                     f"{loop_best / best:.2f}", f"{cpu_item * 1e3:.1f}", f"{task_cpu * 1e3:.1f}",
+                     f"{loop_best / best:.2f}", f"{cpu_item * 1e3:.1f}", f"{worker_cpu * 1e3:.1f}",
+                     f"{task_cpu * 1e3:.1f}",
                      f"{agree[label]:.1e}"])
     print(f"\nUR5 reaching, {options.n} targets, {options.knots} knots, FDDP; "
           f"best and median of {options.rounds} interleaved rounds; load average at the "
           f"start {info['load_average_1min']:.1f}, at the end {os.getloadavg()[0]:.1f}")
     print(_common.format_table(["", "solves/s best", "solves/s median", "vs loop",
-                                "CPU ms/item", "in-task CPU ms/item", "cost diff"], rows))
+                                "CPU ms/item", "workers", "in tasks", "cost diff"], rows))
     two_over_one = min(walls["dask 1 worker"]) / min(walls["dask 2 workers"])
+    # on idle cores: each worker solves 1 / (its CPU per item) items a second, and
+    # the client + scheduler process, one core, serves 1 / (its CPU per item)
+    one = table["dask 1 worker"]
+    client_cpu = one["cpu_seconds_per_item"] - one["worker_cpu_seconds_per_item"]
+    idle_model = {w: min(w / one["worker_cpu_seconds_per_item"], 1 / client_cpu) for w in (1, 2)}
     overhead = (min(walls["dask 1 worker"]) - loop_best) / options.n
     cpu_overhead = (min(cpus["dask 1 worker"]) - min(cpus["loop"])) / options.n
     print(f"2 workers / 1 worker: {two_over_one:.2f}x; Dask overhead per item on 1 worker: "
           f"{overhead * 1e3:.2f} ms wall, {cpu_overhead * 1e3:.2f} ms CPU")
+    print(f"CPU-bound model for idle cores (1 worker's CPU per item: workers "
+          f"{one['worker_cpu_seconds_per_item'] * 1e3:.1f} ms, client + scheduler "
+          f"{client_cpu * 1e3:.1f} ms): 1 worker {idle_model[1]:.1f}, 2 workers "
+          f"{idle_model[2]:.1f} solves/s")
     for label, values in first.items():
         print(f"{label}: cluster start {values['cluster_start']:.2f} s, first batch "
               f"{values['first_batch_wall']:.2f} s (slowest first solve "
@@ -218,6 +239,7 @@ def report_throughput(options, info):
     return dict(n=options.n, knots=options.knots, rounds=options.rounds, throughput=table,
                 two_workers_over_one=two_over_one, dask_overhead_per_item_s=overhead,
                 dask_cpu_overhead_per_item_s=cpu_overhead, cluster_first_batch=first,
+                idle_cores_model_solves_per_second={str(w): v for w, v in idle_model.items()},
                 load_average_end=os.getloadavg()[0])
 
 
