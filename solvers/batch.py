@@ -7,15 +7,16 @@ Notation (B items, item b = ``params[b]``; N knots, nx, nu as in
 
     xs (B, N+1, nx)   us (B, N, nu)   costs (B,)   statuses (B,)   iterations (B,)
 
-Execution.  Each item is one Dask task, ``_solve_item(param, build, solver,
+Execution.  Each item is one Dask task, ``_solve_item(param, build, cls,
 options)``: the worker builds the problem, solves it with the public solver
 API (``Solver(problem).solve(**options)``) and returns plain arrays.  An
 exception raised by ``build`` or ``solve`` is caught in the task and returned
 as that item's error, so it costs no other item anything.  A worker that dies
 (killed, out of memory) is Dask's business: the scheduler reruns its tasks on
 the workers that remain (``distributed.scheduler.allowed-failures``, default
-3, after which the item reports ``KilledWorker``).  A solve is deterministic,
-so a rerun gives the same result.
+3, after which the item reports ``KilledWorker``).  A solve is deterministic
+(unless its ``time_limit`` stops it), so a rerun gives the same result; the
+item the dead worker was solving is then solved twice within that call.
 
 ``client=None`` starts an embedded ``distributed.LocalCluster``: one worker
 process per core, one thread each (the solvers run one Numba thread per
@@ -26,7 +27,8 @@ workers).  Workers import the compiled kernels from Numba's on-disk cache
 (``cache=True``, :mod:`geppetto.dynamics.config`), so only the first process
 that needs a kernel on a machine compiles it.
 
-The store.  ``store=PATH`` is a folder the client writes as results arrive::
+The store.  ``store=PATH`` is a folder the client (not the workers: a
+cluster needs no shared file system) writes as results arrive::
 
     PATH/batch.json          the batch: size, solver, options, a token per param
     PATH/items/000017.npz    item 17: xs, us, cost, status, iterations, ...
