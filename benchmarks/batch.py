@@ -13,6 +13,8 @@ of whatever else runs on the machine:
   LocalCluster of 1 and 2 single-threaded worker processes, started (and
   warmed by a first batch) before the rounds; their start-up is reported
   separately;
+- ``dask 2 workers, chunks of 10``: the same with ``chunk_size=10`` (10
+  items per Dask task);
 - the per-item overhead of Dask: (batch wall time - the loop's) / n on one
   worker.
 
@@ -58,6 +60,7 @@ import numpy as np
 from geppetto.benchmarks import _common
 
 MAX_ITER = 100
+CHUNK = 10
 
 LATENCY_SCRIPT = """
 import json, sys, time
@@ -106,13 +109,15 @@ def throughput(build, targets, rounds):
     cache, cold worker); the largest relative cost difference to the loop."""
     import geppetto as gp
     clients = {f"dask {w} worker{'s' if w > 1 else ''}": local_client(w) for w in (1, 2)}
+    runs = {label: (client, 1) for label, (client, _, _) in clients.items()}
+    runs[f"dask 2 workers, chunks of {CHUNK}"] = (clients["dask 2 workers"][0], CHUNK)
     first = {}
     for label, (client, _, started) in clients.items():
         warm = gp.solvers.solve_batch(build, targets[:2], client=client, max_iter=MAX_ITER)
         first[label] = dict(cluster_start=started, first_batch_wall=warm.wall_time,
                             first_item_solve=float(np.max(warm.solve_times)))
     gp.solvers.FDDP(build(targets[0])).solve(max_iter=MAX_ITER)       # this process warm
-    walls = {label: [] for label in ["loop", *clients]}
+    walls = {label: [] for label in ["loop", *runs]}
     cpus = {label: [] for label in walls}
     worker_cpus = {label: [] for label in walls}
     task_cpus = {label: [] for label in walls}
@@ -125,9 +130,10 @@ def throughput(build, targets, rounds):
         worker_cpus["loop"].append(cpus["loop"][-1])
         task_cpus["loop"].append(cpus["loop"][-1] / len(targets))
         costs["loop"] = np.array([r.cost for r in results])
-        for label, (client, _, _) in clients.items():
+        for label, (client, chunk_size) in runs.items():
             cpu, workers_cpu = process_cpu(), sum(client.run(process_cpu).values())
-            result = gp.solvers.solve_batch(build, targets, client=client, max_iter=MAX_ITER)
+            result = gp.solvers.solve_batch(build, targets, client=client, max_iter=MAX_ITER,
+                                            chunk_size=chunk_size)
             walls[label].append(result.wall_time)
             worker_cpus[label].append(sum(client.run(process_cpu).values()) - workers_cpu)
             cpus[label].append(process_cpu() - cpu + worker_cpus[label][-1])

@@ -7,8 +7,9 @@ Notation (B items, item b = ``params[b]``; N knots, nx, nu as in
 
     xs (B, N+1, nx)   us (B, N, nu)   costs (B,)   statuses (B,)   iterations (B,)
 
-Execution.  Each item is one Dask task, ``_solve_item(param, build, cls,
-options)``: the worker builds the problem, solves it with the public solver
+Execution.  Each item is one call ``_solve_item(param, build, cls, options)``
+in a Dask task (one task per item, or per ``chunk_size`` items): the worker
+builds the problem, solves it with the public solver
 API (``Solver(problem).solve(**options)``) and returns plain arrays.  An
 exception raised by ``build`` or ``solve`` is caught in the task and returned
 as that item's error, so it costs no other item anything.  A worker that dies
@@ -154,7 +155,7 @@ def _solve_item(param, build, cls, options):
 
 
 def solve_batch(build, params, solver="fddp", client=None, store=None, progress=None,
-                timeout=None, **solve_options):
+                timeout=None, chunk_size=1, **solve_options):
     """Solve ``build(param)`` for every ``param`` of ``params`` on Dask workers.
 
     Parameters
@@ -180,6 +181,13 @@ def solve_batch(build, params, solver="fddp", client=None, store=None, progress=
     timeout : float, optional
         Seconds to wait for the batch; items not done by then are reported
         with a ``TimeoutError`` (and not stored).
+    chunk_size : int
+        Items per Dask task.  Each task costs a few milliseconds of CPU in
+        the scheduler and the worker; for problems that solve in
+        milliseconds, chunks of 5-20 items amortize it (measured in
+        ``benchmarks/batch.py``).  A killed worker loses its whole chunk
+        in flight (solved again elsewhere); results still reach the store
+        item by item as chunks complete.
     **solve_options
         Passed to ``solve`` (``max_iter``, ``time_limit``, ...).
 
@@ -198,6 +206,9 @@ def solve_batch(build, params, solver="fddp", client=None, store=None, progress=
     _check_solve_options(cls, solve_options)
     if timeout is not None and not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f"chunk_size: expected a positive integer, got {chunk_size!r}")
     if client is not None and not callable(getattr(client, "map", None)):
         raise TypeError(f"client: expected a distributed.Client or None, got {client!r}")
     items = [None] * len(params)
@@ -215,9 +226,9 @@ def solve_batch(build, params, solver="fddp", client=None, store=None, progress=
         task = dict(build=build, cls=cls, options=solve_options)
         if client is None:
             with _local_client() as local:
-                _run(local, params, todo, task, collector, timeout)
+                _run(local, params, todo, task, collector, timeout, chunk_size)
         else:
-            _run(client, params, todo, task, collector, timeout)
+            _run(client, params, todo, task, collector, timeout, chunk_size)
         collector.bar.close()
     result = _gather(items, loaded)
     result.store = None if store is None else os.fspath(store)
@@ -240,37 +251,47 @@ class _Collector:
         self.bar.update("error_type" in item)
 
 
-def _run(client, params, todo, task, collector, timeout):
-    """Submit ``_solve_item(params[b], **task)`` for b in ``todo`` to ``client``
-    and hand each result to ``collector`` as it completes; after ``timeout``
-    seconds, the items not done are lost with a TimeoutError and cancelled."""
+def _solve_chunk(chunk, build, cls, options):
+    """:func:`_solve_item` on each parameter of ``chunk`` (one Dask task)."""
+    return [_solve_item(param, build, cls, options) for param in chunk]
+
+
+def _run(client, params, todo, task, collector, timeout, chunk_size):
+    """Submit ``_solve_chunk`` on the items ``todo``, ``chunk_size`` items per
+    task, to ``client`` and hand each result to ``collector`` as its task
+    completes; after ``timeout`` seconds, the items not done are lost with a
+    TimeoutError and their tasks cancelled."""
     from distributed import as_completed
-    futures = client.map(_solve_item, [params[b] for b in todo], pure=False, **task)
-    index = {future.key: b for future, b in zip(futures, todo)}
-    pending = dict(zip(todo, futures))
+    chunks = [todo[i:i + chunk_size] for i in range(0, len(todo), chunk_size)]
+    futures = client.map(_solve_chunk, [[params[b] for b in chunk] for chunk in chunks],
+                         pure=False, **task)
+    pending = {future.key: (future, chunk) for future, chunk in zip(futures, chunks)}
     try:
         for future in as_completed(futures, timeout=timeout):
-            b = index[future.key]
-            collector.add(b, _collected(future))
-            del pending[b]
+            _, chunk = pending.pop(future.key)
+            for b, item in zip(chunk, _collected(future, len(chunk))):
+                collector.add(b, item)
             future.release()
     except TimeoutError:
         message = f"not done within the batch timeout of {timeout} s"
-        for b in pending:
-            collector.add(b, dict(error_type="TimeoutError", error_message=message,
-                                  error_traceback="", lost=True))
-        client.cancel(list(pending.values()))
+        for _, chunk in pending.values():
+            for b in chunk:
+                collector.add(b, dict(error_type="TimeoutError", error_message=message,
+                                      error_traceback="", lost=True))
+        client.cancel([future for future, _ in pending.values()])
 
 
-def _collected(future):
-    """The item a finished future holds; a task that failed in Dask itself (a
-    worker killed past the retries, a build that cannot be unpickled) is an
-    error marked ``lost``: not stored, solved again by the next call."""
+def _collected(future, size):
+    """The ``size`` items a finished future holds; a task that failed in Dask
+    itself (a worker killed past the retries, a build that cannot be
+    unpickled) makes them errors marked ``lost``: not stored, solved again by
+    the next call."""
     try:
         return future.result()
     except Exception as error:
-        return dict(error_type=type(error).__name__, error_message=str(error),
+        lost = dict(error_type=type(error).__name__, error_message=str(error),
                     error_traceback=traceback.format_exc(), lost=True)
+        return [lost] * size
 
 
 def _gather(items, loaded):

@@ -121,6 +121,20 @@ def test_an_item_that_raises_loses_nothing_else(client, build, targets, tmp_path
     assert "solve_batch: 4/4 items, 2 failed" in capsys.readouterr().err
 
 
+def test_chunks_of_items_per_task(client, build, targets, tmp_path):
+    counting = CountingBuild(build, str(tmp_path), fail_on=(2,))
+    params = list(enumerate(targets[:5]))
+    result = solve_batch(counting, params, client=client, chunk_size=3,
+                         timeout=BATCH_TIMEOUT, **OPTIONS)
+    assert list(result.failed) == [2] and result.errors[2][0] == "ValueError"
+    expected = sequential(build, targets[[0, 1, 3, 4]], **OPTIONS)
+    np.testing.assert_allclose(result.costs[[0, 1, 3, 4]], [r.cost for r in expected],
+                               rtol=1e-12)
+    np.testing.assert_allclose(result.xs[[0, 1, 3, 4]], np.stack([r.xs for r in expected]),
+                               rtol=0, atol=1e-12)
+    assert counting.counts() == list(range(5))
+
+
 def test_store_resumes_without_solving_an_item_twice(client, build, targets, tmp_path):
     store = tmp_path / "store"
     count_dir = tmp_path / "builds"
@@ -266,6 +280,10 @@ def test_bad_arguments_are_named(build, targets):
         solve_batch(build, iter(targets))
     with pytest.raises(ValueError, match="timeout"):
         solve_batch(build, targets, timeout=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        solve_batch(build, targets, chunk_size=0)
+    with pytest.raises(TypeError, match="client"):
+        solve_batch(build, targets, client="tcp://127.0.0.1:8786")
 
 
 def test_batch_example(client, tmp_path, capsys):
