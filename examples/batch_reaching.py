@@ -115,8 +115,8 @@ def main(n=N_TARGETS, out="geppetto-examples/batch_reaching", client=None, knots
              iterations=result.iterations, converged=result.converged,
              statuses=result.statuses.astype(str))
     print("dataset:", dataset)
-    model = build.args[0]
-    print("figure:", plot_dataset(model, targets, result, _common.output(out, "batch_reaching.png")))
+    figure = _common.output(out, "batch_reaching.png")
+    print("figure:", plot_dataset(build.args[0], targets, result, figure))
     return targets, result
 
 

@@ -63,7 +63,7 @@ SOLVERS = {"fddp": FDDP, "boxfddp": BoxFDDP, "ddp": DDP}
 
 STORE_FORMAT = "geppetto-batch-1"
 
-# what one item is made of, in the store and between worker and client
+# the fields of an item that raised, in the store and between worker and client
 _ERROR = ("error_type", "error_message", "error_traceback")
 
 
@@ -75,12 +75,14 @@ class BatchResult:
     that failed (object arrays of per-item arrays when items differ in
     shape); ``costs``, ``gaps`` (B,) float (NaN where failed);
     ``solve_times``, ``cpu_times`` (B,) the wall and CPU seconds of
-    ``build`` + ``solve`` on the worker (NaN for an item lost to the cluster); ``iterations`` (B,) int (-1 where failed); ``converged`` (B,)
+    ``build`` + ``solve`` on the worker (NaN for an item lost to the
+    cluster); ``iterations`` (B,) int (-1 where failed); ``converged`` (B,)
     bool; ``statuses`` (B,) the solver's status strings ("error" where
     failed); ``errors`` a list of B entries, None or ``(type name, message,
     traceback text)`` of the exception that item raised; ``loaded`` (B,)
     bool, True for the items read from the store rather than solved by this
-    call.
+    call; ``store`` its path; ``wall_time`` the seconds of the call;
+    ``stats`` the counts of items ``solved`` and ``loaded``.
     """
 
     xs: np.ndarray
