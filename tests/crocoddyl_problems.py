@@ -35,7 +35,7 @@ from geppetto.benchmarks.ocp import CROCODDYL_REACHING
 
 # Crocoddyl's integrator -> geppetto's scheme with that meaning, in this branch
 # (issue 13: "euler" becomes Crocoddyl's symplectic Euler; flip this then).
-INTEGRATORS = {"euler": "semi_implicit_euler", "rk4": "rk4"}
+INTEGRATORS = {"euler": "euler", "rk4": "rk4"}
 TH_STOP = 1e-9
 MAX_ITER = 200
 SUBPROCESS_TIMEOUT_S = 900

@@ -60,28 +60,10 @@ PROBLEMS = {
 # (problem, comparison) -> why it fails until another branch lands (issue 13).
 # A comparison is "cost", "nu", an output of OUTPUTS, a solver name (iterations and
 # the optimum) or "<solver>_reported_cost".  Measured differences in the comments.
-_RK4 = ("i13a: Crocoddyl's IntegratedActionModelRK integrates the running cost with the RK "
-        "weights; ours charges dt * l at the knot")
-_CALC_COSTS = ("i13a: StageModel.calc_costs (the line search's costs) reuses the previous "
-               "iterate's Jacobians in the frame-velocity cost, so the reported cost is not "
-               "the cost of the final iterate")
 _BOX = ("i13b: BoxFDDP becomes Crocoddyl's SolverBoxFDDP (unconstrained gains while "
         "infeasible, clamped rollout, its stopping value)")
 EXPECTED_FAILURES = {
-    ("ur5_rk4", "cost"): _RK4,          # per knot 1.8e-3, total 1.9e-6 relative
-    ("ur5_rk4", "Lx"): _RK4,            # 9.6e-2 (Fx, Fu and the terminal knot agree, 2e-15)
-    ("ur5_rk4", "Lu"): _RK4,            # 6.7e-4
-    ("ur5_rk4", "Lxx"): _RK4,           # 1.1e-2
-    ("ur5_rk4", "Luu"): _RK4,           # 2.0e-4
-    ("ur5_rk4", "Lxu"): _RK4,           # 2.5e-4
-    ("ur5_rk4", "FDDP"): _RK4,          # 14 vs 15 iterations, optimum 5.7e-2 apart
-    ("ur5_rk4", "FDDP_reported_cost"): _CALC_COSTS,
-    ("ur5_se3", "FDDP_reported_cost"): _CALC_COSTS,     # 2.8e-7 relative
-    ("ur5_se3", "DDP_reported_cost"): _CALC_COSTS,      # 2.8e-7
     ("ur5_se3", "BoxFDDP"): _BOX,       # feasible guess: 200 (max) vs 26 iterations, 7.72 vs 1.058
-    ("ur5_se3", "BoxFDDP_reported_cost"): _CALC_COSTS,
-    ("panda_se3", "FDDP_reported_cost"): _CALC_COSTS,   # 2.1e-7
-    ("panda_se3", "DDP_reported_cost"): _CALC_COSTS,    # 2.1e-7
     ("panda_box", "BoxFDDP"): _BOX,     # 21 iterations (no step accepted) vs 84, 812.6 vs 0.676
     ("solo12_trot", "nu"): "i13b: impulse knots get nu = 0 (ours carry dummy controls)",
 }
