@@ -565,7 +565,7 @@ def test_custom_dynamics_with_a_symbolic_field_solve_alike_in_both_modes(name):
     if name == "unicycle":
         dynamics = gp.ocp.unicycle()
         x0, target, u_ref = np.array([-1.0, 0.5, 0.3]), np.zeros(3), np.zeros(2)
-        scheme = "euler"
+        scheme = "explicit_euler"
     else:
         dynamics = gp.ocp.quadrotor()
         x0, target = np.zeros(12), np.r_[0.3, 0.0, 1.0, np.zeros(9)]
@@ -588,8 +588,13 @@ def test_a_twin_out_of_step_with_its_kernel_is_refused(monkeypatch):
     that differs are named."""
     from geppetto.solvers import symbolic_terms
     problem = reaching(N=3)
-    monkeypatch.setitem(symbolic_terms.INTEGRATORS, "semi_implicit_euler",
-                        symbolic_terms.INTEGRATORS["euler"])
+    stage_points = symbolic_terms.stage_points
+
+    def explicit_in_place_of_symplectic(stage, point):
+        points, _ = stage_points(stage, point)
+        return points, stage.dt * symbolic_terms.field(stage.dynamics, point)
+
+    monkeypatch.setattr(symbolic_terms, "stage_points", explicit_in_place_of_symplectic)
     with pytest.raises(RuntimeError, match="stage 'running' \\(knots 0..2\\): .* rows of g"):
         NLP(problem, derivatives="casadi")
     monkeypatch.undo()
