@@ -1,18 +1,21 @@
 """DDP, FDDP and BoxFDDP beside Crocoddyl's SolverDDP, SolverFDDP and SolverBoxFDDP on a
 torque-limited arm, from the infeasible quasi-static guess.
 
-    python -m geppetto.benchmarks.box [--robot panda] [--limit 0.6] [--out DIR]
+    python -m geppetto.benchmarks.box [--robot panda] [--limit 1.5] [--perturb 0.1] [--out DIR]
 
 The task is the reaching task of :mod:`.ocp` (frame translation + state and
-control regularization, Crocoddyl's symplectic Euler, dt = 10 ms) with
-torque bounds ``limit * |g(q0)|`` (at least 1 N m) on every joint: the
-quasi-static guess (xs = [x0] * (N + 1), us = g(q0)) lies outside them, so
-the bounds bind from the start.  Both sides get the same problem and guess
-and their own default options; DDP and FDDP solve the unbounded problem.
-Per solver: iterations (backward passes: Crocoddyl's ``iter`` + 1 when it
-converges), final cost and the relative difference, and the cost per
-iteration.  Target (issue 13): iterations within +-1, final cost within
-1e-8 relative.  Writes ``results/box.json`` beside this file.
+control regularization, Crocoddyl's symplectic Euler, dt = 10 ms, 50 knots)
+with torque bounds ``limit * |g(q0)|`` (at least 1 N m) on every joint: with
+limit > 1 the quasi-static guess (xs = [x0] * (N + 1), us = g(q0)) holds the
+arm within them and the bounds bind during the reach; with limit < 1 the
+guess itself lies outside them.  ``--perturb``: seeded noise on the guess's
+states, so that it has gaps.  Both sides get the same problem and guess
+(``is_feasible`` false) and their own default options; DDP and FDDP solve the
+unbounded problem.  Per solver: iterations (backward passes: Crocoddyl's
+``iter`` + 1 when it returned from inside its loop), final cost and the
+relative difference, and the cost per iteration.  Target (issue 13):
+iterations within +-1, final cost within 1e-8 relative.  Writes
+``results/box.json`` beside this file.
 """
 import argparse
 import json
@@ -41,9 +44,10 @@ for name in task["solvers"]:
     logger = crocoddyl.CallbackLogger()
     solver.setCallbacks([logger])
     converged = solver.solve(stdvec(task["xs"]), stdvec(task["us"]), task["max_iter"], False)
-    out[name] = dict(converged=bool(converged), iterations=solver.iter + (1 if converged else 0),
-                     cost=solver.cost, costs=list(logger.costs), stop=solver.stop,
-                     us=np.array(solver.us).tolist())
+    # backward passes: one more than iter when it returned from inside the loop
+    inside = converged or solver.iter < task["max_iter"]
+    out[name] = dict(converged=bool(converged), iterations=solver.iter + (1 if inside else 0),
+                     cost=solver.cost, costs=list(logger.costs), stop=solver.stop)
 print(json.dumps(out))
 '''
 
@@ -77,8 +81,11 @@ def torque_limited(robot_name, limit, knots=KNOTS):
     return problems, xs, us, -upper, upper, task
 
 
-def compare(robot_name="panda", limit=0.6, crocoddyl=True, max_iter=MAX_ITER):
+def compare(robot_name="panda", limit=1.5, crocoddyl=True, max_iter=MAX_ITER, perturb=0.0):
     (bounded, free), xs, us, lower, upper, task = torque_limited(robot_name, limit)
+    if perturb:             # gaps of the guess: seeded noise on the states of knots 1..N
+        xs = xs.copy()
+        xs[1:] += perturb * np.random.default_rng(0).standard_normal(xs[1:].shape)
     rows = {}
     for name in SOLVERS:
         problem = bounded if name == "BoxFDDP" else free
@@ -106,15 +113,18 @@ def compare(robot_name="panda", limit=0.6, crocoddyl=True, max_iter=MAX_ITER):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robot", default="panda")
-    parser.add_argument("--limit", type=float, default=0.6)
+    parser.add_argument("--limit", type=float, default=1.5)
+    parser.add_argument("--perturb", type=float, default=0.0,
+                        help="noise on the guess's states (gaps; the robot's joints must "
+                             "be vector-valued)")
     parser.add_argument("--no-crocoddyl", action="store_true")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args(argv)
-    rows, reason = compare(args.robot, args.limit, not args.no_crocoddyl)
+    rows, reason = compare(args.robot, args.limit, not args.no_crocoddyl, perturb=args.perturb)
     if reason:
         print(crocoddyl_env.skipped(reason))
     print(f"{args.robot}, {KNOTS} knots, torque bounds {args.limit} |g(q0)|, "
-          "from the quasi-static guess")
+          f"from the quasi-static guess (state noise {args.perturb})")
     print(f"{'solver':8} {'iters ours':>10} {'iters Croc':>10} {'cost ours':>14} "
           f"{'cost Croc':>14} {'rel diff':>9}")
     for name, row in rows.items():
@@ -124,7 +134,8 @@ def main(argv=None):
               f"{row.get('cost_difference', float('nan')):>9.1e}")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "box.json"), "w") as out:
-        json.dump(dict(robot=args.robot, limit=args.limit, knots=KNOTS, rows=rows), out,
+        json.dump(dict(robot=args.robot, limit=args.limit, perturb=args.perturb, knots=KNOTS,
+                       rows=rows), out,
                   default=float)
     return rows
 

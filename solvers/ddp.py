@@ -70,16 +70,18 @@ class DDP:
     """Crocoddyl's SolverDDP (see the module docstring).
 
     Options (Crocoddyl's defaults): ``th_stop`` 1e-9, ``th_grad`` 1e-12,
-    ``th_gaptol`` 1e-16, ``th_acceptstep`` 0.1, ``reg_init`` 1e-9, ``reg_min``
-    1e-9, ``reg_max`` 1e9, ``reg_factor`` 10, ``th_stepinc`` 0.01,
-    ``th_stepdec`` 0.5, ``alphas`` 2^-i for i < 10.
+    ``th_acceptstep`` 0.1, ``reg_init`` 1e-9, ``reg_min`` 1e-9, ``reg_max`` 1e9,
+    ``reg_factor`` 10, ``th_stepinc`` 0.01, ``th_stepdec`` 0.5, ``alphas`` 2^-i for
+    i < 10.  The iterate counts as feasible (no gap terms) when ``solve`` is told
+    so (``is_feasible``) or after a full step, as Crocoddyl's ``is_feasible``;
+    Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
-    def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_gaptol=1e-16,
-                 th_acceptstep=0.1, reg_init=1e-9, reg_min=1e-9, reg_max=1e9, reg_factor=10.0,
-                 th_stepinc=0.01, th_stepdec=0.5, alphas=None):
+    def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
+                 reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
+                 alphas=None):
         self.problem = problem
-        self.th_stop, self.th_grad, self.th_gaptol = th_stop, th_grad, th_gaptol
+        self.th_stop, self.th_grad = th_stop, th_grad
         self.th_acceptstep = th_acceptstep
         self.reg_init, self.reg_min, self.reg_max = reg_init, reg_min, reg_max
         self.reg_factor, self.th_stepinc, self.th_stepdec = reg_factor, th_stepinc, th_stepdec
@@ -168,9 +170,8 @@ class DDP:
                         return self._result(xs, us, np.nan, iteration - 1, False, status,
                                             None, stop, history)
                     gaps = problem.gaps(xs)
-                    if feasible or np.max(np.abs(gaps)) <= self.th_gaptol:
+                    if feasible:        # Crocoddyl's is_feasible: given, or after a full step
                         gaps[:] = 0.0
-                        feasible = True
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()

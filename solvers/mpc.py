@@ -33,6 +33,7 @@ from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settin
                                              constrained_workspace)
 from ..dynamics.constraints import as_constraint_set
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
+from ..ocp.trial import trial_control
 from .ddp import FDDP
 
 
@@ -83,10 +84,12 @@ class MPC:
         result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget)
         self.xs, self.us, self.last = result.xs, result.us, result
         nu = problem.nus[0]            # the first knot's controls (the rest is padding)
-        u = result.us[0, :nu].copy()
-        if self.use_feedback:
-            dx = problem.state.difference(result.xs[:1], x[None])[0]
-            u -= result.K[0, :nu] @ dx
+        if not self.use_feedback:
+            return result.us[0, :nu].copy()
+        dx = problem.state.difference(result.xs[:1], x[None])[0]
+        u = np.empty(nu)              # the solvers' law at alpha = 0, unbounded: u0 - K0 dx
+        trial_control(result.us[0, :nu], result.k[0, :nu], result.K[0, :nu], dx, 0.0, False,
+                      u, u, u)
         return u
 
 

@@ -479,20 +479,22 @@ def test_contact_trial_rollout_matches_the_stages(scheme):
     impulse = ocp.ImpulseDynamics(solo12().model, dynamics.constraints, restitution=0.3)
     xs, us = perturbed_states(dynamics, seed=8)
     for stage in (ocp.StageModel(dynamics, dt=0.01, integrator=scheme),
-                  ocp.StageModel(impulse, dt=1.0)):
-        expected = stage.integrator.calc(stage.integrator.create_data(K), xs, us)
+                  ocp.StageModel(impulse, dt=1.0)):           # the impulse: nu = 0
+        nu = stage.nu
+        stage_us = np.ascontiguousarray(us[:, :nu])
+        expected = stage.integrator.calc(stage.integrator.create_data(K), xs, stage_us)
         ws = stage.trial_workspace()
-        xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(us), np.empty_like(xs)
-        no_gains = (np.zeros((1, 12)), np.zeros((1, 12, 36)), np.zeros((1, 36)))
+        xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(stage_us), np.empty_like(xs)
+        no_gains = (np.zeros((1, nu)), np.zeros((1, nu, 36)), np.zeros((1, 36)))
         for t in range(K):        # alpha = 0, no gains: each knot stepped from xs[t]
             window = slice(t, t + 1)
-            inputs = (xs[window], us[window], *no_gains, us[window], us[window], 0.0, False,
-                      False)
+            inputs = (xs[window], stage_us[window], *no_gains, stage_us[window],
+                      stage_us[window], 0.0, False, False)
             failed = stage.rollout_trial(inputs, xs[t],
                                          (xs_try[window], us_try[window], xnext[window]), ws)
             assert failed == -1
         np.testing.assert_allclose(xnext, expected, rtol=0, atol=1e-12)
-        np.testing.assert_array_equal(us_try, us)
+        np.testing.assert_array_equal(us_try, stage_us)
 
 
 def test_row_sparse_accumulation_matches_the_dense_one():
