@@ -20,6 +20,10 @@ One iteration = ``problem.calc_diff`` (batched kernels) + the Riccati kernel
 (:mod:`.riccati`) + a line search whose trials are each one rollout kernel
 per phase (:mod:`.forward`, :mod:`geppetto.ocp.trial`) followed by batched
 costs.  The trial control law is ``u - alpha k - K dx`` (Crocoddyl's signs).
+Knots may have different numbers of controls (impulses: nu = 0): ``us``, k,
+K are padded to the widest knot (see :class:`~geppetto.ocp.ShootingProblem`)
+and the Riccati recursion solves each knot's own ``nus[t]`` block, leaving
+the padding at zero.
 
 Stopping (Crocoddyl 3's criterion): converged when the iterate an accepted
 step started from was feasible and the expected decrease of a full step
@@ -295,7 +299,15 @@ class FDDP(DDP):
 class BoxFDDP(FDDP):
     """Crocoddyl's SolverBoxFDDP: FDDP with the stage models' ``control_bounds`` (see the
     module docstring).  Options: FDDP's, with ``th_stop`` 5e-5 by default (Crocoddyl's:
-    the gradient of the Lagrangian is not available to the stopping value)."""
+    the gradient of the Lagrangian is not available to the stopping value).
+
+    Measured against Crocoddyl 3.2 (``python -m geppetto.benchmarks.box``: panda
+    reaching, torque bounds binding, from the quasi-static guess, with and without
+    gaps): the same iterations and costs per iteration to 2e-12 relative.  One
+    deliberate departure: a knot whose bounds are all on one side (every upper bound
+    infinite, or every lower one) uses the box QP and clamps; Crocoddyl's
+    ``has_control_limits`` asks for at least one finite lower and one finite upper
+    bound and otherwise ignores them.  Otherwise the two are the same."""
 
     clamps = True
 
