@@ -260,6 +260,27 @@ def test_nlp_solves_the_lq_problem_with_knots_without_controls(assert_close):
     assert result.cost == pytest.approx(cost_star - lq.coast_constant, rel=1e-8)
 
 
+def test_mpc_with_knots_without_controls():
+    """MPC on a problem whose knots have different nu: the control it returns has the
+    first knot's nus[0] entries (none when knot 0 is a coast knot), the shifted warm
+    start moves each knot's row one knot earlier and the padding it lands in is
+    ignored."""
+    problem = lq_problem(coast=(1, 8)).problem
+    mpc = gp.solvers.MPC(problem, FDDP, max_iter=20, use_feedback=True)
+    u = mpc.step(problem.x0.copy())
+    assert u.shape == (2,) and mpc.last.converged
+    np.testing.assert_array_equal(u, mpc.last.us[0])       # at x = x0 the feedback is zero
+    x = problem.rollout(mpc.us)[1]
+    xs_warm, us_warm = mpc._warm_start(x)
+    np.testing.assert_array_equal(us_warm[:-1], mpc.us[1:])   # knot 2's controls -> knot 1
+    u = mpc.step(x)
+    assert u.shape == (2,) and mpc.last.converged
+    assert np.all(mpc.last.us[[1, 8]] == 0.0)
+    coasting = lq_problem(coast=(0,)).problem
+    u = gp.solvers.MPC(coasting, FDDP, max_iter=20).step(coasting.x0.copy())
+    assert u.shape == (0,)
+
+
 def test_box_fddp_solves_the_bounded_lq_problem(assert_close):
     """With bounds that cut the unconstrained optimum, BoxFDDP's solution satisfies
     the QP's KKT conditions: on the active set, the equality-constrained dense
