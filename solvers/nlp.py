@@ -27,9 +27,9 @@ x_0 = x0 is the variable bound dx_0 = x0 (-) xbar_0 (lbx = ubx: IPOPT removes
 it).  Knots with fewer controls than the widest (an impulse has nu = 0) keep
 the problem's padded layout (see :class:`~geppetto.ocp.ShootingProblem`):
 their padding variables are fixed at 0 by their bounds (IPOPT removes them
-too) and appear in no Jacobian or Hessian entry that is not zero.  Control bounds (``StageModel(control_bounds=...)``) and state bounds
-(``state_bounds=`` of the stage and terminal models, knots 1..N) are bounds on
-w.  A state bound is allowed on the coordinates where (+) is + (revolute,
+too) and their Jacobian and Hessian entries are zero.  Control bounds
+(``StageModel(control_bounds=...)``) and state bounds (``state_bounds=`` of
+the stage and terminal models, knots 1..N) are bounds on w.  A state bound is allowed on the coordinates where (+) is + (revolute,
 prismatic and translation joint positions, every velocity); a Lie-group
 coordinate (quaternion, unbounded revolute, planar) cannot be bounded so: use a
 Constraint on a StateResidual.  The cost is the problem's, unchanged.  The
