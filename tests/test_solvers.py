@@ -516,6 +516,43 @@ def test_box_fddp_takes_fddp_gains_while_infeasible_and_clamps_its_trials():
     assert result.stop < box.th_stop == 5e-5
 
 
+@pytest.mark.parametrize("use_gaps", [False, True])
+def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
+    """The one-kernel trial of a FreeDynamics phase (geppetto.ocp.trial.rollout_free)
+    and the same trial stepped knot by knot through the stage's integrator
+    (rollout_python, what CustomDynamics uses): the law u - alpha k - K dx, the gaps
+    and the clamping agree on ur5 with random gains."""
+    from geppetto.ocp.trial import rollout_python
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0,
+                                  knots=6, integrator="rk4")
+    stage = problem.running_models[0]
+    rng = np.random.default_rng(5)
+    n, nx, ndx, nu = problem.N, problem.nx, problem.ndx, problem.nu
+    xs = problem.x0 + 0.1 * rng.standard_normal((n, nx))
+    us = problem.quasi_static(np.repeat(problem.x0[None], n + 1, axis=0))
+    bound = np.full((n, nu), 5.0)
+    inputs = (xs, us, rng.standard_normal((n, nu)), rng.standard_normal((n, nu, ndx)),
+              0.05 * rng.standard_normal((n, ndx)), -bound, bound, 0.5, use_gaps, True)
+    outputs = [tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+               for _ in range(2)]
+    assert stage.rollout_trial(inputs, problem.x0, outputs[0], stage.trial_workspace()) == -1
+    assert rollout_python(stage.integrator, inputs, problem.x0, outputs[1],
+                          stage.integrator.create_data(1)) == -1
+    for kernel, python in zip(*outputs):
+        np.testing.assert_allclose(kernel, python, rtol=0, atol=1e-10)
+    assert np.any(np.abs(outputs[0][1]) == 5.0)              # some controls clamped
+    # the first knot by hand (Crocoddyl's signs)
+    state, (_, _, k, K, gaps, _, _, alpha, _, _) = problem.state, inputs
+    x_try = problem.x0[None]
+    if use_gaps:
+        x_try = state.integrate(x_try, (alpha - 1.0) * gaps[:1])
+    dx = state.difference(xs[:1], x_try)[0]
+    np.testing.assert_allclose(outputs[0][0][0], x_try[0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(outputs[0][1][0], np.clip(us[0] - alpha * k[0] - K[0] @ dx,
+                                                         -5.0, 5.0), rtol=0, atol=1e-12)
+
+
 def _box_qp_by_enumeration(H, q, lower, upper):
     """The minimizer of 1/2 x^T H x + q^T x in the box: every assignment of each
     coordinate to free / lower / upper, keeping the feasible stationary points."""
