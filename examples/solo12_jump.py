@@ -41,11 +41,11 @@ def main(reduced=False, out="geppetto-examples/solo12_jump", live=False):
                        gp.ocp.WeightedQuadratic([0.0, 0.0, 1.0]), weight=1e4)
 
     def costs(phase):
+        if phase.impulse:          # no controls; the feet land where they took off
+            return [x_reg] + [gp.ocp.Cost(foot, weight=1e6) for foot in ground]
         terms = [x_reg, u_reg]
         if not phase.feet:
             return terms + [apex]
-        if phase.impulse:          # the feet land where they took off
-            return terms + [gp.ocp.Cost(foot, weight=1e6) for foot in ground]
         for foot in phase.feet:
             cone = gp.ocp.FrictionConeResidual(phase.dynamics, foot, mu=0.7)
             terms.append(gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=10.0))

@@ -77,7 +77,7 @@ def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01
 
     def costs(phase):
         if phase.impulse:
-            return [x_reg_impulse, u_reg] + [
+            return [x_reg_impulse] + [
                 gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, f, landing_targets[f]),
                             weight=1e7) for f in phase.touchdown]
         terms = [x_reg, u_reg, x_bounds]

@@ -100,8 +100,8 @@ def _central_u(fun, us, step):
         taken = (up[:, j] - um[:, j])[:, None]
         columns.append((np.array(fun(up), dtype=float) - np.array(fun(um), dtype=float))
                        / taken)
-    if not columns:
-        return None
+    if not columns:             # no controls (nu = 0, e.g. an impulse)
+        return np.zeros(np.shape(fun(us)) + (0,))
     return np.stack(columns, axis=-1)
 
 

@@ -23,9 +23,8 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
   ``impulseDynamics``): x' = (q, v+) with v+, Lambda = impulse_dynamics(q, v),
   written as the field f = (0, v+ - v) of a StageModel with ``dt=1`` and the
   explicit Euler scheme (x' = x (+) f exactly; the stage's default);
-  f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0 (its controls, kept for a uniform
-  nu, act on nothing).  Its ``lam`` is the impulse Lambda (N s), which the force
-  residuals read alike.
+  f_x = [[0, 0], [dv+_dq, dv+_dv - I]]; no controls (nu = 0, as in Crocoddyl).
+  Its ``lam`` is the impulse Lambda (N s), which the force residuals read alike.
 - :func:`gait_stages`: the running stages of a multi-phase problem from a gait
   description (which feet touch the ground for how many knots), with an impulse
   stage at every touchdown.
@@ -62,9 +61,11 @@ from ..dynamics.constraints import as_constraint_set, constraint_jacobian, conta
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
 from ..dynamics.rnea import generalized_gravity
+from .contact_step import CONTACT_SCHEMES, contact_step_workspace
 from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
 from .residuals import Residual
 from .stage import StageModel
+from .trial import IMPULSE, rollout_contact, rollout_python
 
 # What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
 EMPTY, VALUES, DERIVATIVES = 0, 1, 2
@@ -207,6 +208,28 @@ class ContactDynamics:
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
+    # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
+    def _trial_stage(self, integrator):
+        """The ``stage`` tuple of :func:`.trial.rollout_contact`, or None where the
+        scheme has no jitted step (Runge-Kutta: stepped in Python)."""
+        if integrator.scheme not in CONTACT_SCHEMES:
+            return None
+        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
+                CONTACT_SCHEMES[integrator.scheme], integrator.dt, 0.0)
+
+    def trial_workspace(self, integrator):
+        if self._trial_stage(integrator) is None:
+            return integrator.create_data(1)
+        return contact_step_workspace(self.arrays, self.constraints.arrays, self.state.nx)
+
+    def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
+        """The line-search trial of a phase: one kernel (:func:`.trial.rollout_contact`)."""
+        stage = self._trial_stage(integrator)
+        if stage is None:
+            return rollout_python(integrator, inputs, x_start, outputs, workspace)
+        return rollout_contact(self.arrays, self.constraints.arrays, stage, inputs, x_start,
+                               outputs, workspace)
+
     def quasi_static(self, xs):
         """Controls us (K, nu) that hold each state still at v = 0 with the contacts
         carrying the rest of the weight: the least-norm (u, lambda) of
@@ -266,18 +289,19 @@ class ImpulseDynamics(ContactDynamics):
     Use it as ``StageModel(ImpulseDynamics(...), costs, dt=1.0)`` (explicit Euler,
     ``required_integrator``; symplectic Euler would move q by v+): the stage maps
     x = (q, v-) to (q, v+), with M (v+ - v-) = Jc^T Lambda and Jc v+ = -e Jc v-
-    (``restitution`` e, 0 for a plastic impact).  ``actuation`` only sets nu, to
-    match the neighbouring stages (default as :class:`ContactDynamics`); the
-    controls have no effect (f_u = 0), so give the stage a control regularization.
-    Stage costs are not scaled (dt = 1), as Crocoddyl's impulse models.
+    (``restitution`` e, 0 for a plastic impact).  It has no controls (nu = 0, as
+    Crocoddyl's impulse models): in a problem whose other knots are actuated its
+    controls are padding (see :class:`~.problem.ShootingProblem`), with no cost of
+    their own.  Stage costs are not scaled (dt = 1), as Crocoddyl's impulse models.
     ``data.lam`` holds Lambda (K, nc), ``data.dynamics.ddq`` holds v+.
     """
 
     required_integrator = "explicit_euler"
 
-    def __init__(self, model, constraints, actuation=None, restitution=0.0, mu=0.0,
-                 max_iterations=1, accuracy=1e-12, armature=None):
-        super().__init__(model, constraints, actuation, mu, max_iterations, accuracy, armature)
+    def __init__(self, model, constraints, restitution=0.0, mu=0.0, max_iterations=1,
+                 accuracy=1e-12, armature=None):
+        super().__init__(model, constraints, Actuation(np.zeros((model.nv, 0))), mu,
+                         max_iterations, accuracy, armature)
         restitution = float(restitution)
         if not 0.0 <= restitution <= 1.0:
             raise ValueError(f"restitution = {restitution!r}: expected a number in [0, 1]")
@@ -337,6 +361,12 @@ class ImpulseDynamics(ContactDynamics):
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
+    def _trial_stage(self, integrator):
+        if integrator.scheme != "explicit_euler" or integrator.dt != 1.0:
+            return None
+        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
+                IMPULSE, 1.0, self.restitution)
+
     def quasi_static(self, xs):
         """Zero controls (K, nu): an impact does not depend on them."""
         return np.zeros((np.atleast_2d(xs).shape[0], self.nu))
@@ -389,8 +419,8 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
     dt : step of the phases.  size : 3 (point feet) or 6 (soles).
     reference, Kp, Kd : the contacts' frame and Baumgarte gains.
     actuation : default floating base.
-    impulses : insert an :class:`ImpulseDynamics` stage (dt = 1) before every phase
-        in which a foot touches down.
+    impulses : insert an :class:`ImpulseDynamics` stage (dt = 1, no controls: its
+        ``costs`` must not use them) before every phase in which a foot touches down.
     integrator : scheme of the phases; default "euler", symplectic Euler (Crocoddyl's
         ``IntegratedActionModelEuler``: v' = v + dt a, q' = q (+) dt v').
         "explicit_euler" (q' = q (+) dt v) also works but makes FDDP's Gauss-Newton model
@@ -428,8 +458,7 @@ def gait_stages(model, gait, costs, dt, size=3, reference=LOCAL_WORLD_ALIGNED, K
             raise ValueError(f"gait entry {index}: expected at least one knot, got {knots} "
                              "(0 only for a last entry that touches down)")
         if impulses and landing:
-            impulse = ImpulseDynamics(
-                model, contacts(feet if impulse_feet == "all" else landing), actuation)
+            impulse = ImpulseDynamics(model, contacts(feet if impulse_feet == "all" else landing))
             phase = GaitPhase(index, feet, impulse, start, 1, True, landing)
             stages.append(StageModel(impulse, costs(phase), dt=1.0, name=f"impulse {index}"))
             phases.append(phase)

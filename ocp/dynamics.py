@@ -23,6 +23,8 @@ from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
+from .step import SCHEME_CODES, step_workspace
+from .trial import rollout_free, rollout_python
 
 
 class Actuation:
@@ -165,6 +167,16 @@ class FreeDynamics:
         np.matmul(d.Minv[:K], self.actuation.B, out=data.f_u[:, nv:, :])
         return data.f, data.f_x, data.f_u
 
+    # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
+    def trial_workspace(self, integrator):
+        return step_workspace(self.arrays, self.state.nx)
+
+    def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
+        """The line-search trial of a phase: one kernel (:func:`.trial.rollout_free`)."""
+        return rollout_free(self.arrays, self.actuation.B, self.damping,
+                            SCHEME_CODES[integrator.scheme], integrator.dt, inputs, x_start,
+                            outputs, workspace)
+
 
 class CustomDynamics:
     """Dynamics from user functions on a Euclidean state x in R^nx.
@@ -203,3 +215,10 @@ class CustomDynamics:
     def calc_diff(self, data, xs, us):
         self._calc_diff(xs, us, self.params, data.f, data.f_x, data.f_u)
         return data.f, data.f_x, data.f_u
+
+    def trial_workspace(self, integrator):
+        return integrator.create_data(1)
+
+    def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
+        """The line-search trial of a phase, knot by knot (:func:`.trial.rollout_python`)."""
+        return rollout_python(integrator, inputs, x_start, outputs, workspace)

@@ -14,6 +14,13 @@ is evaluated by one kernel call per term for all its knots, each knot with its
 own weights and references.  ``phases`` lists (model, start, stop, data): the
 phase's first model object (its structure) and ``data.runs`` the knots of
 each object.
+
+Running models may have different numbers of controls (an impulse knot has
+nu = 0, as in Crocoddyl): ``nu`` is the widest, ``nus (N,)`` the controls of
+each knot, and the control arrays are padded, ``us (N, nu)`` with knot k's
+controls in ``us[k, :nus[k]]`` and zeros after them (``Lu``, ``Luu``,
+``Lxu``, ``Fu`` likewise; the solvers' Riccati recursion leaves the padding
+out).  The padding of a warm start is ignored (set to zero).
 """
 from contextlib import contextmanager
 
@@ -110,10 +117,15 @@ class ShootingProblem:
             raise ValueError("terminal_model must be a TerminalModel (it has no controls)")
         first = running_models[0]
         self.state = first.state
-        self.nx, self.ndx, self.nu = self.state.nx, self.state.ndx, first.nu
+        self.nx, self.ndx = self.state.nx, self.state.ndx
         for model in running_models:
-            if model.state.nx != self.nx or model.nu != self.nu:
-                raise ValueError("all running models must share the state and nu")
+            if getattr(model, "terminal", True):
+                raise ValueError("running models must be StageModel objects")
+            if model.state.nx != self.nx:
+                raise ValueError("all running models must share the state")
+        # controls: padded to the widest knot, nus[k] of them at knot k (see the module doc)
+        self.nus = np.array([model.nu for model in running_models], dtype=np.int64)
+        self.nu = int(self.nus.max())
         if terminal_model.state.nx != self.nx:
             raise ValueError("the terminal model's state differs from the running models'")
         self.running_models = running_models
@@ -135,10 +147,16 @@ class ShootingProblem:
         self.xnext = np.zeros((N, nx))
         self.phases = []
         for runs, start, stop in _phases(running_models):
-            out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], self.Lu[start:stop],
-                               self.Lxx[start:stop], self.Luu[start:stop], self.Lxu[start:stop])
             model = runs[0][0]
-            self.phases.append((model, start, stop, model.create_data(stop - start, out, runs)))
+            K, m = stop - start, model.nu
+            if m == nu:
+                control_outputs = (self.Lu[start:stop], self.Luu[start:stop],
+                                   self.Lxu[start:stop])
+            else:           # its own buffers, copied into the padded arrays after calc_diff
+                control_outputs = (np.zeros((K, m)), np.zeros((K, m, m)), np.zeros((K, ndx, m)))
+            out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], control_outputs[0],
+                               self.Lxx[start:stop], control_outputs[1], control_outputs[2])
+            self.phases.append((model, start, stop, model.create_data(K, out, runs)))
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -161,7 +179,16 @@ class ShootingProblem:
             raise ValueError(f"us: expected shape ({self.N}, {self.nu}), got {us.shape}")
         if not np.all(np.isfinite(us)):
             raise ValueError("us: contains NaN or inf")
+        if np.any(self.nus < self.nu):
+            us = us.copy()
+            us[np.arange(self.nu)[None, :] >= self.nus[:, None]] = 0.0   # the padding
         return xs, np.ascontiguousarray(us)
+
+    def _controls(self, us, model, start, stop):
+        """The controls of knots start:stop as their stage sees them: (K, model.nu)."""
+        if model.nu == self.nu:
+            return us[start:stop]
+        return np.ascontiguousarray(us[start:stop, :model.nu])
 
     # -- evaluation ---------------------------------------------------------
     def calc(self, xs, us):
@@ -169,7 +196,7 @@ class ShootingProblem:
         xs, us = self._validate(xs, us)
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
-                model.calc(data, xs[start:stop], us[start:stop])
+                model.calc(data, xs[start:stop], self._controls(us, model, start, stop))
                 self.xnext[start:stop] = data.integrator.xnext
             self.terminal_model.calc(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
@@ -180,7 +207,7 @@ class ShootingProblem:
         No input checks: for solvers that built xs and us themselves."""
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
-                model.calc_costs(data, xs[start:stop], us[start:stop])
+                model.calc_costs(data, xs[start:stop], self._controls(us, model, start, stop))
             self.terminal_model.calc(self.terminal_data, xs[self.N:])
         if xnext is not None:
             self.xnext[:] = xnext
@@ -191,10 +218,16 @@ class ShootingProblem:
         xs, us = self._validate(xs, us)
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
-                model.calc_diff(data, xs[start:stop], us[start:stop])
+                model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
                 self.Fx[start:stop] = data.integrator.Fx
-                self.Fu[start:stop] = data.integrator.Fu
                 self.xnext[start:stop] = data.integrator.xnext
+                m = model.nu
+                self.Fu[start:stop, :, :m] = data.integrator.Fu
+                if m < self.nu:
+                    out = data.outputs
+                    self.Lu[start:stop, :m] = out.Lu
+                    self.Luu[start:stop, :m, :m] = out.Luu
+                    self.Lxu[start:stop, :, :m] = out.Lxu
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
@@ -213,7 +246,8 @@ class ShootingProblem:
             for model, start, stop, data in self.phases:
                 if model.constraints:
                     out.append((model, start, stop,
-                                model.calc_constraints(data, xs[start:stop], us[start:stop],
+                                model.calc_constraints(data, xs[start:stop],
+                                                       self._controls(us, model, start, stop),
                                                        with_derivatives)))
             if self.terminal_model.constraints:
                 out.append((self.terminal_model, self.N, self.N + 1,
@@ -253,12 +287,14 @@ class ShootingProblem:
             if isinstance(dynamics, FreeDynamics):
                 _free_rollout(dynamics.arrays, dynamics.actuation.B, dynamics.damping,
                               SCHEME_CODES[model.integrator.scheme], model.dt, xs[start],
-                              np.ascontiguousarray(us[start:stop]), xs[start:stop + 1])
+                              self._controls(us, model, start, stop), xs[start:stop + 1])
             else:
                 idata = model.integrator.create_data(1)
                 with _numba_threads(self.nthreads):
+                    controls = self._controls(us, model, start, stop)
                     for k in range(start, stop):
-                        xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1], us[k:k + 1])[0]
+                        xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1],
+                                                          controls[k - start:k - start + 1])[0]
         return xs
 
     def quasi_static(self, xs):
@@ -274,14 +310,14 @@ class ShootingProblem:
         for model, start, stop, data in self.phases:
             dynamics = model.dynamics
             if hasattr(dynamics, "quasi_static"):     # e.g. contact dynamics: B u + Jc^T lambda = g
-                us[start:stop] = dynamics.quasi_static(xs[start:stop])
+                us[start:stop, :model.nu] = dynamics.quasi_static(xs[start:stop])
                 continue
             if not isinstance(dynamics, FreeDynamics):
                 continue                      # no gravity model: zero controls
             q = xs[start:stop, :dynamics.model.nq]
             g = generalized_gravity(dynamics.model, dynamics.model.create_data(), q)
             Bpinv = np.linalg.pinv(dynamics.actuation.B)
-            us[start:stop] = g @ Bpinv.T
+            us[start:stop, :model.nu] = g @ Bpinv.T
         return us
 
     def __repr__(self):

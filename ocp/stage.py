@@ -229,6 +229,15 @@ class StageModel:
                                     kin.lip, kin.oR, kin.op, kin.v, kin.a)
         self._costs(data, xs, us, False)
 
+    def trial_workspace(self):
+        """Scratch of :meth:`rollout_trial` (one per solver and phase)."""
+        return self.dynamics.trial_workspace(self.integrator)
+
+    def rollout_trial(self, inputs, x_start, outputs, workspace):
+        """The solvers' line-search trial over the knots of a phase (see
+        :mod:`.trial`: inputs, outputs); returns -1 or the knot that failed."""
+        return self.dynamics.rollout_trial(self.integrator, inputs, x_start, outputs, workspace)
+
     def _costs(self, data, xs, us, with_derivatives):
         """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot)."""
         data.outputs.clear(with_derivatives)

@@ -1,66 +1,65 @@
-"""The forward pass of DDP / FDDP: the nonlinear rollout with the feedback law, one kernel per phase.
+"""The forward pass of DDP / FDDP / BoxFDDP: one line-search trial of a step alpha.
 
-For knot t of a trial with step alpha (Crocoddyl's FDDP, Mastalli et al. 2020):
-
-    x_t^try = x_t^pred (+) (alpha - 1) f_t    (x^pred = F of the previous knot, x_0^pred = x0;
-                                               only while infeasible and alpha < 1)
-    u_t^try = u_t - alpha k_t - K_t (x_t^try (-) x_t)     (clamped to the bounds for BoxFDDP)
-    x_(t+1)^pred = F(x_t^try, u_t^try)
-
-The predicted states are kept: after a step they give the new gaps without a
-second evaluation of the dynamics.  A non-finite state stops the kernel,
-which returns the knot where it happened (-1 on success).
+The trial rolls the problem out phase by phase through the stage models'
+``rollout_trial`` (:mod:`geppetto.ocp.trial`: the feedback law
+``u - alpha k - K dx`` and one kernel per phase for the multibody dynamics),
+then costs the trial trajectory with one batched cost evaluation.  The
+predicted states ``xnext`` are kept: after an accepted step they give the new
+gaps without a second evaluation of the dynamics.
 """
 import numpy as np
 
-from ..dynamics.config import kernel
-from ..dynamics.liegroups import difference_state
-from ..ocp.step import _state_integrate, free_step
+from ..ocp.problem import _numba_threads
+
+# what a Numba kernel raises on a singular state (x / 0.0; SystemError out of prange)
+KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemError)
 
 
-@kernel
-def _state_difference(m, x0, x1, out, ws):
-    """out = x1 (-) x0 for x = (q, v)."""
-    s4, t4, s3 = ws[3]
-    nq, nv = m.nq, m.nv
-    difference_state(m, x0[:nq], x1[:nq], out[:nv], s4, t4, s3)
-    for i in range(nv):
-        out[nv + i] = x1[nq + i] - x0[nq + i]
+class ForwardPass:
+    """Trials on ``problem``: ``__call__`` returns (xs_try, us_try, xnext, cost), or None
+    when the rollout diverged (non-finite state or cost, degenerate contacts)."""
 
+    def __init__(self, problem):
+        self.problem = problem
+        self.workspaces = [None] * len(problem.phases)
 
-@kernel
-def forward_pass_free(m, B, damping, scheme, dt, xs, us, k, K, gaps, alpha, use_gaps,
-                      boxed, u_lower, u_upper, x_start, xs_try, us_try, xnext, ws):
-    """Trial states/controls of one phase of FreeDynamics knots (see the module docstring).
+    def _workspace(self, index, model):
+        if self.workspaces[index] is None:
+            self.workspaces[index] = model.trial_workspace()
+        return self.workspaces[index]
 
-    xs (n, nx), us (n, nu), k (n, nu), K (n, nu, ndx), gaps (n, ndx) of the
-    phase; x_start (nx,) the predicted state entering the phase.  Writes
-    xs_try, us_try, xnext (n, ...).  Returns -1 or the failing knot.
-    """
-    n, nu = us.shape
-    ndx = gaps.shape[1]
-    dx = np.empty(ndx)
-    w = np.empty(ndx)
-    predicted = x_start
-    for t in range(n):
+    def __call__(self, xs, us, gains, bounds, alpha, use_gaps, boxed, gaps):
+        """The trial of step ``alpha``: gains = (k, K), bounds = (u_lower, u_upper) (N, nu);
+        ``use_gaps``: start each knot (alpha - 1) f_t off the prediction (FDDP while
+        infeasible); ``boxed``: clamp the controls to the bounds (BoxFDDP)."""
+        problem = self.problem
+        k, K = gains
+        u_lower, u_upper = bounds
+        xs_try = np.empty_like(xs)
+        us_try = np.empty_like(us)
+        xnext = np.empty((problem.N, problem.nx))
+        predicted = problem.x0
+        with _numba_threads(problem.nthreads):
+            for index, (model, start, stop, _) in enumerate(problem.phases):
+                window = slice(start, stop)
+                inputs = (xs[window], us[window], k[window], K[window], gaps[window],
+                          u_lower[window], u_upper[window], alpha, use_gaps, boxed)
+                outputs = (xs_try[window], us_try[window], xnext[window])
+                try:
+                    failed = model.rollout_trial(inputs, predicted, outputs,
+                                                 self._workspace(index, model))
+                except KERNEL_ERRORS:
+                    return None          # a diverging rollout reached a singular state
+                if failed >= 0:
+                    return None
+                predicted = xnext[stop - 1]
         if use_gaps:
-            for i in range(ndx):
-                w[i] = (alpha - 1.0) * gaps[t, i]
-            _state_integrate(m, predicted, w, xs_try[t], ws)
+            xs_try[-1] = problem.state.integrate(predicted[None], (alpha - 1.0) * gaps[-1:])[0]
         else:
-            for i in range(xs_try.shape[1]):
-                xs_try[t, i] = predicted[i]
-        _state_difference(m, xs[t], xs_try[t], dx, ws)
-        for i in range(nu):
-            s = us[t, i] - alpha * k[t, i]
-            for j in range(ndx):
-                s -= K[t, i, j] * dx[j]
-            if boxed:
-                s = min(max(s, u_lower[t, i]), u_upper[t, i])
-            us_try[t, i] = s
-        free_step(m, B, damping, scheme, dt, xs_try[t], us_try[t], xnext[t], ws)
-        for i in range(xnext.shape[1]):
-            if not np.isfinite(xnext[t, i]):
-                return t
-        predicted = xnext[t]
-    return -1
+            xs_try[-1] = predicted
+        if not (np.all(np.isfinite(xs_try)) and np.all(np.isfinite(us_try))):
+            return None
+        cost = problem.calc_costs(xs_try, us_try)
+        if not np.isfinite(cost):
+            return None
+        return xs_try, us_try, xnext, cost

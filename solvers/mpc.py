@@ -5,7 +5,11 @@
   the references (a user hook), runs at most ``max_iter`` iterations of FDDP
   (or BoxFDDP) within a time budget, and returns the first control, or the
   feedback policy u = u0 - K (x (-) x0) when asked (Crocoddyl's sign: the
-  solvers' gains apply as u - K dx).
+  solvers' gains apply as u - K dx).  Knots may have different numbers of
+  controls (padded ``us``, see :class:`~geppetto.ocp.ShootingProblem`): the
+  shifted warm start moves each knot's row one knot earlier, the solver's
+  validation zeroes the padding, and the returned control has the first
+  knot's ``nus[0]`` entries.
 - :class:`Simulator`: the "true" plant: the multibody integrated with RK4 at
   a finer step than the controller (one jitted kernel per control step), with
   an optional model mismatch (another Model, e.g. a payload) and external
@@ -29,6 +33,7 @@ from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settin
                                              constrained_workspace)
 from ..dynamics.constraints import as_constraint_set
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
+from ..ocp.trial import trial_control
 from .ddp import FDDP
 
 
@@ -78,10 +83,13 @@ class MPC:
         xs, us = self._warm_start(x)
         result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget)
         self.xs, self.us, self.last = result.xs, result.us, result
-        u = result.us[0].copy()
-        if self.use_feedback:
-            dx = problem.state.difference(result.xs[:1], x[None])[0]
-            u -= result.K[0] @ dx
+        nu = problem.nus[0]            # the first knot's controls (the rest is padding)
+        if not self.use_feedback:
+            return result.us[0, :nu].copy()
+        dx = problem.state.difference(result.xs[:1], x[None])[0]
+        u = np.empty(nu)              # the solvers' law at alpha = 0, unbounded: u0 - K0 dx
+        trial_control(result.us[0, :nu], result.k[0, :nu], result.K[0, :nu], dx, 0.0, False,
+                      u, u, u)
         return u
 
 

@@ -24,9 +24,12 @@ Constraints, knot by knot::
                                              (path: the running models; c_N: the terminal one)
 
 x_0 = x0 is the variable bound dx_0 = x0 (-) xbar_0 (lbx = ubx: IPOPT removes
-it).  Control bounds (``StageModel(control_bounds=...)``) and state bounds
-(``state_bounds=`` of the stage and terminal models, knots 1..N) are bounds on
-w.  A state bound is allowed on the coordinates where (+) is + (revolute,
+it).  Knots with fewer controls than the widest (an impulse has nu = 0) keep
+the problem's padded layout (see :class:`~geppetto.ocp.ShootingProblem`):
+their padding variables are fixed at 0 by their bounds (IPOPT removes them
+too) and their Jacobian and Hessian entries are zero.  Control bounds
+(``StageModel(control_bounds=...)``) and state bounds (``state_bounds=`` of
+the stage and terminal models, knots 1..N) are bounds on w.  A state bound is allowed on the coordinates where (+) is + (revolute,
 prismatic and translation joint positions, every velocity); a Lie-group
 coordinate (quaternion, unbounded revolute, planar) cannot be bounded so: use a
 Constraint on a StateResidual.  The cost is the problem's, unchanged.  The
@@ -177,7 +180,7 @@ class Transcription:
         if getattr(residual, "depends_on_state", True):
             columns += range(self.ndx)
         if residual.uses_control and not model.terminal:
-            columns += range(self.ndx, self.nz)
+            columns += range(self.ndx, self.ndx + model.nu)
         return np.array(columns, dtype=int)
 
     def _state_bounds(self):
@@ -187,9 +190,11 @@ class Transcription:
         for model, start, stop, _ in self.stages:
             self.x_lower[start:stop], self.x_upper[start:stop] = _bounds(
                 model, ("x_lower", "x_upper"), nx)
-            if not model.terminal:
-                self.u_lower[start:stop], self.u_upper[start:stop] = _bounds(
-                    model, ("u_lower", "u_upper"), nu)
+            if not model.terminal:     # a knot's padding (u beyond its nu) is fixed at 0
+                m = model.nu
+                self.u_lower[start:stop, :m], self.u_upper[start:stop, :m] = _bounds(
+                    model, ("u_lower", "u_upper"), m)
+                self.u_lower[start:stop, m:] = self.u_upper[start:stop, m:] = 0.0
         self.x_index, self.dx_index = _vector_coordinates(self.problem.state)
         others = np.setdiff1d(np.arange(nx), self.x_index)
         bounded = np.isfinite(self.x_lower[:, others]) | np.isfinite(self.x_upper[:, others])
@@ -521,6 +526,9 @@ class NLP:
         if derivatives == "analytical":
             self.functions, self.oracle = analytical_functions(self.transcription, hessian)
         else:
+            if np.any(problem.nus < problem.nu):
+                raise NotImplementedError("derivatives='casadi' needs every running model to "
+                                          "have the same nu (use derivatives='analytical')")
             from .nlp_symbolic import symbolic_functions
             self.functions = symbolic_functions(self.transcription, hessian)
         self.build_time = time.perf_counter() - start

@@ -26,10 +26,11 @@ def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=Fal
 def check_options(solver):
     """Validate the thresholds, the regularization schedule and the step lengths
     of a DDP-family solver in place (``alphas`` becomes a float array)."""
-    for name in ("th_stop", "th_grad", "th_gaptol"):
+    for name in ("th_stop", "th_grad"):
         setattr(solver, name, _number(getattr(solver, name), name, 0.0))
     solver.th_acceptstep = _number(solver.th_acceptstep, "th_acceptstep", 0.0, 1.0)
-    solver.th_acceptnegstep = _number(solver.th_acceptnegstep, "th_acceptnegstep", 0.0)
+    if hasattr(solver, "th_acceptnegstep"):          # FDDP's
+        solver.th_acceptnegstep = _number(solver.th_acceptnegstep, "th_acceptnegstep", 0.0)
     solver.reg_min = _number(solver.reg_min, "reg_min", 0.0)
     solver.reg_max = _number(solver.reg_max, "reg_max", solver.reg_min)
     solver.reg_init = _number(solver.reg_init, "reg_init", 0.0, solver.reg_max)

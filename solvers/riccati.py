@@ -9,10 +9,11 @@ function V(x) ~ Vx^T dx + 1/2 dx^T Vxx dx of knot t+1,
     Vx = Qx - K^T Qu,  Vxx = Qxx - Qxu K + mu I,
 
 and FDDP's gap term: Vx <- Vx + Vxx f_t when the trajectory is infeasible.
-With control bounds (BoxFDDP, Mastalli et al. 2022), k comes from the box QP
-min 1/2 du^T Quu du + Qu^T du, lb - u <= -du <= ub - u, solved by projected
-Newton (Tassa, Mansard & Todorov, ICRA 2014), and K keeps only the rows of
-the free controls: K_f = (Quu_ff)^-1 Qxu_f^T.
+At the knots marked ``limited`` (BoxFDDP once feasible, Mastalli et al. 2022),
+k = -du with du from the box QP min 1/2 du^T Quu du + Qu^T du, u_lower - u <=
+du <= u_upper - u, solved by projected Newton (Tassa, Mansard & Todorov, ICRA
+2014), K keeps only the rows of the free controls (K_f = (Quu_ff)^-1 Qxu_f^T),
+and Qu loses its clamped entries.
 
 The kernel returns -1 on success, or the knot whose Quu is not positive
 definite (the solver then raises the regularization): no exception leaves it.
@@ -24,33 +25,39 @@ from ..dynamics.linalg import cholesky_factor, cholesky_solve
 
 
 @kernel
-def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
-    """Projected Newton for min 1/2 x^T H x + g^T x, lower <= x <= upper (warm start x).
+def box_qp(H, q, lower, upper, x, free, L, work, max_iter=100, th_acceptstep=0.1, th_grad=1e-5):
+    """min 1/2 x^T H x + q^T x, lower <= x <= upper, by projected Newton from the warm start x
+    (Tassa, Mansard & Todorov, ICRA 2014), as Crocoddyl's BoxQP (its defaults: 100
+    iterations, step acceptance 0.1, stop when the free gradient's max-norm <= 1e-5).
 
-    On return ``free`` marks the inactive controls and L is the Cholesky factor
-    of H restricted to them (packed in their order).  Returns the number of
-    free controls, or -1 when that sub-Hessian is not positive definite.
+    Each iteration: the active set at x (x on a bound with the gradient pushing out
+    of the box), the Newton step on the free block, a projected backtracking line
+    search over 2^-i, i < 10, whose acceptance test is Crocoddyl's (the decrease
+    must exceed th_acceptstep g^T (x - x_new), g the gradient with its free entries
+    negated), then the stop test on the free gradient before the step.  On return
+    ``free`` marks the free controls of the last iteration and L is the Cholesky
+    factor of H restricted to them (packed in their order).  Returns their number,
+    or -1 when that block is not positive definite.
     """
-    n = g.shape[0]
+    n = q.shape[0]
     grad, step, trial, Hf, rhs = work[0], work[1], work[2], work[3:3 + n, :], work[3 + n]
     rhs_column = rhs.reshape((rhs.shape[0], 1))
     for i in range(n):
-        x[i] = min(max(x[i], lower[i]), upper[i])
+        x[i] = max(min(x[i], upper[i]), lower[i])
     n_free = 0
-    for iteration in range(max_iter):
+    for _ in range(max_iter):
         for i in range(n):
-            s = g[i]
+            s = q[i]
             for j in range(n):
                 s += H[i, j] * x[j]
             grad[i] = s
         n_free = 0
         for i in range(n):
-            clamped = (x[i] <= lower[i] and grad[i] > 0.0) or (x[i] >= upper[i] and grad[i] < 0.0)
+            clamped = (x[i] == lower[i] and grad[i] > 0.0) or (x[i] == upper[i] and grad[i] < 0.0)
             free[i] = not clamped
             if free[i]:
                 n_free += 1
-        # Hessian of the free block, in order
-        a = 0
+        a = 0                                   # Hessian of the free block, in order
         for i in range(n):
             if free[i]:
                 b = 0
@@ -61,19 +68,16 @@ def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
                 a += 1
         if n_free > 0 and not cholesky_factor(Hf, n_free, L, 0.0):
             return -1
-        gnorm = 0.0
-        for i in range(n):
-            if free[i]:
-                gnorm += grad[i] * grad[i]
-        if n_free == 0 or gnorm < tol * tol:
-            break
         # Newton step on the free block: step_f = -Hff^-1 grad_f, zero elsewhere
+        free_gradient = 0.0
         a = 0
         for i in range(n):
             if free[i]:
                 rhs[a] = -grad[i]
+                free_gradient = max(free_gradient, abs(grad[i]))
                 a += 1
-        cholesky_solve(L, n_free, rhs_column)
+        if n_free > 0:
+            cholesky_solve(L, n_free, rhs_column)
         a = 0
         for i in range(n):
             if free[i]:
@@ -81,46 +85,43 @@ def box_qp(H, g, lower, upper, x, free, L, work, max_iter=100, tol=1e-10):
                 a += 1
             else:
                 step[i] = 0.0
-        # projected Armijo line search
         value = 0.0
         for i in range(n):
-            value += g[i] * x[i] + 0.5 * x[i] * (grad[i] - g[i])
+            value += q[i] * x[i] + 0.5 * x[i] * (grad[i] - q[i])
         alpha = 1.0
-        accepted = False
-        for _ in range(30):
+        for _ in range(10):
             for i in range(n):
-                trial[i] = min(max(x[i] + alpha * step[i], lower[i]), upper[i])
+                trial[i] = max(min(x[i] + alpha * step[i], upper[i]), lower[i])
             new_value = 0.0
-            decrease = 0.0
+            model = 0.0
             for i in range(n):
                 s = 0.0
                 for j in range(n):
                     s += H[i, j] * trial[j]
-                new_value += g[i] * trial[i] + 0.5 * trial[i] * s
-                decrease += grad[i] * (x[i] - trial[i])
-            if value - new_value >= 0.1 * decrease:
-                accepted = True
+                new_value += q[i] * trial[i] + 0.5 * trial[i] * s
+                change = grad[i] * (x[i] - trial[i])
+                model += -change if free[i] else change
+            if value - new_value > th_acceptstep * model:
+                for i in range(n):
+                    x[i] = trial[i]
                 break
             alpha *= 0.5
-        if not accepted:
-            break
-        change = 0.0
-        for i in range(n):
-            change += abs(trial[i] - x[i])
-            x[i] = trial[i]
-        if change < tol:
+        if free_gradient <= th_grad:
             break
     return n_free
 
 
 @kernel
-def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, u_lower,
-                  u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk):
+def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk):
     """Riccati recursion over all knots (see the module docstring).
 
     Shapes: Fx (N, ndx, ndx), Fu (N, ndx, nu), Lx (N+1, ndx), Lu (N, nu),
     Lxx (N+1, ndx, ndx), Luu (N, nu, nu), Lxu (N, ndx, nu), gaps (N+1, ndx);
-    us, u_lower, u_upper (N, nu) used when ``boxed``.  Writes Vx, Vxx (N+1, ...),
+    ``nus`` (N,) int: the controls of each knot, the leading nus[t] of the padded
+    nu (entries beyond are zero in Fu, Lu, Luu, Lxu and stay zero in k, K);
+    ``limited`` (N,) bool: the knots whose gains come from the box QP, with
+    us, u_lower, u_upper (N, nu).  Writes Vx, Vxx (N+1, ...),
     Qu, k, Quuk (N, nu), Quu (N, nu, nu), K (N, nu, ndx).  Returns -1, or the
     knot where Quu (or its free block) is not positive definite.  The dense
     products are BLAS calls (``np.dot`` into the buffers of :func:`_workspace`,
@@ -137,7 +138,7 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
         _add_gap_term(Vx, Vxx, gaps, N)
     for t in range(N - 1, -1, -1):
         _q_function(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, Vxx, mu, Qu, Quu, ws)
-        if not _gains(t, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
+        if not _gains(t, nus[t], ws, Qu, Quu, limited[t], us, u_lower, u_upper, k, K):
             return t
         _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
@@ -151,11 +152,11 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, boxed, us, 
 @kernel
 def _workspace(ndx, nu):
     """Buffers of one backward pass: (FxV, FuV, Qx, Qxx, Qxu) of the current knot,
-    then the box QP's (L, free, work, lo, hi, rhs)."""
+    then the box QP's (L, free, work, lo, hi, rhs, du)."""
     products = (np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty(ndx),
                 np.empty((ndx, ndx)), np.empty((ndx, nu)))
     box = (np.zeros((nu, nu)), np.zeros(nu, dtype=np.bool_), np.zeros((4 + nu, max(nu, 1))),
-           np.empty(nu), np.empty(nu), np.empty(nu))
+           np.empty(nu), np.empty(nu), np.empty(nu), np.empty(nu))
     return products, box
 
 
@@ -191,33 +192,43 @@ def _q_function(t, F, L, Vx, Vxx, mu, Qu, Quu, ws):
 
 
 @kernel
-def _gains(t, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
-    """k[t], K[t] from the Cholesky factor of Quu[t] (or the box QP's free block);
-    False when that is not positive definite."""
+def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
+    """k[t], K[t] (their first n rows; the padding zero) from the Cholesky factor of
+    Quu[t], or with ``boxed`` from the box QP (Crocoddyl's
+    SolverBoxFDDP::computeGains): du minimizes 1/2 du^T Quu du + Qu^T du within
+    [u_lower - u, u_upper - u], k = -du, K the rows of the free controls, and the
+    clamped controls' entries of Qu set to zero (they do not count in the expected
+    improvement, hence in the stopping value).  False when Quu (or its free block)
+    is not positive definite."""
     Qxu = ws[0][4]
-    L, free, work, lo, hi, rhs = ws[1]
+    L, free, work, lo, hi, rhs, du = ws[1]
     ndx, nu = Qxu.shape
+    for i in range(n, nu):
+        k[t, i] = 0.0
+        for j in range(ndx):
+            K[t, i, j] = 0.0
     if boxed:
-        for i in range(nu):
-            lo[i] = us[t, i] - u_upper[t, i]   # bounds on k (u_new = u - k)
-            hi[i] = us[t, i] - u_lower[t, i]
-        # k minimizes 1/2 k^T Quu k - Qu^T k within [lo, hi] (warm start: the
-        # previous iteration's k, clamped): pass -Qu
-        for i in range(nu):
-            rhs[i] = -Qu[t, i]
-        n_free = box_qp(Quu[t], rhs, lo, hi, k[t], free, L, work)
+        for i in range(n):
+            lo[i] = u_lower[t, i] - us[t, i]
+            hi[i] = u_upper[t, i] - us[t, i]
+            du[i] = k[t, i]       # Crocoddyl's warm start: the previous k_t as it stands
+        n_free = box_qp(Quu[t, :n, :n], Qu[t, :n], lo[:n], hi[:n], du[:n], free[:n], L, work)
         if n_free < 0:
             return False
-        _box_gains(Qxu, free, n_free, L, K, t, rhs)
+        for i in range(n):
+            k[t, i] = -du[i]
+            if not free[i]:
+                Qu[t, i] = 0.0
+        _box_gains(Qxu, free, n, n_free, L, K, t, rhs)
         return True
-    if not cholesky_factor(Quu[t], nu, L, 0.0):
+    if not cholesky_factor(Quu[t], n, L, 0.0):
         return False
-    for i in range(nu):
+    for i in range(n):
         k[t, i] = Qu[t, i]
         for j in range(ndx):
             K[t, i, j] = Qxu[j, i]
-    cholesky_solve(L, nu, k[t].reshape((nu, 1)))
-    cholesky_solve(L, nu, K[t])
+    cholesky_solve(L, n, k[t].reshape((nu, 1)))
+    cholesky_solve(L, n, K[t])
     return True
 
 
@@ -257,10 +268,11 @@ def _add_gap_term(Vx, Vxx, gaps, t):
 
 
 @kernel
-def _box_gains(Qxu, free, n_free, L, K, t, rhs):
-    """K rows of the free controls: (Quu_ff)^-1 Qxu_f^T; clamped rows zero."""
-    ndx, nu = Qxu.shape
-    rhs_column = rhs.reshape((nu, 1))
+def _box_gains(Qxu, free, nu, n_free, L, K, t, rhs):
+    """K rows of the free controls among the first nu: (Quu_ff)^-1 Qxu_f^T; clamped
+    rows zero."""
+    ndx = Qxu.shape[0]
+    rhs_column = rhs.reshape((rhs.shape[0], 1))
     for j in range(ndx):
         a = 0
         for i in range(nu):

@@ -338,7 +338,7 @@ def test_touchdown_problem_fddp():
                      ocp.WeightedQuadratic(weights))
     u_reg = ocp.Cost(ocp.ControlResidual(stance.nu), weight=1e-3)
     models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
-              + [ocp.StageModel(impulse, [x_reg, u_reg], dt=1.0)]
+              + [ocp.StageModel(impulse, [x_reg], dt=1.0)]
               + [ocp.StageModel(stance, [x_reg, u_reg], dt=0.02)] * 4)
     terminal = ocp.TerminalModel(stance.state, [x_reg])
     problem = ocp.ShootingProblem(x0, models, terminal)
@@ -373,9 +373,9 @@ def test_gait_stages_trot_step():
                                                axes=[2]) for foot in swing}
 
     def costs(phase):
-        terms = [x_reg, u_reg]
         if phase.impulse:
-            return terms
+            return [x_reg]
+        terms = [x_reg, u_reg]
         for foot in phase.feet:
             cone = ocp.FrictionConeResidual(phase.dynamics, foot, mu=0.7)
             terms.append(ocp.Cost(cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0))
@@ -418,7 +418,7 @@ def test_gait_ending_at_an_impact():
 
     def costs(phase):
         seen.append(phase)
-        return [ocp.Cost(ocp.ControlResidual(12), weight=1e-3)]
+        return [] if phase.impulse else [ocp.Cost(ocp.ControlResidual(12), weight=1e-3)]
 
     stages, phases = ocp.gait_stages(model, [(FEET, 2), (stance, 3), (FEET, 0)], costs,
                                      dt=0.02, impulse_feet="touchdown")
@@ -433,7 +433,8 @@ def test_gait_ending_at_an_impact():
     all_feet, _ = ocp.gait_stages(model, [(FEET, 2), (stance, 3), (FEET, 0)], costs, dt=0.02)
     assert all_feet[-1].dynamics.constraints.names == list(FEET)
     xs = np.repeat(standing_state()[None], 2, axis=0)
-    np.testing.assert_array_equal(impulse.dynamics.quasi_static(xs), np.zeros((2, 12)))
+    assert impulse.nu == 0 and stages[0].nu == 12
+    np.testing.assert_array_equal(impulse.dynamics.quasi_static(xs), np.zeros((2, 0)))
     with pytest.raises(ValueError, match="at least one knot"):
         ocp.gait_stages(model, [(FEET, 2), (FEET, 0)], costs, dt=0.02)   # nothing lands
     with pytest.raises(ValueError, match="impulse_feet"):
@@ -471,31 +472,30 @@ def test_smooth_friction_cone_jacobians(case, eps):
 
 
 @pytest.mark.parametrize("scheme", ["explicit_euler", "euler"])
-def test_contact_forward_pass_matches_the_stages(scheme):
-    """The forward-pass kernel of a contact phase and of an impact (contact_step,
-    impulse_step), with the stage tuple FDDP builds, steps the knots exactly as the
-    stage models (dt, scheme, Baumgarte gains, damping, restitution)."""
-    from geppetto.ocp.contact_step import contact_step_workspace
-    from geppetto.solvers.forward_contact import forward_pass_contact
+def test_contact_trial_rollout_matches_the_stages(scheme):
+    """The trial-rollout kernel of a contact phase and of an impact (contact_step,
+    impulse_step), through the stage model's ``rollout_trial``, steps the knots exactly
+    as the stage models (dt, scheme, Baumgarte gains, damping, restitution)."""
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED, Kp=10.0, Kd=3.0, damped=True)
     impulse = ocp.ImpulseDynamics(solo12().model, dynamics.constraints, restitution=0.3)
     xs, us = perturbed_states(dynamics, seed=8)
     for stage in (ocp.StageModel(dynamics, dt=0.01, integrator=scheme),
-                  ocp.StageModel(impulse, dt=1.0)):
-        dyn = stage.dynamics
-        expected = stage.integrator.calc(stage.integrator.create_data(K), xs, us)
-        ws = contact_step_workspace(dyn.arrays, dyn.constraints.arrays, dyn.state.nx)
-        xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(us), np.empty_like(xs)
-        no_gains = (np.zeros((1, 12)), np.zeros((1, 12, 36)), np.zeros((1, 36)))
+                  ocp.StageModel(impulse, dt=1.0)):           # the impulse: nu = 0
+        nu = stage.nu
+        stage_us = np.ascontiguousarray(us[:, :nu])
+        expected = stage.integrator.calc(stage.integrator.create_data(K), xs, stage_us)
+        ws = stage.trial_workspace()
+        xs_try, us_try, xnext = np.empty_like(xs), np.empty_like(stage_us), np.empty_like(xs)
+        no_gains = (np.zeros((1, nu)), np.zeros((1, nu, 36)), np.zeros((1, 36)))
         for t in range(K):        # alpha = 0, no gains: each knot stepped from xs[t]
             window = slice(t, t + 1)
-            failed = forward_pass_contact(
-                dyn.arrays, dyn.constraints.arrays, gp.solvers.FDDP._contact_stage(stage),
-                xs[window], us[window], *no_gains, 0.0, False, False, us[window], us[window],
-                xs[t], xs_try[window], us_try[window], xnext[window], ws)
+            inputs = (xs[window], stage_us[window], *no_gains, stage_us[window],
+                      stage_us[window], 0.0, False, False)
+            failed = stage.rollout_trial(inputs, xs[t],
+                                         (xs_try[window], us_try[window], xnext[window]), ws)
             assert failed == -1
         np.testing.assert_allclose(xnext, expected, rtol=0, atol=1e-12)
-        np.testing.assert_array_equal(us_try, us)
+        np.testing.assert_array_equal(us_try, stage_us)
 
 
 def test_row_sparse_accumulation_matches_the_dense_one():
@@ -559,7 +559,7 @@ def touchdown_problem():
     foot = ocp.Cost(ocp.FrameTranslationResidual(model, "FL_FOOT", [0.2, 0.15, 0.0]), weight=10.0)
     cone = ocp.FrictionConeResidual(stance, 0, mu=0.7)
     models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
-              + [ocp.StageModel(impulse, [x_reg, u_reg, foot], dt=1.0)]
+              + [ocp.StageModel(impulse, [x_reg, foot], dt=1.0)]
               + [ocp.StageModel(stance, [x_reg, u_reg, ocp.Cost(
                   cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0)], dt=0.02)] * 4)
     terminal = ocp.TerminalModel(stance.state, [x_reg])
@@ -594,7 +594,8 @@ def test_rollout_gradient_through_the_impulse():
             du[t, j] = h
             numerical[t, j] = (J(us + du) - J(us - du)) / (2 * h)
     np.testing.assert_allclose(gradient, numerical, rtol=1e-5, atol=1e-6 * np.abs(numerical).max())
-    assert np.abs(gradient[3]).max() > 0.0 and np.abs(gradient[2]).max() > 1e-3
+    assert problem.nus[3] == 0 and np.all(gradient[3] == 0.0)       # the impulse: padding
+    assert np.abs(gradient[2]).max() > 1e-3
 
 
 def test_trot_converges():

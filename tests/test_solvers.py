@@ -1,5 +1,9 @@
 """DDP (iLQR), FDDP and BoxFDDP (issue 6).
 
+- Crocoddyl's hierarchy and semantics: DDP carries the gaps in its backward
+  pass and rolls out from x0; BoxFDDP takes FDDP's gains while infeasible,
+  clamps its trials, and once feasible solves the box QP (checked against an
+  enumeration of the active sets) and drops the clamped controls from Qu.
 - A linear-quadratic problem (an affine, coupled double integrator in the
   plane, as CustomDynamics) is solved in one Newton iteration by every solver,
   to the solution of its dense KKT system built here with NumPy from the
@@ -73,8 +77,20 @@ def _lq_discretization(integrator, h):
     return Phi, Gamma @ LQ_B, Gamma @ LQ_C
 
 
-def lq_problem(integrator="explicit_euler", bounds=None):
-    """The LQ problem and everything its dense twin needs."""
+def _lq_coast(xs, us, params, f):
+    f[:] = xs @ LQ_A.T + LQ_C
+
+
+def _lq_coast_diff(xs, us, params, f, f_x, f_u):
+    _lq_coast(xs, us, params, f)
+    f_x[:] = LQ_A
+
+
+def lq_problem(integrator="explicit_euler", bounds=None, coast=()):
+    """The LQ problem and everything its dense twin needs.  ``coast``: knots without
+    controls (nu = 0: the field without B u, no control cost), which the dense twin
+    sees as u_k = 0 (``coast_fixed``) with its control cost there a constant
+    (``coast_constant``)."""
     N, dt = LQ_N, LQ_DT
     dynamics = gp.ocp.CustomDynamics(4, 2, _lq_calc, _lq_calc_diff, nq=2, name="lq")
     state = dynamics.state
@@ -92,7 +108,20 @@ def lq_problem(integrator="explicit_euler", bounds=None):
     terminal = gp.ocp.TerminalModel(state, [
         gp.ocp.Cost(gp.ocp.StateResidual(state, x_goal), gp.ocp.WeightedQuadratic(wN))])
     x0 = np.array([0.0, 0.5, 0.3, -0.1])
-    problem = gp.ocp.ShootingProblem(x0, [running] * N, terminal)
+    models = [running] * N
+    if coast:               # one model per knot, each with its reference x_ref[k]
+        coasting = gp.ocp.CustomDynamics(4, 0, _lq_coast, _lq_coast_diff, nq=2, name="coast")
+        models = []
+        for k in range(N):
+            costs = [gp.ocp.Cost(gp.ocp.StateResidual(state, x_ref[k]),
+                                 gp.ocp.WeightedQuadratic(wx), w_x)]
+            if k not in coast:
+                costs.append(running.costs[1])
+            models.append(gp.ocp.StageModel(coasting, costs, dt=dt, integrator=integrator)
+                          if k in coast else
+                          gp.ocp.StageModel(dynamics, costs, dt=dt, integrator=integrator,
+                                            control_bounds=bounds))
+    problem = gp.ocp.ShootingProblem(x0, models, terminal)
     Ad, Bd, cd = _lq_discretization(integrator, dt)
     # dense cost 1/2 z^T H z + g^T z over z = (x_0 .. x_N, u_0 .. u_{N-1});
     # running terms scaled by dt at the knot (the stages are built with cost_quadrature=False)
@@ -120,7 +149,9 @@ def lq_problem(integrator="explicit_euler", bounds=None):
     constant = 0.5 * dt * w_x * np.sum(wx * x_ref ** 2) + 0.5 * dt * w_u * N * np.sum(
         wu * u_ref ** 2) + 0.5 * np.sum(wN * x_goal ** 2)
     return SimpleNamespace(problem=problem, H=H, g=g, C=C, d=d, constant=constant,
-                           N=N, nx=nx, nu=nu)
+                           N=N, nx=nx, nu=nu,
+                           coast_fixed=[(k, i, 0.0) for k in coast for i in range(nu)],
+                           coast_constant=0.5 * dt * w_u * np.sum(wu * u_ref ** 2) * len(coast))
 
 
 def _x_block(k, nx=4):
@@ -175,7 +206,7 @@ def test_dense_twin_of_the_lq_problem_has_the_same_cost(integrator):
 def test_lq_problem_is_solved_in_one_iteration(solver_class, integrator, assert_close):
     lq = lq_problem(integrator)
     xs_star, us_star, cost_star, _ = dense_solution(lq)
-    xs, us = lq_warm_start(lq)          # infeasible for FDDP; DDP rolls out us
+    xs, us = lq_warm_start(lq)          # infeasible: the gaps close in the first step
     # without Levenberg-Marquardt regularization the first step is the exact Newton step
     exact = solver_class(lq.problem, reg_init=0.0, reg_min=0.0)
     one = exact.solve(xs, us, max_iter=1)
@@ -193,6 +224,65 @@ def test_lq_problem_is_solved_in_one_iteration(solver_class, integrator, assert_
     assert result.cost == pytest.approx(cost_star, rel=1e-12)
 
 
+COAST = (0, 7, 8, 15)
+
+
+@pytest.mark.parametrize("solver_class", SOLVERS, ids=lambda s: s.__name__)
+def test_knots_without_controls(solver_class, assert_close):
+    """Running models with different nu: coast knots (nu = 0, as Crocoddyl's impulse
+    models) in the LQ problem, the controls padded to nu = 2.  One exact Newton
+    step reaches the dense optimum with u_k = 0 at the coast knots, whose padded
+    controls stay zero and have zero gains."""
+    lq = lq_problem(coast=COAST)
+    assert lq.problem.nu == 2 and list(lq.problem.nus[list(COAST)]) == [0] * len(COAST)
+    xs_star, us_star, cost_star, _ = dense_solution(lq, lq.coast_fixed)
+    xs, us = lq_warm_start(lq)              # random padding too: ignored
+    solver = solver_class(lq.problem, reg_init=0.0, reg_min=0.0)
+    one = solver.solve(xs, us, max_iter=1)
+    assert one.history["step"] == [1.0]
+    assert_close(one.xs, xs_star, 1e-9, "xs")
+    assert_close(one.us, us_star, 1e-9, "us")
+    assert np.all(one.us[list(COAST)] == 0.0)
+    assert np.all(solver.k[list(COAST)] == 0.0) and np.all(solver.K[list(COAST)] == 0.0)
+    assert one.cost == pytest.approx(cost_star - lq.coast_constant, rel=1e-12)
+
+
+def test_nlp_solves_the_lq_problem_with_knots_without_controls(assert_close):
+    """The NLP's transcription of knots with nu = 0: their padding variables are fixed
+    at zero; IPOPT finds the dense optimum."""
+    lq = lq_problem(coast=COAST)
+    xs_star, us_star, cost_star, _ = dense_solution(lq, lq.coast_fixed)
+    result = gp.solvers.NLP(lq.problem).solve(*lq_warm_start(lq))
+    assert result.converged, result
+    assert_close(result.xs, xs_star, 1e-6, "xs")
+    assert_close(result.us, us_star, 1e-6, "us")
+    assert np.all(result.us[list(COAST)] == 0.0)
+    assert result.cost == pytest.approx(cost_star - lq.coast_constant, rel=1e-8)
+    with pytest.raises(NotImplementedError, match="same nu"):
+        gp.solvers.NLP(lq.problem, derivatives="casadi")
+
+
+def test_mpc_with_knots_without_controls():
+    """MPC on a problem whose knots have different nu: the control it returns has the
+    first knot's nus[0] entries (none when knot 0 is a coast knot), the shifted warm
+    start moves each knot's row one knot earlier and the padding it lands in is
+    ignored."""
+    problem = lq_problem(coast=(1, 8)).problem
+    mpc = gp.solvers.MPC(problem, FDDP, max_iter=20, use_feedback=True)
+    u = mpc.step(problem.x0.copy())
+    assert u.shape == (2,) and mpc.last.converged
+    np.testing.assert_array_equal(u, mpc.last.us[0])       # at x = x0 the feedback is zero
+    x = problem.rollout(mpc.us)[1]
+    xs_warm, us_warm = mpc._warm_start(x)
+    np.testing.assert_array_equal(us_warm[:-1], mpc.us[1:])   # knot 2's controls -> knot 1
+    u = mpc.step(x)
+    assert u.shape == (2,) and mpc.last.converged
+    assert np.all(mpc.last.us[[1, 8]] == 0.0)
+    coasting = lq_problem(coast=(0,)).problem
+    u = gp.solvers.MPC(coasting, FDDP, max_iter=20).step(coasting.x0.copy())
+    assert u.shape == (0,)
+
+
 def test_box_fddp_solves_the_bounded_lq_problem(assert_close):
     """With bounds that cut the unconstrained optimum, BoxFDDP's solution satisfies
     the QP's KKT conditions: on the active set, the equality-constrained dense
@@ -203,7 +293,7 @@ def test_box_fddp_solves_the_bounded_lq_problem(assert_close):
     assert np.any(us_free < lower) and np.any(us_free > upper)
     lq = lq_problem(bounds=(lower, upper))
     xs, us = lq_warm_start(lq)
-    result = BoxFDDP(lq.problem).solve(xs, np.clip(us, lower, upper))
+    result = BoxFDDP(lq.problem, th_stop=1e-12).solve(xs, np.clip(us, lower, upper))
     assert result.converged, result
     assert result.gaps <= 1e-12
     assert np.all(result.us >= lower) and np.all(result.us <= upper)
@@ -398,6 +488,126 @@ def test_box_fddp_clips_a_warm_start_outside_the_bounds():
     assert np.all(result.us >= [-0.8, -1.0]) and np.all(result.us <= [0.5, 1.0])
 
 
+def test_box_fddp_takes_fddp_gains_while_infeasible_and_clamps_its_trials():
+    """Crocoddyl's SolverBoxFDDP: from an infeasible warm start the backward pass is
+    FDDP's (unconstrained gains, bit for bit) and the rollout clamps the controls;
+    once feasible the box QP gives the gains, and the clamped controls drop out of
+    Qu (hence out of the stopping value)."""
+    lower, upper = np.array([-0.8, -1.0]), np.array([0.5, 1.0])
+    free, bounded = lq_problem(), lq_problem(bounds=(lower, upper))
+    xs, us = lq_warm_start(free)
+    fddp, box = FDDP(free.problem), BoxFDDP(bounded.problem)
+    fddp.solve(xs, us, max_iter=1)
+    first = box.solve(xs, us, max_iter=1)
+    np.testing.assert_array_equal(box.k, fddp.k)
+    np.testing.assert_array_equal(box.K, fddp.K)
+    assert first.history["gaps"][0] > 0.1
+    assert np.all(first.us >= lower) and np.all(first.us <= upper)
+    assert np.any(first.us == lower) and np.any(first.us == upper)
+    result = box.solve(xs, us, max_iter=50)
+    assert result.converged
+    clamped = (result.us == lower) | (result.us == upper)
+    assert clamped.any()
+    # the last backward pass ran the box QP at the converged controls: clamped
+    # controls have zero step and zero entries in Qu, and K has no rows for them
+    np.testing.assert_array_equal(box.Qu[clamped], 0.0)
+    np.testing.assert_array_equal(box.k[clamped], 0.0)
+    np.testing.assert_array_equal(box.K[clamped], 0.0)
+    assert result.stop < box.th_stop == 5e-5
+
+
+@pytest.mark.parametrize("use_gaps", [False, True])
+def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
+    """The one-kernel trial of a FreeDynamics phase (geppetto.ocp.trial.rollout_free)
+    and the same trial stepped knot by knot through the stage's integrator
+    (rollout_python, what CustomDynamics uses): the law u - alpha k - K dx, the gaps
+    and the clamping agree on ur5 with random gains."""
+    from geppetto.ocp.trial import rollout_python
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0,
+                                  knots=6, integrator="rk4")
+    stage = problem.running_models[0]
+    rng = np.random.default_rng(5)
+    n, nx, ndx, nu = problem.N, problem.nx, problem.ndx, problem.nu
+    xs = problem.x0 + 0.1 * rng.standard_normal((n, nx))
+    us = problem.quasi_static(np.repeat(problem.x0[None], n + 1, axis=0))
+    bound = np.full((n, nu), 5.0)
+    inputs = (xs, us, rng.standard_normal((n, nu)), rng.standard_normal((n, nu, ndx)),
+              0.05 * rng.standard_normal((n, ndx)), -bound, bound, 0.5, use_gaps, True)
+    outputs = [tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+               for _ in range(2)]
+    assert stage.rollout_trial(inputs, problem.x0, outputs[0], stage.trial_workspace()) == -1
+    assert rollout_python(stage.integrator, inputs, problem.x0, outputs[1],
+                          stage.integrator.create_data(1)) == -1
+    for kernel, python in zip(*outputs):
+        np.testing.assert_allclose(kernel, python, rtol=0, atol=1e-10)
+    assert np.any(np.abs(outputs[0][1]) == 5.0)              # some controls clamped
+    # the first knot by hand (Crocoddyl's signs)
+    state, (_, _, k, K, gaps, _, _, alpha, _, _) = problem.state, inputs
+    x_try = problem.x0[None]
+    if use_gaps:
+        x_try = state.integrate(x_try, (alpha - 1.0) * gaps[:1])
+    dx = state.difference(xs[:1], x_try)[0]
+    np.testing.assert_allclose(outputs[0][0][0], x_try[0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(outputs[0][1][0], np.clip(us[0] - alpha * k[0] - K[0] @ dx,
+                                                         -5.0, 5.0), rtol=0, atol=1e-12)
+
+
+def _box_qp_by_enumeration(H, q, lower, upper):
+    """The minimizer of 1/2 x^T H x + q^T x in the box: every assignment of each
+    coordinate to free / lower / upper, keeping the feasible stationary points."""
+    import itertools
+    n, best, best_value = q.shape[0], None, np.inf
+    for assignment in itertools.product((0, 1, 2), repeat=n):
+        x = np.where(np.array(assignment) == 1, lower, upper)
+        free = np.array(assignment) == 0
+        if free.any():
+            rhs = -(q[free] + H[np.ix_(free, ~free)] @ x[~free])
+            x[free] = np.linalg.solve(H[np.ix_(free, free)], rhs)
+        if np.all(x >= lower - 1e-12) and np.all(x <= upper + 1e-12):
+            value = 0.5 * x @ H @ x + q @ x
+            if value < best_value:
+                best, best_value = x, value
+    return best
+
+
+def test_box_qp_finds_the_minimizer_of_random_box_qps():
+    from geppetto.solvers.riccati import box_qp
+    rng = np.random.default_rng(3)
+    n = 4
+    for trial in range(20):
+        A = rng.normal(size=(n, n))
+        H = A @ A.T + 0.1 * np.eye(n)
+        q = 3.0 * rng.normal(size=n)
+        lower = -rng.uniform(0.1, 1.0, n)
+        upper = rng.uniform(0.1, 1.0, n)
+        x = rng.normal(size=n)                      # warm start, clamped by box_qp
+        free, L = np.zeros(n, dtype=bool), np.zeros((n, n))
+        n_free = box_qp(H, q, lower, upper, x, free, L, np.zeros((n + 4, n)))
+        expected = _box_qp_by_enumeration(H, q, lower, upper)
+        np.testing.assert_allclose(x, expected, rtol=0, atol=1e-6, err_msg=f"trial {trial}")
+        assert n_free == free.sum()
+        gradient = H @ x + q
+        assert np.all(gradient[~free & (x == lower)] > 0.0)
+        assert np.all(gradient[~free & (x == upper)] < 0.0)
+
+
+def test_ddp_from_an_infeasible_guess_is_a_rollout_after_its_first_step():
+    """Crocoddyl's SolverDDP: the backward pass carries the gaps, the trial is a rollout
+    from x0, and any descent step is taken while infeasible."""
+    problem, _ = pendulum_swing_up()
+    rng = np.random.default_rng(4)
+    xs = rng.normal(size=(problem.N + 1, problem.nx))
+    us = rng.normal(size=(problem.N, problem.nu))
+    one = DDP(problem).solve(xs, us, max_iter=1)
+    assert one.history["gaps"][0] > 0.5 and one.gaps == 0.0
+    np.testing.assert_array_equal(one.xs, problem.rollout(one.us))
+    result = DDP(problem).solve(xs, us, max_iter=300)
+    reference = FDDP(problem).solve(max_iter=300)
+    assert result.converged and reference.converged
+    assert result.cost == pytest.approx(reference.cost, rel=1e-6)
+
+
 # --- callbacks --------------------------------------------------------------------------
 
 def test_verbose_prints_a_header_and_one_line_per_iteration(capsys):
@@ -491,10 +701,12 @@ def test_diverging_warm_starts_end_with_a_status():
     states (x / 0 in ABA): a status, not an exception from the kernel."""
     problem, _ = cartpole_swing_up()
     us = np.full((problem.N, 1), 1e6)
-    result = DDP(problem).solve(us=us)
-    assert not result.converged and "diverged" in result.status
+    # Crocoddyl's DDP takes any descent step while infeasible: a rollout, not the
+    # absurd controls themselves, becomes its iterate
+    result = DDP(problem).solve(us=us, max_iter=30)
+    assert not result.converged and np.isfinite(result.cost) and result.gaps == 0.0
     xs = np.full((problem.N + 1, 4), 1e100)
-    for solver_class in (FDDP, BoxFDDP):
+    for solver_class in SOLVERS:
         result = solver_class(problem).solve(xs, us, max_iter=5)
         assert not result.converged and result.status != "max_iter"
 

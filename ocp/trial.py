@@ -1,0 +1,145 @@
+"""The trial step of the DDP solvers' line search: the nonlinear rollout of a phase under the
+feedback law, the stage side of the solver/stage seam.
+
+For knot t of a trial with step alpha (Crocoddyl's SolverFDDP / SolverBoxFDDP
+forward pass, Mastalli et al. ICRA 2020):
+
+    x_t^try = x_t^pred (+) (alpha - 1) f_t    (x^pred = F of the previous knot, x_0^pred = x0;
+                                               only while infeasible and alpha < 1)
+    u_t^try = u_t - alpha k_t - K_t (x_t^try (-) x_t)     (clamped to the bounds when boxed)
+    x_(t+1)^pred = F(x_t^try, u_t^try)
+
+The control law is :func:`trial_control`, written once; each dynamics type
+provides ``rollout_trial`` (a kernel per phase for the multibody dynamics:
+:func:`rollout_free`, :func:`rollout_contact`; :func:`rollout_python` for the
+others), which the stage model exposes to the solvers.
+
+A trial is two tuples over the knots of one phase:
+
+- ``inputs`` = (xs (n, nx), us (n, nu), k (n, nu), K (n, nu, ndx), gaps (n, ndx),
+  u_lower (n, nu), u_upper (n, nu), alpha, use_gaps, boxed);
+- ``outputs`` = (xs_try (n, nx), us_try (n, nu), xnext (n, nx)), written.
+
+Knots with nu = 0 (impulses, control-free knots) have zero-width control
+arrays: the law is then empty.  A rollout returns -1, or the knot where the
+state became non-finite or the contacts degenerate.
+"""
+import numpy as np
+
+from ..dynamics.config import inline_kernel, kernel
+from ..dynamics.liegroups import difference_state
+from .contact_step import contact_step, impulse_step
+from .step import _state_integrate, free_step
+
+IMPULSE = -1
+
+
+@kernel
+def trial_control(u, k, K, dx, alpha, boxed, lower, upper, out):
+    """out = u - alpha k - K dx (Crocoddyl's signs), clamped to [lower, upper] when boxed."""
+    for i in range(u.shape[0]):
+        s = u[i] - alpha * k[i]
+        for j in range(dx.shape[0]):
+            s -= K[i, j] * dx[j]
+        if boxed:
+            s = min(max(s, lower[i]), upper[i])
+        out[i] = s
+
+
+@kernel
+def _state_difference(m, x0, x1, out, ws):
+    """out = x1 (-) x0 for x = (q, v)."""
+    s4, t4, s3 = ws[3]
+    nq, nv = m.nq, m.nv
+    difference_state(m, x0[:nq], x1[:nq], out[:nv], s4, t4, s3)
+    for i in range(nv):
+        out[nv + i] = x1[nq + i] - x0[nq + i]
+
+
+@inline_kernel
+def _trial_point(m, inputs, t, predicted, outputs, dx, w, ws):
+    """x_t^try and u_t^try of knot t (the first two lines of the module docstring)."""
+    xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
+    xs_try, us_try = outputs[0], outputs[1]
+    if use_gaps:
+        for i in range(w.shape[0]):
+            w[i] = (alpha - 1.0) * gaps[t, i]
+        _state_integrate(m, predicted, w, xs_try[t], ws)
+    else:
+        for i in range(xs_try.shape[1]):
+            xs_try[t, i] = predicted[i]
+    _state_difference(m, xs[t], xs_try[t], dx, ws)
+    trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], us_try[t])
+
+
+@inline_kernel
+def _finite(x):
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+@kernel
+def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws):
+    """The trial of a phase of FreeDynamics knots (``scheme`` a SCHEME_CODES value);
+    ``ws`` from :func:`~.step.step_workspace`."""
+    xs_try, us_try, xnext = outputs
+    ndx = inputs[4].shape[1]
+    dx = np.empty(ndx)
+    w = np.empty(ndx)
+    predicted = x_start
+    for t in range(xnext.shape[0]):
+        _trial_point(m, inputs, t, predicted, outputs, dx, w, ws)
+        free_step(m, B, damping, scheme, dt, xs_try[t], us_try[t], xnext[t], ws)
+        if not _finite(xnext[t]):
+            return t
+        predicted = xnext[t]
+    return -1
+
+
+@kernel
+def rollout_contact(m, ca, stage, inputs, x_start, outputs, ws):
+    """The trial of a phase of contact knots or impacts; ``stage`` = (B, damping,
+    (mu, max_iterations, accuracy), scheme, dt, restitution) with scheme a
+    :data:`~.contact_step.CONTACT_SCHEMES` value or IMPULSE; ``ws`` from
+    :func:`~.contact_step.contact_step_workspace`."""
+    B, damping, settings, scheme, dt, restitution = stage
+    xs_try, us_try, xnext = outputs
+    ndx = inputs[4].shape[1]
+    dx = np.empty(ndx)
+    w = np.empty(ndx)
+    predicted = x_start
+    for t in range(xnext.shape[0]):
+        _trial_point(m, inputs, t, predicted, outputs, dx, w, ws)
+        if scheme == IMPULSE:
+            regular = impulse_step(m, ca, restitution, settings, xs_try[t], xnext[t], ws)
+        else:
+            regular = contact_step(m, ca, B, damping, settings, scheme, dt, xs_try[t],
+                                   us_try[t], xnext[t], ws)
+        if not regular or not _finite(xnext[t]):
+            return t
+        predicted = xnext[t]
+    return -1
+
+
+def rollout_python(integrator, inputs, x_start, outputs, idata):
+    """The same trial knot by knot through ``integrator.calc`` (dynamics without a
+    jitted step: CustomDynamics, the Runge-Kutta contact schemes); ``idata`` =
+    ``integrator.create_data(1)``."""
+    xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
+    xs_try, us_try, xnext = outputs
+    state = integrator.state
+    predicted = x_start
+    for t in range(xnext.shape[0]):
+        x = predicted[None]
+        if use_gaps:
+            x = state.integrate(x, (alpha - 1.0) * gaps[t:t + 1])
+        xs_try[t] = x[0]
+        dx = state.difference(xs[t:t + 1], x)[0]
+        trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], us_try[t])
+        xnext[t] = integrator.calc(idata, xs_try[t:t + 1], us_try[t:t + 1, :integrator.nu])[0]
+        if not np.all(np.isfinite(xnext[t])):
+            return t
+        predicted = xnext[t]
+    return -1
