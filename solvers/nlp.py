@@ -526,9 +526,6 @@ class NLP:
         if derivatives == "analytical":
             self.functions, self.oracle = analytical_functions(self.transcription, hessian)
         else:
-            if np.any(problem.nus < problem.nu):
-                raise NotImplementedError("derivatives='casadi' needs every running model to "
-                                          "have the same nu (use derivatives='analytical')")
             from .nlp_symbolic import symbolic_functions
             self.functions = symbolic_functions(self.transcription, hessian)
         self.build_time = time.perf_counter() - start

@@ -46,9 +46,11 @@ class _Knot:
         t, state = transcription, model.state
         sx_state = twins.SymbolicState(state)
         self.terminal = model.terminal
-        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.ndx + model.nu)
+        # z = (dx, u) padded to the widest knot (ocp.problem): the knot's controls are
+        # u = z[ndx:ndx + nu], the padding appears in no expression (fixed at 0 by its bounds)
+        self.z = ca.SX.sym("z", t.ndx if self.terminal else t.nz)
         xbar = ca.SX.sym("xbar", state.nx)
-        u = ca.SX(0, 1) if self.terminal else self.z[t.ndx:]
+        u = ca.SX(0, 1) if self.terminal else self.z[t.ndx:t.ndx + model.nu]
         point = twins.KnotPoint(sx_state, sx_state.integrate(xbar, self.z[:t.ndx]), u)
         terms = _stage_terms(model, data)
         # each term's parameters: its reference, then a cost's weight at the knot (the

@@ -57,16 +57,11 @@ PROBLEMS = {
                                     integrator="rk4"), ("FDDP",), None),
 }
 
-# (problem, comparison) -> why it fails until another branch lands (issue 13).
-# A comparison is "cost", "nu", an output of OUTPUTS, a solver name (iterations and
-# the optimum) or "<solver>_reported_cost".  Measured differences in the comments.
-_BOX = ("i13b: BoxFDDP becomes Crocoddyl's SolverBoxFDDP (unconstrained gains while "
-        "infeasible, clamped rollout, its stopping value)")
-EXPECTED_FAILURES = {
-    ("ur5_se3", "BoxFDDP"): _BOX,       # feasible guess: 200 (max) vs 26 iterations, 7.72 vs 1.058
-    ("panda_box", "BoxFDDP"): _BOX,     # 21 iterations (no step accepted) vs 84, 812.6 vs 0.676
-    ("solo12_trot", "nu"): "i13b: impulse knots get nu = 0 (ours carry dummy controls)",
-}
+# (problem, comparison) -> why it is expected to fail (a strict xfail: the day it
+# passes, the entry must go).  A comparison is "cost", "nu", an output of OUTPUTS, a
+# solver name (iterations and the optimum) or "<solver>_reported_cost".  Empty: every
+# comparison holds.
+EXPECTED_FAILURES = {}
 
 
 def _mark(problem, comparison):

@@ -523,7 +523,7 @@ def solo12_landing():
     x0 = np.concatenate([robot.q0, 0.1 * np.random.default_rng(16).standard_normal(model.nv)])
     x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-1)
     u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(contact.nu), weight=1e-3)
-    landing = gp.ocp.StageModel(impulse, [x_reg, u_reg, gp.ocp.Cost(
+    landing = gp.ocp.StageModel(impulse, [x_reg, gp.ocp.Cost(
         gp.ocp.ContactForceResidual(impulse, 2, [0.0, 0.0, 0.1]), weight=1e-1)], dt=1.0,
         name="impulse")
     cone = gp.ocp.SmoothFrictionConeResidual(contact, 1, 0.7, eps=0.5)
