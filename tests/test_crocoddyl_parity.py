@@ -102,8 +102,12 @@ class Parity:
         if (name, solver) not in self._solutions:
             problem = self.problems[name]
             xs, us = self.guesses[name]
+            feasible = solver == "DDP"   # as Crocoddyl's side: DDP from the rollout of us
+            if feasible:
+                xs = problem.rollout(us)
             self._solutions[name, solver] = getattr(gp.solvers, solver)(
-                problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(), max_iter=cp.MAX_ITER)
+                problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(), max_iter=cp.MAX_ITER,
+                                                   is_feasible=feasible)
         return self._solutions[name, solver]
 
 
