@@ -185,3 +185,17 @@ def test_mimic_model_refuses_functions_that_do_not_take_it():
         dynamics.forward_kinematics(model, model.create_data(), np.zeros(1))
     with pytest.raises(ValueError, match=r"q: expected shape \(1,\)"):
         dynamics.rnea(model, model.create_data(), np.zeros(2), np.zeros(1), np.zeros(1))
+
+
+def test_visual_placements_of_a_mimic_model_follow_the_mimicked_joint():
+    from geppetto.robots.visualize import visual_placements
+    path = os.path.join(model_dir(), "panda_description", "urdf", "panda.urdf")
+    robot_mimic, robot_full = load_urdf(path, mimic=True), load_urdf(path, mimic=False)
+    mimic, full = robot_mimic.model, robot_full.model
+    q = dynamics.random_configuration(mimic, 5)
+    ours = visual_placements(robot_mimic, mimic.create_data(), q[None])
+    theirs = visual_placements(robot_full, full.create_data(),
+                               mimic.expand_configuration(q)[None])
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-14)
+    fingers = mimic.expand_configuration(q)[-2:]
+    np.testing.assert_allclose(fingers[1], fingers[0])       # multiplier 1, offset 0
