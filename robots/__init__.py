@@ -7,7 +7,13 @@
 >>> viz = robots.MeshcatVisualizer(robot)           # meshcat (see :mod:`.visualize`)
 
 Joint order, q/v layout, frames, inertias and limits are those of
-``pinocchio.buildModelFromUrdf`` on the same file (see :mod:`.urdf`).
+``pinocchio.buildModelFromUrdf`` on the same file (see :mod:`.urdf`): every
+URDF it loads loads here, defects of the file (inconsistent inertias, crossed
+limits, massless moving links) reported as :class:`URDFWarning`
+(``strict=True``: :class:`URDFError`).
+
+>>> robot = robots.load_urdf(path, mimic=True)      # mimic joints follow (pin's mimic=True)
+>>> robot = robots.load_urdf(path, strict=True)     # refuse inconsistent files
 """
 from .builtin import cartpole, chain, double_pendulum, four_bar, pendulum, random_tree
 from .loaders import available_robots, load, model_dir

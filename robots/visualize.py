@@ -48,6 +48,7 @@ from meshcat.path import Path
 from meshcat.visualizer import ViewerWindow
 
 from ..dynamics import forward_kinematics
+from ..dynamics.mimic import MimicModel
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_RGBA = (0.75, 0.75, 0.75, 1.0)
@@ -156,13 +157,17 @@ def visual_placements(robot, data, qs):
     ----------
     robot : Robot
     data : Data of ``robot.model`` (its workspace is overwritten)
-    qs : (K, nq) array of configurations
+    qs : (K, nq) array of configurations (a MimicModel's reduced ones: the
+        mimic joints follow)
 
     Returns
     -------
     (K, len(robot.visuals), 4, 4) array: oMg = oMi iMg for each configuration.
     """
-    oR, op = forward_kinematics(robot.model, data, qs)          # (K, nj, 3, 3), (K, nj, 3)
+    model = robot.model
+    if isinstance(model, MimicModel):      # the full tree, mimic joints following
+        model, qs = model.full, model.expand_configuration(qs)
+    oR, op = forward_kinematics(model, data, qs)                # (K, nj, 3, 3), (K, nj, 3)
     K, G = oR.shape[0], len(robot.visuals)
     oMg = np.zeros((K, G, 4, 4))
     oMg[:, :, 3, 3] = 1.0

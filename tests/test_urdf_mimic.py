@@ -2,7 +2,8 @@
 
 Every URDF of example-robot-data with a ``<mimic>`` tag: Pinocchio refuses it
 exactly when we do; where both load it, the reduced layout (names, idx_q,
-idx_v, nq, nv, limits, mimicking and mimicked joints, neutral) is the same,
+idx_v, nq, nv, limits, mimicking and mimicked joints, neutral), the frames
+and the body inertias are the same,
 and at a seeded random state RNEA and CRBA equal Pinocchio's mimic model to
 1e-12 relative.  Pinocchio 4.1 has no ABA, M^-1 or derivatives for mimic
 models ("This algorithm does not support Joint Mimic type"), so those are
@@ -23,6 +24,7 @@ from geppetto import dynamics
 from geppetto.dynamics import MimicModel
 from geppetto.robots import (URDFError, URDFWarning, build_model_from_urdf_string,
                              load_urdf, model_dir)
+from pin_bridge import _assert_same_frames
 
 
 def _files_with_mimic_tags():
@@ -80,6 +82,10 @@ def test_mimic_true_equals_pinocchio(relative_path):
                          (model.effort_limit, pin_model.effortLimit),
                          (dynamics.neutral(model), pin.neutral(pin_model))):
         np.testing.assert_array_equal(ours, theirs)
+    _assert_same_frames(model, pin_model, atol=1e-12)
+    for i in range(1, model.njoints):
+        np.testing.assert_allclose(model.inertias[i], pin_model.inertias[i].matrix(),
+                                   rtol=0, atol=1e-12)
     if not isinstance(model, MimicModel):      # <mimic> on fixed joints only
         assert len(pin_model.mimicking_joints) == 0
         return
@@ -185,3 +191,17 @@ def test_mimic_model_refuses_functions_that_do_not_take_it():
         dynamics.forward_kinematics(model, model.create_data(), np.zeros(1))
     with pytest.raises(ValueError, match=r"q: expected shape \(1,\)"):
         dynamics.rnea(model, model.create_data(), np.zeros(2), np.zeros(1), np.zeros(1))
+
+
+def test_visual_placements_of_a_mimic_model_follow_the_mimicked_joint():
+    from geppetto.robots.visualize import visual_placements
+    path = os.path.join(model_dir(), "panda_description", "urdf", "panda.urdf")
+    robot_mimic, robot_full = load_urdf(path, mimic=True), load_urdf(path, mimic=False)
+    mimic, full = robot_mimic.model, robot_full.model
+    q = dynamics.random_configuration(mimic, 5)
+    ours = visual_placements(robot_mimic, mimic.create_data(), q[None])
+    theirs = visual_placements(robot_full, full.create_data(),
+                               mimic.expand_configuration(q)[None])
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-14)
+    fingers = mimic.expand_configuration(q)[-2:]
+    np.testing.assert_allclose(fingers[1], fingers[0])       # multiplier 1, offset 0
