@@ -319,6 +319,8 @@ def _applies(example):
     if target is None:
         return how in KEEPS
     if target in case.valid:
+        if example["name"] == "normalize" and how == "unnormalized":
+            return False                # what normalize is for
         return (target in keys and how in SPOILS
                 and spoil(case, target, case.valid[target], how) is not None)
     return {"id": frame_kind is not None, "data": uses_data, "fresh data": prepare is not None,
