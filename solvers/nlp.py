@@ -59,9 +59,11 @@ Derivatives
 
 Statuses of :class:`~.ddp.SolverResult`: ``converged`` (IPOPT's tol),
 ``acceptable`` (its acceptable tolerances), ``infeasible`` (locally
-infeasible constraints), ``max_iter``, ``time_limit``, ``stopped by a
-callback``, else ``failed (<IPOPT status>)``.  IPOPT computes no feedback, so
-the result's ``K`` and ``k`` are zero.
+infeasible constraints; the Gauss-Newton mode turns on IPOPT's
+``expect_infeasible_problem`` heuristics to reach that verdict in bounded
+time), ``restoration failed (locally infeasible?)``, ``max_iter``,
+``time_limit``, ``stopped by a callback``, else ``failed (<IPOPT status>)``.
+IPOPT computes no feedback, so the result's ``K`` and ``k`` are zero.
 """
 import sys
 import time
@@ -85,7 +87,15 @@ IPOPT_STATUS = {
     "Maximum_CpuTime_Exceeded": ("time_limit", False),
     "Maximum_WallTime_Exceeded": ("time_limit", False),
     "User_Requested_Stop": ("stopped by a callback", False),
+    "Restoration_Failed": ("restoration failed (locally infeasible?)", False),
 }
+
+# IPOPT options of the Gauss-Newton mode: without the curvature of the constraints
+# the steps on an infeasible problem shrink the violation ever more slowly, and
+# IPOPT, which detects infeasibility only in its restoration phase, crawls to
+# max_iter.  Its infeasibility heuristics enter the restoration phase as soon as the
+# multipliers blow up and demand more reduction of the violation before leaving it.
+GAUSS_NEWTON_OPTIONS = {"expect_infeasible_problem": "yes"}
 
 # what an evaluation may raise at a wild trial point (returned to IPOPT as NaN: it backtracks)
 _EVALUATION_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemError,
@@ -573,6 +583,8 @@ class NLP:
                 options["ipopt.hessian_approximation"] = "limited-memory"
             else:
                 options["hess_lag"] = self.functions["hess_lag"]
+            if self.hessian == "gauss_newton":
+                options.update({f"ipopt.{k}": v for k, v in GAUSS_NEWTON_OPTIONS.items()})
             options.update({f"ipopt.{k}": v for k, v in self.ipopt_options.items()})
             self._solvers[key] = ca.nlpsol("nlp", "ipopt", self.functions["nlp"], options)
         return self._solvers[key]

@@ -225,3 +225,26 @@ def test_fuzz_box_fddp_bounds(lower, width, alpha):
     result = BoxFDDP(problem, alphas=alphas).solve(max_iter=20)
     assert result.status in STATUSES and np.isfinite(result.cost)
     assert np.all(result.us >= lower - 1e-12) and np.all(result.us <= upper + 1e-12)
+
+
+# --- the NLP on an infeasible problem ------------------------------------------------------
+
+def test_gauss_newton_nlp_reports_contradicting_equalities():
+    """Two terminal equalities 10 cm apart on ur5's last frame: the Gauss-Newton
+    mode says "infeasible" (IPOPT's infeasibility heuristics on), in 122
+    iterations where it took 380 without them."""
+    model = gp.robots.load("ur5").model
+    dynamics = gp.ocp.FreeDynamics(model)
+    state, frame = dynamics.state, model.frames[-1].name
+    x0 = state.zero()
+    equalities = [gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(model, frame, target),
+                                    0.0, 0.0)
+                  for target in ([0.4, 0.0, 0.4], [0.4, 0.1, 0.4])]
+    running = gp.ocp.StageModel(dynamics, [
+        gp.ocp.Cost(gp.ocp.ControlResidual(model.nv), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2)], dt=0.05)
+    terminal = gp.ocp.TerminalModel(state, [], constraints=equalities)
+    problem = gp.ocp.ShootingProblem(x0, [running] * 20, terminal)
+    result = gp.solvers.NLP(problem).solve(max_iter=3000)
+    assert (result.status, result.converged) == ("infeasible", False)
+    assert result.iterations < 300
