@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import geppetto as gp
 import geppetto.dynamics as gd
 
-FUZZ = settings(max_examples=250, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=250, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

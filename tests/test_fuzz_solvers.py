@@ -24,7 +24,7 @@ SOLVERS = (DDP, FDDP, BoxFDDP)
 STATUSES = ("converged", "max_iter", "time_limit",
             "no step accepted at maximum regularization",
             "regularization at maximum: Quu not positive definite")
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -209,7 +209,7 @@ def test_fuzz_solver_options_end_in_an_error_or_a_result(solver_index, options, 
     assert result.iterations <= arguments["max_iter"]
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
 @given(lower=st.floats(allow_nan=True, allow_infinity=True, width=64),
        width=st.floats(-1.0, 5.0), alpha=st.floats(0.0, 1.0))
 def test_fuzz_box_fddp_bounds(lower, width, alpha):
