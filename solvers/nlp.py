@@ -73,6 +73,7 @@ import numpy as np
 from ..dynamics.model import PRISMATIC, REVOLUTE, TRANSLATION
 from ..ocp.state import StateMultibody
 from .ddp import SolverResult
+from .options import check_solve_arguments
 
 DERIVATIVES = ("analytical", "casadi")
 HESSIANS = {"analytical": ("gauss_newton", "limited_memory"),
@@ -577,8 +578,9 @@ class NLP:
                        "print_time": verbose == "ipopt", "no_nlp_grad": True,
                        "calc_lam_p": False, "iteration_callback": iteration_callback,
                        "grad_f": self.functions["grad_f"], "jac_g": self.functions["jac_g"]}
-            if time_limit is not None:
-                options["ipopt.max_wall_time"] = float(time_limit)
+            if time_limit is not None and np.isfinite(time_limit):
+                # IPOPT wants a positive limit; 0 stops at its first check, as in DDP
+                options["ipopt.max_wall_time"] = max(time_limit, 1e-9)
             if self.hessian == "limited_memory":
                 options["ipopt.hessian_approximation"] = "limited-memory"
             else:
@@ -599,6 +601,7 @@ class NLP:
         IPOPT iteration (iteration 0 is the starting point).  ``time_limit``:
         seconds of wall time (IPOPT's max_wall_time).  Returns a SolverResult.
         """
+        max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         t = self.transcription
         w0, xbar = self.initial_point(xs, us)
         p = self.parameters(xbar)

@@ -245,6 +245,12 @@ def test_gauss_newton_nlp_reports_contradicting_equalities():
         gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2)], dt=0.05)
     terminal = gp.ocp.TerminalModel(state, [], constraints=equalities)
     problem = gp.ocp.ShootingProblem(x0, [running] * 20, terminal)
-    result = gp.solvers.NLP(problem).solve(max_iter=3000)
+    nlp = gp.solvers.NLP(problem)
+    result = nlp.solve(max_iter=3000)
     assert (result.status, result.converged) == ("infeasible", False)
     assert result.iterations < 300
+    for max_iter in (None, -1, 2.5):
+        with pytest.raises(ValueError, match=_names("max_iter")):
+            nlp.solve(max_iter=max_iter)
+    with pytest.raises(ValueError, match=_names("time_limit")):
+        nlp.solve(time_limit=np.nan)
