@@ -78,7 +78,7 @@ class RigidConstraint:
     """
 
     __slots__ = ("kind", "joint1", "R1", "p1", "joint2", "R2", "p2", "reference", "Kp",
-                 "Kd", "name", "frame1", "frame2", "model_name", "_fingerprint")
+                 "Kd", "name", "frame1", "frame2", "model_name", "_constraint_fingerprint")
 
     def __init__(self, model, kind, frame1, frame2=None, reference=LOCAL, Kp=0.0, Kd=0.0,
                  target=None, name=None):
@@ -96,7 +96,8 @@ class RigidConstraint:
                 raise ValueError(f"Baumgarte gain {label} = {gain!r}: expected a finite "
                                  "number >= 0")
         self.Kp, self.Kd = float(Kp), float(Kd)
-        self.model_name, self._fingerprint = model.name, model_fingerprint(model)
+        self.model_name = model.name
+        self._constraint_fingerprint = model_fingerprint(model)
         self.frame1 = check_frame(model, frame1, "frame1" if frame2 is not None else "frame")
         frame = model.frames[self.frame1]
         self.joint1, self.R1, self.p1 = frame.joint, frame.R.copy(), frame.p.copy()
@@ -169,13 +170,18 @@ class ConstraintSet:
     """
 
     def __init__(self, model, constraints):
-        constraints = list(constraints)
+        try:
+            constraints = list(constraints)
+        except TypeError:
+            raise ValueError("constraints: expected RigidConstraint objects or a ConstraintSet, "
+                             f"got {type(constraints).__name__}") from None
         for c in constraints:
             if not isinstance(c, RigidConstraint):
                 raise ValueError(f"expected RigidConstraint objects, got {type(c).__name__}")
-            check_model_of(model, c, f"constraint {c.name!r}")
+            check_model_of(model, c, f"constraint {c.name!r}", "_constraint_fingerprint")
         self.constraints = tuple(constraints)
-        self.model_name, self._fingerprint = model.name, model_fingerprint(model)
+        self.model_name = model.name
+        self._constraint_fingerprint = model_fingerprint(model)
         n = len(constraints)
         sizes = np.array([c.kind for c in constraints], dtype=np.int64)
         row = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if n else \
@@ -215,8 +221,8 @@ class ConstraintSet:
 def as_constraint_set(model, constraints):
     """A :class:`ConstraintSet` of ``model`` from a set or a sequence of constraints."""
     if isinstance(constraints, ConstraintSet):
-        if constraints._fingerprint != model_fingerprint(model):
-            check_model_of(model, constraints, "constraints")
+        if constraints._constraint_fingerprint != model_fingerprint(model):
+            check_model_of(model, constraints, "constraints", "_constraint_fingerprint")
         return constraints
     if isinstance(constraints, RigidConstraint):
         constraints = [constraints]

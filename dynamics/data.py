@@ -60,7 +60,7 @@ class Data:
 
     def __init__(self, model, batch_size=1):
         self.model_name = model.name
-        self._fingerprint = model_fingerprint(model)
+        self._data_fingerprint = model_fingerprint(model)
         self._dims = (model.njoints, model.nv, model.nframes)
         self._nq = model.nq
         self.batch_size = 0

@@ -170,10 +170,11 @@ def model_fingerprint(model):
     return fingerprint
 
 
-def check_model_of(model, data, name="data"):
-    """Raise unless ``data`` (a Data or a constraint) was made for ``model``."""
-    if getattr(data, "_fingerprint", None) != model_fingerprint(model):
-        owner = getattr(data, "model_name", None)
+def check_model_of(model, obj, name="data", attribute="_data_fingerprint"):
+    """Raise ValueError naming ``name`` unless ``obj`` (a Data, or with ``attribute``
+    "_constraint_fingerprint" a constraint) was made for ``model``'s structure."""
+    if getattr(obj, attribute, None) != model_fingerprint(model):
+        owner = getattr(obj, "model_name", None)
         made = "" if owner is None else f" (it was made for model {owner!r})"
         advice = "; use model.create_data()" if name == "data" else ""
         raise ValueError(f"{name}: does not belong to model {model.name!r}{made}{advice}")
@@ -186,7 +187,7 @@ def check_data(model, data, K, single):
     that read the last results (``frame_placement``), and that the joint
     placements of those K states are now in ``data`` (every caller computes
     them)."""
-    if getattr(data, "_fingerprint", None) != model_fingerprint(model):
+    if getattr(data, "_data_fingerprint", None) != model_fingerprint(model):
         check_model_of(model, data)
     if data.batch_size < K:
         data.resize(K)

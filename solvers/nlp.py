@@ -62,9 +62,11 @@ Derivatives
 
 Statuses of :class:`~.ddp.SolverResult`: ``converged`` (IPOPT's tol),
 ``acceptable`` (its acceptable tolerances), ``infeasible`` (locally
-infeasible constraints), ``max_iter``, ``time_limit``, ``stopped by a
-callback``, else ``failed (<IPOPT status>)``.  IPOPT computes no feedback, so
-the result's ``K`` and ``k`` are zero.
+infeasible constraints; the Gauss-Newton mode turns on IPOPT's
+``expect_infeasible_problem`` heuristics to reach that verdict in bounded
+time), ``restoration failed (locally infeasible?)``, ``max_iter``,
+``time_limit``, ``stopped by a callback``, else ``failed (<IPOPT status>)``.
+IPOPT computes no feedback, so the result's ``K`` and ``k`` are zero.
 """
 import sys
 import time
@@ -74,6 +76,7 @@ import numpy as np
 from ..dynamics.model import PRISMATIC, REVOLUTE, TRANSLATION
 from ..ocp.state import StateMultibody
 from .ddp import SolverResult
+from .options import check_solve_arguments
 
 DERIVATIVES = ("analytical", "casadi")
 HESSIANS = {"analytical": ("gauss_newton", "limited_memory"),
@@ -88,7 +91,15 @@ IPOPT_STATUS = {
     "Maximum_CpuTime_Exceeded": ("time_limit", False),
     "Maximum_WallTime_Exceeded": ("time_limit", False),
     "User_Requested_Stop": ("stopped by a callback", False),
+    "Restoration_Failed": ("restoration failed (locally infeasible?)", False),
 }
+
+# IPOPT options of the Gauss-Newton mode: without the curvature of the constraints
+# the steps on an infeasible problem shrink the violation ever more slowly, and
+# IPOPT, which detects infeasibility only in its restoration phase, crawls to
+# max_iter.  Its infeasibility heuristics enter the restoration phase as soon as the
+# multipliers blow up and demand more reduction of the violation before leaving it.
+GAUSS_NEWTON_OPTIONS = {"expect_infeasible_problem": "yes"}
 
 # what an evaluation may raise at a wild trial point (returned to IPOPT as NaN: it backtracks)
 _EVALUATION_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemError,
@@ -572,12 +583,15 @@ class NLP:
                        "print_time": verbose == "ipopt", "no_nlp_grad": True,
                        "calc_lam_p": False, "iteration_callback": iteration_callback,
                        "grad_f": self.functions["grad_f"], "jac_g": self.functions["jac_g"]}
-            if time_limit is not None:
-                options["ipopt.max_wall_time"] = float(time_limit)
+            if time_limit is not None and np.isfinite(time_limit):
+                # IPOPT wants a positive limit; 0 stops at its first check, as in DDP
+                options["ipopt.max_wall_time"] = max(time_limit, 1e-9)
             if self.hessian == "limited_memory":
                 options["ipopt.hessian_approximation"] = "limited-memory"
             else:
                 options["hess_lag"] = self.functions["hess_lag"]
+            if self.hessian == "gauss_newton":
+                options.update({f"ipopt.{k}": v for k, v in GAUSS_NEWTON_OPTIONS.items()})
             options.update({f"ipopt.{k}": v for k, v in self.ipopt_options.items()})
             self._solvers[key] = ca.nlpsol("nlp", "ipopt", self.functions["nlp"], options)
         return self._solvers[key]
@@ -592,6 +606,7 @@ class NLP:
         IPOPT iteration (iteration 0 is the starting point).  ``time_limit``:
         seconds of wall time (IPOPT's max_wall_time).  Returns a SolverResult.
         """
+        max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         t = self.transcription
         w0, xbar = self.initial_point(xs, us)
         p = self.parameters(xbar)

@@ -18,8 +18,9 @@ def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=Fal
     if np.isnan(value) or (np.isinf(value) and not allow_inf):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
     if value < low or value > high or (low_open and value == low):
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{name} = {value!r}: expected a value in {bracket}{low}, {high}]")
+        left = "(" if low_open else "["
+        right = "]" if np.isfinite(high) else ")"
+        raise ValueError(f"{name} = {value!r}: expected a value in {left}{low}, {high}{right}")
     return value
 
 

@@ -331,9 +331,13 @@ def test_readers_refuse_data_of_another_model(case, load_case):
         with pytest.raises(ValueError, match=_names("data")):
             call()
             pytest.fail(f"{label} read data of {other.name}")
-    for not_data in (None, np.zeros(3), "data"):
+    q = _arguments(case)["q"]
+    contacts = gd.ConstraintSet(m, [gd.contact_3d(m, _frame(m))])
+    for not_data in (None, np.zeros(3), "data", m, contacts):
         with pytest.raises(ValueError, match=_names("data")):
             gd.frame_placement(m, not_data, 0)
+        with pytest.raises(ValueError, match=_names("data")):
+            gd.rnea(m, not_data, q, np.zeros(m.nv), np.zeros(m.nv))
 
 
 def test_data_of_the_same_robot_loaded_twice_is_accepted(case, assert_close):
@@ -375,6 +379,9 @@ def test_constraints_of_another_model_are_refused(case, load_case):
                                gd.ConstraintSet(other.model, [foreign]))
     with pytest.raises(ValueError, match="constraint"):
         gd.ConstraintSet(m, [foreign])
+    for not_constraints in (5, d, None, [m]):
+        with pytest.raises(ValueError, match="RigidConstraint"):
+            gd.constraint_dynamics(m, d, s.q[0], s.v[0], s.tau[0], not_constraints)
 
 
 @pytest.mark.parametrize("bad", [1.5, np.float64(2.0), None, np.nan, True, "", [1], 1 + 0j])
