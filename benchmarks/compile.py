@@ -1,6 +1,6 @@
 """First-call (compile) latency of the main entry points, and which kernels cost it.
 
-    python -m geppetto.benchmarks.compile [--isolated] [--out DIR]
+    python -m geppetto.benchmarks.compile [--isolated | --main-job] [--out DIR]
 
 Every measurement runs in a fresh interpreter whose ``NUMBA_CACHE_DIR`` is a
 new temporary folder, so nothing compiled before (by the tests, by another
@@ -21,6 +21,11 @@ engineer) is reused:
    cold run filled: what every later run of a script pays to load it.
 3. ``--isolated``: each entry point alone in its own interpreter with its own
    empty cache, what a user who calls only that one pays.
+4. ``--main-job``: instead of the entry points above, the stages of ``python
+   -m geppetto`` (``MAIN_JOB_STAGES`` of geppetto/__main__.py: the robot and
+   the quasi-static guess, calc_costs, calc_diff, two FDDP iterations on the
+   reduced problem, the kinematics of the plots, then the full job writing
+   its files), cold and warm; writes ``compile_main_job.{json,png}``.
 
 Prints the tables, writes ``results/compile.json`` and ``results/compile.png``
 (the costliest dispatchers) under ``--out`` (default: this folder).  The
@@ -82,13 +87,14 @@ def setups():
         reaching_fddp_solve=lambda: gp.solvers.FDDP(problem).solve(max_iter=100))
 
 
-def main(names):
-    calls = setups()
+def measure(calls):
+    """Call each of ``calls`` ({entry: call}) in order, timing it and recording
+    what Numba compiles meanwhile; print the JSON the parent reads."""
     rows, compiles = [], []
-    for name in names:
+    for name, call in calls.items():
         with event.install_recorder("numba:compile") as recorder:
             t, c = time.perf_counter(), time.process_time()
-            calls[name]()
+            call()
             wall, cpu = time.perf_counter() - t, time.process_time() - c
         rows.append(dict(entry=name, wall_s=wall, cpu_s=cpu))
         compiles.extend(dict(c, entry=name) for c in _compiles(recorder.buffer))
@@ -96,22 +102,27 @@ def main(names):
                           compiles=compiles)))
 
 
-def _compiles(buffer):
-    """One dict per dispatcher compile: name, signature, total and own seconds."""
-    done, stack = [], []
-    for stamp, ev in buffer:
-        if ev.is_start:
-            stack.append(dict(start=stamp, children=0.0, data=ev.data))
-        else:
-            top = stack.pop()
-            total = stamp - top["start"]
-            if stack:
-                stack[-1]["children"] += total
-            d = top["data"]["dispatcher"]
-            done.append(dict(name=f"{d.py_func.__module__}.{d.py_func.__qualname__}",
-                             signature=str(top["data"]["args"]), total_s=total,
-                             self_s=total - top["children"]))
-    return done
+def main(names):
+    if names == ["main-job"]:
+        calls = main_job()
+    else:
+        everything = setups()
+        calls = {name: everything[name] for name in names}
+    measure(calls)
+
+
+def main_job():
+    """{stage: call}: the stages of ``python -m geppetto`` (geppetto/__main__.py),
+    the last one the full job writing its files into a temporary folder."""
+    import contextlib, io, tempfile
+    from geppetto.__main__ import MAIN_JOB_STAGES, main_job_warm_up
+    from geppetto.examples import panda_reaching
+
+    def full_job():
+        with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()):
+            panda_reaching.main(out=out)
+
+    return dict(main_job_warm_up() + [(MAIN_JOB_STAGES[-1], full_job)])
 
 
 main(sys.argv[1:])
@@ -148,13 +159,14 @@ def by_dispatcher(compiles):
     return sorted(rows, key=lambda r: -r["self_s"])
 
 
-def measure(isolated):
-    results = dict(machine=_common.machine())
+def measure(isolated, main_job=False):
+    results = dict(machine=_common.machine(), main_job=main_job)
+    names = ["main-job"] if main_job else ENTRY_POINTS
     with tempfile.TemporaryDirectory(prefix="geppetto-compile-") as cache:
         print("cold run (empty Numba cache) ...", file=sys.stderr, flush=True)
-        results["cold"] = run_worker(cache, ENTRY_POINTS)
+        results["cold"] = run_worker(cache, names)
         print("warm run (the cache the cold run filled) ...", file=sys.stderr, flush=True)
-        results["warm"] = run_worker(cache, ENTRY_POINTS)
+        results["warm"] = run_worker(cache, names)
     results["dispatchers"] = by_dispatcher(results["cold"]["compiles"])
     if isolated:
         results["isolated"] = {}
@@ -223,13 +235,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--isolated", action="store_true",
                         help="also each entry point alone in a fresh interpreter (slow)")
+    parser.add_argument("--main-job", action="store_true",
+                        help="time the stages of `python -m geppetto` instead (the main job: "
+                             "Panda reaching, its kernels compiled on a small problem first)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args(argv)
-    results = measure(args.isolated)
+    results = measure(args.isolated and not args.main_job, args.main_job)
     report(results)
-    _common.write_json(os.path.join(args.out, "compile.json"), results)
-    chart(results, os.path.join(args.out, "compile.png"))
-    print(f"\nwrote {os.path.join(args.out, 'compile.json')} and compile.png")
+    name = "compile_main_job" if args.main_job else "compile"
+    _common.write_json(os.path.join(args.out, f"{name}.json"), results)
+    chart(results, os.path.join(args.out, f"{name}.png"))
+    print(f"\nwrote {os.path.join(args.out, name + '.json')} and {name}.png")
 
 
 if __name__ == "__main__":
