@@ -125,6 +125,24 @@ def main_job():
     return dict(main_job_warm_up() + [(MAIN_JOB_STAGES[-1], full_job)])
 
 
+def _compiles(buffer):
+    """One dict per dispatcher compile: name, signature, total and own seconds."""
+    done, stack = [], []
+    for stamp, ev in buffer:
+        if ev.is_start:
+            stack.append(dict(start=stamp, children=0.0, data=ev.data))
+        else:
+            top = stack.pop()
+            total = stamp - top["start"]
+            if stack:
+                stack[-1]["children"] += total
+            d = top["data"]["dispatcher"]
+            done.append(dict(name=f"{d.py_func.__module__}.{d.py_func.__qualname__}",
+                             signature=str(top["data"]["args"]), total_s=total,
+                             self_s=total - top["children"]))
+    return done
+
+
 main(sys.argv[1:])
 '''
 
