@@ -217,15 +217,22 @@ def dynamics_arguments(parser):
 # the main job's stages: its kernels compiled on the reduced problem, then the job itself
 # (benchmarks/compile.py --main-job times the same stages)
 MAIN_JOB_STAGES = ("the robot and the quasi-static guess", "costs (calc_costs)",
+                   "the dynamics' step (rollout)",
                    "dynamics, costs and their derivatives (calc_diff)",
-                   "FDDP (backward pass, rollout, line search)",
+                   "FDDP (backward pass, forward pass)",
                    "kinematics of the animation and the plots", "the full problem")
+HELPER_STAGE = 3     # compiled by a second process on a cold cache, beside stages 1 and 2
+HELPER = ("from geppetto.__main__ import main_job_warm_up\n"
+          "stages = main_job_warm_up()\n"
+          "stages[0][1]()\n"
+          f"stages[{HELPER_STAGE}][1]()\n")
 
 
 def main_job_warm_up():
     """[(label, call)] of the first len(MAIN_JOB_STAGES) - 1 stages, in order: each
     call (no argument) runs a part of the main job on its reduced problem (20
-    knots), compiling that part's kernels on a cold cache."""
+    knots), compiling that part's kernels on a cold cache; stage 0 builds what the
+    others use."""
     from geppetto.examples import panda_reaching, reaching
     job = {}
 
@@ -244,17 +251,33 @@ def main_job_warm_up():
         gp.solvers.plots.end_effector_path(job["xs"], model, "panda_hand")
 
     calls = (guess, lambda: job["problem"].calc_costs(job["xs"], job["us"]),
+             lambda: job["problem"].rollout(job["us"]),
              lambda: job["problem"].calc_diff(job["xs"], job["us"]),
              lambda: gp.solvers.FDDP(job["problem"]).solve(job["xs"], job["us"], max_iter=2),
              kinematics)
     return list(zip(MAIN_JOB_STAGES, calls))
 
 
-def compile_main_job(progress):
+def compile_main_job(progress, helper=True):
     """Run :func:`main_job_warm_up`'s stages under ``progress`` (a CompileProgress
-    of MAIN_JOB_STAGES): the kernels land in Numba's cache."""
-    for n, (_, call) in enumerate(main_job_warm_up()):
+    of MAIN_JOB_STAGES): the kernels land in Numba's cache.  When stage 0 had to
+    compile (a cold cache) and ``helper``, a second process compiles stage
+    HELPER_STAGE (the derivatives, independent of stages 1 and 2) meanwhile, into
+    the same cache, on the machine's other core; this process then loads it."""
+    stages = main_job_warm_up()
+    with progress.stage(0):
+        stages[0][1]()
+    second = None
+    if helper and progress.compiled[0] and (os.cpu_count() or 1) > 1:
+        second = subprocess.Popen([sys.executable, "-c", HELPER], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        progress.say(HELPER_STAGE, "compiling in a second process")
+    for n, (_, call) in enumerate(stages[1:], start=1):
         with progress.stage(n):
+            if n == HELPER_STAGE and second is not None:
+                _, errors = second.communicate()
+                if second.returncode != 0:      # this process compiles what it did not
+                    progress.say(n, f"the second process failed ({errors.strip()[-200:]})")
             call()
 
 

@@ -23,9 +23,12 @@ engineer) is reused:
    empty cache, what a user who calls only that one pays.
 4. ``--main-job``: instead of the entry points above, the stages of ``python
    -m geppetto`` (``MAIN_JOB_STAGES`` of geppetto/__main__.py: the robot and
-   the quasi-static guess, calc_costs, calc_diff, two FDDP iterations on the
+   the quasi-static guess, calc_costs, a rollout, calc_diff, two FDDP iterations on the
    reduced problem, the kinematics of the plots, then the full job writing
-   its files), cold and warm; writes ``compile_main_job.{json,png}``.
+   its files), cold and warm, one after the other in one process; then
+   ``python -m geppetto`` itself as a user runs it (cold: a second process
+   compiles the derivatives meanwhile), cold and warm, wall and CPU of both
+   processes; writes ``compile_main_job.{json,png}``.
 
 Prints the tables, writes ``results/compile.json`` and ``results/compile.png``
 (the costliest dispatchers) under ``--out`` (default: this folder).  The
@@ -165,6 +168,23 @@ def run_worker(cache_dir, names):
     return result
 
 
+def run_command(cache_dir):
+    """Wall and CPU seconds (its helper process included) of ``python -m geppetto``
+    on the Numba cache ``cache_dir``, writing into a temporary folder."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="geppetto-demo-") as out:
+        finished = subprocess.run([sys.executable, "-m", "geppetto", "--out", out],
+                                  env=dict(os.environ, NUMBA_CACHE_DIR=cache_dir),
+                                  capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if finished.returncode != 0:
+        raise RuntimeError(f"python -m geppetto failed:\n{finished.stderr}")
+    return dict(wall_s=wall, cpu_s=after.ru_utime - before.ru_utime
+                + after.ru_stime - before.ru_stime, output=finished.stdout)
+
+
 def by_dispatcher(compiles):
     """[(name, own seconds, signatures)] costliest first."""
     table = {}
@@ -185,6 +205,12 @@ def measure(isolated, main_job=False):
         results["cold"] = run_worker(cache, names)
         print("warm run (the cache the cold run filled) ...", file=sys.stderr, flush=True)
         results["warm"] = run_worker(cache, names)
+    if main_job:
+        with tempfile.TemporaryDirectory(prefix="geppetto-compile-") as cache:
+            results["command"] = {}
+            for run in ("cold", "warm"):
+                print(f"python -m geppetto, {run} ...", file=sys.stderr, flush=True)
+                results["command"][run] = run_command(cache)
     results["dispatchers"] = by_dispatcher(results["cold"]["compiles"])
     if isolated:
         results["isolated"] = {}
@@ -218,6 +244,13 @@ def report(results):
     print("\nfirst call, in sequence, seconds (cold: empty cache; warm: loaded from the cache)")
     print(_common.format_table(["entry point", "cold cpu", "cold wall", "warm cpu", "warm wall",
                                 "compiles", "compile s"], rows))
+    if "command" in results:
+        command = results["command"]
+        print("\npython -m geppetto as a user runs it (a second process compiles the "
+              "derivatives on a cold cache), seconds:")
+        print(_common.format_table(["cache", "wall", "cpu (both processes)"],
+                                   [[run, f"{command[run]['wall_s']:.1f}",
+                                     f"{command[run]['cpu_s']:.1f}"] for run in command]))
     print(f"\nthe {TOP} costliest dispatchers (own compile seconds, callees' compiles excluded)")
     print(_common.format_table(
         ["dispatcher", "seconds", "signatures"],

@@ -171,8 +171,16 @@ class CompileProgress(event.Listener):
         with self._lock:
             self._compiling.pop()
 
-    def _prefix(self):
-        return f"[{self._current + 1}/{len(self.stages)}] {self.stages[self._current]}"
+    def _prefix(self, index=None):
+        index = self._current if index is None else index
+        return f"[{index + 1}/{len(self.stages)}] {self.stages[index]}"
+
+    def say(self, index, text):
+        """Write a line about stage ``index`` (e.g. compiled elsewhere)."""
+        if not self.announced:
+            self.announced = True
+            self._write("compiling the kernels (first run only; cached for the next runs):\n")
+        self._write(("\r\x1b[K" if self.live else "") + f"  {self._prefix(index)}: {text}\n")
 
     def _write(self, text):
         with self._output:

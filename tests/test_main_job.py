@@ -1,5 +1,6 @@
 """The `geppetto` command: every subcommand has --help, the demo (the README's
 main job) solves Panda reaching and writes its files, bench runs a benchmark."""
+import contextlib
 import io
 import os
 import subprocess
@@ -10,7 +11,8 @@ import pytest
 
 import geppetto
 
-from geppetto.__main__ import MAIN_JOB_STAGES, available_benchmarks, compile_main_job, main
+from geppetto.__main__ import (HELPER_STAGE, MAIN_JOB_STAGES, available_benchmarks,
+                               compile_main_job, main)
 from geppetto.examples._common import CompileProgress
 
 
@@ -60,6 +62,27 @@ def test_a_warm_cache_prints_no_compile_progress():
     finished = subprocess.run([sys.executable, "-c", script], env=environment,
                               capture_output=True, text=True, timeout=600, check=True)
     assert finished.stdout == f"compiled {[0] * len(MAIN_JOB_STAGES)}\n"
+
+
+class ColdStart(CompileProgress):
+    """Reports stage 0 as compiled, as on a cold cache, so that compile_main_job
+    starts its second process."""
+
+    @contextlib.contextmanager
+    def stage(self, index):
+        with super().stage(index):
+            yield self
+        self.compiled[0] = max(self.compiled[0], 1)
+
+
+def test_a_cold_start_compiles_the_derivatives_in_a_second_process():
+    stream = io.StringIO()
+    compile_main_job(ColdStart(MAIN_JOB_STAGES, stream=stream))
+    lines = stream.getvalue().splitlines()
+    label = MAIN_JOB_STAGES[HELPER_STAGE]
+    assert f"  [{HELPER_STAGE + 1}/{len(MAIN_JOB_STAGES)}] {label}: compiling in a second " \
+           "process" in lines
+    assert not any("failed" in line for line in lines), lines
 
 
 def test_demo_solves_and_writes_its_files(tmp_path, capsys):
