@@ -33,16 +33,25 @@ UNITS = {REVOLUTE: ("rad", "rad/s", "N m"), PRISMATIC: ("m", "m/s", "N"),
 BOUND_REACH = 2.0   # a bound is drawn when within this many motion ranges of the motion
 
 
-def _figure(rows, columns, figsize, show, **kwargs):
-    """(figure, axes array) on the Agg canvas, or from pyplot when ``show``."""
+def _figure(rows, columns, figsize, show, only=None, **kwargs):
+    """(figure, axes array) on the Agg canvas, or from pyplot when ``show``; with
+    ``only`` (a list of (row, column)), just those panels (None elsewhere: a panel
+    costs its share of the drawing even when hidden)."""
     if show:
         import matplotlib.pyplot as plt
-        return plt.subplots(rows, columns, figsize=figsize, squeeze=False, **kwargs)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    figure = Figure(figsize=figsize)
-    FigureCanvasAgg(figure)
-    return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+        figure = plt.figure(figsize=figsize)
+    else:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        figure = Figure(figsize=figsize)
+        FigureCanvasAgg(figure)
+    if only is None:
+        return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+    grid = figure.add_gridspec(rows, columns)
+    axes = np.full((rows, columns), None, dtype=object)
+    for row, column in only:
+        axes[row, column] = figure.add_subplot(grid[row, column], **kwargs)
+    return figure, axes
 
 
 def _finish(figure, path, title, grid=None):
@@ -182,20 +191,16 @@ def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, u_units=N
     rows_q = -(-len(dofs) // columns)
     rows_u = -(-nu // columns)
     rows = 2 * rows_q + rows_u
-    figure, axes = _figure(rows, columns, (max(3.0 * columns, 5.0), 1.9 * rows), show)
-    for ax in axes.flat:
-        ax.set_visible(False)
+    block = [0] * len(dofs) + [1] * len(dofs) + [2] * nu     # q, v or u panel
+    first = (0, len(dofs), 2 * len(dofs))                    # index of each block's first panel
+    end = (len(dofs), 2 * len(dofs), len(panels))
+    first_row = (0, rows_q, 2 * rows_q)
+    places = [(first_row[b] + (n - first[b]) // columns, (n - first[b]) % columns)
+              for n, b in enumerate(block)]                   # (row, column) of each panel
+    figure, axes = _figure(rows, columns, (max(3.0 * columns, 5.0), 1.9 * rows), show,
+                           only=places)
     for n, (ylabel, label, t, values, lower, upper) in enumerate(panels):
-        if n < len(dofs):
-            row, col = divmod(n, columns)
-        elif n < 2 * len(dofs):
-            row, col = divmod(n - len(dofs), columns)
-            row += rows_q
-        else:
-            row, col = divmod(n - 2 * len(dofs), columns)
-            row += 2 * rows_q
-        ax = axes[row, col]
-        ax.set_visible(True)
+        ax = axes[places[n]]
         ax.plot(t, values, linewidth=1.2)
         _range_and_bounds(ax, values, lower, upper)
         ax.set_title(label, fontsize=8)
@@ -203,9 +208,7 @@ def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, u_units=N
         ax.tick_params(labelsize=7)
         ax.locator_params(nbins=4)
         ax.grid(alpha=0.3)
-        block_end = len(dofs) if n < len(dofs) else 2 * len(dofs) if n < 2 * len(dofs) else len(
-            panels)
-        if n + columns >= block_end:           # the lowest panel of its column in q, v or u
+        if n + columns >= end[block[n]]:       # the lowest panel of its column in its block
             ax.set_xlabel("time [s]", fontsize=8)
     return _finish(figure, path, title or "joint positions, velocities and controls; "
                    "dashed: bounds (red: gone past), written in the panel when off scale",
