@@ -275,9 +275,15 @@ def compile_main_job(progress, helper=True):
     for n, (_, call) in enumerate(stages[1:], start=1):
         with progress.stage(n):
             if n == HELPER_STAGE and second is not None:
+                start = time.perf_counter()
+                if second.poll() is None:
+                    progress.say(n, "waiting for the second process ...")
                 _, errors = second.communicate()
                 if second.returncode != 0:      # this process compiles what it did not
                     progress.say(n, f"the second process failed ({errors.strip()[-200:]})")
+                else:
+                    progress.say(n, "compiled by the second process (waited "
+                                 f"{time.perf_counter() - start:.0f} s)")
             call()
 
 

@@ -83,6 +83,8 @@ def test_a_cold_start_compiles_the_derivatives_in_a_second_process():
     assert f"  [{HELPER_STAGE + 1}/{len(MAIN_JOB_STAGES)}] {label}: compiling in a second " \
            "process" in lines
     assert not any("failed" in line for line in lines), lines
+    assert any(line.startswith(f"  [{HELPER_STAGE + 1}/{len(MAIN_JOB_STAGES)}] {label}: "
+                               "compiled by the second process (waited ") for line in lines)
 
 
 def test_demo_solves_and_writes_its_files(tmp_path, capsys):
