@@ -160,9 +160,7 @@ class CompileProgress(event.Listener):
             self._compiling.append(dispatcher.py_func.__qualname__)
             first = self.compiled[self._current] == 0
             self.compiled[self._current] += 1
-        if not self.announced:
-            self.announced = True
-            self._write("compiling the kernels (first run only; cached for the next runs):\n")
+        self._announce()
         if first and not self.live:
             self._write(f"  {self._prefix()}: compiling ...\n")
         self._redraw()
@@ -175,11 +173,14 @@ class CompileProgress(event.Listener):
         index = self._current if index is None else index
         return f"[{index + 1}/{len(self.stages)}] {self.stages[index]}"
 
-    def say(self, index, text):
-        """Write a line about stage ``index`` (e.g. compiled elsewhere)."""
+    def _announce(self):
         if not self.announced:
             self.announced = True
             self._write("compiling the kernels (first run only; cached for the next runs):\n")
+
+    def say(self, index, text):
+        """Write a line about stage ``index`` (e.g. compiled elsewhere)."""
+        self._announce()
         self._write(("\r\x1b[K" if self.live else "") + f"  {self._prefix(index)}: {text}\n")
 
     def _write(self, text):
