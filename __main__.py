@@ -20,37 +20,18 @@ differences and CasADi; ``bench`` runs the benchmarks of
 ``geppetto/benchmarks``.
 """
 import argparse
-import contextlib
 import importlib.util
-import io
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
 
 import geppetto as gp
+from geppetto.examples._common import CompileProgress, written_since
 
 TIMING_STATES = 200
-
-
-@contextlib.contextmanager
-def announce_if_slow(message, after=1.0):
-    """Print ``message`` once if the block is still running ``after`` seconds in,
-    and how long it took when it ends."""
-    start = time.perf_counter()
-    stream = sys.stdout         # the block may redirect sys.stdout: say it here
-    timer = threading.Timer(after, lambda: print(message, file=stream, flush=True))
-    timer.daemon = True
-    timer.start()
-    try:
-        yield
-    finally:
-        timer.cancel()
-        if time.perf_counter() - start > after:
-            print(f"  ready in {time.perf_counter() - start:.0f} s", file=stream, flush=True)
 
 
 def dof_labels(model):
@@ -123,14 +104,18 @@ def microseconds(call, states, repeats=5):
 
 
 def compile_kernels(model, data, q0):
-    """Call each algorithm once, saying so if that compiles (first run)."""
+    """Call each algorithm once, saying what is compiled if anything is (first run)."""
     zero = np.zeros(model.nv)
-    with announce_if_slow("compiling the dynamics kernels (first run only, about a minute; "
-                          "cached for the next runs)..."):
-        gp.dynamics.rnea(model, data, q0, zero, zero)
-        gp.dynamics.aba(model, data, q0, zero, zero)
-        gp.dynamics.crba(model, data, q0)
-        gp.dynamics.compute_minverse(model, data, q0)
+    calls = {"rnea": lambda: gp.dynamics.rnea(model, data, q0, zero, zero),
+             "aba": lambda: gp.dynamics.aba(model, data, q0, zero, zero),
+             "crba": lambda: gp.dynamics.crba(model, data, q0),
+             "compute_minverse": lambda: gp.dynamics.compute_minverse(model, data, q0)}
+    progress = CompileProgress(calls)
+    for n, call in enumerate(calls.values()):
+        with progress.stage(n):
+            call()
+    if progress.announced:
+        print()
 
 
 def show_reference(model, data, q0):
@@ -229,6 +214,95 @@ def dynamics_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed of the random state")
 
 
+# the main job's stages: its kernels compiled on the reduced problem, then the job itself
+# (benchmarks/compile.py --main-job times the same stages)
+MAIN_JOB_STAGES = ("the robot and the quasi-static guess", "costs (calc_costs)",
+                   "the dynamics' step (rollout)",
+                   "dynamics, costs and their derivatives (calc_diff)",
+                   "FDDP (backward pass, forward pass)",
+                   "kinematics of the animation and the plots", "the full problem")
+HELPER_STAGE = 3     # compiled by a second process on a cold cache, beside stages 1 and 2
+HELPER = ("from geppetto.__main__ import main_job_warm_up\n"
+          "stages = main_job_warm_up()\n"
+          "stages[0][1]()\n"
+          f"stages[{HELPER_STAGE}][1]()\n")
+
+
+def main_job_warm_up():
+    """[(label, call)] of the first len(MAIN_JOB_STAGES) - 1 stages, in order: each
+    call (no argument) runs a part of the main job on its reduced problem (20
+    knots), compiling that part's kernels on a cold cache; stage 0 builds what the
+    others use."""
+    from geppetto.examples import panda_reaching, reaching
+    job = {}
+
+    def guess():
+        job["robot"] = robot = gp.robots.load("panda")
+        job["problem"], _ = reaching.reaching_problem(
+            robot.model, "panda_hand", np.array(panda_reaching.TARGET), robot.q0, knots=20,
+            dt=0.05)
+        job["xs"] = np.repeat(job["problem"].x0[None], job["problem"].N + 1, axis=0)
+        job["us"] = job["problem"].quasi_static(job["xs"])
+
+    def kinematics():
+        model = job["robot"].model
+        gp.dynamics.forward_kinematics(model, model.create_data(),
+                                       np.ascontiguousarray(job["xs"][:, :model.nq]))
+        gp.solvers.plots.end_effector_path(job["xs"], model, "panda_hand")
+
+    calls = (guess, lambda: job["problem"].calc_costs(job["xs"], job["us"]),
+             lambda: job["problem"].rollout(job["us"]),
+             lambda: job["problem"].calc_diff(job["xs"], job["us"]),
+             lambda: gp.solvers.FDDP(job["problem"]).solve(job["xs"], job["us"], max_iter=2),
+             kinematics)
+    return list(zip(MAIN_JOB_STAGES, calls))
+
+
+def compile_main_job(progress, helper=True):
+    """Run :func:`main_job_warm_up`'s stages under ``progress`` (a CompileProgress
+    of MAIN_JOB_STAGES): the kernels land in Numba's cache.  When stage 0 had to
+    compile (a cold cache) and ``helper``, a second process compiles stage
+    HELPER_STAGE (the derivatives, independent of stages 1 and 2) meanwhile, into
+    the same cache, on the machine's other core; this process then loads it."""
+    stages = main_job_warm_up()
+    with progress.stage(0):
+        stages[0][1]()
+    second = None
+    if helper and progress.compiled[0] and (os.cpu_count() or 1) > 1:
+        second = subprocess.Popen([sys.executable, "-c", HELPER], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        progress.say(HELPER_STAGE, "compiling in a second process")
+    for n, (_, call) in enumerate(stages[1:], start=1):
+        with progress.stage(n):
+            if n == HELPER_STAGE and second is not None:
+                start = time.perf_counter()
+                if second.poll() is None:
+                    progress.say(n, "waiting for the second process ...")
+                _, errors = second.communicate()
+                if second.returncode != 0:      # this process compiles what it did not
+                    progress.say(n, f"the second process failed ({errors.strip()[-200:]})")
+                else:
+                    progress.say(n, "compiled by the second process (waited "
+                                 f"{time.perf_counter() - start:.0f} s)")
+            call()
+
+
+def report_limits(model, xs):
+    """Say which joints go past a position limit along xs (T+1, nx), and by how much:
+    FDDP enforces no state bounds, and the reaching problem has no cost on them."""
+    q = xs[:, :model.nq]
+    lower, upper = model.lower_position_limit, model.upper_position_limit
+    past = np.maximum(lower - q, q - upper).max(axis=0)
+    for i in range(1, model.njoints):
+        k = model.idx_qs[i]
+        if model.nqs[i] == model.nvs[i] and past[k] > 0.0:
+            start = "starts on it" if min(abs(q[0, k] - lower[k]),
+                                          abs(q[0, k] - upper[k])) < 1e-12 else "starts inside"
+            unit = gp.solvers.plots.UNITS[int(model.joint_types[i])][0]
+            print(f"{model.names[i]} goes {past[k]:.1e} {unit} past a position limit ({start}): "
+                  "FDDP enforces no joint limits and this problem has no cost on them.")
+
+
 def demo(options):
     """Panda reaching with FDDP, end to end (examples/panda_reaching.py)."""
     from geppetto.examples import panda_reaching
@@ -236,27 +310,30 @@ def demo(options):
     print(f"geppetto {gp.__version__}: the Panda's hand reaches {list(panda_reaching.TARGET)} "
           "in 1 s (100 knots of 10 ms, explicit Euler), solved by FDDP from a quasi-static "
           "guess.\n", flush=True)
-    with announce_if_slow("compiling the kernels of the dynamics, the OCP and FDDP (first "
-                          "run only: a minute or more, cached for the next runs)...", after=3.0):
-        with contextlib.redirect_stdout(io.StringIO()):
-            panda_reaching.main(reduced=True, out=None)      # compile on a small problem
-    problem, result = panda_reaching.main(out=out, live=options.live)
+    started = time.time()
+    progress = CompileProgress(MAIN_JOB_STAGES)
+    compile_main_job(progress)
+    if progress.announced:
+        print(flush=True)
+    with progress.stage(len(MAIN_JOB_STAGES) - 1):
+        problem, result = panda_reaching.main(out=out, live=options.live)
     model = problem.state.model
     hand = gp.solvers.plots.end_effector_path(result.xs[-1:], model, "panda_hand")[0]
     miss = np.linalg.norm(hand - np.array(panda_reaching.TARGET))
     print(f"\n{result.iterations} iterations ({result.status}), "
           f"{1e3 * sum(result.history['time']):.0f} ms in the solver; the hand ends "
           f"{1e3 * miss:.1f} mm from the target.")
+    report_limits(model, result.xs)
     print(f"Written to {out}:")
-    for name in sorted(os.listdir(out)):
-        print(f"  {name}")
+    for name in written_since(out, started):
+        print(f"  {os.path.join(out, name)}")
     print("Open the .html file in a browser to watch the motion"
           + ("." if options.live else " (or run again with --live)."))
     return 0 if result.converged else 1
 
 
 def demo_arguments(parser):
-    parser.add_argument("--out", default="geppetto-demo",
+    parser.add_argument("--out", default="geppetto-demo", metavar="DIR",
                         help="folder for the animation and the plots (default: %(default)s)")
     parser.add_argument("--live", action="store_true",
                         help="also play the solution in a live meshcat viewer (127.0.0.1 only)")
@@ -328,11 +405,17 @@ def main(argv=None):
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv = ["demo"] + argv
     parser = argparse.ArgumentParser(
-        prog="geppetto", description="Rigid-body dynamics and trajectory optimization "
-        "in Numba. Without a command: demo.")
-    subparsers = parser.add_subparsers(dest="command", metavar="command")
+        prog="geppetto", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="geppetto [-h] [demo] [--out DIR] [--live]\n       geppetto COMMAND [options]",
+        description="Rigid-body dynamics and trajectory optimization in Numba. "
+        "Without a command: demo.")
+    subparsers = parser.add_subparsers(dest="command", metavar="command", prog="geppetto")
     for name, (help_text, add_arguments, _) in COMMANDS.items():
         add_arguments(subparsers.add_parser(name, help=help_text))
+    demo_options = subparsers.choices["demo"].format_help().split("\n\n", 1)[1]
+    demo_options = [line for line in demo_options.split("\n")[1:] if "--help" not in line]
+    parser.epilog = ("geppetto [demo] takes these options (geppetto COMMAND --help: those "
+                     "of the others):\n" + "\n".join(demo_options))
     options = parser.parse_args(argv)
     return COMMANDS[options.command][2](options)
 

@@ -1,6 +1,6 @@
 """First-call (compile) latency of the main entry points, and which kernels cost it.
 
-    python -m geppetto.benchmarks.compile [--isolated] [--out DIR]
+    python -m geppetto.benchmarks.compile [--isolated | --main-job] [--out DIR]
 
 Every measurement runs in a fresh interpreter whose ``NUMBA_CACHE_DIR`` is a
 new temporary folder, so nothing compiled before (by the tests, by another
@@ -21,6 +21,14 @@ engineer) is reused:
    cold run filled: what every later run of a script pays to load it.
 3. ``--isolated``: each entry point alone in its own interpreter with its own
    empty cache, what a user who calls only that one pays.
+4. ``--main-job``: instead of the entry points above, the stages of ``python
+   -m geppetto`` (``MAIN_JOB_STAGES`` of geppetto/__main__.py: the robot and
+   the quasi-static guess, calc_costs, a rollout, calc_diff, two FDDP iterations on the
+   reduced problem, the kinematics of the plots, then the full job writing
+   its files), cold and warm, one after the other in one process; then
+   ``python -m geppetto`` itself as a user runs it (cold: a second process
+   compiles the derivatives meanwhile), cold and warm, wall and CPU of both
+   processes; writes ``compile_main_job.{json,png}``.
 
 Prints the tables, writes ``results/compile.json`` and ``results/compile.png``
 (the costliest dispatchers) under ``--out`` (default: this folder).  The
@@ -82,18 +90,42 @@ def setups():
         reaching_fddp_solve=lambda: gp.solvers.FDDP(problem).solve(max_iter=100))
 
 
-def main(names):
-    calls = setups()
+def measure(calls):
+    """Call each of ``calls`` ({entry: call}) in order, timing it and recording
+    what Numba compiles meanwhile; print the JSON the parent reads."""
     rows, compiles = [], []
-    for name in names:
+    for name, call in calls.items():
         with event.install_recorder("numba:compile") as recorder:
             t, c = time.perf_counter(), time.process_time()
-            calls[name]()
+            call()
             wall, cpu = time.perf_counter() - t, time.process_time() - c
         rows.append(dict(entry=name, wall_s=wall, cpu_s=cpu))
         compiles.extend(dict(c, entry=name) for c in _compiles(recorder.buffer))
     print(json.dumps(dict(import_s=import_s, import_cpu_s=import_cpu_s, rows=rows,
                           compiles=compiles)))
+
+
+def main(names):
+    if names == ["main-job"]:
+        calls = main_job()
+    else:
+        everything = setups()
+        calls = {name: everything[name] for name in names}
+    measure(calls)
+
+
+def main_job():
+    """{stage: call}: the stages of ``python -m geppetto`` (geppetto/__main__.py),
+    the last one the full job writing its files into a temporary folder."""
+    import contextlib, io, tempfile
+    from geppetto.__main__ import MAIN_JOB_STAGES, main_job_warm_up
+    from geppetto.examples import panda_reaching
+
+    def full_job():
+        with tempfile.TemporaryDirectory() as out, contextlib.redirect_stdout(io.StringIO()):
+            panda_reaching.main(out=out)
+
+    return dict(main_job_warm_up() + [(MAIN_JOB_STAGES[-1], full_job)])
 
 
 def _compiles(buffer):
@@ -136,6 +168,23 @@ def run_worker(cache_dir, names):
     return result
 
 
+def run_command(cache_dir):
+    """Wall and CPU seconds (its helper process included) of ``python -m geppetto``
+    on the Numba cache ``cache_dir``, writing into a temporary folder."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="geppetto-demo-") as out:
+        finished = subprocess.run([sys.executable, "-m", "geppetto", "--out", out],
+                                  env=dict(os.environ, NUMBA_CACHE_DIR=cache_dir),
+                                  capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if finished.returncode != 0:
+        raise RuntimeError(f"python -m geppetto failed:\n{finished.stderr}")
+    return dict(wall_s=wall, cpu_s=after.ru_utime - before.ru_utime
+                + after.ru_stime - before.ru_stime, output=finished.stdout)
+
+
 def by_dispatcher(compiles):
     """[(name, own seconds, signatures)] costliest first."""
     table = {}
@@ -148,13 +197,20 @@ def by_dispatcher(compiles):
     return sorted(rows, key=lambda r: -r["self_s"])
 
 
-def measure(isolated):
-    results = dict(machine=_common.machine())
+def measure(isolated, main_job=False):
+    results = dict(machine=_common.machine(), main_job=main_job)
+    names = ["main-job"] if main_job else ENTRY_POINTS
     with tempfile.TemporaryDirectory(prefix="geppetto-compile-") as cache:
         print("cold run (empty Numba cache) ...", file=sys.stderr, flush=True)
-        results["cold"] = run_worker(cache, ENTRY_POINTS)
+        results["cold"] = run_worker(cache, names)
         print("warm run (the cache the cold run filled) ...", file=sys.stderr, flush=True)
-        results["warm"] = run_worker(cache, ENTRY_POINTS)
+        results["warm"] = run_worker(cache, names)
+    if main_job:
+        with tempfile.TemporaryDirectory(prefix="geppetto-compile-") as cache:
+            results["command"] = {}
+            for run in ("cold", "warm"):
+                print(f"python -m geppetto, {run} ...", file=sys.stderr, flush=True)
+                results["command"][run] = run_command(cache)
     results["dispatchers"] = by_dispatcher(results["cold"]["compiles"])
     if isolated:
         results["isolated"] = {}
@@ -188,6 +244,13 @@ def report(results):
     print("\nfirst call, in sequence, seconds (cold: empty cache; warm: loaded from the cache)")
     print(_common.format_table(["entry point", "cold cpu", "cold wall", "warm cpu", "warm wall",
                                 "compiles", "compile s"], rows))
+    if "command" in results:
+        command = results["command"]
+        print("\npython -m geppetto as a user runs it (a second process compiles the "
+              "derivatives on a cold cache), seconds:")
+        print(_common.format_table(["cache", "wall", "cpu (both processes)"],
+                                   [[run, f"{command[run]['wall_s']:.1f}",
+                                     f"{command[run]['cpu_s']:.1f}"] for run in command]))
     print(f"\nthe {TOP} costliest dispatchers (own compile seconds, callees' compiles excluded)")
     print(_common.format_table(
         ["dispatcher", "seconds", "signatures"],
@@ -223,13 +286,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--isolated", action="store_true",
                         help="also each entry point alone in a fresh interpreter (slow)")
+    parser.add_argument("--main-job", action="store_true",
+                        help="time the stages of `python -m geppetto` instead (the main job: "
+                             "Panda reaching, its kernels compiled on a small problem first)")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = parser.parse_args(argv)
-    results = measure(args.isolated)
+    results = measure(args.isolated and not args.main_job, args.main_job)
     report(results)
-    _common.write_json(os.path.join(args.out, "compile.json"), results)
-    chart(results, os.path.join(args.out, "compile.png"))
-    print(f"\nwrote {os.path.join(args.out, 'compile.json')} and compile.png")
+    name = "compile_main_job" if args.main_job else "compile"
+    _common.write_json(os.path.join(args.out, f"{name}.json"), results)
+    chart(results, os.path.join(args.out, f"{name}.png"))
+    print(f"\nwrote {os.path.join(args.out, name + '.json')} and {name}.png")
 
 
 if __name__ == "__main__":

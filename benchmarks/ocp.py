@@ -382,11 +382,13 @@ def _kernel_codes():
     object of the Python function it compiled, so cProfile lists each kernel
     that Python calls as its own entry; this tells those entries apart."""
     from numba.core.dispatcher import Dispatcher
+
+    from geppetto.dynamics.config import ThreadedKernel
     codes = set()
     for module_name, module in list(sys.modules.items()):
         if module is not None and module_name.startswith("geppetto."):
             for value in list(vars(module).values()):
-                if isinstance(value, Dispatcher):
+                if isinstance(value, (Dispatcher, ThreadedKernel)):
                     code = value.py_func.__code__
                     codes.add((code.co_filename, code.co_firstlineno, code.co_name))
     return codes

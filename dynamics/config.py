@@ -10,6 +10,8 @@ zero check.  ``NUMBA_BOUNDSCHECK=1``
 in the environment turns on bounds checking for all of them, as CI does once
 for the dynamics tests.
 """
+import types
+
 import numba
 
 NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
@@ -32,5 +34,40 @@ def inline_kernel(function):
 
 
 def parallel_kernel(function):
-    """Like :func:`kernel`, for loops written with ``numba.prange``."""
-    return numba.njit(parallel=True, **NUMBA_OPTIONS)(function)
+    """Like :func:`kernel`, for loops written with ``numba.prange``, compiled for the
+    thread count it is called on: on one Numba thread (``ShootingProblem``'s
+    default) a serial compile of the same function (``prange`` runs as ``range``:
+    the same loop, the same results), which compiles several times faster than
+    the parallel one; the parallel compile happens only for callers on more
+    threads.  Call it from Python only (it is not a Numba dispatcher itself)."""
+    return ThreadedKernel(function)
+
+
+class ThreadedKernel:
+    """A ``prange`` function compiled twice, lazily: ``serial`` (numba.njit) and
+    ``parallel`` (numba.njit(parallel=True)); a call goes to ``serial`` when
+    ``numba.get_num_threads()`` is 1.  The serial copy is named ``<name>_serial``
+    so that the two keep separate entries in Numba's on-disk cache (its index
+    is keyed by the function's name and signature, not by the flags)."""
+
+    def __init__(self, function):
+        self.py_func = function
+        self.parallel = numba.njit(parallel=True, **NUMBA_OPTIONS)(function)
+        self.serial = numba.njit(**NUMBA_OPTIONS)(_renamed(function, "_serial"))
+        self.__name__, self.__qualname__ = function.__name__, function.__qualname__
+        self.__doc__, self.__module__ = function.__doc__, function.__module__
+
+    def __call__(self, *args):
+        if numba.get_num_threads() == 1:
+            return self.serial(*args)
+        return self.parallel(*args)
+
+
+def _renamed(function, suffix):
+    """A copy of ``function`` (same code, globals and defaults) named name + suffix."""
+    copy = types.FunctionType(function.__code__, function.__globals__,
+                              function.__name__ + suffix, function.__defaults__,
+                              function.__closure__)
+    copy.__qualname__ = function.__qualname__ + suffix
+    copy.__module__, copy.__doc__ = function.__module__, function.__doc__
+    return copy

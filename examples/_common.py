@@ -11,9 +11,14 @@ nothing written); ``live`` plays the solution in a meshcat viewer bound to
     python -m geppetto.examples.<name> [--out DIR] [--live] [--reduced]
 """
 import argparse
+import contextlib
 import os
+import sys
+import threading
+import time
 
 import numpy as np
+from numba.core import event
 
 from .. import robots
 
@@ -22,8 +27,9 @@ BOB = (0.85, 0.33, 0.1, 1.0)
 CART = (0.2, 0.4, 0.8, 1.0)
 
 
-def run(main, name, doc):
-    """Parse ``--out --live --reduced`` and call ``main``; returns its exit status 0."""
+def run(main, name, doc, argv=None):
+    """Parse ``--out --live --reduced`` (``argv``, default the command line), call
+    ``main``, then list the files it wrote; returns the exit status 0."""
     parser = argparse.ArgumentParser(prog=f"python -m geppetto.examples.{name}",
                                      description=doc.split("\n\n")[0])
     parser.add_argument("--out", default=os.path.join("geppetto-examples", name),
@@ -33,9 +39,25 @@ def run(main, name, doc):
                         help="also play the solution in a live meshcat viewer (127.0.0.1)")
     parser.add_argument("--reduced", action="store_true",
                         help="the small version the tests run")
-    options = parser.parse_args()
+    options = parser.parse_args(argv)
+    started = time.time()
     main(reduced=options.reduced, out=options.out, live=options.live)
+    written = written_since(options.out, started)
+    if written:
+        print(f"written to {os.path.abspath(options.out)}:")
+        for name in written:
+            print(f"  {name}")
     return 0
+
+
+def written_since(out, started):
+    """Names of the files in ``out`` (sorted) written at or after the time ``started``
+    (seconds since the epoch): what this run wrote, not what an earlier run left."""
+    if not os.path.isdir(out):
+        return []
+    return sorted(name for name in os.listdir(out)
+                  if os.path.isfile(os.path.join(out, name))
+                  and os.path.getmtime(os.path.join(out, name)) >= started - 1.0)
 
 
 def output(out, filename):
@@ -102,3 +124,100 @@ def cartpole_robot(cart_mass=1.0, pole_mass=0.1, pole_length=0.5):
                        (0, 0, pole_length / 2), ROD),
                _visual(model, "tip", 2, "sphere", (0.03,), (0, 0, pole_length), BOB)]
     return robots.Robot(model, visuals=visuals, q0=np.zeros(model.nq))
+
+
+class CompileProgress(event.Listener):
+    """Says what Numba compiles while it compiles: a line per stage, and on a
+    terminal the kernel being compiled, updated every second.  Silent on a warm
+    cache: it listens to Numba's ``numba:compile`` event, which a dispatcher
+    fires only when it compiles a signature (a cache miss), never when it loads
+    one from the on-disk cache.
+
+        progress = CompileProgress(["the dynamics", "their derivatives"])
+        with progress.stage(0):
+            problem.calc(xs, us)
+        with progress.stage(1):
+            problem.calc_diff(xs, us)
+
+    ``stream`` defaults to sys.stdout at construction; ``compiled`` counts the
+    dispatchers compiled in each stage and ``seconds`` the stage's wall time.
+    """
+
+    def __init__(self, stages, stream=None, refresh=1.0):
+        self.stages = list(stages)
+        self.stream = sys.stdout if stream is None else stream
+        self.live = self.stream.isatty()
+        self.refresh = refresh
+        self.compiled = [0] * len(self.stages)
+        self.seconds = [0.0] * len(self.stages)
+        self.announced = False
+        self._current, self._compiling, self._started = None, [], 0.0
+        self._lock, self._output = threading.Lock(), threading.Lock()
+
+    def on_start(self, ev):
+        dispatcher = ev.data["dispatcher"]
+        with self._lock:
+            self._compiling.append(dispatcher.py_func.__qualname__)
+            first = self.compiled[self._current] == 0
+            self.compiled[self._current] += 1
+        self._announce()
+        if first and not self.live:
+            self._write(f"  {self._prefix()}: compiling ...\n")
+        self._redraw()
+
+    def on_end(self, ev):
+        with self._lock:
+            self._compiling.pop()
+
+    def _prefix(self, index=None):
+        index = self._current if index is None else index
+        return f"[{index + 1}/{len(self.stages)}] {self.stages[index]}"
+
+    def _announce(self):
+        if not self.announced:
+            self.announced = True
+            self._write("compiling the kernels (first run only; cached for the next runs):\n")
+
+    def say(self, index, text):
+        """Write a line about stage ``index`` (e.g. compiled elsewhere)."""
+        self._announce()
+        self._write(("\r\x1b[K" if self.live else "") + f"  {self._prefix(index)}: {text}\n")
+
+    def _write(self, text):
+        with self._output:
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _redraw(self):
+        if not self.live or self.compiled[self._current] == 0:
+            return
+        with self._lock:
+            name = self._compiling[-1] if self._compiling else "..."
+            count = self.compiled[self._current]
+        elapsed = time.perf_counter() - self._started
+        self._write(f"\r\x1b[K  {self._prefix()}: compiling {name} "
+                    f"({count} kernels, {elapsed:.0f} s)")
+
+    @contextlib.contextmanager
+    def stage(self, index):
+        """Run the block as stage ``index``, reporting what it compiles."""
+        self._current, self._started = index, time.perf_counter()
+        done = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(done,), daemon=True)
+        with event.install_listener("numba:compile", self):
+            if self.live:
+                ticker.start()
+            try:
+                yield self
+            finally:
+                done.set()
+                if self.live:
+                    ticker.join()
+        self.seconds[index] = time.perf_counter() - self._started
+        if self.compiled[index]:
+            self._write(("\r\x1b[K" if self.live else "") + f"  {self._prefix()}: "
+                        f"{self.compiled[index]} kernels compiled in {self.seconds[index]:.0f} s\n")
+
+    def _tick(self, done):
+        while not done.wait(self.refresh):
+            self._redraw()

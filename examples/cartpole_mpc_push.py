@@ -45,8 +45,9 @@ def main(reduced=False, out="geppetto-examples/cartpole_mpc_push", live=False):
     _common.show(robot, log.xs, dt, out, "cartpole_mpc_push", live, camera_position=(0, -1.6, 0.3))
     if out is not None:
         plots.plot_trajectories(log.xs, log.us, dt, model, u_labels=["cart force"],
-                                path=_common.output(out, "states.png"))
-        plots.plot_tracking(dt * np.arange(len(deviation)), deviation, ylabel="|(x, theta)|",
+                                u_units="N", path=_common.output(out, "states.png"))
+        plots.plot_tracking(dt * np.arange(len(deviation)), deviation,
+                            ylabel="|(x [m], theta [rad])|",
                             path=_common.output(out, "deviation.png"))
         plots.plot_solve_times(log, budget=dt, path=_common.output(out, "solve_times.png"))
     return log, deviation

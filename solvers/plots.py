@@ -16,32 +16,62 @@ for ``plt.show()`` in an interactive session.  matplotlib is imported on
 first use only.
 """
 import os
+import textwrap
 
 import numpy as np
 
 from ..dynamics.kinematics import frame_placement
+from ..dynamics.model import FREE_FLYER, PRISMATIC, REVOLUTE, TRANSLATION
 
 LIMIT_STYLE = dict(color="0.35", linestyle="--", linewidth=0.8)
+VIOLATED_STYLE = dict(color="tab:red", linestyle="--", linewidth=1.0)
+OFF_SCALE_STYLE = dict(fontsize=6, color="0.35", ha="right", va="bottom",
+                       bbox=dict(facecolor="white", alpha=0.8, edgecolor="none", pad=1.0))
+# units of (q, v, u) of a scalar coordinate, by joint type; u is the joint's effort
+UNITS = {REVOLUTE: ("rad", "rad/s", "N m"), PRISMATIC: ("m", "m/s", "N"),
+         TRANSLATION: ("m", "m/s", "N")}
+BOUND_REACH = 2.0   # a bound is drawn when within this many motion ranges of the motion
 
 
-def _figure(rows, columns, figsize, show, **kwargs):
-    """(figure, axes array) on the Agg canvas, or from pyplot when ``show``."""
+def _figure(rows, columns, figsize, show, only=None, **kwargs):
+    """(figure, axes array) on the Agg canvas, or from pyplot when ``show``; with
+    ``only`` (a list of (row, column)), just those panels (None elsewhere: a panel
+    costs its share of the drawing even when hidden)."""
     if show:
         import matplotlib.pyplot as plt
-        return plt.subplots(rows, columns, figsize=figsize, squeeze=False, **kwargs)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    figure = Figure(figsize=figsize)
-    FigureCanvasAgg(figure)
-    return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+        figure = plt.figure(figsize=figsize)
+    else:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        figure = Figure(figsize=figsize)
+        FigureCanvasAgg(figure)
+    if only is None:
+        return figure, figure.subplots(rows, columns, squeeze=False, **kwargs)
+    grid = figure.add_gridspec(rows, columns)
+    axes = np.full((rows, columns), None, dtype=object)
+    for row, column in only:
+        axes[row, column] = figure.add_subplot(grid[row, column], **kwargs)
+    return figure, axes
 
 
-def _finish(figure, path, title):
+def _finish(figure, path, title, grid=None):
+    """Title (wrapped to the figure's width), layout, and save to ``path``.  ``grid``
+    (rows, columns) of small panels lays them out with fixed margins in inches
+    instead of matplotlib's tight layout, which draws every label once more to
+    measure it (over a second for the 27 panels of a 9-joint arm)."""
     top = 1.0
+    width, height = figure.get_size_inches()
     if title:
+        # about 13 characters per inch at 10 pt
+        title = "\n".join(textwrap.fill(line, max(20, int(13 * width)))
+                          for line in title.split("\n"))
         figure.suptitle(title, fontsize=10)
-        top -= (0.02 + 0.17 * (title.count("\n") + 1)) / figure.get_size_inches()[1]
-    figure.tight_layout(rect=(0.0, 0.0, 1.0, top))
+        top -= (0.02 + 0.17 * (title.count("\n") + 1)) / height
+    if grid is None:
+        figure.tight_layout(rect=(0.0, 0.0, 1.0, top))
+    else:                                      # room for the panels' titles under it
+        figure.subplots_adjust(left=0.75 / width, right=1.0 - 0.15 / width, bottom=0.45 / height,
+                               top=top - 0.55 / height, wspace=0.55, hspace=0.75)
     if path is not None:
         folder = os.path.dirname(os.path.abspath(path))
         os.makedirs(folder, exist_ok=True)
@@ -59,40 +89,77 @@ def _dof_labels(model):
 
 
 def _scalar_dofs(model):
-    """[(label, q index, v index)] of the coordinates with nq_i == nv_i (a plot of q
-    makes sense for them: revolute, prismatic, planar translations; not for
-    quaternions or (cos, sin) pairs)."""
+    """[(label, q index, v index, (q unit, v unit, effort unit))] of the coordinates
+    with nq_i == nv_i (a plot of q makes sense for them: revolute, prismatic,
+    translation joints; not for quaternions or (cos, sin) pairs)."""
     labels, out = _dof_labels(model), []
     for i in range(1, model.njoints):
         if model.nqs[i] == model.nvs[i]:
+            units = UNITS.get(int(model.joint_types[i]), ("", "", ""))
             for k in range(int(model.nvs[i])):
                 out.append((labels[model.idx_vs[i] + k], model.idx_qs[i] + k,
-                            model.idx_vs[i] + k))
+                            model.idx_vs[i] + k, units))
     return out
 
 
-def _bounds(ax, lower, upper):
-    for value in (lower, upper):
-        if value is not None and np.isfinite(value):
-            ax.axhline(value, **LIMIT_STYLE)
+def _controls_are_joint_efforts(model, nu, dofs):
+    """True when u is one effort per scalar coordinate, in their order: a fixed
+    base (nu == nv) or a free-flyer base left unactuated (nu == nv - 6)."""
+    if nu != len(dofs):
+        return False
+    return nu == model.nv or (model.joint_types[1] == FREE_FLYER and nu == model.nv - 6)
 
 
-def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, path=None, title=None,
-                      show=False, max_columns=4):
+def _with_unit(name, unit):
+    return f"{name} [{unit}]" if unit else name
+
+
+def _range_and_bounds(ax, values, lower, upper):
+    """Set the panel's y range on the motion, widened to take in a bound that lies
+    within BOUND_REACH motion ranges of it, drawn dashed (red where the motion
+    goes past it); a bound farther away is written in the panel, not drawn."""
+    low, high = values.min(), values.max()
+    margin = 0.3 * (high - low) + 1e-3 + 0.05 * np.abs(values).max()
+    bottom, top = low - margin, high + margin
+    reach = BOUND_REACH * (high - low + 2 * margin)
+    off_scale = []
+    for bound, violated in ((lower, lambda b: low < b - 1e-9 * max(1.0, abs(b))),
+                            (upper, lambda b: high > b + 1e-9 * max(1.0, abs(b)))):
+        if bound is None or not np.isfinite(bound):
+            continue
+        if low - reach <= bound <= high + reach:
+            ax.axhline(bound, **(VIOLATED_STYLE if violated(bound) else LIMIT_STYLE))
+            bottom, top = min(bottom, bound - 0.1 * margin), max(top, bound + 0.1 * margin)
+        else:
+            off_scale.append(f"{bound:.3g}")
+    ax.set_ylim(bottom, top)
+    if off_scale:
+        ax.text(0.98, 0.03, f"bounds {', '.join(off_scale)}: off scale",
+                transform=ax.transAxes, **OFF_SCALE_STYLE)
+
+
+def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, u_units=None, path=None,
+                      title=None, show=False, max_columns=4):
     """Joint positions, velocities and controls against time, with their bounds.
 
     Parameters
     ----------
     xs : (T+1, nq + nv) states; us : (T, nu) controls; dt : seconds per knot.
-    model : the dynamics Model: joint names and the limits drawn as dashed
-        lines (``lower/upper_position_limit``, ``+-velocity_limit``).
+    model : the dynamics Model: joint names and types (the units: rad, rad/s,
+        N m for revolute joints; m, m/s, N for prismatic ones) and the limits
+        (``lower/upper_position_limit``, ``+-velocity_limit``).
     u_bounds : (lower (nu,), upper (nu,)), optional. The control bounds; by
         default ``+-model.effort_limit`` when the controls are the joint
         torques (nu == nv).
-    u_labels : nu names of the controls; by default the joint names when
-        nu == nv, else u[j].
+    u_labels : nu names of the controls; by default the joint names when the
+        controls are the joints' efforts (nu == nv, or nu == nv - 6 under a
+        free flyer), else u[j].
+    u_units : nu units of the controls (or one for all); by default the
+        joints' effort units when the controls are the joints' efforts.
     Returns a Figure of three panels per coordinate (q, v, u), one column per
-    coordinate, at most ``max_columns`` columns per row of panels.
+    coordinate, at most ``max_columns`` columns per row of panels.  A bound is
+    drawn dashed (red where the motion goes past it) when it lies near the
+    motion; one far off the motion's range is written in its panel instead.
     """
     xs, us = np.asarray(xs, dtype=float), np.asarray(us, dtype=float)
     nq, nv = model.nq, model.nv
@@ -104,50 +171,48 @@ def plot_trajectories(xs, us, dt, model, u_bounds=None, u_labels=None, path=None
     if u_bounds is None and nu == nv:
         u_bounds = (-model.effort_limit, model.effort_limit)
     dofs = _scalar_dofs(model)
+    efforts = _controls_are_joint_efforts(model, nu, dofs)
     t_x, t_u = dt * np.arange(len(xs)), dt * np.arange(len(us))
     if u_labels is None:
-        u_labels = [label for label, _, _ in dofs] if nu == nv == len(dofs) else [
+        u_labels = [label for label, _, _, _ in dofs] if efforts else [
             f"u[{j}]" for j in range(nu)]
-    panels = [("q", label, t_x, xs[:, iq], model.lower_position_limit[iq],
-               model.upper_position_limit[iq]) for label, iq, _ in dofs]
-    panels += [("v", label, t_x, xs[:, nq + iv], -model.velocity_limit[iv],
-                model.velocity_limit[iv]) for label, _, iv in dofs]
-    panels += [("u", u_labels[j], t_u, us[:, j],
+    if u_units is None:
+        u_units = [units[2] for _, _, _, units in dofs] if efforts else [""] * nu
+    elif isinstance(u_units, str):
+        u_units = [u_units] * nu
+    panels = [(f"q [{units[0]}]", label, t_x, xs[:, iq], model.lower_position_limit[iq],
+               model.upper_position_limit[iq]) for label, iq, _, units in dofs]
+    panels += [(f"v [{units[1]}]", label, t_x, xs[:, nq + iv], -model.velocity_limit[iv],
+                model.velocity_limit[iv]) for label, _, iv, units in dofs]
+    panels += [(_with_unit("u", u_units[j]), u_labels[j], t_u, us[:, j],
                 None if u_bounds is None else u_bounds[0][j],
                 None if u_bounds is None else u_bounds[1][j]) for j in range(nu)]
     columns = min(max_columns, max(len(dofs), nu, 1))
     rows_q = -(-len(dofs) // columns)
     rows_u = -(-nu // columns)
     rows = 2 * rows_q + rows_u
-    figure, axes = _figure(rows, columns, (3.0 * columns, 1.9 * rows), show)
-    for ax in axes.flat:
-        ax.set_visible(False)
-    ylabel = {"q": "q", "v": "v", "u": "u"}
-    for n, (kind, label, t, values, lower, upper) in enumerate(panels):
-        if kind == "q":
-            row, col = divmod(n, columns)
-        elif kind == "v":
-            row, col = divmod(n - len(dofs), columns)
-            row += rows_q
-        else:
-            row, col = divmod(n - 2 * len(dofs), columns)
-            row += 2 * rows_q
-        ax = axes[row, col]
-        ax.set_visible(True)
+    block = [0] * len(dofs) + [1] * len(dofs) + [2] * nu     # q, v or u panel
+    first = (0, len(dofs), 2 * len(dofs))                    # index of each block's first panel
+    end = (len(dofs), 2 * len(dofs), len(panels))
+    first_row = (0, rows_q, 2 * rows_q)
+    places = [(first_row[b] + (n - first[b]) // columns, (n - first[b]) % columns)
+              for n, b in enumerate(block)]                   # (row, column) of each panel
+    figure, axes = _figure(rows, columns, (max(3.0 * columns, 5.0), 1.9 * rows), show,
+                           only=places)
+    for n, (ylabel, label, t, values, lower, upper) in enumerate(panels):
+        ax = axes[places[n]]
         ax.plot(t, values, linewidth=1.2)
-        _bounds(ax, lower, upper)
-        span = values.max() - values.min()
-        margin = 0.3 * span + 1e-3 + 0.05 * np.abs(values).max()
-        ax.set_ylim(values.min() - margin, values.max() + margin)   # bounds far away stay off
+        _range_and_bounds(ax, values, lower, upper)
         ax.set_title(label, fontsize=8)
-        ax.set_ylabel(ylabel[kind], fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.locator_params(nbins=4)
         ax.grid(alpha=0.3)
-    for ax in axes[-1]:
-        ax.set_xlabel("time [s]", fontsize=8)
-    return _finish(figure, path, title or "joint positions, velocities and controls "
-                   "(dashed: bounds)")
+        if n + columns >= end[block[n]]:       # the lowest panel of its column in its block
+            ax.set_xlabel("time [s]", fontsize=8)
+    return _finish(figure, path, title or "joint positions, velocities and controls; "
+                   "dashed: bounds (red: gone past), written in the panel when off scale",
+                   grid=(rows, columns))
 
 
 def end_effector_path(xs, model, frame):
@@ -211,6 +276,7 @@ def plot_convergence(result, path=None, title=None, show=False):
     axes[0, 0].set_ylabel("cost")
     axes[0, 1].semilogy(it, series("stop"), "o-", label="stop = sum |Qu|^2")
     axes[0, 1].semilogy(it, series("grad"), "s-", label="|grad|")
+    axes[0, 1].set_ylabel("stopping criterion, gradient")
     axes[0, 1].legend(fontsize=8)
     axes[1, 0].plot(it, np.asarray(history["step"], dtype=float), "o-")
     axes[1, 0].set_ylabel("step length")

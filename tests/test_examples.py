@@ -133,3 +133,16 @@ def test_solo12_balance_recovers_from_the_push(run_example):
     quaternions = log.xs[:, 3:7]                       # (x, y, z, w): upright all along
     assert np.all(1.0 - 2.0 * (quaternions[:, 0] ** 2 + quaternions[:, 1] ** 2) > 0.99)
     assert log.extra["contact_forces"][:, 2::3].min() > 0.0   # no foot would have lifted
+
+
+def test_a_script_lists_every_file_it_wrote(tmp_path, capsys):
+    from geppetto.examples import _common, pendulum_swingup
+    out = tmp_path / "pendulum"
+    (tmp_path / "pendulum").mkdir()
+    (out / "left_by_an_earlier_run.png").write_bytes(b"")
+    os.utime(out / "left_by_an_earlier_run.png", (0, 0))
+    assert _common.run(pendulum_swingup.main, "pendulum_swingup", pendulum_swingup.__doc__,
+                       ["--reduced", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    written = ["convergence.png", "pendulum_swingup.html", "trajectory.png"]
+    assert printed.endswith(f"written to {out}:\n" + "".join(f"  {f}\n" for f in written))

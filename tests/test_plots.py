@@ -30,21 +30,55 @@ def test_trajectories_draw_each_coordinate_with_its_bounds(pendulum_solution, tm
                                      u_bounds=([-5.0], [5.0]), path=str(path))
     assert is_png(path)
     visible = [ax for ax in figure.axes if ax.get_visible()]
-    assert [ax.get_ylabel() for ax in visible] == ["q", "v", "u"]
+    assert [ax.get_ylabel() for ax in visible] == ["q [rad]", "v [rad/s]", "u [N m]"]
+    assert all(ax.get_xlabel() == "time [s]" for ax in visible[2:])
     u_axis = visible[2]
     np.testing.assert_allclose(u_axis.lines[0].get_ydata(), result.us[:, 0])
     bounds = sorted(line.get_ydata()[0] for line in u_axis.lines[1:])
-    assert bounds == [-5.0, 5.0]
+    assert bounds == [-5.0, 5.0]                       # the box binds: drawn, in range
+    low, high = u_axis.get_ylim()
+    assert low <= -5.0 and high >= 5.0
 
 
-def test_trajectories_default_to_the_effort_limits():
+def test_far_bounds_are_written_and_violated_bounds_are_red():
     robot = gp.robots.load("ur5")
     xs = np.tile(np.concatenate([robot.q0, np.zeros(6)]), (11, 1))
+    xs[5:, 0] = robot.model.upper_position_limit[0] + 0.01 * np.arange(1, 7)   # past it
     figure = plots.plot_trajectories(xs, np.zeros((10, 6)), 0.1, robot.model)
-    u_axes = [ax for ax in figure.axes if ax.get_visible() and ax.get_ylabel() == "u"]
-    assert len(u_axes) == 6
+    u_axes = [ax for ax in figure.axes if ax.get_visible() and ax.get_ylabel() == "u [N m]"]
+    assert len(u_axes) == 6                            # default: +-effort_limit, far off u = 0
     assert u_axes[0].get_title() == "shoulder_pan_joint"
-    assert sorted(line.get_ydata()[0] for line in u_axes[0].lines[1:]) == [-150.0, 150.0]
+    assert len(u_axes[0].lines) == 1
+    assert [t.get_text() for t in u_axes[0].texts] == ["bounds -150, 150: off scale"]
+    q_axis = next(ax for ax in figure.axes if ax.get_title() == "shoulder_pan_joint")
+    assert q_axis.get_ylabel() == "q [rad]"
+    upper = [line for line in q_axis.lines[1:]
+             if line.get_ydata()[0] == robot.model.upper_position_limit[0]]
+    assert len(upper) == 1 and upper[0].get_color() == "tab:red"
+
+
+def test_units_of_prismatic_joints_and_of_a_floating_base():
+    cartpole = gp.robots.cartpole()
+    xs, us = np.zeros((6, 4)), np.zeros((5, 1))
+    figure = plots.plot_trajectories(xs, us, 0.1, cartpole, u_labels=["cart force"],
+                                     u_units="N")
+    labels = [ax.get_ylabel() for ax in figure.axes if ax.get_visible()]
+    assert labels == ["q [m]", "q [rad]", "v [m/s]", "v [rad/s]", "u [N]"]
+    solo = gp.robots.load("solo12")
+    xs = np.tile(np.concatenate([solo.q0, np.zeros(solo.model.nv)]), (3, 1))
+    figure = plots.plot_trajectories(xs, np.zeros((2, 12)), 0.1, solo.model)
+    u_axes = [ax for ax in figure.axes if ax.get_visible() and ax.get_ylabel() == "u [N m]"]
+    assert [ax.get_title() for ax in u_axes][:2] == ["FL_HAA", "FL_HFE"]
+
+
+def test_long_titles_are_wrapped_to_the_figure(pendulum_solution):
+    model, result = pendulum_solution
+    figure = plots.plot_trajectories(result.xs, result.us, 0.02, model)
+    title = figure._suptitle
+    renderer = figure.canvas.get_renderer()
+    box = title.get_window_extent(renderer)
+    assert "\n" in title.get_text()
+    assert box.x0 >= 0 and box.x1 <= figure.bbox.width
 
 
 def test_end_effector_path_matches_the_kinematics(pendulum_solution, tmp_path):
