@@ -56,7 +56,9 @@ def quote(text, limit=QUOTE_LIMIT):
     text = str(text)
     if len(text) <= limit:
         return repr(text)
-    return repr(text[:limit]) + f"... ({len(text)} characters)"
+    head = limit // 2          # the start and the end (a path's file name) are kept
+    return repr(text[:head] + " ... " + text[len(text) - (limit - head):]) + \
+        f" ({len(text)} characters)"
 
 
 def quote_list(names):

@@ -230,13 +230,16 @@ def _fd_constraint_dynamics(m, cs, q, v, tau, **settings):
 @pytest.mark.parametrize("reference", REFERENCES)
 @pytest.mark.parametrize("gains", GAINS)
 def test_derivatives_match_pinocchio(robot_case, reference, gains, assert_close):
-    if robot_case.name == "talos" and reference == "LOCAL_WORLD_ALIGNED" and gains == "Kp Kd":
-        pytest.skip("Pinocchio 4.1 leaves out the rotation of the 6D LOCAL_WORLD_ALIGNED "
-                    "corrector: see test_derivatives_match_finite_differences")
     m = robot_case.model
     cs = feet_constraints(robot_case, REFERENCES[reference], GAINS[gains])
     q, v, tau = random_state(robot_case, 2)
     ours = constraint_dynamics_derivatives(m, robot_case.data(), q, v, tau, cs)
+    if robot_case.name == "talos" and reference == "LOCAL_WORLD_ALIGNED" and gains == "Kp Kd":
+        # Pinocchio 4.1 leaves out the rotation of the 6D LOCAL_WORLD_ALIGNED corrector:
+        # here the oracle is central finite differences
+        for name, a, b in zip(DERIVATIVE_NAMES, ours, _fd_constraint_dynamics(m, cs, q, v, tau)):
+            assert_close(a, b, 1e-5, name)
+        return
     pdata, models, datas, settings, _, _ = pin_constraint_dynamics(robot_case, cs, q, v, tau)
     theirs = pin.computeConstraintDynamicsDerivatives(robot_case.pin_model, pdata, models, datas,
                                                       settings)

@@ -274,7 +274,7 @@ def test_twin_rejects_bad_arguments():
         twin.impulse_dynamics(cs, restitution=1.5)
     with pytest.raises(ValueError, match="no constraints"):
         twin.constraint_dynamics([])
-    with pytest.raises(ValueError, match="not built for model"):
+    with pytest.raises(ValueError, match="does not belong to model"):
         twin.constraint_dynamics(feet(load_robot("solo12"), LOCAL))
     with pytest.raises(ValueError, match="casadi.Function"):
         twin.compiled("constraint_dynamics")
