@@ -22,7 +22,7 @@ from .crba import world_frame_quantities
 from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
-from .validation import as_configurations, as_dynamics_arguments, result
+from .validation import as_configurations, as_dynamics_arguments, check_invertible, result
 
 
 @kernel
@@ -123,6 +123,7 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
                      data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
                      data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv, data.M,
                      data.ddq_dq, data.ddq_dv)
+    check_invertible(model, data.Minv, K, "aba_derivatives")
     return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
             result(data.Minv, K, single).copy())
 

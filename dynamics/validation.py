@@ -247,3 +247,16 @@ def check_joint(model, joint, name="joint"):
 def result(array, K, single):
     """The first K entries of a batched array; without the batch axis when single."""
     return array[0] if single else array[:K]
+
+
+def check_invertible(model, output, K, function):
+    """Raise ValueError when the articulated-body pass met a joint without inertia
+    along its motion (D = S^T IA S = 0: M(q) singular, e.g. links without mass in a
+    URDF), instead of returning inf or NaN; ``output`` the (K, ...) result (ddq or
+    M^-1: the inputs were checked finite, so only a singular M makes it not so)."""
+    if not np.all(np.isfinite(output[:K])):
+        raise ValueError(f"{function}: the joint-space inertia matrix of model "
+                         f"{model.name!r} is singular at this configuration (a joint moves "
+                         "links without mass or inertia along its motion); give those links "
+                         "an <inertial> or add armature (model.with_changes(armature=...))")
+

@@ -10,8 +10,8 @@ above the upper one); real URDFs are full of such rounding.
 
 Reported the same way: moving joints whose subtree has no mass or inertia
 along their motion (romeo's fingers): the joint-space inertia matrix M is
-singular and ``aba`` returns inf or NaN, as Pinocchio's does on the same file;
-the warning says so at load, ``strict=True`` refuses the file.  Refused
+singular (Pinocchio's ``aba`` returns NaN there; ours raises a ValueError
+saying why); the warning says so at load, ``strict=True`` refuses the file.  Refused
 whatever ``strict`` says (a :class:`URDFError` naming the element): what
 Pinocchio refuses too (negative velocity or effort limits, non-finite
 numbers), and a negative mass (Pinocchio loads it into an inertia with
@@ -155,6 +155,6 @@ def check_motion_has_inertia(model, strict):
     if singular:
         report(f"joints {quote_list(singular)} move links without mass or inertia along "
                "their motion: the joint-space inertia matrix M is singular, and aba and "
-               "compute_minverse return inf or NaN (as Pinocchio's do); give those links "
+               "compute_minverse raise (Pinocchio's return NaN); give those links "
                "an <inertial>, make the joints fixed, or add armature "
                "(model.with_changes(armature=...))", strict)
