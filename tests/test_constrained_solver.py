@@ -1,0 +1,186 @@
+"""ALDDP (augmented-Lagrangian DDP) against exact solutions.
+
+- Equality-constrained LQ problems (a linear double integrator, a terminal state
+  equality, a path equality on the control): the dense KKT system of the
+  whole horizon, to 1e-10.
+- An inequality-constrained LQ problem (control bounds and a state lower bound on
+  some knots): scipy's SLSQP on the dense QP with tight tolerances.
+- The constrained ur5 reach (terminal position equality, hand above a plane on
+  the second half): IPOPT's optimum (our NLP) from the same start.
+- Contradicting terminal equalities end as "infeasible" in bounded iterations.
+"""
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto import ocp
+from geppetto.dynamics.config import kernel
+
+
+@kernel
+def _double_integrator(xs, us, params, f):
+    for k in range(xs.shape[0]):
+        f[k, 0] = xs[k, 2]
+        f[k, 1] = xs[k, 3]
+        f[k, 2] = us[k, 0] - params[0] * xs[k, 2]
+        f[k, 3] = us[k, 1] - params[0] * xs[k, 3]
+
+
+@kernel
+def _double_integrator_diff(xs, us, params, f, f_x, f_u):
+    _double_integrator(xs, us, params, f)
+    for k in range(xs.shape[0]):
+        f_x[k, :, :] = 0.0
+        f_x[k, 0, 2] = 1.0
+        f_x[k, 1, 3] = 1.0
+        f_x[k, 2, 2] = -params[0]
+        f_x[k, 3, 3] = -params[0]
+        f_u[k, :, :] = 0.0
+        f_u[k, 2, 0] = 1.0
+        f_u[k, 3, 1] = 1.0
+
+
+X0 = np.array([1.0, -0.5, 0.2, 0.3])
+TARGET = np.array([0.3, 0.4, 0.0, 0.0])
+
+
+def _lq_problem(N=12, stage_constraints=(), terminal_constraints=(), control_bounds=None,
+                state_bounds=None, bounded_knots=()):
+    """A damped planar double integrator, Euler dt = 0.1, quadratic costs."""
+    dynamics = ocp.CustomDynamics(4, 2, _double_integrator, _double_integrator_diff,
+                                  params=[0.3], nq=2)
+    state = dynamics.state
+    costs = [ocp.Cost(ocp.StateResidual(state, TARGET), ocp.WeightedQuadratic([1, 2, .1, .1])),
+             ocp.Cost(ocp.ControlResidual(2), weight=0.5)]
+    plain = ocp.StageModel(dynamics, costs, dt=0.1)
+    special = ocp.StageModel(dynamics, costs, list(stage_constraints), dt=0.1,
+                             control_bounds=control_bounds, state_bounds=state_bounds)
+    models = [special if k in bounded_knots else plain for k in range(N)]
+    terminal = ocp.TerminalModel(state, [ocp.Cost(ocp.StateResidual(state, TARGET))],
+                                 list(terminal_constraints))
+    return ocp.ShootingProblem(X0, models, terminal)
+
+
+def _dense(problem):
+    """The dense QP of a linear-quadratic problem in z = (x_0 .. x_N, u_0 .. u_{N-1}):
+    cost 1/2 z^T H z + g^T z (+ const), dynamics A z = b, from the derivatives at 0."""
+    N, n, m = problem.N, problem.ndx, problem.nu
+    zeros_x, zeros_u = np.zeros((N + 1, n)), np.zeros((N, m))
+    problem.calc_diff(zeros_x, zeros_u)
+    nz = (N + 1) * n + N * m
+    H, g = np.zeros((nz, nz)), np.zeros(nz)
+    X = lambda k: slice(k * n, (k + 1) * n)                       # noqa: E731
+    U = lambda k: slice((N + 1) * n + k * m, (N + 1) * n + (k + 1) * m)  # noqa: E731
+    for k in range(N + 1):
+        H[X(k), X(k)] = problem.Lxx[k]
+        g[X(k)] = problem.Lx[k]
+    for k in range(N):
+        H[U(k), U(k)] = problem.Luu[k]
+        H[X(k), U(k)] = problem.Lxu[k]
+        H[U(k), X(k)] = problem.Lxu[k].T
+        g[U(k)] = problem.Lu[k]
+    A, b = np.zeros(((N + 1) * n, nz)), np.zeros((N + 1) * n)
+    A[X(0), X(0)] = np.eye(n)
+    b[X(0)] = problem.x0
+    for k in range(N):
+        rows = X(k + 1)
+        A[rows, X(k + 1)] = np.eye(n)
+        A[rows, X(k)] = -problem.Fx[k]
+        A[rows, U(k)] = -problem.Fu[k]
+        b[rows] = problem.xnext[k]                                 # F(0, 0)
+    return H, g, A, b, X, U
+
+
+def _split(problem, z, X, U):
+    return (np.array([z[X(k)] for k in range(problem.N + 1)]),
+            np.array([z[U(k)] for k in range(problem.N)]))
+
+
+def test_lq_terminal_equality_matches_kkt():
+    """x_N = (0, 0, 0, 0) exactly and u_3[0] = 0.5 (a path equality): the KKT solution."""
+    goal = np.zeros(4)
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), goal), 0.0, 0.0)],
+        stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.5, 0.0]), [0.0, -np.inf],
+                                          [0.0, np.inf])], bounded_knots=(3,))
+    H, g, A, b, X, U = _dense(problem)
+    n, m = problem.ndx, problem.nu
+    C = np.zeros((n + 1, H.shape[0]))
+    C[:n, X(problem.N)] = np.eye(n)
+    C[n, U(3).start] = 1.0
+    d = np.concatenate([goal, [0.5]])
+    E = np.vstack([A, C])
+    e = np.concatenate([b, d])
+    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.ALDDP(problem, th_constraint=1e-12).solve(max_iter=200)
+    assert result.converged, result
+    assert result.violation < 1e-12
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-10)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-10)
+    cost_ref = problem.calc(xs_ref, us_ref)
+    assert abs(result.cost - cost_ref) < 1e-10 * abs(cost_ref)
+
+
+def test_lq_inequalities_match_qp():
+    """Control bounds |u| <= 0.4 and x_1 >= 0.2 (a position) on knots 4..8:
+    SLSQP on the dense QP."""
+    from scipy.optimize import minimize
+    state_lower = np.array([-np.inf, 0.2, -np.inf, -np.inf])
+    knots = range(4, 9)
+    problem = _lq_problem(control_bounds=(-0.4, 0.4), state_bounds=(
+        state_lower, np.full(4, np.inf)), bounded_knots=knots)
+    H, g, A, b, X, U = _dense(problem)
+    lower, upper = np.full(H.shape[0], -np.inf), np.full(H.shape[0], np.inf)
+    for k in knots:
+        lower[U(k)], upper[U(k)] = -0.4, 0.4
+        lower[X(k).start + 1] = 0.2
+    bounds = list(zip(lower, upper))
+    xs0, us0 = np.repeat(X0[None], problem.N + 1, 0), np.zeros((problem.N, 2))
+    z0 = np.concatenate([xs0.ravel(), us0.ravel()])
+    qp = minimize(lambda z: 0.5 * z @ H @ z + g @ z, z0, jac=lambda z: H @ z + g,
+                  bounds=[(None if np.isinf(lo) else lo, None if np.isinf(hi) else hi)
+                          for lo, hi in bounds],
+                  constraints=[dict(type="eq", fun=lambda z: A @ z - b, jac=lambda z: A)],
+                  method="SLSQP", options=dict(ftol=1e-15, maxiter=1000))
+    assert qp.success, qp.message
+    xs_ref, us_ref = _split(problem, qp.x, X, U)
+    result = gp.solvers.ALDDP(problem).solve(max_iter=300)
+    assert result.converged, result
+    assert result.violation < 1e-8
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-6)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-6)
+    assert np.min(result.xs[list(knots), 1]) > 0.2 - 1e-8
+    cost_ref = problem.calc(xs_ref, us_ref)
+    assert abs(result.cost - cost_ref) < 1e-7 * abs(cost_ref)
+
+
+def test_contradicting_equalities_are_infeasible():
+    """x_N[0] = 0 and x_N[0] = 1 at the terminal knot: status "infeasible"."""
+    state = ocp.StateVector(4)
+    one = ocp.Constraint(ocp.StateResidual(state, np.zeros(4)), [0, -np.inf, -np.inf, -np.inf],
+                         [0, np.inf, np.inf, np.inf])
+    other = ocp.Constraint(ocp.StateResidual(state, np.array([1.0, 0, 0, 0])),
+                           [0, -np.inf, -np.inf, -np.inf], [0, np.inf, np.inf, np.inf])
+    problem = _lq_problem(terminal_constraints=[one, other])
+    result = gp.solvers.ALDDP(problem).solve(max_iter=300)
+    assert not result.converged
+    assert result.status == "infeasible", result
+    assert result.violation > 0.4
+    assert result.iterations < 300
+
+
+def test_warm_start_with_multipliers_converges_at_once():
+    """From a converged solution and its multipliers and mu: converged in <= 2 sweeps."""
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)])
+    solver = gp.solvers.ALDDP(problem)
+    first = solver.solve(max_iter=200)
+    assert first.converged
+    again = solver.solve(first.xs, first.us, multipliers=first.multipliers, mu=first.mu,
+                         is_feasible=True)
+    assert again.converged and again.iterations <= 2, again
+    np.testing.assert_allclose(again.xs, first.xs, atol=1e-10)
+    with pytest.raises(ValueError, match="multipliers"):
+        solver.solve(multipliers=[np.zeros((3, 3))])
