@@ -184,3 +184,29 @@ def test_warm_start_with_multipliers_converges_at_once():
     np.testing.assert_allclose(again.xs, first.xs, atol=1e-10)
     with pytest.raises(ValueError, match="multipliers"):
         solver.solve(multipliers=[np.zeros((3, 3))])
+
+
+def _constrained_reach(N, plane_z=0.45):
+    """ur5: the reach of benchmarks/constrained.py on N knots: tool at (0.4, 0.2, 0.4)
+    exactly at the last knot and at z >= plane_z on knots N/2 .. 0.9 N."""
+    from geppetto.benchmarks.constrained import reaching
+    return reaching("ur5", N, plane_z, N // 2, int(0.9 * N)), reaching("ur5", N)
+
+
+def test_ur5_constrained_reach_matches_ipopt():
+    """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
+    Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
+    relative, violation <= 1e-6."""
+    problem, unconstrained = _constrained_reach(30)
+    warm = gp.solvers.FDDP(unconstrained).solve(max_iter=200)
+    assert warm.converged
+    solver = gp.solvers.ALDDP(problem)
+    result = solver.solve(warm.xs, warm.us, max_iter=300)
+    assert result.converged, result
+    assert result.violation <= 1e-6 and result.gaps <= 1e-9
+    reference = gp.solvers.NLP(problem, derivatives="casadi").solve(warm.xs, warm.us,
+                                                                     max_iter=300)
+    assert reference.converged, reference
+    assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
+    # the solution is the point where IPOPT stops: the warm start is not
+    assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
