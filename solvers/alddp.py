@@ -232,7 +232,7 @@ class ALDDP:
         status, converged, stop, outer, iteration = "max_iter", False, np.inf, 0, 0
         cost, violation, last_violation, stalls = np.nan, np.inf, np.inf, 0
         gaps = np.zeros((problem.N + 1, problem.ndx))
-        recalc, just_updated = True, False
+        recalc, last_stop, stepped_from_feasible = True, np.inf, False
         while iteration < max_iter:
             iteration += 1
             t0 = time.perf_counter()
@@ -248,6 +248,28 @@ class ALDDP:
                     gaps[:] = 0.0
                 violation = self._max_violation(values)
                 recalc = False
+            # the inner solve is done when the last step started from a feasible iterate
+            # whose stop value was below omega (Crocoddyl's test, at the AL's tolerance)
+            if stepped_from_feasible and last_stop < omega:
+                if violation <= self.th_constraint and last_stop < self.th_stop:
+                    status, converged = "converged", True
+                    iteration -= 1
+                    break
+                outer += 1
+                if violation > eta:     # the violation did not fall enough: stalled?
+                    stalls = stalls + 1 if violation > 0.5 * last_violation else 0
+                    if stalls >= self.infeasible_after:
+                        status = "infeasible"
+                        break
+                last_violation = violation
+                projected, _ = self._projected(values, lam, mu)
+                if violation <= eta or mu <= self.mu_min:
+                    lam = [lam_hat for lam_hat, _ in projected]
+                    eta = max(eta * mu ** 0.9, self.th_constraint)
+                    omega = max(omega * mu, self.th_stop)
+                else:
+                    mu = max(mu * self.mu_factor, self.mu_min)
+                    omega, eta = self._tolerances(mu)
             projected, al_value = self._projected(values, lam, mu)
             self._augment(values, projected, mu)
             while True:
@@ -265,33 +287,6 @@ class ALDDP:
                 preg = inner._increased(preg)
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
-            inner_done = feasible and stop < omega
-            if inner_done and violation <= self.th_constraint and stop < self.th_stop:
-                status, converged = "converged", True
-                self._record(history, callbacks, iteration, cost, cost + al_value, stop, 0.0,
-                             preg, 0.0, 0.0, violation, mu, np.nan, np.nan, t0)
-                break
-            if inner_done and not just_updated:
-                outer += 1
-                if violation > eta:     # the violation did not fall enough: stalled?
-                    stalls = stalls + 1 if violation > 0.5 * last_violation else 0
-                    if stalls >= self.infeasible_after:
-                        status = "infeasible"
-                        break
-                last_violation = violation
-                if violation <= eta or mu <= self.mu_min:
-                    lam = [lam_hat for lam_hat, _ in projected]
-                    eta = max(eta * mu ** 0.9, self.th_constraint)
-                    omega = max(omega * mu, self.th_stop)
-                else:
-                    mu = max(mu * self.mu_factor, self.mu_min)
-                    omega, eta = self._tolerances(mu)
-                just_updated = True          # at least one inner step before the next update
-                projected, al_value = self._projected(values, lam, mu)
-                self._augment(values, projected, mu)
-                iteration -= 1          # the Riccati sweep is redone on the new AL cost
-                continue
-            just_updated = False
             merit = cost + al_value
             accepted = None
             for alpha in inner.alphas:
@@ -315,10 +310,13 @@ class ALDDP:
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
                 problem.xnext[:] = xnext
+                stepped_from_feasible = feasible
                 feasible = inner.feasible_after(feasible, alpha)
                 recalc = True
             else:
                 alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
+                stepped_from_feasible = feasible        # no step: the inner solve is stuck
+            last_stop = stop
             if alpha > inner.th_stepdec:
                 preg = max(preg / inner.reg_factor, inner.reg_min)
             if alpha <= inner.th_stepinc:
