@@ -31,8 +31,10 @@ eta <- eta mu^0.9, omega <- omega mu) or mu shrinks by ``mu_factor`` (eta
 Converged: feasible dynamics, largest constraint violation <= th_constraint
 and the inner stop value <= th_stop (the stationarity of the Lagrangian at
 lambda_hat).  At ``mu_min`` the multipliers are updated whatever the
-violation.  ``infeasible``: ``infeasible_after`` inner solves in a row that
-end above eta without halving the violation of the previous one.
+violation.  ``infeasible``: an inner solve ends above eta, and the violation
+has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
+smaller (at ``mu_min``, whose multiplier updates do not shrink mu, the solve
+ends by ``max_iter``).
 """
 import time
 from dataclasses import dataclass
@@ -88,13 +90,14 @@ class ALDDP:
 
     Options: ``th_stop`` 1e-10 (inner stop value at convergence), ``th_constraint``
     1e-8 (largest violation), ``mu_init`` 1e-2, ``mu_factor`` 0.1, ``mu_min`` 1e-10,
-    ``omega_init`` 1e-2, ``eta_init`` 1e-2, ``infeasible_after`` 3; the others are FDDP's (regularization,
-    step acceptance, ``alphas``).  ``solve`` accepts warm-start multipliers and mu.
+    ``omega_init`` 1e-2, ``eta_init`` 1e-2, ``infeasible_ratio`` 1e4; the others are
+    FDDP's (regularization, step acceptance, ``alphas``).  ``solve`` accepts
+    warm-start multipliers and mu.
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
-                 mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2, infeasible_after=3,
-                 **fddp_options):
+                 mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
+                 infeasible_ratio=1e4, **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
                             ("omega_init", omega_init), ("eta_init", eta_init)):
@@ -106,12 +109,15 @@ class ALDDP:
         self.th_stop, self.th_constraint = float(th_stop), float(th_constraint)
         self.mu_init, self.mu_factor, self.mu_min = float(mu_init), float(mu_factor), float(mu_min)
         self.omega_init, self.eta_init = float(omega_init), float(eta_init)
-        self.infeasible_after = int(infeasible_after)
+        if not infeasible_ratio > 1.0:
+            raise ValueError(f"infeasible_ratio must be > 1, got {infeasible_ratio}")
+        self.infeasible_ratio = float(infeasible_ratio)
         self.inner = FDDP(problem, th_stop=th_stop, **fddp_options)
         self.blocks = self._blocks()
         N, ndx, nu = problem.N, problem.ndx, problem.nu
         self.Lx, self.Lxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
-        self.Lu, self.Luu, self.Lxu = np.zeros((N, nu)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu))
+        self.Lu, self.Luu = np.zeros((N, nu)), np.zeros((N, nu, nu))
+        self.Lxu = np.zeros((N, ndx, nu))
         self.no_box = np.zeros(N, dtype=bool)
 
     # -- the constraint rows ----------------------------------------------------------
@@ -230,7 +236,8 @@ class ALDDP:
         feasible = bool(is_feasible)
         preg = inner.reg_init
         status, converged, stop, outer, iteration = "max_iter", False, np.inf, 0, 0
-        cost, violation, last_violation, stalls = np.nan, np.inf, np.inf, 0
+        cost, violation = np.nan, np.inf
+        reference = (np.inf, mu)        # (violation, mu) when the violation last halved
         gaps = np.zeros((problem.N + 1, problem.ndx))
         recalc, last_stop, stepped_from_feasible = True, np.inf, False
         while iteration < max_iter:
@@ -256,12 +263,12 @@ class ALDDP:
                     iteration -= 1
                     break
                 outer += 1
-                if violation > eta:     # the violation did not fall enough: stalled?
-                    stalls = stalls + 1 if violation > 0.5 * last_violation else 0
-                    if stalls >= self.infeasible_after:
-                        status = "infeasible"
-                        break
-                last_violation = violation
+                if violation <= 0.5 * reference[0]:        # progress: a new reference
+                    reference = (violation, mu)
+                elif violation > eta and reference[1] / mu >= self.infeasible_ratio * (
+                        1.0 - 1e-12):
+                    status = "infeasible"       # penalty x infeasible_ratio, violation kept
+                    break
                 projected, _ = self._projected(values, lam, mu)
                 if violation <= eta or mu <= self.mu_min:
                     lam = [lam_hat for lam_hat, _ in projected]
