@@ -109,7 +109,7 @@ def run(robot, task, knots, repeats, casadi):
         if row["solver"].startswith("FDDP"):
             violation = np.nan
         else:
-            violation = measure._max_violation(measure.residuals(result.xs, result.us, False))
+            violation = measure.max_violation(result.xs, result.us)
         out.append(dict(row, robot=robot, task=task, iterations=result.iterations,
                         cost=result.cost, violation=violation, gaps=result.gaps,
                         status=result.status,

@@ -211,6 +211,11 @@ class ALDDP:
                 self.Luu[window, :m, :m] += np.einsum("kri,krj->kij", Ru, w[:, :, None] * Ru)
                 self.Lxu[window, :, :m] += np.einsum("kri,krj->kij", wRx, Ru)
 
+    def max_violation(self, xs, us):
+        """The largest violation of the constraints (and bounds) along (xs, us)."""
+        xs, us = self.problem._validate(xs, us)
+        return self._max_violation(self.residuals(xs, us, False))
+
     def _max_violation(self, values):
         return max((self.violation(b, r) for b, (r, _, _) in zip(self.blocks, values)),
                    default=0.0)

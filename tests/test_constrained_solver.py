@@ -210,3 +210,43 @@ def test_ur5_constrained_reach_matches_ipopt():
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     # the solution is the point where IPOPT stops: the warm start is not
     assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
+
+
+def test_solo12_hard_friction_cones():
+    """solo12 on four feet (contact dynamics, N = 10) shifting its base 4 cm sideways
+    with friction mu = 0.1: without the cones the optimum slides its feet's forces
+    out of them; with hard pyramidal cones (Constraint rows >= 0) ALDDP converges
+    with every row >= -1e-6 at every knot."""
+    from geppetto.dynamics import LOCAL_WORLD_ALIGNED, contact_3d
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    feet = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    dynamics = ocp.ContactDynamics(model, [contact_3d(model, foot, reference=LOCAL_WORLD_ALIGNED)
+                                           for foot in feet])
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    target = x0.copy()
+    target[1] += 0.04
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(dynamics.state, target), ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)
+    cones = [ocp.FrictionConeResidual(dynamics, foot, mu=0.1) for foot in feet]
+    terminal = ocp.TerminalModel(dynamics.state, [ocp.Cost(x_reg.residual, x_reg.activation,
+                                                           weight=10.0)])
+    N = 10
+    soft = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, [x_reg, u_reg], dt=0.02)] * N,
+                               terminal)
+    hard = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, [x_reg, u_reg], [
+        ocp.Constraint(c, *c.bounds) for c in cones], dt=0.02)] * N, terminal)
+    free = gp.solvers.FDDP(soft).solve(max_iter=100)
+    assert free.converged, free
+
+    def cone_rows(xs, us):
+        return np.concatenate([data.r for _, _, _, datas in hard.constraints(xs, us)
+                               for data in datas], axis=1)
+
+    assert cone_rows(free.xs, free.us).min() < -1e-2       # the cones are active
+    result = gp.solvers.ALDDP(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=300)
+    assert result.converged, result
+    assert result.violation <= 1e-6 and result.gaps <= 1e-9
+    assert cone_rows(result.xs, result.us).min() >= -1e-6
+    assert result.cost > free.cost
