@@ -92,12 +92,16 @@ class ALDDP:
     1e-8 (largest violation), ``mu_init`` 1e-2, ``mu_factor`` 0.1, ``mu_min`` 1e-10,
     ``omega_init`` 1e-2, ``eta_init`` 1e-2, ``infeasible_ratio`` 1e4; the others are
     FDDP's (regularization, step acceptance, ``alphas``).  ``solve`` accepts
-    warm-start multipliers and mu.
+    warm-start multipliers and mu; with ``dual_warm_start`` "keep" a solve given
+    none starts from the last solve's multipliers (and mu_init: the last solve's
+    small mu made the MPC's next solves slower, measured), "shift" (receding
+    horizon, as the MPC shifts the primal warm start) moves them one knot earlier
+    within each block.
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
-                 infeasible_ratio=1e4, **fddp_options):
+                 infeasible_ratio=1e4, dual_warm_start=None, **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
                             ("omega_init", omega_init), ("eta_init", eta_init)):
@@ -112,6 +116,11 @@ class ALDDP:
         if not infeasible_ratio > 1.0:
             raise ValueError(f"infeasible_ratio must be > 1, got {infeasible_ratio}")
         self.infeasible_ratio = float(infeasible_ratio)
+        if dual_warm_start not in (None, "keep", "shift"):
+            raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
+                             f"{dual_warm_start!r}")
+        self.dual_warm_start = dual_warm_start
+        self.multipliers, self.mu = None, None          # of the last solve
         self.inner = FDDP(problem, th_stop=th_stop, **fddp_options)
         self.blocks = self._blocks()
         N, ndx, nu = problem.N, problem.ndx, problem.nu
@@ -230,6 +239,11 @@ class ALDDP:
         problem, inner = self.problem, self.inner
         start_time = time.perf_counter()
         xs, us = inner._initial_guess(xs, us)
+        if multipliers is None and self.dual_warm_start and self.multipliers is not None:
+            multipliers = [m.copy() for m in self.multipliers]
+            if self.dual_warm_start == "shift":
+                for m in multipliers:
+                    m[:-1] = m[1:].copy()
         lam = self._initial_multipliers(multipliers)
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
@@ -384,6 +398,7 @@ class ALDDP:
             violation = self._max_violation(self.residuals(xs, us, False))
         else:
             gaps = violation = np.inf
+        self.multipliers, self.mu = [m.copy() for m in lam], mu
         return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=self.inner.K.copy(),
                                  k=self.inner.k.copy(), cost=float(cost), iterations=iterations,
                                  converged=converged, status=status, gaps=gaps, stop=stop,
