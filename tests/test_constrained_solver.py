@@ -298,3 +298,30 @@ def test_ur5_mpc_keeps_the_hand_above_a_plane():
 
     assert lowest(gp.solvers.ALDDP(problem, dual_warm_start="shift")) >= plane_z - 2e-4
     assert lowest(gp.solvers.FDDP(problem)) < plane_z - 1e-2
+
+
+def test_infeasible_start_time_limit_and_callbacks():
+    """From a random warm start with gaps, ALDDP reaches the same solution as from the
+    default guess (1e-9); time_limit = 0 stops after one iteration with status
+    "time_limit"; callbacks get one record per iteration with the violation and mu."""
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)],
+        control_bounds=(-4.0, 4.0), bounded_knots=range(12))
+    solver = gp.solvers.ALDDP(problem)
+    reference = solver.solve(max_iter=300)
+    assert reference.converged, reference
+    assert np.max(np.abs(reference.us)) > 4.0 - 1e-8       # the bounds are active
+    rng = np.random.default_rng(19)
+    xs = X0 + rng.standard_normal((problem.N + 1, 4))
+    us = rng.standard_normal((problem.N, 2))
+    records = []
+    result = solver.solve(xs, us, max_iter=300,
+                          callbacks=[lambda s, i, record: records.append(record)])
+    assert result.converged, result
+    assert result.history["gaps"][0] > 0.1
+    np.testing.assert_allclose(result.xs, reference.xs, atol=1e-9)
+    np.testing.assert_allclose(result.us, reference.us, atol=1e-9)
+    assert len(records) == result.iterations
+    assert {"violation", "mu", "cost", "stop"} <= set(records[-1])
+    stopped = solver.solve(xs, us, max_iter=300, time_limit=0.0)
+    assert stopped.status == "time_limit" and stopped.iterations == 1
