@@ -124,9 +124,11 @@ class StageModel:
 
     def calc_costs(self, data, xs, us):
         """Stage costs only (placements of the knots, no dynamics): for the solvers'
-        line search, whose rollout already evaluated the dynamics."""
+        line search, whose rollout already evaluated the dynamics.  The placements
+        are refreshed for the constraints too (ALDDP evaluates them after it)."""
         kin = data.kinematics
-        if kin is not None and any(c.residual.needs_kinematics for c in self.costs):
+        if kin is not None and any(c.residual.needs_kinematics
+                                   for c in self.costs + self.constraints):
             nq = self.state.nq
             zeros = np.zeros((xs.shape[0], self.state.nv))
             _forward_kinematics(self.dynamics.arrays, np.ascontiguousarray(xs[:, :nq]), zeros,
