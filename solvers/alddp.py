@@ -137,7 +137,7 @@ class ALDDP:
         stages.append((problem.terminal_model, problem.N, problem.N + 1))
         blocks = []
         for model, start, stop in stages:
-            for j, c in enumerate(model.constraints):
+            for c in model.constraints:
                 blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name))
             if not model.terminal and model.has_control_bounds:
                 blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
