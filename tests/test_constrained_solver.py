@@ -325,3 +325,53 @@ def test_infeasible_start_time_limit_and_callbacks():
     assert {"violation", "mu", "cost", "stop"} <= set(records[-1])
     stopped = solver.solve(xs, us, max_iter=300, time_limit=0.0)
     assert stopped.status == "time_limit" and stopped.iterations == 1
+
+
+@kernel
+def _coast(xs, us, params, f):
+    for k in range(xs.shape[0]):
+        f[k, 0] = xs[k, 2]
+        f[k, 1] = xs[k, 3]
+        f[k, 2] = -params[0] * xs[k, 2]
+        f[k, 3] = -params[0] * xs[k, 3]
+
+
+@kernel
+def _coast_diff(xs, us, params, f, f_x, f_u):
+    _coast(xs, us, params, f)
+    for k in range(xs.shape[0]):
+        f_x[k, :, :] = 0.0
+        f_x[k, 0, 2] = 1.0
+        f_x[k, 1, 3] = 1.0
+        f_x[k, 2, 2] = -params[0]
+        f_x[k, 3, 3] = -params[0]
+
+
+def test_knots_without_controls_match_kkt():
+    """Knots 4 and 5 coast (nu = 0, padded controls): with a terminal equality the
+    solution is the dense KKT one (the padded controls fixed at zero), to 1e-10."""
+    base = _lq_problem()
+    coast = ocp.StageModel(ocp.CustomDynamics(4, 0, _coast, _coast_diff, params=[0.3], nq=2),
+                           [base.running_models[0].costs[0]], dt=0.1)
+    models = [coast if k in (4, 5) else base.running_models[k] for k in range(base.N)]
+    goal = np.array([0.1, 0.0, 0.0, 0.0])
+    terminal = ocp.TerminalModel(base.state, base.terminal_model.costs, [ocp.Constraint(
+        ocp.StateResidual(base.state, goal), 0.0, 0.0)])
+    problem = ocp.ShootingProblem(X0, models, terminal)
+    assert list(problem.nus[3:7]) == [2, 0, 0, 2]
+    H, g, A, b, X, U = _dense(problem)
+    n = problem.ndx
+    rows = [np.eye(H.shape[0])[X(problem.N)]]
+    for k in (4, 5):                                   # the padding stays zero
+        rows.append(np.eye(H.shape[0])[U(k)])
+    C = np.vstack(rows)
+    d = np.concatenate([goal, np.zeros(C.shape[0] - n)])
+    E, e = np.vstack([A, C]), np.concatenate([b, d])
+    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.ALDDP(problem, th_constraint=1e-12).solve(max_iter=200)
+    assert result.converged, result
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-10)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-10)
+    assert np.all(result.us[4:6] == 0.0)
