@@ -10,7 +10,10 @@ control regularization):
 - ``plane``: the tool exactly at the target at the last knot (a terminal
   equality) and at z >= 0.45 on knots 50..89 (a path inequality);
 - ``stiff``: the same with the plane up to knot 99, so that the tool must drop
-  5 cm to the target in the last step.
+  5 cm to the target in the last step;
+- ``nlp`` (``--tasks nlp``): :mod:`.nlp`'s constrained task (other weights, the
+  plane on knots 50..99 at a height from the unconstrained optimum), on which
+  the Gauss-Newton IPOPT does not converge for panda.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
 unconstrained optimum).  Solvers: ALDDP (default options: th_stop 1e-10,
@@ -85,9 +88,21 @@ def _best(solve, repeats):
     return best
 
 
+def devs_problem(robot, knots):
+    """:mod:`.nlp`'s constrained task (its costs, its plane halfway between the
+    unconstrained optimum's tool height at the middle knot and the target's)."""
+    from geppetto.benchmarks import nlp
+    free = gp.solvers.FDDP(nlp.reaching(robot, knots)).solve(max_iter=200)
+    plane_z = 0.5 * (nlp.tool_heights(robot, free.xs)[knots // 2, 2] + nlp.TARGET[2])
+    return nlp.reaching(robot, knots, plane_z)
+
+
 def run(robot, task, knots, repeats, casadi):
-    last = int(0.9 * knots) if task == "plane" else knots
-    problem = reaching(robot, knots, PLANE_Z, knots // 2, last)
+    if task == "nlp":
+        problem = devs_problem(robot, knots)
+    else:
+        last = int(0.9 * knots) if task == "plane" else knots
+        problem = reaching(robot, knots, PLANE_Z, knots // 2, last)
     fddp = gp.solvers.FDDP(problem)              # FDDP leaves the constraints out
     fddp.solve(max_iter=200)                                       # compile
     total, cpu, warm = _best(lambda: fddp.solve(max_iter=200), repeats)
@@ -138,7 +153,8 @@ def markdown(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
-    parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"])
+    parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
+                        choices=["plane", "stiff", "nlp"])
     parser.add_argument("--knots", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--casadi", action="store_true", help="also IPOPT with CasADi's exact "
