@@ -22,19 +22,28 @@ Inner iterations are FDDP's (:class:`~.ddp.FDDP`): the same Riccati kernel
 (:func:`.riccati.backward_pass`) on a copy of the problem's cost derivatives
 with the AL terms added, the same trials (gaps closed gradually from an
 infeasible start) and acceptance, on the merit ``cost + sum psi``.  The outer
-loop is the bound-constrained Lagrangian update (Nocedal & Wright Alg. 17.4,
-mu here is the inverse penalty weight): when the inner stop value is below
-omega, either the violation is below eta (multipliers lambda <- lambda_hat,
-eta <- eta mu^0.9, omega <- omega mu) or mu shrinks by ``mu_factor`` (eta
-<- eta0 mu^0.1, omega <- omega0 mu), each floored at the final tolerances.
+loop is the bound-constrained Lagrangian method (BCL: Nocedal & Wright Alg.
+17.4, Conn, Gould & Toint 1991; mu here is the inverse penalty weight): at
+the top of an iteration, when the last step started from a feasible iterate
+whose stop value (computed before that step, Crocoddyl's test) was below
+omega, either the violation is below eta (lambda <- lambda_hat, eta <- eta
+mu^0.9, omega <- omega mu) or mu shrinks by ``mu_factor`` (eta <- eta_init
+(mu / mu_init)^0.1, omega <- omega_init mu / mu_init), each floored at the
+final tolerances; one Riccati sweep per iteration either way.
 
 Converged: feasible dynamics, largest constraint violation <= th_constraint
-and the inner stop value <= th_stop (the stationarity of the Lagrangian at
+and the stop value <= th_stop (the stationarity of the Lagrangian at
 lambda_hat).  At ``mu_min`` the multipliers are updated whatever the
 violation.  ``infeasible``: an inner solve ends above eta, and the violation
 has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
-smaller (at ``mu_min``, whose multiplier updates do not shrink mu, the solve
-ends by ``max_iter``).
+smaller.
+
+Measured (``benchmarks/constrained.py``, ur5 and panda reaching with a
+terminal position equality and a plane, 100 knots): converged with violation
+<= 4e-9 at IPOPT's local optimum (3e-8 relative) in 14-30 iterations (60-87
+on the stiff variant whose plane reaches the last knot, where the Gauss-Newton
+IPOPT stops at 500); the CPU time per iteration is 1.15-1.3x FDDP's on the
+same problem, 1.6-1.7x on the stiff variant (more line-search trials).
 """
 import time
 from dataclasses import dataclass
