@@ -168,7 +168,9 @@ class StageModel:
         weights = self.integrator.weights if self.cost_quadrature else (1.0,)
         # (stage point j, b_j) of the running cost: the knot alone, or the RK stage points
         self.cost_points = [(j, b) for j, b in enumerate(weights) if b != 0.0]
-        self.kinematics_for_costs = max((c.residual.kinematics for c in self.costs), default=0)
+        # what the line search's calc_costs refreshes: for the costs and the constraints
+        self.kinematics_for_costs = max((c.residual.kinematics
+                                         for c in self.costs + self.constraints), default=0)
 
     @property
     def has_control_bounds(self):
@@ -213,7 +215,8 @@ class StageModel:
         """Stage costs only, equal to those of :meth:`calc`: for the solvers' line search,
         whose rollout already evaluated the dynamics at the knots.  The knots'
         kinematics are refreshed as the residuals need them (placements, or
-        placements and world Jacobians); a cost over RK stage points needs the
+        placements and world Jacobians), for the constraints too (ALDDP
+        evaluates them after it); a cost over RK stage points needs the
         dynamics at the knots, so it runs :meth:`calc`."""
         if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
             return self.calc(data, xs, us)

@@ -1,0 +1,416 @@
+"""ALDDP: augmented-Lagrangian DDP for hard constraints on a ShootingProblem.
+
+The problem's constraints (Crocoddyl's vocabulary: ``Constraint(residual,
+lower, upper)`` on the stages and the terminal knot, equalities where lower
+== upper), its control bounds and its state bounds (on the coordinates
+where x (+) dx adds: revolute and prismatic joints, velocities) are moved
+into the cost by the Powell-Hestenes-Rockafellar augmented Lagrangian
+(Rockafellar 1974; Nocedal & Wright, "Numerical Optimization", 2nd ed.,
+eq. 17.65 and Algorithm 17.4; as AL-iLQR in ALTRO, Howell et al. IROS 2019).
+For a row r of a constraint with bounds [l, h], its multiplier lambda and
+the penalty parameter mu (weight 1/mu):
+
+    s = r + mu lambda,   lambda_hat = (s - P(s)) / mu,   P = clip to [l, h],
+    psi(r) = mu / 2 (|lambda_hat|^2 - |lambda|^2),
+    d psi / dr = lambda_hat,   d2 psi / dr2 ~ D / mu  (D = 1 where s is outside [l, h]),
+
+so the AL cost adds ``R^T lambda_hat`` to Lx / Lu and the Gauss-Newton
+``R^T D R / mu`` to Lxx / Lxu / Luu (R = (Rx, Ru), the residual's
+Jacobians).  An equality is l = h: lambda_hat = lambda + r / mu.
+
+Inner iterations are FDDP's (:class:`~.ddp.FDDP`): the same Riccati kernel
+(:func:`.riccati.backward_pass`) on a copy of the problem's cost derivatives
+with the AL terms added, the same trials (gaps closed gradually from an
+infeasible start) and acceptance, on the merit ``cost + sum psi``.  The outer
+loop is the bound-constrained Lagrangian method (BCL: Nocedal & Wright Alg.
+17.4, Conn, Gould & Toint 1991; mu here is the inverse penalty weight): at
+the top of an iteration, when the last step started from a feasible iterate
+whose stop value (computed before that step, Crocoddyl's test) was below
+omega, either the violation is below eta (lambda <- lambda_hat, eta <- eta
+mu^0.9, omega <- omega mu) or mu shrinks by ``mu_factor`` (eta <- eta_init
+(mu / mu_init)^0.1, omega <- omega_init mu / mu_init), each floored at the
+final tolerances; one Riccati sweep per iteration either way.
+
+Converged: feasible dynamics, largest constraint violation <= th_constraint
+and the stop value <= th_stop (the stationarity of the Lagrangian at
+lambda_hat).  At ``mu_min`` the multipliers are updated whatever the
+violation.  ``infeasible``: an inner solve ends above eta, and the violation
+has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
+smaller.
+
+Measured (``benchmarks/constrained.py``, ur5 and panda reaching with a
+terminal position equality and a plane, 100 knots): converged with violation
+<= 4e-9 at IPOPT's local optimum (3e-8 relative) in 14-30 iterations (60-87
+on the stiff variant whose plane reaches the last knot, where the Gauss-Newton
+IPOPT stops at 500); the CPU time per iteration is 1.15-1.3x FDDP's on the
+same problem, 1.6-1.7x on the stiff variant (more line-search trials).
+"""
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .callbacks import CallbackVerbose
+from .ddp import FDDP, SolverResult
+from .forward import KERNEL_ERRORS
+from .nlp import _vector_coordinates
+from .riccati import backward_pass
+
+
+@dataclass
+class ConstrainedResult(SolverResult):
+    """A :class:`~.ddp.SolverResult` with ``violation`` (largest constraint violation),
+    ``multipliers`` (list of (K, nr) arrays, one per constraint block, in the order
+    of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``."""
+
+    violation: float = np.nan
+    multipliers: list = None
+    mu: float = np.nan
+    outer_iterations: int = 0
+
+    def __repr__(self):
+        return (f"ConstrainedResult(status={self.status!r}, converged={self.converged}, "
+                f"iterations={self.iterations}, cost={self.cost:.9g}, gaps={self.gaps:.2e}, "
+                f"violation={self.violation:.2e})")
+
+
+_HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
+                 "dV_exp", "dV", "time")
+
+
+class _Block:
+    """One group of constraint rows on knots start:stop: ``kind`` "residual" (the j-th
+    Constraint of that stage), "u" (control bounds, columns :m) or "x" (state bounds on
+    x[:, x_index], tangent columns dx_index); lower, upper (nr,)."""
+
+    def __init__(self, kind, start, stop, lower, upper, name, m=0, x_index=None,
+                 dx_index=None):
+        self.kind, self.start, self.stop, self.name = kind, start, stop, name
+        self.lower, self.upper = lower, upper
+        self.m, self.x_index, self.dx_index = m, x_index, dx_index
+
+    @property
+    def shape(self):
+        return (self.stop - self.start, self.lower.shape[0])
+
+
+class ALDDP:
+    """Augmented-Lagrangian DDP (see the module docstring) on any ShootingProblem.
+
+    Options: ``th_stop`` 1e-10 (inner stop value at convergence), ``th_constraint``
+    1e-8 (largest violation), ``mu_init`` 1e-2, ``mu_factor`` 0.1, ``mu_min`` 1e-10,
+    ``omega_init`` 1e-2, ``eta_init`` 1e-2, ``infeasible_ratio`` 1e4; the others are
+    FDDP's (regularization, step acceptance, ``alphas``).  ``solve`` accepts
+    warm-start multipliers and mu; with ``dual_warm_start`` "keep" a solve given
+    none starts from the last solve's multipliers (and mu_init: the last solve's
+    small mu made the MPC's next solves slower, measured), "shift" (receding
+    horizon, as the MPC shifts the primal warm start) moves them one knot earlier
+    within each block.
+    """
+
+    def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
+                 mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
+                 infeasible_ratio=1e4, dual_warm_start=None, **fddp_options):
+        for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
+                            ("mu_init", mu_init), ("mu_min", mu_min),
+                            ("omega_init", omega_init), ("eta_init", eta_init)):
+            if not (np.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be finite and positive, got {value}")
+        if not 0.0 < mu_factor < 1.0:
+            raise ValueError(f"mu_factor must be in (0, 1), got {mu_factor}")
+        self.problem = problem
+        self.th_stop, self.th_constraint = float(th_stop), float(th_constraint)
+        self.mu_init, self.mu_factor, self.mu_min = float(mu_init), float(mu_factor), float(mu_min)
+        self.omega_init, self.eta_init = float(omega_init), float(eta_init)
+        if not infeasible_ratio > 1.0:
+            raise ValueError(f"infeasible_ratio must be > 1, got {infeasible_ratio}")
+        self.infeasible_ratio = float(infeasible_ratio)
+        if dual_warm_start not in (None, "keep", "shift"):
+            raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
+                             f"{dual_warm_start!r}")
+        self.dual_warm_start = dual_warm_start
+        self.multipliers, self.mu = None, None          # of the last solve
+        self.inner = FDDP(problem, th_stop=th_stop, **fddp_options)
+        self.blocks = self._blocks()
+        N, ndx, nu = problem.N, problem.ndx, problem.nu
+        self.Lx, self.Lxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
+        self.Lu, self.Luu = np.zeros((N, nu)), np.zeros((N, nu, nu))
+        self.Lxu = np.zeros((N, ndx, nu))
+        self.no_box = np.zeros(N, dtype=bool)
+
+    # -- the constraint rows ----------------------------------------------------------
+    def _blocks(self):
+        problem = self.problem
+        x_index, dx_index = _vector_coordinates(problem.state)
+        stages = [(model, start, stop) for model, start, stop, _ in problem.phases]
+        stages.append((problem.terminal_model, problem.N, problem.N + 1))
+        blocks = []
+        for model, start, stop in stages:
+            for c in model.constraints:
+                blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name))
+            if not model.terminal and model.has_control_bounds:
+                blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
+                                     "control_bounds", m=model.nu))
+            lower, upper = model.x_lower[x_index], model.x_upper[x_index]
+            rows = np.isfinite(lower) | np.isfinite(upper)
+            if np.any(rows):
+                blocks.append(_Block("x", start, stop, lower[rows], upper[rows],
+                                     "state_bounds", x_index=x_index[rows],
+                                     dx_index=dx_index[rows]))
+            if np.any(np.isfinite(model.x_lower) | np.isfinite(model.x_upper)) and (
+                    np.any(np.isfinite(np.delete(model.x_lower, x_index)))
+                    or np.any(np.isfinite(np.delete(model.x_upper, x_index)))):
+                raise ValueError("state_bounds: ALDDP bounds only the coordinates where "
+                                 "x (+) dx adds (not a free-flyer's or a spherical joint's)")
+        return blocks
+
+    def residuals(self, xs, us, with_derivatives):
+        """[(r (K, nr), Rx (K, nr, ndx) or None, Ru (K, nr, m) or None)] per block."""
+        problem = self.problem
+        datas = []
+        if any(b.kind == "residual" for b in self.blocks):
+            for _, _, _, phase in problem.constraints(xs, us, with_derivatives):
+                datas.extend(phase)
+        datas = iter(datas)
+        out = []
+        for b in self.blocks:
+            if b.kind == "residual":
+                data = next(datas)
+                terminal = b.start == problem.N
+                out.append((data.r.copy(), data.Rx if with_derivatives else None,
+                            data.Ru if with_derivatives and not terminal else None))
+            elif b.kind == "u":
+                out.append((us[b.start:b.stop, :b.m].copy(), None, None))
+            else:
+                out.append((xs[b.start:b.stop][:, b.x_index], None, None))
+        return out
+
+    @staticmethod
+    def violation(block, r):
+        return float(np.max(np.maximum(block.lower - r, r - block.upper), initial=0.0))
+
+    def _projected(self, values, multipliers, mu):
+        """[(lambda_hat, active)] and the AL value sum psi."""
+        out, total = [], 0.0
+        for b, (r, _, _), lam in zip(self.blocks, values, multipliers):
+            s = r + mu * lam
+            lam_hat = (s - np.clip(s, b.lower, b.upper)) / mu
+            total += 0.5 * mu * float(np.sum(lam_hat * lam_hat) - np.sum(lam * lam))
+            out.append((lam_hat, (s < b.lower) | (s > b.upper)))
+        return out, total
+
+    def _augment(self, values, projected, mu):
+        """Lx ... Lxu = the problem's + the AL gradient R^T lambda_hat and Gauss-Newton
+        Hessian R^T D R / mu, block by block (one vectorized product per block)."""
+        problem = self.problem
+        np.copyto(self.Lx, problem.Lx)
+        np.copyto(self.Lxx, problem.Lxx)
+        np.copyto(self.Lu, problem.Lu)
+        np.copyto(self.Luu, problem.Luu)
+        np.copyto(self.Lxu, problem.Lxu)
+        for b, (r, Rx, Ru), (lam_hat, active) in zip(self.blocks, values, projected):
+            window = slice(b.start, b.stop)
+            w = active / mu
+            if b.kind == "u":
+                self.Lu[window, :b.m] += lam_hat
+                idx = np.arange(b.m)
+                self.Luu[window, idx, idx] += w
+                continue
+            if b.kind == "x":
+                self.Lx[window][:, b.dx_index] += lam_hat
+                self.Lxx[window, b.dx_index, b.dx_index] += w
+                continue
+            wRx = w[:, :, None] * Rx
+            self.Lx[window] += np.einsum("kr,krd->kd", lam_hat, Rx)
+            self.Lxx[window] += np.einsum("kri,krj->kij", Rx, wRx)
+            if Ru is not None and b.start < problem.N:
+                m = Ru.shape[2]
+                self.Lu[window, :m] += np.einsum("kr,krd->kd", lam_hat, Ru)
+                self.Luu[window, :m, :m] += np.einsum("kri,krj->kij", Ru, w[:, :, None] * Ru)
+                self.Lxu[window, :, :m] += np.einsum("kri,krj->kij", wRx, Ru)
+
+    def max_violation(self, xs, us):
+        """The largest violation of the constraints (and bounds) along (xs, us)."""
+        xs, us = self.problem._validate(xs, us)
+        return self._max_violation(self.residuals(xs, us, False))
+
+    def _max_violation(self, values):
+        return max((self.violation(b, r) for b, (r, _, _) in zip(self.blocks, values)),
+                   default=0.0)
+
+    # -- the loop ---------------------------------------------------------------------
+    def solve(self, xs=None, us=None, multipliers=None, mu=None, max_iter=500,
+              time_limit=None, verbose=False, callbacks=(), is_feasible=False):
+        """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
+        multipliers of a previous result (``result.multipliers``) and its ``mu``.
+        ``max_iter`` counts Riccati iterations over all outer updates.  Returns a
+        :class:`ConstrainedResult`; never raises from inside a kernel."""
+        problem, inner = self.problem, self.inner
+        start_time = time.perf_counter()
+        xs, us = inner._initial_guess(xs, us)
+        if multipliers is None and self.dual_warm_start and self.multipliers is not None:
+            multipliers = [m.copy() for m in self.multipliers]
+            if self.dual_warm_start == "shift":
+                for m in multipliers:
+                    m[:-1] = m[1:].copy()
+        lam = self._initial_multipliers(multipliers)
+        mu = self.mu_init if mu is None else float(mu)
+        if not (np.isfinite(mu) and mu > 0.0):
+            raise ValueError(f"mu must be finite and positive, got {mu}")
+        mu = max(mu, self.mu_min)
+        omega, eta = self._tolerances(mu)
+        callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
+        history = {key: [] for key in _HISTORY_KEYS}
+        feasible = bool(is_feasible)
+        preg = inner.reg_init
+        status, converged, stop, outer, iteration = "max_iter", False, np.inf, 0, 0
+        cost, violation = np.nan, np.inf
+        reference = (np.inf, mu)        # (violation, mu) when the violation last halved
+        gaps = np.zeros((problem.N + 1, problem.ndx))
+        recalc, last_stop, stepped_from_feasible = True, np.inf, False
+        while iteration < max_iter:
+            iteration += 1
+            t0 = time.perf_counter()
+            if recalc:
+                try:
+                    cost = problem.calc_diff(xs, us)
+                    values = self.residuals(xs, us, True)
+                except KERNEL_ERRORS as error:
+                    status = f"the dynamics failed at the current iterate ({type(error).__name__})"
+                    break
+                gaps = problem.gaps(xs)
+                if feasible:
+                    gaps[:] = 0.0
+                violation = self._max_violation(values)
+                recalc = False
+            # the inner solve is done when the last step started from a feasible iterate
+            # whose stop value was below omega (Crocoddyl's test, at the AL's tolerance)
+            if stepped_from_feasible and last_stop < omega:
+                if violation <= self.th_constraint and last_stop < self.th_stop:
+                    status, converged = "converged", True
+                    iteration -= 1
+                    break
+                outer += 1
+                if violation <= 0.5 * reference[0]:        # progress: a new reference
+                    reference = (violation, mu)
+                elif violation > eta and reference[1] / mu >= self.infeasible_ratio * (
+                        1.0 - 1e-12):
+                    status = "infeasible"       # penalty x infeasible_ratio, violation kept
+                    break
+                projected, _ = self._projected(values, lam, mu)
+                if violation <= eta or mu <= self.mu_min:
+                    lam = [lam_hat for lam_hat, _ in projected]
+                    eta = max(eta * mu ** 0.9, self.th_constraint)
+                    omega = max(omega * mu, self.th_stop)
+                else:
+                    mu = max(mu * self.mu_factor, self.mu_min)
+                    omega, eta = self._tolerances(mu)
+            projected, al_value = self._projected(values, lam, mu)
+            self._augment(values, projected, mu)
+            while True:
+                failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
+                                       self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
+                                       self.no_box, us, inner.u_lower, inner.u_upper, inner.Vx,
+                                       inner.Vxx, inner.Qu, inner.Quu, inner.k, inner.K,
+                                       inner.Quuk)
+                if failed < 0:
+                    break
+                if preg >= inner.reg_max:
+                    status = "regularization at maximum: Quu not positive definite"
+                    return self._result(xs, us, cost, iteration - 1, False, status, lam, mu,
+                                        stop, outer, history)
+                preg = inner._increased(preg)
+            dg, dq = inner.expected_terms(gaps, feasible)
+            stop = abs(dg + 0.5 * dq)
+            merit = cost + al_value
+            accepted = None
+            for alpha in inner.alphas:
+                trial = inner.try_step(xs, us, gaps, alpha, feasible)
+                if trial is None:
+                    continue
+                try:
+                    trial_values = self.residuals(trial[0], trial[1], False)
+                except KERNEL_ERRORS:
+                    continue
+                trial_merit = trial[3] + self._projected(trial_values, lam, mu)[1]
+                if not np.isfinite(trial_merit):
+                    continue
+                d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
+                dv_exp = alpha * (d1 + 0.5 * alpha * d2)
+                dv = merit - trial_merit
+                if inner.accepts(d1, dv_exp, dv, feasible):
+                    accepted = (alpha, trial, d1, dv_exp, dv)
+                    break
+            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
+            if accepted is not None:
+                alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
+                problem.xnext[:] = xnext
+                stepped_from_feasible = feasible
+                feasible = inner.feasible_after(feasible, alpha)
+                recalc = True
+            else:
+                alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
+                stepped_from_feasible = feasible        # no step: the inner solve is stuck
+            last_stop = stop
+            if alpha > inner.th_stepdec:
+                preg = max(preg / inner.reg_factor, inner.reg_min)
+            if alpha <= inner.th_stepinc:
+                preg = inner._increased(preg)
+            self._record(history, callbacks, iteration, cost, merit, stop, d1, preg, alpha,
+                         gap_norm, violation, mu, dv_exp, dv, t0)
+            if accepted is None and preg >= inner.reg_max:
+                status = "no step accepted at maximum regularization"
+                break
+            if time_limit is not None and time.perf_counter() - start_time > time_limit:
+                status = "time_limit"
+                break
+        return self._result(xs, us, cost, iteration, converged, status, lam, mu, stop, outer,
+                            history)
+
+    def _tolerances(self, mu):
+        """(omega, eta) after a penalty update (Nocedal & Wright Alg. 17.4)."""
+        return (max(self.omega_init * mu / self.mu_init, self.th_stop),
+                max(self.eta_init * (mu / self.mu_init) ** 0.1, self.th_constraint))
+
+    def _initial_multipliers(self, multipliers):
+        if multipliers is None:
+            return [np.zeros(b.shape) for b in self.blocks]
+        multipliers = list(multipliers)
+        if len(multipliers) != len(self.blocks):
+            raise ValueError(f"multipliers: expected {len(self.blocks)} arrays (one per "
+                             f"constraint block), got {len(multipliers)}")
+        out = []
+        for b, lam in zip(self.blocks, multipliers):
+            lam = np.array(lam, dtype=float)
+            if lam.shape != b.shape or not np.all(np.isfinite(lam)):
+                raise ValueError(f"multipliers of {b.name} (knots {b.start}:{b.stop}): expected "
+                                 f"finite values of shape {b.shape}, got {lam.shape}")
+            out.append(lam)
+        return out
+
+    def _record(self, history, callbacks, iteration, cost, merit, stop, grad, preg, step, gaps,
+                violation, mu, dv_exp, dv, t0):
+        record = dict(cost=cost, merit=merit, stop=stop, grad=grad, preg=preg, step=step,
+                      gaps=gaps, violation=violation, mu=mu, dV_exp=dv_exp, dV=dv,
+                      time=time.perf_counter() - t0)
+        for key in _HISTORY_KEYS:
+            history[key].append(record[key])
+        for callback in callbacks:
+            callback(self, iteration, record)
+
+    def _result(self, xs, us, cost, iterations, converged, status, lam, mu, stop, outer,
+                history):
+        problem = self.problem
+        if np.isfinite(cost):
+            problem.calc(xs, us)
+            gaps = float(np.max(np.abs(problem.gaps(xs))))
+            violation = self._max_violation(self.residuals(xs, us, False))
+        else:
+            gaps = violation = np.inf
+        self.multipliers, self.mu = [m.copy() for m in lam], mu
+        return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=self.inner.K.copy(),
+                                 k=self.inner.k.copy(), cost=float(cost), iterations=iterations,
+                                 converged=converged, status=status, gaps=gaps, stop=stop,
+                                 history=history, violation=violation,
+                                 multipliers=[m.copy() for m in lam], mu=mu,
+                                 outer_iterations=outer)

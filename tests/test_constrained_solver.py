@@ -1,0 +1,377 @@
+"""ALDDP (augmented-Lagrangian DDP) against exact solutions.
+
+- Equality-constrained LQ problems (a linear double integrator, a terminal state
+  equality, a path equality on the control): the dense KKT system of the
+  whole horizon, to 1e-10.
+- An inequality-constrained LQ problem (control bounds and a state lower bound on
+  some knots): scipy's SLSQP on the dense QP with tight tolerances.
+- The constrained ur5 reach (terminal position equality, hand above a plane on
+  the second half): IPOPT's optimum (our NLP) from the same start.
+- Contradicting terminal equalities end as "infeasible" in bounded iterations.
+- Hard friction cones on solo12's contact knots; a closed-loop MPC (ur5) that keeps
+  the hand above a plane with shifted multipliers.
+"""
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto import ocp
+from geppetto.dynamics.config import kernel
+
+
+@kernel
+def _double_integrator(xs, us, params, f):
+    for k in range(xs.shape[0]):
+        f[k, 0] = xs[k, 2]
+        f[k, 1] = xs[k, 3]
+        f[k, 2] = us[k, 0] - params[0] * xs[k, 2]
+        f[k, 3] = us[k, 1] - params[0] * xs[k, 3]
+
+
+@kernel
+def _double_integrator_diff(xs, us, params, f, f_x, f_u):
+    _double_integrator(xs, us, params, f)
+    for k in range(xs.shape[0]):
+        f_x[k, :, :] = 0.0
+        f_x[k, 0, 2] = 1.0
+        f_x[k, 1, 3] = 1.0
+        f_x[k, 2, 2] = -params[0]
+        f_x[k, 3, 3] = -params[0]
+        f_u[k, :, :] = 0.0
+        f_u[k, 2, 0] = 1.0
+        f_u[k, 3, 1] = 1.0
+
+
+X0 = np.array([1.0, -0.5, 0.2, 0.3])
+TARGET = np.array([0.3, 0.4, 0.0, 0.0])
+
+
+def _lq_problem(N=12, stage_constraints=(), terminal_constraints=(), control_bounds=None,
+                state_bounds=None, bounded_knots=()):
+    """A damped planar double integrator, Euler dt = 0.1, quadratic costs."""
+    dynamics = ocp.CustomDynamics(4, 2, _double_integrator, _double_integrator_diff,
+                                  params=[0.3], nq=2)
+    state = dynamics.state
+    costs = [ocp.Cost(ocp.StateResidual(state, TARGET), ocp.WeightedQuadratic([1, 2, .1, .1])),
+             ocp.Cost(ocp.ControlResidual(2), weight=0.5)]
+    plain = ocp.StageModel(dynamics, costs, dt=0.1)
+    special = ocp.StageModel(dynamics, costs, list(stage_constraints), dt=0.1,
+                             control_bounds=control_bounds, state_bounds=state_bounds)
+    models = [special if k in bounded_knots else plain for k in range(N)]
+    terminal = ocp.TerminalModel(state, [ocp.Cost(ocp.StateResidual(state, TARGET))],
+                                 list(terminal_constraints))
+    return ocp.ShootingProblem(X0, models, terminal)
+
+
+def _dense(problem):
+    """The dense QP of a linear-quadratic problem in z = (x_0 .. x_N, u_0 .. u_{N-1}):
+    cost 1/2 z^T H z + g^T z (+ const), dynamics A z = b, from the derivatives at 0."""
+    N, n, m = problem.N, problem.ndx, problem.nu
+    zeros_x, zeros_u = np.zeros((N + 1, n)), np.zeros((N, m))
+    problem.calc_diff(zeros_x, zeros_u)
+    nz = (N + 1) * n + N * m
+    H, g = np.zeros((nz, nz)), np.zeros(nz)
+    X = lambda k: slice(k * n, (k + 1) * n)                       # noqa: E731
+    U = lambda k: slice((N + 1) * n + k * m, (N + 1) * n + (k + 1) * m)  # noqa: E731
+    for k in range(N + 1):
+        H[X(k), X(k)] = problem.Lxx[k]
+        g[X(k)] = problem.Lx[k]
+    for k in range(N):
+        H[U(k), U(k)] = problem.Luu[k]
+        H[X(k), U(k)] = problem.Lxu[k]
+        H[U(k), X(k)] = problem.Lxu[k].T
+        g[U(k)] = problem.Lu[k]
+    A, b = np.zeros(((N + 1) * n, nz)), np.zeros((N + 1) * n)
+    A[X(0), X(0)] = np.eye(n)
+    b[X(0)] = problem.x0
+    for k in range(N):
+        rows = X(k + 1)
+        A[rows, X(k + 1)] = np.eye(n)
+        A[rows, X(k)] = -problem.Fx[k]
+        A[rows, U(k)] = -problem.Fu[k]
+        b[rows] = problem.xnext[k]                                 # F(0, 0)
+    return H, g, A, b, X, U
+
+
+def _split(problem, z, X, U):
+    return (np.array([z[X(k)] for k in range(problem.N + 1)]),
+            np.array([z[U(k)] for k in range(problem.N)]))
+
+
+def test_lq_terminal_equality_matches_kkt():
+    """x_N = (0, 0, 0, 0) exactly and u_3[0] = 0.5 (a path equality): the KKT solution."""
+    goal = np.zeros(4)
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), goal), 0.0, 0.0)],
+        stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.5, 0.0]), [0.0, -np.inf],
+                                          [0.0, np.inf])], bounded_knots=(3,))
+    H, g, A, b, X, U = _dense(problem)
+    n, m = problem.ndx, problem.nu
+    C = np.zeros((n + 1, H.shape[0]))
+    C[:n, X(problem.N)] = np.eye(n)
+    C[n, U(3).start] = 1.0
+    d = np.concatenate([goal, [0.5]])
+    E = np.vstack([A, C])
+    e = np.concatenate([b, d])
+    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.ALDDP(problem, th_constraint=1e-12).solve(max_iter=200)
+    assert result.converged, result
+    assert result.violation < 1e-12
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-10)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-10)
+    cost_ref = problem.calc(xs_ref, us_ref)
+    assert abs(result.cost - cost_ref) < 1e-10 * abs(cost_ref)
+
+
+def test_lq_inequalities_match_qp():
+    """Control bounds |u| <= 0.4 and x_1 >= 0.2 (a position) on knots 4..8:
+    SLSQP on the dense QP."""
+    from scipy.optimize import minimize
+    state_lower = np.array([-np.inf, 0.2, -np.inf, -np.inf])
+    knots = range(4, 9)
+    problem = _lq_problem(control_bounds=(-0.4, 0.4), state_bounds=(
+        state_lower, np.full(4, np.inf)), bounded_knots=knots)
+    H, g, A, b, X, U = _dense(problem)
+    lower, upper = np.full(H.shape[0], -np.inf), np.full(H.shape[0], np.inf)
+    for k in knots:
+        lower[U(k)], upper[U(k)] = -0.4, 0.4
+        lower[X(k).start + 1] = 0.2
+    bounds = list(zip(lower, upper))
+    xs0, us0 = np.repeat(X0[None], problem.N + 1, 0), np.zeros((problem.N, 2))
+    z0 = np.concatenate([xs0.ravel(), us0.ravel()])
+    qp = minimize(lambda z: 0.5 * z @ H @ z + g @ z, z0, jac=lambda z: H @ z + g,
+                  bounds=[(None if np.isinf(lo) else lo, None if np.isinf(hi) else hi)
+                          for lo, hi in bounds],
+                  constraints=[dict(type="eq", fun=lambda z: A @ z - b, jac=lambda z: A)],
+                  method="SLSQP", options=dict(ftol=1e-15, maxiter=1000))
+    assert qp.success, qp.message
+    xs_ref, us_ref = _split(problem, qp.x, X, U)
+    result = gp.solvers.ALDDP(problem).solve(max_iter=300)
+    assert result.converged, result
+    assert result.violation < 1e-8
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-6)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-6)
+    assert np.min(result.xs[list(knots), 1]) > 0.2 - 1e-8
+    cost_ref = problem.calc(xs_ref, us_ref)
+    assert abs(result.cost - cost_ref) < 1e-7 * abs(cost_ref)
+
+
+def test_contradicting_equalities_are_infeasible():
+    """x_N[0] = 0 and x_N[0] = 1 at the terminal knot: status "infeasible"."""
+    state = ocp.StateVector(4)
+    one = ocp.Constraint(ocp.StateResidual(state, np.zeros(4)), [0, -np.inf, -np.inf, -np.inf],
+                         [0, np.inf, np.inf, np.inf])
+    other = ocp.Constraint(ocp.StateResidual(state, np.array([1.0, 0, 0, 0])),
+                           [0, -np.inf, -np.inf, -np.inf], [0, np.inf, np.inf, np.inf])
+    problem = _lq_problem(terminal_constraints=[one, other])
+    result = gp.solvers.ALDDP(problem).solve(max_iter=300)
+    assert not result.converged
+    assert result.status == "infeasible", result
+    assert result.violation > 0.4
+    assert result.iterations < 300
+
+
+def test_warm_start_with_multipliers_converges_at_once():
+    """From a converged solution and its multipliers and mu: converged in <= 2 sweeps."""
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)])
+    solver = gp.solvers.ALDDP(problem)
+    first = solver.solve(max_iter=200)
+    assert first.converged
+    again = solver.solve(first.xs, first.us, multipliers=first.multipliers, mu=first.mu,
+                         is_feasible=True)
+    assert again.converged and again.iterations <= 2, again
+    np.testing.assert_allclose(again.xs, first.xs, atol=1e-10)
+    with pytest.raises(ValueError, match="multipliers"):
+        solver.solve(multipliers=[np.zeros((3, 3))])
+
+
+def _constrained_reach(N, plane_z=0.45):
+    """ur5: the reach of benchmarks/constrained.py on N knots: tool at (0.4, 0.2, 0.4)
+    exactly at the last knot and at z >= plane_z on knots N/2 .. 0.9 N."""
+    from geppetto.benchmarks.constrained import reaching
+    return reaching("ur5", N, plane_z, N // 2, int(0.9 * N)), reaching("ur5", N)
+
+
+def test_ur5_constrained_reach_matches_ipopt():
+    """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
+    Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
+    relative, violation <= 1e-6."""
+    problem, unconstrained = _constrained_reach(30)
+    warm = gp.solvers.FDDP(unconstrained).solve(max_iter=200)
+    assert warm.converged
+    solver = gp.solvers.ALDDP(problem)
+    result = solver.solve(warm.xs, warm.us, max_iter=300)
+    assert result.converged, result
+    assert result.violation <= 1e-6 and result.gaps <= 1e-9
+    reference = gp.solvers.NLP(problem, derivatives="casadi").solve(warm.xs, warm.us,
+                                                                     max_iter=300)
+    assert reference.converged, reference
+    assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
+    # the solution is the point where IPOPT stops: the warm start is not
+    assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
+
+
+def test_solo12_hard_friction_cones():
+    """solo12 on four feet (contact dynamics, N = 10) shifting its base 4 cm sideways
+    with friction mu = 0.1: without the cones the optimum slides its feet's forces
+    out of them; with hard pyramidal cones (Constraint rows >= 0) ALDDP converges
+    with every row >= -1e-6 at every knot."""
+    from geppetto.dynamics import LOCAL_WORLD_ALIGNED, contact_3d
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    feet = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    dynamics = ocp.ContactDynamics(model, [contact_3d(model, foot, reference=LOCAL_WORLD_ALIGNED)
+                                           for foot in feet])
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    target = x0.copy()
+    target[1] += 0.04
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = ocp.Cost(ocp.StateResidual(dynamics.state, target), ocp.WeightedQuadratic(weights))
+    u_reg = ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)
+    cones = [ocp.FrictionConeResidual(dynamics, foot, mu=0.1) for foot in feet]
+    terminal = ocp.TerminalModel(dynamics.state, [ocp.Cost(x_reg.residual, x_reg.activation,
+                                                           weight=10.0)])
+    N = 10
+    soft = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, [x_reg, u_reg], dt=0.02)] * N,
+                               terminal)
+    hard = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, [x_reg, u_reg], [
+        ocp.Constraint(c, *c.bounds) for c in cones], dt=0.02)] * N, terminal)
+    free = gp.solvers.FDDP(soft).solve(max_iter=100)
+    assert free.converged, free
+
+    def cone_rows(xs, us):
+        return np.concatenate([data.r for _, _, _, datas in hard.constraints(xs, us)
+                               for data in datas], axis=1)
+
+    assert cone_rows(free.xs, free.us).min() < -1e-2       # the cones are active
+    result = gp.solvers.ALDDP(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=300)
+    assert result.converged, result
+    assert result.violation <= 1e-6 and result.gaps <= 1e-9
+    assert cone_rows(result.xs, result.us).min() >= -1e-6
+    assert result.cost > free.cost
+
+
+def test_ur5_mpc_keeps_the_hand_above_a_plane():
+    """Closed loop (ur5, 40 knots of 10 ms, RK4 plant at 1 ms, 2 s): the hand tracks a
+    circle that dips 12 cm under the plane z = 0.45; ALDDP (10 iterations per control
+    step, shifted multipliers) keeps it above to 2e-4 (the rest is the mismatch of the
+    controller's semi-implicit Euler and the plant), FDDP without the constraint goes
+    centimetres under."""
+    from geppetto.examples.reaching import reaching_problem
+    from geppetto.solvers import MPC, Simulator, run_mpc
+    from geppetto.solvers.plots import end_effector_path
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    start, _ = reaching_problem(model, "tool0", np.array([0.57, 0.2, 0.5]), robot.q0)
+    x0 = gp.solvers.FDDP(start).solve(max_iter=200).xs[-1]
+    x0[model.nq:] = 0.0                                  # at rest above the plane
+    N, dt, plane_z = 40, 0.01, 0.45
+    dynamics = ocp.FreeDynamics(model)
+    state = dynamics.state
+
+    def target(t):
+        angle = 2 * np.pi * t / 2.0
+        return np.array([0.45, 0.2, 0.45]) + 0.12 * np.array([np.cos(angle), 0, np.sin(angle)])
+
+    reach = ocp.FrameTranslationResidual(model, "tool0", target(0.0))
+    costs = [ocp.Cost(reach, weight=10.0), ocp.Cost(ocp.StateResidual(state, x0), weight=1e-2),
+             ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-4)]
+    options = dict(dt=dt, integrator="semi_implicit_euler")
+    above = ocp.Constraint(ocp.FrameTranslationResidual(model, "tool0", [0, 0, plane_z],
+                                                        axes=[2]), 0.0, np.inf)
+    problem = ocp.ShootingProblem(            # knot 0 is the measured state: no constraint
+        x0, [ocp.StageModel(dynamics, costs, **options)]
+        + [ocp.StageModel(dynamics, costs, [above], **options)] * (N - 1),
+        ocp.TerminalModel(state, [ocp.Cost(reach, weight=10.0)], [above]))
+
+    def update(problem, t):
+        problem.set_reference(reach, np.array([target(t + k * dt) for k in range(N + 1)]))
+
+    def lowest(solver):
+        problem.x0[:] = x0
+        mpc = MPC(problem, solver, max_iter=10, update_references=update)
+        log = run_mpc(mpc, Simulator(model, dt=1e-3), x0, 2.0, dt, progress=False)
+        return end_effector_path(log.xs, model, "tool0")[:, 2].min()
+
+    assert lowest(gp.solvers.ALDDP(problem, dual_warm_start="shift")) >= plane_z - 2e-4
+    assert lowest(gp.solvers.FDDP(problem)) < plane_z - 1e-2
+
+
+def test_infeasible_start_time_limit_and_callbacks():
+    """From a random warm start with gaps, ALDDP reaches the same solution as from the
+    default guess (1e-9); time_limit = 0 stops after one iteration with status
+    "time_limit"; callbacks get one record per iteration with the violation and mu."""
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)],
+        control_bounds=(-4.0, 4.0), bounded_knots=range(12))
+    solver = gp.solvers.ALDDP(problem)
+    reference = solver.solve(max_iter=300)
+    assert reference.converged, reference
+    assert np.max(np.abs(reference.us)) > 4.0 - 1e-8       # the bounds are active
+    rng = np.random.default_rng(19)
+    xs = X0 + rng.standard_normal((problem.N + 1, 4))
+    us = rng.standard_normal((problem.N, 2))
+    records = []
+    result = solver.solve(xs, us, max_iter=300,
+                          callbacks=[lambda s, i, record: records.append(record)])
+    assert result.converged, result
+    assert result.history["gaps"][0] > 0.1
+    np.testing.assert_allclose(result.xs, reference.xs, atol=1e-9)
+    np.testing.assert_allclose(result.us, reference.us, atol=1e-9)
+    assert len(records) == result.iterations
+    assert {"violation", "mu", "cost", "stop"} <= set(records[-1])
+    stopped = solver.solve(xs, us, max_iter=300, time_limit=0.0)
+    assert stopped.status == "time_limit" and stopped.iterations == 1
+
+
+@kernel
+def _coast(xs, us, params, f):
+    for k in range(xs.shape[0]):
+        f[k, 0] = xs[k, 2]
+        f[k, 1] = xs[k, 3]
+        f[k, 2] = -params[0] * xs[k, 2]
+        f[k, 3] = -params[0] * xs[k, 3]
+
+
+@kernel
+def _coast_diff(xs, us, params, f, f_x, f_u):
+    _coast(xs, us, params, f)
+    for k in range(xs.shape[0]):
+        f_x[k, :, :] = 0.0
+        f_x[k, 0, 2] = 1.0
+        f_x[k, 1, 3] = 1.0
+        f_x[k, 2, 2] = -params[0]
+        f_x[k, 3, 3] = -params[0]
+
+
+def test_knots_without_controls_match_kkt():
+    """Knots 4 and 5 coast (nu = 0, padded controls): with a terminal equality the
+    solution is the dense KKT one (the padded controls fixed at zero), to 1e-10."""
+    base = _lq_problem()
+    coast = ocp.StageModel(ocp.CustomDynamics(4, 0, _coast, _coast_diff, params=[0.3], nq=2),
+                           [base.running_models[0].costs[0]], dt=0.1)
+    models = [coast if k in (4, 5) else base.running_models[k] for k in range(base.N)]
+    goal = np.array([0.1, 0.0, 0.0, 0.0])
+    terminal = ocp.TerminalModel(base.state, base.terminal_model.costs, [ocp.Constraint(
+        ocp.StateResidual(base.state, goal), 0.0, 0.0)])
+    problem = ocp.ShootingProblem(X0, models, terminal)
+    assert list(problem.nus[3:7]) == [2, 0, 0, 2]
+    H, g, A, b, X, U = _dense(problem)
+    n = problem.ndx
+    rows = [np.eye(H.shape[0])[X(problem.N)]]
+    for k in (4, 5):                                   # the padding stays zero
+        rows.append(np.eye(H.shape[0])[U(k)])
+    C = np.vstack(rows)
+    d = np.concatenate([goal, np.zeros(C.shape[0] - n)])
+    E, e = np.vstack([A, C]), np.concatenate([b, d])
+    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.ALDDP(problem, th_constraint=1e-12).solve(max_iter=200)
+    assert result.converged, result
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-10)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-10)
+    assert np.all(result.us[4:6] == 0.0)
