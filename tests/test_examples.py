@@ -146,3 +146,12 @@ def test_a_script_lists_every_file_it_wrote(tmp_path, capsys):
     printed = capsys.readouterr().out
     written = ["convergence.png", "pendulum_swingup.html", "trajectory.png"]
     assert printed.endswith(f"written to {out}:\n" + "".join(f"  {f}\n" for f in written))
+
+
+def test_constrained_example_holds_its_constraints(run_example):
+    """ur5_constrained: ALDDP converges with the terminal equality and the plane held."""
+    from geppetto.solvers import ALDDP
+    problem, result = run_example("ur5_constrained")
+    assert result.converged, result
+    assert result.violation <= 1e-6
+    assert ALDDP(problem).max_violation(result.xs, result.us) <= 1e-6
