@@ -138,16 +138,23 @@ def _bounded(limit, replacement):
     return np.where(np.abs(limit) > 1e10, replacement, limit)
 
 
+def random_states(model, rng):
+    """K random (q, v, a): q within the position limits (free flyer translation in
+    [-1, 1]), v and a standard normal."""
+    Q = gp.dynamics.random_configuration(model, rng, size=K, lower=_bounded(
+        model.lower_position_limit, -1.0), upper=_bounded(model.upper_position_limit, 1.0))
+    V = rng.standard_normal((K, model.nv))
+    A = rng.standard_normal((K, model.nv))
+    return Q, V, A
+
+
 def benchmark_robot(name, timing, pin, rng):
     """All timings for one robot: a list of dicts, one per function."""
     robot = gp.robots.load(name)
     model = robot.model
     # jit_loop slices the arrays whose first axis has length K: no model size may be K
     assert K not in (model.nq, model.nv, model.njoints, model.nframes), name
-    Q = gp.dynamics.random_configuration(model, rng, size=K, lower=_bounded(
-        model.lower_position_limit, -1.0), upper=_bounded(model.upper_position_limit, 1.0))
-    V = rng.standard_normal((K, model.nv))
-    A = rng.standard_normal((K, model.nv))
+    Q, V, A = random_states(model, rng)
     stack = (Q, V, A)
     states = [(Q[k].copy(), V[k].copy(), A[k].copy()) for k in range(K)]
     pin_side = None
