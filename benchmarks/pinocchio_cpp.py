@@ -14,7 +14,8 @@ and ``libboost_serialization``) and Debian's Eigen headers
 The algorithms' templates are compiled in the harness from the headers (no
 ``PINOCCHIO_ENABLE_TEMPLATE_INSTANTIATION``): what a C++ user of Pinocchio
 gets.  The binary goes to ``~/.cache/geppetto/cpp`` (``$GEPPETTO_CPP_CACHE``),
-named by a hash of the source, the flags and Pinocchio's version; the first
+named by a hash of the source's text, the compiler command (without the
+source's path: every checkout shares it) and Pinocchio's version; the first
 build takes minutes of one core, later runs reuse it.
 
 The model is the one Pinocchio's Python built (``pin.Model.saveToBinary``: the
@@ -101,7 +102,7 @@ def build(verbose=True):
     _, version = _prefix()
     with open(SOURCE, "rb") as file:
         source = file.read()
-    probe = build_command("OUT")
+    probe = [argument for argument in build_command("OUT") if argument != SOURCE]
     key = hashlib.sha256(source + " ".join(probe).encode() + version.encode()).hexdigest()[:16]
     binary = os.path.join(CACHE, f"pinocchio_timing-{key}")
     if os.path.isfile(binary):
