@@ -30,7 +30,11 @@ Beside them, Pinocchio's Python calls, one state per call from a Python loop
 over the same states (``pin.rnea``, ``pin.computeRNEADerivatives``,
 ``pin.aba``, ``pin.computeABADerivatives``, ``pin.computeMinverse``, and
 ``pin.crba`` + ``pin.cholesky.decompose`` + ``pin.cholesky.computeMinv``, its
-sparse Cholesky), and the Pinocchio 4.1 C++ anchors of DESIGN.md.  The largest
+sparse Cholesky), and Pinocchio's C++ on the same states in the same run
+(``pinocchio_cpp.py``: g++ -O3 -DNDEBUG against the pin wheel's headers, one
+state per call, timed right after ours on the thread's CPU clock, its
+checksums checked against Pinocchio's Python; left empty, with the reason
+printed, where no compiler or headers are there).  The largest
 difference from Pinocchio over 20 states, relative to max(1, |pin|), is shown
 as a check that both computed the same thing.
 
@@ -54,7 +58,7 @@ import time
 import numpy as np
 
 import geppetto as gp
-from geppetto.benchmarks import _common
+from geppetto.benchmarks import _common, pinocchio_cpp
 from geppetto.dynamics import finite_differences
 from geppetto.dynamics.config import kernel
 from geppetto.dynamics.linalg import cholesky_factor
@@ -64,14 +68,9 @@ STATISTIC = "best"
 TARGET_DID_OVER_ID = 3.5
 TARGET_DFD_OVER_FD = 4.0
 
-# DESIGN.md anchors: Pinocchio 4.1 C++ -O3, one core, microseconds per call.
-CPP_ANCHORS = {
-    "ur5": dict(ID=0.93, FD=1.69, CRBA=0.73, Minv=1.16, dID=3.05, dFD=4.35),
-    "panda": dict(ID=1.43, FD=2.83, CRBA=1.16, Minv=2.32, dID=5.57, dFD=6.24),
-    "hyq": dict(ID=1.91, FD=4.12, CRBA=1.59, Minv=3.43, dID=7.57, dFD=11.93),
-    "solo12": dict(ID=2.23, FD=4.19, CRBA=1.66, Minv=3.04, dID=7.76, dFD=11.15),
-    "talos": dict(ID=4.80, FD=9.66, CRBA=4.14, Minv=9.59, dID=19.43, dFD=40.46),
-}
+# Pinocchio's C++ function timed by pinocchio_cpp for each label
+CPP_FUNCTIONS = {"ID": "rnea", "dID": "computeRNEADerivatives", "FD": "aba",
+                 "dFD": "computeABADerivatives", "Minv": "computeMinverse", "CRBA": "crba"}
 # The paper's Table I (C++, one core), microseconds, for reference.
 PAPER_TABLE_I = {"KUKA (7 dof)": dict(dID=3.34, dFD=5.78),
                  "HyQ (18 dof)": dict(dID=7.01, dFD=14.24),
@@ -242,7 +241,7 @@ def largest_differences(model, stack, pin_call, count=20):
 
 # --- One robot ----------------------------------------------------------------------
 
-def benchmark_robot(name, K, repeats, fd_repeats, pin, rng):
+def benchmark_robot(name, K, repeats, fd_repeats, pin, rng, cpp=False):
     robot = gp.robots.load(name)
     model = robot.model
     stack = random_states(model, rng, K)
@@ -277,6 +276,15 @@ def benchmark_robot(name, K, repeats, fd_repeats, pin, rng):
     timings = time_side_by_side(quick, K, repeats)
     timings.update(time_side_by_side(
         {f"ours {label}": runs[label] for label in FINITE_DIFFERENCES}, K, fd_repeats))
+    cpp_us = cpp_checksum = None
+    if cpp:  # right after ours: the same states, the thread's CPU clock
+        measured = pinocchio_cpp.time_cpp(pm, stack["q"], stack["v"], stack["a"], stack["t"],
+                                          tuple(CPP_FUNCTIONS.values()), repeats, "cpu")
+        cpp_checksum = pinocchio_cpp.check(pin, pm, stack["q"], stack["v"], stack["a"],
+                                           stack["t"], measured)
+        cpp_us = {label: dict(best=measured[function]["best"],
+                              median=measured[function]["median"])
+                  for label, function in CPP_FUNCTIONS.items()}
     ours = {label: timings[f"ours {label}"]
             for label in (*OURS, "Minv_chol", *FINITE_DIFFERENCES)}
     pin_python = ({label: timings[f"pin {label}"] for label in pin_call}
@@ -285,7 +293,7 @@ def benchmark_robot(name, K, repeats, fd_repeats, pin, rng):
                  for label in first_calls}
     print(f"  {name:7s} done", file=sys.stderr, flush=True)
     return dict(robot=name, nq=model.nq, nv=model.nv, states=K, ours_in_jit_us=ours,
-                pin_python_us=pin_python, cpp_anchor_us=CPP_ANCHORS.get(name),
+                pin_python_us=pin_python, cpp_us=cpp_us, cpp_checksum_rel_diff=cpp_checksum,
                 max_rel_diff_vs_pin=differences, cholesky_vs_minverse_rel_diff=chol_error,
                 first_call_s=first_calls, compile_s=compile_s, cache=cache)
 
@@ -388,13 +396,13 @@ def table_one(rows):
 
 
 def pinocchio_table(rows):
-    headers = ["robot", "function", "ours in-jit", "pin Python", "ours/pin", "C++ anchor",
+    headers = ["robot", "function", "ours in-jit", "pin Python", "ours/pin", "C++",
                "ours/C++", "max rel diff"]
     lines = []
     for row in rows:
         for label in ("ID", "dID", "FD", "dFD", "Minv", "Minv_chol"):
             ours, theirs = _best(row, label), _best(row, label, "pin_python_us")
-            cpp = (row["cpp_anchor_us"] or {}).get(label)
+            cpp = _best(row, label, "cpp_us")
             diff = (row["max_rel_diff_vs_pin"] or {}).get(label)
             lines.append([row["robot"], label, _fmt(ours), _fmt(theirs),
                           _fmt(_ratio(ours, theirs)), _fmt(cpp), _fmt(_ratio(ours, cpp)),
@@ -430,12 +438,11 @@ def markdown(headers, lines):
 def table_chart(path, rows, machine_line):
     robots = [row["robot"] for row in rows]
 
-    def values(*labels, side="ours_in_jit_us", anchor=False):
+    def values(*labels, side="ours_in_jit_us"):
         out = np.full((2, len(rows)), np.nan)
         for g, row in enumerate(rows):
             for p, label in enumerate(labels):
-                value = ((row["cpp_anchor_us"] or {}).get(label) if anchor
-                         else _best(row, label, side))
+                value = _best(row, label, side)
                 out[p, g] = np.nan if value is None else value
         return out
 
@@ -444,7 +451,7 @@ def table_chart(path, rows, machine_line):
         "geppetto analytical derivatives": values("dID", "dFD"),
         "geppetto finite differences (forward)": values("dID_fd", "dFD_fd"),
         "Pinocchio Python call, analytical": values("dID", "dFD", side="pin_python_us"),
-        "Pinocchio C++ anchor, analytical": values("dID", "dFD", anchor=True),
+        "Pinocchio C++ (same run), analytical": values("dID", "dFD", side="cpp_us"),
     }
     _common.grouped_bar_chart(
         path, ["derivatives of inverse dynamics (RNEA)",
@@ -463,13 +470,12 @@ def minverse_chart(path, rows, machine_line):
               "geppetto crba + dense Cholesky": ("ours_in_jit_us", "Minv_chol"),
               "Pinocchio Python computeMinverse": ("pin_python_us", "Minv"),
               "Pinocchio Python crba + sparse Cholesky": ("pin_python_us", "Minv_chol"),
-              "Pinocchio C++ anchor, computeMinverse": ("cpp_anchor_us", "Minv")}
+              "Pinocchio C++ (same run), computeMinverse": ("cpp_us", "Minv")}
     figure, axis = plt.subplots(figsize=(11.5, 4.4))
     x = np.arange(len(rows))
     width = 0.8 / len(series)
     for s, (label, (side, key)) in enumerate(series.items()):
-        heights = [(_best(row, key, side) if side != "cpp_anchor_us"
-                    else (row[side] or {}).get(key)) for row in rows]
+        heights = [_best(row, key, side) for row in rows]
         axis.bar(x - 0.4 + (s + 0.5) * width,
                  [np.nan if h is None else h for h in heights], width, label=label)
     axis.set_xticks(x, [f"{row['robot']} ({row['nv']})" for row in rows])
@@ -495,7 +501,7 @@ def report(rows, scaling, options):
           f"({options.fd_repeats} for fd)")
     print(_common.format_table(headers, lines))
     pin_headers, pin_lines = pinocchio_table(rows)
-    print("\nBeside Pinocchio (Python call per state; C++ anchors of DESIGN.md)")
+    print("\nBeside Pinocchio (Python call per state; C++ per state, same states, same run)")
     print(_common.format_table(pin_headers, pin_lines))
     checks = targets(rows)
     print("\nTargets")
@@ -542,9 +548,14 @@ def main(argv=None):
           f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
     if pin is None:
         print("Pinocchio is not installed (pip install pin): its columns are left empty")
+    cpp_skipped = pinocchio_cpp.unavailable()
+    if cpp_skipped:
+        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
+    else:
+        pinocchio_cpp.build()
     rng = np.random.default_rng(options.seed)
     rows = [benchmark_robot(name, options.states, options.repeats, options.fd_repeats, pin,
-                            rng) for name in options.robots]
+                            rng, cpp=cpp_skipped is None) for name in options.robots]
     scaling = None if options.no_scaling else scaling_study(options.repeats, rng)
     md, checks = report(rows, scaling, options)
     out = options.out
@@ -555,6 +566,7 @@ def main(argv=None):
         fd_repeats=options.fd_repeats, seed=options.seed, unit="microseconds per state",
         cholesky="crba kernel + dense jitted Cholesky, L^-1, L^-T L^-1",
         paper_table_i_us=PAPER_TABLE_I, rows=rows, scaling=scaling,
+        cpp_flags=" ".join(pinocchio_cpp.FLAGS), cpp_skipped=cpp_skipped,
         targets=[dict(robot=r, target=w, value=v, limit=lim, met=bool(m))
                  for r, w, v, lim, m in checks],
         load_average_start=load, load_average_end=os.getloadavg(),

@@ -21,8 +21,12 @@ best of the repeats (the JSON also keeps the median):
              ``pin.crba``, ``pin.computeMinverse``) over the same states in
              the same kind of loop, repeats interleaved with ours, and the
              ratios ours / Pinocchio.
-C++          the Pinocchio 4.1 C++ (-O3) anchors of DESIGN.md, measured on this
-             machine kind.  The target: (a) <= Pinocchio's time per call.
+C++          Pinocchio's C++ (g++ -O3 -DNDEBUG against the pin wheel's headers,
+             see pinocchio_cpp.py) on the same K states in the same run, one
+             state per call, timed right after ours for the same function on
+             the same clock, its checksums checked against Pinocchio's Python.
+             The target: (a) <= Pinocchio's C++ time per call.  Left empty,
+             with the reason printed, where no compiler or headers are there.
 
 ``pin.crba`` and ``pin.computeMinverse`` fill the upper triangle only; ours
 return the full symmetric matrix.  The largest difference from Pinocchio over
@@ -44,7 +48,7 @@ import tempfile
 import numpy as np
 
 import geppetto as gp
-from geppetto.benchmarks import _common
+from geppetto.benchmarks import _common, pinocchio_cpp
 
 FUNCTIONS = ("rnea", "aba", "crba", "compute_minverse")
 ROBOTS = ("ur5", "panda", "solo12", "hyq", "talos")
@@ -55,14 +59,9 @@ STATISTIC = "best"  # of the repeats, shown in the table and the chart
 KERNELS = {"rnea": "_rnea", "aba": "_aba", "crba": "_crba",
            "compute_minverse": "_compute_minverse"}
 
-# DESIGN.md anchors: Pinocchio 4.1 C++ -O3, one core, microseconds per call.
-CPP_ANCHORS = {
-    "ur5": dict(rnea=0.93, aba=1.69, crba=0.73, compute_minverse=1.16),
-    "panda": dict(rnea=1.43, aba=2.83, crba=1.16, compute_minverse=2.32),
-    "hyq": dict(rnea=1.91, aba=4.12, crba=1.59, compute_minverse=3.43),
-    "solo12": dict(rnea=2.23, aba=4.19, crba=1.66, compute_minverse=3.04),
-    "talos": dict(rnea=4.80, aba=9.66, crba=4.14, compute_minverse=9.59),
-}
+# Pinocchio's C++ function timed by pinocchio_cpp for each of ours
+CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba",
+                 "compute_minverse": "computeMinverse"}
 
 SHORT = {"rnea": "rnea", "aba": "aba", "crba": "crba", "compute_minverse": "minv"}
 
@@ -138,16 +137,23 @@ def _bounded(limit, replacement):
     return np.where(np.abs(limit) > 1e10, replacement, limit)
 
 
-def benchmark_robot(name, timing, pin, rng):
+def random_states(model, rng):
+    """K random (q, v, a): q within the position limits (free flyer translation in
+    [-1, 1]), v and a standard normal."""
+    Q = gp.dynamics.random_configuration(model, rng, size=K, lower=_bounded(
+        model.lower_position_limit, -1.0), upper=_bounded(model.upper_position_limit, 1.0))
+    V = rng.standard_normal((K, model.nv))
+    A = rng.standard_normal((K, model.nv))
+    return Q, V, A
+
+
+def benchmark_robot(name, timing, pin, rng, cpp=False):
     """All timings for one robot: a list of dicts, one per function."""
     robot = gp.robots.load(name)
     model = robot.model
     # jit_loop slices the arrays whose first axis has length K: no model size may be K
     assert K not in (model.nq, model.nv, model.njoints, model.nframes), name
-    Q = gp.dynamics.random_configuration(model, rng, size=K, lower=_bounded(
-        model.lower_position_limit, -1.0), upper=_bounded(model.upper_position_limit, 1.0))
-    V = rng.standard_normal((K, model.nv))
-    A = rng.standard_normal((K, model.nv))
+    Q, V, A = random_states(model, rng)
     stack = (Q, V, A)
     states = [(Q[k].copy(), V[k].copy(), A[k].copy()) for k in range(K)]
     pin_side = None
@@ -157,9 +163,16 @@ def benchmark_robot(name, timing, pin, rng):
         pin_side = (pin, pin_model, pin_model.createData())
     rows = []
     for function in FUNCTIONS:
-        row = dict(robot=name, nq=model.nq, nv=model.nv, function=function,
-                   cpp_anchor_us=CPP_ANCHORS.get(name, {}).get(function))
+        row = dict(robot=name, nq=model.nq, nv=model.nv, function=function)
         row.update(benchmark_function(model, function, stack, states, pin_side, timing))
+        row["cpp_us"] = row["cpp_checksum_rel_diff"] = None
+        if cpp:  # right after ours, the same states (a as the torque of aba), the same clock
+            cpp_name = CPP_FUNCTIONS[function]
+            measured = pinocchio_cpp.time_cpp(pin_model, Q, V, A, A, (cpp_name,), *timing)
+            row["cpp_checksum_rel_diff"] = pinocchio_cpp.check(pin, pin_model, Q, V, A, A,
+                                                                measured)
+            row["cpp_us"] = dict(best=measured[cpp_name]["best"],
+                                 median=measured[cpp_name]["median"])
         rows.append(row)
         print(f"  {name:7s} {function:17s} done", file=sys.stderr, flush=True)
     return rows
@@ -234,12 +247,12 @@ def _ratio(numerator, denominator):
 
 def timing_table(rows):
     headers = ["robot", "nv", "function", "(a) batch", "(b) in-jit", "(c) python",
-               "pin python", "(a)/pin", "(c)/pin", "C++ anchor", "(a)/C++", "max|diff|"]
+               "pin python", "(a)/pin", "(c)/pin", "C++", "(a)/C++", "max|diff|"]
     lines = []
     for row in rows:
         a, b, c = (row[key][STATISTIC] for key in ("batch_us", "in_jit_us", "python_us"))
         pin_python = row["pin_python_us"][STATISTIC] if row["pin_python_us"] else None
-        cpp = row["cpp_anchor_us"]
+        cpp = row["cpp_us"][STATISTIC] if row["cpp_us"] else None
         diff = row["max_abs_diff_vs_pin"]
         lines.append([row["robot"], row["nv"], SHORT[row["function"]], _fmt(a), _fmt(b),
                       _fmt(c), _fmt(pin_python), _fmt(_ratio(a, pin_python)),
@@ -274,7 +287,8 @@ def chart(path, rows, robots, machine_line, clock):
         "geppetto (c) one state from Python": values(lambda r: r["python_us"][STATISTIC]),
         "Pinocchio, Python call": values(
             lambda r: r["pin_python_us"][STATISTIC] if r["pin_python_us"] else None),
-        "Pinocchio C++ (DESIGN.md anchor)": values(lambda r: r["cpp_anchor_us"]),
+        "Pinocchio C++ (same run)": values(
+            lambda r: r["cpp_us"][STATISTIC] if r["cpp_us"] else None),
     }
     _common.grouped_bar_chart(path, list(FUNCTIONS), list(robots), series,
                               f"Time per call ({clock} time, best of the repeats, one "
@@ -304,10 +318,16 @@ def main(argv=None):
     print(f"machine: {machine_line}", flush=True)
     if pin is None:
         print("Pinocchio is not installed (pip install pin): its columns are left empty")
+    cpp_skipped = pinocchio_cpp.unavailable()
+    if cpp_skipped:
+        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
+    else:
+        pinocchio_cpp.build()
     rng = np.random.default_rng(options.seed)
     rows = []
     for name in options.robots:
-        rows += benchmark_robot(name, (options.repeats, options.clock), pin, rng)
+        rows += benchmark_robot(name, (options.repeats, options.clock), pin, rng,
+                                cpp=cpp_skipped is None)
     print(f"\nMicroseconds per call ({options.clock} time), best of {options.repeats} "
           f"repeats, K = {K} random states per robot (load average "
           f"{os.getloadavg()[0]:.1f} at the end)")
@@ -326,6 +346,8 @@ def main(argv=None):
                                        repeats=options.repeats, seed=options.seed,
                                        unit="microseconds per call",
                                        clock=options.clock, timings=rows,
+                                       cpp_flags=" ".join(pinocchio_cpp.FLAGS),
+                                       cpp_skipped=cpp_skipped,
                                        first_call=latencies))
     chart(png_path, rows, options.robots, machine_line, options.clock)
     print(f"\nwrote {json_path} and {png_path}")

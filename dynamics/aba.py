@@ -51,7 +51,19 @@ def invert_spd(A, n, out, o, work):
 
 @inline_kernel
 def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
-    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv)."""
+    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv).
+
+    A 1-dof joint (revolute, prismatic) has a scalar D: one pass, no inversion."""
+    if nvi == 1:
+        d = armature[iv]
+        for r in range(6):
+            x = (IA[i, r, 0] * J[0, iv] + IA[i, r, 1] * J[1, iv] + IA[i, r, 2] * J[2, iv]
+                 + IA[i, r, 3] * J[3, iv] + IA[i, r, 4] * J[4, iv] + IA[i, r, 5] * J[5, iv])
+            U[r, iv] = x
+            d += J[r, iv] * x
+        D[0, 0] = d
+        Dinv[iv, 0] = 1.0 / d
+        return
     for c in range(iv, iv + nvi):
         for r in range(6):
             U[r, c] = (IA[i, r, 0] * J[0, c] + IA[i, r, 1] * J[1, c] + IA[i, r, 2] * J[2, c]
@@ -121,7 +133,22 @@ def _joint_bias(iv, nvi, tau, J, pA, i, u):
 @inline_kernel
 def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
     """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
-    + U Dinv u_i (Featherstone's articulated-body step, in the world frame)."""
+    + U Dinv u_i (Featherstone's articulated-body step, in the world frame).
+
+    A 1-dof joint takes one fused sweep over the 36 entries (Ia is not stored)."""
+    if nvi == 1:
+        d = Dinv[iv, 0]
+        du = d * u[iv] if with_bias else 0.0
+        for r in range(6):
+            ud = U[r, iv] * d
+            s = pA[i, r] + U[r, iv] * du
+            for c in range(6):
+                x = oY[i, r, c] - ud * U[c, iv]
+                oY[par, r, c] += x
+                s += x * cJ[i, c]
+            if with_bias:
+                pA[par, r] += s
+        return
     subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
     for r in range(6):
         for c in range(6):
@@ -240,10 +267,15 @@ def aba_workspace(m):
             np.empty((m.njoints, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
 
 
-@kernel
+@inline_kernel
 def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
                workspace):
-    """The three passes of ABA for one state (workspace from :func:`aba_workspace`)."""
+    """The three passes of ABA for one state (workspace from :func:`aba_workspace`).
+
+    Inlined into its callers: called as a separate function, passing the model
+    tuple and 18 arrays cost more than the passes themselves on small robots
+    (measured on ur5, 1000 states: 3.6 us per state through the call, 2.6 us
+    with the passes called from the loop)."""
     XR, Xp, w6, cJ, Ia, D, work = workspace
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
                            oY)

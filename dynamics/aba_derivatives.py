@@ -17,7 +17,7 @@ from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backwar
                   _minverse_forward_pass)
 from numba import prange
 
-from .config import kernel, parallel_kernel
+from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
@@ -33,10 +33,12 @@ def aba_derivatives_workspace(m):
             np.empty((6, 6)), rnea_derivatives_workspace(m))
 
 
-@kernel
+@inline_kernel
 def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                            u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv,
                            workspace):
+    """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state; inlined
+    into its callers, as :func:`.aba._aba_state` is."""
     oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bwork = rnea_ws
     # forward dynamics and M^-1, sharing the articulated-body backward pass, which

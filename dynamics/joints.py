@@ -105,14 +105,54 @@ def compose(R1, p1, i1, R2, p2, i2, Ro, po, io):
     Ro[io, 2, 2] = a20 * b02 + a21 * b12 + a22 * b22
 
 
+@inline_kernel
+def coordinate_axis(axes, i):
+    """0, 1 or 2 when axes[i] is the unit x, y or z axis, else -1."""
+    x, y, z = axes[i, 0], axes[i, 1], axes[i, 2]
+    if y == 0.0 and z == 0.0 and x == 1.0:
+        return 0
+    if x == 0.0 and z == 0.0 and y == 1.0:
+        return 1
+    if x == 0.0 and y == 0.0 and z == 1.0:
+        return 2
+    return -1
+
+
+@inline_kernel
+def revolute_placement(jR, jp, i, k, c, s, liR, lip):
+    """liMi = jointPlacement * (rotation about the coordinate axis k by the angle
+    (c, s) = (cos, sin)): two columns of jR mixed, the third copied, no translation
+    (Pinocchio's JointModelRevoluteX/Y/Z; 12 products instead of compose's 36)."""
+    a = (k + 1) % 3
+    b = (k + 2) % 3
+    for r in range(3):
+        ja = jR[i, r, a]
+        jb = jR[i, r, b]
+        liR[i, r, a] = c * ja + s * jb
+        liR[i, r, b] = c * jb - s * ja
+        liR[i, r, k] = jR[i, r, k]
+        lip[i, r] = jp[i, r]
+
+
 @kernel
 def placements(m, q, XR, Xp, liR, lip, oR, op):
     """liMi = jointPlacement * XJ(q) and oMi = oM(parent) * liMi of every joint, one state.
 
+    A revolute joint about a coordinate axis (most joints of real robots) takes
+    :func:`revolute_placement`; every other joint the general XJ(q) and compose.
     XR (1, 3, 3) and Xp (1, 3) are scratch.
     """
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
-        joint_transform(jtype[i], axes, i, q, idx_q[i], XR, Xp)
-        compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
+        t = jtype[i]
+        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        if k >= 0:
+            o = idx_q[i]
+            if t == REVOLUTE:
+                revolute_placement(jR, jp, i, k, math.cos(q[o]), math.sin(q[o]), liR, lip)
+            else:
+                revolute_placement(jR, jp, i, k, q[o], q[o + 1], liR, lip)
+        else:
+            joint_transform(t, axes, i, q, idx_q[i], XR, Xp)
+            compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
         compose(oR, op, parents[i], liR, lip, i, oR, op, i)

@@ -160,14 +160,18 @@ def inertia_to_world(Rs, ps, Ys, outs, i):
     H0 = Rs[i, 0, 0] * h0 + Rs[i, 0, 1] * h1 + Rs[i, 0, 2] * h2 + m * ps[i, 0]
     H1 = Rs[i, 1, 0] * h0 + Rs[i, 1, 1] * h1 + Rs[i, 1, 2] * h2 + m * ps[i, 1]
     H2 = Rs[i, 2, 0] * h0 + Rs[i, 2, 1] * h1 + Rs[i, 2, 2] * h2 + m * ps[i, 2]
-    # rotational inertia about the joint origin, rotated: R I R^T
+    # rotational inertia about the joint origin, rotated: R I R^T, RI formed once
+    # (kept in the lower-left block, overwritten below) and the result symmetric
     for r in range(3):
-        for c in range(3):
-            s = 0.0
-            for k in range(3):
-                t = Rs[i, r, 0] * Ys[i, 3, 3 + k] + Rs[i, r, 1] * Ys[i, 4, 3 + k] + Rs[i, r, 2] * Ys[i, 5, 3 + k]
-                s += t * Rs[i, c, k]
+        for k in range(3):
+            outs[i, 3 + r, k] = (Rs[i, r, 0] * Ys[i, 3, 3 + k] + Rs[i, r, 1] * Ys[i, 4, 3 + k]
+                                 + Rs[i, r, 2] * Ys[i, 5, 3 + k])
+    for r in range(3):
+        for c in range(r, 3):
+            s = (outs[i, 3 + r, 0] * Rs[i, c, 0] + outs[i, 3 + r, 1] * Rs[i, c, 1]
+                 + outs[i, 3 + r, 2] * Rs[i, c, 2])
             outs[i, 3 + r, 3 + c] = s
+            outs[i, 3 + c, 3 + r] = s
     # shift the rotational inertia from the joint origin to the world origin:
     # I_O = I_p - m [p]x^2 - [p]x [Rh]x - [Rh]x [p]x  with Rh = H - m p.
     g0 = H0 - m * ps[i, 0]
