@@ -308,7 +308,7 @@ def demo(options):
     from geppetto.examples import panda_reaching
     out = os.path.abspath(options.out)
     print(f"geppetto {gp.__version__}: the Panda's hand reaches {list(panda_reaching.TARGET)} "
-          "in 1 s (100 knots of 10 ms, explicit Euler), solved by FDDP from a quasi-static "
+          "in 1 s (100 knots of 10 ms, symplectic Euler), solved by FDDP from a quasi-static "
           "guess.\n", flush=True)
     started = time.time()
     progress = CompileProgress(MAIN_JOB_STAGES)
