@@ -39,40 +39,20 @@ import time
 import numpy as np
 
 import geppetto as gp
+from geppetto.benchmarks import nlp
 from geppetto.benchmarks._common import RESULTS_DIR, describe_machine, machine
 from geppetto.solvers.nlp import NLP
 
-FRAMES = {"ur5": "tool0", "panda": "panda_hand"}
-TARGET = np.array([0.4, 0.2, 0.4])
 DT = 0.01
 PLANE_Z = 0.45
 
 
 def reaching(name, knots, plane_z=None, first=None, last=None):
-    """The reaching problem; with ``plane_z`` the tool at the target at the last knot
-    (equality) and at z >= plane_z on knots first..last-1 (default N/2 .. 0.9 N)."""
-    robot = gp.robots.load(name)
-    model, frame = robot.model, FRAMES[name]
-    dynamics = gp.ocp.FreeDynamics(model)
-    state = dynamics.state
-    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
-    reach = gp.ocp.FrameTranslationResidual(model, frame, TARGET)
-    costs = [gp.ocp.Cost(reach), gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
-             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-4)]
-    terminal_costs = [gp.ocp.Cost(reach, weight=1e3), costs[1]]
-    options = dict(dt=DT, integrator="semi_implicit_euler")
-    running = gp.ocp.StageModel(dynamics, costs, **options)
-    if plane_z is None:
-        return gp.ocp.ShootingProblem(x0, [running] * knots,
-                                      gp.ocp.TerminalModel(state, terminal_costs))
-    first = knots // 2 if first is None else first
+    """benchmarks/nlp.py's reaching problem; with ``plane_z`` the tool at the target at
+    the last knot (equality) and at z >= plane_z on knots first..last-1 (default
+    N/2 .. 0.9 N)."""
     last = int(0.9 * knots) if last is None else last
-    above = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(model, frame, [0, 0, plane_z],
-                                                              axes=[2]), 0.0, np.inf)
-    plane = gp.ocp.StageModel(dynamics, costs, [above], **options)
-    models = [plane if first <= k < last else running for k in range(knots)]
-    return gp.ocp.ShootingProblem(x0, models, gp.ocp.TerminalModel(
-        state, terminal_costs, [gp.ocp.Constraint(reach, 0.0, 0.0)]))
+    return nlp.reaching(name, knots, plane_z, first, last)
 
 
 def _best(solve, repeats):
@@ -91,7 +71,6 @@ def _best(solve, repeats):
 def devs_problem(robot, knots):
     """:mod:`.nlp`'s constrained task (its costs, its plane halfway between the
     unconstrained optimum's tool height at the middle knot and the target's)."""
-    from geppetto.benchmarks import nlp
     free = gp.solvers.FDDP(nlp.reaching(robot, knots)).solve(max_iter=200)
     plane_z = 0.5 * (nlp.tool_heights(robot, free.xs)[knots // 2, 2] + nlp.TARGET[2])
     return nlp.reaching(robot, knots, plane_z)

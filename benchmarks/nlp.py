@@ -57,8 +57,10 @@ RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"
 EVALUATIONS = ("nlp_f", "nlp_g", "nlp_grad_f", "nlp_jac_g", "nlp_hess_l")
 
 
-def reaching(name, knots, plane_z=None):
-    """The reaching problem; with ``plane_z`` the constrained variant."""
+def reaching(name, knots, plane_z=None, first=None, last=None):
+    """The reaching problem; with ``plane_z`` the constrained variant: the tool at the
+    target at the last knot (equality) and at z >= plane_z on knots first..last-1
+    (default N/2 .. N)."""
     robot = gp.robots.load(name)
     model, frame = robot.model, FRAMES[name]
     dynamics = gp.ocp.FreeDynamics(model)
@@ -76,9 +78,10 @@ def reaching(name, knots, plane_z=None):
     above = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(model, frame, [0, 0, plane_z],
                                                               axes=[2]), 0.0, np.inf)
     at_target = gp.ocp.Constraint(reach, 0.0, 0.0)
-    half = knots // 2
-    models = [running] * half + [gp.ocp.StageModel(dynamics, costs, [above], **options)] * (
-        knots - half)
+    first = knots // 2 if first is None else first
+    last = knots if last is None else last
+    plane = gp.ocp.StageModel(dynamics, costs, [above], **options)
+    models = [plane if first <= k < last else running for k in range(knots)]
     return gp.ocp.ShootingProblem(x0, models,
                                   gp.ocp.TerminalModel(state, terminal_costs, [at_target]))
 

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import geppetto as gp
 from geppetto.solvers import DDP, FDDP, BoxFDDP
+from test_solvers import _double_integrator, _nan_jacobians
 
 SOLVERS = (DDP, FDDP, BoxFDDP)
 STATUSES = ("converged", "max_iter", "time_limit",
@@ -28,20 +29,9 @@ FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
-def _double_integrator(xs, us, params, f):
-    f[:, 0] = xs[:, 1]
-    f[:, 1] = us[:, 0]
-
-
 def _double_integrator_diff(xs, us, params, f, f_x, f_u):
     _double_integrator(xs, us, params, f)
     f_x[:] = [[0.0, 1.0], [0.0, 0.0]]
-    f_u[:] = [[0.0], [1.0]]
-
-
-def _nan_jacobians(xs, us, params, f, f_x, f_u):
-    _double_integrator(xs, us, params, f)
-    f_x[:] = np.nan
     f_u[:] = [[0.0], [1.0]]
 
 
