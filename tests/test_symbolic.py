@@ -153,10 +153,13 @@ def test_harness_on_a_chain(chain_checks, function):
         assert r.abs_error.shape == (20, 3)
         assert r.max_rel < DERIVATIVE_TOLERANCE, f"{method}: {r.max_rel:.1e}"
     assert result.methods["analytical"].reference == "casadi_ad"
-    for method in ("central", "forward"):
+    # finite differences reach about two thirds (central) or half (forward) of the
+    # digits; the largest entrywise relative error of 20 states sits on small entries
+    # (forward on aba: 6e-6 and 1.4e-5 with two round-off-equivalent ABA kernels)
+    for method, largest in (("central", 1e-6), ("forward", 1e-4)):
         r = result.methods[method]
         assert r.reference == "analytical"
-        assert 1e-9 <= r.max_rel <= 1e-5, f"{method}: max rel error {r.max_rel:.1e}"
+        assert 1e-10 <= r.max_rel <= largest, f"{method}: max rel error {r.max_rel:.1e}"
     assert result.methods["central"].median_rel < result.methods["forward"].median_rel
     for r in result.methods.values():
         assert r.skipped or (r.seconds_per_evaluation > 0 and np.isfinite(r.setup_seconds))
