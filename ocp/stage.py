@@ -168,9 +168,11 @@ class StageModel:
         weights = self.integrator.weights if self.cost_quadrature else (1.0,)
         # (stage point j, b_j) of the running cost: the knot alone, or the RK stage points
         self.cost_points = [(j, b) for j, b in enumerate(weights) if b != 0.0]
-        # what the line search's calc_costs refreshes: for the costs and the constraints
+        # what calc_costs (the line search) and calc_constraints refresh
         self.kinematics_for_costs = max((c.residual.kinematics
                                          for c in self.costs + self.constraints), default=0)
+        self.kinematics_for_constraints = max((c.residual.kinematics for c in self.constraints),
+                                              default=0)
 
     @property
     def has_control_bounds(self):
@@ -220,16 +222,7 @@ class StageModel:
         dynamics at the knots, so it runs :meth:`calc`."""
         if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
             return self.calc(data, xs, us)
-        kin = data.kinematics
-        if kin is not None and self.kinematics_for_costs:
-            qs = np.ascontiguousarray(xs[:, :self.state.nq])
-            if self.kinematics_for_costs == JACOBIANS:
-                _compute_joint_jacobians(self.dynamics.arrays, qs, kin.liR, kin.lip, kin.oR,
-                                         kin.op, kin.J)
-            else:
-                zeros = np.zeros((xs.shape[0], self.state.nv))
-                _forward_kinematics(self.dynamics.arrays, qs, zeros, zeros, 0, kin.liR,
-                                    kin.lip, kin.oR, kin.op, kin.v, kin.a)
+        self._refresh_kinematics(data, xs, self.kinematics_for_costs)
         self._costs(data, xs, us, False)
 
     def trial_workspace(self):
@@ -240,6 +233,21 @@ class StageModel:
         """The solvers' line-search trial over the knots of a phase (see
         :mod:`.trial`: inputs, outputs); returns -1 or the knot that failed."""
         return self.dynamics.rollout_trial(self.integrator, inputs, x_start, outputs, workspace)
+
+    def _refresh_kinematics(self, data, xs, level):
+        """The knots' placements (``level`` PLACEMENTS) or placements and world
+        Jacobians (JACOBIANS) at xs; nothing for level 0."""
+        kin = data.kinematics
+        if kin is None or not level:
+            return
+        qs = np.ascontiguousarray(xs[:, :self.state.nq])
+        if level == JACOBIANS:
+            _compute_joint_jacobians(self.dynamics.arrays, qs, kin.liR, kin.lip, kin.oR,
+                                     kin.op, kin.J)
+        else:
+            zeros = np.zeros((xs.shape[0], self.state.nv))
+            _forward_kinematics(self.dynamics.arrays, qs, zeros, zeros, 0, kin.liR,
+                                kin.lip, kin.oR, kin.op, kin.v, kin.a)
 
     def _costs(self, data, xs, us, with_derivatives):
         """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot)."""
@@ -256,7 +264,13 @@ class StageModel:
                          with_derivatives, chain)
 
     def calc_constraints(self, data, xs, us, with_derivatives):
-        """Evaluate the constraint residuals (values, and Jacobians when asked)."""
+        """Evaluate the constraint residuals (values, and Jacobians when asked).  The
+        values are those of (xs, us): the placements (and world Jacobians) the
+        constraints read are refreshed first, as :meth:`calc_costs` does for the costs.
+        With derivatives, call it after :meth:`calc_diff` at the same (xs, us): the
+        Jacobians also read what calc_diff computed."""
+        if not with_derivatives:
+            self._refresh_kinematics(data, xs, self.kinematics_for_constraints)
         return [c.calc(cd, data.kinematics, xs, us, with_derivatives)
                 for c, cd in zip(self.constraints, data.constraints)]
 

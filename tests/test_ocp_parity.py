@@ -142,6 +142,36 @@ def test_calc_costs_refreshes_the_jacobians_of_a_velocity_cost():
     np.testing.assert_allclose(costs, problem.costs, rtol=1e-12, atol=0.0)
 
 
+def test_constraint_values_are_those_of_the_point_asked():
+    """problem.constraints(xs, us) after an evaluation at another point: the running
+    stages' frame constraints read fresh placements (ALDDP.max_violation of any
+    trajectory relies on it)."""
+    model = gp.robots.load("ur5").model
+    dynamics = ocp.FreeDynamics(model)
+    state = dynamics.state
+    x0 = np.r_[gp.robots.load("ur5").q0, np.zeros(model.nv)]
+    above = ocp.Constraint(ocp.FrameTranslationResidual(model, "tool0", [0, 0, 0.45], axes=[2]),
+                           0.0, np.inf)
+    running = ocp.StageModel(dynamics, [ocp.Cost(ocp.ControlResidual(model.nv))], [above],
+                             dt=0.02)
+    terminal = ocp.TerminalModel(state, [], [ocp.Constraint(ocp.FrameTranslationResidual(
+        model, "tool0", [0.4, 0.2, 0.4]), 0.0, 0.0)])
+    problem = ocp.ShootingProblem(x0, [running] * 6, terminal)
+    rng = rng_for("parity", 3)
+    points = [state.integrate(np.repeat(x0[None], 7, axis=0), 0.3 * rng.standard_normal((7, 12)))
+              for _ in range(2)]
+    us = rng.standard_normal((6, 6))
+
+    def values(xs):
+        return np.concatenate([np.ravel(d.r) for _, _, _, data in problem.constraints(xs, us)
+                               for d in data])
+
+    first = values(points[0]).copy()
+    problem.calc(points[1], us)
+    np.testing.assert_array_equal(values(points[0]), first)
+    assert not np.allclose(values(points[1]), first)
+
+
 # --- integrator names ----------------------------------------------------------------------
 
 def test_euler_is_symplectic_and_explicit_euler_is_explicit():
