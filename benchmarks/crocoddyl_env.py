@@ -24,6 +24,16 @@ later run tries again.
     python -m geppetto.benchmarks.crocoddyl_env      # make it and print the versions
     python benchmarks/crocoddyl_env.py               # the same, before geppetto is installed
 
+:data:`ENVIRONMENTS` names the environments made this way: ``"crocoddyl"`` (the
+default, :data:`PACKAGES`) and ``"mim_solvers"`` (:data:`MIM_PACKAGES`:
+mim_solvers 0.3.0 with Crocoddyl 3.2.1 and Pinocchio 4.0, in
+``$GEPPETTO_MIM_SOLVERS_VENV``, by default ``~/.cache/geppetto/mim-solvers-venv``;
+a script there imports crocoddyl before mim_solvers, or mim_solvers' boost
+libraries are not found).  Every function takes ``environment=``:
+
+    result, reason = crocoddyl_env.run(SCRIPT, payload, environment="mim_solvers")
+    python -m geppetto.benchmarks.crocoddyl_env mim_solvers     # make that one
+
 This module uses only Python's standard library, so that ``.ci/run`` can make
 the environment (and fail, printing pip's reason, when it cannot) before it
 installs geppetto; it then sets ``GEPPETTO_REQUIRE_CROCODDYL=1``, which turns the
