@@ -39,6 +39,10 @@ relative).  Its rows give SQP iterations, total QP (ADMM) iterations, the cost,
 the violation measured here with our problem on the returned (xs, us), and the
 CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
 comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
+CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
+default is 100); its row also stores its final KKT residual (``kkt``), and its
+status is "not converged" when it stopped on ``max_iter`` (then the time ratio
+compares a converged ALDDP with a CSQP that ran out of iterations).
 ``--no-ipopt`` leaves IPOPT out.
 
 Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
