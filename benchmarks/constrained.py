@@ -29,6 +29,22 @@ was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
+CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
+(default settings) on the same problems, built term for term with Crocoddyl
+in mim_solvers' pinned environment (``crocoddyl_env.run(...,
+environment="mim_solvers")``, made once under ~/.cache/geppetto; skipped with
+the reason when it cannot be made), from the same two starts.  The two
+problems are checked first to give the same cost at the same (xs, us) (1e-10
+relative).  Its rows give SQP iterations, total QP (ADMM) iterations, the cost,
+the violation measured here with our problem on the returned (xs, us), and the
+CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
+comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
+CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
+default is 100); its row also stores its final KKT residual (``kkt``), and its
+status is "not converged" when it stopped on ``max_iter`` (then the time ratio
+compares a converged ALDDP with a CSQP that ran out of iterations).
+``--no-ipopt`` leaves IPOPT out.
+
 Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
 """
 import argparse
@@ -39,12 +55,114 @@ import time
 import numpy as np
 
 import geppetto as gp
-from geppetto.benchmarks import nlp
+from geppetto.benchmarks import crocoddyl_env, nlp
+from geppetto.benchmarks.ocp import CROCODDYL_REACHING
 from geppetto.benchmarks._common import RESULTS_DIR, describe_machine, machine
 from geppetto.solvers.nlp import NLP
 
 DT = 0.01
 PLANE_Z = 0.45
+COST_AGREEMENT = 1e-10  # relative, our cost vs Crocoddyl's at the same (xs, us)
+
+# The constrained reaching task in Crocoddyl, solved with mim_solvers' SolverCSQP:
+# run in mim_solvers' environment (crocoddyl imported before mim_solvers).
+CSQP_SCRIPT = CROCODDYL_REACHING + '''
+import time
+import mim_solvers
+
+
+def constrained_problem(task):
+    """benchmarks/nlp.py's reaching costs (CROCODDYL_REACHING's terms), the tool at
+    z >= plane_z on knots first..last-1 and at the target at the terminal knot."""
+    model = pinocchio.buildModelFromUrdf(task["urdf"])
+    weights = task["weights"]
+    state = crocoddyl.StateMultibody(model)
+    actuation = crocoddyl.ActuationModelFull(state)
+    nu = actuation.nu
+    frame = model.getFrameId(task["frame"])
+    x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
+    reach_residual = crocoddyl.ResidualModelFrameTranslation(
+        state, frame, np.array(task["target"]), nu)
+    reach = crocoddyl.CostModelResidual(state, reach_residual)
+    x_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelState(state, x0, nu))
+    u_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, nu))
+    running_costs = crocoddyl.CostModelSum(state, nu)
+    running_costs.addCost("reach", reach, weights["reach"])
+    running_costs.addCost("x_reg", x_reg, weights["x_reg"])
+    running_costs.addCost("u_reg", u_reg, weights["u_reg"])
+    terminal_costs = crocoddyl.CostModelSum(state, nu)
+    terminal_costs.addCost("reach", reach, weights["terminal_reach"])
+    terminal_costs.addCost("x_reg", x_reg, weights["terminal_x_reg"])
+    big = task["infinity"]
+    above = crocoddyl.ConstraintModelResidual(
+        state, crocoddyl.ResidualModelFrameTranslation(state, frame, np.zeros(3), nu),
+        np.array([-big, -big, task["plane_z"]]), np.array([big, big, big]))
+    plane_constraints = crocoddyl.ConstraintModelManager(state, nu)
+    plane_constraints.addConstraint("above", above)
+    at_target = crocoddyl.ConstraintModelResidual(state, reach_residual, np.zeros(3),
+                                                  np.zeros(3))
+    terminal_constraints = crocoddyl.ConstraintModelManager(state, nu)
+    terminal_constraints.addConstraint("at_target", at_target)
+
+    def integrated(costs, constraints, dt):
+        if constraints is None:
+            dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs)
+        else:
+            dam = crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, costs,
+                                                                   constraints)
+        return crocoddyl.IntegratedActionModelEuler(dam, dt)
+
+    running = integrated(running_costs, None, task["dt"])
+    plane = integrated(running_costs, plane_constraints, task["dt"])
+    terminal = integrated(terminal_costs, terminal_constraints, 0.0)
+    models = [plane if task["first"] <= k < task["last"] else running
+              for k in range(task["knots"])]
+    return crocoddyl.ShootingProblem(x0, models, terminal)
+
+
+class QPIterations(mim_solvers.CallbackAbstract):
+    """Sums the solver's QP iterations over the SQP iterations."""
+
+    def __init__(self):
+        mim_solvers.CallbackAbstract.__init__(self)
+        self.total = 0
+
+    def __call__(self, solver, *_):            # mim_solvers passes (solver, verbose)
+        self.total += int(solver.qp_iters)
+
+
+def vectors(rows):
+    return [np.array(row, dtype=float) for row in rows]
+
+
+payload = json.load(sys.stdin)
+task = payload["task"]
+problem = constrained_problem(task)
+out = dict(versions=versions(), check_cost=problem.calc(vectors(payload["check_xs"]),
+                                                        vectors(payload["check_us"])),
+           runs={})
+for start, (xs, us) in payload["starts"].items():
+    xs, us = vectors(xs), vectors(us)
+    best = None
+    for _ in range(payload["repeats"]):
+        solver = mim_solvers.SolverCSQP(problem)
+        begin = time.process_time()
+        converged = solver.solve(xs, us, payload["max_iter"], False)
+        cpu = time.process_time() - begin
+        if best is None or cpu < best["cpu"]:
+            best = dict(cpu=cpu, converged=bool(converged), iterations=int(solver.iter),
+                        cost=float(solver.cost), kkt=float(solver.KKT),
+                        xs=[np.array(x).copy().tolist() for x in solver.xs],
+                        us=[np.array(u).copy().tolist() for u in solver.us])
+    solver = mim_solvers.SolverCSQP(problem)             # one more run, counting QP iterations
+    counter = QPIterations()
+    solver.setCallbacks([counter])
+    solver.solve(xs, us, payload["max_iter"], False)
+    best["qp_iterations"] = counter.total
+    best["counted_iterations"] = int(solver.iter)
+    out["runs"][start] = best
+print(json.dumps(out))
+'''
 
 
 def reaching(name, knots, plane_z=None, first=None, last=None):
@@ -76,7 +194,53 @@ def devs_problem(robot, knots):
     return nlp.reaching(robot, knots, plane_z)
 
 
-def run(robot, task, knots, repeats, casadi):
+def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500):
+    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
+    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
+    loaded = gp.robots.load(robot)
+    spec = dict(robot=robot, urdf=loaded.urdf_path, frame=nlp.FRAMES[robot],
+                q0=[float(q) for q in loaded.q0], target=list(map(float, nlp.TARGET)), dt=DT,
+                knots=knots, plane_z=PLANE_Z, first=knots // 2,
+                last=int(0.9 * knots) if task == "plane" else knots, infinity=1e20,
+                weights=dict(reach=1.0, x_reg=1e-2, u_reg=1e-4, terminal_reach=1e3,
+                             terminal_x_reg=1e-2))
+    rng = np.random.default_rng(0)              # a point where every term is non-zero
+    check_xs = [problem.x0 + 0.1 * rng.standard_normal(problem.x0.size)
+                for _ in range(knots + 1)]
+    check_us = [rng.standard_normal(len(u)) for u in starts["fddp"][1]]
+    cold_xs = np.tile(problem.x0, (knots + 1, 1))       # what the DDP solvers start from
+    starts = dict(starts, cold=(cold_xs, problem.quasi_static(cold_xs)))
+    payload = dict(task=spec, repeats=repeats, max_iter=max_iter,
+                   check_xs=[x.tolist() for x in check_xs],
+                   check_us=[u.tolist() for u in check_us],
+                   starts={name: ([np.asarray(x).tolist() for x in xs],
+                                  [np.asarray(u).tolist() for u in us])
+                           for name, (xs, us) in starts.items()})
+    theirs, reason = crocoddyl_env.run(CSQP_SCRIPT, payload, environment="mim_solvers")
+    if theirs is None:
+        return None, reason
+    ours = float(problem.calc(check_xs, check_us))
+    difference = abs(ours - theirs["check_cost"]) / max(abs(ours), 1e-300)
+    if difference > COST_AGREEMENT:
+        return None, (f"the problems differ: cost {ours!r} here, {theirs['check_cost']!r} in "
+                      f"Crocoddyl ({difference:.1e} relative > {COST_AGREEMENT:g})")
+    rows = []
+    for start, run in theirs["runs"].items():
+        xs, us = np.array(run["xs"]), np.array(run["us"])
+        rows.append(dict(solver="CSQP (mim_solvers)", start=start, total=np.nan,
+                         cpu=run["cpu"], robot=robot, task=task,
+                         iterations=run["iterations"], qp_iterations=run["qp_iterations"],
+                         cost=run["cost"], our_cost=float(problem.calc(xs, us)),
+                         violation=measure.max_violation(xs, us),
+                         gaps=float(np.max(np.abs(problem.gaps(xs)))) if knots else 0.0,
+                         status="converged" if run["converged"] else "not converged",
+                         per_iteration=run["cpu"] / max(run["iterations"], 1),
+                         kkt=run["kkt"], cost_agreement=difference,
+                         versions=theirs["versions"]))
+    return rows, None
+
+
+def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True):
     if task == "nlp":
         problem = devs_problem(robot, knots)
     else:
@@ -94,7 +258,7 @@ def run(robot, task, knots, repeats, casadi):
     for start, (xs, us) in starts.items():
         total, cpu, result = _best(lambda: alddp.solve(xs, us, max_iter=500), repeats)
         rows.append(dict(solver="ALDDP", start=start, total=total, cpu=cpu, result=result))
-    modes = ["analytical"] + (["casadi"] if casadi else [])
+    modes = (["analytical"] if ipopt else []) + (["casadi"] if casadi else [])
     for mode in modes:
         nlp = NLP(problem, derivatives=mode)
         nlp.solve(max_iter=3)                                      # compile, create IPOPT
@@ -114,7 +278,35 @@ def run(robot, task, knots, repeats, casadi):
                         cost=result.cost, violation=violation, gaps=result.gaps,
                         status=result.status,
                         per_iteration=row["cpu"] / max(result.iterations, 1)))
+    if csqp and task != "nlp":
+        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats)
+        if theirs is None:
+            print(f"CSQP ({robot} {task}): skipped ({reason})", flush=True)
+        else:
+            out += theirs
     return out
+
+
+def csqp_comparison(rows):
+    """ALDDP beside CSQP, per robot, task and start."""
+    lines = ["| robot | task | start | ALDDP iters | CSQP SQP iters | CSQP QP iters | "
+             "ALDDP cost | CSQP cost | ALDDP violation | CSQP violation | ALDDP CPU ms | "
+             "CSQP CPU ms | ALDDP / CSQP |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    index = {(r["robot"], r["task"], r["start"], r["solver"]): r for r in rows}
+    comparison = []
+    for (robot, task, start, solver), theirs in index.items():
+        ours = index.get((robot, task, start, "ALDDP"))
+        if not solver.startswith("CSQP") or ours is None:
+            continue
+        ratio = ours["cpu"] / theirs["cpu"]
+        comparison.append(dict(robot=robot, task=task, start=start, ratio=ratio))
+        lines.append(f"| {robot} | {task} | {start} | {ours['iterations']} | "
+                     f"{theirs['iterations']} | {theirs['qp_iterations']} | "
+                     f"{ours['cost']:.9g} | {theirs['cost']:.9g} | {ours['violation']:.1e} | "
+                     f"{theirs['violation']:.1e} | {1e3 * ours['cpu']:.1f} | "
+                     f"{1e3 * theirs['cpu']:.1f} | {ratio:.2f} |")
+    return "\n".join(lines), comparison
 
 
 def markdown(rows):
@@ -138,6 +330,10 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--casadi", action="store_true", help="also IPOPT with CasADi's exact "
                         "Hessian")
+    parser.add_argument("--csqp", action=argparse.BooleanOptionalAction, default=True,
+                        help="mim_solvers' SolverCSQP in its environment (default on)")
+    parser.add_argument("--no-ipopt", dest="ipopt", action="store_false",
+                        help="leave IPOPT out")
     parser.add_argument("--out", default=RESULTS_DIR)
     args = parser.parse_args()
     info = machine()
@@ -145,16 +341,24 @@ def main():
     rows = []
     for robot in args.robots:
         for task in args.tasks:
-            rows += run(robot, task, args.knots, args.repeats, args.casadi)
+            rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
+                        args.csqp)
             print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
                   flush=True)
     info["load_average_end"] = os.getloadavg()
+    table, comparison = csqp_comparison(rows)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "constrained.json"), "w") as f:
-        json.dump(dict(machine=info, rows=rows), f, indent=1, default=float)
+        json.dump(dict(machine=info, rows=rows, alddp_vs_csqp=comparison), f, indent=1,
+                  default=float)
     with open(os.path.join(args.out, "constrained.md"), "w") as f:
         f.write(f"Machine: {describe_machine(info)}\n\n{markdown(rows)}\n")
+        if comparison:
+            f.write(f"\nALDDP beside mim_solvers' CSQP:\n\n{table}\n")
     print(markdown(rows))
+    if comparison:
+        print("\nALDDP beside mim_solvers' CSQP:\n" + table)
+    print(f"load average at the end: {info['load_average_end']}")
 
 
 if __name__ == "__main__":
