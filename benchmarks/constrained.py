@@ -74,25 +74,10 @@ import mim_solvers
 def constrained_problem(task):
     """benchmarks/nlp.py's reaching costs (CROCODDYL_REACHING's terms), the tool at
     z >= plane_z on knots first..last-1 and at the target at the terminal knot."""
-    model = pinocchio.buildModelFromUrdf(task["urdf"])
-    weights = task["weights"]
-    state = crocoddyl.StateMultibody(model)
-    actuation = crocoddyl.ActuationModelFull(state)
+    model, state, actuation, x0, reach_residual, running_costs, terminal_costs = \
+        reaching_terms(task)
     nu = actuation.nu
     frame = model.getFrameId(task["frame"])
-    x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
-    reach_residual = crocoddyl.ResidualModelFrameTranslation(
-        state, frame, np.array(task["target"]), nu)
-    reach = crocoddyl.CostModelResidual(state, reach_residual)
-    x_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelState(state, x0, nu))
-    u_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, nu))
-    running_costs = crocoddyl.CostModelSum(state, nu)
-    running_costs.addCost("reach", reach, weights["reach"])
-    running_costs.addCost("x_reg", x_reg, weights["x_reg"])
-    running_costs.addCost("u_reg", u_reg, weights["u_reg"])
-    terminal_costs = crocoddyl.CostModelSum(state, nu)
-    terminal_costs.addCost("reach", reach, weights["terminal_reach"])
-    terminal_costs.addCost("x_reg", x_reg, weights["terminal_x_reg"])
     big = task["infinity"]
     above = crocoddyl.ConstraintModelResidual(
         state, crocoddyl.ResidualModelFrameTranslation(state, frame, np.zeros(3), nu),

@@ -128,16 +128,18 @@ import pinocchio
 import crocoddyl
 
 
-def reaching_problem(task):
-    """(problem, x0, model) for the task dict of geppetto.benchmarks.ocp.reaching_task."""
+def reaching_terms(task):
+    """(model, state, actuation, x0, reach residual, running costs, terminal costs) of
+    the task dict of geppetto.benchmarks.ocp.reaching_task."""
     model = pinocchio.buildModelFromUrdf(task["urdf"])
     weights = task["weights"]
     state = crocoddyl.StateMultibody(model)
     actuation = crocoddyl.ActuationModelFull(state)
     nu = actuation.nu
     x0 = np.concatenate([task["q0"], np.zeros(model.nv)])
-    reach = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelFrameTranslation(
-        state, model.getFrameId(task["frame"]), np.array(task["target"]), nu))
+    reach_residual = crocoddyl.ResidualModelFrameTranslation(
+        state, model.getFrameId(task["frame"]), np.array(task["target"]), nu)
+    reach = crocoddyl.CostModelResidual(state, reach_residual)
     x_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelState(state, x0, nu))
     u_reg = crocoddyl.CostModelResidual(state, crocoddyl.ResidualModelControl(state, nu))
     running_costs = crocoddyl.CostModelSum(state, nu)
@@ -147,6 +149,12 @@ def reaching_problem(task):
     terminal_costs = crocoddyl.CostModelSum(state, nu)
     terminal_costs.addCost("reach", reach, weights["terminal_reach"])
     terminal_costs.addCost("x_reg", x_reg, weights["terminal_x_reg"])
+    return model, state, actuation, x0, reach_residual, running_costs, terminal_costs
+
+
+def reaching_problem(task):
+    """(problem, x0, model) for the task dict of geppetto.benchmarks.ocp.reaching_task."""
+    model, state, actuation, x0, _, running_costs, terminal_costs = reaching_terms(task)
     running = crocoddyl.IntegratedActionModelEuler(
         crocoddyl.DifferentialActionModelFreeFwdDynamics(state, actuation, running_costs),
         task["dt"])
