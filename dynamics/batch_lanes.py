@@ -628,9 +628,6 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
 
 def _as_lanes(model, x, size, name, K=None):
     """``x`` as a C-contiguous (size, K) float64 array of finite states, lanes layout."""
-    if isinstance(model, mimic.MimicModel):
-        raise TypeError("model: the lanes kernels take a plain Model, not a MimicModel "
-                        "(use rnea/aba, which resolve the mimicked joints)")
     arr = np.asarray(x)
     if arr.dtype.kind not in "fiu" or arr.ndim != 2 or arr.shape[0] != size:
         raise ValueError(f"{name}: expected a float array of shape ({size}, K) "
@@ -643,8 +640,15 @@ def _as_lanes(model, x, size, name, K=None):
     return arr if arr.flags.writeable else arr.copy()
 
 
+def _check_plain_model(model):
+    if isinstance(model, mimic.MimicModel):
+        raise TypeError("model: the lanes kernels take a plain Model, not a MimicModel "
+                        "(use rnea/aba, which resolve the mimicked joints)")
+
+
 def _as_lanes_configurations(model, q):
     """Configurations (nq, K), finite, with unit quaternions and (cos, sin) pairs."""
+    _check_plain_model(model)
     arr = _as_lanes(model, q, model.nq, "q")
     for start, length, joint in unit_blocks(model):
         norms = np.sqrt(np.sum(arr[start:start + length] ** 2, axis=0))
@@ -658,8 +662,7 @@ def _as_lanes_configurations(model, q):
 
 def _as_stacks(model, q, v, u, name_u):
     """(K, nq), (K, nv), (K, nv) stacks, validated as rnea's arguments."""
-    if isinstance(model, mimic.MimicModel):
-        _as_lanes(model, q, model.nq, "q")
+    _check_plain_model(model)
     qs, single = as_configurations(model, q)
     vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
     us, _ = as_stack(u, model.nv, name_u, (qs.shape[0], single))

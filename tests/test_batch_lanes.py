@@ -1,0 +1,112 @@
+"""The kernels over stacks laid out across SIMD lanes (dynamics/batch_lanes.py)
+against Pinocchio, state by state, on every model of conftest.DYNAMICS_MODELS
+(real robots, built-in models, random trees with every joint type, unaligned
+axes, a free-flyer root and armature)."""
+import math
+
+import numpy as np
+import pytest
+
+import geppetto.dynamics as gd
+from geppetto import robots
+from geppetto.dynamics import batch_lanes
+
+N_STATES = 2 * batch_lanes.TILE + 5  # two full tiles and a padded one
+RTOL = 1e-12
+
+
+def test_rnea_batch_matches_pinocchio(case, states, assert_close):
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    tau = gd.rnea_batch(case.model, s.q, s.v, s.a)
+    for k in range(N_STATES):
+        assert_close(tau[k], pin.rnea(case.pin_model, pd, s.q[k], s.v[k], s.a[k]), RTOL,
+                     f"{case.name} rnea_batch state {k}")
+
+
+def test_aba_batch_matches_pinocchio(case, states, assert_close):
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    ddq = gd.aba_batch(case.model, s.q, s.v, s.tau)
+    for k in range(N_STATES):
+        assert_close(ddq[k], pin.aba(case.pin_model, pd, s.q[k], s.v[k], s.tau[k]), RTOL,
+                     f"{case.name} aba_batch state {k}")
+
+
+def test_lanes_layout_gives_the_same_bits(case, states):
+    """(nq, K) and (K, nq) inputs run the same arithmetic: identical results."""
+    s, m = states, case.model
+    np.testing.assert_array_equal(gd.rnea_lanes(m, s.q.T, s.v.T, s.a.T),
+                                  gd.rnea_batch(m, s.q, s.v, s.a).T)
+    np.testing.assert_array_equal(gd.aba_lanes(m, s.q.T, s.v.T, s.tau.T),
+                                  gd.aba_batch(m, s.q, s.v, s.tau).T)
+
+
+def test_aba_inverts_rnea_on_a_short_stack(load_case, assert_close):
+    """K = 3 < TILE: one tile, mostly padding lanes; aba(rnea(a)) = a."""
+    case = load_case("random_tree_ff")
+    s = case.states(3)
+    tau = gd.rnea_batch(case.model, s.q, s.v, s.a)
+    assert_close(gd.aba_batch(case.model, s.q, s.v, tau), s.a, 1e-10, "aba(rnea(a))")
+
+
+@batch_lanes.kernel
+def _sincos(angles, out):
+    for b in range(0, angles.shape[1], batch_lanes.TILE):
+        batch_lanes._sincos_lanes(angles[:, b:b + batch_lanes.TILE], 0,
+                                  out[:, b:b + batch_lanes.TILE])
+
+
+def test_vectorized_sincos_matches_libm():
+    """Within 1 ulp-ish of math.cos/sin: random angles, the quadrant boundaries, and
+    angles beyond the reduction's range (taken by libm)."""
+    rng = np.random.default_rng(4)
+    angles = np.concatenate([rng.uniform(-10.0, 10.0, 2000), rng.uniform(-1e4, 1e4, 500),
+                             np.arange(-8, 9) * (math.pi / 4), [0.0, -0.0, 1e5 + 0.3,
+                                                                -3e6, 1e12, 5e-300]])
+    angles = np.concatenate([angles, np.zeros(-angles.size % batch_lanes.TILE)])
+    out = np.empty((2, angles.size))
+    _sincos(angles.reshape(1, -1).copy(), out)
+    expected = np.array([[math.cos(x) for x in angles], [math.sin(x) for x in angles]])
+    scale = np.maximum(1.0, np.abs(angles)) * 2.3e-16
+    assert np.all(np.abs(out - expected) <= scale), np.max(np.abs(out - expected) / scale)
+
+
+def test_large_joint_angles(load_case, assert_close):
+    """Angles where the lanes' reduction hands over to libm give Pinocchio's torques."""
+    import pinocchio as pin
+    case = load_case("double_pendulum")
+    q = np.array([[1e6, -2.5], [1e5 + 0.3, 7.0], [-math.pi / 2, math.pi], [40.0, -1e7]])
+    v = np.ones_like(q)
+    tau = gd.rnea_batch(case.model, q, v, v)
+    for k in range(4):
+        assert_close(tau[k], pin.rnea(case.pin_model, case.pin_data(), q[k], v[k], v[k]),
+                     1e-9, f"state {k}")
+
+
+def test_bad_input_is_named():
+    model = robots.random_tree(5, seed=1, root_joint="free-flyer")
+    rng = np.random.default_rng(0)
+    q = gd.random_configuration(model, rng, size=4)
+    v = np.zeros((4, model.nv))
+    with pytest.raises(ValueError, match="q: expected a float array of shape"):
+        gd.rnea_lanes(model, q, v.T, v.T)                 # (K, nq) given as lanes
+    with pytest.raises(ValueError, match="a: expected 4 columns"):
+        gd.rnea_lanes(model, q.T, v.T, v.T[:, :3])
+    bad = v.T.copy()
+    bad[0, 2] = np.nan
+    with pytest.raises(ValueError, match="tau: contains NaN"):
+        gd.aba_lanes(model, q.T, v.T, bad)
+    q[1, 3:7] *= 2.0
+    with pytest.raises(ValueError, match="q: the unit block"):
+        gd.rnea_lanes(model, q.T, v.T, v.T)
+    with pytest.raises(ValueError, match="norm"):
+        gd.rnea_batch(model, q, v, v)
+    with pytest.raises(ValueError, match="expected a stack"):
+        gd.aba_batch(model, gd.neutral(model), v[0], v[0])
+
+
+def test_mimic_model_is_refused():
+    mimic_model = gd.MimicModel.__new__(gd.MimicModel)
+    with pytest.raises(TypeError, match="MimicModel"):
+        gd.rnea_lanes(mimic_model, np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))
