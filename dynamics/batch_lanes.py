@@ -3,31 +3,38 @@
 The per-state algorithms are those of :mod:`.rnea` (Featherstone 2008, Table
 5.1) and the articulated-body algorithm in the joint frames (Featherstone
 2008, Table 7.1; Pinocchio's ``aba`` with local quantities), unchanged; only
-the memory layout differs.  A stack is cut into *tiles* of ``TILE``
-consecutive states, and every workspace array of a tile has the lane (state)
-axis last and contiguous:
+the memory layout differs.  A stack is cut into *tiles* of ``T = TILE``
+consecutive states; every workspace array of a tile is flat, with the lane
+(state) axis last and contiguous, so that entry (j, r) of lane s sits at
+``(j * width + r) * T + s``:
 
-- ``qt (nq, TILE)``, ``vt, ut (nv, TILE)``: the tile's inputs;
-- ``liR (njoints, 3, 3, TILE)``, ``lip (njoints, 3, TILE)``: liMi;
-- ``vel, acc, f, c, pA (njoints, 6, TILE)``: spatial vectors of each body;
-- ``Ya (njoints, 6, 6, TILE)``: articulated inertias; ``U (6, nv, TILE)``,
-  ``Dinv (nv, 6, TILE)``, ``u (nv, TILE)``: ABA's joint quantities.
+- ``qt (nq x T)``, ``vt, ut (nv x T)``: the tile's inputs, row r at ``r * T``;
+- ``liR (njoints x 9 x T)``, ``lip (njoints x 3 x T)``: liMi (R row-major);
+- ``vel, acc, f, c, pA (njoints x 6 x T)``: spatial vectors of each body;
+- ``Ya (njoints x 36 x T)``: articulated inertias; ``U, Dinv (nv x 6 x T)``
+  (column c of U and row c of D^-1 at ``c * 6 * T``), ``u (nv x T)``.
 
-Each helper runs one scalar step of the per-joint algorithm (a placement, a
-spatial transform, a cross product, an inertia product) in a loop
-``for s in range(TILE)`` innermost, reading its inputs into locals before any
-store: the same arithmetic in every lane, stride-1 loads and stores, no
-branch, so LLVM emits packed double instructions across states
-(benchmarks/lanes.py counts them in the compiled assembly).  Joint-type
-dispatch happens outside the lane loops: revolute joints (any axis, bounded
-or not) and the free flyer have vectorized placements; the other types take
-the one-state :func:`~geppetto.dynamics.joints.joint_transform` lane by lane.
-The motion subspace S of every type is constant, so the rest is shared.
+Each helper runs one step of the per-joint algorithm (a placement, a spatial
+transform, a cross product, an inertia product) in a loop ``for s in
+range(TILE)`` innermost, reading its inputs into locals before any store: the
+same arithmetic in every lane, stride-1 loads and stores, no branch, so LLVM
+emits packed double instructions across states (benchmarks/lanes.py counts
+them in the compiled assembly).  The flat layout and unsigned offsets matter:
+with Numba's N-d arrays the distance between two rows is a run-time stride,
+and a signed index carries Numba's negative-index wraparound; either way LLVM
+cannot prove that the stores of one lane loop do not overlap the loads, and
+it leaves the loop scalar.  With ``TILE`` a compile-time constant and
+unsigned offsets every such distance is known.
 
-The sine and cosine of revolute angles come from :func:`_sincos_lanes`, a
-branch-free Cody-Waite reduction and the minimax polynomials of Cephes
-(Moshier 1989), accurate to about 1 ulp for |q| < 1e5 and replaced by
-``math.sin``/``math.cos`` beyond; libm's calls do not vectorize.
+Joint-type dispatch happens outside the lane loops: revolute joints (any
+axis, bounded or not) and the free flyer have vectorized placements; the
+other types take the one-state :func:`~geppetto.dynamics.joints.joint_transform`
+lane by lane.  The motion subspace S of every type is constant, so the rest
+is shared.  The sine and cosine of revolute angles come from
+:func:`_sincos_lanes`, a branch-free Cody-Waite reduction and the minimax
+polynomials of Cephes (Moshier 1989), within about 1 ulp of libm for
+|q| < 1e5 and replaced by ``math.sin``/``math.cos`` beyond (libm's calls do
+not vectorize).
 """
 import math
 
@@ -40,7 +47,17 @@ from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
 
-TILE = 32  # states per tile: 4 AVX-512 (8 AVX2) registers of doubles per lane loop
+TILE = 32  # states per tile (lane loops of 4 AVX-512 or 8 AVX2 registers)
+T6 = 6 * TILE
+T9 = 9 * TILE
+T36 = 36 * TILE
+# Lane loops run over s in range(_T) and index with unsigned offsets: Numba adds no
+# negative-index wraparound to an unsigned index, a select that would hide the
+# constant distances between rows from LLVM's vectorizer (measured: no packed
+# instruction in the loops indexed with signed integers).
+_T = np.uint64(TILE)
+_T1, _T2, _T3, _T4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
+_T5, _T6, _T7, _T8 = (np.uint64(k * TILE) for k in (5, 6, 7, 8))
 
 # Cody-Waite split of pi/2 and the Cephes sin/cos coefficients on [-pi/4, pi/4].
 _PIO2_1 = 1.5707963267341256e+00
@@ -56,10 +73,12 @@ _SINCOS_RANGE = 1e5
 
 
 @inline_kernel
-def _sincos_lanes(qt, o, cs):
-    """cs[0, s], cs[1, s] = cos, sin of qt[o, s] for every lane s."""
-    for s in range(TILE):
-        x = qt[o, s]
+def _sincos_lanes(qt, bq, cs):
+    """cs[s], cs[T + s] = cos, sin of qt[bq + s] for every lane s."""
+    b = np.uint64(bq)
+    far = 0
+    for s in range(_T):
+        x = qt[b + s]
         n = math.floor(x * 0.6366197723675814 + 0.5)  # nearest multiple of pi/2
         r = ((x - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_3
         z = r * r
@@ -71,12 +90,14 @@ def _sincos_lanes(qt, o, cs):
         swap = k == 1.0 or k == 3.0
         sn = pc if swap else ps
         cn = ps if swap else pc
-        cs[1, s] = -sn if k >= 2.0 else sn
-        cs[0, s] = -cn if (k == 1.0 or k == 2.0) else cn
-    for s in range(TILE):
-        if abs(qt[o, s]) > _SINCOS_RANGE:
-            cs[0, s] = math.cos(qt[o, s])
-            cs[1, s] = math.sin(qt[o, s])
+        cs[_T1 + s] = -sn if k >= 2.0 else sn
+        cs[s] = -cn if (k == 1.0 or k == 2.0) else cn
+        far += 1 if abs(x) > _SINCOS_RANGE else 0
+    if far > 0:
+        for s in range(_T):
+            if abs(qt[b + s]) > _SINCOS_RANGE:
+                cs[s] = math.cos(qt[b + s])
+                cs[_T1 + s] = math.sin(qt[b + s])
 
 
 @inline_kernel
@@ -86,52 +107,57 @@ def _axis_placement_lanes(jR, jp, i, k, cs, liR, lip):
     b = (k + 2) % 3
     for r in range(3):
         ja, jb, jk, pr = jR[i, r, a], jR[i, r, b], jR[i, r, k], jp[i, r]
-        for s in range(TILE):
-            c, sn = cs[0, s], cs[1, s]
-            liR[i, r, a, s] = c * ja + sn * jb
-            liR[i, r, b, s] = c * jb - sn * ja
-            liR[i, r, k, s] = jk
-            lip[i, r, s] = pr
+        oa = np.uint64(i * T9 + (3 * r + a) * TILE)
+        ob = np.uint64(i * T9 + (3 * r + b) * TILE)
+        ok = np.uint64(i * T9 + (3 * r + k) * TILE)
+        op = np.uint64((3 * i + r) * TILE)
+        for s in range(_T):
+            c, sn = cs[s], cs[_T1 + s]
+            liR[oa + s] = c * ja + sn * jb
+            liR[ob + s] = c * jb - sn * ja
+            liR[ok + s] = jk
+            lip[op + s] = pr
 
 
 @inline_kernel
 def _rodrigues_lanes(axes, i, cs, XR, Xp):
     """XJ = rotation about the unit axis axes[i] by (cos, sin) = cs, no translation."""
     x, y, z = axes[i, 0], axes[i, 1], axes[i, 2]
-    for s in range(TILE):
-        c, sn = cs[0, s], cs[1, s]
+    for s in range(_T):
+        c, sn = cs[s], cs[_T1 + s]
         t = 1.0 - c
-        XR[0, 0, s] = c + t * x * x
-        XR[0, 1, s] = t * x * y - sn * z
-        XR[0, 2, s] = t * x * z + sn * y
-        XR[1, 0, s] = t * x * y + sn * z
-        XR[1, 1, s] = c + t * y * y
-        XR[1, 2, s] = t * y * z - sn * x
-        XR[2, 0, s] = t * x * z - sn * y
-        XR[2, 1, s] = t * y * z + sn * x
-        XR[2, 2, s] = c + t * z * z
-        Xp[0, s] = 0.0
-        Xp[1, s] = 0.0
-        Xp[2, s] = 0.0
+        XR[s] = c + t * x * x
+        XR[_T1 + s] = t * x * y - sn * z
+        XR[_T2 + s] = t * x * z + sn * y
+        XR[_T3 + s] = t * x * y + sn * z
+        XR[_T4 + s] = c + t * y * y
+        XR[_T5 + s] = t * y * z - sn * x
+        XR[_T6 + s] = t * x * z - sn * y
+        XR[_T7 + s] = t * y * z + sn * x
+        XR[_T8 + s] = c + t * z * z
+        Xp[s] = 0.0
+        Xp[_T1 + s] = 0.0
+        Xp[_T2 + s] = 0.0
 
 
 @inline_kernel
-def _free_flyer_lanes(qt, o, XR, Xp):
-    """XJ of a free flyer: translation qt[o:o+3], unit quaternion (x, y, z, w) after it."""
-    for s in range(TILE):
-        x, y, z, w = qt[o + 3, s], qt[o + 4, s], qt[o + 5, s], qt[o + 6, s]
-        XR[0, 0, s] = 1.0 - 2.0 * (y * y + z * z)
-        XR[0, 1, s] = 2.0 * (x * y - z * w)
-        XR[0, 2, s] = 2.0 * (x * z + y * w)
-        XR[1, 0, s] = 2.0 * (x * y + z * w)
-        XR[1, 1, s] = 1.0 - 2.0 * (x * x + z * z)
-        XR[1, 2, s] = 2.0 * (y * z - x * w)
-        XR[2, 0, s] = 2.0 * (x * z - y * w)
-        XR[2, 1, s] = 2.0 * (y * z + x * w)
-        XR[2, 2, s] = 1.0 - 2.0 * (x * x + y * y)
-        Xp[0, s] = qt[o, s]
-        Xp[1, s] = qt[o + 1, s]
-        Xp[2, s] = qt[o + 2, s]
+def _free_flyer_lanes(qt, bq, XR, Xp):
+    """XJ of a free flyer: translation rows bq.., then the unit quaternion (x, y, z, w)."""
+    b = np.uint64(bq)
+    for s in range(_T):
+        x, y, z, w = qt[b + _T3 + s], qt[b + _T4 + s], qt[b + _T5 + s], qt[b + _T6 + s]
+        XR[s] = 1.0 - 2.0 * (y * y + z * z)
+        XR[_T1 + s] = 2.0 * (x * y - z * w)
+        XR[_T2 + s] = 2.0 * (x * z + y * w)
+        XR[_T3 + s] = 2.0 * (x * y + z * w)
+        XR[_T4 + s] = 1.0 - 2.0 * (x * x + z * z)
+        XR[_T5 + s] = 2.0 * (y * z - x * w)
+        XR[_T6 + s] = 2.0 * (x * z - y * w)
+        XR[_T7 + s] = 2.0 * (y * z + x * w)
+        XR[_T8 + s] = 1.0 - 2.0 * (x * x + y * y)
+        Xp[s] = qt[b + s]
+        Xp[_T1 + s] = qt[b + _T1 + s]
+        Xp[_T2 + s] = qt[b + _T2 + s]
 
 
 @inline_kernel
@@ -139,70 +165,77 @@ def _compose_lanes(jR, jp, i, XR, Xp, liR, lip):
     """liMi = jointPlacement_i * XJ: (jR XR, jR Xp + jp) in every lane."""
     for r in range(3):
         a0, a1, a2, t = jR[i, r, 0], jR[i, r, 1], jR[i, r, 2], jp[i, r]
-        for s in range(TILE):
-            lip[i, r, s] = t + a0 * Xp[0, s] + a1 * Xp[1, s] + a2 * Xp[2, s]
-            liR[i, r, 0, s] = a0 * XR[0, 0, s] + a1 * XR[1, 0, s] + a2 * XR[2, 0, s]
-            liR[i, r, 1, s] = a0 * XR[0, 1, s] + a1 * XR[1, 1, s] + a2 * XR[2, 1, s]
-            liR[i, r, 2, s] = a0 * XR[0, 2, s] + a1 * XR[1, 2, s] + a2 * XR[2, 2, s]
+        o = np.uint64(i * T9 + 3 * r * TILE)
+        op = np.uint64((3 * i + r) * TILE)
+        for s in range(_T):
+            lip[op + s] = t + a0 * Xp[s] + a1 * Xp[_T1 + s] + a2 * Xp[_T2 + s]
+            liR[o + s] = a0 * XR[s] + a1 * XR[_T3 + s] + a2 * XR[_T6 + s]
+            liR[o + _T1 + s] = a0 * XR[_T1 + s] + a1 * XR[_T4 + s] + a2 * XR[_T7 + s]
+            liR[o + _T2 + s] = a0 * XR[_T2 + s] + a1 * XR[_T5 + s] + a2 * XR[_T8 + s]
 
 
 @kernel
-def _placement_lanes(m, i, qt, cs, XR, Xp, R1, p1, liR, lip):
-    """liMi of joint i in every lane of the tile; cs (2, TILE), XR (3, 3, TILE),
-    Xp (3, TILE), R1 (1, 3, 3) and p1 (1, 3) are scratch."""
-    t, o = m.jtype[i], m.idx_q[i]
+def _placement_lanes(m, i, qt, ws):
+    """liMi of joint i in every lane of the tile (into ws's liR, lip)."""
+    liR, lip, cs, XR, Xp, R1, p1, ql = ws[0], ws[1], ws[6], ws[7], ws[8], ws[9], ws[10], ws[11]
+    t, bq = m.jtype[i], m.idx_q[i] * TILE
     if t == REVOLUTE or t == REVOLUTE_UNBOUNDED:
         if t == REVOLUTE:
-            _sincos_lanes(qt, o, cs)
+            _sincos_lanes(qt, bq, cs)
         else:
             for s in range(TILE):
-                cs[0, s] = qt[o, s]
-                cs[1, s] = qt[o + 1, s]
+                cs[s] = qt[bq + s]
+                cs[TILE + s] = qt[bq + TILE + s]
         k = coordinate_axis(m.axis, i)
         if k >= 0:
             _axis_placement_lanes(m.jR, m.jp, i, k, cs, liR, lip)
             return
         _rodrigues_lanes(m.axis, i, cs, XR, Xp)
     elif t == FREE_FLYER:
-        _free_flyer_lanes(qt, o, XR, Xp)
+        _free_flyer_lanes(qt, bq, XR, Xp)
     else:
         for s in range(TILE):
-            joint_transform(t, m.axis, i, qt[:, s], o, R1, p1)
+            for r in range(m.nq):
+                ql[r] = qt[r * TILE + s]
+            joint_transform(t, m.axis, i, ql, m.idx_q[i], R1, p1)
             for r in range(3):
-                Xp[r, s] = p1[0, r]
+                Xp[r * TILE + s] = p1[0, r]
                 for c in range(3):
-                    XR[r, c, s] = R1[0, r, c]
+                    XR[(3 * r + c) * TILE + s] = R1[0, r, c]
     _compose_lanes(m.jR, m.jp, i, XR, Xp, liR, lip)
 
 
 @inline_kernel
-def _inv_act_motion_lanes(liR, lip, i, x, j, out, o):
-    """out[o] = liMi^-1 x[j] = [R^T (v - p x w); R^T w] in every lane."""
-    for s in range(TILE):
-        r00, r01, r02 = liR[i, 0, 0, s], liR[i, 0, 1, s], liR[i, 0, 2, s]
-        r10, r11, r12 = liR[i, 1, 0, s], liR[i, 1, 1, s], liR[i, 1, 2, s]
-        r20, r21, r22 = liR[i, 2, 0, s], liR[i, 2, 1, s], liR[i, 2, 2, s]
-        p0, p1, p2 = lip[i, 0, s], lip[i, 1, s], lip[i, 2, s]
-        v0, v1, v2 = x[j, 0, s], x[j, 1, s], x[j, 2, s]
-        w0, w1, w2 = x[j, 3, s], x[j, 4, s], x[j, 5, s]
+def _inv_act_motion_lanes(liR, lip, i, x, bx, out, bo):
+    """out[bo] = liMi^-1 x[bx] = [R^T (v - p x w); R^T w] in every lane."""
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    X, O = np.uint64(bx), np.uint64(bo)
+    for s in range(_T):
+        r00, r01, r02 = liR[R + s], liR[R + _T1 + s], liR[R + _T2 + s]
+        r10, r11, r12 = liR[R + _T3 + s], liR[R + _T4 + s], liR[R + _T5 + s]
+        r20, r21, r22 = liR[R + _T6 + s], liR[R + _T7 + s], liR[R + _T8 + s]
+        p0, p1, p2 = lip[P + s], lip[P + _T1 + s], lip[P + _T2 + s]
+        v0, v1, v2 = x[X + s], x[X + _T1 + s], x[X + _T2 + s]
+        w0, w1, w2 = x[X + _T3 + s], x[X + _T4 + s], x[X + _T5 + s]
         t0 = v0 - (p1 * w2 - p2 * w1)
         t1 = v1 - (p2 * w0 - p0 * w2)
         t2 = v2 - (p0 * w1 - p1 * w0)
-        out[o, 0, s] = r00 * t0 + r10 * t1 + r20 * t2
-        out[o, 1, s] = r01 * t0 + r11 * t1 + r21 * t2
-        out[o, 2, s] = r02 * t0 + r12 * t1 + r22 * t2
-        out[o, 3, s] = r00 * w0 + r10 * w1 + r20 * w2
-        out[o, 4, s] = r01 * w0 + r11 * w1 + r21 * w2
-        out[o, 5, s] = r02 * w0 + r12 * w1 + r22 * w2
+        out[O + s] = r00 * t0 + r10 * t1 + r20 * t2
+        out[O + _T1 + s] = r01 * t0 + r11 * t1 + r21 * t2
+        out[O + _T2 + s] = r02 * t0 + r12 * t1 + r22 * t2
+        out[O + _T3 + s] = r00 * w0 + r10 * w1 + r20 * w2
+        out[O + _T4 + s] = r01 * w0 + r11 * w1 + r21 * w2
+        out[O + _T5 + s] = r02 * w0 + r12 * w1 + r22 * w2
 
 
 @inline_kernel
-def _force_to_parent(liR, lip, i, s, g0, g1, g2, n0, n1, n2):
-    """liMi f = [R f; R n + p x R f] in lane s, for the force f = (g, n)."""
-    r00, r01, r02 = liR[i, 0, 0, s], liR[i, 0, 1, s], liR[i, 0, 2, s]
-    r10, r11, r12 = liR[i, 1, 0, s], liR[i, 1, 1, s], liR[i, 1, 2, s]
-    r20, r21, r22 = liR[i, 2, 0, s], liR[i, 2, 1, s], liR[i, 2, 2, s]
-    p0, p1, p2 = lip[i, 0, s], lip[i, 1, s], lip[i, 2, s]
+def _force_to_parent(liR, lip, R, P, s, g0, g1, g2, n0, n1, n2):
+    """liMi f = [R f; R n + p x R f] in lane s for the force f = (g, n); liMi at the
+    unsigned offsets R (rotation) and P (translation)."""
+    r00, r01, r02 = liR[R + s], liR[R + _T1 + s], liR[R + _T2 + s]
+    r10, r11, r12 = liR[R + _T3 + s], liR[R + _T4 + s], liR[R + _T5 + s]
+    r20, r21, r22 = liR[R + _T6 + s], liR[R + _T7 + s], liR[R + _T8 + s]
+    p0, p1, p2 = lip[P + s], lip[P + _T1 + s], lip[P + _T2 + s]
     f0 = r00 * g0 + r01 * g1 + r02 * g2
     f1 = r10 * g0 + r11 * g1 + r12 * g2
     f2 = r20 * g0 + r21 * g1 + r22 * g2
@@ -213,181 +246,205 @@ def _force_to_parent(liR, lip, i, s, g0, g1, g2, n0, n1, n2):
 
 
 @inline_kernel
-def _add_act_force_lanes(liR, lip, i, x, j, out, o):
-    """out[o] += liMi x[j] in every lane (a body force handed to the parent)."""
-    for s in range(TILE):
-        f0, f1, f2, f3, f4, f5 = _force_to_parent(liR, lip, i, s, x[j, 0, s], x[j, 1, s],
-                                                  x[j, 2, s], x[j, 3, s], x[j, 4, s],
-                                                  x[j, 5, s])
-        out[o, 0, s] += f0
-        out[o, 1, s] += f1
-        out[o, 2, s] += f2
-        out[o, 3, s] += f3
-        out[o, 4, s] += f4
-        out[o, 5, s] += f5
-
-
-@inline_kernel
-def _joint_motion_lanes(S, iv, nvi, x, out, o):
-    """out[o] = S_i x[iv:iv+nvi] (the joint's motion for the rates x) in every lane."""
-    for r in range(6):
-        for s in range(TILE):
-            out[o, r, s] = 0.0
-    for c in range(iv, iv + nvi):
-        for r in range(6):
-            src = S[r, c]
-            if src != 0.0:
-                for s in range(TILE):
-                    out[o, r, s] += src * x[c, s]
-
-
-@inline_kernel
-def _motion_cross_lanes(x, i, y, j, out, o):
-    """out[o] = x[i] x y[j] = [w1 x v2 + v1 x w2; w1 x w2] in every lane."""
-    for s in range(TILE):
-        a0, a1, a2, b0, b1, b2 = x[i, 0, s], x[i, 1, s], x[i, 2, s], x[i, 3, s], x[i, 4, s], x[i, 5, s]
-        c0, c1, c2, d0, d1, d2 = y[j, 0, s], y[j, 1, s], y[j, 2, s], y[j, 3, s], y[j, 4, s], y[j, 5, s]
-        out[o, 0, s] = b1 * c2 - b2 * c1 + a1 * d2 - a2 * d1
-        out[o, 1, s] = b2 * c0 - b0 * c2 + a2 * d0 - a0 * d2
-        out[o, 2, s] = b0 * c1 - b1 * c0 + a0 * d1 - a1 * d0
-        out[o, 3, s] = b1 * d2 - b2 * d1
-        out[o, 4, s] = b2 * d0 - b0 * d2
-        out[o, 5, s] = b0 * d1 - b1 * d0
-
-
-@inline_kernel
-def _bias_force_lanes(Y, i, vel, out, o, add):
-    """out[o] (+)= v_i x* (Y_i v_i) in every lane (``add`` False: overwrite); Y_i (6, 6)
-    constant, x* the force cross product [w x f; w x n + v x f]."""
-    for s in range(TILE):
-        m0, m1, m2 = vel[i, 0, s], vel[i, 1, s], vel[i, 2, s]
-        m3, m4, m5 = vel[i, 3, s], vel[i, 4, s], vel[i, 5, s]
-        h0 = (Y[i, 0, 0] * m0 + Y[i, 0, 1] * m1 + Y[i, 0, 2] * m2
-              + Y[i, 0, 3] * m3 + Y[i, 0, 4] * m4 + Y[i, 0, 5] * m5)
-        h1 = (Y[i, 1, 0] * m0 + Y[i, 1, 1] * m1 + Y[i, 1, 2] * m2
-              + Y[i, 1, 3] * m3 + Y[i, 1, 4] * m4 + Y[i, 1, 5] * m5)
-        h2 = (Y[i, 2, 0] * m0 + Y[i, 2, 1] * m1 + Y[i, 2, 2] * m2
-              + Y[i, 2, 3] * m3 + Y[i, 2, 4] * m4 + Y[i, 2, 5] * m5)
-        h3 = (Y[i, 3, 0] * m0 + Y[i, 3, 1] * m1 + Y[i, 3, 2] * m2
-              + Y[i, 3, 3] * m3 + Y[i, 3, 4] * m4 + Y[i, 3, 5] * m5)
-        h4 = (Y[i, 4, 0] * m0 + Y[i, 4, 1] * m1 + Y[i, 4, 2] * m2
-              + Y[i, 4, 3] * m3 + Y[i, 4, 4] * m4 + Y[i, 4, 5] * m5)
-        h5 = (Y[i, 5, 0] * m0 + Y[i, 5, 1] * m1 + Y[i, 5, 2] * m2
-              + Y[i, 5, 3] * m3 + Y[i, 5, 4] * m4 + Y[i, 5, 5] * m5)
-        g0 = m4 * h2 - m5 * h1
-        g1 = m5 * h0 - m3 * h2
-        g2 = m3 * h1 - m4 * h0
-        g3 = m4 * h5 - m5 * h4 + m1 * h2 - m2 * h1
-        g4 = m5 * h3 - m3 * h5 + m2 * h0 - m0 * h2
-        g5 = m3 * h4 - m4 * h3 + m0 * h1 - m1 * h0
+def _act_force_lanes(liR, lip, i, x, bx, out, bo, add):
+    """out[bo] (+)= liMi x[bx] in every lane (a body force handed to the parent; x and
+    out distinct arrays: LLVM does not vectorize the update of one row of an array
+    from another row of it)."""
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    X, O = np.uint64(bx), np.uint64(bo)
+    for s in range(_T):
+        f0, f1, f2, f3, f4, f5 = _force_to_parent(
+            liR, lip, R, P, s, x[X + s], x[X + _T1 + s], x[X + _T2 + s],
+            x[X + _T3 + s], x[X + _T4 + s], x[X + _T5 + s])
         if add:
-            g0 += out[o, 0, s]
-            g1 += out[o, 1, s]
-            g2 += out[o, 2, s]
-            g3 += out[o, 3, s]
-            g4 += out[o, 4, s]
-            g5 += out[o, 5, s]
-        out[o, 0, s] = g0
-        out[o, 1, s] = g1
-        out[o, 2, s] = g2
-        out[o, 3, s] = g3
-        out[o, 4, s] = g4
-        out[o, 5, s] = g5
+            f0 += out[O + s]
+            f1 += out[O + _T1 + s]
+            f2 += out[O + _T2 + s]
+            f3 += out[O + _T3 + s]
+            f4 += out[O + _T4 + s]
+            f5 += out[O + _T5 + s]
+        out[O + s] = f0
+        out[O + _T1 + s] = f1
+        out[O + _T2 + s] = f2
+        out[O + _T3 + s] = f3
+        out[O + _T4 + s] = f4
+        out[O + _T5 + s] = f5
 
 
 @inline_kernel
-def _inertia_times_lanes(Y, i, x, j, out, o):
-    """out[o] = Y_i x[j] in every lane; Y_i (6, 6) constant."""
+def _joint_motion_lanes(S, iv, nvi, x, out, bo, add):
+    """out[bo] (+)= S_i x[iv:iv+nvi] (the joint's motion for the rates x) in every lane.
+
+    Every lane loop below does six rows at once: LLVM unrolls a 32-iteration loop
+    of one product completely, and the unrolled copy is not vectorized."""
+    O = np.uint64(bo)
+    for c in range(iv, iv + nvi):
+        s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+        X = np.uint64(c * TILE)
+        keep = add or c > iv
+        for s in range(_T):
+            xc = x[X + s]
+            y0, y1, y2, y3, y4, y5 = s0 * xc, s1 * xc, s2 * xc, s3 * xc, s4 * xc, s5 * xc
+            if keep:
+                y0 += out[O + s]
+                y1 += out[O + _T1 + s]
+                y2 += out[O + _T2 + s]
+                y3 += out[O + _T3 + s]
+                y4 += out[O + _T4 + s]
+                y5 += out[O + _T5 + s]
+            out[O + s] = y0
+            out[O + _T1 + s] = y1
+            out[O + _T2 + s] = y2
+            out[O + _T3 + s] = y3
+            out[O + _T4 + s] = y4
+            out[O + _T5 + s] = y5
+
+
+@inline_kernel
+def _motion_cross_lanes(x, bx, y, by, out, bo):
+    """out[bo] = x[bx] x y[by] = [w1 x v2 + v1 x w2; w1 x w2] in every lane."""
+    X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
+    for s in range(_T):
+        a0, a1, a2 = x[X + s], x[X + _T1 + s], x[X + _T2 + s]
+        b0, b1, b2 = x[X + _T3 + s], x[X + _T4 + s], x[X + _T5 + s]
+        c0, c1, c2 = y[Y + s], y[Y + _T1 + s], y[Y + _T2 + s]
+        d0, d1, d2 = y[Y + _T3 + s], y[Y + _T4 + s], y[Y + _T5 + s]
+        out[O + s] = b1 * c2 - b2 * c1 + a1 * d2 - a2 * d1
+        out[O + _T1 + s] = b2 * c0 - b0 * c2 + a2 * d0 - a0 * d2
+        out[O + _T2 + s] = b0 * c1 - b1 * c0 + a0 * d1 - a1 * d0
+        out[O + _T3 + s] = b1 * d2 - b2 * d1
+        out[O + _T4 + s] = b2 * d0 - b0 * d2
+        out[O + _T5 + s] = b0 * d1 - b1 * d0
+
+
+@inline_kernel
+def _add_lanes(x, bx, y, by, out, bo):
+    """out[bo] = x[bx] + y[by] in every lane."""
+    X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
+    for s in range(_T):
+        out[O + s] = x[X + s] + y[Y + s]
+        out[O + _T1 + s] = x[X + _T1 + s] + y[Y + _T1 + s]
+        out[O + _T2 + s] = x[X + _T2 + s] + y[Y + _T2 + s]
+        out[O + _T3 + s] = x[X + _T3 + s] + y[Y + _T3 + s]
+        out[O + _T4 + s] = x[X + _T4 + s] + y[Y + _T4 + s]
+        out[O + _T5 + s] = x[X + _T5 + s] + y[Y + _T5 + s]
+
+
+@inline_kernel
+def _inertia_times_lanes(Yi, i, x, bx, out, bo):
+    """out[bo] = Y_i x[bx] in every lane; Y_i (6, 6) constant."""
+    X = np.uint64(bx)
     for r in range(6):
-        y0, y1, y2, y3, y4, y5 = Y[i, r, 0], Y[i, r, 1], Y[i, r, 2], Y[i, r, 3], Y[i, r, 4], Y[i, r, 5]
-        for s in range(TILE):
-            out[o, r, s] = (y0 * x[j, 0, s] + y1 * x[j, 1, s] + y2 * x[j, 2, s]
-                            + y3 * x[j, 3, s] + y4 * x[j, 4, s] + y5 * x[j, 5, s])
+        y0, y1, y2 = Yi[i, r, 0], Yi[i, r, 1], Yi[i, r, 2]
+        y3, y4, y5 = Yi[i, r, 3], Yi[i, r, 4], Yi[i, r, 5]
+        O = np.uint64(bo + r * TILE)
+        for s in range(_T):
+            out[O + s] = (y0 * x[X + s] + y1 * x[X + _T1 + s] + y2 * x[X + _T2 + s]
+                          + y3 * x[X + _T3 + s] + y4 * x[X + _T4 + s] + y5 * x[X + _T5 + s])
+
+
+@inline_kernel
+def _force_cross_lanes(x, bx, h, bh, out, bo):
+    """out[bo] += x[bx] x* h[bh] = [w x f; w x n + v x f] in every lane."""
+    X, H, O = np.uint64(bx), np.uint64(bh), np.uint64(bo)
+    for s in range(_T):
+        m0, m1, m2 = x[X + s], x[X + _T1 + s], x[X + _T2 + s]
+        m3, m4, m5 = x[X + _T3 + s], x[X + _T4 + s], x[X + _T5 + s]
+        h0, h1, h2 = h[H + s], h[H + _T1 + s], h[H + _T2 + s]
+        h3, h4, h5 = h[H + _T3 + s], h[H + _T4 + s], h[H + _T5 + s]
+        out[O + s] += m4 * h2 - m5 * h1
+        out[O + _T1 + s] += m5 * h0 - m3 * h2
+        out[O + _T2 + s] += m3 * h1 - m4 * h0
+        out[O + _T3 + s] += m4 * h5 - m5 * h4 + m1 * h2 - m2 * h1
+        out[O + _T4 + s] += m5 * h3 - m3 * h5 + m2 * h0 - m0 * h2
+        out[O + _T5 + s] += m3 * h4 - m4 * h3 + m0 * h1 - m1 * h0
+
+
+@inline_kernel
+def _fill_lanes(out, bo, rows, value):
+    """rows x T entries of out from bo on = value."""
+    for r in range(rows):
+        O = np.uint64(bo + r * TILE)
+        for s in range(_T):
+            out[O + s] = value
 
 
 @kernel
 def _load_tile(x, b, n, lanes_major, out):
-    """out (size, TILE) = states b .. b+n-1 of x ((size, K) when lanes_major, else
+    """out (size x T) = states b .. b+n-1 of x ((size, K) when lanes_major, else
     (K, size)); the padding lanes repeat the last state, so every lane is valid."""
+    size = x.shape[0] if lanes_major else x.shape[1]
     for s in range(TILE):
         k = b + min(s, n - 1)
-        for r in range(out.shape[0]):
-            out[r, s] = x[r, k] if lanes_major else x[k, r]
+        for r in range(size):
+            out[r * TILE + s] = x[r, k] if lanes_major else x[k, r]
 
 
 @kernel
 def _store_tile(t, b, n, lanes_major, x):
-    """States b .. b+n-1 of x = the first n lanes of the tile t (size, TILE)."""
+    """States b .. b+n-1 of x = the first n lanes of the tile t (size x T)."""
+    size = x.shape[0] if lanes_major else x.shape[1]
     for s in range(n):
-        for r in range(t.shape[0]):
+        for r in range(size):
             if lanes_major:
-                x[r, b + s] = t[r, s]
+                x[r, b + s] = t[r * TILE + s]
             else:
-                x[b + s, r] = t[r, s]
-
-
-@inline_kernel
-def _add_lanes(x, i, y, j, out, o):
-    """out[o] = x[i] + y[j] in every lane."""
-    for r in range(6):
-        for s in range(TILE):
-            out[o, r, s] = x[i, r, s] + y[j, r, s]
+                x[b + s, r] = t[r * TILE + s]
 
 
 @kernel
 def _workspace(m):
     """The tile arrays shared by RNEA and ABA (see the module docstring) and the
-    placement scratch: liR, lip, vel, acc, f, w (3, 6, TILE), cs, XR, Xp, R1, p1."""
+    placement scratch: liR, lip, vel, acc, f, w (3 x 6 x T), cs, XR, Xp, R1, p1, ql."""
     nj = m.njoints
-    return (np.zeros((nj, 3, 3, TILE)), np.zeros((nj, 3, TILE)), np.zeros((nj, 6, TILE)),
-            np.zeros((nj, 6, TILE)), np.zeros((nj, 6, TILE)), np.zeros((3, 6, TILE)),
-            np.zeros((2, TILE)), np.zeros((3, 3, TILE)), np.zeros((3, TILE)),
-            np.zeros((1, 3, 3)), np.zeros((1, 3)))
+    return (np.zeros(nj * T9), np.zeros(nj * 3 * TILE), np.zeros(nj * T6),
+            np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(3 * T6),
+            np.zeros(2 * TILE), np.zeros(T9), np.zeros(3 * TILE),
+            np.zeros((1, 3, 3)), np.zeros((1, 3)), np.zeros(m.nq))
 
 
 @kernel
 def _rnea_forward_pass_lanes(m, qt, vt, at, ws):
     """v_i, a_i (gravity as a_0 = -g) and the net force f_i of every body, every lane."""
-    liR, lip, vel, acc, f, w, cs, XR, Xp, R1, p1 = ws
+    liR, lip, vel, acc, f, w = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]
     parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
+    _fill_lanes(vel, 0, 6, 0.0)
     for r in range(6):
-        for s in range(TILE):
-            vel[0, r, s] = 0.0
-            acc[0, r, s] = -m.gravity[r]
+        _fill_lanes(acc, r * TILE, 1, -m.gravity[r])
     for i in range(1, m.njoints):
-        par, iv, nvi = parents[i], idx_v[i], nvs[i]
-        _placement_lanes(m, i, qt, cs, XR, Xp, R1, p1, liR, lip)
-        _joint_motion_lanes(S, iv, nvi, vt, w, 0)
-        _inv_act_motion_lanes(liR, lip, i, vel, par, vel, i)
-        _add_lanes(vel, i, w, 0, vel, i)
+        bi, bp, iv, nvi = i * T6, parents[i] * T6, idx_v[i], nvs[i]
+        _placement_lanes(m, i, qt, ws)
+        _joint_motion_lanes(S, iv, nvi, vt, w, 0, False)
+        _inv_act_motion_lanes(liR, lip, i, vel, bp, vel, bi)
+        _add_lanes(vel, bi, w, 0, vel, bi)
         # a_i = liMi^-1 a_par + v_i x (S dq_i) + S ddq_i
-        _inv_act_motion_lanes(liR, lip, i, acc, par, acc, i)
-        _motion_cross_lanes(vel, i, w, 0, w, 1)
-        _joint_motion_lanes(S, iv, nvi, at, w, 2)
-        _add_lanes(acc, i, w, 1, acc, i)
-        _add_lanes(acc, i, w, 2, acc, i)
+        _inv_act_motion_lanes(liR, lip, i, acc, bp, acc, bi)
+        _motion_cross_lanes(vel, bi, w, 0, w, T6)
+        _add_lanes(acc, bi, w, T6, acc, bi)
+        _joint_motion_lanes(S, iv, nvi, at, acc, bi, True)
         # f_i = Y_i a_i + v_i x* Y_i v_i
-        _inertia_times_lanes(Y, i, acc, i, f, i)
-        _bias_force_lanes(Y, i, vel, f, i, True)
+        _inertia_times_lanes(Y, i, acc, bi, f, bi)
+        _inertia_times_lanes(Y, i, vel, bi, w, T6)
+        _force_cross_lanes(vel, bi, w, T6, f, bi)
 
 
 @kernel
 def _rnea_backward_pass_lanes(m, at, ws, taut):
     """tau_i = S_i^T f_i + armature ddq_i; f_parent += liMi f_i, every lane."""
-    liR, lip, f = ws[0], ws[1], ws[4]
+    liR, lip, f, w = ws[0], ws[1], ws[4], ws[5]
     parents, idx_v, nvs, S, armature = m.parents, m.idx_v, m.nvs, m.S, m.armature
     for i in range(m.njoints - 1, 0, -1):
+        F = np.uint64(i * T6)
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            arm = armature[c]
-            for s in range(TILE):
-                taut[c, s] = arm * at[c, s]
-            for r in range(6):
-                src = S[r, c]
-                if src != 0.0:
-                    for s in range(TILE):
-                        taut[c, s] += src * f[i, r, s]
+            arm, C = armature[c], np.uint64(c * TILE)
+            s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+            for s in range(_T):
+                taut[C + s] = (arm * at[C + s] + s0 * f[F + s] + s1 * f[F + _T1 + s]
+                               + s2 * f[F + _T2 + s] + s3 * f[F + _T3 + s]
+                               + s4 * f[F + _T4 + s] + s5 * f[F + _T5 + s])
         if parents[i] > 0:
-            _add_act_force_lanes(liR, lip, i, f, i, f, parents[i])
+            _act_force_lanes(liR, lip, i, f, i * T6, w, 0, False)
+            _add_lanes(f, parents[i] * T6, w, 0, f, parents[i] * T6)
 
 
 @kernel
@@ -396,8 +453,8 @@ def _rnea_lanes(m, q, v, a, lanes_major, tau):
     lanes_major, else (K, nq); tau in the same layout."""
     ws = _workspace(m)
     K = q.shape[1] if lanes_major else q.shape[0]
-    qt, vt, at = np.empty((m.nq, TILE)), np.empty((m.nv, TILE)), np.empty((m.nv, TILE))
-    taut = np.empty((m.nv, TILE))
+    qt, vt, at = np.empty(m.nq * TILE), np.empty(m.nv * TILE), np.empty(m.nv * TILE)
+    taut = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         _load_tile(q, b, n, lanes_major, qt)
@@ -411,160 +468,182 @@ def _rnea_lanes(m, q, v, a, lanes_major, tau):
 @kernel
 def _aba_workspace(m):
     """ABA's tile arrays beside :func:`_workspace`'s: c, pA, Ya, U, Dinv, u, and the
-    scratch D, work, UD, Ia, B (6, 6, TILE), pa (1, 6, TILE), e (6, TILE), pf (2, TILE)."""
+    scratch D, work, UD, Ia, B (36 x T), pa, e (6 x T), pf (2 x T)."""
     nj, nv = m.njoints, m.nv
-    return (np.zeros((nj, 6, TILE)), np.zeros((nj, 6, TILE)), np.zeros((nj, 6, 6, TILE)),
-            np.zeros((6, nv, TILE)), np.zeros((nv, 6, TILE)), np.zeros((nv, TILE)),
-            np.zeros((6, 6, TILE)), np.zeros((6, 6, TILE)), np.zeros((6, 6, TILE)),
-            np.zeros((6, 6, TILE)), np.zeros((6, 6, TILE)), np.zeros((1, 6, TILE)),
-            np.zeros((6, TILE)), np.zeros((2, TILE)))
+    return (np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(nj * T36),
+            np.zeros(nv * T6), np.zeros(nv * T6), np.zeros(nv * TILE),
+            np.zeros(T36), np.zeros(T36), np.zeros(T36), np.zeros(T36), np.zeros(T36),
+            np.zeros(T6), np.zeros(T6), np.zeros(2 * TILE))
 
 
 @kernel
 def _aba_forward_pass_1_lanes(m, qt, vt, ws, wa):
     """liMi, v_i, c_i = v_i x (S dq_i), Ya_i = Y_i and pA_i = v_i x* Y_i v_i, every lane."""
-    liR, lip, vel, w, cs, XR, Xp, R1, p1 = ws[0], ws[1], ws[2], ws[5], ws[6], ws[7], ws[8], ws[9], ws[10]
+    liR, lip, vel, w = ws[0], ws[1], ws[2], ws[5]
     c, pA, Ya = wa[0], wa[1], wa[2]
     parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
-    for r in range(6):
-        for s in range(TILE):
-            vel[0, r, s] = 0.0
+    _fill_lanes(vel, 0, 6, 0.0)
     for i in range(1, m.njoints):
-        par, iv, nvi = parents[i], idx_v[i], nvs[i]
-        _placement_lanes(m, i, qt, cs, XR, Xp, R1, p1, liR, lip)
-        _joint_motion_lanes(S, iv, nvi, vt, w, 0)
-        _inv_act_motion_lanes(liR, lip, i, vel, par, vel, i)
-        _add_lanes(vel, i, w, 0, vel, i)
-        _motion_cross_lanes(vel, i, w, 0, c, i)
-        for r in range(6):
-            for col in range(6):
-                y = Y[i, r, col]
-                for s in range(TILE):
-                    Ya[i, r, col, s] = y
-        _bias_force_lanes(Y, i, vel, pA, i, False)
+        bi, bp, iv, nvi = i * T6, parents[i] * T6, idx_v[i], nvs[i]
+        _placement_lanes(m, i, qt, ws)
+        _joint_motion_lanes(S, iv, nvi, vt, w, 0, False)
+        _inv_act_motion_lanes(liR, lip, i, vel, bp, vel, bi)
+        _add_lanes(vel, bi, w, 0, vel, bi)
+        _motion_cross_lanes(vel, bi, w, 0, c, bi)
+        for rc in range(36):
+            _fill_lanes(Ya, i * T36 + rc * TILE, 1, Y[i, rc // 6, rc % 6])
+        _inertia_times_lanes(Y, i, vel, bi, w, T6)
+        _fill_lanes(pA, bi, 6, 0.0)
+        _force_cross_lanes(vel, bi, w, T6, pA, bi)
 
 
 @kernel
 def _invert_spd_lanes(D, n, Dinv, iv, work, pf):
-    """Dinv[iv:iv+n, :n] = D[:n, :n]^-1 in every lane (Gauss-Jordan; D is symmetric
-    positive definite, so no pivoting)."""
+    """Rows iv..iv+n of Dinv = D[:n, :n]^-1 in every lane (Gauss-Jordan; D is
+    symmetric positive definite, so no pivoting).  D, work: entry (r, c) at (6 r + c) T."""
     for r in range(n):
         for col in range(n):
-            for s in range(TILE):
-                work[r, col, s] = D[r, col, s]
-                Dinv[iv + r, col, s] = 1.0 if r == col else 0.0
+            W, I = np.uint64((6 * r + col) * TILE), np.uint64((iv + r) * T6 + col * TILE)
+            for s in range(_T):
+                work[W + s] = D[W + s]
+            _fill_lanes(Dinv, (iv + r) * T6 + col * TILE, 1, 1.0 if r == col else 0.0)
     for p in range(n):
-        for s in range(TILE):
-            pf[0, s] = 1.0 / work[p, p, s]
+        Wp = np.uint64((6 * p + p) * TILE)
+        for s in range(_T):
+            pf[s] = 1.0 / work[Wp + s]
         for col in range(n):
-            for s in range(TILE):
-                work[p, col, s] *= pf[0, s]
-                Dinv[iv + p, col, s] *= pf[0, s]
+            W, I = np.uint64((6 * p + col) * TILE), np.uint64((iv + p) * T6 + col * TILE)
+            for s in range(_T):
+                work[W + s] *= pf[s]
+                Dinv[I + s] *= pf[s]
         for r in range(n):
             if r != p:
-                for s in range(TILE):
-                    pf[1, s] = work[r, p, s]
+                Wr = np.uint64((6 * r + p) * TILE)
+                for s in range(_T):
+                    pf[_T1 + s] = work[Wr + s]
                 for col in range(n):
-                    for s in range(TILE):
-                        work[r, col, s] -= pf[1, s] * work[p, col, s]
-                        Dinv[iv + r, col, s] -= pf[1, s] * Dinv[iv + p, col, s]
+                    Wrc, Wpc = np.uint64((6 * r + col) * TILE), np.uint64((6 * p + col) * TILE)
+                    Irc = np.uint64((iv + r) * T6 + col * TILE)
+                    Ipc = np.uint64((iv + p) * T6 + col * TILE)
+                    for s in range(_T):
+                        work[Wrc + s] -= pf[_T1 + s] * work[Wpc + s]
+                        Dinv[Irc + s] -= pf[_T1 + s] * Dinv[Ipc + s]
 
 
 @kernel
-def _articulated_projection_lanes(m, i, tau, wa):
+def _articulated_projection_lanes(m, i, taut, wa):
     """U = Ya_i S_i, D = S_i^T U + armature, Dinv = D^-1, u = tau_i - S_i^T pA_i."""
     pA, Ya, U, Dinv, u, D, work, pf = wa[1], wa[2], wa[3], wa[4], wa[5], wa[6], wa[7], wa[13]
     S, armature, iv, nvi = m.S, m.armature, m.idx_v[i], m.nvs[i]
+    P = np.uint64(i * T6)
     for c in range(iv, iv + nvi):
-        for s in range(TILE):
-            u[c, s] = tau[c, s]
+        s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+        C = np.uint64(c * TILE)
+        for s in range(_T):
+            u[C + s] = taut[C + s] - (s0 * pA[P + s] + s1 * pA[P + _T1 + s]
+                                      + s2 * pA[P + _T2 + s] + s3 * pA[P + _T3 + s]
+                                      + s4 * pA[P + _T4 + s] + s5 * pA[P + _T5 + s])
         for r in range(6):
-            for s in range(TILE):
-                U[r, c, s] = 0.0
-        for t in range(6):
-            st = S[t, c]
-            if st != 0.0:
-                for s in range(TILE):
-                    u[c, s] -= st * pA[i, t, s]
-                for r in range(6):
-                    for s in range(TILE):
-                        U[r, c, s] += Ya[i, r, t, s] * st
+            Uo, Yo = np.uint64(c * T6 + r * TILE), np.uint64(i * T36 + 6 * r * TILE)
+            for s in range(_T):
+                U[Uo + s] = (Ya[Yo + s] * s0 + Ya[Yo + _T1 + s] * s1 + Ya[Yo + _T2 + s] * s2
+                             + Ya[Yo + _T3 + s] * s3 + Ya[Yo + _T4 + s] * s4
+                             + Ya[Yo + _T5 + s] * s5)
     for a in range(nvi):
+        s0, s1, s2 = S[0, iv + a], S[1, iv + a], S[2, iv + a]
+        s3, s4, s5 = S[3, iv + a], S[4, iv + a], S[5, iv + a]
         for b in range(nvi):
             arm = armature[iv + a] if a == b else 0.0
-            for s in range(TILE):
-                D[a, b, s] = arm
-            for r in range(6):
-                sr = S[r, iv + a]
-                if sr != 0.0:
-                    for s in range(TILE):
-                        D[a, b, s] += sr * U[r, iv + b, s]
-    if nvi == 1:
-        for s in range(TILE):
-            Dinv[iv, 0, s] = 1.0 / D[0, 0, s]
-    else:
+            Do, Uo, I = np.uint64((6 * a + b) * TILE), np.uint64((iv + b) * T6), np.uint64(iv * T6)
+            for s in range(_T):
+                d = (arm + s0 * U[Uo + s] + s1 * U[Uo + _T1 + s] + s2 * U[Uo + _T2 + s]
+                     + s3 * U[Uo + _T3 + s] + s4 * U[Uo + _T4 + s] + s5 * U[Uo + _T5 + s])
+                D[Do + s] = d
+                if nvi == 1:
+                    Dinv[I + s] = 1.0 / d
+    if nvi > 1:
         _invert_spd_lanes(D, nvi, Dinv, iv, work, pf)
 
 
 @kernel
 def _articulated_inertia_lanes(m, i, wa):
     """UD = U Dinv; Ia = Ya_i - UD U^T; pa = pA_i + Ia c_i + UD u_i (Featherstone
-    2008, Table 7.1), every lane."""
+    2008, Table 7.1), every lane.  UD, Ia: entry (r, c) at (6 r + c) T."""
     c, pA, Ya, U, Dinv, u, UD, Ia, pa = (wa[0], wa[1], wa[2], wa[3], wa[4], wa[5], wa[8],
                                          wa[9], wa[11])
     iv, nvi = m.idx_v[i], m.nvs[i]
-    for r in range(6):
+    for a in range(nvi):  # column a of UD, six rows per lane loop
+        for b in range(nvi):
+            Uo, Do = np.uint64((iv + b) * T6), np.uint64((iv + b) * T6 + a * TILE)
+            O, first = np.uint64(a * TILE), b == 0
+            for s in range(_T):
+                d = Dinv[Do + s]
+                for r in range(6):
+                    x = U[Uo + np.uint64(r * TILE) + s] * d
+                    if not first:
+                        x += UD[O + np.uint64(6 * r * TILE) + s]
+                    UD[O + np.uint64(6 * r * TILE) + s] = x
+    for r in range(6):  # row r of Ia
         for a in range(nvi):
-            for s in range(TILE):
-                UD[r, a, s] = 0.0
-            for b in range(nvi):
-                for s in range(TILE):
-                    UD[r, a, s] += U[r, iv + b, s] * Dinv[iv + b, a, s]
+            Io, Yo = np.uint64(6 * r * TILE), np.uint64(i * T36 + 6 * r * TILE)
+            UDo, Uo, first = np.uint64((6 * r + a) * TILE), np.uint64((iv + a) * T6), a == 0
+            for s in range(_T):
+                ud = UD[UDo + s]
+                for col in range(6):
+                    Ct = np.uint64(col * TILE)
+                    x = Ya[Yo + Ct + s] if first else Ia[Io + Ct + s]
+                    Ia[Io + Ct + s] = x - ud * U[Uo + Ct + s]
+    _inertia_bias_lanes(Ia, c, i * T6, pA, pa)
+    for a in range(nvi):
+        UDo, uo = np.uint64(a * TILE), np.uint64((iv + a) * TILE)
+        for s in range(_T):
+            ua = u[uo + s]
+            for r in range(6):
+                pa[np.uint64(r * TILE) + s] += UD[UDo + np.uint64(6 * r * TILE) + s] * ua
+
+
+@inline_kernel
+def _inertia_bias_lanes(Ia, c, bc, pA, pa):
+    """pa = pA[bc] + Ia c[bc] in every lane."""
+    C = np.uint64(bc)
     for r in range(6):
-        for col in range(6):
-            for s in range(TILE):
-                Ia[r, col, s] = Ya[i, r, col, s]
-            for a in range(nvi):
-                for s in range(TILE):
-                    Ia[r, col, s] -= UD[r, a, s] * U[col, iv + a, s]
-    for r in range(6):
-        for s in range(TILE):
-            pa[0, r, s] = (pA[i, r, s] + Ia[r, 0, s] * c[i, 0, s] + Ia[r, 1, s] * c[i, 1, s]
-                           + Ia[r, 2, s] * c[i, 2, s] + Ia[r, 3, s] * c[i, 3, s]
-                           + Ia[r, 4, s] * c[i, 4, s] + Ia[r, 5, s] * c[i, 5, s])
-        for a in range(nvi):
-            for s in range(TILE):
-                pa[0, r, s] += UD[r, a, s] * u[iv + a, s]
+        o, P, A = np.uint64(6 * r * TILE), np.uint64(r * TILE), np.uint64(bc + r * TILE)
+        for s in range(_T):
+            pa[P + s] = (pA[A + s] + Ia[o + s] * c[C + s] + Ia[o + _T1 + s] * c[C + _T1 + s]
+                         + Ia[o + _T2 + s] * c[C + _T2 + s] + Ia[o + _T3 + s] * c[C + _T3 + s]
+                         + Ia[o + _T4 + s] * c[C + _T4 + s] + Ia[o + _T5 + s] * c[C + _T5 + s])
 
 
 @kernel
 def _hand_to_parent_lanes(i, par, liR, lip, wa):
     """Ya_par += liMi Ia liMi^T (as a force-to-motion map), pA_par += liMi pa."""
     pA, Ya, Ia, B, pa = wa[1], wa[2], wa[9], wa[10], wa[11]
-    for col in range(6):
-        for s in range(TILE):
-            b0, b1, b2, b3, b4, b5 = _force_to_parent(liR, lip, i, s, Ia[0, col, s],
-                                                      Ia[1, col, s], Ia[2, col, s],
-                                                      Ia[3, col, s], Ia[4, col, s],
-                                                      Ia[5, col, s])
-            B[0, col, s] = b0
-            B[1, col, s] = b1
-            B[2, col, s] = b2
-            B[3, col, s] = b3
-            B[4, col, s] = b4
-            B[5, col, s] = b5
-    for r in range(6):
-        for s in range(TILE):
-            y0, y1, y2, y3, y4, y5 = _force_to_parent(liR, lip, i, s, B[r, 0, s], B[r, 1, s],
-                                                      B[r, 2, s], B[r, 3, s], B[r, 4, s],
-                                                      B[r, 5, s])
-            Ya[par, r, 0, s] += y0
-            Ya[par, r, 1, s] += y1
-            Ya[par, r, 2, s] += y2
-            Ya[par, r, 3, s] += y3
-            Ya[par, r, 4, s] += y4
-            Ya[par, r, 5, s] += y5
-    _add_act_force_lanes(liR, lip, i, pa, 0, pA, par)
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    for col in range(6):  # B = X Ia, column by column; entry (r, c) at (6 r + c) T
+        o = np.uint64(col * TILE)
+        for s in range(_T):
+            b0, b1, b2, b3, b4, b5 = _force_to_parent(
+                liR, lip, R, P, s, Ia[o + s], Ia[o + _T6 + s], Ia[o + 2 * _T6 + s],
+                Ia[o + 3 * _T6 + s], Ia[o + 4 * _T6 + s], Ia[o + 5 * _T6 + s])
+            B[o + s] = b0
+            B[o + _T6 + s] = b1
+            B[o + 2 * _T6 + s] = b2
+            B[o + 3 * _T6 + s] = b3
+            B[o + 4 * _T6 + s] = b4
+            B[o + 5 * _T6 + s] = b5
+    for r in range(6):  # Ya_par += B X^T, row by row
+        o, Yo = np.uint64(6 * r * TILE), np.uint64(par * T36 + 6 * r * TILE)
+        for s in range(_T):
+            y0, y1, y2, y3, y4, y5 = _force_to_parent(
+                liR, lip, R, P, s, B[o + s], B[o + _T1 + s], B[o + _T2 + s],
+                B[o + _T3 + s], B[o + _T4 + s], B[o + _T5 + s])
+            Ya[Yo + s] += y0
+            Ya[Yo + _T1 + s] += y1
+            Ya[Yo + _T2 + s] += y2
+            Ya[Yo + _T3 + s] += y3
+            Ya[Yo + _T4 + s] += y4
+            Ya[Yo + _T5 + s] += y5
+    _act_force_lanes(liR, lip, i, pa, 0, pA, par * T6, True)
 
 
 @kernel
@@ -581,30 +660,34 @@ def _aba_backward_pass_lanes(m, taut, ws, wa):
 @kernel
 def _aba_forward_pass_2_lanes(m, ws, wa, ddqt):
     """a_i = liMi^-1 a_par + c_i, ddq_i = Dinv (u_i - U^T a_i), a_i += S ddq_i."""
-    liR, lip, acc, w = ws[0], ws[1], ws[3], ws[5]
+    liR, lip, acc = ws[0], ws[1], ws[3]
     c, U, Dinv, u, e = wa[0], wa[3], wa[4], wa[5], wa[12]
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for r in range(6):
-        for s in range(TILE):
-            acc[0, r, s] = -m.gravity[r]
+        _fill_lanes(acc, r * TILE, 1, -m.gravity[r])
     for i in range(1, m.njoints):
-        par, iv, nvi = parents[i], idx_v[i], nvs[i]
-        _inv_act_motion_lanes(liR, lip, i, acc, par, acc, i)
-        _add_lanes(acc, i, c, i, acc, i)
+        bi, bp, iv, nvi = i * T6, parents[i] * T6, idx_v[i], nvs[i]
+        _inv_act_motion_lanes(liR, lip, i, acc, bp, acc, bi)
+        _add_lanes(acc, bi, c, bi, acc, bi)
+        A, I = np.uint64(bi), np.uint64(iv * T6)
         for a in range(nvi):
-            for s in range(TILE):
-                e[a, s] = (u[iv + a, s] - U[0, iv + a, s] * acc[i, 0, s]
-                           - U[1, iv + a, s] * acc[i, 1, s] - U[2, iv + a, s] * acc[i, 2, s]
-                           - U[3, iv + a, s] * acc[i, 3, s] - U[4, iv + a, s] * acc[i, 4, s]
-                           - U[5, iv + a, s] * acc[i, 5, s])
-        for a in range(nvi):
-            for s in range(TILE):
-                ddqt[iv + a, s] = 0.0
-            for b in range(nvi):
-                for s in range(TILE):
-                    ddqt[iv + a, s] += Dinv[iv + a, b, s] * e[b, s]
-        _joint_motion_lanes(m.S, iv, nvi, ddqt, w, 0)
-        _add_lanes(acc, i, w, 0, acc, i)
+            o, E, uo = np.uint64((iv + a) * T6), np.uint64(a * TILE), np.uint64((iv + a) * TILE)
+            for s in range(_T):
+                x = (u[uo + s] - U[o + s] * acc[A + s] - U[o + _T1 + s] * acc[A + _T1 + s]
+                     - U[o + _T2 + s] * acc[A + _T2 + s] - U[o + _T3 + s] * acc[A + _T3 + s]
+                     - U[o + _T4 + s] * acc[A + _T4 + s] - U[o + _T5 + s] * acc[A + _T5 + s])
+                e[E + s] = x
+                if nvi == 1:
+                    ddqt[uo + s] = Dinv[I + s] * x
+        if nvi > 1:
+            for a in range(nvi):
+                Q = np.uint64((iv + a) * TILE)
+                _fill_lanes(ddqt, (iv + a) * TILE, 1, 0.0)
+                for b in range(nvi):
+                    Do, E = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
+                    for s in range(_T):
+                        ddqt[Q + s] += Dinv[Do + s] * e[E + s]
+        _joint_motion_lanes(m.S, iv, nvi, ddqt, acc, bi, True)
 
 
 @kernel
@@ -613,8 +696,8 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
     ws = _workspace(m)
     wa = _aba_workspace(m)
     K = q.shape[1] if lanes_major else q.shape[0]
-    qt, vt, taut = np.empty((m.nq, TILE)), np.empty((m.nv, TILE)), np.empty((m.nv, TILE))
-    ddqt = np.empty((m.nv, TILE))
+    qt, vt, taut = np.empty(m.nq * TILE), np.empty(m.nv * TILE), np.empty(m.nv * TILE)
+    ddqt = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         _load_tile(q, b, n, lanes_major, qt)

@@ -52,9 +52,14 @@ def test_aba_inverts_rnea_on_a_short_stack(load_case, assert_close):
 
 @batch_lanes.kernel
 def _sincos(angles, out):
-    for b in range(0, angles.shape[1], batch_lanes.TILE):
-        batch_lanes._sincos_lanes(angles[:, b:b + batch_lanes.TILE], 0,
-                                  out[:, b:b + batch_lanes.TILE])
+    """out (2, n) = cos, sin of angles (n,), n a multiple of TILE, through the lanes."""
+    T = batch_lanes.TILE
+    cs = np.empty(2 * T)
+    for b in range(0, angles.shape[0], T):
+        batch_lanes._sincos_lanes(angles, b, cs)
+        for s in range(T):
+            out[0, b + s] = cs[s]
+            out[1, b + s] = cs[T + s]
 
 
 def test_vectorized_sincos_matches_libm():
@@ -66,7 +71,7 @@ def test_vectorized_sincos_matches_libm():
                                                                 -3e6, 1e12, 5e-300]])
     angles = np.concatenate([angles, np.zeros(-angles.size % batch_lanes.TILE)])
     out = np.empty((2, angles.size))
-    _sincos(angles.reshape(1, -1).copy(), out)
+    _sincos(angles, out)
     expected = np.array([[math.cos(x) for x in angles], [math.sin(x) for x in angles]])
     scale = np.maximum(1.0, np.abs(angles)) * 2.3e-16
     assert np.all(np.abs(out - expected) <= scale), np.max(np.abs(out - expected) / scale)
