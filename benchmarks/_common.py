@@ -101,6 +101,24 @@ def time_runs(runs, calls, repeats):
             for label in runs}
 
 
+def git_commit():
+    """The checkout's short commit, with "+dirty" when tracked files differ from it;
+    None outside a git checkout.  Stamped into every benchmark's JSON so that a
+    table rendered from it (render_readme.py) names the code it measured."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        status = subprocess.run(["git", "-C", root, "status", "--porcelain",
+                                 "--untracked-files=no"], capture_output=True, text=True,
+                                timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if status.stdout.strip() else "")
+
+
 def machine(**versions):
     """The machine and the versions that matter, as a dict (extra versions by keyword).
 
@@ -124,7 +142,7 @@ def machine(**versions):
                 platform=platform.platform(), python=platform.python_version(),
                 numpy=np.__version__, numba=numba.__version__,
                 numba_threads=numba.config.NUMBA_NUM_THREADS,
-                load_average_1min=os.getloadavg()[0],
+                load_average_1min=os.getloadavg()[0], commit=git_commit(),
                 date=datetime.datetime.now().isoformat(timespec="seconds"), **versions)
 
 

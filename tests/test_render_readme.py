@@ -1,0 +1,108 @@
+"""benchmarks/render_readme.py on small synthetic JSON files: the tables' figures,
+the stamp, and the README markers (--write replaces, --check compares)."""
+import json
+
+import pytest
+
+from geppetto.benchmarks import render_readme
+
+MACHINE = dict(cpu="AMD EPYC", usable_cores=2, python="3.11.7", numpy="2.4.6",
+               numba="0.68.1", numba_threads=1, load_average_1min=1.25, commit="abc1234",
+               date="2026-11-26T09:00:00")
+
+
+def _timing(best):
+    return dict(best=best, median=best * 1.1)
+
+
+DYNAMICS = dict(machine=MACHINE, timings=[
+    dict(robot="ur5", nv=6, function="rnea", batch_us=_timing(1.2), pin_python_us=_timing(2.4),
+         cpp_us=_timing(0.8), max_abs_diff_vs_pin=2.1e-14),
+    dict(robot="ur5", nv=6, function="compute_minverse", batch_us=_timing(3.0),
+         pin_python_us=None, cpp_us=None, max_abs_diff_vs_pin=None)])
+
+LANES = dict(machine=dict(MACHINE, commit=None), rows=[
+    dict(robot="solo12", nv=18, function="aba", stack_us=5.0, batch_us=1.5, lanes_us=1.25,
+         cpp_us=4.0, max_rel_diff_vs_pin=3e-15,
+         stack_over_cpp=dict(median=1.25, min=1.2, max=1.3),
+         batch_over_cpp=dict(median=0.375, min=0.36, max=0.4),
+         lanes_over_cpp=dict(median=0.3125, min=0.3, max=0.33))],
+    asm={"_aba_forward_pass_1_lanes": dict(zmm=120, ymm=0, xmm=3, scalar_sd=40)})
+
+
+@pytest.fixture
+def results(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "dynamics.json").write_text(json.dumps(DYNAMICS))
+    (folder / "lanes.json").write_text(json.dumps(LANES))
+    return folder
+
+
+def _rows(text):
+    """The table's body rows as lists of cells."""
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+
+
+def test_dynamics_table(results):
+    text = render_readme.render("dynamics", str(results))
+    assert text.startswith("Rendered from `benchmarks/results/dynamics.json`; commit abc1234; "
+                           "AMD EPYC, 2 cores;")
+    assert "NUMBA_NUM_THREADS=1" in text and "load average 1.2 at the start" in text
+    assert _rows(text) == [
+        ["ur5", "6", "rnea", "1.20", "2.40", "0.50", "0.80", "1.50", "2e-14"],
+        ["ur5", "6", "minv", "3.00", "-", "-", "-", "-", "-"]]
+
+
+def test_lanes_tables(results):
+    text = render_readme.render("lanes", str(results))
+    assert "commit not recorded" in text
+    assert _rows(text) == [["solo12", "18", "aba", "5.00", "1.50", "1.25", "4.00",
+                            "1.25 (1.20-1.30)", "0.38 (0.36-0.40)", "0.31 (0.30-0.33)",
+                            "3e-15"]]
+    assert _rows(render_readme.render("lanes_asm", str(results))) == [
+        ["`_aba_forward_pass_1_lanes`", "120", "0", "3", "40"]]
+
+
+def test_missing_json_renders_nothing(results):
+    assert render_readme.render("mpc", str(results)) is None
+
+
+README = """# geppetto
+
+## Speed
+<!-- table:dynamics -->
+an old table
+<!-- /table:dynamics -->
+
+Prose that stays.
+<!-- table:lanes -->
+<!-- /table:lanes -->
+"""
+
+
+def test_write_then_check(results, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(README)
+    arguments = ["--results", str(results), "--readme", str(readme)]
+    assert render_readme.main(arguments + ["--check"]) == 1
+    assert "table dynamics differs" in capsys.readouterr().out
+    assert render_readme.main(arguments + ["--write"]) == 0
+    text = readme.read_text()
+    assert "an old table" not in text and "Prose that stays." in text
+    assert text.count("<!-- table:dynamics -->") == 1 and text.count("<!-- /table:lanes -->") == 1
+    assert render_readme.render("dynamics", str(results)) + "\n<!-- /table:dynamics -->" in text
+    assert render_readme.main(arguments + ["--check"]) == 0
+    # a figure changes in the JSON: --check sees it, only in that table
+    changed = dict(DYNAMICS, timings=[dict(DYNAMICS["timings"][0], batch_us=_timing(1.1))])
+    (results / "dynamics.json").write_text(json.dumps(changed))
+    capsys.readouterr()
+    assert render_readme.main(arguments + ["--check"]) == 1
+    assert capsys.readouterr().out.strip() == "table dynamics differs from dynamics.json"
+
+
+def test_tables_without_markers_are_left_alone(results):
+    rendered = {"dynamics": render_readme.render("dynamics", str(results))}
+    text, replaced = render_readme.replace_tables("no markers here\n", rendered)
+    assert text == "no markers here\n" and replaced == []
