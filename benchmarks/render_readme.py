@@ -85,9 +85,10 @@ def markdown(headers, rows):
 def stamp(file_name, payload):
     """The line above a table: where its figures come from."""
     info = payload.get("machine") or {}
-    commit = info.get("commit") or "commit not recorded"
+    commit = info.get("commit")
     load = info.get("load_average_1min")
-    parts = [f"`benchmarks/results/{file_name}`", f"commit {commit}"]
+    parts = [f"`benchmarks/results/{file_name}`",
+             f"commit {commit}" if commit else "commit not recorded"]
     if info.get("cpu"):
         cores = info.get("usable_cores")
         parts.append(f"{info['cpu']}" + (f", {cores} cores" if cores else ""))

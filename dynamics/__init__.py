@@ -37,4 +37,4 @@ from .constraints import (CONTACT_3D, CONTACT_6D, RigidConstraint, ConstraintSet
 from .constraint_derivatives import constraint_acceleration_derivatives
 from .constrained_dynamics import (constraint_dynamics, constraint_dynamics_derivatives,
                                    impulse_dynamics, impulse_dynamics_derivatives)
-from .batch_lanes import rnea_lanes, rnea_batch, aba_lanes, aba_batch
+from .batch_lanes import rnea_lanes, rnea_batch, aba_lanes, aba_batch, crba_lanes, crba_batch

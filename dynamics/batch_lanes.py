@@ -1,9 +1,10 @@
-"""RNEA and ABA over a stack of states laid out across SIMD lanes.
+"""RNEA, ABA and CRBA over a stack of states laid out across SIMD lanes.
 
 The per-state algorithms are those of :mod:`.rnea` (Featherstone 2008, Table
-5.1) and the articulated-body algorithm in the joint frames (Featherstone
-2008, Table 7.1; Pinocchio's ``aba`` with local quantities), unchanged; only
-the memory layout differs.  A stack is cut into *tiles* of ``T = TILE``
+5.1), the articulated-body algorithm in the joint frames (Featherstone 2008,
+Table 7.1; Pinocchio's ``aba`` with local quantities) and the composite
+rigid-body algorithm in the joint frames (Featherstone 2008, Table 6.2),
+unchanged; only the memory layout differs.  A stack is cut into *tiles* of ``T = TILE``
 consecutive states; every workspace array of a tile is flat, with the lane
 (state) axis last and contiguous, so that entry (j, r) of lane s sits at
 ``(j * width + r) * T + s``:
@@ -11,8 +12,9 @@ consecutive states; every workspace array of a tile is flat, with the lane
 - ``qt (nq x T)``, ``vt, ut (nv x T)``: the tile's inputs, row r at ``r * T``;
 - ``liR (njoints x 9 x T)``, ``lip (njoints x 3 x T)``: liMi (R row-major);
 - ``vel, acc, f, c, pA (njoints x 6 x T)``: spatial vectors of each body;
-- ``Ya (njoints x 36 x T)``: articulated inertias; ``U, Dinv (nv x 6 x T)``
-  (column c of U and row c of D^-1 at ``c * 6 * T``), ``u (nv x T)``.
+- ``Ya, Ic (njoints x 36 x T)``: articulated and composite inertias;
+  ``U, Dinv (nv x 6 x T)`` (column c of U and row c of D^-1 at ``c * 6 * T``),
+  ``u (nv x T)``; ``Mt (nv x nv x T)``: the tile's mass matrices.
 
 Each helper runs one step of the per-joint algorithm (a placement, a spatial
 transform, a cross product, an inertia product) in a loop ``for s in
@@ -615,34 +617,42 @@ def _inertia_bias_lanes(Ia, c, bc, pA, pa):
 
 
 @kernel
-def _hand_to_parent_lanes(i, par, liR, lip, wa):
-    """Ya_par += liMi Ia liMi^T (as a force-to-motion map), pA_par += liMi pa."""
-    pA, Ya, Ia, B, pa = wa[1], wa[2], wa[9], wa[10], wa[11]
+def _add_congruence_lanes(liR, lip, i, A, bA, B, out, bo):
+    """out[bo] += liMi A[bA] liMi^T in every lane, for a 6x6 force-from-motion map A
+    (an inertia) in the frame of joint i, carried to its parent's frame; B (36 x T)
+    scratch.  Entry (r, c) of A, B, out at (6 r + c) T from their bases."""
     R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
-    for col in range(6):  # B = X Ia, column by column; entry (r, c) at (6 r + c) T
-        o = np.uint64(col * TILE)
+    for col in range(6):  # B = X A, column by column
+        a, o = np.uint64(bA + col * TILE), np.uint64(col * TILE)
         for s in range(_T):
             b0, b1, b2, b3, b4, b5 = _force_to_parent(
-                liR, lip, R, P, s, Ia[o + s], Ia[o + _T6 + s], Ia[o + 2 * _T6 + s],
-                Ia[o + 3 * _T6 + s], Ia[o + 4 * _T6 + s], Ia[o + 5 * _T6 + s])
+                liR, lip, R, P, s, A[a + s], A[a + _T6 + s], A[a + 2 * _T6 + s],
+                A[a + 3 * _T6 + s], A[a + 4 * _T6 + s], A[a + 5 * _T6 + s])
             B[o + s] = b0
             B[o + _T6 + s] = b1
             B[o + 2 * _T6 + s] = b2
             B[o + 3 * _T6 + s] = b3
             B[o + 4 * _T6 + s] = b4
             B[o + 5 * _T6 + s] = b5
-    for r in range(6):  # Ya_par += B X^T, row by row
-        o, Yo = np.uint64(6 * r * TILE), np.uint64(par * T36 + 6 * r * TILE)
+    for r in range(6):  # out += B X^T, row by row
+        o, Yo = np.uint64(6 * r * TILE), np.uint64(bo + 6 * r * TILE)
         for s in range(_T):
             y0, y1, y2, y3, y4, y5 = _force_to_parent(
                 liR, lip, R, P, s, B[o + s], B[o + _T1 + s], B[o + _T2 + s],
                 B[o + _T3 + s], B[o + _T4 + s], B[o + _T5 + s])
-            Ya[Yo + s] += y0
-            Ya[Yo + _T1 + s] += y1
-            Ya[Yo + _T2 + s] += y2
-            Ya[Yo + _T3 + s] += y3
-            Ya[Yo + _T4 + s] += y4
-            Ya[Yo + _T5 + s] += y5
+            out[Yo + s] += y0
+            out[Yo + _T1 + s] += y1
+            out[Yo + _T2 + s] += y2
+            out[Yo + _T3 + s] += y3
+            out[Yo + _T4 + s] += y4
+            out[Yo + _T5 + s] += y5
+
+
+@kernel
+def _hand_to_parent_lanes(i, par, liR, lip, wa):
+    """Ya_par += liMi Ia liMi^T, pA_par += liMi pa."""
+    pA, Ya, Ia, B, pa = wa[1], wa[2], wa[9], wa[10], wa[11]
+    _add_congruence_lanes(liR, lip, i, Ia, 0, B, Ya, par * T36)
     _act_force_lanes(liR, lip, i, pa, 0, pA, par * T6, True)
 
 
@@ -707,6 +717,79 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
         _aba_backward_pass_lanes(m, taut, ws, wa)
         _aba_forward_pass_2_lanes(m, ws, wa, ddqt)
         _store_tile(ddqt, b, n, lanes_major, ddq)
+
+
+@inline_kernel
+def _motion_dot_lanes(S, d, x, bx, arm, out, bo, mirror):
+    """out[bo] = S_d^T x[bx] + arm (a force x against the motion column d of S) in
+    every lane, and the same into out[mirror] when mirror >= 0."""
+    s0, s1, s2, s3, s4, s5 = S[0, d], S[1, d], S[2, d], S[3, d], S[4, d], S[5, d]
+    X, O, Mi = np.uint64(bx), np.uint64(bo), np.uint64(max(mirror, 0))
+    for s in range(_T):
+        y = (arm + s0 * x[X + s] + s1 * x[X + _T1 + s] + s2 * x[X + _T2 + s]
+             + s3 * x[X + _T3 + s] + s4 * x[X + _T4 + s] + s5 * x[X + _T5 + s])
+        out[O + s] = y
+        if mirror >= 0:
+            out[Mi + s] = y
+
+
+@kernel
+def _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt):
+    """Column c of M (a dof of joint i) and its mirror row: F = Ic_i S_c, then
+    M[d, c] = S_d^T F for the dofs d of i and, F carried to each ancestor in turn
+    (F = liMj F), of every supporting joint (Featherstone 2008, Table 6.2)."""
+    nv, S = m.nv, m.S
+    s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+    for r in range(6):
+        Fo, Io = np.uint64(r * TILE), np.uint64(i * T36 + 6 * r * TILE)
+        for s in range(_T):
+            F[Fo + s] = (Ic[Io + s] * s0 + Ic[Io + _T1 + s] * s1 + Ic[Io + _T2 + s] * s2
+                         + Ic[Io + _T3 + s] * s3 + Ic[Io + _T4 + s] * s4
+                         + Ic[Io + _T5 + s] * s5)
+    iv = m.idx_v[i]
+    for d in range(iv, iv + m.nvs[i]):
+        arm = m.armature[c] if d == c else 0.0
+        _motion_dot_lanes(S, d, F, 0, arm, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
+    j, in_F = i, True
+    while m.parents[j] > 0:
+        if in_F:
+            _act_force_lanes(liR, lip, j, F, 0, G, 0, False)
+        else:
+            _act_force_lanes(liR, lip, j, G, 0, F, 0, False)
+        in_F = not in_F
+        j = m.parents[j]
+        for d in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+            if in_F:
+                _motion_dot_lanes(S, d, F, 0, 0.0, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
+            else:
+                _motion_dot_lanes(S, d, G, 0, 0.0, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
+
+
+@kernel
+def _crba_lanes(m, q, lanes_major, M):
+    """M(q) for K states, TILE at a time: q (nq, K) and M (nv * nv, K) when lanes_major,
+    else q (K, nq) and M (K, nv * nv)."""
+    ws = _workspace(m)
+    liR, lip = ws[0], ws[1]
+    Ic, B = np.zeros(m.njoints * T36), np.zeros(T36)
+    F, G = np.zeros(T6), np.zeros(T6)
+    K = q.shape[1] if lanes_major else q.shape[0]
+    qt = np.empty(m.nq * TILE)
+    Mt = np.zeros(m.nv * m.nv * TILE)  # the entries of unrelated dofs stay zero
+    Y = m.inertia
+    for b in range(0, K, TILE):
+        n = min(TILE, K - b)
+        _load_tile(q, b, n, lanes_major, qt)
+        for i in range(1, m.njoints):
+            _placement_lanes(m, i, qt, ws)
+            for rc in range(36):
+                _fill_lanes(Ic, i * T36 + rc * TILE, 1, Y[i, rc // 6, rc % 6])
+        for i in range(m.njoints - 1, 0, -1):
+            for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+                _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt)
+            if m.parents[i] > 0:
+                _add_congruence_lanes(liR, lip, i, Ic, i * T36, B, Ic, m.parents[i] * T36)
+        _store_tile(Mt, b, n, lanes_major, M)
 
 
 def _as_lanes(model, x, size, name, K=None):
@@ -794,6 +877,29 @@ def aba_lanes(model, q, v, tau):
     _aba_lanes(model.arrays, q, v, tau, True, ddq)
     check_invertible(model, ddq, ddq.shape[0], "aba_lanes")
     return ddq
+
+
+def crba_lanes(model, q):
+    """The joint-space inertia matrix of K states laid out across SIMD lanes.
+
+    q : (nq, K).  Returns M (nv, nv, K), full and symmetric (armature on the diagonal),
+    equal to :func:`~geppetto.dynamics.crba` of each column.  No Data is filled.
+    """
+    q = _as_lanes_configurations(model, q)
+    M = np.empty((model.nv, model.nv, q.shape[1]))
+    _crba_lanes(model.arrays, q, True, M.reshape(model.nv * model.nv, q.shape[1]))
+    return M
+
+
+def crba_batch(model, q):
+    """:func:`crba_lanes` on the usual stack: q (K, nq) -> M (K, nv, nv)."""
+    _check_plain_model(model)
+    qs, single = as_configurations(model, q)
+    if single:
+        raise ValueError("q: expected a stack (K, nq); for one state call crba")
+    M = np.empty((qs.shape[0], model.nv, model.nv))
+    _crba_lanes(model.arrays, qs, False, M.reshape(qs.shape[0], model.nv * model.nv))
+    return M
 
 
 def aba_batch(model, q, v, tau):

@@ -33,6 +33,17 @@ def test_aba_batch_matches_pinocchio(case, states, assert_close):
                      f"{case.name} aba_batch state {k}")
 
 
+def test_crba_batch_matches_pinocchio(case, states, assert_close):
+    """Pinocchio fills the upper triangle; ours is the full symmetric M."""
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    M = gd.crba_batch(case.model, s.q)
+    np.testing.assert_array_equal(M, M.transpose(0, 2, 1))
+    for k in range(N_STATES):
+        assert_close(np.triu(M[k]), np.triu(pin.crba(case.pin_model, pd, s.q[k])), RTOL,
+                     f"{case.name} crba_batch state {k}")
+
+
 def test_lanes_layout_gives_the_same_bits(case, states):
     """(nq, K) and (K, nq) inputs run the same arithmetic: identical results."""
     s, m = states, case.model
@@ -40,6 +51,7 @@ def test_lanes_layout_gives_the_same_bits(case, states):
                                   gd.rnea_batch(m, s.q, s.v, s.a).T)
     np.testing.assert_array_equal(gd.aba_lanes(m, s.q.T, s.v.T, s.tau.T),
                                   gd.aba_batch(m, s.q, s.v, s.tau).T)
+    np.testing.assert_array_equal(gd.crba_lanes(m, s.q.T), gd.crba_batch(m, s.q).transpose(1, 2, 0))
 
 
 def test_aba_inverts_rnea_on_a_short_stack(load_case, assert_close):
