@@ -18,13 +18,13 @@ lanes    ``rnea_lanes(model, Q.T, V.T, A.T)``: the lanes layout (nq, K) given
 C++      Pinocchio's C++ on the same states, one state per call
          (benchmarks/pinocchio_cpp.py, g++ -O3, its checksums checked against
          Pinocchio's Python).
-The same for ``aba``.  Each round times ours (the six runs, repeats interleaved)
+The same for ``aba`` and ``crba``.  Each round times ours (the six runs, repeats interleaved)
 and then the C++ harness (the same repeats); a round's figure is the best of its
 repeats; the table gives the median over the rounds of each time and of each
 ratio to C++, with the ratios' range over the rounds.
 
 Compile and assembly: in a fresh interpreter with an empty NUMBA_CACHE_DIR, the
-first ``rnea_batch`` and ``aba_batch`` call on ur5 (compile seconds, wall), then
+first ``rnea_batch``, ``aba_batch`` and ``crba_batch`` call on ur5 (compile seconds, wall), then
 the compiled assembly of each hot kernel (``dispatcher.inspect_asm``, which works
 only on code compiled in that process): the packed double arithmetic
 (v{add,sub,mul,div,fmadd...}pd) on zmm / ymm / xmm registers against the scalar
@@ -48,12 +48,12 @@ from geppetto.benchmarks import _common, pinocchio_cpp
 from geppetto.benchmarks.dynamics import K, pinocchio_model, random_states
 
 ROBOTS = ("ur5", "panda", "solo12", "talos")
-FUNCTIONS = ("rnea", "aba")
-CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba"}
+FUNCTIONS = ("rnea", "aba", "crba")
+CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba"}
 HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "_placement_lanes",
                "_aba_forward_pass_1_lanes", "_articulated_projection_lanes",
                "_articulated_inertia_lanes", "_hand_to_parent_lanes",
-               "_aba_forward_pass_2_lanes")
+               "_aba_forward_pass_2_lanes", "_crba_column_lanes", "_add_congruence_lanes")
 
 COMPILE_SCRIPT = """
 import json, re, sys, time
@@ -66,9 +66,9 @@ rng = np.random.default_rng(0)
 Q = gp.dynamics.random_configuration(model, rng, size=40)
 V = rng.standard_normal((40, model.nv))
 out = {}
-for name in ("rnea_batch", "aba_batch"):
+for name in ("rnea_batch", "aba_batch", "crba_batch"):
     start = time.perf_counter()
-    getattr(gp.dynamics, name)(model, Q, V, V)
+    getattr(gp.dynamics, name)(model, Q, V, V) if name != "crba_batch" else gp.dynamics.crba_batch(model, Q)
     out[name + "_first_call_s"] = time.perf_counter() - start
 if sys.argv[1] == "asm":
     packed = re.compile(r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div)pd\\s+[^\\n]*?%(zmm|ymm|xmm)")
@@ -97,19 +97,25 @@ def runs_for(model, data, Q, V, A, TAU):
             ("rnea", "lanes"): lambda: d.rnea_lanes(model, QT, VT, AT),
             ("aba", "stack"): lambda: d.aba(model, data, Q, V, TAU),
             ("aba", "batch"): lambda: d.aba_batch(model, Q, V, TAU),
-            ("aba", "lanes"): lambda: d.aba_lanes(model, QT, VT, TT)}
+            ("aba", "lanes"): lambda: d.aba_lanes(model, QT, VT, TT),
+            ("crba", "stack"): lambda: d.crba(model, data, Q),
+            ("crba", "batch"): lambda: d.crba_batch(model, Q),
+            ("crba", "lanes"): lambda: d.crba_lanes(model, QT)}
 
 
 def largest_relative_difference(pin, pin_model, model, Q, V, A, TAU, states=20):
-    """max |ours - Pinocchio| / max(1, |Pinocchio|) over the first states, per function."""
+    """max |ours - Pinocchio| / max(1, |Pinocchio|) over the first states, per function
+    (the upper triangle of M, which Pinocchio fills)."""
     pd = pin_model.createData()
     tau = gp.dynamics.rnea_batch(model, Q[:states], V[:states], A[:states])
     ddq = gp.dynamics.aba_batch(model, Q[:states], V[:states], TAU[:states])
+    M = gp.dynamics.crba_batch(model, Q[:states])
     worst = dict.fromkeys(FUNCTIONS, 0.0)
     for k in range(states):
         for function, ours, theirs in (
                 ("rnea", tau[k], pin.rnea(pin_model, pd, Q[k], V[k], A[k])),
-                ("aba", ddq[k], pin.aba(pin_model, pd, Q[k], V[k], TAU[k]))):
+                ("aba", ddq[k], pin.aba(pin_model, pd, Q[k], V[k], TAU[k])),
+                ("crba", np.triu(M[k]), np.triu(pin.crba(pin_model, pd, Q[k])))):
             scale = max(1.0, float(np.max(np.abs(theirs))))
             worst[function] = max(worst[function], float(np.max(np.abs(ours - theirs))) / scale)
     return worst

@@ -12,7 +12,8 @@ consecutive states; every workspace array of a tile is flat, with the lane
 - ``qt (nq x T)``, ``vt, ut (nv x T)``: the tile's inputs, row r at ``r * T``;
 - ``liR (njoints x 9 x T)``, ``lip (njoints x 3 x T)``: liMi (R row-major);
 - ``vel, acc, f, c, pA (njoints x 6 x T)``: spatial vectors of each body;
-- ``Ya, Ic (njoints x 36 x T)``: articulated and composite inertias;
+- ``Ya (njoints x 36 x T)``: articulated inertias; ``Ic (njoints x 10 x T)``:
+  composite inertias, compact (mass, m c, rotational inertia about the origin);
   ``U, Dinv (nv x 6 x T)`` (column c of U and row c of D^-1 at ``c * 6 * T``),
   ``u (nv x T)``; ``Mt (nv x nv x T)``: the tile's mass matrices.
 
@@ -60,6 +61,8 @@ T36 = 36 * TILE
 _T = np.uint64(TILE)
 _T1, _T2, _T3, _T4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 _T5, _T6, _T7, _T8 = (np.uint64(k * TILE) for k in (5, 6, 7, 8))
+_T9 = np.uint64(9 * TILE)
+T10 = 10 * TILE
 
 # Cody-Waite split of pi/2 and the Cephes sin/cos coefficients on [-pi/4, pi/4].
 _PIO2_1 = 1.5707963267341256e+00
@@ -374,23 +377,30 @@ def _fill_lanes(out, bo, rows, value):
 @kernel
 def _load_tile(x, b, n, lanes_major, out):
     """out (size x T) = states b .. b+n-1 of x ((size, K) when lanes_major, else
-    (K, size)); the padding lanes repeat the last state, so every lane is valid."""
-    size = x.shape[0] if lanes_major else x.shape[1]
-    for s in range(TILE):
-        k = b + min(s, n - 1)
-        for r in range(size):
-            out[r * TILE + s] = x[r, k] if lanes_major else x[k, r]
+    (K, size)); the padding lanes repeat the last state, so every lane is valid.
+    Each layout is read along its contiguous axis."""
+    if lanes_major:
+        for r in range(x.shape[0]):
+            for s in range(TILE):
+                out[r * TILE + s] = x[r, b + min(s, n - 1)]
+    else:
+        for s in range(TILE):
+            k = b + min(s, n - 1)
+            for r in range(x.shape[1]):
+                out[r * TILE + s] = x[k, r]
 
 
 @kernel
 def _store_tile(t, b, n, lanes_major, x):
-    """States b .. b+n-1 of x = the first n lanes of the tile t (size x T)."""
-    size = x.shape[0] if lanes_major else x.shape[1]
-    for s in range(n):
-        for r in range(size):
-            if lanes_major:
+    """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
+    along x's contiguous axis."""
+    if lanes_major:
+        for r in range(x.shape[0]):
+            for s in range(n):
                 x[r, b + s] = t[r * TILE + s]
-            else:
+    else:
+        for s in range(n):
+            for r in range(x.shape[1]):
                 x[b + s, r] = t[r * TILE + s]
 
 
@@ -734,18 +744,90 @@ def _motion_dot_lanes(S, d, x, bx, arm, out, bo, mirror):
 
 
 @kernel
+def _compact_inertias(m):
+    """(njoints, 10) compact inertias of the bodies: mass m, h = m c (c the centre of
+    mass) and the upper triangle I00 I01 I02 I11 I12 I22 of the rotational inertia
+    about the joint frame's origin, read from the spatial inertias
+    [[m E, -[h]], [[h], I]]."""
+    Y = m.inertia
+    out = np.zeros((m.njoints, 10))
+    for i in range(1, m.njoints):
+        out[i, 0] = Y[i, 0, 0]
+        out[i, 1], out[i, 2], out[i, 3] = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
+        out[i, 4], out[i, 5], out[i, 6] = Y[i, 3, 3], Y[i, 3, 4], Y[i, 3, 5]
+        out[i, 7], out[i, 8], out[i, 9] = Y[i, 4, 4], Y[i, 4, 5], Y[i, 5, 5]
+    return out
+
+
+@inline_kernel
+def _add_inertia_to_parent_lanes(liR, lip, i, Ic, par):
+    """Ic[par] += liMi.act(Ic[i]) for compact inertias (10 x T each): with (R, p) =
+    liMi and a = R h, m' = m, h' = a + m p and I' = R I R^T - ([a][p] + [p][a] + m [p]^2)
+    (the parallel-axis theorem moved from c to c' = R c + p), in every lane."""
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    C, D = np.uint64(i * T10), np.uint64(par * T10)
+    for s in range(_T):
+        r00, r01, r02 = liR[R + s], liR[R + _T1 + s], liR[R + _T2 + s]
+        r10, r11, r12 = liR[R + _T3 + s], liR[R + _T4 + s], liR[R + _T5 + s]
+        r20, r21, r22 = liR[R + _T6 + s], liR[R + _T7 + s], liR[R + _T8 + s]
+        p0, p1, p2 = lip[P + s], lip[P + _T1 + s], lip[P + _T2 + s]
+        mass, h0, h1, h2 = Ic[C + s], Ic[C + _T1 + s], Ic[C + _T2 + s], Ic[C + _T3 + s]
+        i00, i01, i02 = Ic[C + _T4 + s], Ic[C + _T5 + s], Ic[C + _T6 + s]
+        i11, i12, i22 = Ic[C + _T7 + s], Ic[C + _T8 + s], Ic[C + _T9 + s]
+        a0 = r00 * h0 + r01 * h1 + r02 * h2
+        a1 = r10 * h0 + r11 * h1 + r12 * h2
+        a2 = r20 * h0 + r21 * h1 + r22 * h2
+        t00 = r00 * i00 + r01 * i01 + r02 * i02  # T = R I
+        t01 = r00 * i01 + r01 * i11 + r02 * i12
+        t02 = r00 * i02 + r01 * i12 + r02 * i22
+        t10 = r10 * i00 + r11 * i01 + r12 * i02
+        t11 = r10 * i01 + r11 * i11 + r12 * i12
+        t12 = r10 * i02 + r11 * i12 + r12 * i22
+        t20 = r20 * i00 + r21 * i01 + r22 * i02
+        t21 = r20 * i01 + r21 * i11 + r22 * i12
+        t22 = r20 * i02 + r21 * i12 + r22 * i22
+        diagonal = 2.0 * (a0 * p0 + a1 * p1 + a2 * p2) + mass * (p0 * p0 + p1 * p1 + p2 * p2)
+        mp0, mp1, mp2 = mass * p0, mass * p1, mass * p2
+        Ic[D + s] += mass
+        Ic[D + _T1 + s] += a0 + mp0
+        Ic[D + _T2 + s] += a1 + mp1
+        Ic[D + _T3 + s] += a2 + mp2
+        Ic[D + _T4 + s] += (t00 * r00 + t01 * r01 + t02 * r02
+                            - (2.0 * a0 * p0 + mp0 * p0) + diagonal)
+        Ic[D + _T5 + s] += t00 * r10 + t01 * r11 + t02 * r12 - (a0 * p1 + p0 * a1 + mp0 * p1)
+        Ic[D + _T6 + s] += t00 * r20 + t01 * r21 + t02 * r22 - (a0 * p2 + p0 * a2 + mp0 * p2)
+        Ic[D + _T7 + s] += (t10 * r10 + t11 * r11 + t12 * r12
+                            - (2.0 * a1 * p1 + mp1 * p1) + diagonal)
+        Ic[D + _T8 + s] += t10 * r20 + t11 * r21 + t12 * r22 - (a1 * p2 + p1 * a2 + mp1 * p2)
+        Ic[D + _T9 + s] += (t20 * r20 + t21 * r21 + t22 * r22
+                            - (2.0 * a2 * p2 + mp2 * p2) + diagonal)
+
+
+@inline_kernel
+def _inertia_times_motion_lanes(S, c, Ic, i, F):
+    """F = Ic_i S_c = [m v + w x h; h x v + I w] for the motion column c = (v, w) of S,
+    the compact inertia Ic_i in every lane."""
+    v0, v1, v2, w0, w1, w2 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+    C = np.uint64(i * T10)
+    for s in range(_T):
+        mass, h0, h1, h2 = Ic[C + s], Ic[C + _T1 + s], Ic[C + _T2 + s], Ic[C + _T3 + s]
+        i00, i01, i02 = Ic[C + _T4 + s], Ic[C + _T5 + s], Ic[C + _T6 + s]
+        i11, i12, i22 = Ic[C + _T7 + s], Ic[C + _T8 + s], Ic[C + _T9 + s]
+        F[s] = mass * v0 + w1 * h2 - w2 * h1
+        F[_T1 + s] = mass * v1 + w2 * h0 - w0 * h2
+        F[_T2 + s] = mass * v2 + w0 * h1 - w1 * h0
+        F[_T3 + s] = h1 * v2 - h2 * v1 + i00 * w0 + i01 * w1 + i02 * w2
+        F[_T4 + s] = h2 * v0 - h0 * v2 + i01 * w0 + i11 * w1 + i12 * w2
+        F[_T5 + s] = h0 * v1 - h1 * v0 + i02 * w0 + i12 * w1 + i22 * w2
+
+
+@kernel
 def _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt):
     """Column c of M (a dof of joint i) and its mirror row: F = Ic_i S_c, then
     M[d, c] = S_d^T F for the dofs d of i and, F carried to each ancestor in turn
     (F = liMj F), of every supporting joint (Featherstone 2008, Table 6.2)."""
     nv, S = m.nv, m.S
-    s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
-    for r in range(6):
-        Fo, Io = np.uint64(r * TILE), np.uint64(i * T36 + 6 * r * TILE)
-        for s in range(_T):
-            F[Fo + s] = (Ic[Io + s] * s0 + Ic[Io + _T1 + s] * s1 + Ic[Io + _T2 + s] * s2
-                         + Ic[Io + _T3 + s] * s3 + Ic[Io + _T4 + s] * s4
-                         + Ic[Io + _T5 + s] * s5)
+    _inertia_times_motion_lanes(S, c, Ic, i, F)
     iv = m.idx_v[i]
     for d in range(iv, iv + m.nvs[i]):
         arm = m.armature[c] if d == c else 0.0
@@ -768,27 +850,27 @@ def _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt):
 @kernel
 def _crba_lanes(m, q, lanes_major, M):
     """M(q) for K states, TILE at a time: q (nq, K) and M (nv * nv, K) when lanes_major,
-    else q (K, nq) and M (K, nv * nv)."""
+    else q (K, nq) and M (K, nv * nv).  Composite inertias in compact form (Ic,
+    njoints x 10 x T), handed to the parent by :func:`_add_inertia_to_parent_lanes`."""
     ws = _workspace(m)
     liR, lip = ws[0], ws[1]
-    Ic, B = np.zeros(m.njoints * T36), np.zeros(T36)
-    F, G = np.zeros(T6), np.zeros(T6)
+    Ic, F, G = np.zeros(m.njoints * T10), np.zeros(T6), np.zeros(T6)
     K = q.shape[1] if lanes_major else q.shape[0]
     qt = np.empty(m.nq * TILE)
     Mt = np.zeros(m.nv * m.nv * TILE)  # the entries of unrelated dofs stay zero
-    Y = m.inertia
+    Y = _compact_inertias(m)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         _load_tile(q, b, n, lanes_major, qt)
         for i in range(1, m.njoints):
             _placement_lanes(m, i, qt, ws)
-            for rc in range(36):
-                _fill_lanes(Ic, i * T36 + rc * TILE, 1, Y[i, rc // 6, rc % 6])
+            for r in range(10):
+                _fill_lanes(Ic, i * T10 + r * TILE, 1, Y[i, r])
         for i in range(m.njoints - 1, 0, -1):
             for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
                 _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt)
             if m.parents[i] > 0:
-                _add_congruence_lanes(liR, lip, i, Ic, i * T36, B, Ic, m.parents[i] * T36)
+                _add_inertia_to_parent_lanes(liR, lip, i, Ic, m.parents[i])
         _store_tile(Mt, b, n, lanes_major, M)
 
 
