@@ -3,8 +3,8 @@
 The per-state algorithms are those of :mod:`.rnea` (Featherstone 2008, Table
 5.1), the articulated-body algorithm in the joint frames (Featherstone 2008,
 Table 7.1; Pinocchio's ``aba`` with local quantities) and the composite
-rigid-body algorithm in the joint frames (Featherstone 2008, Table 6.2),
-unchanged; only the memory layout differs.  A stack is cut into *tiles* of ``T = TILE``
+rigid-body algorithm in the world frame (Featherstone 2008, Table 6.2, as
+Pinocchio writes it), unchanged; only the memory layout differs.  A stack is cut into *tiles* of ``T = TILE``
 consecutive states; every workspace array of a tile is flat, with the lane
 (state) axis last and contiguous, so that entry (j, r) of lane s sits at
 ``(j * width + r) * T + s``:
@@ -13,7 +13,8 @@ consecutive states; every workspace array of a tile is flat, with the lane
 - ``liR (njoints x 9 x T)``, ``lip (njoints x 3 x T)``: liMi (R row-major);
 - ``vel, acc, f, c, pA (njoints x 6 x T)``: spatial vectors of each body;
 - ``Ya (njoints x 36 x T)``: articulated inertias; ``Ic (njoints x 10 x T)``:
-  composite inertias, compact (mass, m c, rotational inertia about the origin);
+  CRBA's composite inertias in the world frame, compact (mass, m c, rotational
+  inertia about the origin);
   ``U, Dinv (nv x 6 x T)`` (column c of U and row c of D^-1 at ``c * 6 * T``),
   ``u (nv x T)``; ``Mt (nv x nv x T)``: the tile's mass matrices.
 
@@ -729,20 +730,6 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
         _store_tile(ddqt, b, n, lanes_major, ddq)
 
 
-@inline_kernel
-def _motion_dot_lanes(S, d, x, bx, arm, out, bo, mirror):
-    """out[bo] = S_d^T x[bx] + arm (a force x against the motion column d of S) in
-    every lane, and the same into out[mirror] when mirror >= 0."""
-    s0, s1, s2, s3, s4, s5 = S[0, d], S[1, d], S[2, d], S[3, d], S[4, d], S[5, d]
-    X, O, Mi = np.uint64(bx), np.uint64(bo), np.uint64(max(mirror, 0))
-    for s in range(_T):
-        y = (arm + s0 * x[X + s] + s1 * x[X + _T1 + s] + s2 * x[X + _T2 + s]
-             + s3 * x[X + _T3 + s] + s4 * x[X + _T4 + s] + s5 * x[X + _T5 + s])
-        out[O + s] = y
-        if mirror >= 0:
-            out[Mi + s] = y
-
-
 @kernel
 def _compact_inertias(m):
     """(njoints, 10) compact inertias of the bodies: mass m, h = m c (c the centre of
@@ -760,20 +747,67 @@ def _compact_inertias(m):
 
 
 @inline_kernel
-def _add_inertia_to_parent_lanes(liR, lip, i, Ic, par):
-    """Ic[par] += liMi.act(Ic[i]) for compact inertias (10 x T each): with (R, p) =
-    liMi and a = R h, m' = m, h' = a + m p and I' = R I R^T - ([a][p] + [p][a] + m [p]^2)
-    (the parallel-axis theorem moved from c to c' = R c + p), in every lane."""
-    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
-    C, D = np.uint64(i * T10), np.uint64(par * T10)
+def _compose_world_lanes(liR, lip, i, par, oR, op):
+    """oMi = oM_par liMi in every lane (oR, op hold the identity at joint 0)."""
+    A, P, B, Q = np.uint64(par * T9), np.uint64(3 * par * TILE), np.uint64(i * T9), np.uint64(3 * i * TILE)
+    C, D = np.uint64(i * T9), np.uint64(3 * i * TILE)
     for s in range(_T):
-        r00, r01, r02 = liR[R + s], liR[R + _T1 + s], liR[R + _T2 + s]
-        r10, r11, r12 = liR[R + _T3 + s], liR[R + _T4 + s], liR[R + _T5 + s]
-        r20, r21, r22 = liR[R + _T6 + s], liR[R + _T7 + s], liR[R + _T8 + s]
-        p0, p1, p2 = lip[P + s], lip[P + _T1 + s], lip[P + _T2 + s]
-        mass, h0, h1, h2 = Ic[C + s], Ic[C + _T1 + s], Ic[C + _T2 + s], Ic[C + _T3 + s]
-        i00, i01, i02 = Ic[C + _T4 + s], Ic[C + _T5 + s], Ic[C + _T6 + s]
-        i11, i12, i22 = Ic[C + _T7 + s], Ic[C + _T8 + s], Ic[C + _T9 + s]
+        a00, a01, a02 = oR[A + s], oR[A + _T1 + s], oR[A + _T2 + s]
+        a10, a11, a12 = oR[A + _T3 + s], oR[A + _T4 + s], oR[A + _T5 + s]
+        a20, a21, a22 = oR[A + _T6 + s], oR[A + _T7 + s], oR[A + _T8 + s]
+        b00, b01, b02 = liR[B + s], liR[B + _T1 + s], liR[B + _T2 + s]
+        b10, b11, b12 = liR[B + _T3 + s], liR[B + _T4 + s], liR[B + _T5 + s]
+        b20, b21, b22 = liR[B + _T6 + s], liR[B + _T7 + s], liR[B + _T8 + s]
+        q0, q1, q2 = lip[Q + s], lip[Q + _T1 + s], lip[Q + _T2 + s]
+        op[D + s] = op[P + s] + a00 * q0 + a01 * q1 + a02 * q2
+        op[D + _T1 + s] = op[P + _T1 + s] + a10 * q0 + a11 * q1 + a12 * q2
+        op[D + _T2 + s] = op[P + _T2 + s] + a20 * q0 + a21 * q1 + a22 * q2
+        oR[C + s] = a00 * b00 + a01 * b10 + a02 * b20
+        oR[C + _T1 + s] = a00 * b01 + a01 * b11 + a02 * b21
+        oR[C + _T2 + s] = a00 * b02 + a01 * b12 + a02 * b22
+        oR[C + _T3 + s] = a10 * b00 + a11 * b10 + a12 * b20
+        oR[C + _T4 + s] = a10 * b01 + a11 * b11 + a12 * b21
+        oR[C + _T5 + s] = a10 * b02 + a11 * b12 + a12 * b22
+        oR[C + _T6 + s] = a20 * b00 + a21 * b10 + a22 * b20
+        oR[C + _T7 + s] = a20 * b01 + a21 * b11 + a22 * b21
+        oR[C + _T8 + s] = a20 * b02 + a21 * b12 + a22 * b22
+
+
+@inline_kernel
+def _world_motion_lanes(oR, op, i, S, c, J):
+    """J column c = oMi S_c = [R v + p x R w; R w] for S_c = (v, w), every lane."""
+    v0, v1, v2, w0, w1, w2 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+    R, P, O = np.uint64(i * T9), np.uint64(3 * i * TILE), np.uint64(c * T6)
+    for s in range(_T):
+        r00, r01, r02 = oR[R + s], oR[R + _T1 + s], oR[R + _T2 + s]
+        r10, r11, r12 = oR[R + _T3 + s], oR[R + _T4 + s], oR[R + _T5 + s]
+        r20, r21, r22 = oR[R + _T6 + s], oR[R + _T7 + s], oR[R + _T8 + s]
+        p0, p1, p2 = op[P + s], op[P + _T1 + s], op[P + _T2 + s]
+        x0 = r00 * w0 + r01 * w1 + r02 * w2
+        x1 = r10 * w0 + r11 * w1 + r12 * w2
+        x2 = r20 * w0 + r21 * w1 + r22 * w2
+        J[O + s] = r00 * v0 + r01 * v1 + r02 * v2 + p1 * x2 - p2 * x1
+        J[O + _T1 + s] = r10 * v0 + r11 * v1 + r12 * v2 + p2 * x0 - p0 * x2
+        J[O + _T2 + s] = r20 * v0 + r21 * v1 + r22 * v2 + p0 * x1 - p1 * x0
+        J[O + _T3 + s] = x0
+        J[O + _T4 + s] = x1
+        J[O + _T5 + s] = x2
+
+
+@inline_kernel
+def _inertia_to_world_lanes(oR, op, i, Yc, Ic):
+    """Ic_i = oMi.act(Y_i) for the compact body inertia Yc[i] = (m, h = m c, I about the
+    joint origin): with (R, p) = oMi and a = R h, h' = a + m p and
+    I' = R I R^T - ([a][p] + [p][a] + m [p]^2) (the parallel-axis theorem moved from
+    c to c' = R c + p), in every lane."""
+    mass, h0, h1, h2 = Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3]
+    i00, i01, i02, i11, i12, i22 = Yc[i, 4], Yc[i, 5], Yc[i, 6], Yc[i, 7], Yc[i, 8], Yc[i, 9]
+    R, P, C = np.uint64(i * T9), np.uint64(3 * i * TILE), np.uint64(i * T10)
+    for s in range(_T):
+        r00, r01, r02 = oR[R + s], oR[R + _T1 + s], oR[R + _T2 + s]
+        r10, r11, r12 = oR[R + _T3 + s], oR[R + _T4 + s], oR[R + _T5 + s]
+        r20, r21, r22 = oR[R + _T6 + s], oR[R + _T7 + s], oR[R + _T8 + s]
+        p0, p1, p2 = op[P + s], op[P + _T1 + s], op[P + _T2 + s]
         a0 = r00 * h0 + r01 * h1 + r02 * h2
         a1 = r10 * h0 + r11 * h1 + r12 * h2
         a2 = r20 * h0 + r21 * h1 + r22 * h2
@@ -788,31 +822,28 @@ def _add_inertia_to_parent_lanes(liR, lip, i, Ic, par):
         t22 = r20 * i02 + r21 * i12 + r22 * i22
         diagonal = 2.0 * (a0 * p0 + a1 * p1 + a2 * p2) + mass * (p0 * p0 + p1 * p1 + p2 * p2)
         mp0, mp1, mp2 = mass * p0, mass * p1, mass * p2
-        Ic[D + s] += mass
-        Ic[D + _T1 + s] += a0 + mp0
-        Ic[D + _T2 + s] += a1 + mp1
-        Ic[D + _T3 + s] += a2 + mp2
-        Ic[D + _T4 + s] += (t00 * r00 + t01 * r01 + t02 * r02
-                            - (2.0 * a0 * p0 + mp0 * p0) + diagonal)
-        Ic[D + _T5 + s] += t00 * r10 + t01 * r11 + t02 * r12 - (a0 * p1 + p0 * a1 + mp0 * p1)
-        Ic[D + _T6 + s] += t00 * r20 + t01 * r21 + t02 * r22 - (a0 * p2 + p0 * a2 + mp0 * p2)
-        Ic[D + _T7 + s] += (t10 * r10 + t11 * r11 + t12 * r12
-                            - (2.0 * a1 * p1 + mp1 * p1) + diagonal)
-        Ic[D + _T8 + s] += t10 * r20 + t11 * r21 + t12 * r22 - (a1 * p2 + p1 * a2 + mp1 * p2)
-        Ic[D + _T9 + s] += (t20 * r20 + t21 * r21 + t22 * r22
-                            - (2.0 * a2 * p2 + mp2 * p2) + diagonal)
+        Ic[C + s] = mass
+        Ic[C + _T1 + s] = a0 + mp0
+        Ic[C + _T2 + s] = a1 + mp1
+        Ic[C + _T3 + s] = a2 + mp2
+        Ic[C + _T4 + s] = t00 * r00 + t01 * r01 + t02 * r02 - (2.0 * a0 * p0 + mp0 * p0) + diagonal
+        Ic[C + _T5 + s] = t00 * r10 + t01 * r11 + t02 * r12 - (a0 * p1 + p0 * a1 + mp0 * p1)
+        Ic[C + _T6 + s] = t00 * r20 + t01 * r21 + t02 * r22 - (a0 * p2 + p0 * a2 + mp0 * p2)
+        Ic[C + _T7 + s] = t10 * r10 + t11 * r11 + t12 * r12 - (2.0 * a1 * p1 + mp1 * p1) + diagonal
+        Ic[C + _T8 + s] = t10 * r20 + t11 * r21 + t12 * r22 - (a1 * p2 + p1 * a2 + mp1 * p2)
+        Ic[C + _T9 + s] = t20 * r20 + t21 * r21 + t22 * r22 - (2.0 * a2 * p2 + mp2 * p2) + diagonal
 
 
 @inline_kernel
-def _inertia_times_motion_lanes(S, c, Ic, i, F):
-    """F = Ic_i S_c = [m v + w x h; h x v + I w] for the motion column c = (v, w) of S,
-    the compact inertia Ic_i in every lane."""
-    v0, v1, v2, w0, w1, w2 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
-    C = np.uint64(i * T10)
+def _inertia_times_motion_lanes(Ic, i, J, c, F):
+    """F = Ic_i J_c = [m v + w x h; h x v + I w] for the motion J_c = (v, w), every lane."""
+    C, O = np.uint64(i * T10), np.uint64(c * T6)
     for s in range(_T):
         mass, h0, h1, h2 = Ic[C + s], Ic[C + _T1 + s], Ic[C + _T2 + s], Ic[C + _T3 + s]
         i00, i01, i02 = Ic[C + _T4 + s], Ic[C + _T5 + s], Ic[C + _T6 + s]
         i11, i12, i22 = Ic[C + _T7 + s], Ic[C + _T8 + s], Ic[C + _T9 + s]
+        v0, v1, v2 = J[O + s], J[O + _T1 + s], J[O + _T2 + s]
+        w0, w1, w2 = J[O + _T3 + s], J[O + _T4 + s], J[O + _T5 + s]
         F[s] = mass * v0 + w1 * h2 - w2 * h1
         F[_T1 + s] = mass * v1 + w2 * h0 - w0 * h2
         F[_T2 + s] = mass * v2 + w0 * h1 - w1 * h0
@@ -821,56 +852,72 @@ def _inertia_times_motion_lanes(S, c, Ic, i, F):
         F[_T5 + s] = h0 * v1 - h1 * v0 + i02 * w0 + i12 * w1 + i22 * w2
 
 
+@inline_kernel
+def _mass_entry_lanes(J, d, F, arm, Mt, bo, mirror):
+    """Mt[bo] = Mt[mirror] = J_d^T F + arm in every lane."""
+    O, X, Mi = np.uint64(d * T6), np.uint64(bo), np.uint64(mirror)
+    for s in range(_T):
+        y = (arm + J[O + s] * F[s] + J[O + _T1 + s] * F[_T1 + s] + J[O + _T2 + s] * F[_T2 + s]
+             + J[O + _T3 + s] * F[_T3 + s] + J[O + _T4 + s] * F[_T4 + s]
+             + J[O + _T5 + s] * F[_T5 + s])
+        Mt[X + s] = y
+        Mt[Mi + s] = y
+
+
 @kernel
-def _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt):
-    """Column c of M (a dof of joint i) and its mirror row: F = Ic_i S_c, then
-    M[d, c] = S_d^T F for the dofs d of i and, F carried to each ancestor in turn
-    (F = liMj F), of every supporting joint (Featherstone 2008, Table 6.2)."""
-    nv, S = m.nv, m.S
-    _inertia_times_motion_lanes(S, c, Ic, i, F)
-    iv = m.idx_v[i]
-    for d in range(iv, iv + m.nvs[i]):
-        arm = m.armature[c] if d == c else 0.0
-        _motion_dot_lanes(S, d, F, 0, arm, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
-    j, in_F = i, True
-    while m.parents[j] > 0:
-        if in_F:
-            _act_force_lanes(liR, lip, j, F, 0, G, 0, False)
-        else:
-            _act_force_lanes(liR, lip, j, G, 0, F, 0, False)
-        in_F = not in_F
-        j = m.parents[j]
-        for d in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
-            if in_F:
-                _motion_dot_lanes(S, d, F, 0, 0.0, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
-            else:
-                _motion_dot_lanes(S, d, G, 0, 0.0, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
+def _crba_forward_pass_lanes(m, qt, ws, oR, op, J, Ic, Yc):
+    """liMi, oMi, the world motion subspaces J and the bodies' world inertias Ic."""
+    for i in range(1, m.njoints):
+        _placement_lanes(m, i, qt, ws)
+        _compose_world_lanes(ws[0], ws[1], i, m.parents[i], oR, op)
+        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            _world_motion_lanes(oR, op, i, m.S, c, J)
+        _inertia_to_world_lanes(oR, op, i, Yc, Ic)
+
+
+@kernel
+def _crba_backward_pass_lanes(m, J, Ic, F, Mt):
+    """M[d, c] = J_d^T (Ic_i J_c) for every dof c of joint i and every dof d of i and of
+    its ancestors; Ic_parent += Ic_i (Featherstone 2008, Table 6.2, in the world frame
+    as Pinocchio: composite inertias add without a transform)."""
+    nv = m.nv
+    for i in range(m.njoints - 1, 0, -1):
+        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            _inertia_times_motion_lanes(Ic, i, J, c, F)
+            j = i
+            while j > 0:
+                for d in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+                    arm = m.armature[c] if d == c else 0.0
+                    _mass_entry_lanes(J, d, F, arm, Mt, (d * nv + c) * TILE, (c * nv + d) * TILE)
+                j = m.parents[j]
+        par = m.parents[i]
+        if par > 0:
+            A, B = np.uint64(par * T10), np.uint64(i * T10)
+            for s in range(_T):
+                for r in range(10):
+                    Ic[A + np.uint64(r * TILE) + s] += Ic[B + np.uint64(r * TILE) + s]
 
 
 @kernel
 def _crba_lanes(m, q, lanes_major, M):
     """M(q) for K states, TILE at a time: q (nq, K) and M (nv * nv, K) when lanes_major,
-    else q (K, nq) and M (K, nv * nv).  Composite inertias in compact form (Ic,
-    njoints x 10 x T), handed to the parent by :func:`_add_inertia_to_parent_lanes`."""
+    else q (K, nq) and M (K, nv * nv).  oR, op (njoints x 9 x T, njoints x 3 x T): oMi,
+    the identity at joint 0; J (nv x 6 x T); Ic (njoints x 10 x T) compact inertias."""
     ws = _workspace(m)
-    liR, lip = ws[0], ws[1]
-    Ic, F, G = np.zeros(m.njoints * T10), np.zeros(T6), np.zeros(T6)
+    oR, op = np.zeros(m.njoints * T9), np.zeros(m.njoints * 3 * TILE)
+    _fill_lanes(oR, 0, 1, 1.0)
+    _fill_lanes(oR, 4 * TILE, 1, 1.0)
+    _fill_lanes(oR, 8 * TILE, 1, 1.0)
+    J, Ic, F = np.zeros(m.nv * T6), np.zeros(m.njoints * T10), np.zeros(T6)
     K = q.shape[1] if lanes_major else q.shape[0]
     qt = np.empty(m.nq * TILE)
     Mt = np.zeros(m.nv * m.nv * TILE)  # the entries of unrelated dofs stay zero
-    Y = _compact_inertias(m)
+    Yc = _compact_inertias(m)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         _load_tile(q, b, n, lanes_major, qt)
-        for i in range(1, m.njoints):
-            _placement_lanes(m, i, qt, ws)
-            for r in range(10):
-                _fill_lanes(Ic, i * T10 + r * TILE, 1, Y[i, r])
-        for i in range(m.njoints - 1, 0, -1):
-            for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-                _crba_column_lanes(m, i, c, Ic, F, G, liR, lip, Mt)
-            if m.parents[i] > 0:
-                _add_inertia_to_parent_lanes(liR, lip, i, Ic, m.parents[i])
+        _crba_forward_pass_lanes(m, qt, ws, oR, op, J, Ic, Yc)
+        _crba_backward_pass_lanes(m, J, Ic, F, Mt)
         _store_tile(Mt, b, n, lanes_major, M)
 
 
