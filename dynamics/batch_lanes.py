@@ -51,7 +51,7 @@ from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
 
-TILE = 32  # states per tile (lane loops of 4 AVX-512 or 8 AVX2 registers)
+TILE = 64  # states per tile (measured: 64 beats 32 by 5-25%; lane loops of 8 AVX-512 registers)
 T6 = 6 * TILE
 T9 = 9 * TILE
 T36 = 36 * TILE
