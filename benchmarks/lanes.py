@@ -53,7 +53,8 @@ CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba"}
 HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "_placement_lanes",
                "_aba_forward_pass_1_lanes", "_articulated_projection_lanes",
                "_articulated_inertia_lanes", "_hand_to_parent_lanes",
-               "_aba_forward_pass_2_lanes", "_crba_column_lanes", "_add_congruence_lanes")
+               "_aba_forward_pass_2_lanes", "_add_congruence_lanes",
+               "_crba_forward_pass_lanes", "_crba_backward_pass_lanes")
 
 COMPILE_SCRIPT = """
 import json, re, sys, time
@@ -236,6 +237,8 @@ def main(argv=None):
     payload = dict(machine=info, K=K, rounds=options.rounds, repeats=options.repeats,
                    clock=options.clock, cpp_unavailable=cpp_reason, rows=rows,
                    load_average_end=os.getloadavg()[0])
+    path = os.path.join(options.out, "lanes.json")
+    _common.write_json(path, payload)  # the timings are kept if the compile run fails
     if not options.no_compile:
         payload.update(compile_and_assembly())
         print("\nFirst call on ur5 with an empty cache (compile, s): "
@@ -245,7 +248,7 @@ def main(argv=None):
         print("\nPacked (pd) and scalar (sd) double arithmetic in the compiled hot kernels:")
         print(assembly_table(payload["asm"]))
     print(f"\nload average at the end {payload['load_average_end']:.1f}")
-    _common.write_json(os.path.join(options.out, "lanes.json"), payload)
+    _common.write_json(path, payload)
 
 
 if __name__ == "__main__":
