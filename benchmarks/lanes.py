@@ -50,7 +50,7 @@ from geppetto.benchmarks.dynamics import K, pinocchio_model, random_states
 ROBOTS = ("ur5", "panda", "solo12", "talos")
 FUNCTIONS = ("rnea", "aba", "crba")
 CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba"}
-HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "_placement_lanes",
+HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "placement_lanes",
                "_aba_forward_pass_1_lanes", "_articulated_projection_lanes",
                "_articulated_inertia_lanes", "_hand_to_parent_lanes",
                "_aba_forward_pass_2_lanes", "_add_congruence_lanes",
@@ -60,7 +60,7 @@ COMPILE_SCRIPT = """
 import json, re, sys, time
 import numpy as np
 import geppetto as gp
-from geppetto.dynamics import batch_lanes
+from geppetto.dynamics import batch_lanes, lane_tiles
 robot = gp.robots.load("ur5")
 model = robot.model
 rng = np.random.default_rng(0)
@@ -76,7 +76,7 @@ if sys.argv[1] == "asm":
     scalar = re.compile(r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div)sd\\b")
     asm = {}
     for kernel in sys.argv[2:]:
-        dispatcher = getattr(batch_lanes, kernel)
+        dispatcher = getattr(batch_lanes, kernel, None) or getattr(lane_tiles, kernel)
         text = "\\n".join(dispatcher.inspect_asm(s) for s in dispatcher.signatures)
         counts = {"zmm": 0, "ymm": 0, "xmm": 0}
         for match in packed.finditer(text):
@@ -222,7 +222,7 @@ def main(argv=None):
     if cpp_reason:
         print(f"C++ columns left empty: {cpp_reason}")
     info = _common.machine(pinocchio=getattr(pin, "__version__", None),
-                           tile=gp.dynamics.batch_lanes.TILE)
+                           tile=gp.dynamics.lane_tiles.TILE)
     print(_common.describe_machine(info))
     rng = np.random.default_rng(options.seed)
     rows = []

@@ -1,4 +1,5 @@
-"""The kernels over stacks laid out across SIMD lanes (dynamics/batch_lanes.py)
+"""The kernels over stacks laid out across SIMD lanes (dynamics/batch_lanes.py,
+dynamics/lane_tiles.py)
 against Pinocchio, state by state, on every model of conftest.DYNAMICS_MODELS
 (real robots, built-in models, random trees with every joint type, unaligned
 axes, a free-flyer root and armature)."""
@@ -9,9 +10,10 @@ import pytest
 
 import geppetto.dynamics as gd
 from geppetto import robots
-from geppetto.dynamics import batch_lanes
+from geppetto.dynamics import lane_tiles
+from geppetto.dynamics.config import kernel
 
-N_STATES = 2 * batch_lanes.TILE + 5  # two full tiles and a padded one
+N_STATES = 2 * lane_tiles.TILE + 5  # two full tiles and a padded one
 RTOL = 1e-12
 
 
@@ -62,13 +64,13 @@ def test_aba_inverts_rnea_on_a_short_stack(load_case, assert_close):
     assert_close(gd.aba_batch(case.model, s.q, s.v, tau), s.a, 1e-10, "aba(rnea(a))")
 
 
-@batch_lanes.kernel
+@kernel
 def _sincos(angles, out):
     """out (2, n) = cos, sin of angles (n,), n a multiple of TILE, through the lanes."""
-    T = batch_lanes.TILE
+    T = lane_tiles.TILE
     cs = np.empty(2 * T)
     for b in range(0, angles.shape[0], T):
-        batch_lanes._sincos_lanes(angles, b, cs)
+        lane_tiles.sincos_lanes(angles, b, cs)
         for s in range(T):
             out[0, b + s] = cs[s]
             out[1, b + s] = cs[T + s]
@@ -81,7 +83,7 @@ def test_vectorized_sincos_matches_libm():
     angles = np.concatenate([rng.uniform(-10.0, 10.0, 2000), rng.uniform(-1e4, 1e4, 500),
                              np.arange(-8, 9) * (math.pi / 4), [0.0, -0.0, 1e5 + 0.3,
                                                                 -3e6, 1e12, 5e-300]])
-    angles = np.concatenate([angles, np.zeros(-angles.size % batch_lanes.TILE)])
+    angles = np.concatenate([angles, np.zeros(-angles.size % lane_tiles.TILE)])
     out = np.empty((2, angles.size))
     _sincos(angles, out)
     expected = np.array([[math.cos(x) for x in angles], [math.sin(x) for x in angles]])

@@ -1,0 +1,407 @@
+"""Tiles of states laid out across SIMD lanes: the layout, the joint placements
+and the spatial algebra of :mod:`.batch_lanes`'s RNEA, ABA and CRBA.
+
+A stack is cut into *tiles* of ``T = TILE`` consecutive states; every workspace
+array of a tile is flat, with the lane (state) axis last and contiguous, so
+that entry (j, r) of lane s sits at ``(j * width + r) * T + s``:
+
+- ``qt (nq x T)``, ``vt, ut (nv x T)``: the tile's inputs, row r at ``r * T``;
+- ``liR (njoints x 9 x T)``, ``lip (njoints x 3 x T)``: liMi (R row-major);
+- ``vel, acc, f, c, pA (njoints x 6 x T)``: spatial vectors of each body;
+- ``Ya (njoints x 36 x T)``: articulated inertias; ``Ic (njoints x 10 x T)``:
+  CRBA's composite inertias in the world frame, compact (mass, m c, rotational
+  inertia about the origin);
+  ``U, Dinv (nv x 6 x T)`` (column c of U and row c of D^-1 at ``c * 6 * T``),
+  ``u (nv x T)``; ``Mt (nv x nv x T)``: the tile's mass matrices.
+
+Each helper runs one step of the per-joint algorithm (a placement, a spatial
+transform, a cross product, an inertia product) in a loop ``for s in
+range(UT)`` innermost, reading its inputs into locals before any store: the
+same arithmetic in every lane, stride-1 loads and stores, no branch, so LLVM
+emits packed double instructions across states (benchmarks/lanes.py counts
+them in the compiled assembly).  Three things matter, each measured by the
+packed instructions it made appear:
+
+- flat arrays and a compile-time ``TILE``: with Numba's N-d arrays the
+  distance between two rows is a run-time stride, LLVM cannot prove that the
+  stores of one lane loop do not overlap its loads and leaves it scalar;
+- unsigned offsets (``UT = np.uint64(TILE)``, ``UT1 = T`` ... ``UT9 = 9 T``):
+  Numba puts a negative-index wraparound select on every signed index, which
+  hides the constant distances from the vectorizer;
+- six rows (or more) per lane loop: LLVM unrolls a 64-iteration loop of one
+  product completely before it vectorizes, and the unrolled copy stays scalar.
+
+Joint-type dispatch happens outside the lane loops: revolute joints (any
+axis, bounded or not) and the free flyer have vectorized placements; the
+other types take the one-state :func:`~geppetto.dynamics.joints.joint_transform`
+lane by lane.  The motion subspace S of every type is constant, so the rest
+is shared.  The sine and cosine of revolute angles come from
+:func:`sincos_lanes`, a branch-free Cody-Waite reduction and the minimax
+polynomials of Cephes (Moshier 1989), within about 1 ulp of libm for
+|q| < 1e5 and replaced by ``math.sin``/``math.cos`` beyond (libm's calls do
+not vectorize).
+"""
+import math
+
+import numpy as np
+
+from .config import inline_kernel, kernel
+from .joints import coordinate_axis, joint_transform
+from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
+
+TILE = 64  # states per tile (measured: 64 beats 32 by 5-25%; lane loops of 8 AVX-512 registers)
+T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile rows
+# Unsigned lane count and row offsets, for the lane loops (see the docstring).
+UT = np.uint64(TILE)
+UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
+UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
+
+# Cody-Waite split of pi/2 and the Cephes sin/cos coefficients on [-pi/4, pi/4].
+_PIO2_1 = 1.5707963267341256e+00
+_PIO2_2 = 6.0771005065061922e-11
+_PIO2_3 = 2.0222662487959506e-21
+_SIN = (1.58962301576546568060e-10, -2.50507477628578072866e-8,
+        2.75573136213857245213e-6, -1.98412698295895385996e-4,
+        8.33333333332211858878e-3, -1.66666666666666307295e-1)
+_COS = (-1.13585365213876817300e-11, 2.08757008419747316778e-9,
+        -2.75573141792967388112e-7, 2.48015872888517045348e-5,
+        -1.38888888888730564116e-3, 4.16666666666665929218e-2)
+_SINCOS_RANGE = 1e5
+
+
+@inline_kernel
+def sincos_lanes(qt, bq, cs):
+    """cs[s], cs[T + s] = cos, sin of qt[bq + s] for every lane s."""
+    b = np.uint64(bq)
+    far = 0
+    for s in range(UT):
+        x = qt[b + s]
+        n = math.floor(x * 0.6366197723675814 + 0.5)  # nearest multiple of pi/2
+        r = ((x - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_3
+        z = r * r
+        ps = r + r * z * (((((_SIN[0] * z + _SIN[1]) * z + _SIN[2]) * z + _SIN[3]) * z
+                           + _SIN[4]) * z + _SIN[5])
+        pc = 1.0 - 0.5 * z + z * z * (((((_COS[0] * z + _COS[1]) * z + _COS[2]) * z
+                                        + _COS[3]) * z + _COS[4]) * z + _COS[5])
+        k = n - 4.0 * math.floor(n * 0.25)  # quadrant 0..3
+        swap = k == 1.0 or k == 3.0
+        sn = pc if swap else ps
+        cn = ps if swap else pc
+        cs[UT1 + s] = -sn if k >= 2.0 else sn
+        cs[s] = -cn if (k == 1.0 or k == 2.0) else cn
+        far += 1 if abs(x) > _SINCOS_RANGE else 0
+    if far > 0:
+        for s in range(UT):
+            if abs(qt[b + s]) > _SINCOS_RANGE:
+                cs[s] = math.cos(qt[b + s])
+                cs[UT1 + s] = math.sin(qt[b + s])
+
+
+@inline_kernel
+def axis_placement_lanes(jR, jp, i, k, cs, liR, lip):
+    """liMi = jointPlacement * rotation about the coordinate axis k by (cos, sin) = cs."""
+    a = (k + 1) % 3
+    b = (k + 2) % 3
+    for r in range(3):
+        ja, jb, jk, pr = jR[i, r, a], jR[i, r, b], jR[i, r, k], jp[i, r]
+        oa = np.uint64(i * T9 + (3 * r + a) * TILE)
+        ob = np.uint64(i * T9 + (3 * r + b) * TILE)
+        ok = np.uint64(i * T9 + (3 * r + k) * TILE)
+        op = np.uint64((3 * i + r) * TILE)
+        for s in range(UT):
+            c, sn = cs[s], cs[UT1 + s]
+            liR[oa + s] = c * ja + sn * jb
+            liR[ob + s] = c * jb - sn * ja
+            liR[ok + s] = jk
+            lip[op + s] = pr
+
+
+@inline_kernel
+def rodrigues_lanes(axes, i, cs, XR, Xp):
+    """XJ = rotation about the unit axis axes[i] by (cos, sin) = cs, no translation."""
+    x, y, z = axes[i, 0], axes[i, 1], axes[i, 2]
+    for s in range(UT):
+        c, sn = cs[s], cs[UT1 + s]
+        t = 1.0 - c
+        XR[s] = c + t * x * x
+        XR[UT1 + s] = t * x * y - sn * z
+        XR[UT2 + s] = t * x * z + sn * y
+        XR[UT3 + s] = t * x * y + sn * z
+        XR[UT4 + s] = c + t * y * y
+        XR[UT5 + s] = t * y * z - sn * x
+        XR[UT6 + s] = t * x * z - sn * y
+        XR[UT7 + s] = t * y * z + sn * x
+        XR[UT8 + s] = c + t * z * z
+        Xp[s] = 0.0
+        Xp[UT1 + s] = 0.0
+        Xp[UT2 + s] = 0.0
+
+
+@inline_kernel
+def free_flyer_lanes(qt, bq, XR, Xp):
+    """XJ of a free flyer: translation rows bq.., then the unit quaternion (x, y, z, w)."""
+    b = np.uint64(bq)
+    for s in range(UT):
+        x, y, z, w = qt[b + UT3 + s], qt[b + UT4 + s], qt[b + UT5 + s], qt[b + UT6 + s]
+        XR[s] = 1.0 - 2.0 * (y * y + z * z)
+        XR[UT1 + s] = 2.0 * (x * y - z * w)
+        XR[UT2 + s] = 2.0 * (x * z + y * w)
+        XR[UT3 + s] = 2.0 * (x * y + z * w)
+        XR[UT4 + s] = 1.0 - 2.0 * (x * x + z * z)
+        XR[UT5 + s] = 2.0 * (y * z - x * w)
+        XR[UT6 + s] = 2.0 * (x * z - y * w)
+        XR[UT7 + s] = 2.0 * (y * z + x * w)
+        XR[UT8 + s] = 1.0 - 2.0 * (x * x + y * y)
+        Xp[s] = qt[b + s]
+        Xp[UT1 + s] = qt[b + UT1 + s]
+        Xp[UT2 + s] = qt[b + UT2 + s]
+
+
+@inline_kernel
+def compose_lanes(jR, jp, i, XR, Xp, liR, lip):
+    """liMi = jointPlacement_i * XJ: (jR XR, jR Xp + jp) in every lane."""
+    for r in range(3):
+        a0, a1, a2, t = jR[i, r, 0], jR[i, r, 1], jR[i, r, 2], jp[i, r]
+        o = np.uint64(i * T9 + 3 * r * TILE)
+        op = np.uint64((3 * i + r) * TILE)
+        for s in range(UT):
+            lip[op + s] = t + a0 * Xp[s] + a1 * Xp[UT1 + s] + a2 * Xp[UT2 + s]
+            liR[o + s] = a0 * XR[s] + a1 * XR[UT3 + s] + a2 * XR[UT6 + s]
+            liR[o + UT1 + s] = a0 * XR[UT1 + s] + a1 * XR[UT4 + s] + a2 * XR[UT7 + s]
+            liR[o + UT2 + s] = a0 * XR[UT2 + s] + a1 * XR[UT5 + s] + a2 * XR[UT8 + s]
+
+
+@kernel
+def placement_lanes(m, i, qt, ws):
+    """liMi of joint i in every lane of the tile (into ws's liR, lip)."""
+    liR, lip, cs, XR, Xp, R1, p1, ql = ws[0], ws[1], ws[6], ws[7], ws[8], ws[9], ws[10], ws[11]
+    t, bq = m.jtype[i], m.idx_q[i] * TILE
+    if t == REVOLUTE or t == REVOLUTE_UNBOUNDED:
+        if t == REVOLUTE:
+            sincos_lanes(qt, bq, cs)
+        else:
+            for s in range(TILE):
+                cs[s] = qt[bq + s]
+                cs[TILE + s] = qt[bq + TILE + s]
+        k = coordinate_axis(m.axis, i)
+        if k >= 0:
+            axis_placement_lanes(m.jR, m.jp, i, k, cs, liR, lip)
+            return
+        rodrigues_lanes(m.axis, i, cs, XR, Xp)
+    elif t == FREE_FLYER:
+        free_flyer_lanes(qt, bq, XR, Xp)
+    else:
+        for s in range(TILE):
+            for r in range(m.nq):
+                ql[r] = qt[r * TILE + s]
+            joint_transform(t, m.axis, i, ql, m.idx_q[i], R1, p1)
+            for r in range(3):
+                Xp[r * TILE + s] = p1[0, r]
+                for c in range(3):
+                    XR[(3 * r + c) * TILE + s] = R1[0, r, c]
+    compose_lanes(m.jR, m.jp, i, XR, Xp, liR, lip)
+
+
+@inline_kernel
+def inv_act_motion_lanes(liR, lip, i, x, bx, out, bo):
+    """out[bo] = liMi^-1 x[bx] = [R^T (v - p x w); R^T w] in every lane."""
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    X, O = np.uint64(bx), np.uint64(bo)
+    for s in range(UT):
+        r00, r01, r02 = liR[R + s], liR[R + UT1 + s], liR[R + UT2 + s]
+        r10, r11, r12 = liR[R + UT3 + s], liR[R + UT4 + s], liR[R + UT5 + s]
+        r20, r21, r22 = liR[R + UT6 + s], liR[R + UT7 + s], liR[R + UT8 + s]
+        p0, p1, p2 = lip[P + s], lip[P + UT1 + s], lip[P + UT2 + s]
+        v0, v1, v2 = x[X + s], x[X + UT1 + s], x[X + UT2 + s]
+        w0, w1, w2 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
+        t0 = v0 - (p1 * w2 - p2 * w1)
+        t1 = v1 - (p2 * w0 - p0 * w2)
+        t2 = v2 - (p0 * w1 - p1 * w0)
+        out[O + s] = r00 * t0 + r10 * t1 + r20 * t2
+        out[O + UT1 + s] = r01 * t0 + r11 * t1 + r21 * t2
+        out[O + UT2 + s] = r02 * t0 + r12 * t1 + r22 * t2
+        out[O + UT3 + s] = r00 * w0 + r10 * w1 + r20 * w2
+        out[O + UT4 + s] = r01 * w0 + r11 * w1 + r21 * w2
+        out[O + UT5 + s] = r02 * w0 + r12 * w1 + r22 * w2
+
+
+@inline_kernel
+def force_to_parent(liR, lip, R, P, s, g0, g1, g2, n0, n1, n2):
+    """liMi f = [R f; R n + p x R f] in lane s for the force f = (g, n); liMi at the
+    unsigned offsets R (rotation) and P (translation)."""
+    r00, r01, r02 = liR[R + s], liR[R + UT1 + s], liR[R + UT2 + s]
+    r10, r11, r12 = liR[R + UT3 + s], liR[R + UT4 + s], liR[R + UT5 + s]
+    r20, r21, r22 = liR[R + UT6 + s], liR[R + UT7 + s], liR[R + UT8 + s]
+    p0, p1, p2 = lip[P + s], lip[P + UT1 + s], lip[P + UT2 + s]
+    f0 = r00 * g0 + r01 * g1 + r02 * g2
+    f1 = r10 * g0 + r11 * g1 + r12 * g2
+    f2 = r20 * g0 + r21 * g1 + r22 * g2
+    return (f0, f1, f2,
+            r00 * n0 + r01 * n1 + r02 * n2 + p1 * f2 - p2 * f1,
+            r10 * n0 + r11 * n1 + r12 * n2 + p2 * f0 - p0 * f2,
+            r20 * n0 + r21 * n1 + r22 * n2 + p0 * f1 - p1 * f0)
+
+
+@inline_kernel
+def act_force_lanes(liR, lip, i, x, bx, out, bo, add):
+    """out[bo] (+)= liMi x[bx] in every lane (a body force handed to the parent; x and
+    out distinct arrays: LLVM does not vectorize the update of one row of an array
+    from another row of it)."""
+    R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
+    X, O = np.uint64(bx), np.uint64(bo)
+    for s in range(UT):
+        f0, f1, f2, f3, f4, f5 = force_to_parent(
+            liR, lip, R, P, s, x[X + s], x[X + UT1 + s], x[X + UT2 + s],
+            x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s])
+        if add:
+            f0 += out[O + s]
+            f1 += out[O + UT1 + s]
+            f2 += out[O + UT2 + s]
+            f3 += out[O + UT3 + s]
+            f4 += out[O + UT4 + s]
+            f5 += out[O + UT5 + s]
+        out[O + s] = f0
+        out[O + UT1 + s] = f1
+        out[O + UT2 + s] = f2
+        out[O + UT3 + s] = f3
+        out[O + UT4 + s] = f4
+        out[O + UT5 + s] = f5
+
+
+@inline_kernel
+def joint_motion_lanes(S, iv, nvi, x, out, bo, add):
+    """out[bo] (+)= S_i x[iv:iv+nvi] (the joint's motion for the rates x) in every lane.
+
+    Every lane loop below does six rows at once: LLVM unrolls a 32-iteration loop
+    of one product completely, and the unrolled copy is not vectorized."""
+    O = np.uint64(bo)
+    for c in range(iv, iv + nvi):
+        s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+        X = np.uint64(c * TILE)
+        keep = add or c > iv
+        for s in range(UT):
+            xc = x[X + s]
+            y0, y1, y2, y3, y4, y5 = s0 * xc, s1 * xc, s2 * xc, s3 * xc, s4 * xc, s5 * xc
+            if keep:
+                y0 += out[O + s]
+                y1 += out[O + UT1 + s]
+                y2 += out[O + UT2 + s]
+                y3 += out[O + UT3 + s]
+                y4 += out[O + UT4 + s]
+                y5 += out[O + UT5 + s]
+            out[O + s] = y0
+            out[O + UT1 + s] = y1
+            out[O + UT2 + s] = y2
+            out[O + UT3 + s] = y3
+            out[O + UT4 + s] = y4
+            out[O + UT5 + s] = y5
+
+
+@inline_kernel
+def motion_cross_lanes(x, bx, y, by, out, bo):
+    """out[bo] = x[bx] x y[by] = [w1 x v2 + v1 x w2; w1 x w2] in every lane."""
+    X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
+    for s in range(UT):
+        a0, a1, a2 = x[X + s], x[X + UT1 + s], x[X + UT2 + s]
+        b0, b1, b2 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
+        c0, c1, c2 = y[Y + s], y[Y + UT1 + s], y[Y + UT2 + s]
+        d0, d1, d2 = y[Y + UT3 + s], y[Y + UT4 + s], y[Y + UT5 + s]
+        out[O + s] = b1 * c2 - b2 * c1 + a1 * d2 - a2 * d1
+        out[O + UT1 + s] = b2 * c0 - b0 * c2 + a2 * d0 - a0 * d2
+        out[O + UT2 + s] = b0 * c1 - b1 * c0 + a0 * d1 - a1 * d0
+        out[O + UT3 + s] = b1 * d2 - b2 * d1
+        out[O + UT4 + s] = b2 * d0 - b0 * d2
+        out[O + UT5 + s] = b0 * d1 - b1 * d0
+
+
+@inline_kernel
+def add_lanes(x, bx, y, by, out, bo):
+    """out[bo] = x[bx] + y[by] in every lane."""
+    X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
+    for s in range(UT):
+        out[O + s] = x[X + s] + y[Y + s]
+        out[O + UT1 + s] = x[X + UT1 + s] + y[Y + UT1 + s]
+        out[O + UT2 + s] = x[X + UT2 + s] + y[Y + UT2 + s]
+        out[O + UT3 + s] = x[X + UT3 + s] + y[Y + UT3 + s]
+        out[O + UT4 + s] = x[X + UT4 + s] + y[Y + UT4 + s]
+        out[O + UT5 + s] = x[X + UT5 + s] + y[Y + UT5 + s]
+
+
+@inline_kernel
+def inertia_times_lanes(Yi, i, x, bx, out, bo):
+    """out[bo] = Y_i x[bx] in every lane; Y_i (6, 6) constant."""
+    X = np.uint64(bx)
+    for r in range(6):
+        y0, y1, y2 = Yi[i, r, 0], Yi[i, r, 1], Yi[i, r, 2]
+        y3, y4, y5 = Yi[i, r, 3], Yi[i, r, 4], Yi[i, r, 5]
+        O = np.uint64(bo + r * TILE)
+        for s in range(UT):
+            out[O + s] = (y0 * x[X + s] + y1 * x[X + UT1 + s] + y2 * x[X + UT2 + s]
+                          + y3 * x[X + UT3 + s] + y4 * x[X + UT4 + s] + y5 * x[X + UT5 + s])
+
+
+@inline_kernel
+def force_cross_lanes(x, bx, h, bh, out, bo):
+    """out[bo] += x[bx] x* h[bh] = [w x f; w x n + v x f] in every lane."""
+    X, H, O = np.uint64(bx), np.uint64(bh), np.uint64(bo)
+    for s in range(UT):
+        m0, m1, m2 = x[X + s], x[X + UT1 + s], x[X + UT2 + s]
+        m3, m4, m5 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
+        h0, h1, h2 = h[H + s], h[H + UT1 + s], h[H + UT2 + s]
+        h3, h4, h5 = h[H + UT3 + s], h[H + UT4 + s], h[H + UT5 + s]
+        out[O + s] += m4 * h2 - m5 * h1
+        out[O + UT1 + s] += m5 * h0 - m3 * h2
+        out[O + UT2 + s] += m3 * h1 - m4 * h0
+        out[O + UT3 + s] += m4 * h5 - m5 * h4 + m1 * h2 - m2 * h1
+        out[O + UT4 + s] += m5 * h3 - m3 * h5 + m2 * h0 - m0 * h2
+        out[O + UT5 + s] += m3 * h4 - m4 * h3 + m0 * h1 - m1 * h0
+
+
+@inline_kernel
+def fill_lanes(out, bo, rows, value):
+    """rows x T entries of out from bo on = value."""
+    for r in range(rows):
+        O = np.uint64(bo + r * TILE)
+        for s in range(UT):
+            out[O + s] = value
+
+
+@kernel
+def load_tile(x, b, n, lanes_major, out):
+    """out (size x T) = states b .. b+n-1 of x ((size, K) when lanes_major, else
+    (K, size)); the padding lanes repeat the last state, so every lane is valid.
+    Each layout is read along its contiguous axis."""
+    if lanes_major:
+        for r in range(x.shape[0]):
+            for s in range(TILE):
+                out[r * TILE + s] = x[r, b + min(s, n - 1)]
+    else:
+        for s in range(TILE):
+            k = b + min(s, n - 1)
+            for r in range(x.shape[1]):
+                out[r * TILE + s] = x[k, r]
+
+
+@kernel
+def store_tile(t, b, n, lanes_major, x):
+    """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
+    along x's contiguous axis."""
+    if lanes_major:
+        for r in range(x.shape[0]):
+            for s in range(n):
+                x[r, b + s] = t[r * TILE + s]
+    else:
+        for s in range(n):
+            for r in range(x.shape[1]):
+                x[b + s, r] = t[r * TILE + s]
+
+
+@kernel
+def tile_workspace(m):
+    """The tile arrays shared by RNEA and ABA (see the module docstring) and the
+    placement scratch: liR, lip, vel, acc, f, w (3 x 6 x T), cs, XR, Xp, R1, p1, ql."""
+    nj = m.njoints
+    return (np.zeros(nj * T9), np.zeros(nj * 3 * TILE), np.zeros(nj * T6),
+            np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(3 * T6),
+            np.zeros(2 * TILE), np.zeros(T9), np.zeros(3 * TILE),
+            np.zeros((1, 3, 3)), np.zeros((1, 3)), np.zeros(m.nq))
