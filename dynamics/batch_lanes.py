@@ -240,18 +240,23 @@ def _add_congruence_lanes(liR, lip, i, A, bA, B, out, bo):
     (an inertia) in the frame of joint i, carried to its parent's frame; B (36 x T)
     scratch.  Entry (r, c) of A, B, out at (6 r + c) T from their bases."""
     R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
-    for col in range(6):  # B = X A, column by column
-        a, o = np.uint64(bA + col * TILE), np.uint64(col * TILE)
+    for col in range(6):  # B = X A, column by column (rows 6 T apart)
+        a0, a1, a2 = np.uint64(bA + col * TILE), np.uint64(bA + (6 + col) * TILE), \
+            np.uint64(bA + (12 + col) * TILE)
+        a3, a4, a5 = np.uint64(bA + (18 + col) * TILE), np.uint64(bA + (24 + col) * TILE), \
+            np.uint64(bA + (30 + col) * TILE)
+        o0, o1, o2 = np.uint64(col * TILE), np.uint64((6 + col) * TILE), np.uint64((12 + col) * TILE)
+        o3, o4, o5 = (np.uint64((18 + col) * TILE), np.uint64((24 + col) * TILE),
+                      np.uint64((30 + col) * TILE))
         for s in range(UT):
-            b0, b1, b2, b3, b4, b5 = force_to_parent(
-                liR, lip, R, P, s, A[a + s], A[a + UT6 + s], A[a + 2 * UT6 + s],
-                A[a + 3 * UT6 + s], A[a + 4 * UT6 + s], A[a + 5 * UT6 + s])
-            B[o + s] = b0
-            B[o + UT6 + s] = b1
-            B[o + 2 * UT6 + s] = b2
-            B[o + 3 * UT6 + s] = b3
-            B[o + 4 * UT6 + s] = b4
-            B[o + 5 * UT6 + s] = b5
+            b0, b1, b2, b3, b4, b5 = force_to_parent(liR, lip, R, P, s, A[a0 + s], A[a1 + s],
+                                                     A[a2 + s], A[a3 + s], A[a4 + s], A[a5 + s])
+            B[o0 + s] = b0
+            B[o1 + s] = b1
+            B[o2 + s] = b2
+            B[o3 + s] = b3
+            B[o4 + s] = b4
+            B[o5 + s] = b5
     for r in range(6):  # out += B X^T, row by row
         o, Yo = np.uint64(6 * r * TILE), np.uint64(bo + 6 * r * TILE)
         for s in range(UT):
