@@ -21,8 +21,8 @@ from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
-from .validation import (as_configurations, as_dynamics_arguments, check_data, check_invertible,
-                         result)
+from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
+                         check_invertible, result)
 
 
 @kernel
@@ -370,8 +370,8 @@ def aba(model, data, q, v, tau, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.aba(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
-    _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
-         data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
+    call_kernel(_aba, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
+                data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
     check_invertible(model, data.ddq, K, "aba")
     return result(data.ddq, K, single).copy()
 
@@ -389,7 +389,7 @@ def compute_minverse(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _compute_minverse(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J,
-                      data.IA, data.U, data.Dinv, data.Minv)
+    call_kernel(_compute_minverse, model, qs, data.liR, data.lip, data.oR, data.op, data.J,
+                data.IA, data.U, data.Dinv, data.Minv)
     check_invertible(model, data.Minv, K, "compute_minverse")
     return result(data.Minv, K, single).copy()

@@ -12,8 +12,8 @@ from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_jacobians_state
-from .spatial import inertia_to_world
-from .validation import as_configurations, check_data, result
+from .spatial import inertia_to_world, write_rigid_inertia
+from .validation import as_configurations, call_kernel, check_data, result
 
 
 @kernel
@@ -35,23 +35,27 @@ def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
 
 @kernel
 def _crba_backward_pass(m, J, Ycrb, M):
+    """M from the world Jacobian J (6, nv) and the world body inertias Ycrb (njoints,
+    6, 6), which hold the composite inertias oYcrb on return.
+
+    A sum of rigid-body inertias is a rigid-body inertia [m 1, -[h]x; [h]x, I]: the
+    pass reads and sums its ten parameters only (not 36 entries), F = oYcrb_i J_c
+    = [m v - h x w; I w + h x v] takes 24 products instead of 36, and the full
+    matrix is written once, when it is final."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(m.njoints - 1, 0, -1):
+        mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
+        a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
+        a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            # F = oYcrb_i J_c, then M[r, c] = J_r^T F for every supporting dof r
-            F0 = 0.0
-            F1 = 0.0
-            F2 = 0.0
-            F3 = 0.0
-            F4 = 0.0
-            F5 = 0.0
-            for t in range(6):
-                F0 += Ycrb[i, 0, t] * J[t, c]
-                F1 += Ycrb[i, 1, t] * J[t, c]
-                F2 += Ycrb[i, 2, t] * J[t, c]
-                F3 += Ycrb[i, 3, t] * J[t, c]
-                F4 += Ycrb[i, 4, t] * J[t, c]
-                F5 += Ycrb[i, 5, t] * J[t, c]
+            v0, v1, v2, w0, w1, w2 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
+            F0 = mass * v0 - (h1 * w2 - h2 * w1)
+            F1 = mass * v1 - (h2 * w0 - h0 * w2)
+            F2 = mass * v2 - (h0 * w1 - h1 * w0)
+            F3 = a00 * w0 + a01 * w1 + a02 * w2 + (h1 * v2 - h2 * v1)
+            F4 = a01 * w0 + a11 * w1 + a12 * w2 + (h2 * v0 - h0 * v2)
+            F5 = a02 * w0 + a12 * w1 + a22 * w2 + (h0 * v1 - h1 * v0)
+            # M[r, c] = J_r^T F for every dof r that supports c
             j = i
             while j > 0:
                 for r in range(idx_v[j], idx_v[j] + nvs[j]):
@@ -60,11 +64,19 @@ def _crba_backward_pass(m, J, Ycrb, M):
                     M[r, c] = s
                     M[c, r] = s
                 j = parents[j]
+        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par > 0:
-            for r in range(6):
-                for c in range(6):
-                    Ycrb[par, r, c] += Ycrb[i, r, c]
+            Ycrb[par, 0, 0] += mass
+            Ycrb[par, 5, 1] += h0
+            Ycrb[par, 3, 2] += h1
+            Ycrb[par, 4, 0] += h2
+            Ycrb[par, 3, 3] += a00
+            Ycrb[par, 3, 4] += a01
+            Ycrb[par, 3, 5] += a02
+            Ycrb[par, 4, 4] += a11
+            Ycrb[par, 4, 5] += a12
+            Ycrb[par, 5, 5] += a22
     for c in range(m.nv):
         M[c, c] += m.armature[c]
 
@@ -90,5 +102,6 @@ def crba(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _crba(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb, data.M)
+    call_kernel(_crba, model, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb,
+                data.M)
     return result(data.M, K, single).copy()

@@ -10,8 +10,8 @@ import numpy as np
 from .config import inline_kernel, kernel
 from .joints import compose, placements
 from .spatial import inv_act_motion, motion_cross
-from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
-                         check_placements, result)
+from .validation import (as_configurations, as_stack, call_kernel, check_data, check_frame,
+                         check_joint, check_placements, result)
 
 LOCAL = 0
 WORLD = 1
@@ -281,8 +281,8 @@ def forward_kinematics(model, data, q, v=None, a=None):
     vs = as_stack(v, model.nv, "v", (K, single))[0] if v is not None else np.zeros((K, model.nv))
     accs = as_stack(a, model.nv, "a", (K, single))[0] if a is not None else np.zeros((K, model.nv))
     check_data(model, data, K, single)
-    _forward_kinematics(model.arrays, qs, vs, accs, order, data.liR, data.lip, data.oR,
-                        data.op, data.v, data.a)
+    call_kernel(_forward_kinematics, model, qs, vs, accs, order, data.liR, data.lip, data.oR,
+                data.op, data.v, data.a)
     return result(data.oR, K, single).copy(), result(data.op, K, single).copy()
 
 

@@ -12,7 +12,7 @@ from .config import kernel
 from .joints import placements
 from .kinematics import joint_velocity
 from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
-from .validation import as_configurations, as_dynamics_arguments, as_stack, result
+from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
 
 @kernel
@@ -88,8 +88,8 @@ def rnea(model, data, q, v, a, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea(model, data, q, v, a, f_ext)
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    _rnea(model.arrays, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
-          data.v, data.a_gf, data.f, data.tau)
+    call_kernel(_rnea, model, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
+                data.v, data.a_gf, data.f, data.tau)
     return result(data.tau, K, single).copy()
 
 
