@@ -20,7 +20,7 @@ from numba import prange
 from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
-from .spatial import act_force, force_cross, mat6_vec, motion_cross
+from .spatial import act_force, force_cross, motion_cross, rigid_inertia_times
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
                          check_invertible, result)
 
@@ -100,7 +100,8 @@ def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
 
 @kernel
 def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
-    """World velocities ov, velocity-product accelerations cJ, bias forces pA."""
+    """World velocities ov, velocity-product accelerations cJ, bias forces pA; oY (njoints,
+    6, 6) the bodies' rigid inertias in the world (world_frame_quantities), read only."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     ov[0, :] = 0.0
     for i in range(1, m.njoints):
@@ -113,11 +114,16 @@ def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
             w6[0, r] = s
             ov[i, r] = ov[par, r] + s
         motion_cross(ov, i, w6, 0, cJ, i)
-        mat6_vec(oY, i, ov, i, w6, 1)
+        # pA_i = v_i x* (oY_i v_i) - oMi f_ext_i; oY_i is the body's rigid inertia here
+        (w6[1, 0], w6[1, 1], w6[1, 2], w6[1, 3], w6[1, 4],
+         w6[1, 5]) = rigid_inertia_times(oY, i, ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3],
+                                         ov[i, 4], ov[i, 5])
         force_cross(ov, i, w6, 1, pA, i)
-        act_force(oR, op, i, f_ext, i, w6, 1)
-        for r in range(6):
-            pA[i, r] -= w6[1, r]
+        if (f_ext[i, 0] != 0.0 or f_ext[i, 1] != 0.0 or f_ext[i, 2] != 0.0
+                or f_ext[i, 3] != 0.0 or f_ext[i, 4] != 0.0 or f_ext[i, 5] != 0.0):
+            act_force(oR, op, i, f_ext, i, w6, 1)
+            for r in range(6):
+                pA[i, r] -= w6[1, r]
 
 
 @inline_kernel
@@ -135,19 +141,26 @@ def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
     """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
     + U Dinv u_i (Featherstone's articulated-body step, in the world frame).
 
-    A 1-dof joint takes one fused sweep over the 36 entries (Ia is not stored)."""
+    A 1-dof joint (Ia not stored): pA_parent += pA_i + oY_i c_i + U d (u_i - U^T c_i),
+    the same as with Ia since Ia c = oY c - U d U^T c, and only the upper triangle
+    of the symmetric Ia is computed, then mirrored."""
     if nvi == 1:
         d = Dinv[iv, 0]
-        du = d * u[iv] if with_bias else 0.0
+        u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
+        if with_bias:
+            c0, c1, c2, c3, c4, c5 = cJ[i, 0], cJ[i, 1], cJ[i, 2], cJ[i, 3], cJ[i, 4], cJ[i, 5]
+            k = d * (u[iv] - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5))
+            for r in range(6):
+                pA[par, r] += (pA[i, r] + oY[i, r, 0] * c0 + oY[i, r, 1] * c1
+                               + oY[i, r, 2] * c2 + oY[i, r, 3] * c3 + oY[i, r, 4] * c4
+                               + oY[i, r, 5] * c5 + U[r, iv] * k)
         for r in range(6):
             ud = U[r, iv] * d
-            s = pA[i, r] + U[r, iv] * du
-            for c in range(6):
+            for c in range(r, 6):
                 x = oY[i, r, c] - ud * U[c, iv]
                 oY[par, r, c] += x
-                s += x * cJ[i, c]
-            if with_bias:
-                pA[par, r] += s
+                if c != r:
+                    oY[par, c, r] += x
         return
     subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
     for r in range(6):
@@ -173,7 +186,26 @@ def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
 def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
     """Rows of joint i restricted to its subtree (Carpentier & Mansard 2018, Alg. 4
     backward step): Dinv on its own block, -Dinv J_i^T F on its descendants'
-    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns]."""
+    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns].
+
+    A 1-dof joint runs along the rows of F and Minv (contiguous columns: LLVM
+    vectorizes the column loops)."""
+    if nvi == 1:
+        d = Dinv[iv, 0]
+        Minv[iv, iv] = d
+        for col in range(iv + 1, end):
+            Minv[iv, col] = J[0, iv] * F[0, col]
+        for r in range(1, 6):
+            jr = J[r, iv]
+            for col in range(iv + 1, end):
+                Minv[iv, col] += jr * F[r, col]
+        for col in range(iv + 1, end):
+            Minv[iv, col] *= -d
+        for r in range(6):
+            ur = U[r, iv]
+            for col in range(iv, end):
+                F[r, col] += ur * Minv[iv, col]
+        return
     for a in range(nvi):
         for b in range(nvi):
             Minv[iv + a, iv + b] = Dinv[iv + a, b]
@@ -306,14 +338,19 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
 
 @kernel
 def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    """Rows of i -= Dinv U^T A_parent on the columns from iv on (the ancestors'
+    contributions), then A_i = A_parent + J_i Minv[rows of i] (6, columns from iv on);
+    the lower triangle mirrored at the end.  A (njoints, 6, nv) scratch."""
+    parents, idx_v, nvs, nv = m.parents, m.idx_v, m.nvs, m.nv
     for i in range(1, m.njoints):
         iv = idx_v[i]
         nvi = nvs[i]
         par = parents[i]
+        if nvi == 1:
+            _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A)
+            continue
         if par > 0:
-            # rows of i -= Dinv U^T A_parent, on the columns from iv on (upper triangle)
-            for col in range(iv, m.nv):
+            for col in range(iv, nv):
                 for a in range(nvi):
                     s = 0.0
                     for b in range(nvi):
@@ -322,15 +359,40 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
                             ua += U[r, iv + b] * A[par, r, col]
                         s += Dinv[iv + a, b] * ua
                     Minv[iv + a, col] -= s
-        for col in range(iv, m.nv):
+        for col in range(iv, nv):
             for r in range(6):
                 s = A[par, r, col] if par > 0 else 0.0
                 for a in range(nvi):
                     s += J[r, iv + a] * Minv[iv + a, col]
                 A[i, r, col] = s
-    for r in range(m.nv):
+    for r in range(nv):
         for c in range(r):
             Minv[r, c] = Minv[c, r]
+
+
+@inline_kernel
+def _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A):
+    """:func:`_minverse_forward_pass` for a 1-dof joint, along contiguous rows
+    (A[i, 0] holds U^T A_parent until it is overwritten)."""
+    if par > 0:
+        d = Dinv[iv, 0]
+        for col in range(iv, nv):
+            A[i, 0, col] = U[0, iv] * A[par, 0, col]
+        for r in range(1, 6):
+            ur = U[r, iv]
+            for col in range(iv, nv):
+                A[i, 0, col] += ur * A[par, r, col]
+        for col in range(iv, nv):
+            Minv[iv, col] -= d * A[i, 0, col]
+        for r in range(6):
+            jr = J[r, iv]
+            for col in range(iv, nv):
+                A[i, r, col] = A[par, r, col] + jr * Minv[iv, col]
+    else:
+        for r in range(6):
+            jr = J[r, iv]
+            for col in range(iv, nv):
+                A[i, r, col] = jr * Minv[iv, col]
 
 
 @kernel

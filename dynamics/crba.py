@@ -12,7 +12,7 @@ from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_jacobians_state
-from .spatial import inertia_to_world, write_rigid_inertia
+from .spatial import inertia_to_world, rigid_inertia_times, write_rigid_inertia
 from .validation import as_configurations, call_kernel, check_data, result
 
 
@@ -48,13 +48,8 @@ def _crba_backward_pass(m, J, Ycrb, M):
         a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
         a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            v0, v1, v2, w0, w1, w2 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
-            F0 = mass * v0 - (h1 * w2 - h2 * w1)
-            F1 = mass * v1 - (h2 * w0 - h0 * w2)
-            F2 = mass * v2 - (h0 * w1 - h1 * w0)
-            F3 = a00 * w0 + a01 * w1 + a02 * w2 + (h1 * v2 - h2 * v1)
-            F4 = a01 * w0 + a11 * w1 + a12 * w2 + (h2 * v0 - h0 * v2)
-            F5 = a02 * w0 + a12 * w1 + a22 * w2 + (h0 * v1 - h1 * v0)
+            F0, F1, F2, F3, F4, F5 = rigid_inertia_times(Ycrb, i, J[0, c], J[1, c], J[2, c],
+                                                         J[3, c], J[4, c], J[5, c])
             # M[r, c] = J_r^T F for every dof r that supports c
             j = i
             while j > 0:

@@ -187,6 +187,22 @@ def inertia_to_world(Rs, ps, Ys, outs, i):
 
 
 @inline_kernel
+def rigid_inertia_times(Ys, i, v0, v1, v2, w0, w1, w2):
+    """Ys[i] [v; w] for a rigid-body inertia Ys[i] = [m 1, -[h]x; [h]x, I] (any frame):
+    [m v - h x w; I w + h x v] from its ten parameters, 24 products instead of 36."""
+    m = Ys[i, 0, 0]
+    h0, h1, h2 = Ys[i, 5, 1], Ys[i, 3, 2], Ys[i, 4, 0]
+    a00, a01, a02 = Ys[i, 3, 3], Ys[i, 3, 4], Ys[i, 3, 5]
+    a11, a12, a22 = Ys[i, 4, 4], Ys[i, 4, 5], Ys[i, 5, 5]
+    return (m * v0 - (h1 * w2 - h2 * w1),
+            m * v1 - (h2 * w0 - h0 * w2),
+            m * v2 - (h0 * w1 - h1 * w0),
+            a00 * w0 + a01 * w1 + a02 * w2 + (h1 * v2 - h2 * v1),
+            a01 * w0 + a11 * w1 + a12 * w2 + (h2 * v0 - h0 * v2),
+            a02 * w0 + a12 * w1 + a22 * w2 + (h0 * v1 - h1 * v0))
+
+
+@inline_kernel
 def write_rigid_inertia(m, h0, h1, h2, a00, a01, a02, a11, a12, a22, outs, i):
     """outs[i] = [m 1, -[h]x; [h]x, A] (6, 6) from its ten parameters (A symmetric)."""
     outs[i, 0, 0], outs[i, 0, 1], outs[i, 0, 2] = m, 0.0, 0.0
