@@ -23,6 +23,11 @@ REFERENCE_FRAMES = {"LOCAL": LOCAL, "WORLD": WORLD,
 @inline_kernel
 def joint_velocity(S, iv, nvi, v, out, o):
     """out[o] = S_i v_i: the joint's own spatial velocity in its frame (dofs iv..iv+nvi)."""
+    if nvi == 1:
+        x = v[iv]
+        for r in range(6):
+            out[o, r] = S[r, iv] * x
+        return
     for r in range(6):
         s = 0.0
         for c in range(iv, iv + nvi):

@@ -11,7 +11,7 @@ from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_velocity
-from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
+from .spatial import act_force, force_cross, inv_act_motion, motion_cross, rigid_inertia_times
 from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
 
@@ -35,9 +35,13 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
         joint_velocity(S, idx_v[i], nvs[i], a, w6, 2)
         for r in range(6):
             acc[i, r] += w6[1, r] + w6[2, r]
-        # f_i = I a_i + v_i x* I v_i - f_ext_i
-        mat6_vec(Y, i, acc, i, f, i)
-        mat6_vec(Y, i, vel, i, w6, 3)
+        # f_i = I a_i + v_i x* I v_i - f_ext_i (I rigid: ten parameters, 24 products)
+        (f[i, 0], f[i, 1], f[i, 2], f[i, 3], f[i, 4],
+         f[i, 5]) = rigid_inertia_times(Y, i, acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3],
+                                        acc[i, 4], acc[i, 5])
+        (w6[3, 0], w6[3, 1], w6[3, 2], w6[3, 3], w6[3, 4],
+         w6[3, 5]) = rigid_inertia_times(Y, i, vel[i, 0], vel[i, 1], vel[i, 2], vel[i, 3],
+                                         vel[i, 4], vel[i, 5])
         force_cross(vel, i, w6, 3, w6, 1)
         for r in range(6):
             f[i, r] += w6[1, r] - f_ext[i, r]
