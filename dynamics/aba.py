@@ -51,19 +51,8 @@ def invert_spd(A, n, out, o, work):
 
 @inline_kernel
 def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
-    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv).
-
-    A 1-dof joint (revolute, prismatic) has a scalar D: one pass, no inversion."""
-    if nvi == 1:
-        d = armature[iv]
-        for r in range(6):
-            x = (IA[i, r, 0] * J[0, iv] + IA[i, r, 1] * J[1, iv] + IA[i, r, 2] * J[2, iv]
-                 + IA[i, r, 3] * J[3, iv] + IA[i, r, 4] * J[4, iv] + IA[i, r, 5] * J[5, iv])
-            U[r, iv] = x
-            d += J[r, iv] * x
-        D[0, 0] = d
-        Dinv[iv, 0] = 1.0 / d
-        return
+    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv), for a
+    joint of several dofs (1-dof joints: :func:`_articulated_step_1dof`)."""
     for c in range(iv, iv + nvi):
         for r in range(6):
             U[r, c] = (IA[i, r, 0] * J[0, c] + IA[i, r, 1] * J[1, c] + IA[i, r, 2] * J[2, c]
@@ -80,13 +69,6 @@ def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
 @inline_kernel
 def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
     """Ia = IA_i - U Dinv U^T (the inertia the subtree hands to its parent)."""
-    if nvi == 1:
-        d = Dinv[iv, 0]
-        for r in range(6):
-            ud = U[r, iv] * d
-            for c in range(6):
-                Ia[r, c] = IA[i, r, c] - ud * U[c, iv]
-        return
     for r in range(6):
         for c in range(6):
             s = IA[i, r, c]
@@ -139,29 +121,8 @@ def _joint_bias(iv, nvi, tau, J, pA, i, u):
 @inline_kernel
 def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
     """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
-    + U Dinv u_i (Featherstone's articulated-body step, in the world frame).
-
-    A 1-dof joint (Ia not stored): pA_parent += pA_i + oY_i c_i + U d (u_i - U^T c_i),
-    the same as with Ia since Ia c = oY c - U d U^T c, and only the upper triangle
-    of the symmetric Ia is computed, then mirrored."""
-    if nvi == 1:
-        d = Dinv[iv, 0]
-        u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
-        if with_bias:
-            c0, c1, c2, c3, c4, c5 = cJ[i, 0], cJ[i, 1], cJ[i, 2], cJ[i, 3], cJ[i, 4], cJ[i, 5]
-            k = d * (u[iv] - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5))
-            for r in range(6):
-                pA[par, r] += (pA[i, r] + oY[i, r, 0] * c0 + oY[i, r, 1] * c1
-                               + oY[i, r, 2] * c2 + oY[i, r, 3] * c3 + oY[i, r, 4] * c4
-                               + oY[i, r, 5] * c5 + U[r, iv] * k)
-        for r in range(6):
-            ud = U[r, iv] * d
-            for c in range(r, 6):
-                x = oY[i, r, c] - ud * U[c, iv]
-                oY[par, r, c] += x
-                if c != r:
-                    oY[par, c, r] += x
-        return
+    + U Dinv u_i (Featherstone's articulated-body step, in the world frame), for a joint
+    of several dofs (1-dof joints: :func:`_articulated_step_1dof`)."""
     subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
     for r in range(6):
         for c in range(6):
@@ -226,6 +187,81 @@ def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
             F[r, col] += s
 
 
+@inline_kernel
+def _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u, with_bias):
+    """The articulated-body step of a 1-dof joint i on locals (its IA read once,
+    upper triangle: IA is symmetric): U = IA J_i, D = J_i^T U + armature, with_bias
+    u_i = tau_i - J_i^T pA_i; then, when i has a parent, IA_parent += IA - U D^-1 U^T
+    (upper triangle, mirrored) and with_bias pA_parent += pA_i + IA c_i
+    + U D^-1 (u_i - U^T c_i) (= pA_i + Ia c_i + U D^-1 u_i)."""
+    y00, y01, y02 = IA[i, 0, 0], IA[i, 0, 1], IA[i, 0, 2]
+    y03, y04, y05 = IA[i, 0, 3], IA[i, 0, 4], IA[i, 0, 5]
+    y11, y12, y13, y14, y15 = IA[i, 1, 1], IA[i, 1, 2], IA[i, 1, 3], IA[i, 1, 4], IA[i, 1, 5]
+    y22, y23, y24, y25 = IA[i, 2, 2], IA[i, 2, 3], IA[i, 2, 4], IA[i, 2, 5]
+    y33, y34, y35 = IA[i, 3, 3], IA[i, 3, 4], IA[i, 3, 5]
+    y44, y45, y55 = IA[i, 4, 4], IA[i, 4, 5], IA[i, 5, 5]
+    j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
+    u0 = y00 * j0 + y01 * j1 + y02 * j2 + y03 * j3 + y04 * j4 + y05 * j5
+    u1 = y01 * j0 + y11 * j1 + y12 * j2 + y13 * j3 + y14 * j4 + y15 * j5
+    u2 = y02 * j0 + y12 * j1 + y22 * j2 + y23 * j3 + y24 * j4 + y25 * j5
+    u3 = y03 * j0 + y13 * j1 + y23 * j2 + y33 * j3 + y34 * j4 + y35 * j5
+    u4 = y04 * j0 + y14 * j1 + y24 * j2 + y34 * j3 + y44 * j4 + y45 * j5
+    u5 = y05 * j0 + y15 * j1 + y25 * j2 + y35 * j3 + y45 * j4 + y55 * j5
+    d = 1.0 / (armature[iv] + j0 * u0 + j1 * u1 + j2 * u2 + j3 * u3 + j4 * u4 + j5 * u5)
+    U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv] = u0, u1, u2, u3, u4, u5
+    Dinv[iv, 0] = d
+    if with_bias:
+        u[iv] = tau[iv] - (j0 * pA[i, 0] + j1 * pA[i, 1] + j2 * pA[i, 2] + j3 * pA[i, 3]
+                           + j4 * pA[i, 4] + j5 * pA[i, 5])
+    if par <= 0:
+        return
+    if with_bias:
+        c0, c1, c2, c3, c4, c5 = cJ[i, 0], cJ[i, 1], cJ[i, 2], cJ[i, 3], cJ[i, 4], cJ[i, 5]
+        k = d * (u[iv] - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5))
+        p0 = pA[i, 0] + y00 * c0 + y01 * c1 + y02 * c2 + y03 * c3 + y04 * c4 + y05 * c5 + u0 * k
+        p1 = pA[i, 1] + y01 * c0 + y11 * c1 + y12 * c2 + y13 * c3 + y14 * c4 + y15 * c5 + u1 * k
+        p2 = pA[i, 2] + y02 * c0 + y12 * c1 + y22 * c2 + y23 * c3 + y24 * c4 + y25 * c5 + u2 * k
+        p3 = pA[i, 3] + y03 * c0 + y13 * c1 + y23 * c2 + y33 * c3 + y34 * c4 + y35 * c5 + u3 * k
+        p4 = pA[i, 4] + y04 * c0 + y14 * c1 + y24 * c2 + y34 * c3 + y44 * c4 + y45 * c5 + u4 * k
+        p5 = pA[i, 5] + y05 * c0 + y15 * c1 + y25 * c2 + y35 * c3 + y45 * c4 + y55 * c5 + u5 * k
+        pA[par, 0] += p0
+        pA[par, 1] += p1
+        pA[par, 2] += p2
+        pA[par, 3] += p3
+        pA[par, 4] += p4
+        pA[par, 5] += p5
+    e0, e1, e2, e3, e4, e5 = u0 * d, u1 * d, u2 * d, u3 * d, u4 * d, u5 * d
+    _add_symmetric(IA, par, 0, 0, y00 - e0 * u0)
+    _add_symmetric(IA, par, 0, 1, y01 - e0 * u1)
+    _add_symmetric(IA, par, 0, 2, y02 - e0 * u2)
+    _add_symmetric(IA, par, 0, 3, y03 - e0 * u3)
+    _add_symmetric(IA, par, 0, 4, y04 - e0 * u4)
+    _add_symmetric(IA, par, 0, 5, y05 - e0 * u5)
+    _add_symmetric(IA, par, 1, 1, y11 - e1 * u1)
+    _add_symmetric(IA, par, 1, 2, y12 - e1 * u2)
+    _add_symmetric(IA, par, 1, 3, y13 - e1 * u3)
+    _add_symmetric(IA, par, 1, 4, y14 - e1 * u4)
+    _add_symmetric(IA, par, 1, 5, y15 - e1 * u5)
+    _add_symmetric(IA, par, 2, 2, y22 - e2 * u2)
+    _add_symmetric(IA, par, 2, 3, y23 - e2 * u3)
+    _add_symmetric(IA, par, 2, 4, y24 - e2 * u4)
+    _add_symmetric(IA, par, 2, 5, y25 - e2 * u5)
+    _add_symmetric(IA, par, 3, 3, y33 - e3 * u3)
+    _add_symmetric(IA, par, 3, 4, y34 - e3 * u4)
+    _add_symmetric(IA, par, 3, 5, y35 - e3 * u5)
+    _add_symmetric(IA, par, 4, 4, y44 - e4 * u4)
+    _add_symmetric(IA, par, 4, 5, y45 - e4 * u5)
+    _add_symmetric(IA, par, 5, 5, y55 - e5 * u5)
+
+
+@inline_kernel
+def _add_symmetric(IA, j, r, c, x):
+    """IA[j, r, c] += x, and the mirrored entry set equal (r <= c)."""
+    s = IA[j, r, c] + x
+    IA[j, r, c] = s
+    IA[j, c, r] = s
+
+
 @kernel
 def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     """ABA's backward pass alone (the hot path of forward dynamics): the same
@@ -234,9 +270,12 @@ def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
+        par = parents[i]
+        if nvi == 1:
+            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u, True)
+            continue
         articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
         _joint_bias(iv, nvi, tau, J, pA, i, u)
-        par = parents[i]
         if par > 0:
             _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, True)
 
@@ -254,15 +293,19 @@ def _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        if with_aba:
-            _joint_bias(iv, nvi, tau, J, pA, i, u)
+        par = parents[i]
+        if nvi == 1:
+            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u,
+                                   with_aba)
+        else:
+            articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
+            if with_aba:
+                _joint_bias(iv, nvi, tau, J, pA, i, u)
+            if par > 0:
+                _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
         if with_minverse:
             end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
             _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F)
-        par = parents[i]
-        if par > 0:
-            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
 
 
 @kernel
