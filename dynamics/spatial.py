@@ -187,6 +187,28 @@ def inertia_to_world(Rs, ps, Ys, outs, i):
 
 
 @inline_kernel
+def cross(a0, a1, a2, b0, b1, b2):
+    """a x b of two 3-vectors given as values, as three values."""
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+@inline_kernel
+def inv_act_motion_values(Rs, ps, i, v0, v1, v2, w0, w1, w2):
+    """:func:`inv_act_motion` of the motion [v; w] given as values: six values
+    [R^T (v - p x w); R^T w] for (R, p) = (Rs[i], ps[i])."""
+    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
+    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
+    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
+    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
+    t0 = v0 - (p1 * w2 - p2 * w1)
+    t1 = v1 - (p2 * w0 - p0 * w2)
+    t2 = v2 - (p0 * w1 - p1 * w0)
+    return (r00 * t0 + r10 * t1 + r20 * t2, r01 * t0 + r11 * t1 + r21 * t2,
+            r02 * t0 + r12 * t1 + r22 * t2, r00 * w0 + r10 * w1 + r20 * w2,
+            r01 * w0 + r11 * w1 + r21 * w2, r02 * w0 + r12 * w1 + r22 * w2)
+
+
+@inline_kernel
 def rigid_inertia_times(Ys, i, v0, v1, v2, w0, w1, w2):
     """Ys[i] [v; w] for a rigid-body inertia Ys[i] = [m 1, -[h]x; [h]x, I] (any frame):
     [m v - h x w; I w + h x v] from its ten parameters, 24 products instead of 36."""
