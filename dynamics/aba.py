@@ -20,7 +20,7 @@ from numba import prange
 from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
-from .spatial import act_force, force_cross, motion_cross, rigid_inertia_times
+from .spatial import act_force, cross, rigid_inertia_times
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
                          check_invertible, result)
 
@@ -83,24 +83,41 @@ def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
 @kernel
 def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
     """World velocities ov, velocity-product accelerations cJ, bias forces pA; oY (njoints,
-    6, 6) the bodies' rigid inertias in the world (world_frame_quantities), read only."""
+    6, 6) the bodies' rigid inertias in the world (world_frame_quantities), read only.
+    Each body's step runs on locals, stored once (see :func:`.rnea._rnea_forward_pass`)."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     ov[0, :] = 0.0
     for i in range(1, m.njoints):
         iv = idx_v[i]
         par = parents[i]
-        for r in range(6):
-            s = 0.0
-            for c in range(iv, iv + nvs[i]):
-                s += J[r, c] * v[c]
-            w6[0, r] = s
-            ov[i, r] = ov[par, r] + s
-        motion_cross(ov, i, w6, 0, cJ, i)
+        # J_i v_i
+        if nvs[i] == 1:
+            x = v[iv]
+            s0, s1, s2 = J[0, iv] * x, J[1, iv] * x, J[2, iv] * x
+            s3, s4, s5 = J[3, iv] * x, J[4, iv] * x, J[5, iv] * x
+        else:
+            for r in range(6):
+                t = 0.0
+                for c in range(iv, iv + nvs[i]):
+                    t += J[r, c] * v[c]
+                w6[0, r] = t
+            s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
+        v0, v1, v2 = ov[par, 0] + s0, ov[par, 1] + s1, ov[par, 2] + s2
+        v3, v4, v5 = ov[par, 3] + s3, ov[par, 4] + s4, ov[par, 5] + s5
+        ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
+        # c_i = v_i x (J_i v_i)
+        x0, x1, x2 = cross(v3, v4, v5, s0, s1, s2)
+        y0, y1, y2 = cross(v0, v1, v2, s3, s4, s5)
+        z0, z1, z2 = cross(v3, v4, v5, s3, s4, s5)
+        cJ[i, 0], cJ[i, 1], cJ[i, 2] = x0 + y0, x1 + y1, x2 + y2
+        cJ[i, 3], cJ[i, 4], cJ[i, 5] = z0, z1, z2
         # pA_i = v_i x* (oY_i v_i) - oMi f_ext_i; oY_i is the body's rigid inertia here
-        (w6[1, 0], w6[1, 1], w6[1, 2], w6[1, 3], w6[1, 4],
-         w6[1, 5]) = rigid_inertia_times(oY, i, ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3],
-                                         ov[i, 4], ov[i, 5])
-        force_cross(ov, i, w6, 1, pA, i)
+        h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+        x0, x1, x2 = cross(v3, v4, v5, h0, h1, h2)
+        y0, y1, y2 = cross(v3, v4, v5, h3, h4, h5)
+        z0, z1, z2 = cross(v0, v1, v2, h0, h1, h2)
+        pA[i, 0], pA[i, 1], pA[i, 2] = x0, x1, x2
+        pA[i, 3], pA[i, 4], pA[i, 5] = y0 + z0, y1 + z1, y2 + z2
         if (f_ext[i, 0] != 0.0 or f_ext[i, 1] != 0.0 or f_ext[i, 2] != 0.0
                 or f_ext[i, 3] != 0.0 or f_ext[i, 4] != 0.0 or f_ext[i, 5] != 0.0):
             act_force(oR, op, i, f_ext, i, w6, 1)
@@ -318,6 +335,15 @@ def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
         iv = idx_v[i]
         nvi = nvs[i]
         par = parents[i]
+        if nvi == 1:  # on locals, stored once
+            a0, a1, a2 = oa[par, 0] + cJ[i, 0], oa[par, 1] + cJ[i, 1], oa[par, 2] + cJ[i, 2]
+            a3, a4, a5 = oa[par, 3] + cJ[i, 3], oa[par, 4] + cJ[i, 4], oa[par, 5] + cJ[i, 5]
+            x = Dinv[iv, 0] * (u[iv] - (U[0, iv] * a0 + U[1, iv] * a1 + U[2, iv] * a2
+                                        + U[3, iv] * a3 + U[4, iv] * a4 + U[5, iv] * a5))
+            ddq[iv] = x
+            oa[i, 0], oa[i, 1], oa[i, 2] = a0 + J[0, iv] * x, a1 + J[1, iv] * x, a2 + J[2, iv] * x
+            oa[i, 3], oa[i, 4], oa[i, 5] = a3 + J[3, iv] * x, a4 + J[4, iv] * x, a5 + J[5, iv] * x
+            continue
         for r in range(6):
             oa[i, r] = oa[par, r] + cJ[i, r]
         for a in range(nvi):

@@ -183,20 +183,34 @@ def _unit_block_arrays(model):
     return arrays
 
 
+# Numba's type fingerprints of (q,) and (q, v, u) as C-contiguous writable float64
+# vectors or stacks: one C call tells whether all the arguments are in kernel form.
+_KERNEL_FORM = {(count, ndim): compute_fingerprint((np.empty((1,) * ndim),) * count)
+                for count in (1, 3) for ndim in (1, 2)}
+
+
 def _given_states(model, q, v=None, u=None):
     """(qs, vs, us, single) from arguments that need no conversion and pass
     :func:`_states_are_valid`, else None (the caller takes the checking path)."""
-    given = _as_given(q, model.nq)
-    if given is None:
+    arguments = (q,) if v is None else (q, v, u)
+    try:
+        fingerprint = compute_fingerprint(arguments)
+    except Exception:  # a value Numba cannot type: the checking path says what is wrong
         return None
-    qs, single = given
-    K = qs.shape[0]
-    vs = us = _NO_STATES
-    if v is not None:
-        given_v, given_u = _as_given(v, model.nv, K), _as_given(u, model.nv, K)
-        if given_v is None or given_u is None or given_v[1] != single or given_u[1] != single:
+    nq, nv = model.nq, model.nv
+    if fingerprint == _KERNEL_FORM[len(arguments), 1]:
+        if q.shape[0] != nq or (v is not None and (v.shape[0] != nv or u.shape[0] != nv)):
             return None
-        vs, us = given_v[0], given_u[0]
+        single, qs = True, q.reshape(1, nq)
+        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v.reshape(1, nv), u.reshape(1, nv))
+    elif fingerprint == _KERNEL_FORM[len(arguments), 2]:
+        K = q.shape[0]
+        if q.shape[1] != nq or (v is not None and (v.shape != (K, nv) or u.shape != (K, nv))):
+            return None
+        single, qs = False, q
+        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v, u)
+    else:
+        return None
     starts, lengths = _unit_block_arrays(model)
     if not _states_are_valid(qs, vs, us, starts, lengths, UNIT_NORM_TOLERANCE):
         return None
