@@ -20,6 +20,11 @@ reads all its inputs into locals before it stores anything, so LLVM need not
 reload them after every store (the arrays may alias as far as it knows); the
 output row may therefore even be an input row.  Nothing allocates.  The helpers are inlined into their
 callers (measured: RNEA on ur5 2.0 us -> 1.15 us per state).
+
+The value forms (``cross``, ``inv_act_motion_values``, ``rigid_inertia_times``)
+take and return plain numbers, for a per-body step written on locals and stored
+once: every store into an array makes LLVM reload the array values read after
+it (measured: ABA's backward pass on ur5 1.36 -> 1.02 us per state).
 """
 from .config import inline_kernel
 
