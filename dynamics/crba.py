@@ -9,7 +9,7 @@ M, armature added on the diagonal.
 import numpy as np
 
 from . import mimic
-from .config import kernel
+from .config import inline_kernel, kernel
 from .joints import placements
 from .kinematics import joint_jacobians_state
 from .spatial import inertia_to_world, rigid_inertia_times, write_rigid_inertia
@@ -24,16 +24,20 @@ def world_inertias(m, oR, op, oY):
         inertia_to_world(oR, op, Y, oY, i)
 
 
-@kernel
+@inline_kernel
 def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
     """What every world-frame algorithm starts from, for one state: liMi and oMi,
-    the world Jacobian J (6, nv) and the body inertias oY in the world."""
+    the world Jacobian J (6, nv) and the body inertias oY in the world.
+
+    Inlined into its callers, as :func:`_crba_backward_pass` is: called as separate
+    functions with the state's array views, the two cost a quarter of CRBA (ur5,
+    1000 states: 1.17 -> 0.90 us per state once inlined, load 8)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
     joint_jacobians_state(m, oR, op, J)
     world_inertias(m, oR, op, oY)
 
 
-@kernel
+@inline_kernel
 def _crba_backward_pass(m, J, Ycrb, M):
     """M from the world Jacobian J (6, nv) and the world body inertias Ycrb (njoints,
     6, 6), which hold the composite inertias oYcrb on return.
