@@ -7,7 +7,11 @@ point feet) and talos (two 6D soles), LOCAL frames, no Baumgarte gains;
 ours as one batched call over the K states and one Python call per state,
 Pinocchio's ``constraintDynamics`` and ``constraintDynamics`` +
 ``computeConstraintDynamicsDerivatives`` (``RigidConstraintModel``) one
-Python call per state.  The largest difference to Pinocchio is printed.
+Python call per state; beside them Pinocchio's C++ (``constraintDynamics``, and
+``constraintDynamics`` + ``computeConstraintDynamicsDerivatives``) timed on the
+same states in the same run by the harness of :mod:`.pinocchio_cpp` (left empty,
+with the reason, where it cannot be built), its checksums checked against
+Pinocchio's Python.  The largest difference to Pinocchio is printed.
 
 Part 2: the solo12 trot: Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
 .createTrottingProblem`` (two diagonal steps, the first half as long, 25
@@ -31,7 +35,7 @@ import time
 import numpy as np
 
 import geppetto as gp
-from geppetto.benchmarks import _common, crocoddyl_env
+from geppetto.benchmarks import _common, crocoddyl_env, pinocchio_cpp
 from geppetto.dynamics import LOCAL
 from geppetto.dynamics.constraints import CONTACT_3D
 
@@ -62,7 +66,12 @@ def pinocchio_side(pin, robot, constraints):
     return pin_model, data, models, datas, pin.ProximalSettings(1e-12, 1e-12, 0.0, 1)
 
 
-def benchmark_robot(name, K, timing, pin, rng):
+def cpp_contacts(constraints):
+    """The constraints as the C++ harness reads them: (size, joint, R, p) each."""
+    return [(3 if c.kind == CONTACT_3D else 6, c.joint1, c.R1, c.p1) for c in constraints]
+
+
+def benchmark_robot(name, K, timing, pin, rng, cpp=False):
     robot = gp.robots.load(name)
     model = robot.model
     cs = feet_constraints(model, name)
@@ -110,9 +119,19 @@ def benchmark_robot(name, K, timing, pin, rng):
         batch()
         times = _common.time_side_by_side({"batch": batch, "python": ours_loop, "pin": pin_loop},
                                           K, *timing)
-        rows.append(dict(robot=name, nv=model.nv, nc=cs.size, function=function,
-                         batch_us=times["batch"].best * 1e6, python_us=times["python"].best * 1e6,
-                         pin_us=times["pin"].best * 1e6, max_abs_diff_vs_pin=worst))
+        row = dict(robot=name, nv=model.nv, nc=cs.size, function=function,
+                   batch_us=times["batch"].best * 1e6, python_us=times["python"].best * 1e6,
+                   pin_us=times["pin"].best * 1e6, max_abs_diff_vs_pin=worst,
+                   cpp_us=None, cpp_checksum_rel_diff=None)
+        if cpp:  # right after ours, the same states, the same clock
+            cpp_name = pinocchio_cpp.CONSTRAINED_FUNCTIONS[function == "derivatives"]
+            contacts = cpp_contacts(cs)
+            measured = pinocchio_cpp.time_cpp(pm, Q, V, T, T, (cpp_name,), *timing,
+                                              contacts=contacts)
+            row["cpp_checksum_rel_diff"] = pinocchio_cpp.check(pin, pm, Q, V, T, T, measured,
+                                                               contacts=contacts)
+            row["cpp_us"] = measured[cpp_name]["best"]
+        rows.append(row)
         print(f"  {name} {function} done", file=sys.stderr, flush=True)
     return rows
 
@@ -219,18 +238,24 @@ def main(argv=None):
     import pinocchio as pin
     info = _common.machine(pinocchio=pin.__version__)
     print(f"machine: {_common.describe_machine(info)}", flush=True)
+    cpp_skipped = pinocchio_cpp.unavailable()
+    if cpp_skipped:
+        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
     rng = np.random.default_rng(0)
     rows = []
     for name in () if options.no_dynamics else FEET:
-        rows += benchmark_robot(name, options.states, (options.repeats, "cpu"), pin, rng)
+        rows += benchmark_robot(name, options.states, (options.repeats, "cpu"), pin, rng,
+                                cpp=cpp_skipped is None)
     if rows:
         print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
               f"K = {options.states} random states (load average {os.getloadavg()[0]:.1f})")
         print(_common.format_table(
-            ["robot", "function", "ours batched", "ours Python", "Pinocchio",
-             "ratio pin/batched", "max |diff|"],
+            ["robot", "function", "ours batched", "ours Python", "Pinocchio Python",
+             "ratio pin/batched", "Pinocchio C++", "batched/C++", "max |diff|"],
             [[r["robot"], r["function"], f"{r['batch_us']:.2f}", f"{r['python_us']:.2f}",
               f"{r['pin_us']:.2f}", f"{r['pin_us'] / r['batch_us']:.2f}",
+              "-" if r["cpp_us"] is None else f"{r['cpp_us']:.2f}",
+              "-" if r["cpp_us"] is None else f"{r['batch_us'] / r['cpp_us']:.2f}",
               f"{r['max_abs_diff_vs_pin']:.1e}"] for r in rows]))
     trot_rows, reason = (None, "not asked (--no-trot)") if options.no_trot else \
         trot(not options.no_crocoddyl, options.repeats)
@@ -253,7 +278,9 @@ def main(argv=None):
     _common.write_json(path, dict(machine=info, load_average_1min_at_end=os.getloadavg()[0],
                                   states_per_robot=options.states, repeats=options.repeats,
                                   clock="cpu", unit="microseconds per state",
-                                  timings=rows, trot=trot_rows, crocoddyl_skipped=reason))
+                                  timings=rows, trot=trot_rows, crocoddyl_skipped=reason,
+                                  cpp_flags=" ".join(pinocchio_cpp.FLAGS),
+                                  cpp_skipped=cpp_skipped))
     print(f"\nwrote {path}")
 
 

@@ -52,6 +52,9 @@ CACHE = os.environ.get("GEPPETTO_CPP_CACHE",
                        os.path.join(os.path.expanduser("~"), ".cache", "geppetto", "cpp"))
 FUNCTIONS = ("rnea", "aba", "crba", "computeMinverse", "computeRNEADerivatives",
              "computeABADerivatives")
+# Timed only with contacts (time_cpp's ``contacts``): constraintDynamics, and
+# constraintDynamics followed by computeConstraintDynamicsDerivatives.
+CONSTRAINED_FUNCTIONS = ("constraintDynamics", "computeConstraintDynamicsDerivatives")
 
 
 class Unavailable(RuntimeError):
@@ -138,19 +141,38 @@ def write_states(path, Q, V, A, TAU):
             np.ascontiguousarray(stack, dtype=np.float64).tofile(file)
 
 
-def time_cpp(pin_model, Q, V, A, TAU, functions=FUNCTIONS, repeats=15, clock="cpu"):
+def write_contacts(path, contacts):
+    """The contacts file the harness reads: int64 n, then per contact int64 size (3 or
+    6), int64 joint, float64 R (3 x 3, row-major), p (3): joint1's placement of a
+    RigidConstraintModel to the universe, LOCAL.  ``contacts``: (size, joint, R, p)."""
+    with open(path, "wb") as file:
+        np.array([len(contacts)], dtype=np.int64).tofile(file)
+        for size, joint, R, p in contacts:
+            np.array([size, joint], dtype=np.int64).tofile(file)
+            np.concatenate([np.asarray(R, dtype=np.float64).reshape(9),
+                            np.asarray(p, dtype=np.float64).reshape(3)]).tofile(file)
+
+
+def time_cpp(pin_model, Q, V, A, TAU, functions=FUNCTIONS, repeats=15, clock="cpu",
+             contacts=None):
     """{function: dict(best=, median=, checksum=, us=[...])}: Pinocchio's C++ time per
     state (microseconds) over the stack, the repeats of all functions interleaved.
 
-    ``A`` is the acceleration for rnea and its derivatives, ``TAU`` the torque for aba
-    and its derivatives."""
+    ``A`` is the acceleration for rnea and its derivatives, ``TAU`` the torque for aba,
+    its derivatives and the constrained functions, which need ``contacts``: a list of
+    (size 3 or 6, joint, R, p), see :func:`write_contacts`."""
     binary = build()
     with tempfile.TemporaryDirectory(prefix="geppetto-cpp-") as folder:
         model_path = os.path.join(folder, "model.bin")
         states_path = os.path.join(folder, "states.bin")
         pin_model.saveToBinary(model_path)
         write_states(states_path, Q, V, A, TAU)
-        done = subprocess.run([binary, model_path, states_path, str(repeats), clock,
+        extra = []
+        if contacts is not None:
+            contacts_path = os.path.join(folder, "contacts.bin")
+            write_contacts(contacts_path, contacts)
+            extra = [f"contacts={contacts_path}"]
+        done = subprocess.run([binary, model_path, states_path, str(repeats), clock, *extra,
                                *functions], capture_output=True, text=True)
     if done.returncode != 0:
         raise Unavailable(f"the C++ harness failed: {done.stderr.strip()}")
@@ -161,10 +183,18 @@ def time_cpp(pin_model, Q, V, A, TAU, functions=FUNCTIONS, repeats=15, clock="cp
     return results
 
 
-def pinocchio_checksums(pin, pin_model, Q, V, A, TAU, functions=FUNCTIONS):
+def pinocchio_checksums(pin, pin_model, Q, V, A, TAU, functions=FUNCTIONS, contacts=None):
     """The checksums of :func:`time_cpp` from Pinocchio's Python bindings."""
     data = pin_model.createData()
     sums = dict.fromkeys(functions, 0.0)
+    if contacts is not None:
+        models = [pin.RigidConstraintModel(
+            pin.ContactType.CONTACT_3D if size == 3 else pin.ContactType.CONTACT_6D, pin_model,
+            joint, pin.SE3(np.asarray(R), np.asarray(p)), 0, pin.SE3.Identity(),
+            pin.ReferenceFrame.LOCAL) for size, joint, R, p in contacts]
+        datas = [model.createData() for model in models]
+        pin.initConstraintDynamics(pin_model, data, models, datas)
+        settings = pin.ProximalSettings(1e-12, 1e-12, 0.0, 1)
     for q, v, a, tau in zip(Q, V, A, TAU):
         for function in functions:
             if function == "rnea":
@@ -175,6 +205,15 @@ def pinocchio_checksums(pin, pin_model, Q, V, A, TAU, functions=FUNCTIONS):
                 sums[function] += np.abs(np.triu(pin.crba(pin_model, data, q))).sum()
             elif function == "computeMinverse":
                 sums[function] += np.abs(np.triu(pin.computeMinverse(pin_model, data, q))).sum()
+            elif function in CONSTRAINED_FUNCTIONS:
+                ddq = pin.constraintDynamics(pin_model, data, q, v, tau, models, datas, settings)
+                if function == "constraintDynamics":
+                    sums[function] += np.abs(ddq).sum() + np.abs(data.lambda_c).sum()
+                    continue
+                pin.computeConstraintDynamicsDerivatives(pin_model, data, models, datas, settings)
+                sums[function] += sum(np.abs(x).sum() for x in (
+                    data.ddq_dq, data.ddq_dv, data.ddq_dtau, data.dlambda_dq, data.dlambda_dv,
+                    data.dlambda_dtau))
             elif function == "computeRNEADerivatives":
                 pin.computeRNEADerivatives(pin_model, data, q, v, a)
                 sums[function] += np.abs(data.dtau_dq).sum() + np.abs(data.dtau_dv).sum()
@@ -184,10 +223,10 @@ def pinocchio_checksums(pin, pin_model, Q, V, A, TAU, functions=FUNCTIONS):
     return sums
 
 
-def check(pin, pin_model, Q, V, A, TAU, results, rtol=1e-9):
+def check(pin, pin_model, Q, V, A, TAU, results, rtol=1e-9, contacts=None):
     """The largest relative difference between the C++ checksums and Pinocchio's Python
     ones on the same states; raises when it exceeds ``rtol``."""
-    theirs = pinocchio_checksums(pin, pin_model, Q, V, A, TAU, tuple(results))
+    theirs = pinocchio_checksums(pin, pin_model, Q, V, A, TAU, tuple(results), contacts)
     worst = 0.0
     for function, result in results.items():
         difference = abs(result["checksum"] - theirs[function]) / max(1.0, abs(theirs[function]))

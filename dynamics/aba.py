@@ -20,9 +20,9 @@ from numba import prange
 from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
-from .spatial import act_force, force_cross, mat6_vec, motion_cross
-from .validation import (as_configurations, as_dynamics_arguments, check_data, check_invertible,
-                         result)
+from .spatial import act_force, cross, rigid_inertia_times
+from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
+                         check_invertible, result)
 
 
 @kernel
@@ -51,19 +51,8 @@ def invert_spd(A, n, out, o, work):
 
 @inline_kernel
 def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
-    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv).
-
-    A 1-dof joint (revolute, prismatic) has a scalar D: one pass, no inversion."""
-    if nvi == 1:
-        d = armature[iv]
-        for r in range(6):
-            x = (IA[i, r, 0] * J[0, iv] + IA[i, r, 1] * J[1, iv] + IA[i, r, 2] * J[2, iv]
-                 + IA[i, r, 3] * J[3, iv] + IA[i, r, 4] * J[4, iv] + IA[i, r, 5] * J[5, iv])
-            U[r, iv] = x
-            d += J[r, iv] * x
-        D[0, 0] = d
-        Dinv[iv, 0] = 1.0 / d
-        return
+    """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv), for a
+    joint of several dofs (1-dof joints: :func:`_articulated_step_1dof`)."""
     for c in range(iv, iv + nvi):
         for r in range(6):
             U[r, c] = (IA[i, r, 0] * J[0, c] + IA[i, r, 1] * J[1, c] + IA[i, r, 2] * J[2, c]
@@ -80,13 +69,6 @@ def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
 @inline_kernel
 def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
     """Ia = IA_i - U Dinv U^T (the inertia the subtree hands to its parent)."""
-    if nvi == 1:
-        d = Dinv[iv, 0]
-        for r in range(6):
-            ud = U[r, iv] * d
-            for c in range(6):
-                Ia[r, c] = IA[i, r, c] - ud * U[c, iv]
-        return
     for r in range(6):
         for c in range(6):
             s = IA[i, r, c]
@@ -100,24 +82,47 @@ def subtract_articulated(i, iv, nvi, U, Dinv, IA, Ia):
 
 @kernel
 def _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6):
-    """World velocities ov, velocity-product accelerations cJ, bias forces pA."""
+    """World velocities ov, velocity-product accelerations cJ, bias forces pA; oY (njoints,
+    6, 6) the bodies' rigid inertias in the world (world_frame_quantities), read only.
+    Each body's step runs on locals, stored once (see :func:`.rnea._rnea_forward_pass`)."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     ov[0, :] = 0.0
     for i in range(1, m.njoints):
         iv = idx_v[i]
         par = parents[i]
-        for r in range(6):
-            s = 0.0
-            for c in range(iv, iv + nvs[i]):
-                s += J[r, c] * v[c]
-            w6[0, r] = s
-            ov[i, r] = ov[par, r] + s
-        motion_cross(ov, i, w6, 0, cJ, i)
-        mat6_vec(oY, i, ov, i, w6, 1)
-        force_cross(ov, i, w6, 1, pA, i)
-        act_force(oR, op, i, f_ext, i, w6, 1)
-        for r in range(6):
-            pA[i, r] -= w6[1, r]
+        # J_i v_i
+        if nvs[i] == 1:
+            x = v[iv]
+            s0, s1, s2 = J[0, iv] * x, J[1, iv] * x, J[2, iv] * x
+            s3, s4, s5 = J[3, iv] * x, J[4, iv] * x, J[5, iv] * x
+        else:
+            for r in range(6):
+                t = 0.0
+                for c in range(iv, iv + nvs[i]):
+                    t += J[r, c] * v[c]
+                w6[0, r] = t
+            s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
+        v0, v1, v2 = ov[par, 0] + s0, ov[par, 1] + s1, ov[par, 2] + s2
+        v3, v4, v5 = ov[par, 3] + s3, ov[par, 4] + s4, ov[par, 5] + s5
+        ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
+        # c_i = v_i x (J_i v_i)
+        x0, x1, x2 = cross(v3, v4, v5, s0, s1, s2)
+        y0, y1, y2 = cross(v0, v1, v2, s3, s4, s5)
+        z0, z1, z2 = cross(v3, v4, v5, s3, s4, s5)
+        cJ[i, 0], cJ[i, 1], cJ[i, 2] = x0 + y0, x1 + y1, x2 + y2
+        cJ[i, 3], cJ[i, 4], cJ[i, 5] = z0, z1, z2
+        # pA_i = v_i x* (oY_i v_i) - oMi f_ext_i; oY_i is the body's rigid inertia here
+        h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+        x0, x1, x2 = cross(v3, v4, v5, h0, h1, h2)
+        y0, y1, y2 = cross(v3, v4, v5, h3, h4, h5)
+        z0, z1, z2 = cross(v0, v1, v2, h0, h1, h2)
+        pA[i, 0], pA[i, 1], pA[i, 2] = x0, x1, x2
+        pA[i, 3], pA[i, 4], pA[i, 5] = y0 + z0, y1 + z1, y2 + z2
+        if (f_ext[i, 0] != 0.0 or f_ext[i, 1] != 0.0 or f_ext[i, 2] != 0.0
+                or f_ext[i, 3] != 0.0 or f_ext[i, 4] != 0.0 or f_ext[i, 5] != 0.0):
+            act_force(oR, op, i, f_ext, i, w6, 1)
+            for r in range(6):
+                pA[i, r] -= w6[1, r]
 
 
 @inline_kernel
@@ -133,22 +138,8 @@ def _joint_bias(iv, nvi, tau, J, pA, i, u):
 @inline_kernel
 def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
     """oY_parent += Ia = oY_i - U Dinv U^T and, with_bias, pA_parent += pA_i + Ia c_i
-    + U Dinv u_i (Featherstone's articulated-body step, in the world frame).
-
-    A 1-dof joint takes one fused sweep over the 36 entries (Ia is not stored)."""
-    if nvi == 1:
-        d = Dinv[iv, 0]
-        du = d * u[iv] if with_bias else 0.0
-        for r in range(6):
-            ud = U[r, iv] * d
-            s = pA[i, r] + U[r, iv] * du
-            for c in range(6):
-                x = oY[i, r, c] - ud * U[c, iv]
-                oY[par, r, c] += x
-                s += x * cJ[i, c]
-            if with_bias:
-                pA[par, r] += s
-        return
+    + U Dinv u_i (Featherstone's articulated-body step, in the world frame), for a joint
+    of several dofs (1-dof joints: :func:`_articulated_step_1dof`)."""
     subtract_articulated(i, iv, nvi, U, Dinv, oY, Ia)
     for r in range(6):
         for c in range(6):
@@ -173,7 +164,26 @@ def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
 def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
     """Rows of joint i restricted to its subtree (Carpentier & Mansard 2018, Alg. 4
     backward step): Dinv on its own block, -Dinv J_i^T F on its descendants'
-    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns]."""
+    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns].
+
+    A 1-dof joint runs along the rows of F and Minv (contiguous columns: LLVM
+    vectorizes the column loops)."""
+    if nvi == 1:
+        d = Dinv[iv, 0]
+        Minv[iv, iv] = d
+        for col in range(iv + 1, end):
+            Minv[iv, col] = J[0, iv] * F[0, col]
+        for r in range(1, 6):
+            jr = J[r, iv]
+            for col in range(iv + 1, end):
+                Minv[iv, col] += jr * F[r, col]
+        for col in range(iv + 1, end):
+            Minv[iv, col] *= -d
+        for r in range(6):
+            ur = U[r, iv]
+            for col in range(iv, end):
+                F[r, col] += ur * Minv[iv, col]
+        return
     for a in range(nvi):
         for b in range(nvi):
             Minv[iv + a, iv + b] = Dinv[iv + a, b]
@@ -194,6 +204,81 @@ def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
             F[r, col] += s
 
 
+@inline_kernel
+def _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u, with_bias):
+    """The articulated-body step of a 1-dof joint i on locals (its IA read once,
+    upper triangle: IA is symmetric): U = IA J_i, D = J_i^T U + armature, with_bias
+    u_i = tau_i - J_i^T pA_i; then, when i has a parent, IA_parent += IA - U D^-1 U^T
+    (upper triangle, mirrored) and with_bias pA_parent += pA_i + IA c_i
+    + U D^-1 (u_i - U^T c_i) (= pA_i + Ia c_i + U D^-1 u_i)."""
+    y00, y01, y02 = IA[i, 0, 0], IA[i, 0, 1], IA[i, 0, 2]
+    y03, y04, y05 = IA[i, 0, 3], IA[i, 0, 4], IA[i, 0, 5]
+    y11, y12, y13, y14, y15 = IA[i, 1, 1], IA[i, 1, 2], IA[i, 1, 3], IA[i, 1, 4], IA[i, 1, 5]
+    y22, y23, y24, y25 = IA[i, 2, 2], IA[i, 2, 3], IA[i, 2, 4], IA[i, 2, 5]
+    y33, y34, y35 = IA[i, 3, 3], IA[i, 3, 4], IA[i, 3, 5]
+    y44, y45, y55 = IA[i, 4, 4], IA[i, 4, 5], IA[i, 5, 5]
+    j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
+    u0 = y00 * j0 + y01 * j1 + y02 * j2 + y03 * j3 + y04 * j4 + y05 * j5
+    u1 = y01 * j0 + y11 * j1 + y12 * j2 + y13 * j3 + y14 * j4 + y15 * j5
+    u2 = y02 * j0 + y12 * j1 + y22 * j2 + y23 * j3 + y24 * j4 + y25 * j5
+    u3 = y03 * j0 + y13 * j1 + y23 * j2 + y33 * j3 + y34 * j4 + y35 * j5
+    u4 = y04 * j0 + y14 * j1 + y24 * j2 + y34 * j3 + y44 * j4 + y45 * j5
+    u5 = y05 * j0 + y15 * j1 + y25 * j2 + y35 * j3 + y45 * j4 + y55 * j5
+    d = 1.0 / (armature[iv] + j0 * u0 + j1 * u1 + j2 * u2 + j3 * u3 + j4 * u4 + j5 * u5)
+    U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv] = u0, u1, u2, u3, u4, u5
+    Dinv[iv, 0] = d
+    if with_bias:
+        u[iv] = tau[iv] - (j0 * pA[i, 0] + j1 * pA[i, 1] + j2 * pA[i, 2] + j3 * pA[i, 3]
+                           + j4 * pA[i, 4] + j5 * pA[i, 5])
+    if par <= 0:
+        return
+    if with_bias:
+        c0, c1, c2, c3, c4, c5 = cJ[i, 0], cJ[i, 1], cJ[i, 2], cJ[i, 3], cJ[i, 4], cJ[i, 5]
+        k = d * (u[iv] - (u0 * c0 + u1 * c1 + u2 * c2 + u3 * c3 + u4 * c4 + u5 * c5))
+        p0 = pA[i, 0] + y00 * c0 + y01 * c1 + y02 * c2 + y03 * c3 + y04 * c4 + y05 * c5 + u0 * k
+        p1 = pA[i, 1] + y01 * c0 + y11 * c1 + y12 * c2 + y13 * c3 + y14 * c4 + y15 * c5 + u1 * k
+        p2 = pA[i, 2] + y02 * c0 + y12 * c1 + y22 * c2 + y23 * c3 + y24 * c4 + y25 * c5 + u2 * k
+        p3 = pA[i, 3] + y03 * c0 + y13 * c1 + y23 * c2 + y33 * c3 + y34 * c4 + y35 * c5 + u3 * k
+        p4 = pA[i, 4] + y04 * c0 + y14 * c1 + y24 * c2 + y34 * c3 + y44 * c4 + y45 * c5 + u4 * k
+        p5 = pA[i, 5] + y05 * c0 + y15 * c1 + y25 * c2 + y35 * c3 + y45 * c4 + y55 * c5 + u5 * k
+        pA[par, 0] += p0
+        pA[par, 1] += p1
+        pA[par, 2] += p2
+        pA[par, 3] += p3
+        pA[par, 4] += p4
+        pA[par, 5] += p5
+    e0, e1, e2, e3, e4, e5 = u0 * d, u1 * d, u2 * d, u3 * d, u4 * d, u5 * d
+    _add_symmetric(IA, par, 0, 0, y00 - e0 * u0)
+    _add_symmetric(IA, par, 0, 1, y01 - e0 * u1)
+    _add_symmetric(IA, par, 0, 2, y02 - e0 * u2)
+    _add_symmetric(IA, par, 0, 3, y03 - e0 * u3)
+    _add_symmetric(IA, par, 0, 4, y04 - e0 * u4)
+    _add_symmetric(IA, par, 0, 5, y05 - e0 * u5)
+    _add_symmetric(IA, par, 1, 1, y11 - e1 * u1)
+    _add_symmetric(IA, par, 1, 2, y12 - e1 * u2)
+    _add_symmetric(IA, par, 1, 3, y13 - e1 * u3)
+    _add_symmetric(IA, par, 1, 4, y14 - e1 * u4)
+    _add_symmetric(IA, par, 1, 5, y15 - e1 * u5)
+    _add_symmetric(IA, par, 2, 2, y22 - e2 * u2)
+    _add_symmetric(IA, par, 2, 3, y23 - e2 * u3)
+    _add_symmetric(IA, par, 2, 4, y24 - e2 * u4)
+    _add_symmetric(IA, par, 2, 5, y25 - e2 * u5)
+    _add_symmetric(IA, par, 3, 3, y33 - e3 * u3)
+    _add_symmetric(IA, par, 3, 4, y34 - e3 * u4)
+    _add_symmetric(IA, par, 3, 5, y35 - e3 * u5)
+    _add_symmetric(IA, par, 4, 4, y44 - e4 * u4)
+    _add_symmetric(IA, par, 4, 5, y45 - e4 * u5)
+    _add_symmetric(IA, par, 5, 5, y55 - e5 * u5)
+
+
+@inline_kernel
+def _add_symmetric(IA, j, r, c, x):
+    """IA[j, r, c] += x, and the mirrored entry set equal (r <= c)."""
+    s = IA[j, r, c] + x
+    IA[j, r, c] = s
+    IA[j, c, r] = s
+
+
 @kernel
 def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     """ABA's backward pass alone (the hot path of forward dynamics): the same
@@ -202,9 +287,12 @@ def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
+        par = parents[i]
+        if nvi == 1:
+            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u, True)
+            continue
         articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
         _joint_bias(iv, nvi, tau, J, pA, i, u)
-        par = parents[i]
         if par > 0:
             _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, True)
 
@@ -222,15 +310,19 @@ def _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        if with_aba:
-            _joint_bias(iv, nvi, tau, J, pA, i, u)
+        par = parents[i]
+        if nvi == 1:
+            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u,
+                                   with_aba)
+        else:
+            articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
+            if with_aba:
+                _joint_bias(iv, nvi, tau, J, pA, i, u)
+            if par > 0:
+                _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
         if with_minverse:
             end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
             _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F)
-        par = parents[i]
-        if par > 0:
-            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
 
 
 @kernel
@@ -243,6 +335,15 @@ def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
         iv = idx_v[i]
         nvi = nvs[i]
         par = parents[i]
+        if nvi == 1:  # on locals, stored once
+            a0, a1, a2 = oa[par, 0] + cJ[i, 0], oa[par, 1] + cJ[i, 1], oa[par, 2] + cJ[i, 2]
+            a3, a4, a5 = oa[par, 3] + cJ[i, 3], oa[par, 4] + cJ[i, 4], oa[par, 5] + cJ[i, 5]
+            x = Dinv[iv, 0] * (u[iv] - (U[0, iv] * a0 + U[1, iv] * a1 + U[2, iv] * a2
+                                        + U[3, iv] * a3 + U[4, iv] * a4 + U[5, iv] * a5))
+            ddq[iv] = x
+            oa[i, 0], oa[i, 1], oa[i, 2] = a0 + J[0, iv] * x, a1 + J[1, iv] * x, a2 + J[2, iv] * x
+            oa[i, 3], oa[i, 4], oa[i, 5] = a3 + J[3, iv] * x, a4 + J[4, iv] * x, a5 + J[5, iv] * x
+            continue
         for r in range(6):
             oa[i, r] = oa[par, r] + cJ[i, r]
         for a in range(nvi):
@@ -306,14 +407,19 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
 
 @kernel
 def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    """Rows of i -= Dinv U^T A_parent on the columns from iv on (the ancestors'
+    contributions), then A_i = A_parent + J_i Minv[rows of i] (6, columns from iv on);
+    the lower triangle mirrored at the end.  A (njoints, 6, nv) scratch."""
+    parents, idx_v, nvs, nv = m.parents, m.idx_v, m.nvs, m.nv
     for i in range(1, m.njoints):
         iv = idx_v[i]
         nvi = nvs[i]
         par = parents[i]
+        if nvi == 1:
+            _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A)
+            continue
         if par > 0:
-            # rows of i -= Dinv U^T A_parent, on the columns from iv on (upper triangle)
-            for col in range(iv, m.nv):
+            for col in range(iv, nv):
                 for a in range(nvi):
                     s = 0.0
                     for b in range(nvi):
@@ -322,15 +428,40 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
                             ua += U[r, iv + b] * A[par, r, col]
                         s += Dinv[iv + a, b] * ua
                     Minv[iv + a, col] -= s
-        for col in range(iv, m.nv):
+        for col in range(iv, nv):
             for r in range(6):
                 s = A[par, r, col] if par > 0 else 0.0
                 for a in range(nvi):
                     s += J[r, iv + a] * Minv[iv + a, col]
                 A[i, r, col] = s
-    for r in range(m.nv):
+    for r in range(nv):
         for c in range(r):
             Minv[r, c] = Minv[c, r]
+
+
+@inline_kernel
+def _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A):
+    """:func:`_minverse_forward_pass` for a 1-dof joint, along contiguous rows
+    (A[i, 0] holds U^T A_parent until it is overwritten)."""
+    if par > 0:
+        d = Dinv[iv, 0]
+        for col in range(iv, nv):
+            A[i, 0, col] = U[0, iv] * A[par, 0, col]
+        for r in range(1, 6):
+            ur = U[r, iv]
+            for col in range(iv, nv):
+                A[i, 0, col] += ur * A[par, r, col]
+        for col in range(iv, nv):
+            Minv[iv, col] -= d * A[i, 0, col]
+        for r in range(6):
+            jr = J[r, iv]
+            for col in range(iv, nv):
+                A[i, r, col] = A[par, r, col] + jr * Minv[iv, col]
+    else:
+        for r in range(6):
+            jr = J[r, iv]
+            for col in range(iv, nv):
+                A[i, r, col] = jr * Minv[iv, col]
 
 
 @kernel
@@ -370,8 +501,8 @@ def aba(model, data, q, v, tau, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.aba(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
-    _aba(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
-         data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
+    call_kernel(_aba, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
+                data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
     check_invertible(model, data.ddq, K, "aba")
     return result(data.ddq, K, single).copy()
 
@@ -389,7 +520,7 @@ def compute_minverse(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _compute_minverse(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J,
-                      data.IA, data.U, data.Dinv, data.Minv)
+    call_kernel(_compute_minverse, model, qs, data.liR, data.lip, data.oR, data.op, data.J,
+                data.IA, data.U, data.Dinv, data.Minv)
     check_invertible(model, data.Minv, K, "compute_minverse")
     return result(data.Minv, K, single).copy()

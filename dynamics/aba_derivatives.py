@@ -22,7 +22,8 @@ from .crba import world_frame_quantities
 from .kinematics import express_jacobian
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
-from .validation import as_configurations, as_dynamics_arguments, check_invertible, result
+from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_invertible,
+                         result)
 
 
 @kernel
@@ -121,10 +122,10 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
-    _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
-                     data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
-                     data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv, data.M,
-                     data.ddq_dq, data.ddq_dv)
+    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
+                data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
+                data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv, data.M,
+                data.ddq_dq, data.ddq_dv)
     check_invertible(model, data.Minv, K, "aba_derivatives")
     return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
             result(data.Minv, K, single).copy())

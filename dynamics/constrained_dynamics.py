@@ -72,7 +72,7 @@ from .linalg import cholesky_factor, cholesky_solve
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .spatial import force_cross, mat6_vec
-from .validation import as_configurations, as_stack, check_data, result
+from .validation import as_configurations, as_stack, call_kernel, check_data, result
 
 # Relative size of a Cholesky pivot of G below which G is reported singular
 # (the tolerance of linalg.cholesky_factor).
@@ -537,9 +537,9 @@ def constraint_dynamics(model, data, q, v, tau, constraints, mu=0.0, max_iterati
     taus, _ = as_stack(tau, model.nv, "tau", (K, single))
     lam = np.empty((K, cs.size))
     iterations = np.zeros(K, dtype=np.int64)
-    regular = _constraint_dynamics(model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations,
-                                   accuracy, data.liR, data.lip, data.oR, data.op, data.J,
-                                   data.oYcrb, data.M, data.ddq, lam, iterations)
+    regular = call_kernel(_constraint_dynamics, model, cs.arrays, qs, vs, taus, mu,
+                          max_iterations, accuracy, data.liR, data.lip, data.oR, data.op, data.J,
+                          data.oYcrb, data.M, data.ddq, lam, iterations)
     _check_regular(regular, mu)
     data.lambda_c, data.constraint_iterations = lam, iterations
     return result(data.ddq, K, single).copy(), (lam[0] if single else lam)
@@ -562,9 +562,10 @@ def constraint_dynamics_derivatives(model, data, q, v, tau, constraints, mu=0.0,
     lam = np.empty((K, nc))
     iterations = np.zeros(K, dtype=np.int64)
     out = [np.empty((K, nv, nv)) for _ in range(3)] + [np.empty((K, nc, nv)) for _ in range(3)]
-    regular = _constraint_dynamics_derivatives(
-        model.arrays, cs.arrays, qs, vs, taus, mu, max_iterations, accuracy, data.liR, data.lip,
-        data.oR, data.op, data.J, data.oYcrb, data.M, data.ddq, lam, iterations, *out)
+    regular = call_kernel(
+        _constraint_dynamics_derivatives, model, cs.arrays, qs, vs, taus, mu, max_iterations,
+        accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb, data.M, data.ddq, lam,
+        iterations, *out)
     _check_regular(regular, mu)
     data.lambda_c, data.constraint_iterations = lam, iterations
     return tuple(x[0] if single else x for x in out)

@@ -9,11 +9,11 @@ M, armature added on the diagonal.
 import numpy as np
 
 from . import mimic
-from .config import kernel
+from .config import inline_kernel, kernel
 from .joints import placements
 from .kinematics import joint_jacobians_state
-from .spatial import inertia_to_world
-from .validation import as_configurations, check_data, result
+from .spatial import inertia_to_world, rigid_inertia_times, write_rigid_inertia
+from .validation import as_configurations, call_kernel, check_data, result
 
 
 @kernel
@@ -24,34 +24,37 @@ def world_inertias(m, oR, op, oY):
         inertia_to_world(oR, op, Y, oY, i)
 
 
-@kernel
+@inline_kernel
 def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
     """What every world-frame algorithm starts from, for one state: liMi and oMi,
-    the world Jacobian J (6, nv) and the body inertias oY in the world."""
+    the world Jacobian J (6, nv) and the body inertias oY in the world.
+
+    Inlined into its callers, as :func:`_crba_backward_pass` is: called as separate
+    functions with the state's array views, the two cost a quarter of CRBA (ur5,
+    1000 states: 1.17 -> 0.90 us per state once inlined, load 8)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
     joint_jacobians_state(m, oR, op, J)
     world_inertias(m, oR, op, oY)
 
 
-@kernel
+@inline_kernel
 def _crba_backward_pass(m, J, Ycrb, M):
+    """M from the world Jacobian J (6, nv) and the world body inertias Ycrb (njoints,
+    6, 6), which hold the composite inertias oYcrb on return.
+
+    A sum of rigid-body inertias is a rigid-body inertia [m 1, -[h]x; [h]x, I]: the
+    pass reads and sums its ten parameters only (not 36 entries), F = oYcrb_i J_c
+    = [m v - h x w; I w + h x v] takes 24 products instead of 36, and the full
+    matrix is written once, when it is final."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(m.njoints - 1, 0, -1):
+        mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
+        a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
+        a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            # F = oYcrb_i J_c, then M[r, c] = J_r^T F for every supporting dof r
-            F0 = 0.0
-            F1 = 0.0
-            F2 = 0.0
-            F3 = 0.0
-            F4 = 0.0
-            F5 = 0.0
-            for t in range(6):
-                F0 += Ycrb[i, 0, t] * J[t, c]
-                F1 += Ycrb[i, 1, t] * J[t, c]
-                F2 += Ycrb[i, 2, t] * J[t, c]
-                F3 += Ycrb[i, 3, t] * J[t, c]
-                F4 += Ycrb[i, 4, t] * J[t, c]
-                F5 += Ycrb[i, 5, t] * J[t, c]
+            F0, F1, F2, F3, F4, F5 = rigid_inertia_times(Ycrb, i, J[0, c], J[1, c], J[2, c],
+                                                         J[3, c], J[4, c], J[5, c])
+            # M[r, c] = J_r^T F for every dof r that supports c
             j = i
             while j > 0:
                 for r in range(idx_v[j], idx_v[j] + nvs[j]):
@@ -60,11 +63,19 @@ def _crba_backward_pass(m, J, Ycrb, M):
                     M[r, c] = s
                     M[c, r] = s
                 j = parents[j]
+        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par > 0:
-            for r in range(6):
-                for c in range(6):
-                    Ycrb[par, r, c] += Ycrb[i, r, c]
+            Ycrb[par, 0, 0] += mass
+            Ycrb[par, 5, 1] += h0
+            Ycrb[par, 3, 2] += h1
+            Ycrb[par, 4, 0] += h2
+            Ycrb[par, 3, 3] += a00
+            Ycrb[par, 3, 4] += a01
+            Ycrb[par, 3, 5] += a02
+            Ycrb[par, 4, 4] += a11
+            Ycrb[par, 4, 5] += a12
+            Ycrb[par, 5, 5] += a22
     for c in range(m.nv):
         M[c, c] += m.armature[c]
 
@@ -90,5 +101,6 @@ def crba(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _crba(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb, data.M)
+    call_kernel(_crba, model, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb,
+                data.M)
     return result(data.M, K, single).copy()

@@ -10,8 +10,8 @@ import numpy as np
 from .config import inline_kernel, kernel
 from .joints import compose, placements
 from .spatial import inv_act_motion, motion_cross
-from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
-                         check_placements, result)
+from .validation import (as_configurations, as_stack, call_kernel, check_data, check_frame,
+                         check_joint, check_placements, result)
 
 LOCAL = 0
 WORLD = 1
@@ -23,6 +23,11 @@ REFERENCE_FRAMES = {"LOCAL": LOCAL, "WORLD": WORLD,
 @inline_kernel
 def joint_velocity(S, iv, nvi, v, out, o):
     """out[o] = S_i v_i: the joint's own spatial velocity in its frame (dofs iv..iv+nvi)."""
+    if nvi == 1:
+        x = v[iv]
+        for r in range(6):
+            out[o, r] = S[r, iv] * x
+        return
     for r in range(6):
         s = 0.0
         for c in range(iv, iv + nvi):
@@ -281,8 +286,8 @@ def forward_kinematics(model, data, q, v=None, a=None):
     vs = as_stack(v, model.nv, "v", (K, single))[0] if v is not None else np.zeros((K, model.nv))
     accs = as_stack(a, model.nv, "a", (K, single))[0] if a is not None else np.zeros((K, model.nv))
     check_data(model, data, K, single)
-    _forward_kinematics(model.arrays, qs, vs, accs, order, data.liR, data.lip, data.oR,
-                        data.op, data.v, data.a)
+    call_kernel(_forward_kinematics, model, qs, vs, accs, order, data.liR, data.lip, data.oR,
+                data.op, data.v, data.a)
     return result(data.oR, K, single).copy(), result(data.op, K, single).copy()
 
 

@@ -11,13 +11,16 @@ from . import mimic
 from .config import kernel
 from .joints import placements
 from .kinematics import joint_velocity
-from .spatial import act_force, force_cross, inv_act_motion, mat6_vec, motion_cross
-from .validation import as_configurations, as_dynamics_arguments, as_stack, result
+from .spatial import act_force, cross, inv_act_motion_values, rigid_inertia_times
+from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
 
 @kernel
 def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp, w6):
-    """v_i, a_i (with gravity) and the net force f_i of every body; w6 (4, 6) scratch."""
+    """v_i, a_i (with gravity) and the net force f_i of every body; w6 (4, 6) scratch.
+
+    Each body's step runs on locals (the joint's S v_i, S a_i, v_i, a_i, f_i), stored
+    once: a store into an array makes LLVM reload every array value read after it."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
     parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
     for r in range(6):
@@ -26,21 +29,36 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
     for i in range(1, m.njoints):
         par = parents[i]
         joint_velocity(S, idx_v[i], nvs[i], v, w6, 0)
-        inv_act_motion(liR, lip, i, vel, par, vel, i)
-        for r in range(6):
-            vel[i, r] += w6[0, r]
-        # a_i = liMi^-1 a_par + v_i x (S v_i) + S a_i
-        inv_act_motion(liR, lip, i, acc, par, acc, i)
-        motion_cross(vel, i, w6, 0, w6, 1)
         joint_velocity(S, idx_v[i], nvs[i], a, w6, 2)
-        for r in range(6):
-            acc[i, r] += w6[1, r] + w6[2, r]
-        # f_i = I a_i + v_i x* I v_i - f_ext_i
-        mat6_vec(Y, i, acc, i, f, i)
-        mat6_vec(Y, i, vel, i, w6, 3)
-        force_cross(vel, i, w6, 3, w6, 1)
-        for r in range(6):
-            f[i, r] += w6[1, r] - f_ext[i, r]
+        s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
+        # v_i = liMi^-1 v_par + S v_i
+        v0, v1, v2, v3, v4, v5 = inv_act_motion_values(liR, lip, i, vel[par, 0], vel[par, 1],
+                                                       vel[par, 2], vel[par, 3], vel[par, 4],
+                                                       vel[par, 5])
+        v0, v1, v2, v3, v4, v5 = v0 + s0, v1 + s1, v2 + s2, v3 + s3, v4 + s4, v5 + s5
+        # a_i = liMi^-1 a_par + v_i x (S v_i) + S a_i
+        a0, a1, a2, a3, a4, a5 = inv_act_motion_values(liR, lip, i, acc[par, 0], acc[par, 1],
+                                                       acc[par, 2], acc[par, 3], acc[par, 4],
+                                                       acc[par, 5])
+        x0, x1, x2 = cross(v3, v4, v5, s0, s1, s2)
+        y0, y1, y2 = cross(v0, v1, v2, s3, s4, s5)
+        z0, z1, z2 = cross(v3, v4, v5, s3, s4, s5)
+        a0, a1, a2 = a0 + (x0 + y0) + w6[2, 0], a1 + (x1 + y1) + w6[2, 1], a2 + (x2 + y2) + w6[2, 2]
+        a3, a4, a5 = a3 + z0 + w6[2, 3], a4 + z1 + w6[2, 4], a5 + z2 + w6[2, 5]
+        vel[i, 0], vel[i, 1], vel[i, 2], vel[i, 3], vel[i, 4], vel[i, 5] = v0, v1, v2, v3, v4, v5
+        acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5] = a0, a1, a2, a3, a4, a5
+        # f_i = I a_i + v_i x* (I v_i) - f_ext_i (I rigid: ten parameters, 24 products)
+        g0, g1, g2, g3, g4, g5 = rigid_inertia_times(Y, i, a0, a1, a2, a3, a4, a5)
+        h0, h1, h2, h3, h4, h5 = rigid_inertia_times(Y, i, v0, v1, v2, v3, v4, v5)
+        x0, x1, x2 = cross(v3, v4, v5, h0, h1, h2)
+        y0, y1, y2 = cross(v3, v4, v5, h3, h4, h5)
+        z0, z1, z2 = cross(v0, v1, v2, h0, h1, h2)
+        f[i, 0] = g0 + x0 - f_ext[i, 0]
+        f[i, 1] = g1 + x1 - f_ext[i, 1]
+        f[i, 2] = g2 + x2 - f_ext[i, 2]
+        f[i, 3] = g3 + (y0 + z0) - f_ext[i, 3]
+        f[i, 4] = g4 + (y1 + z1) - f_ext[i, 4]
+        f[i, 5] = g5 + (y2 + z2) - f_ext[i, 5]
 
 
 @kernel
@@ -88,8 +106,8 @@ def rnea(model, data, q, v, a, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea(model, data, q, v, a, f_ext)
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    _rnea(model.arrays, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
-          data.v, data.a_gf, data.f, data.tau)
+    call_kernel(_rnea, model, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
+                data.v, data.a_gf, data.f, data.tau)
     return result(data.tau, K, single).copy()
 
 

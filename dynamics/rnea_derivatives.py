@@ -33,7 +33,7 @@ from .config import inline_kernel, kernel
 from .crba import world_frame_quantities
 from .kinematics import local_motions, world_motions
 from .spatial import act_force, force_cross, mat6_vec, motion_cross
-from .validation import as_dynamics_arguments, result
+from .validation import as_dynamics_arguments, call_kernel, result
 
 
 @kernel
@@ -236,8 +236,8 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    _rnea_derivatives(model.arrays, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
-                      data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
-                      data.dtau_dv, data.M, data.v, data.a, data.oa)
+    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
+                data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
+                data.dtau_dv, data.M, data.v, data.a, data.oa)
     return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
             result(data.M, K, single).copy())

@@ -3,15 +3,28 @@
 Kernels are compiled without bounds checks, so every public wrapper turns its
 inputs into C-contiguous float64 stacks of the right shape here, raising a
 ``ValueError`` that says what was expected.
+
+The one-state call is the common case from Python, and its checks used to
+cost several times the kernel (a NumPy call per check, about 1 us each).  An
+argument that already is a C-contiguous, writable float64 array of the right
+shape is taken as it is (a view with the batch axis added), and finiteness and
+unit norms of all the arguments are checked by one compiled call
+(:func:`_states_are_valid`); only when that call says no are the arguments
+checked again one by one, to raise the message that names the culprit.
+:func:`call_kernel` then calls the kernel without Numba's dispatcher, whose
+type resolution of the ``ModelArrays`` tuple costs more than a small kernel.
 """
 import hashlib
 import numbers
 
 import numpy as np
+from numba._dispatcher import compute_fingerprint
 
+from .config import kernel
 from .model import FREE_FLYER, PLANAR, REVOLUTE_UNBOUNDED, SPHERICAL
 
 UNIT_NORM_TOLERANCE = 1e-6
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _as_float_array(x, name):
@@ -71,6 +84,10 @@ def as_stack(x, size, name, batch=None):
     ``batch`` = (K, single) of the first argument: then ``x`` must have the same
     form (a stack of the same K, or one vector when the first was one).
     """
+    given = _as_given(x, size, None if batch is None else batch[0])
+    if (given is not None and (batch is None or given[1] == batch[1])
+            and _states_are_valid(_NO_STATES, given[0], _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0)):
+        return given
     arr = _as_float_array(x, name)
     if arr.ndim == 1 and arr.shape[0] == size:
         single, arr = True, arr.reshape(1, size)
@@ -111,8 +128,101 @@ def unit_blocks(model):
     return blocks
 
 
+@kernel
+def _states_are_valid(q, v, u, starts, lengths, tolerance):
+    """True when q (K, nq), v and u (K, n) are finite and every block
+    q[k, starts[b]:starts[b] + lengths[b]] has a unit norm within ``tolerance``."""
+    for x in (v, u):
+        for k in range(x.shape[0]):
+            for c in range(x.shape[1]):
+                if not np.isfinite(x[k, c]):
+                    return False
+    for k in range(q.shape[0]):
+        for c in range(q.shape[1]):
+            if not np.isfinite(q[k, c]):
+                return False
+        for b in range(starts.shape[0]):
+            norm2 = 0.0
+            for c in range(starts[b], starts[b] + lengths[b]):
+                norm2 += q[k, c] * q[k, c]
+            if not abs(np.sqrt(norm2) - 1.0) <= tolerance:
+                return False
+    return True
+
+
+def _as_given(x, size, K=None):
+    """``x`` itself as a (K, size) stack (a view, no copy) when it already is a
+    C-contiguous writable float64 array of shape (size,) or (K, size), else None
+    (the caller then takes the checking path).  With K, a single vector is taken
+    only when K is None or 1, a stack only when it has K rows."""
+    if type(x) is not np.ndarray or x.dtype is not _FLOAT64:
+        return None
+    flags = x.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return None
+    shape = x.shape
+    if len(shape) == 1 and shape[0] == size and (K is None or K == 1):
+        return x.reshape(1, size), True
+    if len(shape) == 2 and shape[1] == size and (K is None or shape[0] == K):
+        return x, False
+    return None
+
+
+_NO_STATES = np.empty((0, 0))
+_NO_BLOCKS = np.empty(0, dtype=np.int64)
+
+
+def _unit_block_arrays(model):
+    """(starts, lengths) int64 arrays of :func:`unit_blocks`, computed once per model."""
+    arrays = getattr(model, "_unit_block_arrays", None)
+    if arrays is None:
+        blocks = unit_blocks(model)
+        arrays = (np.array([b[0] for b in blocks], dtype=np.int64),
+                  np.array([b[1] for b in blocks], dtype=np.int64))
+        model._unit_block_arrays = arrays
+    return arrays
+
+
+# Numba's type fingerprints of (q,) and (q, v, u) as C-contiguous writable float64
+# vectors or stacks: one C call tells whether all the arguments are in kernel form.
+_KERNEL_FORM = {(count, ndim): compute_fingerprint((np.empty((1,) * ndim),) * count)
+                for count in (1, 3) for ndim in (1, 2)}
+
+
+def _given_states(model, q, v=None, u=None):
+    """(qs, vs, us, single) from arguments that need no conversion and pass
+    :func:`_states_are_valid`, else None (the caller takes the checking path)."""
+    arguments = (q,) if v is None else (q, v, u)
+    try:
+        fingerprint = compute_fingerprint(arguments)
+    except Exception:  # a value Numba cannot type: the checking path says what is wrong
+        return None
+    nq, nv = model.nq, model.nv
+    if fingerprint == _KERNEL_FORM[len(arguments), 1]:
+        if q.shape[0] != nq or (v is not None and (v.shape[0] != nv or u.shape[0] != nv)):
+            return None
+        single, qs = True, q.reshape(1, nq)
+        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v.reshape(1, nv), u.reshape(1, nv))
+    elif fingerprint == _KERNEL_FORM[len(arguments), 2]:
+        K = q.shape[0]
+        if q.shape[1] != nq or (v is not None and (v.shape != (K, nv) or u.shape != (K, nv))):
+            return None
+        single, qs = False, q
+        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v, u)
+    else:
+        return None
+    starts, lengths = _unit_block_arrays(model)
+    if not _states_are_valid(qs, vs, us, starts, lengths, UNIT_NORM_TOLERANCE):
+        return None
+    return qs, vs, us, single
+
+
 def as_configurations(model, q, name="q", batch=None):
     """Validate configurations: shape (nq,) or (K, nq), finite, unit quaternions."""
+    if batch is None:
+        given = _given_states(model, q)
+        if given is not None:
+            return given[0], given[3]
     arr, single = as_stack(q, model.nq, name, batch)
     for start, length, joint in unit_blocks(model):
         norms = np.sqrt(np.sum(arr[:, start:start + length] ** 2, axis=1))
@@ -130,7 +240,11 @@ def as_external_forces(model, f_ext, K, single):
     """f_ext: None, (njoints, 6) or (K, njoints, 6) -> (K, njoints, 6) float64."""
     nj = model.njoints
     if f_ext is None:
-        return np.zeros((K, nj, 6))
+        zeros = getattr(model, "_zero_forces", None)
+        if zeros is None or zeros.shape[0] != K:
+            # shared by the calls with K states: no kernel writes f_ext
+            zeros = model._zero_forces = np.zeros((K, nj, 6))
+        return zeros
     if isinstance(f_ext, (list, tuple)):
         try:
             f_ext = np.array([np.asarray(getattr(f, "vector", f)) for f in f_ext])
@@ -210,6 +324,13 @@ def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
     (qs, vs, us, fs, K, single) with q (K, nq), v and u (K, nv) (u the acceleration
     or the torque, called ``name_u`` in messages), f_ext (K, njoints, 6); ``data``
     checked and sized for the K states."""
+    given = _given_states(model, q, v, u)
+    if given is not None:
+        qs, vs, us, single = given
+        K = qs.shape[0]
+        fs = as_external_forces(model, f_ext, K, single)
+        check_data(model, data, K, single)
+        return qs, vs, us, fs, K, single
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     vs, _ = as_stack(v, model.nv, "v", (K, single))
@@ -249,12 +370,42 @@ def result(array, K, single):
     return array[0] if single else array[:K]
 
 
+def call_kernel(kernel, model, *args):
+    """``kernel(model.arrays, *args)``, through the entry point Numba compiled for
+    these argument types.
+
+    Numba's dispatcher resolves the type of a tuple of arrays (``ModelArrays``,
+    22 fields) anew on every call, 3-10 us: more than a one-state kernel.  The
+    compiled specialization is found once per argument types, keyed by Numba's
+    own type fingerprint of the arguments (the model's computed once per
+    ``ModelArrays``, whose arrays never change type), and called directly; a new
+    type goes through the dispatcher, which compiles or loads it."""
+    arrays = model.arrays
+    if not hasattr(kernel, "overloads"):  # NUMBA_DISABLE_JIT: a plain Python function
+        return kernel(arrays, *args)
+    cached = model.__dict__.get("_arrays_fingerprint")
+    if cached is None or cached[0] is not arrays:
+        cached = model._arrays_fingerprint = (arrays, compute_fingerprint(arrays))
+    key = (kernel, cached[1], compute_fingerprint(args))
+    entry = _ENTRY_POINTS.get(key)
+    if entry is None:
+        out = kernel(arrays, *args)
+        types = tuple(kernel.typeof_pyval(x) for x in (arrays,) + args)
+        _ENTRY_POINTS[key] = kernel.overloads[types].entry_point
+        return out
+    return entry(arrays, *args)
+
+
+_ENTRY_POINTS = {}
+
+
 def check_invertible(model, output, K, function):
     """Raise ValueError when the articulated-body pass met a joint without inertia
     along its motion (D = S^T IA S = 0: M(q) singular, e.g. links without mass in a
     URDF), instead of returning inf or NaN; ``output`` the (K, ...) result (ddq or
     M^-1: the inputs were checked finite, so only a singular M makes it not so)."""
-    if not np.all(np.isfinite(output[:K])):
+    values = output[:K].reshape(K, -1)
+    if not _states_are_valid(_NO_STATES, values, _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0):
         raise ValueError(f"{function}: the joint-space inertia matrix of model "
                          f"{model.name!r} is singular at this configuration (a joint moves "
                          "links without mass or inertia along its motion); give those links "

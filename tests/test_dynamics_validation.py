@@ -297,6 +297,39 @@ def test_accepted_array_likes(case, assert_close):
                  "Fortran-ordered stack")
 
 
+def test_arrays_in_kernel_form_take_the_same_path_to_the_same_values(case, assert_close):
+    """One state as C-contiguous writable float64 arrays (taken as they are, checked by
+    one compiled call) and the same state as read-only, strided or list arguments
+    (converted and checked one by one) give the same values, bit for bit; the inputs
+    are left as they were, and a spoiled value in kernel form is still refused."""
+    m = case.model
+    x = _arguments(case)
+    q, v, tau = (np.ascontiguousarray(x[k], dtype=np.float64) for k in ("q", "v", "tau"))
+    kept = [y.copy() for y in (q, v, tau)]
+    frozen = q.copy()
+    frozen.setflags(write=False)
+    strided = np.repeat(v[:, None], 2, axis=1)[:, 0]
+    for label, function in (("rnea", lambda d, q_, v_: gd.rnea(m, d, q_, v_, tau)),
+                            ("aba", lambda d, q_, v_: gd.aba(m, d, q_, v_, tau)),
+                            ("crba", lambda d, q_, v_: gd.crba(m, d, q_)),
+                            ("compute_minverse", lambda d, q_, v_: gd.compute_minverse(m, d, q_)),
+                            ("forward_kinematics",
+                             lambda d, q_, v_: gd.forward_kinematics(m, d, q_, v_)[1])):
+        given = function(case.data(), q, v)
+        for other_q, other_v in ((frozen, strided), (list(q), list(v))):
+            assert_close(function(case.data(), other_q, other_v), given, 0.0, label)
+    for before, after in zip(kept, (q, v, tau)):
+        assert np.array_equal(before, after)
+    bad = q.copy()
+    bad[-1] = np.nan
+    with pytest.raises(ValueError, match=_names("q")):
+        gd.aba(m, case.data(), bad, v, tau)
+    bad_v = v.copy()
+    bad_v[0] = np.inf
+    with pytest.raises(ValueError, match=_names("v")):
+        gd.rnea(m, case.data(), q, bad_v, tau)
+
+
 def test_a_refused_call_leaves_data_usable(case, assert_close):
     m, d = case.model, case.data()
     x = _arguments(case, 3)

@@ -1,13 +1,19 @@
 // Time Pinocchio's C++ dynamics algorithms per state over a stack of states.
 //
-//   pinocchio_timing MODEL.bin STATES.bin REPEATS CLOCK FUNCTION...
+//   pinocchio_timing MODEL.bin STATES.bin REPEATS CLOCK [contacts=CONTACTS.bin] FUNCTION...
 //
 // MODEL.bin: the model that Python saved with pin.Model.saveToBinary.
 // STATES.bin: int64 K, nq, nv, then float64 Q (K x nq), V, A, TAU (K x nv each),
 // row-major.  CLOCK: "cpu" (the thread's CPU time) or "wall" (monotonic clock).
+// CONTACTS.bin (for the constrained functions): int64 n, then per contact
+// int64 size (3 or 6), int64 joint, float64 R (3 x 3, row-major) and p (3): a
+// RigidConstraintModel of joint1 = joint at placement (R, p), joint2 = universe,
+// LOCAL, solved with ProximalSettings(1e-12, 1e-12, mu = 0, 1 iteration).
 // FUNCTION: rnea aba crba computeMinverse computeRNEADerivatives
-// computeABADerivatives.  Each repeat times every function once over the K
-// states (the functions interleaved); the time of a repeat is divided by K.
+// computeABADerivatives constraintDynamics computeConstraintDynamicsDerivatives
+// (the latter times constraintDynamics followed by its derivatives, as a caller
+// must run them).  Each repeat times every function once over the K states (the
+// functions interleaved); the time of a repeat is divided by K.
 // Prints one JSON object: per function the per-state times of the repeats in
 // microseconds and a checksum (sum of |outputs| over the states; the upper
 // triangle of the symmetric matrices, which is all Pinocchio fills) that the
@@ -26,6 +32,8 @@
 #include "pinocchio/multibody.hpp"
 #include "pinocchio/algorithm/aba-derivatives.hpp"
 #include "pinocchio/algorithm/aba.hpp"
+#include "pinocchio/algorithm/constrained-dynamics-derivatives.hpp"
+#include "pinocchio/algorithm/constrained-dynamics.hpp"
 #include "pinocchio/algorithm/crba.hpp"
 #include "pinocchio/algorithm/rnea-derivatives.hpp"
 #include "pinocchio/algorithm/rnea.hpp"
@@ -65,6 +73,40 @@ States read_states(const char * path) {
   return s;
 }
 
+using Contacts = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintModel);
+using ContactDatas = PINOCCHIO_STD_VECTOR_WITH_EIGEN_ALLOCATOR(pinocchio::RigidConstraintData);
+
+Contacts read_contacts(const char * path, const pinocchio::Model & model) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    std::fprintf(stderr, "cannot open the contacts file %s\n", path);
+    std::exit(2);
+  }
+  std::int64_t n = 0;
+  file.read(reinterpret_cast<char *>(&n), sizeof(std::int64_t));
+  Contacts contacts;
+  for (std::int64_t c = 0; c < n; ++c) {
+    std::int64_t header[2];
+    double values[12];
+    file.read(reinterpret_cast<char *>(header), sizeof(header));
+    file.read(reinterpret_cast<char *>(values), sizeof(values));
+    if (!file || (header[0] != 3 && header[0] != 6) || header[1] <= 0
+        || header[1] >= model.njoints) {
+      std::fprintf(stderr, "the contacts file %s is malformed at contact %ld\n", path,
+                   static_cast<long>(c));
+      std::exit(2);
+    }
+    Eigen::Matrix3d R;
+    R << values[0], values[1], values[2], values[3], values[4], values[5], values[6],
+      values[7], values[8];
+    const Eigen::Vector3d p(values[9], values[10], values[11]);
+    contacts.emplace_back(header[0] == 3 ? pinocchio::CONTACT_3D : pinocchio::CONTACT_6D, model,
+                          static_cast<pinocchio::JointIndex>(header[1]), pinocchio::SE3(R, p),
+                          pinocchio::LOCAL);
+  }
+  return contacts;
+}
+
 double now(bool cpu) {
   timespec t;
   clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
@@ -84,7 +126,9 @@ double upper_abs_sum(const Eigen::MatrixBase<M> & m) {
 
 int main(int argc, char ** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: %s MODEL.bin STATES.bin REPEATS cpu|wall FUNCTION...\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL.bin STATES.bin REPEATS cpu|wall [contacts=FILE] FUNCTION...\n",
+                 argv[0]);
     return 2;
   }
   pinocchio::Model model;
@@ -98,6 +142,18 @@ int main(int argc, char ** argv) {
     return 2;
   }
   pinocchio::Data data(model);
+  int first_function = 5;
+  Contacts contacts;
+  const std::string contacts_flag = "contacts=";
+  if (std::string(argv[5]).compare(0, contacts_flag.size(), contacts_flag) == 0) {
+    contacts = read_contacts(argv[5] + contacts_flag.size(), model);
+    first_function = 6;
+  }
+  ContactDatas contact_datas;
+  for (const auto & contact : contacts)
+    contact_datas.emplace_back(contact);
+  pinocchio::initConstraintDynamics(model, data, contacts, contact_datas);
+  pinocchio::ProximalSettings settings(1e-12, 1e-12, 0.0, 1);
   // One state per call: q, v, a, tau copied out of the row-major stack as
   // Pinocchio's Python call receives them (contiguous column vectors).
   std::vector<Eigen::VectorXd> Q(s.K), V(s.K), A(s.K), TAU(s.K);
@@ -129,13 +185,35 @@ int main(int argc, char ** argv) {
     {"computeABADerivatives",
      [&](std::int64_t k) { pinocchio::computeABADerivatives(model, data, Q[k], V[k], TAU[k]); },
      [&] { return data.ddq_dq.cwiseAbs().sum() + data.ddq_dv.cwiseAbs().sum(); }},
+    {"constraintDynamics",
+     [&](std::int64_t k) {
+       pinocchio::constraintDynamics(model, data, Q[k], V[k], TAU[k], contacts, contact_datas,
+                                     settings);
+     },
+     [&] { return data.ddq.cwiseAbs().sum() + data.lambda_c.cwiseAbs().sum(); }},
+    {"computeConstraintDynamicsDerivatives",
+     [&](std::int64_t k) {
+       pinocchio::constraintDynamics(model, data, Q[k], V[k], TAU[k], contacts, contact_datas,
+                                     settings);
+       pinocchio::computeConstraintDynamicsDerivatives(model, data, contacts, contact_datas,
+                                                       settings);
+     },
+     [&] {
+       return data.ddq_dq.cwiseAbs().sum() + data.ddq_dv.cwiseAbs().sum()
+              + data.ddq_dtau.cwiseAbs().sum() + data.dlambda_dq.cwiseAbs().sum()
+              + data.dlambda_dv.cwiseAbs().sum() + data.dlambda_dtau.cwiseAbs().sum();
+     }},
   };
   std::vector<Function> chosen;
-  for (int i = 5; i < argc; ++i) {
+  for (int i = first_function; i < argc; ++i) {
     auto found = std::find_if(known.begin(), known.end(),
                               [&](const Function & f) { return f.name == argv[i]; });
     if (found == known.end()) {
       std::fprintf(stderr, "unknown function %s\n", argv[i]);
+      return 2;
+    }
+    if (found->name.find("onstraint") != std::string::npos && contacts.empty()) {
+      std::fprintf(stderr, "%s needs contacts=FILE before the functions\n", argv[i]);
       return 2;
     }
     chosen.push_back(*found);
