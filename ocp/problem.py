@@ -27,6 +27,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
+from ..dynamics.config import num_threads
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .stage import StageOutputs
@@ -36,7 +37,7 @@ from .step import SCHEME_CODES, _free_rollout
 @contextmanager
 def _numba_threads(n):
     """Run the enclosed kernels on n Numba threads (restored afterwards)."""
-    previous = numba.get_num_threads()
+    previous = num_threads()
     if n != previous:
         numba.set_num_threads(n)
     try:
@@ -145,6 +146,7 @@ class ShootingProblem:
         self.Fx = np.zeros((N, ndx, ndx))
         self.Fu = np.zeros((N, ndx, nu))
         self.xnext = np.zeros((N, nx))
+        self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self.phases = []
         for runs, start, stop in _phases(running_models):
             model = runs[0][0]
@@ -213,9 +215,12 @@ class ShootingProblem:
             self.xnext[:] = xnext
         return float(self.costs.sum())
 
-    def calc_diff(self, xs, us):
-        """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost."""
-        xs, us = self._validate(xs, us)
+    def calc_diff(self, xs, us, validate=True):
+        """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
+        ``validate=False``: no input checks, for solvers whose iterates are their own
+        (C-contiguous, finite, padding zero)."""
+        if validate:
+            xs, us = self._validate(xs, us)
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
                 model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -231,11 +236,13 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
-    def gaps(self, xs):
-        """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]."""
-        out = np.empty((self.N + 1, self.ndx))
-        out[0] = self.state.difference(xs[:1], self.x0[None])[0]
-        out[1:] = self.state.difference(xs[1:], self.xnext)
+    def gaps(self, xs, out=None):
+        """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]
+        (into ``out`` when given)."""
+        out = np.empty((self.N + 1, self.ndx)) if out is None else out
+        self._x0_and_next[0] = self.x0
+        self._x0_and_next[1:] = self.xnext
+        out[:] = self.state.difference(xs, self._x0_and_next)
         return out
 
     def constraints(self, xs, us, with_derivatives=False):
