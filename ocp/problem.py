@@ -96,10 +96,17 @@ class ShootingProblem:
         references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
     nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
-        Default 1: waking a second thread costs more than the work of a
-        horizon of ~100 knots of a 6-dof arm on this machine kind (measured:
-        ~1.6 us per kernel launch with 1 thread, ~50 us with 2); raise it for
-        long horizons or big robots.  Results do not depend on it.
+        Default 1 (the kernels' serial copies, no thread launch at all).  Two
+        threads pay only where a phase's knots carry enough work (contact
+        dynamics of a humanoid) and the second core is free: Numba's default
+        threading layer here is OpenMP (``omp``), whose static split of the
+        knots waits for a descheduled thread when the machine is loaded
+        (measured at load 12 on 2 cores: a region of 30 items x 40 us took
+        2.5x longer on 2 threads than on 1); ``workqueue`` costs ~100-200 us
+        per launch; ``tbb`` (``pip install tbb``, with its ``lib`` folder on
+        ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it) launches in
+        ~5 us and degrades to one thread's speed instead.  Results do not
+        depend on it.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):

@@ -270,12 +270,11 @@ class DDP:
         return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
-        gap_norm = float(np.max(np.abs(self.problem.gaps(xs)))) if np.isfinite(cost) else np.inf
+        gap_norm = (float(np.max(np.abs(self.problem.gaps(xs, self.gaps))))
+                    if np.isfinite(cost) else np.inf)
         return SolverResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
                             cost=float(cost), iterations=iterations, converged=converged,
                             status=status, gaps=gap_norm, stop=stop, history=history)
-
-
 
 
 class FDDP(DDP):
