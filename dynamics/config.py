@@ -69,8 +69,9 @@ def num_threads():
 
     Numba's function takes two locks to launch the layer on every call (measured
     0.7-1.0 us, ~40 calls per FDDP iteration); once launched, the count is one read
-    of the calling thread's setting (~0.1 us)."""
-    if _numba_parallel._is_initialized:
+    of the calling thread's setting (~0.1 us).  Falls back to Numba's function before
+    the launch (or should Numba rename its internals)."""
+    if getattr(_numba_parallel, "_is_initialized", False):
         return _numba_parallel._get_num_threads()
     return numba.get_num_threads()
 
