@@ -13,7 +13,11 @@ impulses) and ``examples/solo12_trot.py``, solved by FDDP; the talos squat is
 down, 30 knots of 30 ms) with the URDF's effort limits as control bounds, solved
 by BoxFDDP.  Both start from x0 repeated and the quasi-static controls.  Each
 round runs Crocoddyl's solves (one subprocess) and then ours with 1 and 2
-threads, so that a busy spell of the machine hits both sides.
+threads, so that a busy spell of the machine hits both sides.  The threading
+layer of the 2-thread runs is Numba's choice (``NUMBA_THREADING_LAYER=omp``,
+``workqueue`` or ``tbb`` to pick one; the JSON records it): on a loaded 2-core
+machine OpenMP's barriers wait for descheduled threads (see
+:class:`geppetto.ocp.ShootingProblem`, ``nthreads``).
 
 The task is the one of :mod:`.ocp` (frame translation + state and control
 regularization, semi-implicit Euler, dt = 10 ms, 100 knots), built the same
@@ -491,6 +495,8 @@ def main(argv=None):
     crocoddyl_rounds = crocoddyl_rounds or extra_rounds
     if crocoddyl_rounds:
         info.update(crocoddyl_rounds[0]["versions"])
+    if 2 in threads:
+        info["threading_layer"] = numba.threading_layer()
     machine_line = _common.describe_machine(info)
     rows = []
     for name, problem in problems.items():

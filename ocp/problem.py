@@ -96,17 +96,17 @@ class ShootingProblem:
         references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
     nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
-        Default 1 (the kernels' serial copies, no thread launch at all).  Two
-        threads pay only where a phase's knots carry enough work (contact
-        dynamics of a humanoid) and the second core is free: Numba's default
-        threading layer here is OpenMP (``omp``), whose static split of the
-        knots waits for a descheduled thread when the machine is loaded
-        (measured at load 12 on 2 cores: a region of 30 items x 40 us took
-        2.5x longer on 2 threads than on 1); ``workqueue`` costs ~100-200 us
-        per launch; ``tbb`` (``pip install tbb``, with its ``lib`` folder on
-        ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it) launches in
-        ~5 us and degrades to one thread's speed instead.  Results do not
-        depend on it.
+        Default 1 (the kernels' serial copies, no thread launch at all).  A
+        second thread pays only where a phase's knots carry enough work and
+        the second core is free.  On a shared 2-core machine the threading
+        layer decides (measured 2026-11-26, load 8-9, wall time per iteration,
+        2 threads over 1): Numba's default here, OpenMP (``omp``), waits at
+        every region's barrier for a descheduled thread: solo12 trot 0.09x,
+        talos squat 0.25x; ``workqueue`` (~100-200 us per launch) 0.27x and
+        1.15x; ``tbb`` (``pip install tbb``, its ``lib`` folder on
+        ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; then Numba picks
+        it first) steals the absent thread's work: 0.91x and 0.99x.  Results
+        do not depend on it.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
