@@ -99,14 +99,15 @@ class ShootingProblem:
         Default 1 (the kernels' serial copies, no thread launch at all).  A
         second thread pays only where a phase's knots carry enough work and
         the second core is free.  On a shared 2-core machine the threading
-        layer decides (measured 2026-11-26, load 8-9, wall time per iteration,
-        2 threads over 1): Numba's default here, OpenMP (``omp``), waits at
-        every region's barrier for a descheduled thread: solo12 trot 0.09x,
-        talos squat 0.25x; ``workqueue`` (~100-200 us per launch) 0.27x and
-        1.15x; ``tbb`` (``pip install tbb``, its ``lib`` folder on
-        ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; then Numba picks
-        it first) steals the absent thread's work: 0.91x and 0.99x.  Results
-        do not depend on it.
+        layer decides (measured 2026-11-26 at load 4.5-5, wall time per
+        iteration, 2 threads over 1, solo12 trot / talos squat): Numba's
+        default here, OpenMP (``omp``), whose idle threads spin and whose
+        barriers wait for descheduled threads: 0.13x / 0.23x, and 0.62x /
+        0.95x with ``OMP_WAIT_POLICY=PASSIVE``; ``workqueue`` (~100-200 us per
+        launch): 0.30x / 0.84x; ``tbb`` (``pip install tbb``, its ``lib``
+        folder on ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; Numba
+        then picks it first), which steals an absent thread's work: 0.90x /
+        0.98x.  Results do not depend on it.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
