@@ -1,7 +1,7 @@
 """Achieved MPC control rate: one warm-started FDDP iteration per control step.
 
     python -m geppetto.benchmarks.mpc [--duration 5] [--control-dt 0.01] [--knots 50]
-                                      [--no-crocoddyl] [--out DIR]
+                                      [--blocks 5] [--no-crocoddyl] [--out DIR]
 
 The task of ``examples/ur5_mpc_circle.py``: the UR5's tool tracks a target
 moving on a circle (radius 0.1 m, 2 rad/s); a 50-knot horizon of dt = 10 ms
@@ -31,7 +31,12 @@ thread) runs the same closed loop in the same run: the same costs on
 Pinocchio's model of the same URDF, one action model per knot (so that each
 knot holds its own reference), ``solver.solve(xs, us, 1)`` with the same
 shifted warm start, and its plant integrated with ``pinocchio.aba`` and RK4 at
-1 ms.  Skipped, saying why, when that environment cannot be made.
+1 ms.  Skipped, saying why, when that environment cannot be made.  The two
+loops are interleaved in ``--blocks`` blocks of steps (ours, then Crocoddyl's
+in one subprocess with its own discarded warm-up steps; each block continues
+the loop where the previous one left it), so that a busy spell of the machine
+hits both; the ratio of the median CPU times of one iteration is reported per
+block, with its median and range over the blocks.
 
 Writes ``results/mpc.json`` and ``results/mpc.png`` (histogram of the solve
 times, both clocks, both libraries) beside this file.
@@ -70,40 +75,54 @@ class TimedFDDP(gp.solvers.FDDP):
         return result
 
 
-def closed_loop(robot, knots, dt, duration, control_dt):
-    """Run the loop; returns a dict of per-step seconds, the split and the errors."""
-    problem, target = tracking_problem(robot, knots, dt)
-    x0 = problem.x0.copy()
-    references = np.empty((knots + 1, 3))
+class ClosedLoop:
+    """Our closed loop, run in blocks of steps (:meth:`run`) that continue one another."""
 
-    def move_target(problem, t):
-        for k in range(knots + 1):
-            references[k] = circle(t + k * dt)
-        problem.set_reference(target, references)
+    def __init__(self, robot, knots, dt, control_dt):
+        problem, target = tracking_problem(robot, knots, dt)
+        self.robot, self.control_dt = robot, control_dt
+        self.x = problem.x0.copy()
+        references = np.empty((knots + 1, 3))
 
-    solver = TimedFDDP(problem)
-    mpc = gp.solvers.MPC(problem, solver, max_iter=1, update_references=move_target)
-    simulator = gp.solvers.Simulator(robot.model, dt=SIMULATION_DT)
-    steps = int(round(duration / control_dt))
-    x = x0.copy()
-    step_wall, step_cpu, split, xs = [], [], [], [x0]
-    for i in range(steps):
-        t = i * control_dt
-        wall, cpu = time.perf_counter(), time.process_time()
-        u = mpc.step(x, t)
-        step_cpu.append(time.process_time() - cpu)
-        step_wall.append(time.perf_counter() - wall)
-        history = mpc.last.history
-        split.append([history[key][0] for key in ("time_calc_diff", "time_backward",
-                                                  "time_forward", "time")])
-        x = simulator.step(x, u, control_dt, t)
-        xs.append(x)
-    tool = plots.end_effector_path(np.array(xs), robot.model, FRAME)
-    errors = np.linalg.norm(tool[1:] - np.array([circle((i + 1) * control_dt)
-                                                 for i in range(steps)]), axis=1)
-    return dict(iteration_wall=np.array(solver.wall), iteration_cpu=np.array(solver.cpu),
-                step_wall=np.array(step_wall), step_cpu=np.array(step_cpu),
-                split=np.array(split), errors=errors)
+        def move_target(problem, t):
+            for k in range(knots + 1):
+                references[k] = circle(t + k * dt)
+            problem.set_reference(target, references)
+
+        self.solver = TimedFDDP(problem)
+        self.mpc = gp.solvers.MPC(problem, self.solver, max_iter=1,
+                                  update_references=move_target)
+        self.simulator = gp.solvers.Simulator(robot.model, dt=SIMULATION_DT)
+        self.step_index = 0
+        self.step_wall, self.step_cpu, self.split, self.xs = [], [], [], [self.x]
+
+    def run(self, steps):
+        """``steps`` more control steps; returns the (wall, cpu) seconds of their solves."""
+        first = len(self.solver.cpu)
+        for _ in range(steps):
+            t = self.step_index * self.control_dt
+            wall, cpu = time.perf_counter(), time.process_time()
+            u = self.mpc.step(self.x, t)
+            self.step_cpu.append(time.process_time() - cpu)
+            self.step_wall.append(time.perf_counter() - wall)
+            history = self.mpc.last.history
+            self.split.append([history[key][0] for key in (
+                "time_calc_diff", "time_backward", "time_forward", "time")])
+            self.x = self.simulator.step(self.x, u, self.control_dt, t)
+            self.xs.append(self.x)
+            self.step_index += 1
+        return self.solver.wall[first:], self.solver.cpu[first:]
+
+    def results(self):
+        """A dict of per-step seconds, the split and the tracking errors."""
+        steps = self.step_index
+        tool = plots.end_effector_path(np.array(self.xs), self.robot.model, FRAME)
+        errors = np.linalg.norm(tool[1:] - np.array([circle((i + 1) * self.control_dt)
+                                                     for i in range(steps)]), axis=1)
+        return dict(iteration_wall=np.array(self.solver.wall),
+                    iteration_cpu=np.array(self.solver.cpu),
+                    step_wall=np.array(self.step_wall), step_cpu=np.array(self.step_cpu),
+                    split=np.array(self.split), errors=errors)
 
 
 CROCODDYL_MPC_SCRIPT = '''
@@ -162,14 +181,20 @@ def plant(x, u, duration):
     return x
 
 
-steps = int(round(task["duration"] / task["control_dt"]))
-x = x0.copy()
-xs = [x0.copy()] * (N + 1)
-us = list(problem.quasiStatic(xs[:N]))
+x = np.array(task["x"])
+if task["xs"] is None:
+    xs = [x.copy()] * (N + 1)
+    us = list(problem.quasiStatic(xs[:N]))
+else:
+    xs, us = [np.array(r) for r in task["xs"]], [np.array(r) for r in task["us"]]
+x_start, xs_start, us_start = x.copy(), list(xs), list(us)
 out = {key: [] for key in ("iteration_wall", "iteration_cpu", "step_wall", "step_cpu",
                            "errors")}
-for i in range(-task["warmup"], steps):
-    t = max(i, 0) * task["control_dt"]
+first = task["first_step"]
+for i in range(-task["warmup"], task["steps"]):
+    if i == 0:          # the warm-up steps are discarded: back to the block's start
+        x, xs, us = x_start.copy(), list(xs_start), list(us_start)
+    t = (first + max(i, 0)) * task["control_dt"]
     wall, cpu = time.perf_counter(), time.process_time()
     problem.x0 = x
     for k, (_, track) in enumerate(knots):
@@ -182,36 +207,68 @@ for i in range(-task["warmup"], steps):
     xs, us = list(solver.xs), list(solver.us)
     xs, us = xs[1:] + xs[-1:], us[1:] + us[-1:]
     c_step, w_step = time.process_time() - cpu, time.perf_counter() - wall
-    if i < 0:
-        x = x0.copy()
-        continue
     x = plant(x, u, task["control_dt"])
+    if i < 0:
+        continue
     pinocchio.framesForwardKinematics(model, data, x[:nq])
     out["errors"].append(float(np.linalg.norm(
         data.oMf[frame].translation - circle(t + task["control_dt"]))))
     for key, value in (("iteration_wall", w_solve), ("iteration_cpu", c_solve),
                        ("step_wall", w_step), ("step_cpu", c_step)):
         out[key].append(value)
-out.update(crocoddyl=crocoddyl.__version__, pinocchio=pinocchio.__version__)
+out.update(crocoddyl=crocoddyl.__version__, pinocchio=pinocchio.__version__, x=x.tolist(),
+           xs=[np.asarray(r).tolist() for r in xs], us=[np.asarray(r).tolist() for r in us])
 print(json.dumps(out))
 '''
 
 
-def crocoddyl_closed_loop(robot, knots, dt, duration, control_dt):
-    """The same loop in Crocoddyl's environment: (dict of arrays, None) or (None, reason)."""
-    try:
-        from geppetto.benchmarks import crocoddyl_env
-    except ImportError:
-        return None, "benchmarks/crocoddyl_env.py, which makes its environment, is absent"
-    payload = dict(urdf=robot.urdf_path, frame=FRAME, knots=knots, dt=dt, weights=WEIGHTS,
-                   x0=np.concatenate([robot.q0, np.zeros(robot.model.nv)]).tolist(),
-                   duration=duration, control_dt=control_dt, sim_dt=SIMULATION_DT,
-                   warmup=WARMUP_STEPS)
-    result, reason = crocoddyl_env.run(CROCODDYL_MPC_SCRIPT, payload)
-    if result is None:
-        return None, reason
-    return {key: np.array(value) if isinstance(value, list) else value
-            for key, value in result.items()}, None
+class CrocoddylLoop:
+    """The same loop in Crocoddyl's environment, run in blocks (one subprocess each,
+    with its own warm-up steps, discarded) that continue one another; ``reason``
+    says why it is skipped when that environment cannot be made."""
+
+    def __init__(self, robot, knots, dt, control_dt):
+        self.reason = None
+        try:
+            from geppetto.benchmarks import crocoddyl_env
+        except ImportError:
+            self.reason = "benchmarks/crocoddyl_env.py, which makes its environment, is absent"
+            return
+        self.env = crocoddyl_env
+        x0 = np.concatenate([robot.q0, np.zeros(robot.model.nv)]).tolist()
+        self.task = dict(urdf=robot.urdf_path, frame=FRAME, knots=knots, dt=dt,
+                         weights=WEIGHTS, x0=x0, control_dt=control_dt, sim_dt=SIMULATION_DT,
+                         warmup=WARMUP_STEPS)
+        self.x, self.xs, self.us = x0, None, None
+        self.step_index = 0
+        self.out = {key: [] for key in ("iteration_wall", "iteration_cpu", "step_wall",
+                                        "step_cpu", "errors")}
+        self.versions = None
+
+    def run(self, steps):
+        """``steps`` more control steps; returns the (wall, cpu) seconds of their solves,
+        or None (``reason`` set) when the subprocess failed."""
+        if self.reason is not None:
+            return None
+        payload = dict(self.task, x=self.x, xs=self.xs, us=self.us,
+                       first_step=self.step_index, steps=steps)
+        result, self.reason = self.env.run(CROCODDYL_MPC_SCRIPT, payload)
+        if result is None:
+            return None
+        self.x, self.xs, self.us = result["x"], result["xs"], result["us"]
+        self.step_index += steps
+        self.versions = dict(crocoddyl=result["crocoddyl"], pinocchio=result["pinocchio"])
+        for key in self.out:
+            self.out[key].extend(result[key])
+        return result["iteration_wall"], result["iteration_cpu"]
+
+    def results(self):
+        """The dict of :meth:`ClosedLoop.results` (no split), or None when skipped."""
+        if self.reason is not None or self.versions is None:
+            return None
+        out = {key: np.array(value) for key, value in self.out.items()}
+        out.update(self.versions)
+        return out
 
 
 def summary(seconds):
@@ -266,6 +323,8 @@ def main(argv=None):
                         help="control period in seconds (default 0.01: 100 Hz)")
     parser.add_argument("--knots", type=int, default=50, help="horizon length N")
     parser.add_argument("--dt", type=float, default=0.01, help="knot spacing in seconds")
+    parser.add_argument("--blocks", type=int, default=5,
+                        help="interleaved blocks of ours and Crocoddyl's loop (default 5)")
     parser.add_argument("--no-crocoddyl", action="store_true")
     parser.add_argument("--out", default=_common.RESULTS_DIR)
     options = parser.parse_args(argv)
@@ -280,17 +339,29 @@ def main(argv=None):
           "per step, plant RK4 at 1 ms", flush=True)
     compile_start = time.perf_counter()
     print("compiling / loading the kernels (a short loop first)...", flush=True)
-    closed_loop(robot, options.knots, options.dt, WARMUP_STEPS * options.control_dt,
-                options.control_dt)
+    ClosedLoop(robot, options.knots, options.dt, options.control_dt).run(WARMUP_STEPS)
     compile_s = time.perf_counter() - compile_start
-    print(f"  ready in {compile_s:.1f} s; timing the closed loop...", flush=True)
-    ours = closed_loop(robot, options.knots, options.dt, options.duration, options.control_dt)
-    theirs, reason = None, "--no-crocoddyl"
-    if not options.no_crocoddyl:
-        print("Crocoddyl: the same closed loop in its environment...", flush=True)
-        theirs, reason = crocoddyl_closed_loop(robot, options.knots, options.dt,
-                                               options.duration, options.control_dt)
+    steps = int(round(options.duration / options.control_dt))
+    blocks = max(1, min(options.blocks, steps))
+    print(f"  ready in {compile_s:.1f} s; timing the closed loop in {blocks} blocks, "
+          "ours and Crocoddyl's interleaved...", flush=True)
+    ours_loop = ClosedLoop(robot, options.knots, options.dt, options.control_dt)
+    theirs_loop = CrocoddylLoop(robot, options.knots, options.dt, options.control_dt)
+    if options.no_crocoddyl:
+        theirs_loop.reason = "--no-crocoddyl"
+    block_ratios = []
+    for block in range(blocks):
+        n = steps * (block + 1) // blocks - steps * block // blocks
+        _, ours_cpu = ours_loop.run(n)
+        theirs_block = theirs_loop.run(n)
+        if theirs_block is not None:
+            block_ratios.append(float(np.median(ours_cpu) / np.median(theirs_block[1])))
+    ours, theirs, reason = ours_loop.results(), theirs_loop.results(), theirs_loop.reason
     table, met = report(ours, theirs, reason, options.control_dt)
+    if block_ratios:
+        print(f"geppetto / Crocoddyl per block (median CPU time of one iteration, {blocks} "
+              f"interleaved blocks): median {np.median(block_ratios):.2f}, range "
+              f"{min(block_ratios):.2f}-{max(block_ratios):.2f}")
     series = {"geppetto iteration, CPU": ours["iteration_cpu"],
               "geppetto iteration, wall": ours["iteration_wall"]}
     if theirs is not None:
@@ -314,7 +385,9 @@ def main(argv=None):
                               crocoddyl=None if theirs is None else theirs["errors"].tolist()),
         crocoddyl=None if theirs is None else dict(crocoddyl=theirs["crocoddyl"],
                                                    pinocchio=theirs["pinocchio"]),
-        crocoddyl_skipped=None if theirs is not None else reason,
+        crocoddyl_skipped=None if theirs is not None else reason, blocks=blocks,
+        ratio_per_block=block_ratios,
+        ratio_median=float(np.median(block_ratios)) if block_ratios else None,
         load_average_end=os.getloadavg(), total_s=time.perf_counter() - started))
     print(f"\nwrote {path}, {png}")
 

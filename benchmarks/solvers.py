@@ -1,7 +1,23 @@
-"""FDDP on the reaching task, beside Crocoddyl's SolverFDDP.
+"""FDDP on the reaching task, FDDP on the solo12 trot, BoxFDDP on the talos squat, beside
+Crocoddyl's SolverFDDP / SolverBoxFDDP.
 
-    python -m geppetto.benchmarks.solvers [--robots ur5 panda] [--threads 1 2] [--repeats 10]
+    python -m geppetto.benchmarks.solvers [--robots ur5 panda] [--problems solo12_trot
+                                          talos_squat] [--threads 1 2] [--repeats 10]
                                           [--rounds 2] [--profile] [--out DIR]
+
+The contact problems are built on both sides from one description
+(``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
+Crocoddyl's ``createTrottingProblem`` (two diagonal steps with touchdown
+impulses) and ``examples/solo12_trot.py``, solved by FDDP; the talos squat is
+``talos_task`` (both soles in 6D contact, the centre of mass 5 cm sideways and
+down, 30 knots of 30 ms) with the URDF's effort limits as control bounds, solved
+by BoxFDDP.  Both start from x0 repeated and the quasi-static controls.  Each
+round runs Crocoddyl's solves (one subprocess) and then ours with 1 and 2
+threads, so that a busy spell of the machine hits both sides.  The threading
+layer of the 2-thread runs is Numba's choice (``NUMBA_THREADING_LAYER=omp``,
+``workqueue`` or ``tbb`` to pick one; the JSON records it): on a loaded 2-core
+machine OpenMP's barriers wait for descheduled threads (see
+:class:`geppetto.ocp.ShootingProblem`, ``nthreads``).
 
 The task is the one of :mod:`.ocp` (frame translation + state and control
 regularization, semi-implicit Euler, dt = 10 ms, 100 knots), built the same
@@ -162,11 +178,12 @@ class CrocoddylStop:
             raise _Reached
 
 
-def solve_ours(problem, callbacks=(), th_stop=TH_STOP):
+def solve_ours(problem, callbacks=(), th_stop=TH_STOP, solver_class=gp.solvers.FDDP,
+               guess=(None, None)):
     """(result, wall-clock seconds, CPU seconds of this thread) of one solve."""
-    solver = gp.solvers.FDDP(problem, th_stop=th_stop)
+    solver = solver_class(problem, th_stop=th_stop)
     wall, cpu = time.perf_counter(), time.thread_time()
-    result = solver.solve(max_iter=MAX_ITER, callbacks=callbacks)
+    result = solver.solve(*guess, max_iter=MAX_ITER, callbacks=callbacks)
     return result, time.perf_counter() - wall, time.thread_time() - cpu
 
 
@@ -221,6 +238,112 @@ def crocoddyl_split(row):
     return out
 
 
+# -- problems with contacts, built on both sides from tests/crocoddyl_problems.py --------
+EXTRA_PROBLEMS = ("solo12_trot", "talos_squat")
+
+CROCODDYL_PROBLEMS_TIMING = TIMING_SOURCE + """
+import gc
+import statistics
+import time
+
+SOLVERS = dict(FDDP=crocoddyl.SolverFDDP, BoxFDDP=crocoddyl.SolverBoxFDDP)
+
+
+def per_call(run, repeats=10, calls=3):
+    def loop():
+        for _ in range(calls):
+            run()
+    loop()
+    return time_runs({"run": loop}, calls, repeats)["run"]
+
+
+def solve(problem, task, xs, us, payload, callbacks=()):
+    solver = SOLVERS[task["solver"]](problem)
+    solver.th_stop = payload["th_stop"]
+    if callbacks:
+        solver.setCallbacks(list(callbacks))
+    wall, cpu = time.perf_counter(), time.thread_time()
+    solver.solve(xs, us, payload["max_iter"], False)
+    return solver, time.perf_counter() - wall, time.thread_time() - cpu
+
+
+payload = json.load(sys.stdin)
+result = dict(versions=versions(), problems={})
+for task in payload["tasks"]:
+    problem = trotting_problem(task)[0] if task["kind"] == "trot" else terms_problem(task)
+    xs, us = stdvec(task["guess"]["xs"]), stdvec(task["guess"]["us"])
+    logger = crocoddyl.CallbackLogger()
+    solver, _, _ = solve(problem, task, xs, us, payload, [logger])
+    row = dict(cost=float(solver.cost), iterations=len(logger.costs),
+               history=dict(cost=list(logger.costs)))
+    walls, cpus = [], []
+    for _ in range(payload["repeats"]):
+        gc.disable()
+        _, wall, cpu = solve(problem, task, xs, us, payload)
+        gc.enable()
+        walls.append(wall)
+        cpus.append(cpu)
+    row["total_s"] = dict(best=min(walls), median=statistics.median(walls), cpu_best=min(cpus))
+    crocoddyl.stop_watch_reset_all()
+    crocoddyl.enable_profiler()
+    solve(problem, task, xs, us, payload)
+    crocoddyl.disable_profiler()
+    names = dict(calc_diff="SolverDDP::calcDiff", backward="SolverDDP::backwardPass",
+                 forward="SolverDDP::tryStep")
+    counts = {key: round(crocoddyl.stop_watch_get_total_time(name)
+                         / crocoddyl.stop_watch_get_average_time(name))
+              for key, name in names.items()}
+    solver.calcDiff()
+    per = dict(calc_diff=per_call(solver.calcDiff), backward=per_call(solver.backwardPass),
+               forward=per_call(lambda: solver.tryStep(1.0)))
+    row["split"] = dict(calls_per_solve=counts, per_call_s={k: v["best"] for k, v in per.items()},
+                        per_call_cpu_s={k: v["cpu_best"] for k, v in per.items()})
+    result["problems"][task["name"]] = row
+print(json.dumps(result))
+"""
+
+
+def extra_problems():
+    """{name: (task, our problem, (xs, us) guess)} of the solo12 trot (FDDP) and the talos
+    squat (BoxFDDP, the URDF's torque limits as control bounds), or (None, reason)
+    without tests/crocoddyl_problems.py (a source checkout has it)."""
+    try:
+        from geppetto.tests import crocoddyl_problems as cp
+    except ImportError as error:
+        return None, f"tests/crocoddyl_problems.py not importable ({error})"
+    trot = dict(cp.trot_task(), solver="FDDP")
+    squat = cp.talos_task(knots=30)
+    effort = gp.robots.load("talos").model.effort_limit[6:]
+    squat.update(name="talos_squat", solver="BoxFDDP",
+                 control_bounds=[(-effort).tolist(), effort.tolist()])
+    out = {}
+    for task in (trot, squat):
+        problem = cp.build(task)
+        xs, us = cp.initial_guess(problem)
+        out[task["name"]] = (task, problem, (xs, us), cp.crocoddyl_controls(problem, us))
+    return out, cp.CROCODDYL_SCRIPT[:cp.CROCODDYL_SCRIPT.index("payload = json.load")]
+
+
+def time_extra(problem, task, guess, threads, repeats):
+    """:func:`time_ours` for a problem of :func:`extra_problems` from its guess."""
+    solver_class = getattr(gp.solvers, task["solver"])
+    use_threads(problem, threads)
+    solve_ours(problem, solver_class=solver_class, guess=guess)
+    best, walls, cpus = None, [], []
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            result, wall, cpu = solve_ours(problem, solver_class=solver_class, guess=guess)
+            walls.append(wall)
+            cpus.append(cpu)
+            if best is None or wall < best["total_s"]:
+                best = summarize(result, wall)
+    finally:
+        gc.enable()
+    best.update(totals_s=walls, cpu_s=min(cpus))
+    return best
+
+
 # -- output ------------------------------------------------------------------
 def _fmt(value, digits=2):
     return "-" if value is None else f"{value:.{digits}f}"
@@ -239,7 +362,7 @@ def solver_table(rows, threads):
             ours = row["ours"][str(t)]
             per_iter = ours["total_s"] * 1e3 / ours["iterations"]
             cpu = ours["cpu_s"] * 1e3 / ours["iterations"] if t == 1 else None
-            lines.append([row["robot"], f"geppetto {t} thr", ours["iterations"],
+            lines.append([row["robot"], f"geppetto {row['solver']} {t} thr", ours["iterations"],
                           f"{ours['cost']:.10f}", _fmt(ours["total_s"] * 1e3, 1),
                           _fmt(per_iter)] + [
                 _fmt(ours["split_s"][k] * 1e3 / ours["iterations"])
@@ -248,15 +371,16 @@ def solver_table(rows, threads):
                    _fmt(cpu / croc_cpu if croc and cpu else None)])
         if croc:
             split = crocoddyl_split(croc)
-            lines.append([row["robot"], "Crocoddyl 3.2", croc["iterations"],
+            lines.append([row["robot"], f"Crocoddyl 3.2 {row['solver']}", croc["iterations"],
                           f"{croc['cost']:.10f}", _fmt(croc["total_s"]["best"] * 1e3, 1),
                           _fmt(croc_iter)] + [
                 _fmt(split[k] * 1e3 / croc["iterations"])
                 for k in ("calc_diff", "backward", "forward", "other")]
                 + ["1.00", _fmt(croc_cpu), "1.00"])
-            diag = row["ours_to_crocoddyl_stop"]
-            lines.append([row["robot"], "geppetto, Croc. stop", diag["iterations"],
-                          f"{diag['cost']:.10f}"] + ["-"] * 9)
+            diag = row.get("ours_to_crocoddyl_stop")
+            if diag:
+                lines.append([row["robot"], "geppetto, Croc. stop", diag["iterations"],
+                              f"{diag['cost']:.10f}"] + ["-"] * 9)
     return _common.format_table(headers, lines)
 
 
@@ -320,7 +444,10 @@ def chart(path, rows, machine_line):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--robots", nargs="+", default=list(FRAMES), choices=list(FRAMES))
+    parser.add_argument("--robots", nargs="*", default=list(FRAMES), choices=list(FRAMES))
+    parser.add_argument("--problems", nargs="*", default=list(EXTRA_PROBLEMS),
+                        choices=list(EXTRA_PROBLEMS),
+                        help="the contact problems (solo12 trot FDDP, talos squat BoxFDDP)")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
@@ -336,19 +463,40 @@ def main(argv=None):
     problems = {name: reaching_problem(task)[0] for name, task in tasks.items()}
     payload = dict(tasks=list(tasks.values()), th_stop=TH_STOP, max_iter=MAX_ITER,
                    repeats=options.repeats)
+    extra, extra_source = ({}, None) if not options.problems else extra_problems()
+    if extra is None:
+        print(f"contact problems skipped: {extra_source}")
+        extra = {}
+    extra = {name: value for name, value in extra.items() if name in options.problems}
+    extra_payload = dict(th_stop=TH_STOP, max_iter=MAX_ITER, repeats=options.repeats, tasks=[
+        dict(task, guess=dict(xs=np.asarray(guess[0]).tolist(), us=croc_us))
+        for task, _, guess, croc_us in extra.values()])
     crocoddyl_rounds, reason = [], None
-    ours_rounds = {(name, t): [] for name in tasks for t in threads}
+    extra_rounds = []
+    ours_rounds = {(name, t): [] for name in list(tasks) + list(extra) for t in threads}
     for round_index in range(options.rounds):
-        if reason is None:
+        if reason is None and tasks:
             result, reason = crocoddyl_env.run(CROCODDYL_SOLVER_SCRIPT, payload)
             if result is not None:
                 crocoddyl_rounds.append(result)
         for name, problem in problems.items():
             for t in threads:
                 ours_rounds[name, t].append(time_ours(problem, t, options.repeats))
+        if reason is None and extra:
+            result, reason = crocoddyl_env.run(
+                extra_source + CROCODDYL_PROBLEMS_TIMING, extra_payload)
+            if result is not None:
+                extra_rounds.append(result)
+        for name, (task, problem, guess, _) in extra.items():
+            for t in threads:
+                ours_rounds[name, t].append(time_extra(problem, task, guess, t,
+                                                       options.repeats))
         print(f"  round {round_index + 1}/{options.rounds} done", file=sys.stderr, flush=True)
+    crocoddyl_rounds = crocoddyl_rounds or extra_rounds
     if crocoddyl_rounds:
         info.update(crocoddyl_rounds[0]["versions"])
+    if 2 in threads:
+        info["threading_layer"] = numba.threading_layer()
     machine_line = _common.describe_machine(info)
     rows = []
     for name, problem in problems.items():
@@ -370,7 +518,18 @@ def main(argv=None):
             ours_costs = np.array([r["cost"] for r in records[:common]])
             diag["largest_cost_difference_per_iteration"] = float(np.max(
                 np.abs(ours_costs - croc["history"]["cost"][:common]) / np.abs(ours_costs)))
-        rows.append(dict(robot=name, ours=ours, crocoddyl=croc, ours_to_crocoddyl_stop=diag))
+        rows.append(dict(robot=name, solver="FDDP", ours=ours, crocoddyl=croc,
+                         ours_to_crocoddyl_stop=diag))
+    for name, (task, problem, guess, _) in extra.items():
+        ours = {str(t): min(ours_rounds[name, t], key=lambda r: r["total_s"]) for t in threads}
+        croc = None
+        if extra_rounds:
+            croc = min((r["problems"][name] for r in extra_rounds),
+                       key=lambda r: r["total_s"]["best"])
+            croc = dict(croc, split=dict(croc["split"], per_call_s={
+                key: min(r["problems"][name]["split"]["per_call_s"][key] for r in extra_rounds)
+                for key in ("calc_diff", "backward", "forward")}))
+        rows.append(dict(robot=name, solver=task["solver"], ours=ours, crocoddyl=croc))
     print(f"machine: {machine_line}")
     print("The machine may be loaded by other work: each time is the fastest of "
           f"{options.rounds} rounds x {options.repeats} solves; on a loaded machine trust "
@@ -378,9 +537,10 @@ def main(argv=None):
           f"{os.getloadavg()[0]:.1f} at the end, {info['usable_cores']} usable cores).")
     if not crocoddyl_rounds:
         print(crocoddyl_env.skipped(reason))
-    print(f"\nFDDP, reaching task, {KNOTS} knots, th_stop = {TH_STOP:g}; time split per "
-          "iteration in ms (wall clock); /Croc: our ms/iter over Crocoddyl's, wall clock and "
-          "CPU time of the calling thread")
+    print(f"\nFDDP on the reaching task ({KNOTS} knots), FDDP on the solo12 trot, BoxFDDP "
+          f"on the talos squat, th_stop = {TH_STOP:g}; time split per iteration in ms (wall "
+          "clock); /Croc: our ms/iter over Crocoddyl's, wall clock and CPU time of the "
+          "calling thread")
     print(solver_table(rows, threads))
     for row in rows:
         if 2 in threads:
@@ -388,8 +548,12 @@ def main(argv=None):
             print(f"{row['robot']}: 2-thread speedup of our solve "
                   f"{one['total_s'] / two['total_s']:.2f}x (calc_diff "
                   f"{one['split_s']['calc_diff'] / two['split_s']['calc_diff']:.2f}x)")
-        diag = row["ours_to_crocoddyl_stop"]
-        if row["crocoddyl"]:
+        diag = row.get("ours_to_crocoddyl_stop")
+        if row["crocoddyl"] and not diag:
+            for target, (met, text) in targets(row).items():
+                print(f"  {row['robot']}: target {target}: {'met' if met else 'NOT met'} "
+                      f"({text})")
+        elif row["crocoddyl"]:
             croc = row["crocoddyl"]
             print(f"{row['robot']}: ours stopped by Crocoddyl's test: {diag['iterations']} "
                   f"iterations (Crocoddyl {croc['iterations']}), final cost relative "
@@ -415,12 +579,15 @@ def main(argv=None):
         machine=info, task=tasks, th_stop=TH_STOP, rounds=options.rounds,
         repeats=options.repeats, threads=threads, unit="seconds",
         crocoddyl_skipped=None if crocoddyl_rounds else reason,
+        problems={name: task for name, (task, _, _, _) in extra.items()},
         results=[dict(row, ours_to_crocoddyl_stop=dict(
             row["ours_to_crocoddyl_stop"],
             records=[{k: float(v) for k, v in r.items()}
                      for r in row["ours_to_crocoddyl_stop"]["records"]]))
-            for row in rows], profile=profiles))
-    chart(png_path, rows, machine_line)
+            if "ours_to_crocoddyl_stop" in row else row for row in rows], profile=profiles))
+    reaching_rows = [row for row in rows if "ours_to_crocoddyl_stop" in row]
+    if reaching_rows:
+        chart(png_path, reaching_rows, machine_line)
     print(f"\nwrote {json_path} and {png_path}")
 
 

@@ -50,13 +50,12 @@ check with a fresh kinematics Data) it evaluates the contact dynamics itself
 in a scratch Data kept beside the kinematics, shared by the residuals of the
 stage.
 """
-import numba
 import numpy as np
 
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constraint_dynamics_derivatives_parallel,
                                              constraint_dynamics_parallel)
-from ..dynamics.config import kernel
+from ..dynamics.config import kernel, num_threads
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
@@ -184,7 +183,7 @@ class ContactDynamics:
         constraint_dynamics_parallel(
             self.arrays, self.constraints.arrays, qs, vs, data.tau, self.mu,
             self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
-            d.ddq, data.lam, data.iterations, data.regular, numba.get_num_threads())
+            d.ddq, data.lam, data.iterations, data.regular, num_threads())
         self._check_regular(data)
         nv = self.model.nv
         data.f[:, :nv] = vs
@@ -200,7 +199,7 @@ class ContactDynamics:
             self.arrays, self.constraints.arrays, qs, vs, data.tau, self.mu,
             self.max_iterations, self.accuracy, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M,
             d.ddq, data.lam, data.iterations, data.regular, d.ddq_dq, d.ddq_dv, data.ddq_dtau,
-            data.dlam_dq, data.dlam_dv, data.dlam_dtau, numba.get_num_threads())
+            data.dlam_dq, data.dlam_dv, data.dlam_dtau, num_threads())
         self._check_regular(data)
         _contact_jacobians(vs, d.ddq, d.ddq_dq, d.ddq_dv, data.ddq_dtau, data.dlam_dq,
                            data.dlam_dv, data.dlam_dtau, self.actuation.B, self.damping, data.f,

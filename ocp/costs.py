@@ -23,11 +23,10 @@ BoxFDDP, the rest by the NLP).
 """
 import weakref
 
-import numba
 import numpy as np
 from numba import prange
 
-from ..dynamics.config import inline_kernel, kernel, parallel_kernel
+from ..dynamics.config import inline_kernel, kernel, num_threads, parallel_kernel
 from ..dynamics.validation import as_bounds
 from .residuals import structure_key
 
@@ -322,7 +321,7 @@ class Cost:
             _accumulate_rows(weights, data.value, data.a_r, data.A_rr, Rx, Ru,
                              out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu,
                              with_u, with_derivatives, residual.depends_on_state,
-                             numba.get_num_threads())
+                             num_threads())
 
 
 class Constraint:

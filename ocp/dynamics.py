@@ -16,11 +16,11 @@ derivative of x, in the tangent space at x) and, in ``calc_diff``, to
 - :class:`CustomDynamics`: user-supplied batched functions (see
   :mod:`.custom_dynamics` for the unicycle and the quadrotor).
 """
-import numba
 import numpy as np
 
 from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
+from ..dynamics.config import num_threads
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
@@ -76,7 +76,7 @@ class DynamicsData:
 
 
 def _threads():
-    return numba.get_num_threads()
+    return num_threads()
 
 
 def _serial_or_parallel(serial, parallel, *args):

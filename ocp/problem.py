@@ -27,6 +27,7 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
+from ..dynamics.config import num_threads
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .stage import StageOutputs
@@ -36,7 +37,7 @@ from .step import SCHEME_CODES, _free_rollout
 @contextmanager
 def _numba_threads(n):
     """Run the enclosed kernels on n Numba threads (restored afterwards)."""
-    previous = numba.get_num_threads()
+    previous = num_threads()
     if n != previous:
         numba.set_num_threads(n)
     try:
@@ -95,10 +96,18 @@ class ShootingProblem:
         references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
     nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
-        Default 1: waking a second thread costs more than the work of a
-        horizon of ~100 knots of a 6-dof arm on this machine kind (measured:
-        ~1.6 us per kernel launch with 1 thread, ~50 us with 2); raise it for
-        long horizons or big robots.  Results do not depend on it.
+        Default 1 (the kernels' serial copies, no thread launch at all).  A
+        second thread pays only where a phase's knots carry enough work and
+        the second core is free.  On a shared 2-core machine the threading
+        layer decides (measured 2026-11-26 at load 4.5-5, wall time per
+        iteration, 2 threads over 1, solo12 trot / talos squat): Numba's
+        default here, OpenMP (``omp``), whose idle threads spin and whose
+        barriers wait for descheduled threads: 0.13x / 0.23x, and 0.62x /
+        0.95x with ``OMP_WAIT_POLICY=PASSIVE``; ``workqueue`` (~100-200 us per
+        launch): 0.30x / 0.84x; ``tbb`` (``pip install tbb``, its ``lib``
+        folder on ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; Numba
+        then picks it first), which steals an absent thread's work: 0.90x /
+        0.98x.  Results do not depend on it.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
@@ -145,6 +154,7 @@ class ShootingProblem:
         self.Fx = np.zeros((N, ndx, ndx))
         self.Fu = np.zeros((N, ndx, nu))
         self.xnext = np.zeros((N, nx))
+        self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self.phases = []
         for runs, start, stop in _phases(running_models):
             model = runs[0][0]
@@ -213,9 +223,12 @@ class ShootingProblem:
             self.xnext[:] = xnext
         return float(self.costs.sum())
 
-    def calc_diff(self, xs, us):
-        """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost."""
-        xs, us = self._validate(xs, us)
+    def calc_diff(self, xs, us, validate=True):
+        """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
+        ``validate=False``: no input checks, for solvers whose iterates are their own
+        (C-contiguous, finite, padding zero)."""
+        if validate:
+            xs, us = self._validate(xs, us)
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
                 model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -231,11 +244,13 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
-    def gaps(self, xs):
-        """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]."""
-        out = np.empty((self.N + 1, self.ndx))
-        out[0] = self.state.difference(xs[:1], self.x0[None])[0]
-        out[1:] = self.state.difference(xs[1:], self.xnext)
+    def gaps(self, xs, out=None):
+        """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]
+        (into ``out`` when given)."""
+        out = np.empty((self.N + 1, self.ndx)) if out is None else out
+        self._x0_and_next[0] = self.x0
+        self._x0_and_next[1:] = self.xnext
+        out[:] = self.state.difference(xs, self._x0_and_next)
         return out
 
     def constraints(self, xs, us, with_derivatives=False):

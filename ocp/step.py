@@ -3,7 +3,9 @@
 Rollouts (and the solvers' forward passes) are sequential by nature: they
 run as one Numba kernel that calls :func:`free_step` knot after knot.  The
 step matches :class:`~.integrators.Integrator` exactly (same schemes, same
-formulas): the tests compare the two.
+formulas): the tests compare the two.  The step and its helpers are inlined
+into the loops that call them (a call passes the model and workspace tuples
+field by field: measured on ur5, a 100-knot line-search trial 0.41 -> 0.35 ms).
 """
 import numpy as np
 
@@ -52,7 +54,7 @@ def step_workspace(m, nx):
     return dyn, stages, aba_workspace(m), (np.empty(4), np.empty(4), np.empty(3))
 
 
-@kernel
+@inline_kernel
 def _tangent_field(m, B, damping, x, u, out, ws):
     """out (2 nv,) = f(x, u) = (v, ABA(q, v, B u - D v))."""
     dyn, stages, aba_ws, lie_ws = ws
@@ -66,7 +68,7 @@ def _tangent_field(m, B, damping, x, u, out, ws):
         out[nv + i] = ddq[i]
 
 
-@kernel
+@inline_kernel
 def _state_integrate(m, x, w, out, ws):
     """out = x (+) w for x = (q, v), w = (dq, dv)."""
     s4, t4, s3 = ws[3]
@@ -76,7 +78,7 @@ def _state_integrate(m, x, w, out, ws):
         out[nq + i] = x[nq + i] + w[nv + i]
 
 
-@kernel
+@inline_kernel
 def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
     """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value)."""
     k, w, xi = ws[1]

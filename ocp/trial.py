@@ -34,7 +34,7 @@ from .step import _state_integrate, free_step
 IMPULSE = -1
 
 
-@kernel
+@inline_kernel
 def trial_control(u, k, K, dx, alpha, boxed, lower, upper, out):
     """out = u - alpha k - K dx (Crocoddyl's signs), clamped to [lower, upper] when boxed."""
     for i in range(u.shape[0]):
@@ -46,7 +46,7 @@ def trial_control(u, k, K, dx, alpha, boxed, lower, upper, out):
         out[i] = s
 
 
-@kernel
+@inline_kernel
 def _state_difference(m, x0, x1, out, ws):
     """out = x1 (-) x0 for x = (q, v)."""
     s4, t4, s3 = ws[3]

@@ -41,7 +41,7 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass
+from .riccati import backward_pass, expected_terms, gap_decrease
 
 
 @dataclass
@@ -108,11 +108,13 @@ class DDP:
             self.u_upper[start:stop, :model.nu] = model.u_upper
             self.has_control_limits[start:stop] = model.has_control_bounds
         self.forward_pass = ForwardPass(problem)
+        self.gaps = np.zeros((N + 1, ndx))
+        self.no_box = np.zeros(N, dtype=bool)
 
     # -- the pieces that differ along the hierarchy ------------------------------
     def box_qp_knots(self, feasible):
         """(N,) bool: the knots whose gains come from the box QP (none for DDP / FDDP)."""
-        return np.zeros(self.problem.N, dtype=bool)
+        return self.no_box
 
     def try_step(self, xs, us, gaps, alpha, feasible):
         """One trial: (xs_try, us_try, xnext, cost) or None.  DDP rolls out from x0."""
@@ -121,7 +123,7 @@ class DDP:
 
     def expected_terms(self, gaps, feasible):
         """(dg, dq) after a backward pass: Qu k and -k Quu k summed over the knots."""
-        return float(np.vdot(self.Qu, self.k)), -float(np.vdot(self.k, self.Quuk))
+        return expected_terms(self.Qu, self.k, self.Quuk, self.Vx, self.Vxx, gaps, False)
 
     def expected_improvement(self, dg, dq, xs, xs_try, gaps, feasible):
         """(d1, d2) of a trial: dV_exp = alpha (d1 + alpha d2 / 2)."""
@@ -138,13 +140,18 @@ class DDP:
 
     # -- the loop -------------------------------------------------------------
     def _initial_guess(self, xs, us):
+        """The warm start, validated, copied into the trial buffer set 0 (the first
+        trial then writes set 1)."""
         problem = self.problem
         if xs is None:
             xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
         if us is None:
             us = problem.quasi_static(xs)
         xs, us = problem._validate(xs, us)
-        return xs.copy(), us.copy()
+        xs_buffer, us_buffer, _ = self.forward_pass.buffers[0]
+        xs_buffer[:] = xs
+        us_buffer[:] = us
+        return xs_buffer, us_buffer
 
     def solve(self, xs=None, us=None, max_iter=100, time_limit=None, verbose=False,
               callbacks=(), is_feasible=False):
@@ -162,7 +169,8 @@ class DDP:
         history = {key: [] for key in _HISTORY_KEYS}
         preg = self.reg_init
         cost = np.nan
-        gaps = np.zeros((problem.N + 1, problem.ndx))
+        gaps = self.gaps
+        gaps[:] = 0.0
         recalc = True
         status, converged, stop, iteration = "max_iter", False, np.inf, 0
         for iteration in range(1, max_iter + 1):
@@ -171,13 +179,13 @@ class DDP:
             while True:
                 if recalc:
                     try:
-                        cost = problem.calc_diff(xs, us)
+                        cost = problem.calc_diff(xs, us, validate=False)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
                         return self._result(xs, us, np.nan, iteration - 1, False, status,
                                             None, stop, history)
-                    gaps = problem.gaps(xs)
+                    problem.gaps(xs, gaps)
                     if feasible:        # Crocoddyl's is_feasible: given, or after a full step
                         gaps[:] = 0.0
                     t_calc = time.perf_counter() - t0
@@ -253,7 +261,7 @@ class DDP:
         solve of zero iterations."""
         try:
             return self.problem.calc(xs, us)
-        except _KERNEL_ERRORS:
+        except KERNEL_ERRORS:
             return np.nan
 
     def _increased(self, preg):
@@ -262,12 +270,11 @@ class DDP:
         return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
-        gap_norm = float(np.max(np.abs(self.problem.gaps(xs)))) if np.isfinite(cost) else np.inf
+        gap_norm = (float(np.max(np.abs(self.problem.gaps(xs, self.gaps))))
+                    if np.isfinite(cost) else np.inf)
         return SolverResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
                             cost=float(cost), iterations=iterations, converged=converged,
                             status=status, gaps=gap_norm, stop=stop, history=history)
-
-
 
 
 class FDDP(DDP):
@@ -291,17 +298,13 @@ class FDDP(DDP):
 
     def expected_terms(self, gaps, feasible):
         """(dg, dq) with the gap terms (Crocoddyl's updateExpectedImprovement)."""
-        dg, dq = DDP.expected_terms(self, gaps, feasible)
-        if not feasible:
-            dg -= float(np.vdot(self.Vx, gaps))
-            dq += float(np.vdot(gaps, (self.Vxx @ gaps[:, :, None])[:, :, 0]))
-        return dg, dq
+        return expected_terms(self.Qu, self.k, self.Quuk, self.Vx, self.Vxx, gaps,
+                              not feasible)
 
     def expected_improvement(self, dg, dq, xs, xs_try, gaps, feasible):
         dv = 0.0
         if not feasible:
-            dx = self.problem.state.difference(xs_try, xs)
-            dv = -float(np.vdot(gaps, (self.Vxx @ dx[:, :, None])[:, :, 0]))
+            dv = gap_decrease(gaps, self.Vxx, self.problem.state.difference(xs_try, xs))
         return dg + dv, dq - 2.0 * dv
 
     def accepts(self, d1, dv_exp, dv, feasible):
@@ -333,4 +336,4 @@ class BoxFDDP(FDDP):
 
     def box_qp_knots(self, feasible):
         """Once feasible, the knots whose stage has control bounds."""
-        return self.has_control_limits if feasible else np.zeros(self.problem.N, dtype=bool)
+        return self.has_control_limits if feasible else self.no_box

@@ -6,6 +6,11 @@ The trial rolls the problem out phase by phase through the stage models'
 then costs the trial trajectory with one batched cost evaluation.  The
 predicted states ``xnext`` are kept: after an accepted step they give the new
 gaps without a second evaluation of the dynamics.
+
+A trial allocates nothing: it writes into one of two preallocated sets of
+(xs, us, xnext), the one that does not hold the current iterate (a solver keeps
+the accepted trial's arrays as its iterate; the next trial then writes into the
+other set).
 """
 import numpy as np
 
@@ -17,16 +22,25 @@ KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemErr
 
 class ForwardPass:
     """Trials on ``problem``: ``__call__`` returns (xs_try, us_try, xnext, cost), or None
-    when the rollout diverged (non-finite state or cost, degenerate contacts)."""
+    when the rollout diverged (non-finite state or cost, degenerate contacts).  The
+    returned arrays are reused by the trial after next that does not start from them:
+    copy them to keep them longer than the solver's iterate."""
 
     def __init__(self, problem):
         self.problem = problem
-        self.workspaces = [None] * len(problem.phases)
+        self.workspaces = [model.trial_workspace() for model, _, _, _ in problem.phases]
+        N, nx, nu = problem.N, problem.nx, problem.nu
+        self.buffers = [(np.empty((N + 1, nx)), np.empty((N, nu)), np.empty((N, nx)))
+                        for _ in range(2)]
+        # the phases' windows of each buffer set, sliced once: [(xs, us, xnext) per phase]
+        self.windows = [[(xs[start:stop], us[start:stop], xnext[start:stop])
+                         for _, start, stop, _ in problem.phases]
+                        for xs, us, xnext in self.buffers]
+        self.gap_shift = np.empty((1, problem.ndx))
 
-    def _workspace(self, index, model):
-        if self.workspaces[index] is None:
-            self.workspaces[index] = model.trial_workspace()
-        return self.workspaces[index]
+    def _free_set(self, xs):
+        """The index of the buffer set that does not hold the iterate ``xs``."""
+        return 1 if xs is self.buffers[0][0] else 0
 
     def __call__(self, xs, us, gains, bounds, alpha, use_gaps, boxed, gaps):
         """The trial of step ``alpha``: gains = (k, K), bounds = (u_lower, u_upper) (N, nu);
@@ -35,31 +49,30 @@ class ForwardPass:
         problem = self.problem
         k, K = gains
         u_lower, u_upper = bounds
-        xs_try = np.empty_like(xs)
-        us_try = np.empty_like(us)
-        xnext = np.empty((problem.N, problem.nx))
+        which = self._free_set(xs)
+        xs_try, us_try, xnext = self.buffers[which]
         predicted = problem.x0
         with _numba_threads(problem.nthreads):
-            for index, (model, start, stop, _) in enumerate(problem.phases):
-                window = slice(start, stop)
-                inputs = (xs[window], us[window], k[window], K[window], gaps[window],
-                          u_lower[window], u_upper[window], alpha, use_gaps, boxed)
-                outputs = (xs_try[window], us_try[window], xnext[window])
+            for (model, start, stop, _), workspace, outputs in zip(
+                    problem.phases, self.workspaces, self.windows[which]):
+                inputs = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
+                          gaps[start:stop], u_lower[start:stop], u_upper[start:stop], alpha,
+                          use_gaps, boxed)
                 try:
-                    failed = model.rollout_trial(inputs, predicted, outputs,
-                                                 self._workspace(index, model))
+                    failed = model.rollout_trial(inputs, predicted, outputs, workspace)
                 except KERNEL_ERRORS:
                     return None          # a diverging rollout reached a singular state
                 if failed >= 0:
                     return None
                 predicted = xnext[stop - 1]
-        if use_gaps:
-            xs_try[-1] = problem.state.integrate(predicted[None], (alpha - 1.0) * gaps[-1:])[0]
-        else:
-            xs_try[-1] = predicted
-        if not (np.all(np.isfinite(xs_try)) and np.all(np.isfinite(us_try))):
-            return None
-        cost = problem.calc_costs(xs_try, us_try)
+            if use_gaps:
+                np.multiply(gaps[-1:], alpha - 1.0, out=self.gap_shift)
+                xs_try[-1] = problem.state.integrate(predicted[None], self.gap_shift)[0]
+            else:
+                xs_try[-1] = predicted
+            if not np.isfinite(us_try).all():
+                return None          # the states are checked knot by knot by the rollout
+            cost = problem.calc_costs(xs_try, us_try)
         if not np.isfinite(cost):
             return None
         return xs_try, us_try, xnext, cost

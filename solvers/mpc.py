@@ -62,22 +62,30 @@ class MPC:
         self.xs = None
         self.us = None
         self.last = None
+        # the shifted warm start, built in place each step
+        self._xs = np.empty((problem.N + 1, problem.nx))
+        self._us = np.empty((problem.N, problem.nu))
 
     def _warm_start(self, x):
+        """The previous solution shifted by one knot (its last knot repeated), xs[0] = x;
+        the first step: x repeated and quasi-static controls."""
         problem = self.problem
         if self.xs is None:
             xs = np.repeat(x[None], problem.N + 1, axis=0)
             return xs, problem.quasi_static(xs)
-        xs = np.concatenate([self.xs[1:], self.xs[-1:]])
-        us = np.concatenate([self.us[1:], self.us[-1:]])
+        xs, us = self._xs, self._us
+        xs[:-1] = self.xs[1:]
+        xs[-1] = self.xs[-1]
+        us[:-1] = self.us[1:]
+        us[-1] = self.us[-1]
         xs[0] = x
         return xs, us
 
     def step(self, x, t=0.0):
         """The control to apply at the measured state x (nx,) at time t."""
         problem = self.problem
-        x = problem._validate_states(x, "x", single=True)
-        problem.x0[:] = x
+        problem.x0[:] = problem._validate_states(x, "x", single=True)
+        x = problem.x0
         if self.update_references is not None:
             self.update_references(problem, t)
         xs, us = self._warm_start(x)

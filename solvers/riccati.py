@@ -288,3 +288,41 @@ def _box_gains(Qxu, free, nu, n_free, L, K, t, rhs):
                 a += 1
             else:
                 K[t, i, j] = 0.0
+
+
+@kernel
+def expected_terms(Qu, k, Quuk, Vx, Vxx, gaps, with_gaps):
+    """(dg, dq) of a backward pass: dg = sum_t Qu_t . k_t, dq = -sum_t k_t . Quu_t k_t,
+    and with the gaps f (FDDP while infeasible, Crocoddyl's
+    updateExpectedImprovement) dg -= sum_t Vx_t . f_t, dq += sum_t f_t . Vxx_t f_t."""
+    dg, dq = 0.0, 0.0
+    N, nu = k.shape
+    for t in range(N):
+        for i in range(nu):
+            dg += Qu[t, i] * k[t, i]
+            dq -= k[t, i] * Quuk[t, i]
+    if with_gaps:
+        ndx = Vx.shape[1]
+        for t in range(N + 1):
+            for i in range(ndx):
+                dg -= Vx[t, i] * gaps[t, i]
+                s = 0.0
+                for j in range(ndx):
+                    s += Vxx[t, i, j] * gaps[t, j]
+                dq += gaps[t, i] * s
+    return dg, dq
+
+
+@kernel
+def gap_decrease(gaps, Vxx, dxs):
+    """-sum_t f_t . Vxx_t dx_t over the N+1 knots: FDDP's change of the expected
+    improvement of a trial whose states moved by dx (Crocoddyl's dv)."""
+    dv = 0.0
+    T, ndx = gaps.shape
+    for t in range(T):
+        for i in range(ndx):
+            s = 0.0
+            for j in range(ndx):
+                s += Vxx[t, i, j] * dxs[t, j]
+            dv -= gaps[t, i] * s
+    return dv

@@ -451,6 +451,33 @@ def test_ddp_and_fddp_reach_the_same_optimum_from_a_feasible_start(name):
     np.testing.assert_allclose(fddp.xs, ddp.xs, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("solver_class", SOLVERS)
+def test_a_reused_solver_repeats_its_iterates_and_its_trials_keep_their_start(solver_class):
+    """Trials write into two preallocated buffer sets, never into the iterate they start
+    from (issue 16): a second solve from the same warm start repeats the first one's
+    costs and iterates to the bit and leaves the first result untouched, and a trial from
+    the solver's iterate, or from the previous trial's arrays, leaves its start as it was."""
+    problem = reaching("ur5")
+    solver = solver_class(problem)
+    first = solver.solve(max_iter=4)
+    kept = first.xs.copy(), first.us.copy()
+    second = solver.solve(max_iter=4)
+    np.testing.assert_array_equal(first.xs, kept[0])
+    np.testing.assert_array_equal(first.us, kept[1])
+    assert second.history["cost"] == first.history["cost"]
+    np.testing.assert_array_equal(second.xs, first.xs)
+    np.testing.assert_array_equal(second.us, first.us)
+    xs, us = solver._initial_guess(first.xs, first.us)
+    no_gaps = np.zeros((problem.N + 1, problem.ndx))
+    for alpha in (1.0, 0.5):
+        start = xs.copy(), us.copy()
+        trial = solver.try_step(xs, us, no_gaps, alpha, True)
+        assert trial is not None and trial[0] is not xs and trial[1] is not us
+        np.testing.assert_array_equal(xs, start[0])
+        np.testing.assert_array_equal(us, start[1])
+        xs, us = trial[0], trial[1]
+
+
 # --- BoxFDDP ----------------------------------------------------------------------------
 
 def test_box_fddp_stays_within_bounds_and_beats_clipping():
