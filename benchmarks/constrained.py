@@ -63,6 +63,7 @@ from geppetto.solvers.nlp import NLP
 DT = 0.01
 PLANE_Z = 0.45
 COST_AGREEMENT = 1e-10  # relative, our cost vs Crocoddyl's at the same (xs, us)
+CSQP_OPTIONS = {}
 
 # The constrained reaching task in Crocoddyl, solved with mim_solvers' SolverCSQP:
 # run in mim_solvers' environment (crocoddyl imported before mim_solvers).
@@ -120,6 +121,13 @@ def vectors(rows):
     return [np.array(row, dtype=float) for row in rows]
 
 
+def csqp(problem, options):
+    solver = mim_solvers.SolverCSQP(problem)
+    for name, value in options.items():
+        setattr(solver, name, value)
+    return solver
+
+
 payload = json.load(sys.stdin)
 task = payload["task"]
 problem = constrained_problem(task)
@@ -130,7 +138,7 @@ for start, (xs, us) in payload["starts"].items():
     xs, us = vectors(xs), vectors(us)
     best = None
     for _ in range(payload["repeats"]):
-        solver = mim_solvers.SolverCSQP(problem)
+        solver = csqp(problem, payload["options"])
         begin = time.process_time()
         converged = solver.solve(xs, us, payload["max_iter"], False)
         cpu = time.process_time() - begin
@@ -139,7 +147,7 @@ for start, (xs, us) in payload["starts"].items():
                         cost=float(solver.cost), kkt=float(solver.KKT),
                         xs=[np.array(x).copy().tolist() for x in solver.xs],
                         us=[np.array(u).copy().tolist() for u in solver.us])
-    solver = mim_solvers.SolverCSQP(problem)             # one more run, counting QP iterations
+    solver = csqp(problem, payload["options"])           # one more run, counting QP iterations
     counter = QPIterations()
     solver.setCallbacks([counter])
     solver.solve(xs, us, payload["max_iter"], False)
@@ -179,28 +187,37 @@ def devs_problem(robot, knots):
     return nlp.reaching(robot, knots, plane_z)
 
 
-def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500):
-    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
-    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
+def csqp_payload(robot, task, knots, problem, starts, repeats, max_iter=500, options=None):
+    """What :data:`CSQP_SCRIPT` reads: the task, the starts (``starts`` and the cold
+    one), a check point and CSQP's ``options`` (default :data:`CSQP_OPTIONS`)."""
     loaded = gp.robots.load(robot)
     spec = dict(robot=robot, urdf=loaded.urdf_path, frame=nlp.FRAMES[robot],
                 q0=[float(q) for q in loaded.q0], target=list(map(float, nlp.TARGET)), dt=DT,
                 knots=knots, plane_z=PLANE_Z, first=knots // 2,
-                last=int(0.9 * knots) if task == "plane" else knots, infinity=1e20,
+                last=int(0.9 * knots) if task == "plane" else knots, infinity=np.inf,
                 weights=dict(reach=1.0, x_reg=1e-2, u_reg=1e-4, terminal_reach=1e3,
                              terminal_x_reg=1e-2))
     rng = np.random.default_rng(0)              # a point where every term is non-zero
     check_xs = [problem.x0 + 0.1 * rng.standard_normal(problem.x0.size)
                 for _ in range(knots + 1)]
-    check_us = [rng.standard_normal(len(u)) for u in starts["fddp"][1]]
+    check_us = [rng.standard_normal(problem.nu) for _ in range(knots)]
     cold_xs = np.tile(problem.x0, (knots + 1, 1))       # what the DDP solvers start from
     starts = dict(starts, cold=(cold_xs, problem.quasi_static(cold_xs)))
-    payload = dict(task=spec, repeats=repeats, max_iter=max_iter,
-                   check_xs=[x.tolist() for x in check_xs],
-                   check_us=[u.tolist() for u in check_us],
-                   starts={name: ([np.asarray(x).tolist() for x in xs],
-                                  [np.asarray(u).tolist() for u in us])
-                           for name, (xs, us) in starts.items()})
+    return dict(task=spec, repeats=repeats, max_iter=max_iter,
+                options=dict(CSQP_OPTIONS if options is None else options),
+                check_xs=[x.tolist() for x in check_xs],
+                check_us=[u.tolist() for u in check_us],
+                starts={name: ([np.asarray(x).tolist() for x in xs],
+                               [np.asarray(u).tolist() for u in us])
+                        for name, (xs, us) in starts.items()})
+
+
+def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500,
+              options=None):
+    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
+    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
+    payload = csqp_payload(robot, task, knots, problem, starts, repeats, max_iter, options)
+    check_xs, check_us = payload["check_xs"], payload["check_us"]
     theirs, reason = crocoddyl_env.run(CSQP_SCRIPT, payload, environment="mim_solvers")
     if theirs is None:
         return None, reason

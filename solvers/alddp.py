@@ -38,18 +38,39 @@ violation.  ``infeasible``: an inner solve ends above eta, and the violation
 has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
 smaller.
 
+Which algorithm, and why not ProxDDP or CSQP.  This is the augmented-Lagrangian
+DDP of ALTRO's inner loop (Howell, Jackson & Manchester, "ALTRO", IROS 2019:
+PHR terms in iLQR's cost, first-order multiplier updates, a growing
+penalty), on FDDP's sweeps (so gaps and infeasible starts are FDDP's) with
+BCL's tolerances for when to update.  It is not ProxDDP (Jallet, Bambade,
+Mansard & Carpentier, "Constrained differential dynamic programming: a
+primal-dual augmented Lagrangian approach", IROS 2022; aligator's
+``SolverProxDDP``): ProxDDP's backward pass solves a primal-dual (Newton) system in
+(dx, du, dlambda) with the dynamics' multipliers as unknowns, its merit is
+the primal-dual AL (a proximal term on the multipliers), its multiplier
+update is a Newton step of that system; here the multipliers only move at
+the outer updates, the inner problem is an unconstrained one for FDDP, and
+the merit is the primal AL.  Nor is it CSQP (Jordana et al. 2023: an ADMM
+QP per SQP iteration, each ADMM iteration one Riccati sweep): one Riccati
+sweep per iteration here.  ALTRO's final active-set projection is left out:
+the multiplier updates reach the tolerances (1e-8) on the tasks measured.
+
 Measured (``benchmarks/constrained.py``, ur5 and panda reaching with a
 terminal position equality and a plane, 100 knots): converged with violation
 <= 4e-9 at IPOPT's local optimum (3e-8 relative) in 14-30 iterations (60-87
 on the stiff variant whose plane reaches the last knot, where the Gauss-Newton
 IPOPT stops at 500); the CPU time per iteration is 1.15-1.3x FDDP's on the
-same problem, 1.6-1.7x on the stiff variant (more line-search trials).
+same problem, 1.6-1.7x on the stiff variant (more line-search trials).  The
+AL terms are added by one kernel per constraint block (:func:`_projected`,
+:func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
+constraints read the kinematics its cost evaluation refreshed.
 """
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..dynamics.config import kernel
 from .callbacks import CallbackVerbose
 from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
@@ -76,6 +97,55 @@ class ConstrainedResult(SolverResult):
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dV_exp", "dV", "time")
+
+
+@kernel
+def _projected(r, lam, lower, upper, mu, lam_hat):
+    """lam_hat = (s - P(s)) / mu with s = r + mu lam (K, nr), written; returns the AL
+    value sum psi = mu / 2 (|lam_hat|^2 - |lam|^2) over the block."""
+    total = 0.0
+    for k in range(r.shape[0]):
+        for i in range(r.shape[1]):
+            s = r[k, i] + mu * lam[k, i]
+            h = (s - min(max(s, lower[i]), upper[i])) / mu
+            lam_hat[k, i] = h
+            total += 0.5 * mu * (h * h - lam[k, i] * lam[k, i])
+    return total
+
+
+@kernel
+def _add_state_terms(Rx, lam_hat, mu, Lx, Lxx):
+    """Lx += Rx^T lam_hat, Lxx += Rx^T D Rx / mu (D = 1 where lam_hat != 0: s outside
+    the bounds) at every knot of a block."""
+    ndx = Rx.shape[2]
+    for k in range(Rx.shape[0]):
+        for i in range(Rx.shape[1]):
+            h = lam_hat[k, i]
+            if h == 0.0:
+                continue
+            for a in range(ndx):
+                Lx[k, a] += Rx[k, i, a] * h
+                w = Rx[k, i, a] / mu
+                for b in range(ndx):
+                    Lxx[k, a, b] += w * Rx[k, i, b]
+
+
+@kernel
+def _add_control_terms(Rx, Ru, lam_hat, mu, Lu, Luu, Lxu):
+    """Lu += Ru^T lam_hat, Luu += Ru^T D Ru / mu, Lxu += Rx^T D Ru / mu."""
+    ndx, m = Rx.shape[2], Ru.shape[2]
+    for k in range(Ru.shape[0]):
+        for i in range(Ru.shape[1]):
+            h = lam_hat[k, i]
+            if h == 0.0:
+                continue
+            for a in range(m):
+                Lu[k, a] += Ru[k, i, a] * h
+                w = Ru[k, i, a] / mu
+                for b in range(m):
+                    Luu[k, a, b] += w * Ru[k, i, b]
+                for b in range(ndx):
+                    Lxu[k, b, a] += Rx[k, i, b] * w
 
 
 class _Block:
@@ -164,12 +234,14 @@ class ALDDP:
                                  "x (+) dx adds (not a free-flyer's or a spherical joint's)")
         return blocks
 
-    def residuals(self, xs, us, with_derivatives):
-        """[(r (K, nr), Rx (K, nr, ndx) or None, Ru (K, nr, m) or None)] per block."""
+    def residuals(self, xs, us, with_derivatives, refresh=True):
+        """[(r (K, nr), Rx (K, nr, ndx) or None, Ru (K, nr, m) or None)] per block.
+        ``refresh=False``: (xs, us) is the trial the line search just costed
+        (``problem.calc_costs``), whose kinematics the constraints read."""
         problem = self.problem
         datas = []
         if any(b.kind == "residual" for b in self.blocks):
-            for _, _, _, phase in problem.constraints(xs, us, with_derivatives):
+            for _, _, _, phase in problem.constraints(xs, us, with_derivatives, refresh):
                 datas.extend(phase)
         datas = iter(datas)
         out = []
@@ -180,54 +252,47 @@ class ALDDP:
                 out.append((data.r.copy(), data.Rx if with_derivatives else None,
                             data.Ru if with_derivatives and not terminal else None))
             elif b.kind == "u":
-                out.append((us[b.start:b.stop, :b.m].copy(), None, None))
+                out.append((np.ascontiguousarray(us[b.start:b.stop, :b.m]), None, None))
             else:
-                out.append((xs[b.start:b.stop][:, b.x_index], None, None))
+                out.append((np.ascontiguousarray(xs[b.start:b.stop][:, b.x_index]), None,
+                            None))
         return out
 
     @staticmethod
     def violation(block, r):
         return float(np.max(np.maximum(block.lower - r, r - block.upper), initial=0.0))
 
-    def _projected(self, values, multipliers, mu):
-        """[(lambda_hat, active)] and the AL value sum psi."""
-        out, total = [], 0.0
-        for b, (r, _, _), lam in zip(self.blocks, values, multipliers):
-            s = r + mu * lam
-            lam_hat = (s - np.clip(s, b.lower, b.upper)) / mu
-            total += 0.5 * mu * float(np.sum(lam_hat * lam_hat) - np.sum(lam * lam))
-            out.append((lam_hat, (s < b.lower) | (s > b.upper)))
-        return out, total
+    def _projected(self, values, multipliers, mu, lam_hats):
+        """lam_hats (one (K, nr) array per block) written; returns the AL value sum psi."""
+        return sum(_projected(r, lam, b.lower, b.upper, mu, lam_hat)
+                   for b, (r, _, _), lam, lam_hat in zip(self.blocks, values, multipliers,
+                                                         lam_hats))
 
-    def _augment(self, values, projected, mu):
+    def _augment(self, values, lam_hats, mu):
         """Lx ... Lxu = the problem's + the AL gradient R^T lambda_hat and Gauss-Newton
-        Hessian R^T D R / mu, block by block (one vectorized product per block)."""
+        Hessian R^T D R / mu, one kernel per block of residual rows."""
         problem = self.problem
         np.copyto(self.Lx, problem.Lx)
         np.copyto(self.Lxx, problem.Lxx)
         np.copyto(self.Lu, problem.Lu)
         np.copyto(self.Luu, problem.Luu)
         np.copyto(self.Lxu, problem.Lxu)
-        for b, (r, Rx, Ru), (lam_hat, active) in zip(self.blocks, values, projected):
+        for b, (r, Rx, Ru), lam_hat in zip(self.blocks, values, lam_hats):
             window = slice(b.start, b.stop)
-            w = active / mu
+            w = (lam_hat != 0.0) / mu
             if b.kind == "u":
                 self.Lu[window, :b.m] += lam_hat
                 idx = np.arange(b.m)
                 self.Luu[window, idx, idx] += w
-                continue
-            if b.kind == "x":
+            elif b.kind == "x":
                 self.Lx[window][:, b.dx_index] += lam_hat
                 self.Lxx[window, b.dx_index, b.dx_index] += w
-                continue
-            wRx = w[:, :, None] * Rx
-            self.Lx[window] += np.einsum("kr,krd->kd", lam_hat, Rx)
-            self.Lxx[window] += np.einsum("kri,krj->kij", Rx, wRx)
-            if Ru is not None and b.start < problem.N:
-                m = Ru.shape[2]
-                self.Lu[window, :m] += np.einsum("kr,krd->kd", lam_hat, Ru)
-                self.Luu[window, :m, :m] += np.einsum("kri,krj->kij", Ru, w[:, :, None] * Ru)
-                self.Lxu[window, :, :m] += np.einsum("kri,krj->kij", wRx, Ru)
+            else:
+                _add_state_terms(Rx, lam_hat, mu, self.Lx[window], self.Lxx[window])
+                if Ru is not None and b.start < problem.N:
+                    m = Ru.shape[2]
+                    _add_control_terms(Rx, Ru, lam_hat, mu, self.Lu[window, :m],
+                                       self.Luu[window, :m, :m], self.Lxu[window, :, :m])
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
@@ -254,6 +319,8 @@ class ALDDP:
                 for m in multipliers:
                     m[:-1] = m[1:].copy()
         lam = self._initial_multipliers(multipliers)
+        lam_hats = [np.zeros(b.shape) for b in self.blocks]
+        trial_hats = [np.zeros(b.shape) for b in self.blocks]
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
             raise ValueError(f"mu must be finite and positive, got {mu}")
@@ -297,16 +364,16 @@ class ALDDP:
                         1.0 - 1e-12):
                     status = "infeasible"       # penalty x infeasible_ratio, violation kept
                     break
-                projected, _ = self._projected(values, lam, mu)
+                self._projected(values, lam, mu, lam_hats)
                 if violation <= eta or mu <= self.mu_min:
-                    lam = [lam_hat for lam_hat, _ in projected]
+                    lam = [lam_hat.copy() for lam_hat in lam_hats]
                     eta = max(eta * mu ** 0.9, self.th_constraint)
                     omega = max(omega * mu, self.th_stop)
                 else:
                     mu = max(mu * self.mu_factor, self.mu_min)
                     omega, eta = self._tolerances(mu)
-            projected, al_value = self._projected(values, lam, mu)
-            self._augment(values, projected, mu)
+            al_value = self._projected(values, lam, mu, lam_hats)
+            self._augment(values, lam_hats, mu)
             while True:
                 failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
                                        self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
@@ -329,10 +396,10 @@ class ALDDP:
                 if trial is None:
                     continue
                 try:
-                    trial_values = self.residuals(trial[0], trial[1], False)
+                    trial_values = self.residuals(trial[0], trial[1], False, refresh=False)
                 except KERNEL_ERRORS:
                     continue
-                trial_merit = trial[3] + self._projected(trial_values, lam, mu)[1]
+                trial_merit = trial[3] + self._projected(trial_values, lam, mu, trial_hats)
                 if not np.isfinite(trial_merit):
                     continue
                 d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
