@@ -30,7 +30,10 @@ figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
 CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
-(default settings) on the same problems, built term for term with Crocoddyl
+(:data:`CSQP_OPTIONS`: its defaults but the ADMM QP's tolerance ``eps_abs``
+1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
+too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass, and
+it never converged here) on the same problems, built term for term with Crocoddyl
 in mim_solvers' pinned environment (``crocoddyl_env.run(...,
 environment="mim_solvers")``, made once under ~/.cache/geppetto; skipped with
 the reason when it cannot be made), from the same two starts.  The two
@@ -40,7 +43,7 @@ the violation measured here with our problem on the returned (xs, us), and the
 CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
 comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
 CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
-default is 100); its row also stores its final KKT residual (``kkt``), and its
+default is 100; ``--csqp-max-iter``); its row also stores its final KKT residual (``kkt``), and its
 status is "not converged" when it stopped on ``max_iter`` (then the time ratio
 compares a converged ALDDP with a CSQP that ran out of iterations).
 ``--no-ipopt`` leaves IPOPT out.
@@ -63,7 +66,8 @@ from geppetto.solvers.nlp import NLP
 DT = 0.01
 PLANE_Z = 0.45
 COST_AGREEMENT = 1e-10  # relative, our cost vs Crocoddyl's at the same (xs, us)
-CSQP_OPTIONS = {}
+# mim_solvers' defaults but the ADMM QP's stopping tolerances (see the module docstring)
+CSQP_OPTIONS = dict(eps_abs=1e-6, eps_rel=0.0)
 
 # The constrained reaching task in Crocoddyl, solved with mim_solvers' SolverCSQP:
 # run in mim_solvers' environment (crocoddyl imported before mim_solvers).
@@ -242,7 +246,7 @@ def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=50
     return rows, None
 
 
-def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True):
+def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500):
     if task == "nlp":
         problem = devs_problem(robot, knots)
     else:
@@ -281,7 +285,8 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True):
                         status=result.status,
                         per_iteration=row["cpu"] / max(result.iterations, 1)))
     if csqp and task != "nlp":
-        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats)
+        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats,
+                                   csqp_max_iter)
         if theirs is None:
             print(f"CSQP ({robot} {task}): skipped ({reason})", flush=True)
         else:
@@ -334,6 +339,8 @@ def main():
                         "Hessian")
     parser.add_argument("--csqp", action=argparse.BooleanOptionalAction, default=True,
                         help="mim_solvers' SolverCSQP in its environment (default on)")
+    parser.add_argument("--csqp-max-iter", type=int, default=500,
+                        help="CSQP's SQP iteration limit (default %(default)s)")
     parser.add_argument("--no-ipopt", dest="ipopt", action="store_false",
                         help="leave IPOPT out")
     parser.add_argument("--out", default=RESULTS_DIR)
@@ -344,7 +351,7 @@ def main():
     for robot in args.robots:
         for task in args.tasks:
             rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
-                        args.csqp)
+                        args.csqp, args.csqp_max_iter)
             print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
                   flush=True)
     info["load_average_end"] = os.getloadavg()
