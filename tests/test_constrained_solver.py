@@ -212,6 +212,11 @@ def test_ur5_constrained_reach_matches_ipopt():
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     # the solution is the point where IPOPT stops: the warm start is not
     assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
+    # a line search that starts above its last crawling step ends at the same point
+    warmed = gp.solvers.ALDDP(problem, warm_line_search=True).solve(warm.xs, warm.us,
+                                                                    max_iter=300)
+    assert warmed.converged and warmed.violation <= 1e-6, warmed
+    assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
 
 
 def test_solo12_hard_friction_cones():
@@ -264,9 +269,9 @@ def test_solo12_trot_hard_friction_cones():
     robot = gp.robots.load("solo12")
     x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
     problem, soft = hard_cones(trotting_problem(robot.model, x0, step_knots=8, dt=0.03))
-    contact_knots = sum(model.constraints != [] for model in problem.running_models)
-    assert contact_knots == sum(type(m.dynamics) is ocp.ContactDynamics
-                                for m in problem.running_models) > 0
+    cones = sum(len(m.constraints) for m in problem.running_models)   # (knot, foot) pairs
+    assert cones == sum(len(m.dynamics.constraints.names) for m in problem.running_models
+                        if type(m.dynamics) is ocp.ContactDynamics) > 0
     xs = np.repeat(x0[None], problem.N + 1, axis=0)
     free = gp.solvers.FDDP(soft).solve(xs, soft.quasi_static(xs), max_iter=200)
     assert free.converged, free
@@ -276,7 +281,7 @@ def test_solo12_trot_hard_friction_cones():
     assert result.converged, result
     assert result.violation <= 1e-6 and result.gaps <= 1e-9
     rows = cone_rows(problem, result.xs, result.us)
-    assert sum(r.shape[0] for r in rows) == contact_knots
+    assert sum(r.shape[0] for r in rows) == cones
     assert min(r.min() for r in rows) >= -1e-6
 
 
