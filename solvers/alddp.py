@@ -55,13 +55,17 @@ QP per SQP iteration, each ADMM iteration one Riccati sweep): one Riccati
 sweep per iteration here.  ALTRO's final active-set projection is left out:
 the multiplier updates reach the tolerances (1e-8) on the tasks measured.
 
-Measured (``benchmarks/constrained.py``, ur5 and panda reaching with a
-terminal position equality and a plane, 100 knots): converged with violation
-<= 4e-9 at IPOPT's local optimum (3e-8 relative) in 14-30 iterations (60-87
-on the stiff variant whose plane reaches the last knot, where the Gauss-Newton
-IPOPT stops at 500); the CPU time per iteration is 1.15-1.3x FDDP's on the
-same problem, 1.5-1.6x on the stiff variant (5.4 line-search trials per
-iteration: its steps crawl at 1/16 for a while; ``warm_line_search``: 1.3x).  The
+Measured (``benchmarks/constrained.py``, 2026-11-26, load 12-15 on the 2
+cores, CPU time of the calling thread): on the ur5 / panda reach with a
+terminal position equality and a plane (100 knots) converged in 20 / 18
+iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
+violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
+relative, in 0.20x / 0.21x its CPU time from FDDP's optimum (0.014x / 0.14x
+from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.15-1.23x FDDP's CPU time
+per iteration.  On the stiff variant (the plane to the last knot) 65-87
+iterations, converged where that IPOPT stops at 500; 1.42-1.55x FDDP's time
+per iteration (5.4 line-search trials per iteration on ur5: its steps crawl
+at 1/16 for a while; ``warm_line_search``: 1.26-1.35x).  The
 AL terms are added by one kernel per constraint block (:func:`_projected`,
 :func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
 constraints read the kinematics its cost evaluation refreshed.

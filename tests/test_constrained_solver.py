@@ -195,6 +195,30 @@ def _constrained_reach(N, plane_z=0.45):
     return reaching("ur5", N, plane_z, N // 2, int(0.9 * N)), reaching("ur5", N)
 
 
+def test_trial_constraints_read_the_trial_kinematics():
+    """The line search's shortcut: after calc_costs at a trial point, the constraints
+    evaluated without refreshing the kinematics (refresh=False) equal a fresh
+    evaluation there, though the last derivatives were taken at another point."""
+    problem, _ = _constrained_reach(10)
+    rng = np.random.default_rng(3)
+    start = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs, other = (start + 0.1 * rng.standard_normal(start.shape) for _ in range(2))
+    us = rng.standard_normal((problem.N, problem.nu))
+
+    def values(refresh):
+        return np.concatenate([np.ravel(data.r) for _, _, _, phase in
+                               problem.constraints(xs, us, refresh=refresh) for data in phase])
+
+    problem.calc_diff(other, us)
+    problem.calc_costs(xs, us)
+    trial = values(False)
+    problem.calc_diff(other, us)
+    stale = values(False)
+    fresh = values(True)
+    np.testing.assert_allclose(trial, fresh, rtol=0.0, atol=1e-14)
+    assert np.max(np.abs(stale - fresh)) > 1e-3          # without calc_costs: other's
+
+
 def test_ur5_constrained_reach_matches_ipopt():
     """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
     Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
