@@ -65,7 +65,7 @@ from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.15-1.23x FDDP's CPU time
 per iteration.  On the stiff variant (the plane to the last knot) 65-87
 iterations, converged where that IPOPT stops at 500; 1.42-1.55x FDDP's time
 per iteration (5.4 line-search trials per iteration on ur5: its steps crawl
-at 1/16 for a while; ``warm_line_search``: 1.26-1.35x).  The
+at 1/16 for a while; measured without ``warm_line_search``).  The
 AL terms are added by one kernel per constraint block (:func:`_projected`,
 :func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
 constraints read the kinematics its cost evaluation refreshed.
@@ -180,17 +180,18 @@ class ALDDP:
     none starts from the last solve's multipliers (and mu_init: the last solve's
     small mu made the MPC's next solves slower, measured), "shift" (receding
     horizon, as the MPC shifts the primal warm start) moves them one knot earlier
-    within each block.  ``warm_line_search`` (default False): after a step alpha <= 1/8
-    the next line search starts at 2 alpha instead of 1 (back to 1 after an outer
-    update or a failed search).  Measured on ur5 (load 13, CPU time, medians of 3):
-    on the stiff task 68 / 64 iterations instead of 70 / 65 (cold / FDDP start),
-    17 % less CPU time, 1.26-1.35x FDDP's time per iteration instead of 1.52-1.53x;
-    on the plane task 23 / 18 iterations instead of 20 / 15, 5-17 % more CPU time.
+    within each block.  ``warm_line_search`` (default True): after two steps in a
+    row of alpha <= 1/8 (crawling) the next line search starts at 2 alpha instead
+    of 1 (back to 1 after an outer update, a longer step or a failed search).  Measured on ur5
+    (load 8-11, CPU time of the thread, medians of 3, beside the same solver with
+    it off): the same iterations and costs on the plane and the stiff task; on the
+    stiff task 11 % less CPU time, 1.28x / 1.43x FDDP's time per iteration
+    (cold / FDDP start) instead of 1.51x / 1.60x.
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
-                 infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=False,
+                 infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
                  **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
@@ -347,7 +348,7 @@ class ALDDP:
         reference = (np.inf, mu)        # (violation, mu) when the violation last halved
         gaps = np.zeros((problem.N + 1, problem.ndx))
         recalc, last_stop, stepped_from_feasible = True, np.inf, False
-        first_trial = 0
+        first_trial, last_index = 0, 0
         while iteration < max_iter:
             iteration += 1
             t0 = time.perf_counter()
@@ -430,8 +431,11 @@ class ALDDP:
                 stepped_from_feasible = feasible
                 feasible = inner.feasible_after(feasible, alpha)
                 recalc = True
-                # crawling (alpha <= 1/8): the next line search starts a step above this one
-                first_trial = index - 1 if self.warm_line_search and index >= 3 else 0
+                # crawling (alpha <= 1/8 twice in a row): the next line search starts a
+                # step above this one
+                crawling = index >= 3 and last_index >= 3
+                first_trial = index - 1 if self.warm_line_search and crawling else 0
+                last_index = index
             else:
                 alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
                 first_trial = 0

@@ -236,9 +236,9 @@ def test_ur5_constrained_reach_matches_ipopt():
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     # the solution is the point where IPOPT stops: the warm start is not
     assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
-    # a line search that starts above its last crawling step ends at the same point
-    warmed = gp.solvers.ALDDP(problem, warm_line_search=True).solve(warm.xs, warm.us,
-                                                                    max_iter=300)
+    # the line search that always starts at alpha = 1 ends at the same point
+    warmed = gp.solvers.ALDDP(problem, warm_line_search=False).solve(warm.xs, warm.us,
+                                                                     max_iter=300)
     assert warmed.converged and warmed.violation <= 1e-6, warmed
     assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
 
