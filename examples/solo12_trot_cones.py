@@ -8,7 +8,10 @@ foot's force stays inside the four-facet pyramid of friction mu = 0.7
 the original only charges a price for leaving it.  FDDP first solves the
 trot without the cones (no barrier, no constraint), then ALDDP (the PHR
 augmented Lagrangian in FDDP's Riccati sweeps) starts from that optimum and
-ends with every cone row >= -1e-6.
+ends with every cone row >= -1e-6.  Measured (2026-11-26): the full trot (25
+knots of 10 ms per step) in 274 ALDDP iterations, lowest cone row -8.0e-8
+(FDDP without the cones: 28 iterations, lowest row -132); the reduced one (8
+knots of 30 ms) in 103, lowest row -8.6e-8 (without: -27.7).
 
     python -m geppetto.examples.solo12_trot_cones [--out DIR] [--live] [--reduced]
 """
