@@ -55,17 +55,18 @@ QP per SQP iteration, each ADMM iteration one Riccati sweep): one Riccati
 sweep per iteration here.  ALTRO's final active-set projection is left out:
 the multiplier updates reach the tolerances (1e-8) on the tasks measured.
 
-Measured (``benchmarks/constrained.py``, 2026-11-26, load 12-15 on the 2
+Measured (``benchmarks/constrained.py``, 2026-11-26, load 8-9 on the 2
 cores, CPU time of the calling thread): on the ur5 / panda reach with a
 terminal position equality and a plane (100 knots) converged in 20 / 18
 iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
 violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
-relative, in 0.20x / 0.21x its CPU time from FDDP's optimum (0.014x / 0.14x
-from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.15-1.23x FDDP's CPU time
-per iteration.  On the stiff variant (the plane to the last knot) 65-87
-iterations, converged where that IPOPT stops at 500; 1.42-1.55x FDDP's time
-per iteration (5.4 line-search trials per iteration on ur5: its steps crawl
-at 1/16 for a while; measured without ``warm_line_search``).  The
+relative, in 0.17x / 0.19x its CPU time from FDDP's optimum (0.013x / 0.14x
+from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.07-1.16x FDDP's CPU time
+per iteration.  On the stiff variant (the plane to the last knot) 58-86
+iterations, converged where that IPOPT stops at 500, at the exact-Hessian
+IPOPT's cost to 2e-8 in 0.05-0.16x its CPU time; 1.34-1.38x FDDP's time per
+iteration (without ``warm_line_search``: 1.46-1.60x, ~5 line-search trials
+per iteration while the steps crawl at 1/16).  The
 AL terms are added by one kernel per constraint block (:func:`_projected`,
 :func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
 constraints read the kinematics its cost evaluation refreshed.
