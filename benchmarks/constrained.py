@@ -30,7 +30,10 @@ figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
 CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
-(default settings) on the same problems, built term for term with Crocoddyl
+(:data:`CSQP_OPTIONS`: its defaults but the ADMM QP's tolerance ``eps_abs``
+1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
+too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass, and
+it never converged here) on the same problems, built term for term with Crocoddyl
 in mim_solvers' pinned environment (``crocoddyl_env.run(...,
 environment="mim_solvers")``, made once under ~/.cache/geppetto; skipped with
 the reason when it cannot be made), from the same two starts.  The two
@@ -40,7 +43,7 @@ the violation measured here with our problem on the returned (xs, us), and the
 CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
 comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
 CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
-default is 100); its row also stores its final KKT residual (``kkt``), and its
+default is 100; ``--csqp-max-iter``); its row also stores its final KKT residual (``kkt``), and its
 status is "not converged" when it stopped on ``max_iter`` (then the time ratio
 compares a converged ALDDP with a CSQP that ran out of iterations).
 ``--no-ipopt`` leaves IPOPT out.
@@ -63,6 +66,8 @@ from geppetto.solvers.nlp import NLP
 DT = 0.01
 PLANE_Z = 0.45
 COST_AGREEMENT = 1e-10  # relative, our cost vs Crocoddyl's at the same (xs, us)
+# mim_solvers' defaults but the ADMM QP's stopping tolerances (see the module docstring)
+CSQP_OPTIONS = dict(eps_abs=1e-6, eps_rel=0.0)
 
 # The constrained reaching task in Crocoddyl, solved with mim_solvers' SolverCSQP:
 # run in mim_solvers' environment (crocoddyl imported before mim_solvers).
@@ -120,6 +125,13 @@ def vectors(rows):
     return [np.array(row, dtype=float) for row in rows]
 
 
+def csqp(problem, options):
+    solver = mim_solvers.SolverCSQP(problem)
+    for name, value in options.items():
+        setattr(solver, name, value)
+    return solver
+
+
 payload = json.load(sys.stdin)
 task = payload["task"]
 problem = constrained_problem(task)
@@ -130,7 +142,7 @@ for start, (xs, us) in payload["starts"].items():
     xs, us = vectors(xs), vectors(us)
     best = None
     for _ in range(payload["repeats"]):
-        solver = mim_solvers.SolverCSQP(problem)
+        solver = csqp(problem, payload["options"])
         begin = time.process_time()
         converged = solver.solve(xs, us, payload["max_iter"], False)
         cpu = time.process_time() - begin
@@ -139,7 +151,7 @@ for start, (xs, us) in payload["starts"].items():
                         cost=float(solver.cost), kkt=float(solver.KKT),
                         xs=[np.array(x).copy().tolist() for x in solver.xs],
                         us=[np.array(u).copy().tolist() for u in solver.us])
-    solver = mim_solvers.SolverCSQP(problem)             # one more run, counting QP iterations
+    solver = csqp(problem, payload["options"])           # one more run, counting QP iterations
     counter = QPIterations()
     solver.setCallbacks([counter])
     solver.solve(xs, us, payload["max_iter"], False)
@@ -179,28 +191,37 @@ def devs_problem(robot, knots):
     return nlp.reaching(robot, knots, plane_z)
 
 
-def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500):
-    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
-    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
+def csqp_payload(robot, task, knots, problem, starts, repeats, max_iter=500, options=None):
+    """What :data:`CSQP_SCRIPT` reads: the task, the starts (``starts`` and the cold
+    one), a check point and CSQP's ``options`` (default :data:`CSQP_OPTIONS`)."""
     loaded = gp.robots.load(robot)
     spec = dict(robot=robot, urdf=loaded.urdf_path, frame=nlp.FRAMES[robot],
                 q0=[float(q) for q in loaded.q0], target=list(map(float, nlp.TARGET)), dt=DT,
                 knots=knots, plane_z=PLANE_Z, first=knots // 2,
-                last=int(0.9 * knots) if task == "plane" else knots, infinity=1e20,
+                last=int(0.9 * knots) if task == "plane" else knots, infinity=np.inf,
                 weights=dict(reach=1.0, x_reg=1e-2, u_reg=1e-4, terminal_reach=1e3,
                              terminal_x_reg=1e-2))
     rng = np.random.default_rng(0)              # a point where every term is non-zero
     check_xs = [problem.x0 + 0.1 * rng.standard_normal(problem.x0.size)
                 for _ in range(knots + 1)]
-    check_us = [rng.standard_normal(len(u)) for u in starts["fddp"][1]]
+    check_us = [rng.standard_normal(problem.nu) for _ in range(knots)]
     cold_xs = np.tile(problem.x0, (knots + 1, 1))       # what the DDP solvers start from
     starts = dict(starts, cold=(cold_xs, problem.quasi_static(cold_xs)))
-    payload = dict(task=spec, repeats=repeats, max_iter=max_iter,
-                   check_xs=[x.tolist() for x in check_xs],
-                   check_us=[u.tolist() for u in check_us],
-                   starts={name: ([np.asarray(x).tolist() for x in xs],
-                                  [np.asarray(u).tolist() for u in us])
-                           for name, (xs, us) in starts.items()})
+    return dict(task=spec, repeats=repeats, max_iter=max_iter,
+                options=dict(CSQP_OPTIONS if options is None else options),
+                check_xs=[x.tolist() for x in check_xs],
+                check_us=[u.tolist() for u in check_us],
+                starts={name: ([np.asarray(x).tolist() for x in xs],
+                               [np.asarray(u).tolist() for u in us])
+                        for name, (xs, us) in starts.items()})
+
+
+def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500,
+              options=None):
+    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
+    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
+    payload = csqp_payload(robot, task, knots, problem, starts, repeats, max_iter, options)
+    check_xs, check_us = payload["check_xs"], payload["check_us"]
     theirs, reason = crocoddyl_env.run(CSQP_SCRIPT, payload, environment="mim_solvers")
     if theirs is None:
         return None, reason
@@ -225,7 +246,7 @@ def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=50
     return rows, None
 
 
-def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True):
+def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500):
     if task == "nlp":
         problem = devs_problem(robot, knots)
     else:
@@ -264,7 +285,8 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True):
                         status=result.status,
                         per_iteration=row["cpu"] / max(result.iterations, 1)))
     if csqp and task != "nlp":
-        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats)
+        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats,
+                                   csqp_max_iter)
         if theirs is None:
             print(f"CSQP ({robot} {task}): skipped ({reason})", flush=True)
         else:
@@ -317,6 +339,8 @@ def main():
                         "Hessian")
     parser.add_argument("--csqp", action=argparse.BooleanOptionalAction, default=True,
                         help="mim_solvers' SolverCSQP in its environment (default on)")
+    parser.add_argument("--csqp-max-iter", type=int, default=500,
+                        help="CSQP's SQP iteration limit (default %(default)s)")
     parser.add_argument("--no-ipopt", dest="ipopt", action="store_false",
                         help="leave IPOPT out")
     parser.add_argument("--out", default=RESULTS_DIR)
@@ -327,7 +351,7 @@ def main():
     for robot in args.robots:
         for task in args.tasks:
             rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
-                        args.csqp)
+                        args.csqp, args.csqp_max_iter)
             print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
                   flush=True)
     info["load_average_end"] = os.getloadavg()

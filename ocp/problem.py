@@ -253,9 +253,12 @@ class ShootingProblem:
         out[:] = self.state.difference(xs, self._x0_and_next)
         return out
 
-    def constraints(self, xs, us, with_derivatives=False):
-        """Constraint residual data per phase: [(model, start, stop, [residual data])]."""
-        xs, us = self._validate(xs, us)
+    def constraints(self, xs, us, with_derivatives=False, refresh=True):
+        """Constraint residual data per phase: [(model, start, stop, [residual data])].
+        ``refresh=False``: right after :meth:`calc_costs` at the same (xs, us) (a line
+        search's trial), whose kinematics the constraints read (no input checks)."""
+        if refresh:
+            xs, us = self._validate(xs, us)
         out = []
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
@@ -263,11 +266,12 @@ class ShootingProblem:
                     out.append((model, start, stop,
                                 model.calc_constraints(data, xs[start:stop],
                                                        self._controls(us, model, start, stop),
-                                                       with_derivatives)))
+                                                       with_derivatives, refresh)))
             if self.terminal_model.constraints:
                 out.append((self.terminal_model, self.N, self.N + 1,
                             self.terminal_model.calc_constraints(
-                                self.terminal_data, xs[self.N:], None, with_derivatives)))
+                                self.terminal_data, xs[self.N:], None, with_derivatives,
+                                refresh)))
         return out
 
     def set_reference(self, residual, values):

@@ -263,13 +263,15 @@ class StageModel:
                 cost.add(cdata, kinematics, points, us, b * self.dt, data.outputs,
                          with_derivatives, chain)
 
-    def calc_constraints(self, data, xs, us, with_derivatives):
+    def calc_constraints(self, data, xs, us, with_derivatives, refresh=True):
         """Evaluate the constraint residuals (values, and Jacobians when asked).  The
         values are those of (xs, us): the placements (and world Jacobians) the
-        constraints read are refreshed first, as :meth:`calc_costs` does for the costs.
+        constraints read are refreshed first, as :meth:`calc_costs` does for the costs
+        (``refresh=False`` skips that, right after :meth:`calc_costs` or :meth:`calc`
+        at the same (xs, us): a line search's trial).
         With derivatives, call it after :meth:`calc_diff` at the same (xs, us): the
         Jacobians also read what calc_diff computed."""
-        if not with_derivatives:
+        if refresh and not with_derivatives:
             self._refresh_kinematics(data, xs, self.kinematics_for_constraints)
         return [c.calc(cd, data.kinematics, xs, us, with_derivatives)
                 for c, cd in zip(self.constraints, data.constraints)]
@@ -335,7 +337,8 @@ class TerminalModel:
         for cost, cdata in zip(self.costs, data.costs):
             cost.add(cdata, data.kinematics, xs, None, 1.0, data.outputs, True)
 
-    def calc_constraints(self, data, xs, us, with_derivatives):
-        self._kinematics(data, xs)
+    def calc_constraints(self, data, xs, us, with_derivatives, refresh=True):
+        if refresh:
+            self._kinematics(data, xs)
         return [c.calc(cd, data.kinematics, xs, None, with_derivatives)
                 for c, cd in zip(self.constraints, data.constraints)]

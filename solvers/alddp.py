@@ -38,18 +38,45 @@ violation.  ``infeasible``: an inner solve ends above eta, and the violation
 has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
 smaller.
 
-Measured (``benchmarks/constrained.py``, ur5 and panda reaching with a
-terminal position equality and a plane, 100 knots): converged with violation
-<= 4e-9 at IPOPT's local optimum (3e-8 relative) in 14-30 iterations (60-87
-on the stiff variant whose plane reaches the last knot, where the Gauss-Newton
-IPOPT stops at 500); the CPU time per iteration is 1.15-1.3x FDDP's on the
-same problem, 1.6-1.7x on the stiff variant (more line-search trials).
+Which algorithm, and why not ProxDDP or CSQP.  This is the augmented-Lagrangian
+DDP of ALTRO's inner loop (Howell, Jackson & Manchester, "ALTRO", IROS 2019:
+PHR terms in iLQR's cost, first-order multiplier updates, a growing
+penalty), on FDDP's sweeps (so gaps and infeasible starts are FDDP's) with
+BCL's tolerances for when to update.  It is not ProxDDP (Jallet, Bambade,
+Mansard & Carpentier, "Constrained differential dynamic programming: a
+primal-dual augmented Lagrangian approach", IROS 2022; aligator's
+``SolverProxDDP``): ProxDDP's backward pass solves a primal-dual (Newton) system in
+(dx, du, dlambda) with the dynamics' multipliers as unknowns, its merit is
+the primal-dual AL (a proximal term on the multipliers), its multiplier
+update is a Newton step of that system; here the multipliers only move at
+the outer updates, the inner problem is an unconstrained one for FDDP, and
+the merit is the primal AL.  Nor is it CSQP (Jordana et al. 2023: an ADMM
+QP per SQP iteration, each ADMM iteration one Riccati sweep): one Riccati
+sweep per iteration here.  ALTRO's final active-set projection is left out:
+the multiplier updates reach the tolerances (1e-8) on the tasks measured.
+
+Measured (``benchmarks/constrained.py``, 2026-11-26, load 8-9 on the 2
+cores, CPU time of the calling thread): on the ur5 / panda reach with a
+terminal position equality and a plane (100 knots) converged in 20 / 18
+iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
+violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
+relative, in 0.17x / 0.19x its CPU time from FDDP's optimum (0.013x / 0.14x
+from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.07-1.16x FDDP's CPU time
+per iteration.  On the stiff variant (the plane to the last knot) 58-86
+iterations, converged where that IPOPT stops at 500, at the exact-Hessian
+IPOPT's cost to 2e-8 in 0.05-0.16x its CPU time; 1.34-1.38x FDDP's time per
+iteration (without ``warm_line_search``: 1.46-1.60x, ~5 line-search trials
+per iteration while the steps crawl at 1/16).  The
+AL terms are added by one kernel per constraint block (:func:`_projected`,
+:func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
+constraints read the kinematics its cost evaluation refreshed.
 """
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..dynamics.config import kernel
 from .callbacks import CallbackVerbose
 from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
@@ -76,6 +103,55 @@ class ConstrainedResult(SolverResult):
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dV_exp", "dV", "time")
+
+
+@kernel
+def _projected(r, lam, lower, upper, mu, lam_hat):
+    """lam_hat = (s - P(s)) / mu with s = r + mu lam (K, nr), written; returns the AL
+    value sum psi = mu / 2 (|lam_hat|^2 - |lam|^2) over the block."""
+    total = 0.0
+    for k in range(r.shape[0]):
+        for i in range(r.shape[1]):
+            s = r[k, i] + mu * lam[k, i]
+            h = (s - min(max(s, lower[i]), upper[i])) / mu
+            lam_hat[k, i] = h
+            total += 0.5 * mu * (h * h - lam[k, i] * lam[k, i])
+    return total
+
+
+@kernel
+def _add_state_terms(Rx, lam_hat, mu, Lx, Lxx):
+    """Lx += Rx^T lam_hat, Lxx += Rx^T D Rx / mu (D = 1 where lam_hat != 0: s outside
+    the bounds) at every knot of a block."""
+    ndx = Rx.shape[2]
+    for k in range(Rx.shape[0]):
+        for i in range(Rx.shape[1]):
+            h = lam_hat[k, i]
+            if h == 0.0:
+                continue
+            for a in range(ndx):
+                Lx[k, a] += Rx[k, i, a] * h
+                w = Rx[k, i, a] / mu
+                for b in range(ndx):
+                    Lxx[k, a, b] += w * Rx[k, i, b]
+
+
+@kernel
+def _add_control_terms(Rx, Ru, lam_hat, mu, Lu, Luu, Lxu):
+    """Lu += Ru^T lam_hat, Luu += Ru^T D Ru / mu, Lxu += Rx^T D Ru / mu."""
+    ndx, m = Rx.shape[2], Ru.shape[2]
+    for k in range(Ru.shape[0]):
+        for i in range(Ru.shape[1]):
+            h = lam_hat[k, i]
+            if h == 0.0:
+                continue
+            for a in range(m):
+                Lu[k, a] += Ru[k, i, a] * h
+                w = Ru[k, i, a] / mu
+                for b in range(m):
+                    Luu[k, a, b] += w * Ru[k, i, b]
+                for b in range(ndx):
+                    Lxu[k, b, a] += Rx[k, i, b] * w
 
 
 class _Block:
@@ -105,12 +181,19 @@ class ALDDP:
     none starts from the last solve's multipliers (and mu_init: the last solve's
     small mu made the MPC's next solves slower, measured), "shift" (receding
     horizon, as the MPC shifts the primal warm start) moves them one knot earlier
-    within each block.
+    within each block.  ``warm_line_search`` (default True): after two steps in a
+    row of alpha <= 1/8 (crawling) the next line search starts at 2 alpha instead
+    of 1 (back to 1 after an outer update, a longer step or a failed search).  Measured on ur5
+    (load 8-11, CPU time of the thread, medians of 3, beside the same solver with
+    it off): the same iterations and costs on the plane and the stiff task; on the
+    stiff task 11 % less CPU time, 1.28x / 1.43x FDDP's time per iteration
+    (cold / FDDP start) instead of 1.51x / 1.60x.
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
-                 infeasible_ratio=1e4, dual_warm_start=None, **fddp_options):
+                 infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
+                 **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
                             ("omega_init", omega_init), ("eta_init", eta_init)):
@@ -129,6 +212,7 @@ class ALDDP:
             raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
                              f"{dual_warm_start!r}")
         self.dual_warm_start = dual_warm_start
+        self.warm_line_search = bool(warm_line_search)
         self.multipliers, self.mu = None, None          # of the last solve
         self.inner = FDDP(problem, th_stop=th_stop, **fddp_options)
         self.blocks = self._blocks()
@@ -164,12 +248,14 @@ class ALDDP:
                                  "x (+) dx adds (not a free-flyer's or a spherical joint's)")
         return blocks
 
-    def residuals(self, xs, us, with_derivatives):
-        """[(r (K, nr), Rx (K, nr, ndx) or None, Ru (K, nr, m) or None)] per block."""
+    def residuals(self, xs, us, with_derivatives, refresh=True):
+        """[(r (K, nr), Rx (K, nr, ndx) or None, Ru (K, nr, m) or None)] per block.
+        ``refresh=False``: (xs, us) is the trial the line search just costed
+        (``problem.calc_costs``), whose kinematics the constraints read."""
         problem = self.problem
         datas = []
         if any(b.kind == "residual" for b in self.blocks):
-            for _, _, _, phase in problem.constraints(xs, us, with_derivatives):
+            for _, _, _, phase in problem.constraints(xs, us, with_derivatives, refresh):
                 datas.extend(phase)
         datas = iter(datas)
         out = []
@@ -180,54 +266,47 @@ class ALDDP:
                 out.append((data.r.copy(), data.Rx if with_derivatives else None,
                             data.Ru if with_derivatives and not terminal else None))
             elif b.kind == "u":
-                out.append((us[b.start:b.stop, :b.m].copy(), None, None))
+                out.append((np.ascontiguousarray(us[b.start:b.stop, :b.m]), None, None))
             else:
-                out.append((xs[b.start:b.stop][:, b.x_index], None, None))
+                out.append((np.ascontiguousarray(xs[b.start:b.stop][:, b.x_index]), None,
+                            None))
         return out
 
     @staticmethod
     def violation(block, r):
         return float(np.max(np.maximum(block.lower - r, r - block.upper), initial=0.0))
 
-    def _projected(self, values, multipliers, mu):
-        """[(lambda_hat, active)] and the AL value sum psi."""
-        out, total = [], 0.0
-        for b, (r, _, _), lam in zip(self.blocks, values, multipliers):
-            s = r + mu * lam
-            lam_hat = (s - np.clip(s, b.lower, b.upper)) / mu
-            total += 0.5 * mu * float(np.sum(lam_hat * lam_hat) - np.sum(lam * lam))
-            out.append((lam_hat, (s < b.lower) | (s > b.upper)))
-        return out, total
+    def _projected(self, values, multipliers, mu, lam_hats):
+        """lam_hats (one (K, nr) array per block) written; returns the AL value sum psi."""
+        return sum(_projected(r, lam, b.lower, b.upper, mu, lam_hat)
+                   for b, (r, _, _), lam, lam_hat in zip(self.blocks, values, multipliers,
+                                                         lam_hats))
 
-    def _augment(self, values, projected, mu):
+    def _augment(self, values, lam_hats, mu):
         """Lx ... Lxu = the problem's + the AL gradient R^T lambda_hat and Gauss-Newton
-        Hessian R^T D R / mu, block by block (one vectorized product per block)."""
+        Hessian R^T D R / mu, one kernel per block of residual rows."""
         problem = self.problem
         np.copyto(self.Lx, problem.Lx)
         np.copyto(self.Lxx, problem.Lxx)
         np.copyto(self.Lu, problem.Lu)
         np.copyto(self.Luu, problem.Luu)
         np.copyto(self.Lxu, problem.Lxu)
-        for b, (r, Rx, Ru), (lam_hat, active) in zip(self.blocks, values, projected):
+        for b, (r, Rx, Ru), lam_hat in zip(self.blocks, values, lam_hats):
             window = slice(b.start, b.stop)
-            w = active / mu
+            w = (lam_hat != 0.0) / mu
             if b.kind == "u":
                 self.Lu[window, :b.m] += lam_hat
                 idx = np.arange(b.m)
                 self.Luu[window, idx, idx] += w
-                continue
-            if b.kind == "x":
+            elif b.kind == "x":
                 self.Lx[window][:, b.dx_index] += lam_hat
                 self.Lxx[window, b.dx_index, b.dx_index] += w
-                continue
-            wRx = w[:, :, None] * Rx
-            self.Lx[window] += np.einsum("kr,krd->kd", lam_hat, Rx)
-            self.Lxx[window] += np.einsum("kri,krj->kij", Rx, wRx)
-            if Ru is not None and b.start < problem.N:
-                m = Ru.shape[2]
-                self.Lu[window, :m] += np.einsum("kr,krd->kd", lam_hat, Ru)
-                self.Luu[window, :m, :m] += np.einsum("kri,krj->kij", Ru, w[:, :, None] * Ru)
-                self.Lxu[window, :, :m] += np.einsum("kri,krj->kij", wRx, Ru)
+            else:
+                _add_state_terms(Rx, lam_hat, mu, self.Lx[window], self.Lxx[window])
+                if Ru is not None and b.start < problem.N:
+                    m = Ru.shape[2]
+                    _add_control_terms(Rx, Ru, lam_hat, mu, self.Lu[window, :m],
+                                       self.Luu[window, :m, :m], self.Lxu[window, :, :m])
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
@@ -254,6 +333,8 @@ class ALDDP:
                 for m in multipliers:
                     m[:-1] = m[1:].copy()
         lam = self._initial_multipliers(multipliers)
+        lam_hats = [np.zeros(b.shape) for b in self.blocks]
+        trial_hats = [np.zeros(b.shape) for b in self.blocks]
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
             raise ValueError(f"mu must be finite and positive, got {mu}")
@@ -268,6 +349,7 @@ class ALDDP:
         reference = (np.inf, mu)        # (violation, mu) when the violation last halved
         gaps = np.zeros((problem.N + 1, problem.ndx))
         recalc, last_stop, stepped_from_feasible = True, np.inf, False
+        first_trial, last_index = 0, 0
         while iteration < max_iter:
             iteration += 1
             t0 = time.perf_counter()
@@ -291,22 +373,23 @@ class ALDDP:
                     iteration -= 1
                     break
                 outer += 1
+                first_trial = 0                 # a new subproblem: full steps first
                 if violation <= 0.5 * reference[0]:        # progress: a new reference
                     reference = (violation, mu)
                 elif violation > eta and reference[1] / mu >= self.infeasible_ratio * (
                         1.0 - 1e-12):
                     status = "infeasible"       # penalty x infeasible_ratio, violation kept
                     break
-                projected, _ = self._projected(values, lam, mu)
+                self._projected(values, lam, mu, lam_hats)
                 if violation <= eta or mu <= self.mu_min:
-                    lam = [lam_hat for lam_hat, _ in projected]
+                    lam = [lam_hat.copy() for lam_hat in lam_hats]
                     eta = max(eta * mu ** 0.9, self.th_constraint)
                     omega = max(omega * mu, self.th_stop)
                 else:
                     mu = max(mu * self.mu_factor, self.mu_min)
                     omega, eta = self._tolerances(mu)
-            projected, al_value = self._projected(values, lam, mu)
-            self._augment(values, projected, mu)
+            al_value = self._projected(values, lam, mu, lam_hats)
+            self._augment(values, lam_hats, mu)
             while True:
                 failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
                                        self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
@@ -324,32 +407,39 @@ class ALDDP:
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value
             accepted = None
-            for alpha in inner.alphas:
+            for index in range(first_trial, len(inner.alphas)):
+                alpha = inner.alphas[index]
                 trial = inner.try_step(xs, us, gaps, alpha, feasible)
                 if trial is None:
                     continue
                 try:
-                    trial_values = self.residuals(trial[0], trial[1], False)
+                    trial_values = self.residuals(trial[0], trial[1], False, refresh=False)
                 except KERNEL_ERRORS:
                     continue
-                trial_merit = trial[3] + self._projected(trial_values, lam, mu)[1]
+                trial_merit = trial[3] + self._projected(trial_values, lam, mu, trial_hats)
                 if not np.isfinite(trial_merit):
                     continue
                 d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 dv_exp = alpha * (d1 + 0.5 * alpha * d2)
                 dv = merit - trial_merit
                 if inner.accepts(d1, dv_exp, dv, feasible):
-                    accepted = (alpha, trial, d1, dv_exp, dv)
+                    accepted = (alpha, trial, d1, dv_exp, dv, index)
                     break
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             if accepted is not None:
-                alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
+                alpha, (xs, us, xnext, cost), d1, dv_exp, dv, index = accepted
                 problem.xnext[:] = xnext
                 stepped_from_feasible = feasible
                 feasible = inner.feasible_after(feasible, alpha)
                 recalc = True
+                # crawling (alpha <= 1/8 twice in a row): the next line search starts a
+                # step above this one
+                crawling = index >= 3 and last_index >= 3
+                first_trial = index - 1 if self.warm_line_search and crawling else 0
+                last_index = index
             else:
                 alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
+                first_trial = 0
                 stepped_from_feasible = feasible        # no step: the inner solve is stuck
             last_stop = stop
             if alpha > inner.th_stepdec:

@@ -195,6 +195,30 @@ def _constrained_reach(N, plane_z=0.45):
     return reaching("ur5", N, plane_z, N // 2, int(0.9 * N)), reaching("ur5", N)
 
 
+def test_trial_constraints_read_the_trial_kinematics():
+    """The line search's shortcut: after calc_costs at a trial point, the constraints
+    evaluated without refreshing the kinematics (refresh=False) equal a fresh
+    evaluation there, though the last derivatives were taken at another point."""
+    problem, _ = _constrained_reach(10)
+    rng = np.random.default_rng(3)
+    start = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs, other = (start + 0.1 * rng.standard_normal(start.shape) for _ in range(2))
+    us = rng.standard_normal((problem.N, problem.nu))
+
+    def values(refresh):
+        return np.concatenate([np.ravel(data.r) for _, _, _, phase in
+                               problem.constraints(xs, us, refresh=refresh) for data in phase])
+
+    problem.calc_diff(other, us)
+    problem.calc_costs(xs, us)
+    trial = values(False)
+    problem.calc_diff(other, us)
+    stale = values(False)
+    fresh = values(True)
+    np.testing.assert_allclose(trial, fresh, rtol=0.0, atol=1e-14)
+    assert np.max(np.abs(stale - fresh)) > 1e-3          # without calc_costs: other's
+
+
 def test_ur5_constrained_reach_matches_ipopt():
     """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
     Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
@@ -212,6 +236,11 @@ def test_ur5_constrained_reach_matches_ipopt():
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     # the solution is the point where IPOPT stops: the warm start is not
     assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
+    # the line search that always starts at alpha = 1 ends at the same point
+    warmed = gp.solvers.ALDDP(problem, warm_line_search=False).solve(warm.xs, warm.us,
+                                                                     max_iter=300)
+    assert warmed.converged and warmed.violation <= 1e-6, warmed
+    assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
 
 
 def test_solo12_hard_friction_cones():
@@ -254,50 +283,47 @@ def test_solo12_hard_friction_cones():
     assert result.cost > free.cost
 
 
-def test_ur5_mpc_keeps_the_hand_above_a_plane():
-    """Closed loop (ur5, 40 knots of 10 ms, RK4 plant at 1 ms, 2 s): the hand tracks a
-    circle that dips 12 cm under the plane z = 0.45; ALDDP (10 iterations per control
-    step, shifted multipliers) keeps it above to 2e-4 (the rest is the mismatch of the
-    controller's semi-implicit Euler and the plant), FDDP without the constraint goes
-    centimetres under."""
-    from geppetto.examples.reaching import reaching_problem
-    from geppetto.solvers import MPC, Simulator, run_mpc
-    from geppetto.solvers.plots import end_effector_path
+def test_solo12_trot_hard_friction_cones():
+    """The solo12 trot (examples/solo12_trot: support, two diagonal steps, touchdown
+    impulses; 8 knots of 30 ms per step) with its friction cones (mu = 0.7) as hard
+    Constraints instead of barrier costs: from FDDP's optimum without them, ALDDP
+    converges with every cone row >= -1e-6 at every contact knot."""
+    from geppetto.examples.solo12_trot import trotting_problem
+    from geppetto.examples.solo12_trot_cones import cone_rows, hard_cones
+    robot = gp.robots.load("solo12")
+    x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
+    problem, soft = hard_cones(trotting_problem(robot.model, x0, step_knots=8, dt=0.03))
+    cones = sum(len(m.constraints) for m in problem.running_models)   # (knot, foot) pairs
+    assert cones == sum(len(m.dynamics.constraints.names) for m in problem.running_models
+                        if type(m.dynamics) is ocp.ContactDynamics) > 0
+    xs = np.repeat(x0[None], problem.N + 1, axis=0)
+    free = gp.solvers.FDDP(soft).solve(xs, soft.quasi_static(xs), max_iter=200)
+    assert free.converged, free
+    assert min(r.min() for r in cone_rows(problem, free.xs, free.us)) < -1e-3
+    result = gp.solvers.ALDDP(problem, th_constraint=1e-7).solve(free.xs, free.us,
+                                                                 max_iter=500)
+    assert result.converged, result
+    assert result.violation <= 1e-6 and result.gaps <= 1e-9
+    rows = cone_rows(problem, result.xs, result.us)
+    assert sum(r.shape[0] for r in rows) == cones
+    assert min(r.min() for r in rows) >= -1e-6
+
+
+def test_ur5_mpc_keeps_the_hand_above_a_plane_under_a_push():
+    """Closed loop (examples/ur5_constrained_mpc: ur5, 40 knots of 10 ms, RK4 plant at
+    1 ms, 2 s, a 60 N downward push on the wrist for 0.1 s while the hand rides on
+    the plane): the hand tracks a circle that dips 12 cm under the plane z = 0.45;
+    ALDDP (10 iterations per control step, shifted multipliers, the controller's
+    plane 1 mm higher) keeps it above the real plane to 1e-4 at every control step;
+    FDDP without the constraint goes centimetres under."""
+    from geppetto.examples.ur5_constrained_mpc import closed_loop, rest_above_plane
     robot = gp.robots.load("ur5")
-    model = robot.model
-    start, _ = reaching_problem(model, "tool0", np.array([0.57, 0.2, 0.5]), robot.q0)
-    x0 = gp.solvers.FDDP(start).solve(max_iter=200).xs[-1]
-    x0[model.nq:] = 0.0                                  # at rest above the plane
-    N, dt, plane_z = 40, 0.01, 0.45
-    dynamics = ocp.FreeDynamics(model)
-    state = dynamics.state
-
-    def target(t):
-        angle = 2 * np.pi * t / 2.0
-        return np.array([0.45, 0.2, 0.45]) + 0.12 * np.array([np.cos(angle), 0, np.sin(angle)])
-
-    reach = ocp.FrameTranslationResidual(model, "tool0", target(0.0))
-    costs = [ocp.Cost(reach, weight=10.0), ocp.Cost(ocp.StateResidual(state, x0), weight=1e-2),
-             ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-4)]
-    options = dict(dt=dt, integrator="semi_implicit_euler")
-    above = ocp.Constraint(ocp.FrameTranslationResidual(model, "tool0", [0, 0, plane_z],
-                                                        axes=[2]), 0.0, np.inf)
-    problem = ocp.ShootingProblem(            # knot 0 is the measured state: no constraint
-        x0, [ocp.StageModel(dynamics, costs, **options)]
-        + [ocp.StageModel(dynamics, costs, [above], **options)] * (N - 1),
-        ocp.TerminalModel(state, [ocp.Cost(reach, weight=10.0)], [above]))
-
-    def update(problem, t):
-        problem.set_reference(reach, np.array([target(t + k * dt) for k in range(N + 1)]))
-
-    def lowest(solver):
-        problem.x0[:] = x0
-        mpc = MPC(problem, solver, max_iter=10, update_references=update)
-        log = run_mpc(mpc, Simulator(model, dt=1e-3), x0, 2.0, dt, progress=False)
-        return end_effector_path(log.xs, model, "tool0")[:, 2].min()
-
-    assert lowest(gp.solvers.ALDDP(problem, dual_warm_start="shift")) >= plane_z - 2e-4
-    assert lowest(gp.solvers.FDDP(problem)) < plane_z - 1e-2
+    x0 = rest_above_plane(robot)
+    log, height = closed_loop(robot, x0, gp.solvers.ALDDP, dual_warm_start="shift")
+    assert height.min() >= -1e-4
+    assert log.iterations.max() <= 10
+    _, free_height = closed_loop(robot, x0, gp.solvers.FDDP)
+    assert free_height.min() < -1e-2
 
 
 def test_infeasible_start_time_limit_and_callbacks():

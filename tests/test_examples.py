@@ -155,3 +155,19 @@ def test_constrained_example_holds_its_constraints(run_example):
     assert result.converged, result
     assert result.violation <= 1e-6
     assert ALDDP(problem).max_violation(result.xs, result.us) <= 1e-6
+
+
+def test_trot_cones_example_holds_the_cones(run_example):
+    """solo12_trot_cones: ALDDP converges with every cone row >= -1e-6."""
+    from geppetto.examples.solo12_trot_cones import cone_rows
+    problem, result = run_example("solo12_trot_cones")
+    assert result.converged, result
+    assert min(r.min() for r in cone_rows(problem, result.xs, result.us)) >= -1e-6
+
+
+def test_constrained_mpc_example_holds_the_plane(run_example):
+    """ur5_constrained_mpc: the hand above the real plane to 1e-4 at every control step
+    under the push."""
+    log, height = run_example("ur5_constrained_mpc")
+    assert height.min() >= -1e-4
+    assert len(height) == 201
