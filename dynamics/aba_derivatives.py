@@ -13,14 +13,13 @@ inertias are computed once: the backward pass works on a copy.
 import numpy as np
 
 from . import mimic
-from .aba import (_aba_forward_pass_1, _aba_forward_pass_2, _articulated_backward_pass,
-                  _minverse_forward_pass)
+from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .kinematics import express_jacobian
-from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
+from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .validation import as_configurations, as_dynamics_arguments, check_invertible, result
 
@@ -28,19 +27,19 @@ from .validation import as_configurations, as_dynamics_arguments, check_invertib
 @kernel
 def aba_derivatives_workspace(m):
     """Scratch of :func:`_aba_derivatives_state`."""
-    return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((6, m.nv)),
-            np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)), np.empty((6, 6)),
+    return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((m.nv, 6)),
+            np.empty((m.njoints, m.nv, 6)), np.empty((6, 6)), np.empty((6, 6)),
             np.empty((6, 6)), rnea_derivatives_workspace(m))
 
 
 @inline_kernel
 def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
-                           u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv,
+                           u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
                            workspace):
     """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state; inlined
     into its callers, as :func:`.aba._aba_state` is."""
     oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
-    XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bwork = rnea_ws
+    XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
     # forward dynamics and M^-1, sharing the articulated-body backward pass, which
     # turns its copy of the world inertias into the articulated ones
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
@@ -49,55 +48,162 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
             for c in range(6):
                 oYaba[i, r, c] = oY[i, r, c]
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
+    for i in range(1, m.njoints):
+        for r in range(6):
+            f[i, r] = pA[i, r]                  # the bias forces, before the backward pass
     F[:, :] = 0.0
     Minv[:, :] = 0.0
-    _articulated_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6,
-                               bool(True), bool(True))
+    _aba_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Ia, D, work, w6)
+    _minverse_backward_pass(m, J, U, Dinv, Minv, F, D[0])
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
-    _minverse_forward_pass(m, J, U, Dinv, Minv, A)
-    # inverse-dynamics derivatives at ddq (eq. 24)
-    _rnea_derivatives_forward_pass(m, v, ddq, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
-                                   u_cols, alpha_cols, gamma_cols, w6, bwork)
+    _minverse_forward_pass(m, J, U, Dinv, Minv, A, D[0])
+    # inverse-dynamics derivatives at ddq (eq. 24), from ABA's world motions ov and
+    # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
+    body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
+                            gamma_cols, w6, bool(True))
     dtau_dq[:, :] = 0.0
     dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau_id, dtau_dq, dtau_dv, M, w6)
+                                    tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
     _negative_products(Minv, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
 
 
 @kernel
+def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
+    """Rows of M^-1 restricted to each subtree (Carpentier & Mansard 2018, Sec. IV-B,
+    backward step): Minv[dofs of i, subtree of i] = [Dinv, -Dinv J_i^T F[descendants]],
+    then F[subtree of i] += U_i Minv[dofs of i, subtree of i] (for its ancestors: not at
+    the children of the universe).  F (nv, 6), zero on entry:
+    row c is the force column c (contiguous); w (6,) scratch.  A 1-dof joint has a
+    scalar Dinv."""
+    parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
+    for i in range(m.njoints - 1, 0, -1):
+        iv = idx_v[i]
+        nvi = nvs[i]
+        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
+        if nvi == 1:
+            d = Dinv[iv, 0]
+            j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
+            u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
+            Minv[iv, iv] = d
+            for col in range(iv + 1, end):
+                Minv[iv, col] = -d * (j0 * F[col, 0] + j1 * F[col, 1] + j2 * F[col, 2]
+                                      + j3 * F[col, 3] + j4 * F[col, 4] + j5 * F[col, 5])
+            if parents[i] == 0:
+                continue
+            F[iv, 0], F[iv, 1], F[iv, 2] = u0 * d, u1 * d, u2 * d
+            F[iv, 3], F[iv, 4], F[iv, 5] = u3 * d, u4 * d, u5 * d
+            for col in range(iv + 1, end):
+                x = Minv[iv, col]
+                F[col, 0] += u0 * x
+                F[col, 1] += u1 * x
+                F[col, 2] += u2 * x
+                F[col, 3] += u3 * x
+                F[col, 4] += u4 * x
+                F[col, 5] += u5 * x
+            continue
+        for a in range(nvi):
+            for b in range(nvi):
+                Minv[iv + a, iv + b] = Dinv[iv + a, b]
+        for col in range(iv + nvi, end):
+            for b in range(nvi):
+                jf = 0.0
+                for r in range(6):
+                    jf += J[r, iv + b] * F[col, r]
+                w[b] = jf
+            for a in range(nvi):
+                s = 0.0
+                for b in range(nvi):
+                    s -= Dinv[iv + a, b] * w[b]
+                Minv[iv + a, col] = s
+        if parents[i] == 0:
+            continue
+        for col in range(iv, end):
+            for r in range(6):
+                s = 0.0
+                for a in range(nvi):
+                    s += U[r, iv + a] * Minv[iv + a, col]
+                F[col, r] += s
+
+
+@kernel
+def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
+    """The ancestors' part of M^-1 (forward step): rows of i -= Dinv U_i^T A_parent on
+    the columns from i on, A_i = A_parent + J_i Minv[dofs of i]; then the lower
+    triangle.  A (njoints, nv, 6): A[i, c] the motion column c (contiguous; not
+    stored for leaves); w (6,) scratch."""
+    parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
+    nv = m.nv
+    for i in range(1, m.njoints):
+        iv = idx_v[i]
+        nvi = nvs[i]
+        par = parents[i]
+        leaf = subtree_end[i] == i + 1
+        if nvi == 1:
+            d = Dinv[iv, 0]
+            j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
+            u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
+            if par == 0:
+                for col in range(iv, nv):
+                    x = Minv[iv, col]
+                    A[i, col, 0], A[i, col, 1], A[i, col, 2] = j0 * x, j1 * x, j2 * x
+                    A[i, col, 3], A[i, col, 4], A[i, col, 5] = j3 * x, j4 * x, j5 * x
+                continue
+            for col in range(iv, nv):
+                a0, a1, a2 = A[par, col, 0], A[par, col, 1], A[par, col, 2]
+                a3, a4, a5 = A[par, col, 3], A[par, col, 4], A[par, col, 5]
+                x = Minv[iv, col] - d * (u0 * a0 + u1 * a1 + u2 * a2 + u3 * a3 + u4 * a4
+                                         + u5 * a5)
+                Minv[iv, col] = x
+                if leaf:
+                    continue
+                A[i, col, 0], A[i, col, 1], A[i, col, 2] = a0 + j0 * x, a1 + j1 * x, a2 + j2 * x
+                A[i, col, 3], A[i, col, 4], A[i, col, 5] = a3 + j3 * x, a4 + j4 * x, a5 + j5 * x
+            continue
+        for col in range(iv, nv):
+            if par > 0:
+                for b in range(nvi):
+                    ua = 0.0
+                    for r in range(6):
+                        ua += U[r, iv + b] * A[par, col, r]
+                    w[b] = ua
+                for a in range(nvi):
+                    s = 0.0
+                    for b in range(nvi):
+                        s += Dinv[iv + a, b] * w[b]
+                    Minv[iv + a, col] -= s
+            for r in range(6):
+                s = A[par, col, r] if par > 0 else 0.0
+                for a in range(nvi):
+                    s += J[r, iv + a] * Minv[iv + a, col]
+                A[i, col, r] = s
+    for r in range(nv):
+        for c in range(r):
+            Minv[r, c] = Minv[c, r]
+
+
+@kernel
 def _negative_products(Minv, A, B, out_A, out_B):
-    """out_A = -Minv A, out_B = -Minv B: by hand for small nv (a BLAS call costs
-    more than the product below ~20 dof), through BLAS above."""
+    """out_A = -Minv A, out_B = -Minv B (BLAS: faster than a loop in Numba from 6 dof
+    on, measured 0.17 us against 0.25 us on 6 dof, 0.8 against 2.8 on 18)."""
+    np.dot(Minv, A, out_A)
+    np.dot(Minv, B, out_B)
     nv = Minv.shape[0]
-    if nv > 20:
-        np.dot(Minv, A, out_A)
-        np.dot(Minv, B, out_B)
-        for r in range(nv):
-            for c in range(nv):
-                out_A[r, c] = -out_A[r, c]
-                out_B[r, c] = -out_B[r, c]
-        return
     for r in range(nv):
         for c in range(nv):
-            out_A[r, c] = 0.0
-            out_B[r, c] = 0.0
-        for p in range(nv):
-            mrp = Minv[r, p]
-            for c in range(nv):
-                out_A[r, c] -= mrp * A[p, c]
-                out_B[r, c] -= mrp * B[p, c]
+            out_A[r, c] = -out_A[r, c]
+            out_B[r, c] = -out_B[r, c]
 
 
 @kernel
 def _aba_derivatives(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
-                     ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv):
+                     ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv):
     workspace = aba_derivatives_workspace(m)
     for k in range(q.shape[0]):
         _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
                                J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k],
-                               Minv[k], f[k], tau_id[k], dtau_dq[k], dtau_dv[k], M[k],
-                               ddq_dq[k], ddq_dv[k], workspace)
+                               Minv[k], f[k], tau_id[k], dtau_dq[k], dtau_dv[k], ddq_dq[k],
+                               ddq_dv[k], workspace)
 
 
 def aba_derivatives(model, data, q, v, tau, f_ext=None):
@@ -123,7 +229,7 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     _aba_derivatives(model.arrays, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                      data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
-                     data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv, data.M,
+                     data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv,
                      data.ddq_dq, data.ddq_dv)
     check_invertible(model, data.Minv, K, "aba_derivatives")
     return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
@@ -163,8 +269,8 @@ def aba_derivative_f_ext(model, data, q):
 
 @parallel_kernel
 def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
-                              Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, M, ddq_dq,
-                              ddq_dv, n_chunks):
+                              Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
+                              n_chunks):
     """:func:`_aba_derivatives` with the stack split in ``n_chunks`` chunks run by
     Numba's threads; each chunk has its own workspace, so the results do not
     depend on the number of threads."""
@@ -175,4 +281,4 @@ def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, 
             _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
                                    op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k],
                                    u[k], ddq[k], Minv[k], f[k], tau_id[k], dtau_dq[k],
-                                   dtau_dv[k], M[k], ddq_dq[k], ddq_dv[k], workspace)
+                                   dtau_dv[k], ddq_dq[k], ddq_dv[k], workspace)
