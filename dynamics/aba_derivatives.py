@@ -5,10 +5,19 @@ ID(q, v, FD(q, v, tau)) = tau gives (their eq. 24 and 17)
 
     dFD/dq = -M^-1 dID/dq |_(ddq = FD),   dFD/dv = -M^-1 dID/dv,   dFD/dtau = M^-1.
 
-One kernel per state: ABA and the dedicated M^-1 algorithm share their
-backward pass (same articulated inertias, U and D^-1), then the RNEA
-derivatives at ddq, then two (nv, nv) products through BLAS.  The world
-inertias are computed once: the backward pass works on a copy.
+One kernel per state, in the order of Pinocchio's ``computeABADerivatives``:
+ABA's three passes (:mod:`.aba`, on a copy of the world inertias, which its
+backward pass turns into articulated ones); the two sweeps of the dedicated
+M^-1 algorithm (Sec. IV-B), which read ABA's U and D^-1 instead of computing
+them again; the RNEA derivatives at ddq, which start from ABA's world motions
+ov, oa and bias forces (RNEA's forward sweep is not repeated, M is not
+formed); then the two (nv, nv) products through BLAS.
+
+The M^-1 sweeps keep their 6-vectors contiguous: F (nv, 6), row c the force
+column c of the backward sweep, and A (njoints, nv, 6) the motion columns of
+the forward one; a 1-dof joint (revolute, prismatic) has a scalar D^-1 and is
+written out; the children of the universe do not add to F, and leaves do not
+store A (nothing reads them).
 """
 import numpy as np
 

@@ -10,7 +10,8 @@ velocity and acceleration of the parent of joint(d), lambda.  Per dof d:
     alpha_d = a_lambda x J_d + v_lambda x u_d     (da_i/dq_d  = J_d x a_i + alpha_d + u_d x v_i)
     gamma_d = (v_joint(d) + v_lambda) x J_d      (da_i/ddq_d = gamma_d - v_i x J_d)
 
-(a includes gravity, a_0 = -g).  Summed over a subtree, the non-rigid part
+(a includes gravity, a_0 = -g; for a 1-dof joint v_joint(d) = v_lambda + J_d dq_d
+and J_d x J_d = 0, so gamma_d = 2 u_d).  Summed over a subtree, the non-rigid part
 of the body forces is Ycrb alpha_d + Bcrb u_d, with Ycrb the composite inertia
 and Bcrb = sum_k (v_k x* Y_k - Y_k v_k x + (Y_k v_k) x-bar*) the composite of
 the inertia's variation along the body velocities (the paper's Alg. 2 and 3).
@@ -121,13 +122,19 @@ def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
         for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
                 w6[0, r] = J[r, d]
-                w6[2, r] = ov[i, r] + ov[par, r]
             motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
             motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
             motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
-            motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
             for r in range(6):
                 alpha_cols[d, r] += w6[1, r]
+            if nvs[i] == 1:
+                # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
+                for r in range(6):
+                    gamma_cols[d, r] = 2.0 * u_cols[d, r]
+                continue
+            for r in range(6):
+                w6[2, r] = ov[i, r] + ov[par, r]
+            motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
         inertia_action(oY, i, ov, i, h, i)
         inertia_variation(oY, i, ov, h, Bcrb)
         if bias_in_f:
