@@ -49,8 +49,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     into its callers, as :func:`.aba._aba_state` is."""
     oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
-    # forward dynamics and M^-1, sharing the articulated-body backward pass, which
-    # turns its copy of the world inertias into the articulated ones
+    # forward dynamics, on a copy of the world inertias (ABA's backward pass turns it
+    # into the articulated ones), then M^-1 from ABA's U and D^-1
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
     for i in range(1, m.njoints):
         for r in range(6):
@@ -60,12 +60,9 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     for i in range(1, m.njoints):
         for r in range(6):
             f[i, r] = pA[i, r]                  # the bias forces, before the backward pass
-    F[:, :] = 0.0
-    Minv[:, :] = 0.0
     _aba_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Ia, D, work, w6)
-    _minverse_backward_pass(m, J, U, Dinv, Minv, F, D[0])
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
-    _minverse_forward_pass(m, J, U, Dinv, Minv, A, D[0])
+    minverse_from_articulated(m, J, U, Dinv, Minv, F, A, D[0])
     # inverse-dynamics derivatives at ddq (eq. 24), from ABA's world motions ov and
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
@@ -77,7 +74,7 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     _negative_products(Minv, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
 
 
-@kernel
+@inline_kernel
 def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
     """Rows of M^-1 restricted to each subtree (Carpentier & Mansard 2018, Sec. IV-B,
     backward step): Minv[dofs of i, subtree of i] = [Dinv, -Dinv J_i^T F[descendants]],
@@ -135,7 +132,7 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
                 F[col, r] += s
 
 
-@kernel
+@inline_kernel
 def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
     """The ancestors' part of M^-1 (forward step): rows of i -= Dinv U_i^T A_parent on
     the columns from i on, A_i = A_parent + J_i Minv[dofs of i]; then the lower
@@ -192,6 +189,16 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
 
 
 @kernel
+def minverse_from_articulated(m, J, U, Dinv, Minv, F, A, w):
+    """M^-1 (nv, nv), full, from ABA's U (6, nv) and D^-1 (nv, 6) of the same state:
+    the two sweeps above, on the scratch F (nv, 6), A (njoints, nv, 6) and w (6,)."""
+    F[:, :] = 0.0
+    Minv[:, :] = 0.0
+    _minverse_backward_pass(m, J, U, Dinv, Minv, F, w)
+    _minverse_forward_pass(m, J, U, Dinv, Minv, A, w)
+
+
+@inline_kernel
 def _negative_products(Minv, A, B, out_A, out_B):
     """out_A = -Minv A, out_B = -Minv B (BLAS: faster than a loop in Numba from 6 dof
     on, measured 0.17 us against 0.25 us on 6 dof, 0.8 against 2.8 on 18)."""
