@@ -313,15 +313,15 @@ def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
     ov, oa, F = kin[3], kin[4], kin[5]
     cR1, cp1, cp2, w = con[0], con[1], con[3], con[4]
     f_ext, dtau_dq, dtau_dv, tau_id, rws = dws[0], dws[1], dws[2], dws[9], dws[10]
-    _, _, h, Bcrb, u_cols, alpha_cols, gamma_cols, rw6, work = rws
+    _, _, h, Bcrb, u_cols, alpha_cols, gamma_cols, rw6 = rws
     constraint_forces_state(ca, oR, op, cR1, cp1, cp2, lam, f_ext, w)
     world_inertias(m, oR, op, oY)
     _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, F, Bcrb, u_cols,
-                                   alpha_cols, gamma_cols, rw6, work)
+                                   alpha_cols, gamma_cols, rw6)
     dtau_dq[:, :] = 0.0
     dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, a, J, oY, Bcrb, F, u_cols, alpha_cols, gamma_cols, tau_id,
-                                    dtau_dq, dtau_dv, M, rw6)
+                                    dtau_dq, dtau_dv, M, bool(True))
     constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w)
 
 

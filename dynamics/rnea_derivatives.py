@@ -10,7 +10,8 @@ velocity and acceleration of the parent of joint(d), lambda.  Per dof d:
     alpha_d = a_lambda x J_d + v_lambda x u_d     (da_i/dq_d  = J_d x a_i + alpha_d + u_d x v_i)
     gamma_d = (v_joint(d) + v_lambda) x J_d      (da_i/ddq_d = gamma_d - v_i x J_d)
 
-(a includes gravity, a_0 = -g).  Summed over a subtree, the non-rigid part
+(a includes gravity, a_0 = -g; for a 1-dof joint v_joint(d) = v_lambda + J_d dq_d
+and J_d x J_d = 0, so gamma_d = 2 u_d).  Summed over a subtree, the non-rigid part
 of the body forces is Ycrb alpha_d + Bcrb u_d, with Ycrb the composite inertia
 and Bcrb = sum_k (v_k x* Y_k - Y_k v_k x + (Y_k v_k) x-bar*) the composite of
 the inertia's variation along the body velocities (the paper's Alg. 2 and 3).
@@ -25,6 +26,21 @@ Then, for a dof c of joint j(c) and a dof d of joint j(d):
 
 and dtau/da = M.  Derivatives with respect to q are in the tangent space (nv
 columns), as Pinocchio's ``computeRNEADerivatives``.
+
+Structure, not dense 6x6 algebra (what Pinocchio's Inertia class does, and
+more).  A rigid inertia in the world is Y = [m 1, -[H]x; [H]x, I] (mass m,
+first moment H = m c, rotational inertia I about the origin), and so is a sum
+of them: Y x costs 24 products, not 36 (:func:`inertia_action`).  Its
+variation is sparser still: with h = Y v, the time derivative of H is h_lin,
+so that (checked against the dense formula to round-off)
+
+    B = v x* Y - Y v x + h x-bar* = [0, -2 [h_lin]x; 0, B_ang],
+    B_ang = [w]x I - I [w]x + 2 (H . v_lin) 1 - v_lin H^T - H v_lin^T - [h_ang]x
+
+(v = [v_lin; w]).  ``Bcrb`` (njoints, 4, 3) keeps B_ang in rows 0-2 and
+b = 2 h_lin in row 3: B x = [x_ang x b; B_ang x_ang] and B^T x = [0; b x x_lin +
+B_ang^T x_ang], 12 numbers and 15 products instead of 36 and 36.  The per-dof
+columns u, alpha, gamma are stored as rows, (nv, 6), so a column is contiguous.
 """
 import numpy as np
 
@@ -32,159 +48,217 @@ from . import mimic
 from .config import inline_kernel, kernel
 from .crba import world_frame_quantities
 from .kinematics import local_motions, world_motions
-from .spatial import act_force, force_cross, mat6_vec, motion_cross
+from .spatial import act_force, force_cross, motion_cross, rigid_inertia_times
 from .validation import as_dynamics_arguments, call_kernel, result
 
 
+# --- Rigid inertias in the world, by their structure ---------------------------------
+
+@inline_kernel
+def inertia_action(Y, i, xs, j, outs, o):
+    """outs[o] = Y[i] xs[j] (:func:`~.spatial.rigid_inertia_times` on rows)."""
+    y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Y, i, xs[j, 0], xs[j, 1], xs[j, 2], xs[j, 3],
+                                           xs[j, 4], xs[j, 5])
+    outs[o, 0], outs[o, 1], outs[o, 2] = y0, y1, y2
+    outs[o, 3], outs[o, 4], outs[o, 5] = y3, y4, y5
+
+
+@inline_kernel
+def inertia_variation(Y, i, v, h, B):
+    """B[i] = (B_ang in rows 0-2, b = 2 h_lin in row 3) for the inertia Y[i] moving at
+    v[i] with momentum h[i] = Y[i] v[i] (module docstring); P = [w]x I."""
+    H0, H1, H2 = Y[i, 1, 5], Y[i, 2, 3], Y[i, 0, 4]
+    l0, l1, l2, w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
+    p00 = w1 * Y[i, 5, 3] - w2 * Y[i, 4, 3]
+    p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 5, 3]
+    p20 = w0 * Y[i, 4, 3] - w1 * Y[i, 3, 3]
+    p01 = w1 * Y[i, 5, 4] - w2 * Y[i, 4, 4]
+    p11 = w2 * Y[i, 3, 4] - w0 * Y[i, 5, 4]
+    p21 = w0 * Y[i, 4, 4] - w1 * Y[i, 3, 4]
+    p02 = w1 * Y[i, 5, 5] - w2 * Y[i, 4, 5]
+    p12 = w2 * Y[i, 3, 5] - w0 * Y[i, 5, 5]
+    p22 = w0 * Y[i, 4, 5] - w1 * Y[i, 3, 5]
+    s = H0 * l0 + H1 * l1 + H2 * l2
+    g0, g1, g2 = h[i, 3], h[i, 4], h[i, 5]
+    B[i, 0, 0] = 2.0 * (p00 + s - l0 * H0)
+    B[i, 1, 1] = 2.0 * (p11 + s - l1 * H1)
+    B[i, 2, 2] = 2.0 * (p22 + s - l2 * H2)
+    s01 = p01 + p10 - l0 * H1 - H0 * l1
+    s02 = p02 + p20 - l0 * H2 - H0 * l2
+    s12 = p12 + p21 - l1 * H2 - H1 * l2
+    B[i, 0, 1], B[i, 1, 0] = s01 + g2, s01 - g2
+    B[i, 0, 2], B[i, 2, 0] = s02 - g1, s02 + g1
+    B[i, 1, 2], B[i, 2, 1] = s12 + g0, s12 - g0
+    B[i, 3, 0], B[i, 3, 1], B[i, 3, 2] = 2.0 * h[i, 0], 2.0 * h[i, 1], 2.0 * h[i, 2]
+
+
+# --- Forward pass --------------------------------------------------------------------
+
 @kernel
-def _add_inertia_variation(Y, i, v, h, B, work):
-    """B[i] = (v_i x*) Y_i - Y_i (v_i x) + (h_i x-bar*), with h_i = Y_i v_i.
-
-    Writes A = (v_i x*) Y_i column by column into the rows of work (7, 6)
-    (row 6 is scratch), then B = A + A^T (Y symmetric: -Y (v x) = ((v x*) Y)^T)
-    plus the operator u -> u x* h.
-    """
-    for c in range(6):
-        for r in range(6):
-            work[6, r] = Y[i, r, c]
-        force_cross(v, i, work, 6, work, c)
-    for r in range(6):
-        for c in range(6):
-            B[i, r, c] = work[c, r] + work[r, c]
-    # u x* h = [u_ang x h_lin; u_ang x h_ang + u_lin x h_lin]
-    h0, h1, h2, h3, h4, h5 = h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5]
-    B[i, 0, 4] += h2
-    B[i, 0, 5] -= h1
-    B[i, 1, 3] -= h2
-    B[i, 1, 5] += h0
-    B[i, 2, 3] += h1
-    B[i, 2, 4] -= h0
-    B[i, 3, 1] += h2
-    B[i, 3, 2] -= h1
-    B[i, 4, 0] -= h2
-    B[i, 4, 2] += h0
-    B[i, 5, 0] += h1
-    B[i, 5, 1] -= h0
-    B[i, 3, 4] += h5
-    B[i, 3, 5] -= h4
-    B[i, 4, 3] -= h5
-    B[i, 4, 5] += h3
-    B[i, 5, 3] += h4
-    B[i, 5, 4] -= h3
-
-
-@kernel
-def _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
-                                   u_cols, alpha_cols, gamma_cols, w6, work):
-    """World velocities, accelerations, forces, and per-dof u, alpha, gamma (6, nv)."""
-    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
+                            gamma_cols, w6, bias_in_f):
+    """From the world motions ov, oa (gravity included, oa_0 = -g): per joint h_i = Y_i v_i,
+    f_i = Y_i a_i + v_i x* h_i - f_ext_i (world) and B_i; per dof the rows u, alpha,
+    gamma (nv, 6).  Shared by the RNEA and ABA derivatives (ABA has ov, oa already,
+    and its bias forces v_i x* h_i - f_ext_i: with ``bias_in_f``, f holds them on entry
+    and only Y_i a_i is added)."""
     parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(1, m.njoints):
         par = parents[i]
-        iv = idx_v[i]
-        for c in range(iv, iv + nvs[i]):
+        for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
-                w6[2, r] = J[r, c]
-            motion_cross(ov, par, w6, 2, w6, 3)              # u = v_lambda x J_c
-            motion_cross(oa, par, w6, 2, w6, 4)              # a_lambda x J_c
-            motion_cross(ov, par, w6, 3, w6, 5)              # v_lambda x u
+                w6[0, r] = J[r, d]
+            motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
+            motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
+            motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
             for r in range(6):
-                u_cols[r, c] = w6[3, r]
-                alpha_cols[r, c] = w6[4, r] + w6[5, r]
-                w6[1, r] = ov[i, r] + ov[par, r]
-            motion_cross(w6, 1, w6, 2, w6, 0)                # (v_i + v_lambda) x J_c
+                alpha_cols[d, r] += w6[1, r]
+            if nvs[i] == 1:
+                # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
+                for r in range(6):
+                    gamma_cols[d, r] = 2.0 * u_cols[d, r]
+                continue
             for r in range(6):
-                gamma_cols[r, c] = w6[0, r]
-        # f_i = Y_i a_i + v_i x* (Y_i v_i) - f_ext_i (world)
-        mat6_vec(oY, i, ov, i, h, i)
-        mat6_vec(oY, i, oa, i, f, i)
+                w6[2, r] = ov[i, r] + ov[par, r]
+            motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
+        inertia_action(oY, i, ov, i, h, i)
+        inertia_variation(oY, i, ov, h, Bcrb)
+        if bias_in_f:
+            inertia_action(oY, i, oa, i, w6, 0)
+            for r in range(6):
+                f[i, r] += w6[0, r]
+            continue
+        inertia_action(oY, i, oa, i, f, i)
         force_cross(ov, i, h, i, w6, 0)
         act_force(oR, op, i, f_ext, i, w6, 1)
         for r in range(6):
             f[i, r] += w6[0, r] - w6[1, r]
-        _add_inertia_variation(oY, i, ov, h, Bcrb, work)
 
 
 @kernel
-def _dot_col(X, r, Y, c):
-    """X[:, r] . Y[:, c] for (6, n) arrays."""
-    return (X[0, r] * Y[0, c] + X[1, r] * Y[1, c] + X[2, r] * Y[2, c]
-            + X[3, r] * Y[3, c] + X[4, r] * Y[4, c] + X[5, r] * Y[5, c])
+def _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
+                                   u_cols, alpha_cols, gamma_cols, w6):
+    """World velocities, accelerations (gravity included), forces, B and the per-dof rows."""
+    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+    body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
+                            gamma_cols, w6, bool(False))
+
+
+# --- Backward pass -------------------------------------------------------------------
+
+@inline_kernel
+def _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau,
+                    dtau_dq, dtau_dv, M, with_mass_matrix):
+    """Row c (a dof of joint i) against every dof d of i and its ancestors, and tau_c."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    j0, j1, j2, j3, j4, j5 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
+    tau[c] = (j0 * f[i, 0] + j1 * f[i, 1] + j2 * f[i, 2] + j3 * f[i, 3] + j4 * f[i, 4]
+              + j5 * f[i, 5] + m.armature[c] * a[c])
+    y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Ycrb, i, j0, j1, j2, j3, j4, j5)
+    # Bcrb^T J_c = [0; b x J_lin + B_ang^T J_ang]
+    b0, b1, b2 = Bcrb[i, 3, 0], Bcrb[i, 3, 1], Bcrb[i, 3, 2]
+    t0 = b1 * j2 - b2 * j1 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 1, 0] * j4 + Bcrb[i, 2, 0] * j5
+    t1 = b2 * j0 - b0 * j2 + Bcrb[i, 0, 1] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 2, 1] * j5
+    t2 = b0 * j1 - b1 * j0 + Bcrb[i, 0, 2] * j3 + Bcrb[i, 1, 2] * j4 + Bcrb[i, 2, 2] * j5
+    j = i
+    while j > 0:
+        for d in range(idx_v[j], idx_v[j] + nvs[j]):
+            dtau_dq[c, d] = (y0 * alpha_cols[d, 0] + y1 * alpha_cols[d, 1]
+                             + y2 * alpha_cols[d, 2] + y3 * alpha_cols[d, 3]
+                             + y4 * alpha_cols[d, 4] + y5 * alpha_cols[d, 5]
+                             + t0 * u_cols[d, 3] + t1 * u_cols[d, 4] + t2 * u_cols[d, 5])
+            dtau_dv[c, d] = (y0 * gamma_cols[d, 0] + y1 * gamma_cols[d, 1]
+                             + y2 * gamma_cols[d, 2] + y3 * gamma_cols[d, 3]
+                             + y4 * gamma_cols[d, 4] + y5 * gamma_cols[d, 5]
+                             + t0 * J[3, d] + t1 * J[4, d] + t2 * J[5, d])
+            if with_mass_matrix:
+                mm = (y0 * J[0, d] + y1 * J[1, d] + y2 * J[2, d] + y3 * J[3, d]
+                      + y4 * J[4, d] + y5 * J[5, d])
+                M[c, d] = mm
+                M[d, c] = mm
+        j = parents[j]
+    if with_mass_matrix:
+        M[c, c] += m.armature[c]
+
+
+@inline_kernel
+def _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, dtau_dq,
+                        dtau_dv):
+    """Column d (a dof of joint i) against every dof c of the strict ancestors of i."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
+    a0, a1, a2, a3, a4, a5 = rigid_inertia_times(Ycrb, i, alpha_cols[d, 0], alpha_cols[d, 1],
+                                           alpha_cols[d, 2], alpha_cols[d, 3],
+                                           alpha_cols[d, 4], alpha_cols[d, 5])
+    g0, g1, g2, g3, g4, g5 = rigid_inertia_times(Ycrb, i, gamma_cols[d, 0], gamma_cols[d, 1],
+                                           gamma_cols[d, 2], gamma_cols[d, 3],
+                                           gamma_cols[d, 4], gamma_cols[d, 5])
+    b0, b1, b2 = Bcrb[i, 3, 0], Bcrb[i, 3, 1], Bcrb[i, 3, 2]
+    n0, n1, n2 = u_cols[d, 3], u_cols[d, 4], u_cols[d, 5]
+    F0, F1, F2, F3, F4, F5 = f[i, 0], f[i, 1], f[i, 2], f[i, 3], f[i, 4], f[i, 5]
+    # x = J_d x* F + Ycrb alpha_d + Bcrb u_d,  y = Ycrb gamma_d + Bcrb J_d,
+    # with B z = [z_ang x b; B_ang z_ang]
+    x0 = j4 * F2 - j5 * F1 + a0 + n1 * b2 - n2 * b1
+    x1 = j5 * F0 - j3 * F2 + a1 + n2 * b0 - n0 * b2
+    x2 = j3 * F1 - j4 * F0 + a2 + n0 * b1 - n1 * b0
+    x3 = (j4 * F5 - j5 * F4 + j1 * F2 - j2 * F1 + a3
+          + Bcrb[i, 0, 0] * n0 + Bcrb[i, 0, 1] * n1 + Bcrb[i, 0, 2] * n2)
+    x4 = (j5 * F3 - j3 * F5 + j2 * F0 - j0 * F2 + a4
+          + Bcrb[i, 1, 0] * n0 + Bcrb[i, 1, 1] * n1 + Bcrb[i, 1, 2] * n2)
+    x5 = (j3 * F4 - j4 * F3 + j0 * F1 - j1 * F0 + a5
+          + Bcrb[i, 2, 0] * n0 + Bcrb[i, 2, 1] * n1 + Bcrb[i, 2, 2] * n2)
+    y0 = g0 + j4 * b2 - j5 * b1
+    y1 = g1 + j5 * b0 - j3 * b2
+    y2 = g2 + j3 * b1 - j4 * b0
+    y3 = g3 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 0, 1] * j4 + Bcrb[i, 0, 2] * j5
+    y4 = g4 + Bcrb[i, 1, 0] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 1, 2] * j5
+    y5 = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
+    j = parents[i]
+    while j > 0:
+        for c in range(idx_v[j], idx_v[j] + nvs[j]):
+            dtau_dq[c, d] = (J[0, c] * x0 + J[1, c] * x1 + J[2, c] * x2 + J[3, c] * x3
+                             + J[4, c] * x4 + J[5, c] * x5)
+            dtau_dv[c, d] = (J[0, c] * y0 + J[1, c] * y1 + J[2, c] * y2 + J[3, c] * y3
+                             + J[4, c] * y4 + J[5, c] * y5)
+        j = parents[j]
 
 
 @kernel
 def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau, dtau_dq, dtau_dv, M, w6):
-    parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
+                                    tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+    """tau (at a), dtau_dq, dtau_dv and (with_mass_matrix) M; Ycrb, Bcrb and f become
+    the composites of the subtrees.  dtau_dq, dtau_dv must be zero on entry (the
+    entries of dofs on different branches are not written).  Callers pass the flag
+    as ``bool(...)`` (a literal would compile a specialization of its own)."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         for c in range(iv, iv + nvs[i]):
-            tau[c] = _dot_col(J, c, f.T, i) + armature[c] * a[c]
-            # w6[0] = Ycrb J_c, w6[1] = Bcrb^T J_c
-            for r in range(6):
-                s0 = 0.0
-                s1 = 0.0
-                for t in range(6):
-                    s0 += Ycrb[i, r, t] * J[t, c]
-                    s1 += Bcrb[i, t, r] * J[t, c]
-                w6[0, r] = s0
-                w6[1, r] = s1
-            j = i
-            while j > 0:
-                for d in range(idx_v[j], idx_v[j] + nvs[j]):
-                    dq = 0.0
-                    dv = 0.0
-                    mm = 0.0
-                    for r in range(6):
-                        dq += w6[0, r] * alpha_cols[r, d] + w6[1, r] * u_cols[r, d]
-                        dv += w6[0, r] * gamma_cols[r, d] + w6[1, r] * J[r, d]
-                        mm += w6[0, r] * J[r, d]
-                    dtau_dq[c, d] = dq
-                    dtau_dv[c, d] = dv
-                    M[c, d] = mm
-                    M[d, c] = mm
-                j = parents[j]
-            M[c, c] += armature[c]
+            _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau,
+                            dtau_dq, dtau_dv, M, with_mass_matrix)
         par = parents[i]
         if par == 0:
             continue
         for d in range(iv, iv + nvs[i]):
-            # w6[2] = J_d x* F + Ycrb alpha_d + Bcrb u_d, w6[3] = Ycrb gamma_d + Bcrb J_d
-            for r in range(6):
-                w6[4, r] = J[r, d]
-            force_cross(w6, 4, f, i, w6, 2)
-            for r in range(6):
-                sq = 0.0
-                sv = 0.0
-                for t in range(6):
-                    sq += Ycrb[i, r, t] * alpha_cols[t, d] + Bcrb[i, r, t] * u_cols[t, d]
-                    sv += Ycrb[i, r, t] * gamma_cols[t, d] + Bcrb[i, r, t] * J[t, d]
-                w6[2, r] += sq
-                w6[3, r] = sv
-            j = par
-            while j > 0:
-                for c in range(idx_v[j], idx_v[j] + nvs[j]):
-                    dq = 0.0
-                    dv = 0.0
-                    for r in range(6):
-                        dq += J[r, c] * w6[2, r]
-                        dv += J[r, c] * w6[3, r]
-                    dtau_dq[c, d] = dq
-                    dtau_dv[c, d] = dv
-                j = parents[j]
+            _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
+                                dtau_dq, dtau_dv)
         for r in range(6):
             f[par, r] += f[i, r]
             for t in range(6):
                 Ycrb[par, r, t] += Ycrb[i, r, t]
+        for r in range(4):
+            for t in range(3):
                 Bcrb[par, r, t] += Bcrb[i, r, t]
 
 
+# --- One state, a stack, the public function -------------------------------------------
+
 @kernel
 def rnea_derivatives_workspace(m):
-    """Scratch of :func:`_rnea_derivatives_state`: XR, Xp, h, Bcrb, u, alpha, gamma, w6, work."""
+    """Scratch of :func:`_rnea_derivatives_state`: XR, Xp, h, Bcrb, u, alpha, gamma, w6."""
     return (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 6)),
-            np.empty((m.njoints, 6, 6)), np.empty((6, m.nv)), np.empty((6, m.nv)),
-            np.empty((6, m.nv)), np.empty((6, 6)), np.empty((7, 6)))
+            np.empty((m.njoints, 4, 3)), np.empty((m.nv, 6)), np.empty((m.nv, 6)),
+            np.empty((m.nv, 6)), np.empty((6, 6)))
 
 
 @inline_kernel
@@ -193,15 +267,14 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`); inlined into its callers, as
     :func:`.aba._aba_state` is (the call's arguments cost about 1 us a state)."""
-    XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6, work = workspace
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
-                           Ycrb)
+    XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = workspace
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, Ycrb)
     _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb,
-                                   u_cols, alpha_cols, gamma_cols, w6, work)
+                                   u_cols, alpha_cols, gamma_cols, w6)
     dtau_dq[:, :] = 0.0
     dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau, dtau_dq, dtau_dv, M, w6)
+                                    tau, dtau_dq, dtau_dv, M, bool(True))
 
 
 @kernel

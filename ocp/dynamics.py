@@ -154,7 +154,7 @@ class FreeDynamics:
         _serial_or_parallel(
             _aba_derivatives, _aba_derivatives_parallel, self.arrays, qs, vs, data.tau,
             data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
-            d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
+            d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
         nv, K = self.model.nv, data.K
         data.f[:, :nv] = vs
         data.f[:, nv:] = d.ddq[:K]

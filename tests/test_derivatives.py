@@ -274,6 +274,43 @@ def test_zero_gravity_copy(robot_case):
     assert np.any(gd.rnea(m, m.create_data(), q, z, z) != 0.0)
 
 
+def _motion_cross_matrix(x):
+    """[x]x for a motion [lin; ang]: y -> x x y."""
+    X = np.zeros((6, 6))
+    for block, part in (((0, 0), x[3:]), ((0, 3), x[:3]), ((3, 3), x[3:])):
+        r, c = block
+        X[r:r + 3, c:c + 3] = [[0.0, -part[2], part[1]], [part[2], 0.0, -part[0]],
+                               [-part[1], part[0], 0.0]]
+    return X
+
+
+def test_inertia_structure_matches_dense_algebra():
+    """The RNEA derivatives use the structure of a rigid inertia in the world: Y x
+    from its ten parameters, and B = v x* Y - Y v x + h x-bar* = [0, -2 [h_lin]x;
+    0, B_ang] stored as 12 numbers (rnea_derivatives' docstring), against the dense
+    6x6 formulas on random bodies, velocities and forces."""
+    from geppetto.dynamics.model import spatial_inertia
+    from geppetto.dynamics.rnea_derivatives import inertia_action, inertia_variation
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        A = rng.standard_normal((3, 3))
+        Y = spatial_inertia(rng.uniform(0.1, 5.0), rng.standard_normal(3), A @ A.T)[None]
+        v = rng.standard_normal((1, 6))
+        h = np.empty((1, 6))
+        inertia_action(Y, 0, v, 0, h, 0)
+        np.testing.assert_allclose(h[0], Y[0] @ v[0], rtol=0, atol=1e-13)
+        B = np.empty((1, 4, 3))
+        inertia_variation(Y, 0, v, h, B)
+        dense = (-_motion_cross_matrix(v[0]).T @ Y[0] - Y[0] @ _motion_cross_matrix(v[0])
+                 + np.column_stack([-_motion_cross_matrix(e).T @ h[0] for e in np.eye(6)]))
+        compact = np.zeros((6, 6))
+        b = B[0, 3]
+        compact[:3, 3:] = -np.array([[0.0, -b[2], b[1]], [b[2], 0.0, -b[0]],
+                                     [-b[1], b[0], 0.0]])
+        compact[3:, 3:] = B[0, :3]
+        np.testing.assert_allclose(compact, dense, rtol=0, atol=1e-12)
+
+
 def test_precision_experiment(robot_case):
     """Random q, zero v and a, zero gravity, no f_ext: tau(q, v, 0) = C(q, v) v is
     quadratic in v, so dtau/dv = 0 (and tau = 0 for every q, so dtau/dq = 0).
