@@ -10,8 +10,9 @@ acceleration.
 ``compute_minverse`` is the dedicated algorithm of Carpentier & Mansard (RSS
 2018, Sec. IV-B): ABA applied to the identity matrix of torques with zero
 velocity and gravity, so that M^-1 is obtained in three passes without ever
-forming M.  Its backward pass fills the rows of each joint restricted to its
-subtree; its forward pass adds the ancestors' contributions.
+forming M: ABA's backward pass gives the articulated inertias (U, D^-1), then the
+two sweeps of :mod:`.minverse` (shared with ``aba_derivatives``) fill the rows of
+each joint restricted to its subtree and add the ancestors' contributions.
 """
 import numpy as np
 
@@ -20,6 +21,7 @@ from numba import prange
 from . import mimic
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
+from .minverse import minverse_from_articulated
 from .spatial import act_force, cross, rigid_inertia_times
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
                          check_invertible, result)
@@ -161,50 +163,6 @@ def _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_bias):
 
 
 @inline_kernel
-def _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F):
-    """Rows of joint i restricted to its subtree (Carpentier & Mansard 2018, Alg. 4
-    backward step): Dinv on its own block, -Dinv J_i^T F on its descendants'
-    columns; then F (6, subtree columns) += U Minv[rows of i, subtree columns].
-
-    A 1-dof joint runs along the rows of F and Minv (contiguous columns: LLVM
-    vectorizes the column loops)."""
-    if nvi == 1:
-        d = Dinv[iv, 0]
-        Minv[iv, iv] = d
-        for col in range(iv + 1, end):
-            Minv[iv, col] = J[0, iv] * F[0, col]
-        for r in range(1, 6):
-            jr = J[r, iv]
-            for col in range(iv + 1, end):
-                Minv[iv, col] += jr * F[r, col]
-        for col in range(iv + 1, end):
-            Minv[iv, col] *= -d
-        for r in range(6):
-            ur = U[r, iv]
-            for col in range(iv, end):
-                F[r, col] += ur * Minv[iv, col]
-        return
-    for a in range(nvi):
-        for b in range(nvi):
-            Minv[iv + a, iv + b] = Dinv[iv + a, b]
-    for col in range(iv + nvi, end):
-        for a in range(nvi):
-            s = 0.0
-            for b in range(nvi):
-                jf = 0.0
-                for r in range(6):
-                    jf += J[r, iv + b] * F[r, col]
-                s -= Dinv[iv + a, b] * jf
-            Minv[iv + a, col] = s
-    for col in range(iv, end):
-        for r in range(6):
-            s = 0.0
-            for a in range(nvi):
-                s += U[r, iv + a] * Minv[iv + a, col]
-            F[r, col] += s
-
-
-@inline_kernel
 def _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u, with_bias):
     """The articulated-body step of a 1-dof joint i on locals (its IA read once,
     upper triangle: IA is symmetric): U = IA J_i, D = J_i^T U + armature, with_bias
@@ -281,8 +239,8 @@ def _add_symmetric(IA, j, r, c, x):
 
 @kernel
 def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
-    """ABA's backward pass alone (the hot path of forward dynamics): the same
-    per-joint steps as :func:`_articulated_backward_pass` without the M^-1 rows."""
+    """ABA's backward pass: articulated inertias IA, U = IA J_i, D^-1 and the bias
+    forces pA and u (Featherstone, Table 7.1, in the world frame)."""
     parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
@@ -295,34 +253,6 @@ def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
         _joint_bias(iv, nvi, tau, J, pA, i, u)
         if par > 0:
             _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, True)
-
-
-@kernel
-def _articulated_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Minv, F, Ia, D, work, w6,
-                               with_aba, with_minverse):
-    """The backward pass shared by ABA (with_aba: articulated bias forces and u) and
-    the M^-1 algorithm (with_minverse: rows of M^-1 restricted to each subtree):
-    both need the same articulated inertias, U and D^-1, so one sweep serves both.
-    Callers pass the flags as ``bool(...)``: literal constants would compile one
-    specialization per pair (about 5 s each)."""
-    parents, idx_v, nvs, armature, subtree_end = (m.parents, m.idx_v, m.nvs, m.armature,
-                                                  m.subtree_end)
-    for i in range(m.njoints - 1, 0, -1):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        par = parents[i]
-        if nvi == 1:
-            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u,
-                                   with_aba)
-        else:
-            articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-            if with_aba:
-                _joint_bias(iv, nvi, tau, J, pA, i, u)
-            if par > 0:
-                _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, with_aba)
-        if with_minverse:
-            end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
-            _minverse_rows(iv, nvi, end, J, U, Dinv, Minv, F)
 
 
 @kernel
@@ -406,70 +336,13 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
 
 
 @kernel
-def _minverse_forward_pass(m, J, U, Dinv, Minv, A):
-    """Rows of i -= Dinv U^T A_parent on the columns from iv on (the ancestors'
-    contributions), then A_i = A_parent + J_i Minv[rows of i] (6, columns from iv on);
-    the lower triangle mirrored at the end.  A (njoints, 6, nv) scratch."""
-    parents, idx_v, nvs, nv = m.parents, m.idx_v, m.nvs, m.nv
-    for i in range(1, m.njoints):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        par = parents[i]
-        if nvi == 1:
-            _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A)
-            continue
-        if par > 0:
-            for col in range(iv, nv):
-                for a in range(nvi):
-                    s = 0.0
-                    for b in range(nvi):
-                        ua = 0.0
-                        for r in range(6):
-                            ua += U[r, iv + b] * A[par, r, col]
-                        s += Dinv[iv + a, b] * ua
-                    Minv[iv + a, col] -= s
-        for col in range(iv, nv):
-            for r in range(6):
-                s = A[par, r, col] if par > 0 else 0.0
-                for a in range(nvi):
-                    s += J[r, iv + a] * Minv[iv + a, col]
-                A[i, r, col] = s
-    for r in range(nv):
-        for c in range(r):
-            Minv[r, c] = Minv[c, r]
-
-
-@inline_kernel
-def _minverse_forward_1dof(i, par, iv, nv, J, U, Dinv, Minv, A):
-    """:func:`_minverse_forward_pass` for a 1-dof joint, along contiguous rows
-    (A[i, 0] holds U^T A_parent until it is overwritten)."""
-    if par > 0:
-        d = Dinv[iv, 0]
-        for col in range(iv, nv):
-            A[i, 0, col] = U[0, iv] * A[par, 0, col]
-        for r in range(1, 6):
-            ur = U[r, iv]
-            for col in range(iv, nv):
-                A[i, 0, col] += ur * A[par, r, col]
-        for col in range(iv, nv):
-            Minv[iv, col] -= d * A[i, 0, col]
-        for r in range(6):
-            jr = J[r, iv]
-            for col in range(iv, nv):
-                A[i, r, col] = A[par, r, col] + jr * Minv[iv, col]
-    else:
-        for r in range(6):
-            jr = J[r, iv]
-            for col in range(iv, nv):
-                A[i, r, col] = jr * Minv[iv, col]
-
-
-@kernel
 def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
+    """M^-1 by ABA's articulated inertias (U, D^-1) and the two sweeps of
+    :func:`.minverse.minverse_from_articulated` (Carpentier & Mansard 2018, Sec. IV-B)."""
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
-    F = np.empty((6, m.nv))
-    A = np.empty((m.njoints, 6, m.nv))
+    F = np.empty((m.nv, 6))
+    A = np.empty((m.njoints, m.nv, 6))
     Ia = np.empty((6, 6))
     D = np.empty((6, 6))
     work = np.empty((6, 6))
@@ -481,11 +354,11 @@ def _compute_minverse(m, q, liR, lip, oR, op, J, oY, U, Dinv, Minv):
     for k in range(q.shape[0]):
         world_frame_quantities(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k], J[k],
                                oY[k])
-        F[:, :] = 0.0
-        Minv[k, :, :] = 0.0
-        _articulated_backward_pass(m, tau0, J[k], oY[k], cJ, pA, U[k], Dinv[k], u, Minv[k], F,
-                                   Ia, D, work, w6, bool(False), bool(True))
-        _minverse_forward_pass(m, J[k], U[k], Dinv[k], Minv[k], A)
+        # the articulated inertias at zero torque and velocity: U and D^-1 do not depend on
+        # them, and the bias forces of this pass (zero) are not read
+        pA[:, :] = 0.0
+        _aba_backward_pass(m, tau0, J[k], oY[k], cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6)
+        minverse_from_articulated(m, J[k], U[k], Dinv[k], Minv[k], F, A, w6[0])
 
 
 def aba(model, data, q, v, tau, f_ext=None):
