@@ -267,6 +267,94 @@ def _com(xs, us, m, a, mode):
     _com_residual_s(m, oR, op, J, ref, mode == DIFF, r, Rx)
 
 
+@kernel
+def _contact_wrench(xs, us, a, mode):
+    """r = A w - ref for the force w of one constraint (rows row0:row0+size of the contact
+    forces lam that the stage's dynamics left), w in world axes (rotate 1: w = R l per
+    block of 3, R = oR[joint] R1 the contact frame), in the contact frame's axes (2:
+    w = R^T l) or as it is (0); the Jacobians of :meth:`.contacts._ContactResidual.
+    _force_in`: d(R l) = R dl - [R l]x J_w dq, d(R^T l) = R^T dl + R^T [l]x J_w dq."""
+    lam, lam_x, lam_u, oR, J, joint, R1, row0, dofs, A, ref, rotate, r, Rx, Ru, w, w_x, \
+        w_u, Rt = a
+    K, size = w.shape
+    with_derivatives = mode == DIFF
+    for k in range(K):
+        if rotate != 0:
+            for i in range(3):
+                for j in range(3):
+                    s = 0.0
+                    for c in range(3):
+                        s += oR[k, joint, i, c] * R1[c, j]
+                    if rotate == 1:
+                        Rt[i, j] = s
+                    else:
+                        Rt[j, i] = s
+        for b in range(0, size, 3):
+            _rotate_rows(Rt, rotate, lam[k], row0 + b, w[k], b)
+            if not with_derivatives:
+                continue
+            _rotate_rows(Rt, rotate, lam_x[k], row0 + b, w_x[k], b)
+            _rotate_rows(Rt, rotate, lam_u[k], row0 + b, w_u[k], b)
+            if rotate != 0:
+                _rotation_columns(Rt, rotate, lam[k], row0 + b, w[k], b, J[k], dofs, w_x[k])
+        _linear_map(A, w[k], w_x[k], w_u[k], ref, k, with_derivatives, r[k], Rx[k], Ru[k])
+
+
+@kernel
+def _rotate_rows(Rt, rotate, source, s0, target, t0):
+    """target[t0:t0+3] = Rt source[s0:s0+3] (rows of a vector or of a matrix), or a copy
+    (rotate 0)."""
+    for i in range(3):
+        if rotate == 0:
+            target[t0 + i] = source[s0 + i]
+        else:
+            target[t0 + i] = Rt[i, 0] * source[s0] + Rt[i, 1] * source[s0 + 1] + \
+                Rt[i, 2] * source[s0 + 2]
+
+
+@kernel
+def _rotation_columns(Rt, rotate, lam, s0, w, t0, J, dofs, w_x):
+    """The rotation's part of w_x on the columns ``dofs`` (J_w = J[3:]): world (1)
+    -= [w]x J_w, contact frame (2) += Rt [l]x J_w."""
+    for p in range(dofs.shape[0]):
+        c = dofs[p]
+        j0, j1, j2 = J[3, c], J[4, c], J[5, c]
+        if rotate == 1:
+            x0, x1, x2 = w[t0], w[t0 + 1], w[t0 + 2]
+            w_x[t0, c] -= x1 * j2 - x2 * j1
+            w_x[t0 + 1, c] -= x2 * j0 - x0 * j2
+            w_x[t0 + 2, c] -= x0 * j1 - x1 * j0
+        else:
+            x0, x1, x2 = lam[s0], lam[s0 + 1], lam[s0 + 2]
+            y0, y1, y2 = x1 * j2 - x2 * j1, x2 * j0 - x0 * j2, x0 * j1 - x1 * j0
+            for i in range(3):
+                w_x[t0 + i, c] += Rt[i, 0] * y0 + Rt[i, 1] * y1 + Rt[i, 2] * y2
+
+
+@kernel
+def _linear_map(A, w, w_x, w_u, ref, k, with_derivatives, r, Rx, Ru):
+    """r = A w[:n] - ref[k] (no reference when ref has no columns), Rx = A w_x[:n],
+    Ru = A w_u[:n], n = A's columns."""
+    nr, n = A.shape
+    for i in range(nr):
+        s = 0.0
+        for j in range(n):
+            s += A[i, j] * w[j]
+        r[i] = s - ref[k, i] if ref.shape[1] == nr else s
+        if not with_derivatives:
+            continue
+        for c in range(Rx.shape[1]):
+            s = 0.0
+            for j in range(n):
+                s += A[i, j] * w_x[j, c]
+            Rx[i, c] = s
+        for c in range(Ru.shape[1]):
+            s = 0.0
+            for j in range(n):
+                s += A[i, j] * w_u[j, c]
+            Ru[i, c] = s
+
+
 # --- costs ---------------------------------------------------------------------------
 
 @kernel

@@ -87,7 +87,7 @@ class NumbaResidual(Residual):
             function = self._alone = phase_function([Step(None, knot_kernel=self.kernel)])
         K = data.r.shape[0]
         us = np.zeros((K, 0)) if us is None else np.ascontiguousarray(us)
-        function(np.ascontiguousarray(xs), us, (self._args(data, kinematics),), (), mode)
+        function(np.ascontiguousarray(xs), us, (), (self._args(data, kinematics),), (), mode)
 
     def calc(self, data, kinematics, xs, us):
         self._run(data, kinematics, xs, us, 0)

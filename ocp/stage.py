@@ -242,7 +242,11 @@ class StageModel:
                            self.cost_points[0][1] * self.dt, True)
         if dynamics is None or integrator is None or out is None or terms is None:
             return None
-        return FusedPhase([dynamics, integrator] + terms, out, 2, python_dynamics)
+        phase = FusedPhase([dynamics, integrator] + terms, out, 2, python_dynamics)
+        # contact residuals read the dynamics' forces: the line search evaluates them too
+        phase.costs_need_dynamics = python_dynamics is not None and any(
+            getattr(c.residual, "reads_dynamics", False) for c in self.costs)
+        return phase
 
     def calc(self, data, xs, us):
         """x' (data.integrator.xnext) and the stage costs (data.outputs.cost)."""
@@ -275,6 +279,9 @@ class StageModel:
             return self.calc(data, xs, us)
         phase = fused_phase(self, data)
         if phase is not None:
+            if phase.costs_need_dynamics:
+                phase.python_dynamics.calc(data.integrator.stages[0], xs, us)
+                return phase(_contiguous(xs), _contiguous(us), CALC)
             return phase(_contiguous(xs), _contiguous(us), COSTS)
         self._refresh_kinematics(data, xs, self.kinematics_for_costs)
         self._costs(data, xs, us, False)

@@ -119,7 +119,7 @@ def test_fused_phase_function_is_shared_and_cached():
     path = fa.function.py_func.__code__.co_filename
     assert path.startswith(fused.cache_folder())
     with open(path) as handle:
-        assert "_frame(xs, us, a[2], mode)" in handle.read()
+        assert "_frame(xs, us, models[0], a[2], mode)" in handle.read()
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])
@@ -169,3 +169,69 @@ def test_numba_residual_bad_input():
         gp.ocp.NumbaResidual(0, custom_residual.frame_translation)
     with pytest.raises(ValueError, match="parameters"):
         gp.ocp.NumbaResidual(3, custom_residual.frame_translation, [np.nan])
+
+
+def _near(problem, model, seed, scale=0.05):
+    """States near x0 (a legged robot on its feet) and quasi-static controls plus noise."""
+    rng = np.random.default_rng(seed)
+    x0 = problem.x0
+    dx = scale * rng.standard_normal((problem.N + 1, problem.ndx))
+    xs = problem.state.integrate(np.repeat(x0[None], problem.N + 1, axis=0), dx)
+    us = problem.quasi_static(np.repeat(x0[None], problem.N + 1, axis=0))
+    return xs, us + scale * rng.standard_normal(us.shape) * (problem.nus[:, None] > 0)
+
+
+def _fused_kinds(problem):
+    return [type(d.fused).__name__ for *_, d in problem.phases]
+
+
+def test_fused_contacts_trot():
+    """The solo12 trot of examples/solo12_trot.py (contact dynamics run from Python,
+    friction cones, impulses, CoM and swing-foot costs in the phase): fused = per term."""
+    from geppetto.examples import solo12_trot
+    robot = gp.robots.load("solo12")
+    x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
+
+    def build():
+        return solo12_trot.trotting_problem(robot.model, x0, 2, 4, 2, 0.02)
+
+    problem = build()
+    xs, us = _near(problem, robot.model, 4)
+    ours = _evaluate(problem, xs, us)
+    assert set(_fused_kinds(problem)) == {"FusedPhase"}
+    _assert_same(ours, _evaluate(_per_term(build()), xs, us), 1e-11)
+
+
+@pytest.mark.parametrize("reference", [gp.dynamics.LOCAL, gp.dynamics.LOCAL_WORLD_ALIGNED])
+def test_fused_contact_residuals(reference):
+    """talos on 6D soles: centre of pressure, friction cone, contact force in both frames
+    of the constraint (the force rotated to the world, to the sole, or not at all)."""
+    model = gp.robots.load("talos").model
+    q0 = gp.robots.load("talos").q0
+    soles = ("left_sole_link", "right_sole_link")
+
+    def build():
+        contacts = [gp.dynamics.contact_6d(model, sole, reference=reference, Kp=5.0, Kd=2.0)
+                    for sole in soles]
+        dynamics = gp.ocp.ContactDynamics(model, contacts)
+        state = dynamics.state
+        x0 = np.r_[q0, np.zeros(model.nv)]
+        costs = [gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1.0),
+                 gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3),
+                 gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, [0.0, 0.0, 0.8]), weight=10.0)]
+        for sole in soles:
+            cop = gp.ocp.CenterOfPressureResidual(dynamics, sole, 0.2, 0.1)
+            cone = gp.ocp.FrictionConeResidual(dynamics, sole, 0.7, normal=(0.1, 0.0, 1.0))
+            costs += [gp.ocp.Cost(cop, gp.ocp.QuadraticBarrier(*cop.bounds), weight=10.0),
+                      gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=3.0),
+                      gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, sole, np.arange(6.0)),
+                                  weight=1e-4)]
+        running = gp.ocp.StageModel(dynamics, costs, dt=0.02)
+        terminal = gp.ocp.TerminalModel(state, costs[:1])
+        return gp.ocp.ShootingProblem(x0, [running] * 3, terminal)
+
+    problem = build()
+    xs, us = _near(problem, model, 6, 0.02)
+    ours = _evaluate(problem, xs, us)
+    assert _fused_kinds(problem) == ["FusedPhase"]
+    _assert_same(ours, _evaluate(_per_term(build()), xs, us), 1e-11)
