@@ -246,6 +246,9 @@ class StageModel:
         # contact residuals read the dynamics' forces: the line search evaluates them too
         phase.costs_need_dynamics = python_dynamics is not None and any(
             getattr(c.residual, "reads_dynamics", False) for c in self.costs)
+        if phase.costs_need_dynamics:      # a contact stage: its data's stamp tells what
+            from .contacts import VALUES   # it holds (contact_outputs' test)
+            phase.values_stamp = VALUES
         return phase
 
     def calc(self, data, xs, us):
@@ -280,7 +283,9 @@ class StageModel:
         phase = fused_phase(self, data)
         if phase is not None:
             if phase.costs_need_dynamics:
-                phase.python_dynamics.calc(data.integrator.stages[0], xs, us)
+                field = data.integrator.stages[0]
+                if not field.holds(phase.python_dynamics, xs, us, phase.values_stamp):
+                    phase.python_dynamics.calc(field, xs, us)
                 return phase(_contiguous(xs), _contiguous(us), CALC)
             return phase(_contiguous(xs), _contiguous(us), COSTS)
         self._refresh_kinematics(data, xs, self.kinematics_for_costs)
