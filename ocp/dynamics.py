@@ -179,7 +179,8 @@ class FreeDynamics:
         arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
                   d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
         return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
-                     arrays, (data.f, data.f_x, data.f_u)), _free_field, model=self.arrays)
+                     arrays, (data.f, data.f_x, data.f_u)), _free_field, model=self.arrays,
+                    separate=True)
 
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
     def trial_workspace(self, integrator):

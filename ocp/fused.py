@@ -202,7 +202,8 @@ def kinematics_step(arrays, kinematics, level, always):
     K, nq, nv = kinematics.oR.shape[0], arrays.nq, arrays.nv
     k = kinematics
     return Step((int(level), bool(always), np.zeros((K, nq)), np.zeros((K, nv)),
-                 k.liR, k.lip, k.oR, k.op, k.J, k.v, k.a), _kinematics, model=arrays)
+                 k.liR, k.lip, k.oR, k.op, k.J, k.v, k.a), _kinematics, model=arrays,
+                separate=True)
 
 
 # --- residuals -------------------------------------------------------------------------
@@ -399,9 +400,14 @@ class Step:
     (``knot_kernel``: the phase loops over the knots and calls it, see
     :mod:`.numba_residual`), on ``args``."""
 
-    def __init__(self, args, block=None, cost=False, knot_kernel=None, model=None):
+    def __init__(self, args, block=None, cost=False, knot_kernel=None, model=None,
+                 separate=False):
         self.args, self.block, self.cost, self.knot_kernel = args, block, cost, knot_kernel
         self.model = model
+        # a heavy block (the dynamics, a kinematics pass) called on its own before the
+        # phase function: linked into it, LLVM would optimize its code again for every
+        # new composition (measured on ur5: 11 s instead of a few)
+        self.separate = separate
 
 
 def _model_indices(steps):
@@ -556,12 +562,18 @@ def _import(key, source):
 
 
 class FusedPhase:
-    """A phase evaluated by one compiled call: ``phase(xs, us, mode)``; with
+    """A phase evaluated by one compiled call: ``phase(xs, us, mode)`` (two: the
+    dynamics or the kinematics pass first, see :class:`Step`); with
     ``python_dynamics`` (dynamics without a step: contacts, impulses), the stage calls
     the dynamics first, then the phase for the integrator and the costs."""
 
     def __init__(self, steps, out, clear_at, python_dynamics=None):
-        self.function = phase_function(steps, clear_at)
+        n = 0
+        while n < min(len(steps), clear_at) and steps[n].separate:
+            n += 1
+        self.first = [(step.block, step.model, step.args) for step in steps[:n]]
+        steps = steps[n:]
+        self.function = phase_function(steps, clear_at - n)
         self.models = _model_indices(steps)[0]
         self.args = tuple(step.args for step in steps)
         self.out = out
@@ -569,6 +581,8 @@ class FusedPhase:
         self.python_dynamics = python_dynamics
 
     def __call__(self, xs, us, mode):
+        for block, model, args in self.first:
+            block(xs, us, model, args, mode)
         self.function(xs, us, self.models, self.args, self.out, mode)
 
 

@@ -119,7 +119,7 @@ def test_fused_phase_function_is_shared_and_cached():
     path = fa.function.py_func.__code__.co_filename
     assert path.startswith(fused.cache_folder())
     with open(path) as handle:
-        assert "_frame(xs, us, models[0], a[2], mode)" in handle.read()
+        assert "_frame(xs, us, models[0], a[1], mode)" in handle.read()
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])
