@@ -553,7 +553,7 @@ class _ContactResidual(Residual):
         size = self.rows.stop - self.rows.start
         reference = data.reference if data.reference.shape[1] == self.nr else np.zeros((K, 0))
         return Step((contact.lam, contact.lam_x, contact.lam_u, kinematics.oR, kinematics.J,
-                     int(self.constraint.joint1), np.ascontiguousarray(self.constraint.R1),
+                     int(self.constraint.joint1), np.array(self.constraint.R1),
                      int(self.rows.start), self.dofs, np.ascontiguousarray(A), reference,
                      rotate, data.r, data.Rx, data.Ru, np.zeros((K, size)),
                      np.zeros((K, size, ndx)), np.zeros((K, size, nu)), np.zeros((3, 3))),

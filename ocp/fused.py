@@ -35,7 +35,9 @@ import os
 import sys
 import threading
 
+import numba
 import numpy as np
+from numba.typed import List
 
 from ..dynamics.aba import _aba
 from ..dynamics.aba_derivatives import _aba_derivatives
@@ -573,17 +575,23 @@ class FusedPhase:
             n += 1
         self.first = [(step.block, step.model, step.args) for step in steps[:n]]
         steps = steps[n:]
-        self.function = phase_function(steps, clear_at - n)
-        self.models = _model_indices(steps)[0]
-        self.args = tuple(step.args for step in steps)
         self.out = out
+        self.program = interpreted(steps, clear_at - n)
+        if self.program is None:
+            self.function = phase_function(steps, clear_at - n)
+            self.models = _model_indices(steps)[0]
+            self.args = tuple(step.args for step in steps)
         # the dynamics evaluated in Python before the call (those without a step)
         self.python_dynamics = python_dynamics
 
     def __call__(self, xs, us, mode):
         for block, model, args in self.first:
             block(xs, us, model, args, mode)
-        self.function(xs, us, self.models, self.args, self.out, mode)
+        if self.program is not None:
+            program, models, lists = self.program
+            _interpret(xs, us, models, program, *lists, self.out, mode)
+        else:
+            self.function(xs, us, self.models, self.args, self.out, mode)
 
 
 def outputs_tuple(outputs):
@@ -598,3 +606,112 @@ def lie_scratch(nv):
     from ..dynamics.liegroup_derivatives import _N_SCRATCH
     return (np.empty(4), np.empty(4), np.empty(3), np.empty(6), np.empty((6, 6)),
             np.empty((_N_SCRATCH, 3, 3)), np.empty((1, 6, 6)))
+
+
+# --- the interpreter: one kernel for every composition of built-in blocks ----------------
+#
+# A generated phase function costs seconds of LLVM work for each new composition (the
+# blocks' code is linked into it and compiled again).  The interpreter is compiled once
+# (and cached): it runs a program of (block code, item, model) rows over typed Lists
+# that hold, per block kind, the argument tuples of the phase's steps.  Each kind's item
+# type is fixed (``_SPECS``: the ndim of each float64 array, "i" int64, "I" an int64
+# array, "b" bool, "f" float); a step whose arguments have another type makes its phase
+# take the generated function instead.
+
+CLEAR_CODE = 0
+_BLOCKS = ("_euler", "_state", "_control", "_frame", "_frame_velocity", "_com",
+           "_contact_wrench", "_cost")
+_SPECS = {
+    "_euler": ("b", "i", "f", (2, 3, 3), (2, 3, 3, 2, 2, 2), (2, 3, 3), (1, 1, 1, 1, 2, 3, 3)),
+    "_state": ("b", 2, 2, 2, 2, 2, 3, 3, 1, 2, 3),
+    "_control": (2, 2),
+    "_frame": (4, 3, 3, "i", 2, 1, "i", 3, 2, 2, 3),
+    "_frame_velocity": (4, 3, 3, 2, "i", 2, 1, "i", 2, 2, 3),
+    "_com": (4, 3, 3, 2, 2, 3),
+    "_contact_wrench": (2, 3, 3, 4, 3, "i", 2, "i", "I", 2, 2, "i", 2, 3, 3, 2, 3, 3, 2),
+    "_cost": ("i", 2, 2, 1, 2, 3, 1, 1, "f", 3, 3, "b", "b", "b"),
+}
+_ITEM_TYPES = {}
+
+
+def _prototype(spec):
+    if isinstance(spec, tuple):
+        return tuple(_prototype(s) for s in spec)
+    return {"i": 0, "b": False, "f": 0.0, "I": np.zeros(1, dtype=np.int64)}.get(
+        spec, None) if isinstance(spec, str) else np.zeros((1,) * spec)
+
+
+def _item_type(name):
+    if name not in _ITEM_TYPES:
+        _ITEM_TYPES[name] = numba.typeof(_prototype(_SPECS[name]))
+    return _ITEM_TYPES[name]
+
+
+@kernel
+def _interpret(xs, us, models, program, euler, state, control, frame, velocity, com, contact,
+               cost, out, mode):
+    """Run ``program`` (rows: block code (1 + index in _BLOCKS, 0: _clear), item, model)."""
+    for i in range(program.shape[0]):
+        code, j, mi = program[i, 0], program[i, 1], program[i, 2]
+        if code == CLEAR_CODE:
+            _clear(out, mode)
+        elif code == 1:
+            _euler(xs, us, models[mi], euler[j], mode)
+        elif code == 2:
+            _state(xs, us, models[mi], state[j], mode)
+        elif code == 3:
+            _control(xs, us, control[j], mode)
+        elif code == 4:
+            _frame(xs, us, models[mi], frame[j], mode)
+        elif code == 5:
+            _frame_velocity(xs, us, models[mi], velocity[j], mode)
+        elif code == 6:
+            _com(xs, us, models[mi], com[j], mode)
+        elif code == 7:
+            _contact_wrench(xs, us, contact[j], mode)
+        else:
+            _cost(cost[j], out, mode)
+
+
+@kernel
+def _typed_list(prototype):
+    """An empty typed List for items of the prototype's type (compiled here and cached:
+    typed Lists made from Python compile their methods in every process)."""
+    items = List()
+    items.append(prototype)
+    items.pop()
+    return items
+
+
+@kernel
+def _push(items, item):
+    items.append(item)
+
+
+def interpreted(steps, clear_at):
+    """(program, models, lists) running ``steps`` in the interpreter, or None when a step
+    is not one of its blocks or has arguments of another type."""
+    if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):
+        return None
+    models, model_index = _model_indices(steps)
+    if models and len({numba.typeof(m) for m in models}) != 1:
+        return None
+    lists = {name: _typed_list(_prototype(_SPECS[name])) for name in _BLOCKS}
+    rows, counts = [], {}
+    for i, step in enumerate(steps):
+        if i == clear_at:
+            rows.append((CLEAR_CODE, 0, 0))
+        name = step.block.__name__
+        if numba.typeof(step.args) != _item_type(name):
+            return None
+        rows.append((1 + _BLOCKS.index(name), counts.get(name, 0), max(model_index[i], 0)))
+        counts[name] = counts.get(name, 0) + 1
+        _push(lists[name], step.args)
+    if clear_at == len(steps):
+        rows.append((CLEAR_CODE, 0, 0))
+    if not models:
+        return None
+    typed_models = _typed_list(models[0])
+    for model in models:
+        _push(typed_models, model)
+    return np.array(rows, dtype=np.int64), typed_models, tuple(lists[n] for n in _BLOCKS)

@@ -399,9 +399,9 @@ class _FrameResidual(Residual):
         if getattr(self, "axes", None) is not None:
             return None
         ref_R, ref_p = self._references(data)
-        return Step((kinematics.oR, kinematics.op, kinematics.J,
-                     int(self.joint), self.fR, self.fp, int(self.kind), ref_R, ref_p, data.r,
-                     data.Rx), _frame, model=self.model.arrays)
+        return Step((kinematics.oR, kinematics.op, kinematics.J, int(self.joint),
+                     np.array(self.fR), np.array(self.fp), int(self.kind), ref_R, ref_p,
+                     data.r, data.Rx), _frame, model=self.model.arrays)
 
 
 class FrameTranslationResidual(_FrameResidual):
@@ -719,8 +719,9 @@ class FrameVelocityResidual(_FrameResidual):
         from .fused import Step, _frame_velocity
         K = data.r.shape[0]
         return Step((kinematics.oR, kinematics.op, kinematics.J,
-                     np.zeros((K, self.model.nv)), int(self.joint), self.fR, self.fp,
-                     int(self.reference_frame), data.reference, data.r, data.Rx),
+                     np.zeros((K, self.model.nv)), int(self.joint), np.array(self.fR),
+                     np.array(self.fp), int(self.reference_frame), data.reference, data.r,
+                     data.Rx),
                     _frame_velocity, model=self.model.arrays)
 
 

@@ -102,24 +102,29 @@ def test_fused_equals_per_term(name, frame, integrator):
     _assert_same(ours, reference, 1e-12)
 
 
-def test_fused_phase_function_is_shared_and_cached():
-    """Two problems of the same structure (other weights and targets) share the phase
-    function; its source lives in the cache folder."""
-    model = gp.robots.load("ur5").model
-    q0 = gp.robots.load("ur5").q0
-    a, _ = reaching.reaching_problem(model, "tool0", TARGET, q0, knots=5)
-    b, _ = reaching.reaching_problem(model, "tool0", (0.1, 0.3, 0.5), q0, knots=7,
-                                     weights=dict(reach=3.0))
-    xs, us = _point(a, model, 0)
+def test_fused_phase_interpreted_or_generated():
+    """Built-in terms run in the interpreter (compiled once for every composition); a user
+    kernel gets a generated phase function, written once to the cache folder and shared
+    by the problems of the same structure (other weights and targets)."""
+    robot = gp.robots.load("ur5")
+    a, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=5)
+    xs, us = _point(a, robot.model, 0)
     a.calc(xs, us)
-    xs, us = _point(b, model, 0)
-    b.calc(xs, us)
-    fa, fb = a.phases[0][3].fused, b.phases[0][3].fused
-    assert fa.function is fb.function
-    path = fa.function.py_func.__code__.co_filename
+    assert a.phases[0][3].fused.program is not None
+    assert a.terminal_data.fused.program is not None
+    problems = []
+    for target, knots in ((TARGET, 5), ((0.1, 0.3, 0.5), 7)):
+        user = custom_residual.user_frame_translation(robot.model, "tool0", target)
+        problem, _ = reaching.reaching_problem(robot.model, "tool0", target, robot.q0,
+                                               knots=knots, reach=user)
+        xs, us = _point(problem, robot.model, 0)
+        problem.calc(xs, us)
+        problems.append(problem.phases[0][3].fused)
+    assert problems[0].program is None and problems[0].function is problems[1].function
+    path = problems[0].function.py_func.__code__.co_filename
     assert path.startswith(fused.cache_folder())
     with open(path) as handle:
-        assert "_frame(xs, us, models[0], a[1], mode)" in handle.read()
+        assert "_loop1(xs, us, a[1], mode)" in handle.read()
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])
