@@ -2,19 +2,18 @@
 
     python -m geppetto.benchmarks.phase_compile [--robot ur5] [--seed S] [--out DIR]
 
-A stage model's phase is one compiled function generated from its sequence of terms
-(:mod:`geppetto.ocp.fused`); the blocks it calls are compiled once for all problems.
+A stage model's phase runs its sequence of terms in compiled code (:mod:`geppetto.ocp.
+fused`): built-in terms in one interpreter kernel compiled once for every composition.
 This benchmark draws a composition of cost terms that this machine has not compiled
 (a random subset and order of the built-in residuals with random activations, seeded by
 ``--seed``, default the clock), builds the problem on ``--robot`` (explicit or symplectic
 Euler) and, in a fresh interpreter on the project's Numba cache (warm blocks), times:
 
-- ``first calc_diff``: generating, compiling and running the phase functions of the
-  running and terminal stages;
+- ``first calc_diff``: building and running the phases of the running and terminal
+  stages (what a new composition costs: loading the cached kernels);
 - ``first solve``: one FDDP solve (10 iterations) after it (the solver's kernels are
   cached too);
-- ``second process``: the same structure again in another fresh interpreter, which
-  loads the phase functions from the cache.
+- ``second process``: the same structure again in another fresh interpreter.
 
 CPU seconds of the process (compile time is CPU-bound; the machine is shared), and
 wall seconds.  Writes ``results/phase_compile.json``.

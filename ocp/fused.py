@@ -1,33 +1,36 @@
 """One compiled call per phase: a stage's dynamics, integrator, residuals, activations and
-cost accumulation evaluated by one Numba function, with no Python per term.
+cost accumulation evaluated by compiled code, with no Python per term.
 
 Each component of a stage (the dynamics, the integrator, a residual, a cost) hands out a
 *step*: a block kernel of this module (or a user's knot kernel, :class:`~.numba_residual.
 NumbaResidual`) and the tuple of preallocated arrays and parameters it works on.  A phase
-function is a few lines of generated Python that call the steps in order::
+runs its steps in order::
 
-    @kernel
-    def phase(xs, us, models, a, out, mode):
-        _free_field(xs, us, models[0], a[0], mode)  # f, f_x, f_u (or the kinematics)
-        _euler(xs, us, models[0], a[1], mode)       # x', Fx, Fu
-        _clear(out, mode)
-        _frame(xs, us, models[0], a[2], mode)       # r, Rx of a residual
-        _cost(a[3], out, mode)                # activation, weight * dt, into cost, Lx, ...
+    _free_field(xs, us, m, dynamics, mode)     # f, f_x, f_u (or the kinematics, mode 2)
+    _euler(xs, us, m, integrator, mode)        # x', Fx, Fu
+    _clear(out, mode)
+    _frame(xs, us, m, residual, mode)          # r, Rx of a residual
+    _cost(cost, out, mode)                     # activation, weight * dt, into cost, Lx, ...
 
 ``mode``: :data:`CALC` (values), :data:`DIFF` (values and derivatives), :data:`COSTS`
 (the costs only, the kinematics refreshed as the residuals need them: the line search).
-The source depends only on which blocks a phase calls, in which order: it is written once
-to ``<cache>/phases/<hash>.py`` (the hash covers the source and this package's kernels)
-and compiled with the project's options, so Numba's on-disk cache keeps it.  The blocks
-themselves are compiled once for all problems (their arguments have the same types
-whatever the robot or the weights), so a new composition compiles only its short phase
-function (a few seconds: the blocks' code is linked into it).
+
+Two compiled calls per phase: the dynamics (or a kinematics pass) block, then the rest.
+The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
+built-in blocks (a program of (block, item, model) rows over typed Lists that hold each
+block kind's argument tuples): a new problem structure compiles nothing.  A phase with a
+user kernel gets a generated function instead: a few lines of Python calling its steps,
+written once to ``<cache>/phases/<hash>.py`` (the hash covers the source, this package's
+kernels and the user kernel's code) and compiled with the project's options, so Numba's
+on-disk cache keeps it; its first compile costs seconds (LLVM compiles the blocks' code
+linked into it again), later processes load it.
 
 Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
-per-term path with the parallel kernels.  A component without a step (contact and
-impulse dynamics, RK schemes, JointTorqueResidual, contact residuals, a frame
-translation restricted to some axes, custom dynamics) makes its stage take the per-term
-path too: same results, more Python.
+per-term path with the parallel kernels.  Contact and impulse dynamics run from Python
+before the phase (their kernels take the thread count).  A component without a step
+(the RK schemes, custom dynamics, JointTorqueResidual, SmoothFrictionConeResidual, a
+frame translation restricted to some axes) makes its stage take the per-term path: the
+same results, more Python.
 """
 import hashlib
 import importlib.util
