@@ -240,3 +240,13 @@ def test_fused_contact_residuals(reference):
     ours = _evaluate(problem, xs, us)
     assert _fused_kinds(problem) == ["FusedPhase"]
     _assert_same(ours, _evaluate(_per_term(build()), xs, us), 1e-11)
+
+
+def test_custom_residual_example():
+    """examples/custom_residual.py (reduced): FDDP solves the task the same way with the
+    user kernel as with the built-in residual."""
+    results = custom_residual.main(reduced=True)
+    built_in, user = results["built-in"], results["user kernel"]
+    assert user.iterations == built_in.iterations
+    assert user.cost == pytest.approx(built_in.cost, rel=1e-10)
+    np.testing.assert_allclose(user.xs, built_in.xs, atol=1e-10)
