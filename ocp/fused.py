@@ -579,8 +579,12 @@ class FusedPhase:
         self.first = [(step.block, step.model, step.args) for step in steps[:n]]
         steps = steps[n:]
         self.out = out
-        self.program = interpreted(steps, clear_at - n)
-        if self.program is None:
+        items = interpreted(steps, clear_at - n)
+        self.program = None
+        if items is not None:
+            self.program = _typed_list(items + (out,))
+            _push(self.program, items + (out,))
+        else:
             self.function = phase_function(steps, clear_at - n)
             self.models = _model_indices(steps)[0]
             self.args = tuple(step.args for step in steps)
@@ -591,8 +595,7 @@ class FusedPhase:
         for block, model, args in self.first:
             block(xs, us, model, args, mode)
         if self.program is not None:
-            program, models, lists = self.program
-            _interpret(xs, us, models, program, *lists, self.out, mode)
+            _interpret(xs, us, self.program, mode)
         else:
             self.function(xs, us, self.models, self.args, self.out, mode)
 
@@ -651,9 +654,12 @@ def _item_type(name):
 
 
 @kernel
-def _interpret(xs, us, models, program, euler, state, control, frame, velocity, com, contact,
-               cost, out, mode):
-    """Run ``program`` (rows: block code (1 + index in _BLOCKS, 0: _clear), item, model)."""
+def _interpret(xs, us, holder, mode):
+    """Run the program of ``holder[0]`` = (models, program, the lists of _BLOCKS' argument
+    tuples, out): rows (block code (1 + index in _BLOCKS, 0: _clear), item, model).  One
+    typed List holds them all: a call unboxes one object instead of a dozen."""
+    models, program, euler, state, control, frame, velocity, com, contact, cost, out = \
+        holder[0]
     for i in range(program.shape[0]):
         code, j, mi = program[i, 0], program[i, 1], program[i, 2]
         if code == CLEAR_CODE:
@@ -692,8 +698,9 @@ def _push(items, item):
 
 
 def interpreted(steps, clear_at):
-    """(program, models, lists) running ``steps`` in the interpreter, or None when a step
-    is not one of its blocks or has arguments of another type."""
+    """(models, program, then the list of each of _BLOCKS) running ``steps`` in the
+    interpreter, or None when a step is not one of its blocks or has arguments of another
+    type."""
     if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):
         return None
     models, model_index = _model_indices(steps)
@@ -717,4 +724,4 @@ def interpreted(steps, clear_at):
     typed_models = _typed_list(models[0])
     for model in models:
         _push(typed_models, model)
-    return np.array(rows, dtype=np.int64), typed_models, tuple(lists[n] for n in _BLOCKS)
+    return (typed_models, np.array(rows, dtype=np.int64)) + tuple(lists[n] for n in _BLOCKS)
