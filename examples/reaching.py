@@ -23,18 +23,21 @@ WEIGHTS = dict(reach=1.0, x_reg=1e-1, u_reg=1e-4, terminal_reach=1e3, terminal_x
 
 
 def reaching_problem(model, frame, target, q0, knots=100, dt=0.01, integrator="euler",
-                     weights=None):
+                     weights=None, reach=None):
     """(problem, reach): the reaching ShootingProblem from x0 = (q0, 0) and its
     frame-translation residual (to move the target: ``problem.set_reference``).
 
     ``target`` (3,) in the world; ``weights`` a dict overriding entries of
-    :data:`WEIGHTS`; ``integrator`` one of :data:`geppetto.ocp.INTEGRATORS`.
+    :data:`WEIGHTS`; ``integrator`` one of :data:`geppetto.ocp.INTEGRATORS`;
+    ``reach``: a residual to use instead of the frame translation (e.g. a user
+    residual, :mod:`geppetto.examples.custom_residual`).
     """
     w = dict(WEIGHTS, **(weights or {}))
     dynamics = gp.ocp.FreeDynamics(model)
     state = dynamics.state
     x0 = np.concatenate([q0, np.zeros(model.nv)])
-    reach = gp.ocp.FrameTranslationResidual(model, frame, target)
+    if reach is None:
+        reach = gp.ocp.FrameTranslationResidual(model, frame, target)
     x_reg = gp.ocp.StateResidual(state, x0)
     u_reg = gp.ocp.ControlResidual(dynamics.nu)
     running = gp.ocp.StageModel(dynamics, [gp.ocp.Cost(reach, weight=w["reach"]),

@@ -28,6 +28,7 @@ from .integrators import Integrator, INTEGRATORS
 from .residuals import (Residual, StateResidual, ControlResidual, FrameTranslationResidual,
                         FrameRotationResidual, FramePlacementResidual, FrameVelocityResidual,
                         CenterOfMassResidual, JointTorqueResidual)
+from .numba_residual import NumbaResidual
 from .costs import (Activation, Quadratic, WeightedQuadratic, QuadraticBarrier, Smooth1Norm,
                     Smooth2Norm, Cost, Constraint)
 from .stage import StageModel, TerminalModel

@@ -529,6 +529,35 @@ class _ContactResidual(Residual):
             raise ValueError(f"{type(self).__name__} needs the controls (a running stage)")
         return contact_outputs(self.dynamics, kinematics, xs, us, evaluated)
 
+    reads_dynamics = True       # its values need the stage's dynamics at the point
+    world = True                # the axes of :meth:`_force_in`'s force (True: world)
+
+    def _map(self):
+        """A (nr, n): r = A w[:n] (- reference) of the force w of :meth:`_force_in`; None
+        when r is not linear in w (no fused step)."""
+        return None
+
+    def fused_step(self, data, kinematics, state):
+        """The :func:`.fused._contact_wrench` step, reading the forces the stage's
+        dynamics left in ``kinematics.contact`` (None when they are another object's)."""
+        from .fused import Step, _contact_wrench
+        contact = getattr(kinematics, "contact", None)
+        A = self._map()
+        if A is None or contact is None or contact.owner is not self.dynamics:
+            return None
+        rotate = 0
+        if self.world is not None and self.world != (self.constraint.reference != LOCAL):
+            rotate = 1 if self.world else 2
+        K, ndx, nu = data.Rx.shape[0], data.Rx.shape[2], data.Ru.shape[2]
+        size = self.rows.stop - self.rows.start
+        reference = data.reference if data.reference.shape[1] == self.nr else np.zeros((K, 0))
+        return Step((contact.lam, contact.lam_x, contact.lam_u, kinematics.oR, kinematics.J,
+                     int(self.constraint.joint1), np.array(self.constraint.R1),
+                     int(self.rows.start), self.dofs, np.ascontiguousarray(A), reference,
+                     rotate, data.r, data.Rx, data.Ru, np.zeros((K, size)),
+                     np.zeros((K, size, ndx)), np.zeros((K, size, nu)), np.zeros((3, 3))),
+                    _contact_wrench)
+
     def _rotation(self, out):
         """R (K, 3, 3): the contact frame's axes in the world at every knot."""
         return out.dynamics.oR[:, self.constraint.joint1] @ self.constraint.R1
@@ -582,6 +611,11 @@ class ContactForceResidual(_ContactResidual):
         self.nr = self.constraint.size
         self.reference = np.zeros(self.nr) if reference is None else np.asarray(reference,
                                                                                  float)
+
+    world = None                # the force as the constraint gives it
+
+    def _map(self):
+        return np.eye(self.nr)
 
     def calc(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, VALUES)
@@ -660,6 +694,9 @@ class FrictionConeResidual(_ContactResidual):
 
     def reference_shape(self):
         return (0,)
+
+    def _map(self):
+        return self.A
 
     def calc(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, VALUES)
@@ -773,8 +810,13 @@ class CenterOfPressureResidual(_ContactResidual):
         self.reference = np.zeros(0)
         self.bounds = (np.zeros(self.nr), np.full(self.nr, np.inf))
 
+    world = False
+
     def reference_shape(self):
         return (0,)
+
+    def _map(self):
+        return self.A
 
     def calc(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, VALUES)

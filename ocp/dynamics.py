@@ -167,6 +167,21 @@ class FreeDynamics:
         np.matmul(d.Minv[:K], self.actuation.B, out=data.f_u[:, nv:, :])
         return data.f, data.f_x, data.f_u
 
+    def fused_step(self, data, level):
+        """The step of a phase function (:mod:`.fused`) that evaluates this dynamics on
+        ``data`` (a DynamicsData); in the line search's COSTS mode it refreshes the
+        knots' kinematics to ``level`` (:data:`~.residuals.PLACEMENTS` or
+        :data:`~.residuals.JACOBIANS`)."""
+        from .fused import Step, _free_field
+        d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
+        buffers = (np.zeros((K, nq)), np.zeros((K, nv)), data.tau, data.f_ext,
+                   np.zeros((K, nv)))
+        arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
+                  d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
+        return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
+                     arrays, (data.f, data.f_x, data.f_u)), _free_field, model=self.arrays,
+                    separate=True)
+
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
     def trial_workspace(self, integrator):
         return step_workspace(self.arrays, self.state.nx)

@@ -104,6 +104,24 @@ class Integrator:
     def create_data(self, K):
         return IntegratorData(self.dynamics, self.scheme, K)
 
+    def fused_step(self, data):
+        """The step of a phase function (:mod:`.fused`) for the Euler schemes of a
+        multibody state (x', Fx, Fu from the field in ``data.stages[0]``); None for the
+        RK schemes and other states (their stages take the per-term path)."""
+        from .fused import Step, _euler, lie_scratch
+        from .state import StateMultibody
+        if self.scheme not in ("euler", "explicit_euler") or \
+                not isinstance(self.state, StateMultibody):
+            return None
+        field = data.stages[0]
+        K, nq, nv = data.xnext.shape[0], self.state.nq, self.state.nv
+        work = (np.zeros(field.f.shape), np.zeros(field.f_x.shape), np.zeros(field.f_u.shape),
+                np.zeros((K, nq)), np.zeros((K, nv)), np.zeros((K, nq)))
+        return Step((bool(self.state.flat),
+                     0 if self.scheme == "explicit_euler" else 1, self.dt,
+                     (field.f, field.f_x, field.f_u), work, (data.xnext, data.Fx, data.Fu),
+                     lie_scratch(nv)), _euler, model=self.state.model.arrays)
+
     # -- values -----------------------------------------------------------
     def calc(self, data, xs, us):
         """x' for every knot into data.xnext (K, nx); the stage points into data.points."""

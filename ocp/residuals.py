@@ -138,6 +138,12 @@ class Residual:
     def calc_diff(self, data, kinematics, xs, us):
         raise NotImplementedError
 
+    def fused_step(self, data, kinematics, state):
+        """The step of a phase function (:mod:`.fused`) evaluating this residual on
+        ``data`` with the stage's ``kinematics``, or None (the stage then takes the
+        per-term path)."""
+        return None
+
 
 class StateResidual(Residual):
     """r = x (-) x_ref (ndx,); default reference: the state's zero (neutral, v = 0)."""
@@ -170,6 +176,24 @@ class StateResidual(Residual):
         else:
             data.Rx[:] = self.state.jacobians_difference(data.reference, xs)[1]
 
+    def fused_step(self, data, kinematics, state):
+        from .fused import Step, _state
+        if not isinstance(self.state, StateMultibody):
+            return None
+        K, nq, nv = data.r.shape[0], self.state.nq, self.state.nv
+        if self.state.flat:
+            data.Rx[:] = np.eye(self.nr)
+            data.identity_set = True
+        else:
+            data.Rx[:, :nv, nv:] = 0.0
+            data.Rx[:, nv:, :nv] = 0.0
+            data.Rx[:, nv:, nv:] = np.eye(nv)
+            data.velocity_blocks_set = True
+        return Step((bool(self.state.flat), data.reference,
+                     np.zeros((K, nq)), np.zeros((K, nq)), np.zeros((K, nv)), data.r, data.Rx,
+                     np.zeros((K, nv, nv))) + _scratch(), _state,
+                    model=self.state.model.arrays)
+
 
 class ControlResidual(Residual):
     """r = u - u_ref (nu,); default reference zero."""
@@ -193,6 +217,10 @@ class ControlResidual(Residual):
 
     def calc_diff(self, data, kinematics, xs, us):
         self.calc(data, kinematics, xs, us)
+
+    def fused_step(self, data, kinematics, state):
+        from .fused import Step, _control
+        return Step((data.reference, data.r), _control)
 
 
 # --- frame kinematics kernels ----------------------------------------------------------
@@ -366,6 +394,15 @@ class _FrameResidual(Residual):
     def calc_diff(self, data, kinematics, xs, us):
         self._run(data, kinematics, True)
 
+    def fused_step(self, data, kinematics, state):
+        from .fused import Step, _frame
+        if getattr(self, "axes", None) is not None:
+            return None
+        ref_R, ref_p = self._references(data)
+        return Step((kinematics.oR, kinematics.op, kinematics.J, int(self.joint),
+                     np.array(self.fR), np.array(self.fp), int(self.kind), ref_R, ref_p,
+                     data.r, data.Rx), _frame, model=self.model.arrays)
+
 
 class FrameTranslationResidual(_FrameResidual):
     """r = p_f(q) - target (3,): the frame origin in the world.
@@ -509,6 +546,11 @@ class CenterOfMassResidual(Residual):
     def calc_diff(self, data, kinematics, xs, us):
         _com_residual(self.model.arrays, kinematics.oR, kinematics.op, kinematics.J,
                       data.reference, True, data.r, data.Rx)
+
+    def fused_step(self, data, kinematics, state):
+        from .fused import Step, _com
+        return Step((kinematics.oR, kinematics.op, kinematics.J,
+                     data.reference, data.r, data.Rx), _com, model=self.model.arrays)
 
 
 class JointTorqueResidual(Residual):
@@ -672,6 +714,15 @@ class FrameVelocityResidual(_FrameResidual):
 
     def calc_diff(self, data, kinematics, xs, us):
         self._run(data, kinematics, xs, True)
+
+    def fused_step(self, data, kinematics, state):
+        from .fused import Step, _frame_velocity
+        K = data.r.shape[0]
+        return Step((kinematics.oR, kinematics.op, kinematics.J,
+                     np.zeros((K, self.model.nv)), int(self.joint), np.array(self.fR),
+                     np.array(self.fp), int(self.reference_frame), data.reference, data.r,
+                     data.Rx),
+                    _frame_velocity, model=self.model.arrays)
 
 
 def _multibody_state_jacobian(state, data, xs):

@@ -22,11 +22,13 @@ stage objects that differ only by their costs' weights and residuals'
 references share one phase data, whose arrays hold each knot's weights and
 references (``runs``: which knots belong to which object).
 """
+import numba
 import numpy as np
 
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
+from .fused import CALC, COSTS, DIFF, FusedPhase, cost_steps, kinematics_step, outputs_tuple
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
@@ -59,6 +61,22 @@ class StageData:
         self.outputs = outputs
         self.kinematics = kinematics
         self.runs = runs
+        self.fused = None           # the FusedPhase (built at the first call), or False
+
+
+def _contiguous(array):
+    return array if array.flags.c_contiguous else np.ascontiguousarray(array)
+
+
+def fused_phase(model, data):
+    """The :class:`~.fused.FusedPhase` of ``data`` when the stage runs on one Numba
+    thread and all its components have a fused step (built at the first call), else
+    None: the per-term path."""
+    if numba.get_num_threads() != 1:
+        return None
+    if data.fused is None:
+        data.fused = model.build_fused(data) or False
+    return data.fused or None
 
 
 def _term_data(runs, K, ndx, nu, is_cost):
@@ -203,13 +221,53 @@ class StageModel:
         constraints = _term_data([(m.constraints, a, b) for m, a, b in runs], K, ndx, nu, False)
         return StageData(K, idata, costs, constraints, outputs, kinematics, runs)
 
+    def build_fused(self, data):
+        """The phase's :class:`~.fused.FusedPhase`: dynamics, integrator, then each cost's
+        residual and accumulation; None when a component has no fused step or the
+        running cost is integrated over RK stage points."""
+        if len(self.cost_points) != 1 or self.cost_points[0][0] != 0:
+            return None
+        make = getattr(self.dynamics, "fused_step", None)
+        dynamics = None if make is None else make(data.integrator.stages[0],
+                                                  self.kinematics_for_costs)
+        python_dynamics = None
+        if dynamics is None and getattr(self.dynamics, "multibody", False):
+            # contacts, impulses: their kernels run from Python, the rest in the phase
+            python_dynamics = self.dynamics
+            dynamics = kinematics_step(self.dynamics.arrays, data.kinematics,
+                                       self.kinematics_for_costs, False)
+        integrator = self.integrator.fused_step(data.integrator)
+        out = outputs_tuple(data.outputs)
+        terms = cost_steps(self.costs, data.costs, data.kinematics, self.state,
+                           self.cost_points[0][1] * self.dt, True)
+        if dynamics is None or integrator is None or out is None or terms is None:
+            return None
+        phase = FusedPhase([dynamics, integrator] + terms, out, 2, python_dynamics)
+        # contact residuals read the dynamics' forces: the line search evaluates them too
+        phase.costs_need_dynamics = python_dynamics is not None and any(
+            getattr(c.residual, "reads_dynamics", False) for c in self.costs)
+        if phase.costs_need_dynamics:      # a contact stage: its data's stamp tells what
+            from .contacts import VALUES   # it holds (contact_outputs' test)
+            phase.values_stamp = VALUES
+        return phase
+
     def calc(self, data, xs, us):
         """x' (data.integrator.xnext) and the stage costs (data.outputs.cost)."""
+        phase = fused_phase(self, data)
+        if phase is not None:
+            if phase.python_dynamics is not None:
+                phase.python_dynamics.calc(data.integrator.stages[0], xs, us)
+            return phase(_contiguous(xs), _contiguous(us), CALC)
         self.integrator.calc(data.integrator, xs, us)
         self._costs(data, xs, us, False)
 
     def calc_diff(self, data, xs, us):
         """x', Fx, Fu and the cost derivatives Lx, Lu, Lxx, Luu, Lxu (Gauss-Newton)."""
+        phase = fused_phase(self, data)
+        if phase is not None:
+            if phase.python_dynamics is not None:
+                phase.python_dynamics.calc_diff(data.integrator.stages[0], xs, us)
+            return phase(_contiguous(xs), _contiguous(us), DIFF)
         self.integrator.calc_diff(data.integrator, xs, us)
         self._costs(data, xs, us, True)
 
@@ -222,6 +280,14 @@ class StageModel:
         dynamics at the knots, so it runs :meth:`calc`."""
         if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
             return self.calc(data, xs, us)
+        phase = fused_phase(self, data)
+        if phase is not None:
+            if phase.costs_need_dynamics:
+                field = data.integrator.stages[0]
+                if not field.holds(phase.python_dynamics, xs, us, phase.values_stamp):
+                    phase.python_dynamics.calc(field, xs, us)
+                return phase(_contiguous(xs), _contiguous(us), CALC)
+            return phase(_contiguous(xs), _contiguous(us), COSTS)
         self._refresh_kinematics(data, xs, self.kinematics_for_costs)
         self._costs(data, xs, us, False)
 
@@ -317,21 +383,46 @@ class TerminalModel:
                          [c.create_data(K, ndx, 0) for c in self.constraints], outputs,
                          kinematics, [(self, 0, K)])
 
+    def _needs_kinematics(self):
+        return self.multibody and any(t.residual.needs_kinematics
+                                      for t in self.costs + self.constraints)
+
+    def build_fused(self, data):
+        """The terminal knot's :class:`~.fused.FusedPhase` (its kinematics pass, then the
+        costs), or None (see :meth:`StageModel.build_fused`)."""
+        out = outputs_tuple(data.outputs)
+        if not self.multibody or out is None:
+            return None
+        data.no_controls = np.zeros((data.K, 0))
+        steps = []
+        if self._needs_kinematics():
+            steps.append(kinematics_step(self.state.model.arrays, data.kinematics, JACOBIANS,
+                                         True))
+        terms = cost_steps(self.costs, data.costs, data.kinematics, self.state, 1.0, False)
+        if terms is None:
+            return None
+        return FusedPhase(steps + terms, out, len(steps))
+
     def _kinematics(self, data, xs):
-        if self.multibody and any(t.residual.needs_kinematics
-                                  for t in self.costs + self.constraints):
+        if self._needs_kinematics():
             k = data.kinematics
             _compute_joint_jacobians(self.state.model.arrays,
                                      np.ascontiguousarray(xs[:, :self.state.nq]), k.liR, k.lip,
                                      k.oR, k.op, k.J)
 
     def calc(self, data, xs, us=None):
+        phase = fused_phase(self, data)
+        if phase is not None:
+            return phase(_contiguous(xs), data.no_controls, CALC)
         self._kinematics(data, xs)
         data.outputs.clear(False)
         for cost, cdata in zip(self.costs, data.costs):
             cost.add(cdata, data.kinematics, xs, None, 1.0, data.outputs, False)
 
     def calc_diff(self, data, xs, us=None):
+        phase = fused_phase(self, data)
+        if phase is not None:
+            return phase(_contiguous(xs), data.no_controls, DIFF)
         self._kinematics(data, xs)
         data.outputs.clear(True)
         for cost, cdata in zip(self.costs, data.costs):

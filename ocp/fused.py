@@ -1,0 +1,727 @@
+"""One compiled call per phase: a stage's dynamics, integrator, residuals, activations and
+cost accumulation evaluated by compiled code, with no Python per term.
+
+Each component of a stage (the dynamics, the integrator, a residual, a cost) hands out a
+*step*: a block kernel of this module (or a user's knot kernel, :class:`~.numba_residual.
+NumbaResidual`) and the tuple of preallocated arrays and parameters it works on.  A phase
+runs its steps in order::
+
+    _free_field(xs, us, m, dynamics, mode)     # f, f_x, f_u (or the kinematics, mode 2)
+    _euler(xs, us, m, integrator, mode)        # x', Fx, Fu
+    _clear(out, mode)
+    _frame(xs, us, m, residual, mode)          # r, Rx of a residual
+    _cost(cost, out, mode)                     # activation, weight * dt, into cost, Lx, ...
+
+``mode``: :data:`CALC` (values), :data:`DIFF` (values and derivatives), :data:`COSTS`
+(the costs only, the kinematics refreshed as the residuals need them: the line search).
+
+Two compiled calls per phase: the dynamics (or a kinematics pass) block, then the rest.
+The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
+built-in blocks (a program of (block, item, model) rows over typed Lists that hold each
+block kind's argument tuples): a new problem structure compiles nothing.  A phase with a
+user kernel gets a generated function instead: a few lines of Python calling its steps,
+written once to ``<cache>/phases/<hash>.py`` (the hash covers the source, this package's
+kernels and the user kernel's code) and compiled with the project's options, so Numba's
+on-disk cache keeps it; its first compile costs seconds (LLVM compiles the blocks' code
+linked into it again), later processes load it.
+
+Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
+per-term path with the parallel kernels.  Contact and impulse dynamics run from Python
+before the phase (their kernels take the thread count).  A component without a step
+(the RK schemes, custom dynamics, JointTorqueResidual, SmoothFrictionConeResidual, a
+frame translation restricted to some axes) makes its stage take the per-term path: the
+same results, more Python.
+"""
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+
+import numba
+import numpy as np
+from numba.typed import List
+
+from ..dynamics.aba import _aba
+from ..dynamics.aba_derivatives import _aba_derivatives
+from ..dynamics.config import kernel
+from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
+from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
+from ..dynamics.liegroups import _integrate
+from .costs import _accumulate, _accumulate_rows, _activate
+from .integrators import _semi_implicit_jacobian
+from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
+                        JACOBIANS, PLACEMENTS)
+from .state import _integrate_chain
+
+CALC, DIFF, COSTS = 0, 1, 2
+
+_activate_s = _activate.serial
+_accumulate_s = _accumulate.serial
+_accumulate_rows_s = _accumulate_rows.serial
+_frame_residual_s = _frame_residual.serial
+_frame_velocity_residual_s = _frame_velocity_residual.serial
+_com_residual_s = _com_residual.serial
+
+
+# --- dynamics --------------------------------------------------------------------------
+
+@kernel
+def _free_field(xs, us, m, a, mode):
+    """f = (v, ABA(q, v, B u - D v)) and, in DIFF mode, f_x, f_u of FreeDynamics (see
+    :meth:`.dynamics.FreeDynamics.calc_diff`); in COSTS mode only the knots' placements
+    (level 1) or placements and world Jacobians (level 2)."""
+    B, damping, level, buf, d, out = a
+    qs, vs, tau, f_ext, zeros = buf
+    liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
+        dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
+    f, f_x, f_u = out
+    K = xs.shape[0]
+    nq, nv = m.nq, m.nv
+    for k in range(K):
+        for i in range(nq):
+            qs[k, i] = xs[k, i]
+        for i in range(nv):
+            vs[k, i] = xs[k, nq + i]
+    if mode == COSTS:
+        if level == JACOBIANS:
+            _compute_joint_jacobians(m, qs, liR, lip, oR, op, J)
+        elif level == PLACEMENTS:
+            _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
+        return
+    for k in range(K):
+        for i in range(nv):
+            s = 0.0
+            for j in range(B.shape[1]):
+                s += B[i, j] * us[k, j]
+            tau[k, i] = s - damping[i] * vs[k, i]
+    if mode == CALC:
+        _aba(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, IA, v, acc, pA, U, Dinv, u, ddq)
+    else:
+        _aba_derivatives(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, Ycrb, v, acc, pA, U,
+                         Dinv, u, ddq, Minv, fj, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv)
+    for k in range(K):
+        for i in range(nv):
+            f[k, i] = vs[k, i]
+            f[k, nv + i] = ddq[k, i]
+    if mode == DIFF:
+        _free_jacobians(B, damping, Minv, ddq_dq, ddq_dv, f_x, f_u)
+
+
+@kernel
+def _free_jacobians(B, damping, Minv, ddq_dq, ddq_dv, f_x, f_u):
+    """f_x = [[0, I], [dddq_dq, dddq_dv - M^-1 D]], f_u = [[0], [M^-1 B]]."""
+    K, nv = ddq_dq.shape[0], ddq_dq.shape[1]
+    for k in range(K):
+        for i in range(nv):
+            f_x[k, i, nv + i] = 1.0
+            for j in range(nv):
+                f_x[k, nv + i, j] = ddq_dq[k, i, j]
+                f_x[k, nv + i, nv + j] = ddq_dv[k, i, j] - Minv[k, i, j] * damping[j]
+            for j in range(B.shape[1]):
+                s = 0.0
+                for c in range(nv):
+                    s += Minv[k, i, c] * B[c, j]
+                f_u[k, nv + i, j] = s
+
+
+# --- integrators -----------------------------------------------------------------------
+
+@kernel
+def _euler(xs, us, m, a, mode):
+    """x' = x (+) w, Fx = Dx + Dw w_x, Fu = Dw w_u for "explicit_euler" (scheme 0:
+    w = dt f) and "euler" (scheme 1: w = (dt (v + dt a), dt a)) from the field in
+    (f, f_x, f_u) (see :class:`.integrators.Integrator`); nothing in COSTS mode."""
+    flat, scheme, dt, field, work, out, lie = a
+    f, f_x, f_u = field
+    w, w_x, w_u, qs, dq, qout = work
+    xnext, Fx, Fu = out
+    s4, t4, s3, xi, W, S, D = lie
+    if mode == COSTS:
+        return
+    K, ndx = f.shape
+    nv = ndx // 2
+    for k in range(K):
+        if scheme == 0:
+            for i in range(ndx):
+                w[k, i] = dt * f[k, i]
+        else:
+            for i in range(nv):
+                w[k, nv + i] = dt * f[k, nv + i]
+                w[k, i] = dt * f[k, i] + dt * w[k, nv + i]
+    nq = xs.shape[1] - nv
+    for k in range(K):
+        for i in range(nq):
+            qs[k, i] = xs[k, i]
+        for i in range(nv):
+            dq[k, i] = w[k, i]
+    _integrate(m, qs, dq, qout, s4, t4, s3)
+    for k in range(K):
+        for i in range(nq):
+            xnext[k, i] = qout[k, i]
+        for i in range(nv):
+            xnext[k, nq + i] = xs[k, nq + i] + w[k, nv + i]
+    if mode != DIFF:
+        return
+    scale = dt
+    if scheme == 1:
+        scale = 1.0
+        _semi_implicit_jacobian(f_x, dt, nv, w_x)
+        _semi_implicit_jacobian(f_u, dt, nv, w_u)
+        field_x, field_u = w_x, w_u
+    else:
+        field_x, field_u = f_x, f_u
+    if flat:
+        for k in range(K):
+            for r in range(ndx):
+                for c in range(ndx):
+                    Fx[k, r, c] = field_x[k, r, c] * scale
+                Fx[k, r, r] += 1.0
+                for c in range(Fu.shape[2]):
+                    Fu[k, r, c] = field_u[k, r, c] * scale
+    else:
+        _integrate_chain(m, dq, scale, field_x, field_u, Fx, Fu, xi, W, S, D)
+
+
+# --- kinematics ----------------------------------------------------------------------
+
+@kernel
+def _kinematics(xs, us, m, a, mode):
+    """The knots' placements (level 1) or placements and world Jacobians (level 2):
+    in every mode when ``always`` (the terminal knot), else in COSTS mode only (a
+    running stage whose dynamics run in Python and leave the kinematics otherwise)."""
+    level, always, qs, zeros, liR, lip, oR, op, J, v, acc = a
+    if not always and mode != COSTS:
+        return
+    for k in range(xs.shape[0]):
+        for i in range(m.nq):
+            qs[k, i] = xs[k, i]
+    if level == JACOBIANS:
+        _compute_joint_jacobians(m, qs, liR, lip, oR, op, J)
+    elif level == PLACEMENTS:
+        _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
+
+
+def kinematics_step(arrays, kinematics, level, always):
+    """The :func:`_kinematics` step on the kinematics Data of the phase's knots."""
+    K, nq, nv = kinematics.oR.shape[0], arrays.nq, arrays.nv
+    k = kinematics
+    return Step((int(level), bool(always), np.zeros((K, nq)), np.zeros((K, nv)),
+                 k.liR, k.lip, k.oR, k.op, k.J, k.v, k.a), _kinematics, model=arrays,
+                separate=True)
+
+
+# --- residuals -------------------------------------------------------------------------
+
+@kernel
+def _state(xs, us, m, a, mode):
+    """r = x (-) x_ref of a multibody state; Rx's configuration block (Lie Jacobians)
+    unless the state is flat (its constant blocks are written once, at build)."""
+    flat, ref, ref_q, qs, dq, r, Rx, block, xi, W, S = a
+    K = xs.shape[0]
+    nq, nv = m.nq, m.nv
+    for k in range(K):
+        for i in range(nq):
+            ref_q[k, i] = ref[k, i]
+            qs[k, i] = xs[k, i]
+    _difference_stack(m, ref_q, qs, dq)
+    for k in range(K):
+        for i in range(nv):
+            r[k, i] = dq[k, i]
+            r[k, nv + i] = xs[k, nq + i] - ref[k, nq + i]
+    if mode == DIFF and not flat:
+        _lie_jacobians(m, dq, 2, 1.0, 1.0, block, xi, W, S)
+        for k in range(K):
+            for i in range(nv):
+                for j in range(nv):
+                    Rx[k, i, j] = block[k, i, j]
+
+
+@kernel
+def _control(xs, us, a, mode):
+    """r = u - u_ref (Ru = I, constant)."""
+    ref, r = a
+    for k in range(r.shape[0]):
+        for i in range(r.shape[1]):
+            r[k, i] = us[k, i] - ref[k, i]
+
+
+@kernel
+def _frame(xs, us, m, a, mode):
+    """Frame translation (kind 0), rotation (1) or placement (2): :func:`.residuals.
+    _frame_residual`."""
+    oR, op, J, joint, fR, fp, kind, ref_R, ref_p, r, Rx = a
+    _frame_residual_s(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, mode == DIFF, r, Rx)
+
+
+@kernel
+def _frame_velocity(xs, us, m, a, mode):
+    """:func:`.residuals._frame_velocity_residual` on the knots' velocities."""
+    oR, op, J, vs, joint, fR, fp, reference, ref, r, Rx = a
+    nq = m.nq
+    for k in range(xs.shape[0]):
+        for i in range(vs.shape[1]):
+            vs[k, i] = xs[k, nq + i]
+    _frame_velocity_residual_s(m, oR, op, J, vs, joint, fR, fp, reference, ref, mode == DIFF,
+                               r, Rx)
+
+
+@kernel
+def _com(xs, us, m, a, mode):
+    """:func:`.residuals._com_residual`."""
+    oR, op, J, ref, r, Rx = a
+    _com_residual_s(m, oR, op, J, ref, mode == DIFF, r, Rx)
+
+
+@kernel
+def _contact_wrench(xs, us, a, mode):
+    """r = A w - ref for the force w of one constraint (rows row0:row0+size of the contact
+    forces lam that the stage's dynamics left), w in world axes (rotate 1: w = R l per
+    block of 3, R = oR[joint] R1 the contact frame), in the contact frame's axes (2:
+    w = R^T l) or as it is (0); the Jacobians of :meth:`.contacts._ContactResidual.
+    _force_in`: d(R l) = R dl - [R l]x J_w dq, d(R^T l) = R^T dl + R^T [l]x J_w dq."""
+    lam, lam_x, lam_u, oR, J, joint, R1, row0, dofs, A, ref, rotate, r, Rx, Ru, w, w_x, \
+        w_u, Rt = a
+    K, size = w.shape
+    with_derivatives = mode == DIFF
+    for k in range(K):
+        if rotate != 0:
+            for i in range(3):
+                for j in range(3):
+                    s = 0.0
+                    for c in range(3):
+                        s += oR[k, joint, i, c] * R1[c, j]
+                    if rotate == 1:
+                        Rt[i, j] = s
+                    else:
+                        Rt[j, i] = s
+        for b in range(0, size, 3):
+            _rotate_rows(Rt, rotate, lam[k], row0 + b, w[k], b)
+            if not with_derivatives:
+                continue
+            _rotate_rows(Rt, rotate, lam_x[k], row0 + b, w_x[k], b)
+            _rotate_rows(Rt, rotate, lam_u[k], row0 + b, w_u[k], b)
+            if rotate != 0:
+                _rotation_columns(Rt, rotate, lam[k], row0 + b, w[k], b, J[k], dofs, w_x[k])
+        _linear_map(A, w[k], w_x[k], w_u[k], ref, k, with_derivatives, r[k], Rx[k], Ru[k])
+
+
+@kernel
+def _rotate_rows(Rt, rotate, source, s0, target, t0):
+    """target[t0:t0+3] = Rt source[s0:s0+3] (rows of a vector or of a matrix), or a copy
+    (rotate 0)."""
+    for i in range(3):
+        if rotate == 0:
+            target[t0 + i] = source[s0 + i]
+        else:
+            target[t0 + i] = Rt[i, 0] * source[s0] + Rt[i, 1] * source[s0 + 1] + \
+                Rt[i, 2] * source[s0 + 2]
+
+
+@kernel
+def _rotation_columns(Rt, rotate, lam, s0, w, t0, J, dofs, w_x):
+    """The rotation's part of w_x on the columns ``dofs`` (J_w = J[3:]): world (1)
+    -= [w]x J_w, contact frame (2) += Rt [l]x J_w."""
+    for p in range(dofs.shape[0]):
+        c = dofs[p]
+        j0, j1, j2 = J[3, c], J[4, c], J[5, c]
+        if rotate == 1:
+            x0, x1, x2 = w[t0], w[t0 + 1], w[t0 + 2]
+            w_x[t0, c] -= x1 * j2 - x2 * j1
+            w_x[t0 + 1, c] -= x2 * j0 - x0 * j2
+            w_x[t0 + 2, c] -= x0 * j1 - x1 * j0
+        else:
+            x0, x1, x2 = lam[s0], lam[s0 + 1], lam[s0 + 2]
+            y0, y1, y2 = x1 * j2 - x2 * j1, x2 * j0 - x0 * j2, x0 * j1 - x1 * j0
+            for i in range(3):
+                w_x[t0 + i, c] += Rt[i, 0] * y0 + Rt[i, 1] * y1 + Rt[i, 2] * y2
+
+
+@kernel
+def _linear_map(A, w, w_x, w_u, ref, k, with_derivatives, r, Rx, Ru):
+    """r = A w[:n] - ref[k] (no reference when ref has no columns), Rx = A w_x[:n],
+    Ru = A w_u[:n], n = A's columns."""
+    nr, n = A.shape
+    for i in range(nr):
+        s = 0.0
+        for j in range(n):
+            s += A[i, j] * w[j]
+        r[i] = s - ref[k, i] if ref.shape[1] == nr else s
+        if not with_derivatives:
+            continue
+        for c in range(Rx.shape[1]):
+            s = 0.0
+            for j in range(n):
+                s += A[i, j] * w_x[j, c]
+            Rx[i, c] = s
+        for c in range(Ru.shape[1]):
+            s = 0.0
+            for j in range(n):
+                s += A[i, j] * w_u[j, c]
+            Ru[i, c] = s
+
+
+# --- costs ---------------------------------------------------------------------------
+
+@kernel
+def _clear(out, mode):
+    """cost = 0 (and its derivatives in DIFF mode)."""
+    cost, Lx, Lu, Lxx, Luu, Lxu = out
+    cost[:] = 0.0
+    if mode == DIFF:
+        Lx[:] = 0.0
+        Lu[:] = 0.0
+        Lxx[:] = 0.0
+        Luu[:] = 0.0
+        Lxu[:] = 0.0
+
+
+@kernel
+def _cost(a, out, mode):
+    """Activation of r, then cost += w a (and Lx, Lu, Lxx, Luu, Lxu, Gauss-Newton) with
+    w = scale * the knot's weight: :meth:`.costs.Cost.add`."""
+    code, params, r, value, a_r, A_rr, weights, scaled, scale, Rx, Ru, with_u, with_x, \
+        smooth2 = a
+    cost, Lx, Lu, Lxx, Luu, Lxu = out
+    _activate_s(code, params, r, value, a_r, A_rr)
+    for k in range(weights.shape[0]):
+        scaled[k] = weights[k] * scale
+    with_derivatives = mode == DIFF
+    if smooth2:
+        _accumulate_s(scaled, value, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
+                      with_derivatives, False, with_x)
+    else:
+        _accumulate_rows_s(scaled, value, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu,
+                           with_u, with_derivatives, with_x, 1)
+
+
+# --- steps and generated phase functions ----------------------------------------------
+
+class Step:
+    """One call of a phase function: ``block`` (a kernel of this module, called
+    ``block(xs, us, args, mode)``, ``block(xs, us, model, args, mode)`` when the step
+    has a ``model`` (ModelArrays: passed once per phase, however many steps use it), or
+    with ``cost=True`` ``block(args, out, mode)``) or a user knot kernel
+    (``knot_kernel``: the phase loops over the knots and calls it, see
+    :mod:`.numba_residual`), on ``args``."""
+
+    def __init__(self, args, block=None, cost=False, knot_kernel=None, model=None,
+                 separate=False):
+        self.args, self.block, self.cost, self.knot_kernel = args, block, cost, knot_kernel
+        self.model = model
+        # a heavy block (the dynamics, a kinematics pass) called on its own before the
+        # phase function: linked into it, LLVM would optimize its code again for every
+        # new composition (measured on ur5: 11 s instead of a few)
+        self.separate = separate
+
+
+def _model_indices(steps):
+    """(the distinct models of ``steps`` by identity, each step's index into them or -1)."""
+    models, indices = [], []
+    for step in steps:
+        if step.model is None:
+            indices.append(-1)
+            continue
+        for j, model in enumerate(models):
+            if model is step.model:
+                indices.append(j)
+                break
+        else:
+            indices.append(len(models))
+            models.append(step.model)
+    return tuple(models), indices
+
+
+def cost_step(cost, cdata, scale, with_u):
+    """The :func:`_cost` step of ``cost`` (data ``cdata``) at ``scale`` (dt b_j)."""
+    rdata, residual = cdata.residual, cost.residual
+    return Step((np.int64(cost.activation.code), cdata.params, rdata.r, cdata.value, cdata.a_r,
+                 cdata.A_rr, cdata.weights, cdata.scaled, float(scale), rdata.Rx, rdata.Ru,
+                 bool(with_u), bool(residual.depends_on_state),
+                 cost.activation.code == 4), _cost, cost=True)
+
+
+def cost_steps(costs, cost_data, kinematics, state, scale, with_u):
+    """[residual step, cost step] of every cost, or None if a residual has no step."""
+    steps = []
+    for cost, cdata in zip(costs, cost_data):
+        make = getattr(cost.residual, "fused_step", None)
+        step = None if make is None else make(cdata.residual, kinematics, state)
+        if step is None:
+            return None
+        steps += [step, cost_step(cost, cdata, scale, with_u and cost.residual.uses_control)]
+    return steps
+
+
+_LOCK = threading.Lock()
+_FUNCTIONS = {}
+_FINGERPRINT = []
+
+
+def _package_fingerprint():
+    """A hash of this package's kernel sources (dynamics/ and ocp/): a cached phase
+    function compiled against other blocks is never reused (Numba's cache checks only
+    the phase file's own stamp)."""
+    if not _FINGERPRINT:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        digest = hashlib.sha256()
+        for folder in ("dynamics", "ocp"):
+            path = os.path.join(root, folder)
+            for name in sorted(os.listdir(path)):
+                if name.endswith(".py"):
+                    with open(os.path.join(path, name), "rb") as handle:
+                        digest.update(name.encode() + handle.read())
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def _kernel_fingerprint(function):
+    """The code of a user kernel (its Python function), so that an edited kernel gets a
+    new phase file."""
+    code = getattr(function, "py_func", function).__code__
+    return repr((code.co_code, code.co_consts, code.co_names, function.__module__,
+                 function.__qualname__))
+
+
+def cache_folder():
+    """Where the phase sources live: $GEPPETTO_CACHE_DIR/phases, default
+    ~/.cache/geppetto/phases."""
+    root = os.environ.get("GEPPETTO_CACHE_DIR",
+                          os.path.join(os.path.expanduser("~"), ".cache", "geppetto"))
+    return os.path.join(root, "phases")
+
+
+def _source(steps, clear_at):
+    """The phase module's source for ``steps`` (see the module docstring)."""
+    package = __name__
+    imports = [f"from {kernel.__module__} import kernel",
+               f"from {package} import _clear"]
+    loops, body = [], []
+    _, model_index = _model_indices(steps)
+    for i, step in enumerate(steps):
+        if i == clear_at:
+            body.append("    _clear(out, mode)")
+        if step.knot_kernel is not None:
+            function = step.knot_kernel
+            imports.append(f"from {function.__module__} import {function.__name__} as _user{i}")
+            loops.append(_knot_loop(i))
+            body.append(f"    _loop{i}(xs, us, a[{i}], mode)")
+        else:
+            imports.append(f"from {step.block.__module__} import {step.block.__name__}")
+            if step.cost:
+                body.append(f"    {step.block.__name__}(a[{i}], out, mode)")
+            elif step.model is not None:
+                body.append(f"    {step.block.__name__}(xs, us, models[{model_index[i]}], "
+                            f"a[{i}], mode)")
+            else:
+                body.append(f"    {step.block.__name__}(xs, us, a[{i}], mode)")
+    if clear_at == len(steps):
+        body.append("    _clear(out, mode)")
+    lines = ['"""A phase function of geppetto.ocp.fused (generated)."""']
+    lines += sorted(set(imports)) + [""] + loops
+    lines += ["", "@kernel", "def phase(xs, us, models, a, out, mode):"] + (body or ["    pass"])
+    return "\n".join(lines) + "\n"
+
+
+def _knot_loop(i):
+    return (f"\n@kernel\ndef _loop{i}(xs, us, a, mode):\n"
+            "    oR, op, J, reference, parameters, r, Rx, Ru = a\n"
+            "    with_jacobian = mode == 1\n"
+            "    for k in range(xs.shape[0]):\n"
+            f"        _user{i}(xs[k], us[k], oR[k], op[k], J[k], reference[k], parameters, "
+            "r[k], Rx[k], Ru[k], with_jacobian)\n")
+
+
+def phase_function(steps, clear_at=None):
+    """The compiled ``phase(xs, us, models, a, out, mode)`` calling ``steps`` in order, and
+    ``_clear(out, mode)`` before step ``clear_at`` (None: never)."""
+    source = _source(steps, clear_at)
+    users = "".join(_kernel_fingerprint(s.knot_kernel) for s in steps
+                    if s.knot_kernel is not None)
+    key = hashlib.sha256((_package_fingerprint() + source + users).encode()).hexdigest()[:24]
+    with _LOCK:
+        function = _FUNCTIONS.get(key)
+        if function is None:
+            function = _import(key, source)
+            _FUNCTIONS[key] = function
+    return function
+
+
+def _import(key, source):
+    """Write the phase source (once: never rewritten, so Numba's cache stays valid) and
+    import it."""
+    folder = cache_folder()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"phase_{key}.py")
+    if not os.path.exists(path):
+        temporary = f"{path}.{os.getpid()}.tmp"
+        with open(temporary, "w") as handle:
+            handle.write(source)
+        os.replace(temporary, path)
+    name = f"_geppetto_phase_{key}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.phase
+
+
+class FusedPhase:
+    """A phase evaluated by one compiled call: ``phase(xs, us, mode)`` (two: the
+    dynamics or the kinematics pass first, see :class:`Step`); with
+    ``python_dynamics`` (dynamics without a step: contacts, impulses), the stage calls
+    the dynamics first, then the phase for the integrator and the costs."""
+
+    def __init__(self, steps, out, clear_at, python_dynamics=None):
+        n = 0
+        while n < min(len(steps), clear_at) and steps[n].separate:
+            n += 1
+        self.first = [(step.block, step.model, step.args) for step in steps[:n]]
+        steps = steps[n:]
+        self.out = out
+        items = interpreted(steps, clear_at - n)
+        self.program = None
+        if items is not None:
+            self.program = _typed_list(items + (out,))
+            _push(self.program, items + (out,))
+        else:
+            self.function = phase_function(steps, clear_at - n)
+            self.models = _model_indices(steps)[0]
+            self.args = tuple(step.args for step in steps)
+        # the dynamics evaluated in Python before the call (those without a step)
+        self.python_dynamics = python_dynamics
+
+    def __call__(self, xs, us, mode):
+        for block, model, args in self.first:
+            block(xs, us, model, args, mode)
+        if self.program is not None:
+            _interpret(xs, us, self.program, mode)
+        else:
+            self.function(xs, us, self.models, self.args, self.out, mode)
+
+
+def outputs_tuple(outputs):
+    """(cost, Lx, Lu, Lxx, Luu, Lxu) of a StageOutputs, or None when one is not contiguous
+    (the phase then takes the per-term path)."""
+    arrays = tuple(getattr(outputs, name) for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"))
+    return arrays if all(array.flags.c_contiguous for array in arrays) else None
+
+
+def lie_scratch(nv):
+    """Scratch of the Lie-group kernels (s4, t4, s3, xi, W, S, D)."""
+    from ..dynamics.liegroup_derivatives import _N_SCRATCH
+    return (np.empty(4), np.empty(4), np.empty(3), np.empty(6), np.empty((6, 6)),
+            np.empty((_N_SCRATCH, 3, 3)), np.empty((1, 6, 6)))
+
+
+# --- the interpreter: one kernel for every composition of built-in blocks ----------------
+#
+# A generated phase function costs seconds of LLVM work for each new composition (the
+# blocks' code is linked into it and compiled again).  The interpreter is compiled once
+# (and cached): it runs a program of (block code, item, model) rows over typed Lists
+# that hold, per block kind, the argument tuples of the phase's steps.  Each kind's item
+# type is fixed (``_SPECS``: the ndim of each float64 array, "i" int64, "I" an int64
+# array, "b" bool, "f" float); a step whose arguments have another type makes its phase
+# take the generated function instead.
+
+CLEAR_CODE = 0
+_BLOCKS = ("_euler", "_state", "_control", "_frame", "_frame_velocity", "_com",
+           "_contact_wrench", "_cost")
+_SPECS = {
+    "_euler": ("b", "i", "f", (2, 3, 3), (2, 3, 3, 2, 2, 2), (2, 3, 3), (1, 1, 1, 1, 2, 3, 3)),
+    "_state": ("b", 2, 2, 2, 2, 2, 3, 3, 1, 2, 3),
+    "_control": (2, 2),
+    "_frame": (4, 3, 3, "i", 2, 1, "i", 3, 2, 2, 3),
+    "_frame_velocity": (4, 3, 3, 2, "i", 2, 1, "i", 2, 2, 3),
+    "_com": (4, 3, 3, 2, 2, 3),
+    "_contact_wrench": (2, 3, 3, 4, 3, "i", 2, "i", "I", 2, 2, "i", 2, 3, 3, 2, 3, 3, 2),
+    "_cost": ("i", 2, 2, 1, 2, 3, 1, 1, "f", 3, 3, "b", "b", "b"),
+}
+_ITEM_TYPES = {}
+
+
+def _prototype(spec):
+    if isinstance(spec, tuple):
+        return tuple(_prototype(s) for s in spec)
+    return {"i": 0, "b": False, "f": 0.0, "I": np.zeros(1, dtype=np.int64)}.get(
+        spec, None) if isinstance(spec, str) else np.zeros((1,) * spec)
+
+
+def _item_type(name):
+    if name not in _ITEM_TYPES:
+        _ITEM_TYPES[name] = numba.typeof(_prototype(_SPECS[name]))
+    return _ITEM_TYPES[name]
+
+
+@kernel
+def _interpret(xs, us, holder, mode):
+    """Run the program of ``holder[0]`` = (models, program, the lists of _BLOCKS' argument
+    tuples, out): rows (block code (1 + index in _BLOCKS, 0: _clear), item, model).  One
+    typed List holds them all: a call unboxes one object instead of a dozen."""
+    models, program, euler, state, control, frame, velocity, com, contact, cost, out = \
+        holder[0]
+    for i in range(program.shape[0]):
+        code, j, mi = program[i, 0], program[i, 1], program[i, 2]
+        if code == CLEAR_CODE:
+            _clear(out, mode)
+        elif code == 1:
+            _euler(xs, us, models[mi], euler[j], mode)
+        elif code == 2:
+            _state(xs, us, models[mi], state[j], mode)
+        elif code == 3:
+            _control(xs, us, control[j], mode)
+        elif code == 4:
+            _frame(xs, us, models[mi], frame[j], mode)
+        elif code == 5:
+            _frame_velocity(xs, us, models[mi], velocity[j], mode)
+        elif code == 6:
+            _com(xs, us, models[mi], com[j], mode)
+        elif code == 7:
+            _contact_wrench(xs, us, contact[j], mode)
+        else:
+            _cost(cost[j], out, mode)
+
+
+@kernel
+def _typed_list(prototype):
+    """An empty typed List for items of the prototype's type (compiled here and cached:
+    typed Lists made from Python compile their methods in every process)."""
+    items = List()
+    items.append(prototype)
+    items.pop()
+    return items
+
+
+@kernel
+def _push(items, item):
+    items.append(item)
+
+
+def interpreted(steps, clear_at):
+    """(models, program, then the list of each of _BLOCKS) running ``steps`` in the
+    interpreter, or None when a step is not one of its blocks or has arguments of another
+    type."""
+    if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):
+        return None
+    models, model_index = _model_indices(steps)
+    if models and len({numba.typeof(m) for m in models}) != 1:
+        return None
+    lists = {name: _typed_list(_prototype(_SPECS[name])) for name in _BLOCKS}
+    rows, counts = [], {}
+    for i, step in enumerate(steps):
+        if i == clear_at:
+            rows.append((CLEAR_CODE, 0, 0))
+        name = step.block.__name__
+        if numba.typeof(step.args) != _item_type(name):
+            return None
+        rows.append((1 + _BLOCKS.index(name), counts.get(name, 0), max(model_index[i], 0)))
+        counts[name] = counts.get(name, 0) + 1
+        _push(lists[name], step.args)
+    if clear_at == len(steps):
+        rows.append((CLEAR_CODE, 0, 0))
+    if not models:
+        return None
+    typed_models = _typed_list(models[0])
+    for model in models:
+        _push(typed_models, model)
+    return (typed_models, np.array(rows, dtype=np.int64)) + tuple(lists[n] for n in _BLOCKS)

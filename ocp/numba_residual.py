@@ -1,0 +1,96 @@
+"""Residuals written by the user as Numba kernels, evaluated in the same compiled call as
+the built-in terms of a phase (:mod:`.fused`).
+
+The protocol: a module-level function compiled with ``numba.njit(cache=True)`` (or
+:func:`geppetto.dynamics.config.kernel`) that evaluates one knot::
+
+    def kernel(x, u, oR, op, J, reference, parameters, r, Rx, Ru, with_jacobian):
+        # x (nx,), u (nu,): the knot's state and controls (u is empty at the terminal knot)
+        # oR (njoints, 3, 3), op (njoints, 3): the joints' placements in the world
+        # J (6, nv): the world Jacobian of every joint's motion (columns of the dofs:
+        #     the joint's motion at the world origin, [linear; angular], Pinocchio's
+        #     WORLD frame); valid when the residual says needs_kinematics=True
+        # reference (nref,): the knot's reference (ShootingProblem.set_reference writes it)
+        # parameters (npar,): constant parameters
+        # r (nr,): write the residual;  Rx (nr, ndx), Ru (nr, nu): write its Jacobians
+        #     when with_jacobian is True (tangent coordinates of x; entries left alone
+        #     keep the zeros they start with)
+
+The phase calls it for every knot inside its compiled loop: a user residual costs what
+the same arithmetic costs in a built-in kernel, with no Python per knot or per call.
+The kernel must be importable by its module and name (a module-level function of an
+importable module, or of the script being run); an edited kernel gets a new phase
+function (its code is part of the phase's hash).  Check its Jacobians with
+:func:`geppetto.ocp.check_residual`.
+"""
+import numpy as np
+
+from .fused import Step, phase_function
+from .residuals import JACOBIANS, NONE, Residual
+
+
+class NumbaResidual(Residual):
+    """A residual r(x, u) (nr,) computed knot by knot by a user Numba ``kernel`` (see the
+    module docstring for its signature).
+
+    Parameters
+    ----------
+    nr : size of r.
+    kernel : the Numba dispatcher (``numba.njit(cache=True)``).
+    parameters : (npar,) constant parameters handed to every call.
+    reference : (nref,) the reference (or (K, nref): one per knot of the phase).
+    needs_kinematics : whether the kernel reads oR, op, J (the stage then computes the
+        knots' placements and world Jacobians before it).
+    uses_control : whether r depends on u (else Ru is not accumulated).
+    depends_on_state : whether r depends on x (else Rx is not accumulated).
+    """
+
+    def __init__(self, nr, kernel, parameters=(), reference=(), needs_kinematics=False,
+                 uses_control=False, depends_on_state=True):
+        if not hasattr(kernel, "py_func"):
+            raise ValueError(f"kernel: expected a Numba dispatcher (numba.njit), got "
+                             f"{type(kernel).__name__}")
+        self.nr = int(nr)
+        if self.nr < 1:
+            raise ValueError(f"nr: expected a positive size, got {nr}")
+        self.kernel = kernel
+        self.parameters = np.ascontiguousarray(np.asarray(parameters, dtype=float).reshape(-1))
+        if not np.all(np.isfinite(self.parameters)):
+            raise ValueError("parameters: contains NaN or inf")
+        self.reference = np.asarray(reference, dtype=float)
+        self.needs_kinematics = bool(needs_kinematics)
+        self.kinematics = JACOBIANS if self.needs_kinematics else NONE
+        self.uses_control = bool(uses_control)
+        self.depends_on_state = bool(depends_on_state)
+
+    def reference_shape(self):
+        return self.reference.shape[-1:] if self.reference.ndim else (1,)
+
+    def _args(self, data, kinematics):
+        K = data.r.shape[0]
+        if kinematics is None:
+            if not hasattr(data, "no_kinematics"):
+                data.no_kinematics = (np.zeros((K, 1, 3, 3)), np.zeros((K, 1, 3)),
+                                      np.zeros((K, 6, 0)))
+            oR, op, J = data.no_kinematics
+        else:
+            oR, op, J = kinematics.oR, kinematics.op, kinematics.J
+        return (oR, op, J, data.reference, self.parameters, data.r, data.Rx, data.Ru)
+
+    def fused_step(self, data, kinematics, state):
+        return Step(self._args(data, kinematics), knot_kernel=self.kernel)
+
+    def _run(self, data, kinematics, xs, us, mode):
+        """The per-term path: a phase function made of this residual's knot loop alone."""
+        function = getattr(self, "_alone", None)
+        if function is None:
+            function = self._alone = phase_function([Step(None, knot_kernel=self.kernel)])
+        K = data.r.shape[0]
+        us = np.zeros((K, 0)) if us is None else np.ascontiguousarray(us)
+        function(np.ascontiguousarray(xs), us, (), (self._args(data, kinematics),), (), mode)
+
+    def calc(self, data, kinematics, xs, us):
+        self._run(data, kinematics, xs, us, 0)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self._run(data, kinematics, xs, us, 1)

@@ -1,0 +1,252 @@
+"""One compiled call per phase (geppetto.ocp.fused) and user residuals as Numba kernels
+(geppetto.ocp.NumbaResidual).
+
+The fused path must give what the per-term path gives (every built-in residual and
+activation, both Euler schemes, flat and Lie-group states, the terminal knot, the line
+search's calc_costs); a user kernel equivalent to a built-in residual must give the same
+problem, and its Jacobian must pass the finite-difference check.
+"""
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto.examples import custom_residual, reaching
+from geppetto.ocp import fused
+
+TARGET = (0.4, 0.2, 0.4)
+OUTPUTS = ("costs", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu", "xnext")
+
+
+def _per_term(problem):
+    """The problem's phases evaluated term by term (the path without the fused call)."""
+    for *_, data in problem.phases:
+        data.fused = False
+    problem.terminal_data.fused = False
+    return problem
+
+
+def _point(problem, model, seed):
+    rng = np.random.default_rng(seed)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, :model.nq] = [gp.dynamics.random_configuration(model, rng)
+                        for _ in range(problem.N + 1)]
+    xs[:, model.nq:] = 0.3 * rng.standard_normal((problem.N + 1, model.nv))
+    return xs, rng.standard_normal((problem.N, problem.nu))
+
+
+def _evaluate(problem, xs, us):
+    """{mode: outputs} after calc, calc_diff and calc_costs at (xs, us)."""
+    out = {}
+    for mode, names in (("calc", ("costs", "xnext")), ("calc_diff", OUTPUTS),
+                        ("calc_costs", ("costs",))):
+        getattr(problem, mode)(xs, us)
+        out[mode] = {n: getattr(problem, n).copy() for n in names}
+    return out
+
+
+def _assert_same(ours, reference, tolerance):
+    for mode in reference:
+        for name, value in reference[mode].items():
+            scale = max(1.0, np.abs(value).max())
+            error = np.abs(ours[mode][name] - value).max() / scale
+            assert error <= tolerance, f"{mode} {name}: {error:.3g}"
+
+
+def _every_term_problem(model, frame, integrator):
+    """A stage with every built-in residual and activation on ``frame``."""
+    dynamics = gp.ocp.FreeDynamics(model, damping=np.full(model.nv, 0.05))
+    state, nu = dynamics.state, dynamics.nu
+    rng = np.random.default_rng(1)
+    R, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    R *= np.linalg.det(R)                   # a rotation (det +1)
+    x_ref = state.zero()
+    x_ref[:model.nq] = gp.dynamics.random_configuration(model, rng)
+    costs = [
+        gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, frame, TARGET)),
+        gp.ocp.Cost(gp.ocp.FrameRotationResidual(model, frame, R), gp.ocp.Smooth2Norm(1e-3),
+                    weight=0.3),
+        gp.ocp.Cost(gp.ocp.FramePlacementResidual(model, frame, R, TARGET),
+                    gp.ocp.WeightedQuadratic(np.linspace(0.5, 2.0, 6)), weight=0.7),
+        gp.ocp.Cost(gp.ocp.FrameVelocityResidual(model, frame, reference_frame=
+                                                 gp.dynamics.LOCAL), weight=0.1),
+        gp.ocp.Cost(gp.ocp.FrameVelocityResidual(model, frame, reference=np.ones(6),
+                                                 reference_frame=gp.dynamics.WORLD),
+                    gp.ocp.Smooth1Norm(1e-4), weight=0.05),
+        gp.ocp.Cost(gp.ocp.FrameVelocityResidual(
+            model, frame, reference_frame=gp.dynamics.LOCAL_WORLD_ALIGNED), weight=0.2),
+        gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, [0.1, 0.0, 0.3]), weight=2.0),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x_ref),
+                    gp.ocp.QuadraticBarrier(-0.2 * np.ones(state.ndx), 0.2 * np.ones(state.ndx)),
+                    weight=1.5),
+        gp.ocp.Cost(gp.ocp.StateResidual(state, x_ref), weight=1e-2),
+        gp.ocp.Cost(gp.ocp.ControlResidual(nu, np.linspace(-1, 1, nu)), weight=1e-3),
+    ]
+    running = gp.ocp.StageModel(dynamics, costs, dt=0.02, integrator=integrator)
+    terminal = gp.ocp.TerminalModel(state, costs[:3] + costs[6:9])
+    return gp.ocp.ShootingProblem(state.zero(), [running] * 6, terminal)
+
+
+@pytest.mark.parametrize("name, frame, integrator", [
+    ("ur5", "tool0", "euler"), ("ur5", "tool0", "explicit_euler"),
+    ("solo12", "FL_FOOT", "euler"), ("solo12", "HR_FOOT", "explicit_euler")])
+def test_fused_equals_per_term(name, frame, integrator):
+    """Every built-in residual and activation, flat (ur5) and free-flyer (solo12) states,
+    both Euler schemes, damping: the fused phase gives the per-term results."""
+    model = gp.robots.load(name).model
+    problem = _every_term_problem(model, frame, integrator)
+    xs, us = _point(problem, model, 3)
+    ours = _evaluate(problem, xs, us)
+    assert all(isinstance(d.fused, fused.FusedPhase) for *_, d in problem.phases)
+    assert isinstance(problem.terminal_data.fused, fused.FusedPhase)
+    reference = _evaluate(_per_term(_every_term_problem(model, frame, integrator)), xs, us)
+    _assert_same(ours, reference, 1e-12)
+
+
+def test_fused_phase_interpreted_or_generated():
+    """Built-in terms run in the interpreter (compiled once for every composition); a user
+    kernel gets a generated phase function, written once to the cache folder and shared
+    by the problems of the same structure (other weights and targets)."""
+    robot = gp.robots.load("ur5")
+    a, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=5)
+    xs, us = _point(a, robot.model, 0)
+    a.calc(xs, us)
+    assert a.phases[0][3].fused.program is not None
+    assert a.terminal_data.fused.program is not None
+    problems = []
+    for target, knots in ((TARGET, 5), ((0.1, 0.3, 0.5), 7)):
+        user = custom_residual.user_frame_translation(robot.model, "tool0", target)
+        problem, _ = reaching.reaching_problem(robot.model, "tool0", target, robot.q0,
+                                               knots=knots, reach=user)
+        xs, us = _point(problem, robot.model, 0)
+        problem.calc(xs, us)
+        problems.append(problem.phases[0][3].fused)
+    assert problems[0].program is None and problems[0].function is problems[1].function
+    path = problems[0].function.py_func.__code__.co_filename
+    assert path.startswith(fused.cache_folder())
+    with open(path) as handle:
+        assert "_loop1(xs, us, a[1], mode)" in handle.read()
+
+
+@pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])
+def test_numba_residual_equals_built_in(name, frame):
+    """The reaching problem with the user kernel of examples/custom_residual equals the
+    built-in one (calc, calc_diff, calc_costs), fused and term by term."""
+    robot = gp.robots.load(name)
+    user = custom_residual.user_frame_translation(robot.model, frame, TARGET)
+    built_in, _ = reaching.reaching_problem(robot.model, frame, TARGET, robot.q0, knots=8)
+    ours, _ = reaching.reaching_problem(robot.model, frame, TARGET, robot.q0, knots=8,
+                                        reach=user)
+    xs, us = _point(built_in, robot.model, 5)
+    reference = _evaluate(built_in, xs, us)
+    _assert_same(_evaluate(ours, xs, us), reference, 1e-12)
+    assert isinstance(ours.phases[0][3].fused, fused.FusedPhase)
+    _assert_same(_evaluate(_per_term(ours), xs, us), reference, 1e-12)
+
+
+def test_numba_residual_finite_differences():
+    model = gp.robots.load("panda").model
+    user = custom_residual.user_frame_translation(model, "panda_hand", TARGET)
+    state = gp.ocp.StateMultibody(model)
+    rng = np.random.default_rng(2)
+    xs = np.array([state.zero() for _ in range(6)])
+    xs[:, :model.nq] = [gp.dynamics.random_configuration(model, rng) for _ in range(6)]
+    check = gp.ocp.check_residual(user, state, xs)
+    assert check.Rx < 1e-7 and check.Ru == 0.0
+
+
+def test_numba_residual_set_reference():
+    """ShootingProblem.set_reference moves a user residual's target like a built-in one's."""
+    robot = gp.robots.load("ur5")
+    user = custom_residual.user_frame_translation(robot.model, "tool0", TARGET)
+    built_in, reach = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=4)
+    ours, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=4,
+                                        reach=user)
+    built_in.set_reference(reach, np.array([0.2, -0.1, 0.6]))
+    ours.set_reference(user, np.array([0.2, -0.1, 0.6]))
+    xs, us = _point(built_in, robot.model, 7)
+    assert ours.calc(xs, us) == pytest.approx(built_in.calc(xs, us), rel=1e-12)
+
+
+def test_numba_residual_bad_input():
+    with pytest.raises(ValueError, match="kernel"):
+        gp.ocp.NumbaResidual(3, lambda *args: None)
+    with pytest.raises(ValueError, match="nr"):
+        gp.ocp.NumbaResidual(0, custom_residual.frame_translation)
+    with pytest.raises(ValueError, match="parameters"):
+        gp.ocp.NumbaResidual(3, custom_residual.frame_translation, [np.nan])
+
+
+def _near(problem, model, seed, scale=0.05):
+    """States near x0 (a legged robot on its feet) and quasi-static controls plus noise."""
+    rng = np.random.default_rng(seed)
+    x0 = problem.x0
+    dx = scale * rng.standard_normal((problem.N + 1, problem.ndx))
+    xs = problem.state.integrate(np.repeat(x0[None], problem.N + 1, axis=0), dx)
+    us = problem.quasi_static(np.repeat(x0[None], problem.N + 1, axis=0))
+    return xs, us + scale * rng.standard_normal(us.shape) * (problem.nus[:, None] > 0)
+
+
+def _fused_kinds(problem):
+    return [type(d.fused).__name__ for *_, d in problem.phases]
+
+
+def test_fused_contacts_trot():
+    """The solo12 trot of examples/solo12_trot.py (contact dynamics run from Python,
+    friction cones, impulses, CoM and swing-foot costs in the phase): fused = per term."""
+    from geppetto.examples import solo12_trot
+    robot = gp.robots.load("solo12")
+    x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
+
+    def build():
+        return solo12_trot.trotting_problem(robot.model, x0, 2, 4, 2, 0.02)
+
+    problem = build()
+    xs, us = _near(problem, robot.model, 4)
+    ours = _evaluate(problem, xs, us)
+    assert set(_fused_kinds(problem)) == {"FusedPhase"}
+    _assert_same(ours, _evaluate(_per_term(build()), xs, us), 1e-11)
+
+
+@pytest.mark.parametrize("reference", [gp.dynamics.LOCAL, gp.dynamics.LOCAL_WORLD_ALIGNED])
+def test_fused_contact_residuals(reference):
+    """talos on 6D soles: centre of pressure, friction cone, contact force in both frames
+    of the constraint (the force rotated to the world, to the sole, or not at all)."""
+    model = gp.robots.load("talos").model
+    q0 = gp.robots.load("talos").q0
+    soles = ("left_sole_link", "right_sole_link")
+
+    def build():
+        contacts = [gp.dynamics.contact_6d(model, sole, reference=reference, Kp=5.0, Kd=2.0)
+                    for sole in soles]
+        dynamics = gp.ocp.ContactDynamics(model, contacts)
+        state = dynamics.state
+        x0 = np.r_[q0, np.zeros(model.nv)]
+        costs = [gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1.0),
+                 gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3),
+                 gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, [0.0, 0.0, 0.8]), weight=10.0)]
+        for sole in soles:
+            cop = gp.ocp.CenterOfPressureResidual(dynamics, sole, 0.2, 0.1)
+            cone = gp.ocp.FrictionConeResidual(dynamics, sole, 0.7, normal=(0.1, 0.0, 1.0))
+            costs += [gp.ocp.Cost(cop, gp.ocp.QuadraticBarrier(*cop.bounds), weight=10.0),
+                      gp.ocp.Cost(cone, gp.ocp.QuadraticBarrier(*cone.bounds), weight=3.0),
+                      gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, sole, np.arange(6.0)),
+                                  weight=1e-4)]
+        running = gp.ocp.StageModel(dynamics, costs, dt=0.02)
+        terminal = gp.ocp.TerminalModel(state, costs[:1])
+        return gp.ocp.ShootingProblem(x0, [running] * 3, terminal)
+
+    problem = build()
+    xs, us = _near(problem, model, 6, 0.02)
+    ours = _evaluate(problem, xs, us)
+    assert _fused_kinds(problem) == ["FusedPhase"]
+    _assert_same(ours, _evaluate(_per_term(build()), xs, us), 1e-11)
+
+
+def test_custom_residual_example():
+    """examples/custom_residual.py (reduced): FDDP solves the task the same way with the
+    user kernel as with the built-in residual."""
+    results = custom_residual.main(reduced=True)
+    built_in, user = results["built-in"], results["user kernel"]
+    assert user.iterations == built_in.iterations
+    assert user.cost == pytest.approx(built_in.cost, rel=1e-10)
+    np.testing.assert_allclose(user.xs, built_in.xs, atol=1e-10)
