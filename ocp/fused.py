@@ -99,7 +99,7 @@ def _free_field(xs, us, m, a, mode):
         _aba(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, IA, v, acc, pA, U, Dinv, u, ddq)
     else:
         _aba_derivatives(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, Ycrb, v, acc, pA, U,
-                         Dinv, u, ddq, Minv, fj, tau_id, dtau_dq, dtau_dv, M, ddq_dq, ddq_dv)
+                         Dinv, u, ddq, Minv, fj, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
     for k in range(K):
         for i in range(nv):
             f[k, i] = vs[k, i]

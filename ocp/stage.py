@@ -72,7 +72,7 @@ def fused_phase(model, data):
     """The :class:`~.fused.FusedPhase` of ``data`` when the stage runs on one Numba
     thread and all its components have a fused step (built at the first call), else
     None: the per-term path."""
-    if numba.get_num_threads() != 1:
+    if num_threads() != 1:
         return None
     if data.fused is None:
         data.fused = model.build_fused(data) or False
