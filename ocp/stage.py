@@ -22,9 +22,9 @@ stage objects that differ only by their costs' weights and residuals'
 references share one phase data, whose arrays hold each knot's weights and
 references (``runs``: which knots belong to which object).
 """
-import numba
 import numpy as np
 
+from ..dynamics.config import num_threads
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
