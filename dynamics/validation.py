@@ -404,6 +404,8 @@ def check_invertible(model, output, K, function):
     along its motion (D = S^T IA S = 0: M(q) singular, e.g. links without mass in a
     URDF), instead of returning inf or NaN; ``output`` the (K, ...) result (ddq or
     M^-1: the inputs were checked finite, so only a singular M makes it not so)."""
+    if K == 0:
+        return
     values = output[:K].reshape(K, -1)
     if not _states_are_valid(_NO_STATES, values, _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0):
         raise ValueError(f"{function}: the joint-space inertia matrix of model "
