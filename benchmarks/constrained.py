@@ -23,30 +23,42 @@ CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
-IPOPT and MUMPS too) of ``solve`` (the run of least CPU time of ``repeats``
-for the DDP solvers, one run for IPOPT) and CPU time per iteration.  Numba
-was compiled by a warm-up solve.  On a shared machine the CPU time is the
+IPOPT and MUMPS too) of ``solve`` (FDDP: the run of least CPU time of
+``repeats``; ALDDP: the median of ``repeats`` rounds; IPOPT: one run) and CPU
+time per iteration.  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
 CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
 (:data:`CSQP_OPTIONS`: its defaults but the ADMM QP's tolerance ``eps_abs``
 1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
-too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass, and
-it never converged here) on the same problems, built term for term with Crocoddyl
-in mim_solvers' pinned environment (``crocoddyl_env.run(...,
-environment="mim_solvers")``, made once under ~/.cache/geppetto; skipped with
-the reason when it cannot be made), from the same two starts.  The two
+too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass: ur5
+plane ran its 500 iterations to KKT 9e-6; mim_solvers' examples use 1e-5 / 0)
+on the same problems, built term for term with Crocoddyl's C++ models (no
+Python callback per knot) in mim_solvers' pinned environment
+(``crocoddyl_env.run(..., environment="mim_solvers")``, made once under
+~/.cache/geppetto; skipped with the reason when it cannot be made), from the
+same two starts, without callbacks.  Its ShootingProblem runs on one thread
+(``nthreads`` = 1, as ours): that environment's Crocoddyl 3.2.1 is built with
+OpenMP and defaults to one thread per core, whose spin-waits on the loaded
+2-core machine made calc 14x slower in CPU time (7.5 ms against 0.54 ms, ur5,
+100 knots) and CSQP 60x (ur5 plane from the guess 13.6 s against 0.22 s);
+the rows store both counts (``threads``, ``default_threads``).  The two
 problems are checked first to give the same cost at the same (xs, us) (1e-10
-relative).  Its rows give SQP iterations, total QP (ADMM) iterations, the cost,
-the violation measured here with our problem on the returned (xs, us), and the
-CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
-comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
-CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
-default is 100; ``--csqp-max-iter``); its row also stores its final KKT residual (``kkt``), and its
-status is "not converged" when it stopped on ``max_iter`` (then the time ratio
-compares a converged ALDDP with a CSQP that ran out of iterations).
-``--no-ipopt`` leaves IPOPT out.
+relative).  ALDDP and CSQP run interleaved in ``repeats`` rounds (each round:
+ALDDP from both starts, then one subprocess solving CSQP from both); each
+solve is timed alone by the CPU time of its thread (``time.thread_time``,
+problem construction, imports and process start left out), the rows give the
+median over the rounds (``cpu_rounds``: every round's), and the comparison
+table the median of the per-round ALDDP / CSQP ratios with their range.
+CSQP's rows give SQP iterations, total QP (ADMM) iterations (counted by a
+callback in one more, untimed, run in the first round), the cost, the
+violation measured here with our problem on the returned (xs, us).  CSQP gets
+``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own default is
+100; ``--csqp-max-iter``); its row also stores its final KKT residual
+(``kkt``), and its status is "not converged" when it stopped on ``max_iter``
+(then the time ratio compares a converged ALDDP with a CSQP that ran out of
+iterations).  ``--no-ipopt`` leaves IPOPT out.
 
 Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
 """

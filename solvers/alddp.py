@@ -61,8 +61,14 @@ terminal position equality and a plane (100 knots) converged in 20 / 18
 iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
 violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
 relative, in 0.17x / 0.19x its CPU time from FDDP's optimum (0.013x / 0.14x
-from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.07-1.16x FDDP's CPU time
-per iteration.  On the stiff variant (the plane to the last knot) 58-86
+from the guess); 1.07-1.16x FDDP's CPU time per iteration.  Beside
+mim_solvers' CSQP (same problems in Crocoddyl's C++ models, one thread, its
+ADMM QP to eps_abs 1e-6, interleaved rounds, medians of 5, load 4.3-4.4):
+ALDDP's CPU time is 0.18x / 0.19x CSQP's on ur5 (37 / 26 ms against 211 /
+141 ms; CSQP 18 / 9 SQP and 3,175 / 2,325 QP iterations, from the guess / from
+FDDP's optimum) and 0.08x / 0.07x on panda (41 / 31 ms against 501 / 424 ms;
+9 / 7 SQP and 5,128 / 4,352 QP iterations), at CSQP's cost to 3e-9 (ur5) /
+5e-8 (panda) relative, ALDDP's the lower.  On the stiff variant (the plane to the last knot) 58-86
 iterations, converged where that IPOPT stops at 500, at the exact-Hessian
 IPOPT's cost to 2e-8 in 0.05-0.16x its CPU time; 1.34-1.38x FDDP's time per
 iteration (without ``warm_line_search``: 1.46-1.60x, ~5 line-search trials
