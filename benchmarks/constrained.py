@@ -355,7 +355,7 @@ def csqp_comparison(rows):
                      f"{ours['cost']:.9g} | {theirs['cost']:.9g} | {ours['violation']:.1e} | "
                      f"{theirs['violation']:.1e} | {theirs['status']} | "
                      f"{1e3 * ours['cpu']:.1f} | {1e3 * theirs['cpu']:.1f} | "
-                     f"{ratio:.2f} ({ratios.min():.2f}-{ratios.max():.2f}) |")
+                     f"{ratio:.3g} ({ratios.min():.3g}-{ratios.max():.3g}) |")
     return "\n".join(lines), comparison
 
 
