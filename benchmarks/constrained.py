@@ -23,30 +23,42 @@ CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
-IPOPT and MUMPS too) of ``solve`` (the run of least CPU time of ``repeats``
-for the DDP solvers, one run for IPOPT) and CPU time per iteration.  Numba
-was compiled by a warm-up solve.  On a shared machine the CPU time is the
+IPOPT and MUMPS too) of ``solve`` (FDDP: the run of least CPU time of
+``repeats``; ALDDP: the median of ``repeats`` rounds; IPOPT: one run) and CPU
+time per iteration.  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
 CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
 (:data:`CSQP_OPTIONS`: its defaults but the ADMM QP's tolerance ``eps_abs``
 1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
-too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass, and
-it never converged here) on the same problems, built term for term with Crocoddyl
-in mim_solvers' pinned environment (``crocoddyl_env.run(...,
-environment="mim_solvers")``, made once under ~/.cache/geppetto; skipped with
-the reason when it cannot be made), from the same two starts.  The two
+too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass: ur5
+plane ran its 500 iterations to KKT 9e-6; mim_solvers' examples use 1e-5 / 0)
+on the same problems, built term for term with Crocoddyl's C++ models (no
+Python callback per knot) in mim_solvers' pinned environment
+(``crocoddyl_env.run(..., environment="mim_solvers")``, made once under
+~/.cache/geppetto; skipped with the reason when it cannot be made), from the
+same two starts, without callbacks.  Its ShootingProblem runs on one thread
+(``nthreads`` = 1, as ours): that environment's Crocoddyl 3.2.1 is built with
+OpenMP and defaults to one thread per core, whose spin-waits on the loaded
+2-core machine made calc 14x slower in CPU time (7.5 ms against 0.54 ms, ur5,
+100 knots) and CSQP 60x (ur5 plane from the guess 13.6 s against 0.22 s);
+the rows store both counts (``threads``, ``default_threads``).  The two
 problems are checked first to give the same cost at the same (xs, us) (1e-10
-relative).  Its rows give SQP iterations, total QP (ADMM) iterations, the cost,
-the violation measured here with our problem on the returned (xs, us), and the
-CPU time (``time.process_time`` in the subprocess, best of ``repeats``); the
-comparison table sets ALDDP beside it with the ALDDP / CSQP CPU-time ratio.
-CSQP gets ``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own
-default is 100; ``--csqp-max-iter``); its row also stores its final KKT residual (``kkt``), and its
-status is "not converged" when it stopped on ``max_iter`` (then the time ratio
-compares a converged ALDDP with a CSQP that ran out of iterations).
-``--no-ipopt`` leaves IPOPT out.
+relative).  ALDDP and CSQP run interleaved in ``repeats`` rounds (each round:
+ALDDP from both starts, then one subprocess solving CSQP from both); each
+solve is timed alone by the CPU time of its thread (``time.thread_time``,
+problem construction, imports and process start left out), the rows give the
+median over the rounds (``cpu_rounds``: every round's), and the comparison
+table the median of the per-round ALDDP / CSQP ratios with their range.
+CSQP's rows give SQP iterations, total QP (ADMM) iterations (counted by a
+callback in one more, untimed, run in the first round), the cost, the
+violation measured here with our problem on the returned (xs, us).  CSQP gets
+``max_iter`` = 500 SQP iterations like ALDDP (mim_solvers' own default is
+100; ``--csqp-max-iter``); its row also stores its final KKT residual
+(``kkt``), and its status is "not converged" when it stopped on ``max_iter``
+(then the time ratio compares a converged ALDDP with a CSQP that ran out of
+iterations).  ``--no-ipopt`` leaves IPOPT out.
 
 Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
 """
@@ -135,29 +147,32 @@ def csqp(problem, options):
 payload = json.load(sys.stdin)
 task = payload["task"]
 problem = constrained_problem(task)
-out = dict(versions=versions(), check_cost=problem.calc(vectors(payload["check_xs"]),
-                                                        vectors(payload["check_us"])),
+# Crocoddyl 3.2.1's wheel is built with OpenMP and its ShootingProblem defaults to one
+# thread per core; its threads spin-wait for each other, and on a loaded machine calc and
+# calcDiff took 14x the CPU time of one thread (7.5 ms against 0.54 ms per calc, ur5, 100
+# knots): every knot runs on this thread, as ours do.
+default_threads = int(problem.nthreads)
+problem.nthreads = payload["threads"]
+out = dict(versions=versions(), threads=int(problem.nthreads), default_threads=default_threads,
+           check_cost=problem.calc(vectors(payload["check_xs"]), vectors(payload["check_us"])),
            runs={})
 for start, (xs, us) in payload["starts"].items():
     xs, us = vectors(xs), vectors(us)
-    best = None
-    for _ in range(payload["repeats"]):
+    solver = csqp(problem, payload["options"])
+    begin = time.thread_time()
+    converged = solver.solve(xs, us, payload["max_iter"], False)
+    cpu = time.thread_time() - begin
+    run = dict(cpu=cpu, converged=bool(converged), iterations=int(solver.iter),
+               cost=float(solver.cost), kkt=float(solver.KKT),
+               xs=[np.array(x).copy().tolist() for x in solver.xs],
+               us=[np.array(u).copy().tolist() for u in solver.us])
+    if payload["count_qp"]:                 # one more run, untimed, counting QP iterations
         solver = csqp(problem, payload["options"])
-        begin = time.process_time()
-        converged = solver.solve(xs, us, payload["max_iter"], False)
-        cpu = time.process_time() - begin
-        if best is None or cpu < best["cpu"]:
-            best = dict(cpu=cpu, converged=bool(converged), iterations=int(solver.iter),
-                        cost=float(solver.cost), kkt=float(solver.KKT),
-                        xs=[np.array(x).copy().tolist() for x in solver.xs],
-                        us=[np.array(u).copy().tolist() for u in solver.us])
-    solver = csqp(problem, payload["options"])           # one more run, counting QP iterations
-    counter = QPIterations()
-    solver.setCallbacks([counter])
-    solver.solve(xs, us, payload["max_iter"], False)
-    best["qp_iterations"] = counter.total
-    best["counted_iterations"] = int(solver.iter)
-    out["runs"][start] = best
+        counter = QPIterations()
+        solver.setCallbacks([counter])
+        solver.solve(xs, us, payload["max_iter"], False)
+        run.update(qp_iterations=counter.total, counted_iterations=int(solver.iter))
+    out["runs"][start] = run
 print(json.dumps(out))
 '''
 
@@ -191,9 +206,11 @@ def devs_problem(robot, knots):
     return nlp.reaching(robot, knots, plane_z)
 
 
-def csqp_payload(robot, task, knots, problem, starts, repeats, max_iter=500, options=None):
+def csqp_payload(robot, task, knots, problem, starts, count_qp=True, max_iter=500,
+                 options=None, threads=1):
     """What :data:`CSQP_SCRIPT` reads: the task, the starts (``starts`` and the cold
-    one), a check point and CSQP's ``options`` (default :data:`CSQP_OPTIONS`)."""
+    one), a check point, CSQP's ``options`` (default :data:`CSQP_OPTIONS`), the
+    ShootingProblem's thread count and whether to count the QP iterations."""
     loaded = gp.robots.load(robot)
     spec = dict(robot=robot, urdf=loaded.urdf_path, frame=nlp.FRAMES[robot],
                 q0=[float(q) for q in loaded.q0], target=list(map(float, nlp.TARGET)), dt=DT,
@@ -207,7 +224,7 @@ def csqp_payload(robot, task, knots, problem, starts, repeats, max_iter=500, opt
     check_us = [rng.standard_normal(problem.nu) for _ in range(knots)]
     cold_xs = np.tile(problem.x0, (knots + 1, 1))       # what the DDP solvers start from
     starts = dict(starts, cold=(cold_xs, problem.quasi_static(cold_xs)))
-    return dict(task=spec, repeats=repeats, max_iter=max_iter,
+    return dict(task=spec, count_qp=count_qp, max_iter=max_iter, threads=threads,
                 options=dict(CSQP_OPTIONS if options is None else options),
                 check_xs=[x.tolist() for x in check_xs],
                 check_us=[u.tolist() for u in check_us],
@@ -216,37 +233,47 @@ def csqp_payload(robot, task, knots, problem, starts, repeats, max_iter=500, opt
                         for name, (xs, us) in starts.items()})
 
 
-def csqp_rows(robot, task, knots, problem, starts, measure, repeats, max_iter=500,
+def csqp_runs(robot, task, knots, problem, starts, count_qp=True, max_iter=500,
               options=None):
-    """mim_solvers' SolverCSQP on the same problem (built in its environment), from
-    ``starts``; ``(rows, None)`` or ``(None, reason)``."""
-    payload = csqp_payload(robot, task, knots, problem, starts, repeats, max_iter, options)
-    check_xs, check_us = payload["check_xs"], payload["check_us"]
+    """One solve of mim_solvers' SolverCSQP per start on the same problem, built in its
+    environment: ``(output of CSQP_SCRIPT, None)`` or ``(None, reason)``."""
+    payload = csqp_payload(robot, task, knots, problem, starts, count_qp, max_iter, options)
     theirs, reason = crocoddyl_env.run(CSQP_SCRIPT, payload, environment="mim_solvers")
     if theirs is None:
         return None, reason
-    ours = float(problem.calc(check_xs, check_us))
+    ours = float(problem.calc(payload["check_xs"], payload["check_us"]))
     difference = abs(ours - theirs["check_cost"]) / max(abs(ours), 1e-300)
     if difference > COST_AGREEMENT:
         return None, (f"the problems differ: cost {ours!r} here, {theirs['check_cost']!r} in "
                       f"Crocoddyl ({difference:.1e} relative > {COST_AGREEMENT:g})")
-    rows = []
-    for start, run in theirs["runs"].items():
-        xs, us = np.array(run["xs"]), np.array(run["us"])
-        rows.append(dict(solver="CSQP (mim_solvers)", start=start, total=np.nan,
-                         cpu=run["cpu"], robot=robot, task=task,
-                         iterations=run["iterations"], qp_iterations=run["qp_iterations"],
-                         cost=run["cost"], our_cost=float(problem.calc(xs, us)),
-                         violation=measure.max_violation(xs, us),
-                         gaps=float(np.max(np.abs(problem.gaps(xs)))) if knots else 0.0,
-                         status="converged" if run["converged"] else "not converged",
-                         per_iteration=run["cpu"] / max(run["iterations"], 1),
-                         kkt=run["kkt"], cost_agreement=difference,
-                         versions=theirs["versions"]))
-    return rows, None
+    theirs["cost_agreement"] = difference
+    return theirs, None
+
+
+def csqp_row(robot, task, problem, measure, start, rounds, theirs):
+    """CSQP's row for ``start``: the first round's solution and QP count, the median
+    CPU time over ``rounds`` (CSQP_SCRIPT outputs)."""
+    run = rounds[0]["runs"][start]
+    cpus = [r["runs"][start]["cpu"] for r in rounds]
+    xs, us = np.array(run["xs"]), np.array(run["us"])
+    return dict(solver="CSQP (mim_solvers)", start=start, total=np.nan,
+                cpu=float(np.median(cpus)), cpu_rounds=cpus, robot=robot, task=task,
+                iterations=run["iterations"], qp_iterations=run["qp_iterations"],
+                cost=run["cost"], our_cost=float(problem.calc(xs, us)),
+                violation=measure.max_violation(xs, us),
+                gaps=float(np.max(np.abs(problem.gaps(xs)))) if problem.N else 0.0,
+                status="converged" if run["converged"] else "not converged",
+                per_iteration=float(np.median(cpus)) / max(run["iterations"], 1),
+                kkt=run["kkt"], cost_agreement=theirs["cost_agreement"],
+                threads=theirs["threads"], default_threads=theirs["default_threads"],
+                versions=theirs["versions"])
 
 
 def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500):
+    """The rows of one robot and task.  ALDDP and CSQP run interleaved in ``repeats``
+    rounds (each round: ALDDP from every start, then CSQP from every start in one
+    subprocess); their rows give the median CPU time of the rounds and the round
+    times (``cpu_rounds``)."""
     if task == "nlp":
         problem = devs_problem(robot, knots)
     else:
@@ -261,9 +288,23 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
     measure = gp.solvers.ALDDP(problem)          # the violation of any trajectory
     starts = {"cold": (None, None), "fddp": (warm.xs, warm.us)}
     alddp.solve(max_iter=500)                                      # compile
-    for start, (xs, us) in starts.items():
-        total, cpu, result = _best(lambda: alddp.solve(xs, us, max_iter=500), repeats)
-        rows.append(dict(solver="ALDDP", start=start, total=total, cpu=cpu, result=result))
+    csqp = csqp and task != "nlp"
+    ours = {start: [] for start in starts}       # per start: (wall, CPU, result) per round
+    theirs, reason = [], None
+    for round_ in range(repeats):
+        for start, (xs, us) in starts.items():
+            ours[start].append(_best(lambda: alddp.solve(xs, us, max_iter=500), 1))
+        if csqp and reason is None:
+            output, reason = csqp_runs(robot, task, knots, problem, {"fddp": starts["fddp"]},
+                                       count_qp=round_ == 0, max_iter=csqp_max_iter)
+            if output is not None:
+                theirs.append(output)
+    for start, runs in ours.items():
+        cpus = [cpu for _, cpu, _ in runs]
+        middle = int(np.argsort(cpus)[len(cpus) // 2])
+        total, cpu, result = runs[middle]
+        rows.append(dict(solver="ALDDP", start=start, total=total, cpu=cpu, cpu_rounds=cpus,
+                         result=result))
     modes = (["analytical"] if ipopt else []) + (["casadi"] if casadi else [])
     for mode in modes:
         nlp = NLP(problem, derivatives=mode)
@@ -284,35 +325,37 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
                         cost=result.cost, violation=violation, gaps=result.gaps,
                         status=result.status,
                         per_iteration=row["cpu"] / max(result.iterations, 1)))
-    if csqp and task != "nlp":
-        theirs, reason = csqp_rows(robot, task, knots, problem, starts, measure, repeats,
-                                   csqp_max_iter)
-        if theirs is None:
-            print(f"CSQP ({robot} {task}): skipped ({reason})", flush=True)
-        else:
-            out += theirs
+    if csqp and reason is not None:
+        print(f"CSQP ({robot} {task}): skipped ({reason})", flush=True)
+    elif csqp:
+        out += [csqp_row(robot, task, problem, measure, start, theirs, theirs[0])
+                for start in theirs[0]["runs"]]
     return out
 
 
 def csqp_comparison(rows):
-    """ALDDP beside CSQP, per robot, task and start."""
+    """ALDDP beside CSQP, per robot, task and start: the median of the per-round
+    ALDDP / CSQP CPU-time ratios and their range."""
     lines = ["| robot | task | start | ALDDP iters | CSQP SQP iters | CSQP QP iters | "
-             "ALDDP cost | CSQP cost | ALDDP violation | CSQP violation | ALDDP CPU ms | "
-             "CSQP CPU ms | ALDDP / CSQP |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "ALDDP cost | CSQP cost | ALDDP violation | CSQP violation | CSQP status | "
+             "ALDDP CPU ms | CSQP CPU ms | ALDDP / CSQP (range) |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     index = {(r["robot"], r["task"], r["start"], r["solver"]): r for r in rows}
     comparison = []
     for (robot, task, start, solver), theirs in index.items():
         ours = index.get((robot, task, start, "ALDDP"))
         if not solver.startswith("CSQP") or ours is None:
             continue
-        ratio = ours["cpu"] / theirs["cpu"]
-        comparison.append(dict(robot=robot, task=task, start=start, ratio=ratio))
+        ratios = np.array(ours["cpu_rounds"]) / np.array(theirs["cpu_rounds"])
+        ratio = float(np.median(ratios))
+        comparison.append(dict(robot=robot, task=task, start=start, ratio=ratio,
+                               ratio_min=float(ratios.min()), ratio_max=float(ratios.max())))
         lines.append(f"| {robot} | {task} | {start} | {ours['iterations']} | "
                      f"{theirs['iterations']} | {theirs['qp_iterations']} | "
                      f"{ours['cost']:.9g} | {theirs['cost']:.9g} | {ours['violation']:.1e} | "
-                     f"{theirs['violation']:.1e} | {1e3 * ours['cpu']:.1f} | "
-                     f"{1e3 * theirs['cpu']:.1f} | {ratio:.2f} |")
+                     f"{theirs['violation']:.1e} | {theirs['status']} | "
+                     f"{1e3 * ours['cpu']:.1f} | {1e3 * theirs['cpu']:.1f} | "
+                     f"{ratio:.3g} ({ratios.min():.3g}-{ratios.max():.3g}) |")
     return "\n".join(lines), comparison
 
 

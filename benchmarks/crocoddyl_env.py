@@ -29,7 +29,10 @@ default, :data:`PACKAGES`) and ``"mim_solvers"`` (:data:`MIM_PACKAGES`:
 mim_solvers 0.3.0 with Crocoddyl 3.2.1 and Pinocchio 4.0, in
 ``$GEPPETTO_MIM_SOLVERS_VENV``, by default ``~/.cache/geppetto/mim-solvers-venv``;
 a script there imports crocoddyl before mim_solvers, or mim_solvers' boost
-libraries are not found).  Every function takes ``environment=``:
+libraries are not found; its Crocoddyl is built with OpenMP and a
+ShootingProblem there defaults to one thread per core: set ``problem.nthreads
+= 1`` for one-thread timings, or its threads' spin-waits count in the CPU
+time).  Every function takes ``environment=``:
 
     result, reason = crocoddyl_env.run(SCRIPT, payload, environment="mim_solvers")
     python -m geppetto.benchmarks.crocoddyl_env mim_solvers     # make that one

@@ -61,15 +61,27 @@ terminal position equality and a plane (100 knots) converged in 20 / 18
 iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
 violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
 relative, in 0.17x / 0.19x its CPU time from FDDP's optimum (0.013x / 0.14x
-from the guess) and 0.01-0.02x mim_solvers CSQP's; 1.07-1.16x FDDP's CPU time
-per iteration.  On the stiff variant (the plane to the last knot) 58-86
-iterations, converged where that IPOPT stops at 500, at the exact-Hessian
-IPOPT's cost to 2e-8 in 0.05-0.16x its CPU time; 1.34-1.38x FDDP's time per
-iteration (without ``warm_line_search``: 1.46-1.60x, ~5 line-search trials
-per iteration while the steps crawl at 1/16).  The
-AL terms are added by one kernel per constraint block (:func:`_projected`,
-:func:`_add_state_terms`, :func:`_add_control_terms`); a trial's
-constraints read the kinematics its cost evaluation refreshed.
+from the guess); 1.07-1.16x FDDP's CPU time per iteration.  On the stiff
+variant (the plane to the last knot) 58-86 iterations, converged where that
+IPOPT stops at 500, at the exact-Hessian IPOPT's cost to 2e-8 in 0.05-0.16x
+its CPU time; 1.34-1.38x FDDP's time per iteration (without
+``warm_line_search``: 1.46-1.60x, ~5 line-search trials per iteration while
+the steps crawl at 1/16).
+
+Beside mim_solvers' CSQP (the same problems in Crocoddyl's C++ models, one
+thread, its ADMM QP to eps_abs 1e-6; interleaved rounds, medians of 5, load
+4.3-4.4): ALDDP's CPU time is 0.18x / 0.19x CSQP's on ur5 (37 / 26 ms against
+211 / 141 ms; CSQP 18 / 9 SQP and 3,175 / 2,325 QP iterations, from the guess
+/ from FDDP's optimum) and 0.08x / 0.07x on panda (41 / 31 ms against 501 /
+424 ms; 9 / 7 SQP and 5,128 / 4,352 QP iterations), at CSQP's cost to 3e-9
+(ur5) / 5e-8 (panda) relative, ALDDP's the lower.  On the stiff variant CSQP
+stopped at its 500 SQP iterations (each ADMM QP at its 1,000-iteration cap,
+KKT 0.39-0.45, violation 1e-4 ur5 / 2e-3 panda, 33-53 s; one round, load
+3.7-4.3) where ALDDP converged in 140-273 ms.
+
+The AL terms are added by one kernel per constraint block (:func:`_projected`,
+:func:`_add_state_terms`, :func:`_add_control_terms`); a trial's constraints
+read the kinematics its cost evaluation refreshed.
 """
 import time
 from dataclasses import dataclass
