@@ -15,7 +15,10 @@ kinematic residuals read the knots' placements and world Jacobians from the
 dynamics' evaluation at each point (running stages) or from the terminal
 stage's own kinematics pass.  ``calc_costs`` (the solvers' line search)
 refreshes exactly the kinematics the stage's residuals read
-(:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`).
+(:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`), except right
+after the trial rollout that wrote those states (:meth:`StageModel.rollout_trial`):
+a FreeDynamics phase with an Euler scheme stores the placements and world
+Jacobians its ABA computed at each knot, and the costs read them as they are.
 
 Knots are grouped into phases by structure (:meth:`StageModel.structure_key`):
 stage objects that differ only by their costs' weights and residuals'
@@ -28,7 +31,8 @@ from ..dynamics.config import num_threads
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
-from .fused import CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, kinematics_step, outputs_tuple
+from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, kinematics_step,
+                    outputs_tuple)
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
