@@ -597,8 +597,9 @@ class FusedPhase:
         self.python_dynamics = python_dynamics
 
     def __call__(self, xs, us, mode):
-        for block, model, args in self.first:
-            block(xs, us, model, args, mode)
+        if mode != TRIAL:       # the separate blocks of a running stage do nothing then
+            for block, model, args in self.first:
+                block(xs, us, model, args, mode)
         if self.program is not None:
             _interpret(xs, us, self.program, mode)
         else:
