@@ -24,7 +24,7 @@ from ..dynamics.config import num_threads
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
-from .trial import rollout_free, rollout_python
+from .trial import no_kinematics, rollout_free, rollout_python
 
 
 class Actuation:
@@ -183,14 +183,22 @@ class FreeDynamics:
                     separate=True)
 
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
-    def trial_workspace(self, integrator):
-        return step_workspace(self.arrays, self.state.nx)
+    def trial_workspace(self, integrator, kinematics=None):
+        """Scratch of :meth:`rollout_trial`; ``kinematics`` (level, liR, lip, oR, op, J):
+        where the rollout stores its knots' kinematics (see :meth:`stores_trial_kinematics`)."""
+        return step_workspace(self.arrays, self.state.nx), kinematics or no_kinematics()
+
+    def stores_trial_kinematics(self, integrator):
+        """Whether the trial rollout can store the knots' placements and world Jacobians
+        (the Euler schemes: their step evaluates ABA at the knot, the RK schemes at other
+        points last)."""
+        return SCHEME_CODES[integrator.scheme] <= 1
 
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_free`)."""
         return rollout_free(self.arrays, self.actuation.B, self.damping,
                             SCHEME_CODES[integrator.scheme], integrator.dt, inputs, x_start,
-                            outputs, workspace)
+                            outputs, workspace[0], workspace[1])
 
 
 class CustomDynamics:

@@ -13,7 +13,9 @@ runs its steps in order::
     _cost(cost, out, mode)                     # activation, weight * dt, into cost, Lx, ...
 
 ``mode``: :data:`CALC` (values), :data:`DIFF` (values and derivatives), :data:`COSTS`
-(the costs only, the kinematics refreshed as the residuals need them: the line search).
+(the costs only, the kinematics refreshed as the residuals need them: the line search),
+:data:`TRIAL` (the costs only, the kinematics as they are: the line-search rollout
+stored them, :meth:`.stage.StageModel.rollout_trial`).
 
 Two compiled calls per phase: the dynamics (or a kinematics pass) block, then the rest.
 The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
@@ -54,7 +56,7 @@ from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual
                         JACOBIANS, PLACEMENTS)
 from .state import _integrate_chain
 
-CALC, DIFF, COSTS = 0, 1, 2
+CALC, DIFF, COSTS, TRIAL = 0, 1, 2, 3
 
 _activate_s = _activate.serial
 _accumulate_s = _accumulate.serial
@@ -70,8 +72,10 @@ _com_residual_s = _com_residual.serial
 def _free_field(xs, us, m, a, mode):
     """f = (v, ABA(q, v, B u - D v)) and, in DIFF mode, f_x, f_u of FreeDynamics (see
     :meth:`.dynamics.FreeDynamics.calc_diff`); in COSTS mode only the knots' placements
-    (level 1) or placements and world Jacobians (level 2)."""
+    (level 1) or placements and world Jacobians (level 2); nothing in TRIAL mode."""
     B, damping, level, buf, d, out = a
+    if mode == TRIAL:
+        return
     qs, vs, tau, f_ext, zeros = buf
     liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
         dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
@@ -131,13 +135,14 @@ def _free_jacobians(B, damping, Minv, ddq_dq, ddq_dv, f_x, f_u):
 def _euler(xs, us, m, a, mode):
     """x' = x (+) w, Fx = Dx + Dw w_x, Fu = Dw w_u for "explicit_euler" (scheme 0:
     w = dt f) and "euler" (scheme 1: w = (dt (v + dt a), dt a)) from the field in
-    (f, f_x, f_u) (see :class:`.integrators.Integrator`); nothing in COSTS mode."""
+    (f, f_x, f_u) (see :class:`.integrators.Integrator`); nothing in COSTS and TRIAL
+    modes."""
     flat, scheme, dt, field, work, out, lie = a
     f, f_x, f_u = field
     w, w_x, w_u, qs, dq, qout = work
     xnext, Fx, Fu = out
     s4, t4, s3, xi, W, S, D = lie
-    if mode == COSTS:
+    if mode == COSTS or mode == TRIAL:
         return
     K, ndx = f.shape
     nv = ndx // 2
@@ -592,8 +597,9 @@ class FusedPhase:
         self.python_dynamics = python_dynamics
 
     def __call__(self, xs, us, mode):
-        for block, model, args in self.first:
-            block(xs, us, model, args, mode)
+        if mode != TRIAL:       # the separate blocks of a running stage do nothing then
+            for block, model, args in self.first:
+                block(xs, us, model, args, mode)
         if self.program is not None:
             _interpret(xs, us, self.program, mode)
         else:

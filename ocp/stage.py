@@ -15,7 +15,10 @@ kinematic residuals read the knots' placements and world Jacobians from the
 dynamics' evaluation at each point (running stages) or from the terminal
 stage's own kinematics pass.  ``calc_costs`` (the solvers' line search)
 refreshes exactly the kinematics the stage's residuals read
-(:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`).
+(:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`), except right
+after the trial rollout that wrote those states (:meth:`StageModel.rollout_trial`):
+a FreeDynamics phase with an Euler scheme stores the placements and world
+Jacobians its ABA computed at each knot, and the costs read them as they are.
 
 Knots are grouped into phases by structure (:meth:`StageModel.structure_key`):
 stage objects that differ only by their costs' weights and residuals'
@@ -28,7 +31,8 @@ from ..dynamics.config import num_threads
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
-from .fused import CALC, COSTS, DIFF, FusedPhase, cost_steps, kinematics_step, outputs_tuple
+from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, kinematics_step,
+                    outputs_tuple)
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
@@ -62,6 +66,21 @@ class StageData:
         self.kinematics = kinematics
         self.runs = runs
         self.fused = None           # the FusedPhase (built at the first call), or False
+        # (pointer, shape) of the trial states whose kinematics a rollout just stored
+        self.trial_states = None
+
+
+def _address(xs):
+    """(data pointer, shape) of the trial states a rollout wrote."""
+    return xs.__array_interface__["data"][0], xs.shape
+
+
+def _holds_trial(data, xs):
+    """Whether ``data``'s kinematics are those a trial rollout just stored at the states
+    ``xs`` (the same memory it wrote); the mark is consumed."""
+    mark = data.trial_states
+    data.trial_states = None
+    return mark is not None and mark == _address(xs)
 
 
 def _contiguous(array):
@@ -276,8 +295,10 @@ class StageModel:
         whose rollout already evaluated the dynamics at the knots.  The knots'
         kinematics are refreshed as the residuals need them (placements, or
         placements and world Jacobians), for the constraints too (ALDDP
-        evaluates them after it); a cost over RK stage points needs the
+        evaluates them after it), unless the trial rollout just stored them at these
+        very states (:meth:`rollout_trial`); a cost over RK stage points needs the
         dynamics at the knots, so it runs :meth:`calc`."""
+        stored = _holds_trial(data, xs)
         if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
             return self.calc(data, xs, us)
         phase = fused_phase(self, data)
@@ -287,18 +308,40 @@ class StageModel:
                 if not field.holds(phase.python_dynamics, xs, us, phase.values_stamp):
                     phase.python_dynamics.calc(field, xs, us)
                 return phase(_contiguous(xs), _contiguous(us), CALC)
-            return phase(_contiguous(xs), _contiguous(us), COSTS)
-        self._refresh_kinematics(data, xs, self.kinematics_for_costs)
+            return phase(_contiguous(xs), _contiguous(us), TRIAL if stored else COSTS)
+        self._refresh_kinematics(data, xs, 0 if stored else self.kinematics_for_costs)
         self._costs(data, xs, us, False)
 
-    def trial_workspace(self):
-        """Scratch of :meth:`rollout_trial` (one per solver and phase)."""
-        return self.dynamics.trial_workspace(self.integrator)
+    def trial_workspace(self, data=None):
+        """Scratch of :meth:`rollout_trial` (one per solver and phase).  With the phase's
+        ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with an Euler
+        scheme) store the trial knots' kinematics in it, which :meth:`calc_costs` then
+        reads without recomputing them; contact, impulse and RK stages recompute them."""
+        stores = getattr(self.dynamics, "stores_trial_kinematics", None)
+        level = self.kinematics_for_costs
+        if data is None or data.kinematics is None or not level or stores is None or \
+                not stores(self.integrator):
+            return self.dynamics.trial_workspace(self.integrator), None
+        k = data.kinematics
+        kinematics = (int(level), k.liR, k.lip, k.oR, k.op, k.J)
+        return self.dynamics.trial_workspace(self.integrator, kinematics), data
 
     def rollout_trial(self, inputs, x_start, outputs, workspace):
         """The solvers' line-search trial over the knots of a phase (see
         :mod:`.trial`: inputs, outputs); returns -1 or the knot that failed."""
-        return self.dynamics.rollout_trial(self.integrator, inputs, x_start, outputs, workspace)
+        dynamics_workspace, data = workspace
+        if data is not None:
+            data.trial_states = None
+        failed = self.dynamics.rollout_trial(self.integrator, inputs, x_start, outputs,
+                                             dynamics_workspace)
+        if data is not None and failed < 0:
+            data.trial_states = _address(outputs[0])
+        return failed
+
+    def discard_trial(self, data):
+        """Forget that ``data`` holds a trial's kinematics (a trial abandoned before its
+        costs)."""
+        data.trial_states = None
 
     def _refresh_kinematics(self, data, xs, level):
         """The knots' placements (``level`` PLACEMENTS) or placements and world

@@ -29,6 +29,7 @@ import numpy as np
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state
 from .contact_step import contact_step, impulse_step
+from .residuals import JACOBIANS
 from .step import _state_integrate, free_step
 
 IMPULSE = -1
@@ -80,20 +81,52 @@ def _finite(x):
     return True
 
 
+@inline_kernel
+def _store_kinematics(ws, kinematics, t):
+    """Knot t's placements liR, lip, oR, op (level PLACEMENTS) and world Jacobians J
+    (JACOBIANS) from the step's ABA (``ws[0]``) into the phase's kinematics arrays."""
+    level, liR, lip, oR, op, J = kinematics
+    s_liR, s_lip, s_oR, s_op, s_J = ws[0][:5]
+    for j in range(1, s_liR.shape[0]):
+        for a in range(3):
+            lip[t, j, a] = s_lip[j, a]
+            op[t, j, a] = s_op[j, a]
+            for b in range(3):
+                liR[t, j, a, b] = s_liR[j, a, b]
+                oR[t, j, a, b] = s_oR[j, a, b]
+    if level == JACOBIANS:
+        for r in range(6):
+            for c in range(s_J.shape[1]):
+                J[t, r, c] = s_J[r, c]
+
+
+def no_kinematics():
+    """The ``kinematics`` argument of :func:`rollout_free` that stores nothing (level 0)."""
+    return (0, np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 3)), np.zeros((1, 1, 3, 3)),
+            np.zeros((1, 1, 3)), np.zeros((1, 6, 1)))
+
+
 @kernel
-def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws):
+def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinematics):
     """The trial of a phase of FreeDynamics knots (``scheme`` a SCHEME_CODES value);
-    ``ws`` from :func:`~.step.step_workspace`."""
+    ``ws`` from :func:`~.step.step_workspace`.  ``kinematics`` = (level, liR, lip, oR,
+    op, J) of the phase's knots: with an Euler scheme (one ABA, at the knot) and level
+    PLACEMENTS or JACOBIANS, each knot's placements (and world Jacobians) computed by
+    its step's ABA are stored there, so that the trial's costs need no forward
+    kinematics; level 0 stores nothing (:func:`no_kinematics`)."""
     xs_try, us_try, xnext = outputs
     ndx = inputs[4].shape[1]
     dx = np.empty(ndx)
     w = np.empty(ndx)
+    store = kinematics[0] > 0 and scheme <= 1
     predicted = x_start
     for t in range(xnext.shape[0]):
         _trial_point(m, inputs, t, predicted, outputs, dx, w, ws)
         free_step(m, B, damping, scheme, dt, xs_try[t], us_try[t], xnext[t], ws)
         if not _finite(xnext[t]):
             return t
+        if store:
+            _store_kinematics(ws, kinematics, t)
         predicted = xnext[t]
     return -1
 

@@ -3,7 +3,9 @@
 The trial rolls the problem out phase by phase through the stage models'
 ``rollout_trial`` (:mod:`geppetto.ocp.trial`: the feedback law
 ``u - alpha k - K dx`` and one kernel per phase for the multibody dynamics),
-then costs the trial trajectory with one batched cost evaluation.  The
+then costs the trial trajectory with one batched cost evaluation (a free-dynamics
+phase's rollout stores its knots' placements and world Jacobians in the phase
+data, and the costs read them: no forward kinematics in the line search).  The
 predicted states ``xnext`` are kept: after an accepted step they give the new
 gaps without a second evaluation of the dynamics.
 
@@ -28,7 +30,7 @@ class ForwardPass:
 
     def __init__(self, problem):
         self.problem = problem
-        self.workspaces = [model.trial_workspace() for model, _, _, _ in problem.phases]
+        self.workspaces = [model.trial_workspace(data) for model, _, _, data in problem.phases]
         N, nx, nu = problem.N, problem.nx, problem.nu
         self.buffers = [(np.empty((N + 1, nx)), np.empty((N, nu)), np.empty((N, nx)))
                         for _ in range(2)]
@@ -41,6 +43,12 @@ class ForwardPass:
     def _free_set(self, xs):
         """The index of the buffer set that does not hold the iterate ``xs``."""
         return 1 if xs is self.buffers[0][0] else 0
+
+    def _abandon(self):
+        """None, the phases' data told that no trial kinematics wait for their costs."""
+        for model, _, _, data in self.problem.phases:
+            model.discard_trial(data)
+        return None
 
     def __call__(self, xs, us, gains, bounds, alpha, use_gaps, boxed, gaps):
         """The trial of step ``alpha``: gains = (k, K), bounds = (u_lower, u_upper) (N, nu);
@@ -61,9 +69,9 @@ class ForwardPass:
                 try:
                     failed = model.rollout_trial(inputs, predicted, outputs, workspace)
                 except KERNEL_ERRORS:
-                    return None          # a diverging rollout reached a singular state
+                    failed = 0           # a diverging rollout reached a singular state
                 if failed >= 0:
-                    return None
+                    return self._abandon()
                 predicted = xnext[stop - 1]
             if use_gaps:
                 np.multiply(gaps[-1:], alpha - 1.0, out=self.gap_shift)
@@ -71,7 +79,7 @@ class ForwardPass:
             else:
                 xs_try[-1] = predicted
             if not np.isfinite(us_try).all():
-                return None          # the states are checked knot by knot by the rollout
+                return self._abandon()   # the states are checked knot by knot by the rollout
             cost = problem.calc_costs(xs_try, us_try)
         if not np.isfinite(cost):
             return None

@@ -544,6 +544,54 @@ def test_box_fddp_takes_fddp_gains_while_infeasible_and_clamps_its_trials():
     assert result.stop < box.th_stop == 5e-5
 
 
+def test_trial_rollout_stores_the_kinematics_its_costs_read():
+    """A FreeDynamics Euler phase's trial stores each knot's placements and world
+    Jacobians, from its step's ABA, in the phase data (geppetto.ocp.trial.rollout_free):
+    they equal a forward-kinematics pass at the trial states (1e-12), and the costs
+    computed from them without one (calc_costs right after the rollout) equal a fresh
+    calc; calc_costs at other states (a copy) refreshes them."""
+    from geppetto import ocp
+    from geppetto.ocp.residuals import JACOBIANS
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    free = ocp.FreeDynamics(model, ocp.Actuation.full(model))
+    costs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
+             ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4])),
+             ocp.Cost(ocp.FrameVelocityResidual(model, "tool0", None, "LOCAL"), weight=0.2)]
+    problem = ocp.ShootingProblem(x0, [ocp.StageModel(free, costs, dt=0.01)] * 6,
+                                  ocp.TerminalModel(free.state, costs[:2]))
+    stage, start, stop, data = problem.phases[0]
+    assert stage.kinematics_for_costs == JACOBIANS
+    rng = np.random.default_rng(7)
+    n, nx, ndx, nu = stop - start, problem.nx, problem.ndx, problem.nu
+    xs = x0 + 0.1 * rng.standard_normal((n, nx))
+    us = problem.quasi_static(np.repeat(x0[None], n + 1, axis=0))
+    inputs = (xs, us, rng.standard_normal((n, nu)), 0.1 * rng.standard_normal((n, nu, ndx)),
+              0.05 * rng.standard_normal((n, ndx)), us, us, 0.5, True, False)
+    outputs = tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+    kin = data.kinematics
+    stored = (kin.oR, kin.op, kin.liR, kin.lip, kin.J)
+    for array in stored:
+        array[:, 1:] = np.nan
+    assert stage.rollout_trial(inputs, x0, outputs, stage.trial_workspace(data)) == -1
+    xs_try, us_try = outputs[0], outputs[1]
+    assert np.isfinite(kin.oR[:, 1:]).all() and np.isfinite(kin.J).all()
+    stage.calc_costs(data, xs_try, us_try)
+    trial_costs = data.outputs.cost.copy()
+    from_rollout = [array.copy() for array in stored]
+    stage._refresh_kinematics(data, xs_try, JACOBIANS)
+    for rolled, refreshed in zip(from_rollout, stored):
+        np.testing.assert_allclose(rolled, refreshed, rtol=0, atol=1e-12)
+    for array in stored:
+        array[:, 1:] = np.nan
+    stage.calc_costs(data, xs_try.copy(), us_try)           # other memory: refreshed
+    np.testing.assert_allclose(data.outputs.cost, trial_costs, rtol=1e-12, atol=0)
+    stage.calc(data, xs_try, us_try)
+    np.testing.assert_allclose(data.outputs.cost, trial_costs, rtol=1e-12, atol=0)
+    assert np.all(trial_costs > 0)
+
+
 @pytest.mark.parametrize("use_gaps", [False, True])
 def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
     """The one-kernel trial of a FreeDynamics phase (geppetto.ocp.trial.rollout_free)
