@@ -206,24 +206,40 @@ def ocp(payload):
 
 
 def solvers(payload):
+    """ms per iteration (wall clock, best solve) and its split; Crocoddyl's split is its
+    per-call time times its calls per solve, over its iterations; the last column is
+    ours / Crocoddyl in CPU time of the calling thread."""
     threads = [str(t) for t in payload.get("threads", [1])]
-    headers = ["robot", "solver", "iterations", "final cost", "ms / iteration", "calc_diff",
-               "backward", "forward", "/ Crocoddyl"]
+    headers = ["problem", "solver", "iterations", "final cost", "ms / iteration", "calc_diff",
+               "backward", "forward", "/ Crocoddyl", "CPU / Crocoddyl CPU"]
     rows = []
     for row in payload["results"]:
+        name = row.get("solver", "FDDP")
         croc = row.get("crocoddyl")
-        croc_iter = croc["total_s"]["best"] / croc["iterations"] * 1e3 if croc else None
+        croc_iter = croc_cpu = None
+        if croc:
+            croc_iter = croc["total_s"]["best"] / croc["iterations"] * 1e3
+            cpu_best = croc["total_s"].get("cpu_best")
+            croc_cpu = None if cpu_best is None else cpu_best / croc["iterations"] * 1e3
         for t in threads:
             ours = row["ours"][t]
             per_iteration = ours["total_s"] * 1e3 / ours["iterations"]
-            rows.append([row["robot"], f"geppetto FDDP, {t} thr", ours["iterations"],
+            cpu = ours.get("cpu_s")
+            cpu_iteration = None if cpu is None else cpu * 1e3 / ours["iterations"]
+            rows.append([row["robot"], f"geppetto {name}, {t} thr", ours["iterations"],
                          f"{ours['cost']:.10f}", number(per_iteration)]
                         + [number(ours["split_s"][k] * 1e3 / ours["iterations"])
                            for k in ("calc_diff", "backward", "forward")]
-                        + [ratio(per_iteration, croc_iter)])
+                        + [ratio(per_iteration, croc_iter),
+                           ratio(cpu_iteration, croc_cpu) if t == "1" else "-"])
         if croc:
-            rows.append([row["robot"], "Crocoddyl FDDP", croc["iterations"],
-                         f"{croc['cost']:.10f}", number(croc_iter), "-", "-", "-", "1.00"])
+            split = croc.get("split") or {}
+            calls, per_call = split.get("calls_per_solve", {}), split.get("per_call_s", {})
+            parts = [number(per_call[k] * calls[k] * 1e3 / croc["iterations"])
+                     if k in calls and k in per_call else "-"
+                     for k in ("calc_diff", "backward", "forward")]
+            rows.append([row["robot"], f"Crocoddyl {name}", croc["iterations"],
+                         f"{croc['cost']:.10f}", number(croc_iter)] + parts + ["1.00", "1.00"])
     return headers, rows
 
 
