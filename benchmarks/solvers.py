@@ -197,16 +197,16 @@ def summarize(result, total):
                 status=result.status, total_s=total, split_s=split)
 
 
-def time_ours(problem, threads, repeats):
+def time_ours(problem, threads, repeats, solver_class=gp.solvers.FDDP, guess=(None, None)):
     """The fastest of ``repeats`` solves with ``threads`` threads (wall clock),
     with every total and the smallest CPU time (meaningful for one thread)."""
     use_threads(problem, threads)
-    solve_ours(problem)
+    solve_ours(problem, solver_class=solver_class, guess=guess)
     best, walls, cpus = None, [], []
     gc.disable()
     try:
         for _ in range(repeats):
-            result, wall, cpu = solve_ours(problem)
+            result, wall, cpu = solve_ours(problem, solver_class=solver_class, guess=guess)
             walls.append(wall)
             cpus.append(cpu)
             if best is None or wall < best["total_s"]:
@@ -326,22 +326,7 @@ def extra_problems():
 
 def time_extra(problem, task, guess, threads, repeats):
     """:func:`time_ours` for a problem of :func:`extra_problems` from its guess."""
-    solver_class = getattr(gp.solvers, task["solver"])
-    use_threads(problem, threads)
-    solve_ours(problem, solver_class=solver_class, guess=guess)
-    best, walls, cpus = None, [], []
-    gc.disable()
-    try:
-        for _ in range(repeats):
-            result, wall, cpu = solve_ours(problem, solver_class=solver_class, guess=guess)
-            walls.append(wall)
-            cpus.append(cpu)
-            if best is None or wall < best["total_s"]:
-                best = summarize(result, wall)
-    finally:
-        gc.enable()
-    best.update(totals_s=walls, cpu_s=min(cpus))
-    return best
+    return time_ours(problem, threads, repeats, getattr(gp.solvers, task["solver"]), guess)
 
 
 # -- output ------------------------------------------------------------------
