@@ -23,7 +23,7 @@ from numba import prange
 
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
-from .kinematics import express_jacobian
+from .kinematics import compute_joint_jacobians, express_jacobian
 from .minverse import minverse_from_articulated
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
                                rnea_derivatives_workspace)
@@ -146,12 +146,14 @@ def aba_derivative_f_ext(model, data, q):
     M^-1 J_i^T, with J_i the LOCAL Jacobian of joint i (row 0, the universe, is zero).
 
     Single configuration or stack (then (K, nv, njoints, 6)).  Fills
-    ``data.Minv`` and ``data.J`` (one kernel call after ``compute_minverse``).
+    ``data.Minv``, ``data.J`` and the placements (one kernel call after
+    ``compute_minverse`` and ``compute_joint_jacobians``).
     """
     from .aba import compute_minverse
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     compute_minverse(model, data, qs)
+    compute_joint_jacobians(model, data, qs)
     out = np.zeros((K, model.nv, model.njoints, 6))
     _aba_derivative_f_ext(model.arrays, data.Minv[:K], data.J[:K], data.oR[:K], data.op[:K], out)
     return out[0] if single else out

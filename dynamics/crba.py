@@ -11,8 +11,9 @@ import numpy as np
 from . import mimic
 from .config import inline_kernel, kernel
 from .joints import placements
-from .kinematics import joint_jacobians_state
-from .spatial import inertia_to_world, rigid_inertia_times, write_rigid_inertia
+from .kinematics import jacobian_column
+from .spatial import (inertia_to_world, inertia_to_world_values, rigid_inertia_values_times,
+                      write_rigid_inertia)
 from .validation import as_configurations, call_kernel, check_data, result
 
 
@@ -31,10 +32,15 @@ def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
 
     Inlined into its callers, as :func:`_crba_backward_pass` is: called as separate
     functions with the state's array views, the two cost a quarter of CRBA (ur5,
-    1000 states: 1.17 -> 0.90 us per state once inlined, load 8)."""
+    1000 states: 1.17 -> 0.90 us per state once inlined, load 8).  The Jacobian
+    columns and the world inertias are one inlined loop for the same reason (two
+    compiled calls taking the model tuple cost 15% of CRBA on ur5)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
-    joint_jacobians_state(m, oR, op, J)
-    world_inertias(m, oR, op, oY)
+    idx_v, nvs, S, Y = m.idx_v, m.nvs, m.S, m.inertia
+    for i in range(1, m.njoints):
+        for c in range(idx_v[i], idx_v[i] + nvs[i]):
+            jacobian_column(oR, op, i, S, c, J)
+        inertia_to_world(oR, op, Y, oY, i)
 
 
 @inline_kernel
@@ -43,26 +49,14 @@ def _crba_backward_pass(m, J, Ycrb, M):
     6, 6), which hold the composite inertias oYcrb on return.
 
     A sum of rigid-body inertias is a rigid-body inertia [m 1, -[h]x; [h]x, I]: the
-    pass reads and sums its ten parameters only (not 36 entries), F = oYcrb_i J_c
-    = [m v - h x w; I w + h x v] takes 24 products instead of 36, and the full
-    matrix is written once, when it is final."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    pass reads and sums its ten parameters only (not 36 entries), and the full
+    matrix is written once, when it is final (:func:`_composite_inertia_step`)."""
+    parents = m.parents
     for i in range(m.njoints - 1, 0, -1):
         mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
         a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
         a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
-        for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            F0, F1, F2, F3, F4, F5 = rigid_inertia_times(Ycrb, i, J[0, c], J[1, c], J[2, c],
-                                                         J[3, c], J[4, c], J[5, c])
-            # M[r, c] = J_r^T F for every dof r that supports c
-            j = i
-            while j > 0:
-                for r in range(idx_v[j], idx_v[j] + nvs[j]):
-                    s = (J[0, r] * F0 + J[1, r] * F1 + J[2, r] * F2
-                         + J[3, r] * F3 + J[4, r] * F4 + J[5, r] * F5)
-                    M[r, c] = s
-                    M[c, r] = s
-                j = parents[j]
+        _composite_inertia_step(m, i, mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, J, M)
         write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par > 0:
@@ -80,13 +74,78 @@ def _crba_backward_pass(m, J, Ycrb, M):
         M[c, c] += m.armature[c]
 
 
+@inline_kernel
+def _composite_inertia_step(m, i, mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, J, M):
+    """The columns of joint i: F = oYcrb_i J_c = [m v - h x w; I w + h x v] (24 products
+    instead of 36, oYcrb_i given by its ten parameters), then M[r, c] = M[c, r] = J_r^T F
+    for every dof r that supports c (Featherstone 2008, Table 6.2)."""
+    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    for c in range(idx_v[i], idx_v[i] + nvs[i]):
+        F0, F1, F2, F3, F4, F5 = rigid_inertia_values_times(
+            mass, h0, h1, h2, a00, a01, a02, a11, a12, a22,
+            J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c])
+        j = i
+        while j > 0:
+            for r in range(idx_v[j], idx_v[j] + nvs[j]):
+                s = (J[0, r] * F0 + J[1, r] * F1 + J[2, r] * F2
+                     + J[3, r] * F3 + J[4, r] * F4 + J[5, r] * F5)
+                M[r, c] = s
+                M[c, r] = s
+            j = parents[j]
+
+
+@inline_kernel
+def _crba_forward_pass(m, oR, op, J, Yc):
+    """From oMi (oR, op): the world Jacobian J (6, nv), J_c = oMi.act(S_c), and the
+    ten parameters of each body's inertia in the world, Yc (njoints, 10) = (m, h,
+    upper triangle of I) of oMi.act(Y_i), on locals (the 6x6 form is written once,
+    by the backward pass, when composite)."""
+    idx_v, nvs, S, Y = m.idx_v, m.nvs, m.S, m.inertia
+    for i in range(1, m.njoints):
+        for c in range(idx_v[i], idx_v[i] + nvs[i]):
+            jacobian_column(oR, op, i, S, c, J)
+        (Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4], Yc[i, 5], Yc[i, 6], Yc[i, 7],
+         Yc[i, 8], Yc[i, 9]) = inertia_to_world_values(oR, op, Y, i)
+
+
+@inline_kernel
+def _crba_composite_pass(m, J, Yc, oYcrb, M):
+    """:func:`_crba_backward_pass` on the ten parameters Yc (njoints, 10) of the
+    forward pass (summed in place into the composite ones), writing each oYcrb_i
+    (njoints, 6, 6) once."""
+    parents = m.parents
+    for i in range(m.njoints - 1, 0, -1):
+        mass, h0, h1, h2, a00 = Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4]
+        a01, a02, a11, a12, a22 = Yc[i, 5], Yc[i, 6], Yc[i, 7], Yc[i, 8], Yc[i, 9]
+        _composite_inertia_step(m, i, mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, J, M)
+        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, oYcrb, i)
+        par = parents[i]
+        if par > 0:
+            for t in range(10):
+                Yc[par, t] += Yc[i, t]
+    for c in range(m.nv):
+        M[c, c] += m.armature[c]
+
+
 @kernel
-def _crba(m, q, liR, lip, oR, op, J, Ycrb, M):
+def _crba(m, q, J, oYcrb, M):
+    """CRBA over the stack q (K, nq): J (K, 6, nv), oYcrb (K, njoints, 6, 6) and M (K, nv,
+    nv) per state; the placements liMi, oMi and the ten inertia parameters are scratch
+    reused across the stack (stored per state, they cost more than the arithmetic:
+    stores to memory that is not in cache)."""
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
+    liR = np.empty((m.njoints, 3, 3))
+    lip = np.empty((m.njoints, 3))
+    oR = np.empty((m.njoints, 3, 3))
+    op = np.empty((m.njoints, 3))
+    oR[0] = np.eye(3)
+    op[0] = 0.0
+    Yc = np.empty((m.njoints, 10))
     for k in range(q.shape[0]):
-        world_frame_quantities(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k], J[k], Ycrb[k])
-        _crba_backward_pass(m, J[k], Ycrb[k], M[k])
+        placements(m, q[k], XR, Xp, liR, lip, oR, op)
+        _crba_forward_pass(m, oR, op, J[k], Yc)
+        _crba_composite_pass(m, J[k], Yc, oYcrb[k], M[k])
 
 
 def crba(model, data, q):
@@ -94,13 +153,14 @@ def crba(model, data, q):
 
     ``q`` (nq,) or (K, nq); returns (nv, nv) or (K, nv, nv).  Fills
     ``data.J`` (world joint Jacobian), ``data.oYcrb`` (composite inertias in
-    the world) and ``data.M``.  Armature is added on the diagonal.
+    the world) and ``data.M``; the placements (``data.liR, lip, oR, op``) are
+    not filled (computed in a scratch, see :func:`_crba`).  Armature is added
+    on the diagonal.
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.crba(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    call_kernel(_crba, model, qs, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb,
-                data.M)
+    call_kernel(_crba, model, qs, data.J, data.oYcrb, data.M)
     return result(data.M, K, single).copy()

@@ -92,19 +92,27 @@ def joint_jacobians_state(m, oR, op, J):
     idx_v, nvs, S = m.idx_v, m.nvs, m.S
     for i in range(1, m.njoints):
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
-            # S_c has either an angular or a linear part only for every joint type,
-            # written out: J_c = [R s_lin + p x R s_ang; R s_ang]
-            w0 = oR[i, 0, 0] * S[3, c] + oR[i, 0, 1] * S[4, c] + oR[i, 0, 2] * S[5, c]
-            w1 = oR[i, 1, 0] * S[3, c] + oR[i, 1, 1] * S[4, c] + oR[i, 1, 2] * S[5, c]
-            w2 = oR[i, 2, 0] * S[3, c] + oR[i, 2, 1] * S[4, c] + oR[i, 2, 2] * S[5, c]
-            for r in range(3):
-                J[r, c] = oR[i, r, 0] * S[0, c] + oR[i, r, 1] * S[1, c] + oR[i, r, 2] * S[2, c]
-            J[0, c] += op[i, 1] * w2 - op[i, 2] * w1
-            J[1, c] += op[i, 2] * w0 - op[i, 0] * w2
-            J[2, c] += op[i, 0] * w1 - op[i, 1] * w0
-            J[3, c] = w0
-            J[4, c] = w1
-            J[5, c] = w2
+            jacobian_column(oR, op, i, S, c, J)
+
+
+@inline_kernel
+def jacobian_column(oR, op, i, S, c, J):
+    """J[:, c] = oMi.act(S_c) = [R s_lin + p x R s_ang; R s_ang], oMi = (oR[i], op[i]),
+    on locals and stored once."""
+    r00, r01, r02 = oR[i, 0, 0], oR[i, 0, 1], oR[i, 0, 2]
+    r10, r11, r12 = oR[i, 1, 0], oR[i, 1, 1], oR[i, 1, 2]
+    r20, r21, r22 = oR[i, 2, 0], oR[i, 2, 1], oR[i, 2, 2]
+    p0, p1, p2 = op[i, 0], op[i, 1], op[i, 2]
+    s0, s1, s2, s3, s4, s5 = S[0, c], S[1, c], S[2, c], S[3, c], S[4, c], S[5, c]
+    w0 = r00 * s3 + r01 * s4 + r02 * s5
+    w1 = r10 * s3 + r11 * s4 + r12 * s5
+    w2 = r20 * s3 + r21 * s4 + r22 * s5
+    J[0, c] = r00 * s0 + r01 * s1 + r02 * s2 + (p1 * w2 - p2 * w1)
+    J[1, c] = r10 * s0 + r11 * s1 + r12 * s2 + (p2 * w0 - p0 * w2)
+    J[2, c] = r20 * s0 + r21 * s1 + r22 * s2 + (p0 * w1 - p1 * w0)
+    J[3, c] = w0
+    J[4, c] = w1
+    J[5, c] = w2
 
 
 @kernel

@@ -8,19 +8,21 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from . import mimic
-from .config import kernel
+from .config import inline_kernel, kernel
 from .joints import placements
 from .kinematics import joint_velocity
 from .spatial import act_force, cross, inv_act_motion_values, rigid_inertia_times
 from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
 
-@kernel
+@inline_kernel
 def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp, w6):
     """v_i, a_i (with gravity) and the net force f_i of every body; w6 (4, 6) scratch.
 
     Each body's step runs on locals (the joint's S v_i, S a_i, v_i, a_i, f_i), stored
-    once: a store into an array makes LLVM reload every array value read after it."""
+    once: a store into an array makes LLVM reload every array value read after it.
+    Inlined into its callers, as the backward pass: a compiled call per state, with
+    the model tuple, cost 11% of RNEA on ur5 (1000 states)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
     parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
     for r in range(6):
@@ -28,9 +30,18 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
         acc[0, r] = -m.gravity[r]
     for i in range(1, m.njoints):
         par = parents[i]
-        joint_velocity(S, idx_v[i], nvs[i], v, w6, 0)
-        joint_velocity(S, idx_v[i], nvs[i], a, w6, 2)
-        s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
+        iv = idx_v[i]
+        if nvs[i] == 1:  # S v_i, S a_i of a 1-dof joint: a column of S times a number
+            x, y = v[iv], a[iv]
+            s0, s1, s2, s3, s4, s5 = (S[0, iv] * x, S[1, iv] * x, S[2, iv] * x,
+                                      S[3, iv] * x, S[4, iv] * x, S[5, iv] * x)
+            t0, t1, t2, t3, t4, t5 = (S[0, iv] * y, S[1, iv] * y, S[2, iv] * y,
+                                      S[3, iv] * y, S[4, iv] * y, S[5, iv] * y)
+        else:
+            joint_velocity(S, iv, nvs[i], v, w6, 0)
+            joint_velocity(S, iv, nvs[i], a, w6, 2)
+            s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
+            t0, t1, t2, t3, t4, t5 = w6[2, 0], w6[2, 1], w6[2, 2], w6[2, 3], w6[2, 4], w6[2, 5]
         # v_i = liMi^-1 v_par + S v_i
         v0, v1, v2, v3, v4, v5 = inv_act_motion_values(liR, lip, i, vel[par, 0], vel[par, 1],
                                                        vel[par, 2], vel[par, 3], vel[par, 4],
@@ -43,8 +54,8 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
         x0, x1, x2 = cross(v3, v4, v5, s0, s1, s2)
         y0, y1, y2 = cross(v0, v1, v2, s3, s4, s5)
         z0, z1, z2 = cross(v3, v4, v5, s3, s4, s5)
-        a0, a1, a2 = a0 + (x0 + y0) + w6[2, 0], a1 + (x1 + y1) + w6[2, 1], a2 + (x2 + y2) + w6[2, 2]
-        a3, a4, a5 = a3 + z0 + w6[2, 3], a4 + z1 + w6[2, 4], a5 + z2 + w6[2, 5]
+        a0, a1, a2 = a0 + (x0 + y0) + t0, a1 + (x1 + y1) + t1, a2 + (x2 + y2) + t2
+        a3, a4, a5 = a3 + z0 + t3, a4 + z1 + t4, a5 + z2 + t5
         vel[i, 0], vel[i, 1], vel[i, 2], vel[i, 3], vel[i, 4], vel[i, 5] = v0, v1, v2, v3, v4, v5
         acc[i, 0], acc[i, 1], acc[i, 2], acc[i, 3], acc[i, 4], acc[i, 5] = a0, a1, a2, a3, a4, a5
         # f_i = I a_i + v_i x* (I v_i) - f_ext_i (I rigid: ten parameters, 24 products)
@@ -61,7 +72,7 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
         f[i, 5] = g5 + (y2 + z2) - f_ext[i, 5]
 
 
-@kernel
+@inline_kernel
 def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
     """tau_i = S_i^T f_i (+ armature a_i); f_parent += liMi * f_i."""
     parents, idx_v, nvs, S, armature = m.parents, m.idx_v, m.nvs, m.S, m.armature

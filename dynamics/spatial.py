@@ -151,12 +151,21 @@ def mat6_vec(Ys, i, xs, j, outs, o):
 
 @inline_kernel
 def inertia_to_world(Rs, ps, Ys, outs, i):
-    """outs[i] = X* Ys[i] X^-1: a rigid-body inertia (joint frame) in the world, oMi = (Rs[i], ps[i]).
+    """outs[i] = X* Ys[i] X^-1: a rigid-body inertia (joint frame) in the world, oMi = (Rs[i], ps[i]),
+    written as a 6x6 matrix (:func:`inertia_to_world_values`)."""
+    m, H0, H1, H2, a00, a01, a02, a11, a12, a22 = inertia_to_world_values(Rs, ps, Ys, i)
+    write_rigid_inertia(m, H0, H1, H2, a00, a01, a02, a11, a12, a22, outs, i)
+
+
+@inline_kernel
+def inertia_to_world_values(Rs, ps, Ys, i):
+    """The ten parameters (m, h0, h1, h2, a00, a01, a02, a11, a12, a22) of X* Ys[i] X^-1,
+    a rigid-body inertia (joint frame) in the world, oMi = (Rs[i], ps[i]).
 
     Uses the rigid structure of Y = [m 1, -[h]x; [h]x, I] (mass m, first moment
     h = m c, rotational inertia I about the joint origin): the ten parameters
     are moved to the world, h' = R h + m p and I' = R I R^T shifted from p to the
-    world origin, in straight-line code on locals, then written out."""
+    world origin, in straight-line code on locals."""
     m = Ys[i, 0, 0]
     h0, h1, h2 = Ys[i, 5, 1], Ys[i, 3, 2], Ys[i, 4, 0]
     i00, i01, i02 = Ys[i, 3, 3], Ys[i, 3, 4], Ys[i, 3, 5]
@@ -188,7 +197,7 @@ def inertia_to_world(Rs, ps, Ys, outs, i):
     a11 = t10 * r10 + t11 * r11 + t12 * r12 + d - m * p1 * p1 - 2.0 * p1 * g1
     a12 = t10 * r20 + t11 * r21 + t12 * r22 - m * p1 * p2 - p1 * g2 - g1 * p2
     a22 = t20 * r20 + t21 * r21 + t22 * r22 + d - m * p2 * p2 - 2.0 * p2 * g2
-    write_rigid_inertia(m, H0, H1, H2, a00, a01, a02, a11, a12, a22, outs, i)
+    return m, H0, H1, H2, a00, a01, a02, a11, a12, a22
 
 
 @inline_kernel
@@ -215,12 +224,18 @@ def inv_act_motion_values(Rs, ps, i, v0, v1, v2, w0, w1, w2):
 
 @inline_kernel
 def rigid_inertia_times(Ys, i, v0, v1, v2, w0, w1, w2):
-    """Ys[i] [v; w] for a rigid-body inertia Ys[i] = [m 1, -[h]x; [h]x, I] (any frame):
-    [m v - h x w; I w + h x v] from its ten parameters, 24 products instead of 36."""
-    m = Ys[i, 0, 0]
-    h0, h1, h2 = Ys[i, 5, 1], Ys[i, 3, 2], Ys[i, 4, 0]
-    a00, a01, a02 = Ys[i, 3, 3], Ys[i, 3, 4], Ys[i, 3, 5]
-    a11, a12, a22 = Ys[i, 4, 4], Ys[i, 4, 5], Ys[i, 5, 5]
+    """Ys[i] [v; w] for a rigid-body inertia Ys[i] = [m 1, -[h]x; [h]x, I] (any frame),
+    from its ten parameters (:func:`rigid_inertia_values_times`)."""
+    return rigid_inertia_values_times(Ys[i, 0, 0], Ys[i, 5, 1], Ys[i, 3, 2], Ys[i, 4, 0],
+                                      Ys[i, 3, 3], Ys[i, 3, 4], Ys[i, 3, 5], Ys[i, 4, 4],
+                                      Ys[i, 4, 5], Ys[i, 5, 5], v0, v1, v2, w0, w1, w2)
+
+
+@inline_kernel
+def rigid_inertia_values_times(m, h0, h1, h2, a00, a01, a02, a11, a12, a22,
+                               v0, v1, v2, w0, w1, w2):
+    """[m v - h x w; I w + h x v]: the rigid-body inertia of parameters (m, h, I) (I
+    symmetric, upper triangle a..) times the motion [v; w], 24 products instead of 36."""
     return (m * v0 - (h1 * w2 - h2 * w1),
             m * v1 - (h2 * w0 - h0 * w2),
             m * v2 - (h0 * w1 - h1 * w0),
