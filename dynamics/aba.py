@@ -336,20 +336,16 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
 
 
 @kernel
-def _compute_minverse(m, q, IA, U, Dinv, Minv):
+def _compute_minverse(m, q, oR, op, IA, U, Dinv, Minv):
     """M^-1 by ABA's articulated inertias (U, D^-1) and the two sweeps of
     :func:`.minverse.minverse_from_articulated` (Carpentier & Mansard 2018, Sec. IV-B).
 
-    The placements and the world Jacobian are scratch reused across the stack (stored
-    per state, they cost more than their arithmetic: stores to memory not in cache)."""
+    liMi and the world Jacobian are scratch reused across the stack (stored per state,
+    they cost more than their arithmetic: stores to memory not in cache)."""
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     liR = np.empty((m.njoints, 3, 3))
     lip = np.empty((m.njoints, 3))
-    oR = np.empty((m.njoints, 3, 3))
-    op = np.empty((m.njoints, 3))
-    oR[0] = np.eye(3)
-    op[0] = 0.0
     J = np.empty((6, m.nv))
     F = np.empty((m.nv, 6))
     A = np.empty((m.njoints, m.nv, 6))
@@ -362,7 +358,7 @@ def _compute_minverse(m, q, IA, U, Dinv, Minv):
     tau0 = np.zeros(m.nv)
     u = np.zeros(m.nv)
     for k in range(q.shape[0]):
-        world_frame_quantities(m, q[k], XR, Xp, liR, lip, oR, op, J, IA[k])
+        world_frame_quantities(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, IA[k])
         # the articulated inertias at zero torque and velocity: U and D^-1 do not depend on
         # them, and the bias forces of this pass (zero) are not read
         pA[:, :] = 0.0
@@ -395,13 +391,15 @@ def compute_minverse(model, data, q):
     Carpentier & Mansard, RSS 2018, Sec. IV-B: never forms M.  ``q`` (nq,) or
     (K, nq); returns (nv, nv) or (K, nv, nv); fills ``data.Minv``, and ``data.IA``,
     ``data.U``, ``data.Dinv`` as :func:`aba` does (the articulated inertias do not
-    depend on v or tau); the placements and ``data.J`` are not filled (scratch).
+    depend on v or tau) and ``data.oR, op`` (oMi); liMi and ``data.J`` are scratch,
+    not filled.
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.compute_minverse(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    call_kernel(_compute_minverse, model, qs, data.IA, data.U, data.Dinv, data.Minv)
+    call_kernel(_compute_minverse, model, qs, data.oR, data.op, data.IA, data.U, data.Dinv,
+                data.Minv)
     check_invertible(model, data.Minv, K, "compute_minverse")
     return result(data.Minv, K, single).copy()

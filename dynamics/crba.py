@@ -128,23 +128,19 @@ def _crba_composite_pass(m, J, Yc, oYcrb, M):
 
 
 @kernel
-def _crba(m, q, J, oYcrb, M):
-    """CRBA over the stack q (K, nq): J (K, 6, nv), oYcrb (K, njoints, 6, 6) and M (K, nv,
-    nv) per state; the placements liMi, oMi and the ten inertia parameters are scratch
-    reused across the stack (stored per state, they cost more than the arithmetic:
-    stores to memory that is not in cache)."""
+def _crba(m, q, oR, op, J, oYcrb, M):
+    """CRBA over the stack q (K, nq): oMi (oR, op), J (K, 6, nv), oYcrb (K, njoints, 6, 6)
+    and M (K, nv, nv) per state; liMi and the ten inertia parameters are scratch reused
+    across the stack (stored per state, liMi cost a fifth of CRBA on ur5: stores to
+    memory that is not in cache)."""
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     liR = np.empty((m.njoints, 3, 3))
     lip = np.empty((m.njoints, 3))
-    oR = np.empty((m.njoints, 3, 3))
-    op = np.empty((m.njoints, 3))
-    oR[0] = np.eye(3)
-    op[0] = 0.0
     Yc = np.empty((m.njoints, 10))
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR, lip, oR, op)
-        _crba_forward_pass(m, oR, op, J[k], Yc)
+        placements(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
+        _crba_forward_pass(m, oR[k], op[k], J[k], Yc)
         _crba_composite_pass(m, J[k], Yc, oYcrb[k], M[k])
 
 
@@ -152,15 +148,14 @@ def crba(model, data, q):
     """Joint-space inertia matrix M(q) (nv, nv), full and symmetric (CRBA).
 
     ``q`` (nq,) or (K, nq); returns (nv, nv) or (K, nv, nv).  Fills
-    ``data.J`` (world joint Jacobian), ``data.oYcrb`` (composite inertias in
-    the world) and ``data.M``; the placements (``data.liR, lip, oR, op``) are
-    not filled (computed in a scratch, see :func:`_crba`).  Armature is added
-    on the diagonal.
+    ``data.oR, op`` (oMi), ``data.J`` (world joint Jacobian), ``data.oYcrb``
+    (composite inertias in the world) and ``data.M``; liMi (``data.liR, lip``)
+    is a scratch, not filled.  Armature is added on the diagonal.
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.crba(model, data, q)
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    call_kernel(_crba, model, qs, data.J, data.oYcrb, data.M)
+    call_kernel(_crba, model, qs, data.oR, data.op, data.J, data.oYcrb, data.M)
     return result(data.M, K, single).copy()

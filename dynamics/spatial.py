@@ -151,8 +151,8 @@ def mat6_vec(Ys, i, xs, j, outs, o):
 
 @inline_kernel
 def inertia_to_world(Rs, ps, Ys, outs, i):
-    """outs[i] = X* Ys[i] X^-1: a rigid-body inertia (joint frame) in the world, oMi = (Rs[i], ps[i]),
-    written as a 6x6 matrix (:func:`inertia_to_world_values`)."""
+    """outs[i] = X* Ys[i] X^-1: a rigid-body inertia (joint frame) in the world, oMi =
+    (Rs[i], ps[i]), written as a 6x6 matrix (:func:`inertia_to_world_values`)."""
     m, H0, H1, H2, a00, a01, a02, a11, a12, a22 = inertia_to_world_values(Rs, ps, Ys, i)
     write_rigid_inertia(m, H0, H1, H2, a00, a01, a02, a11, a12, a22, outs, i)
 

@@ -83,6 +83,33 @@ def test_crba(case, states, assert_close):
         assert_close(gd.crba(m, d, states.q[k]), M_pin, RTOL, f"crba state {k}")
 
 
+def test_crba_and_minverse_fill_what_they_document(case, states, assert_close):
+    """On a stack, crba fills oMi, J, oYcrb and compute_minverse oMi for every state,
+    equal to Pinocchio's Data after crba in the WORLD convention (liMi is their
+    scratch): a frame's placement read after them is the one of the same configuration."""
+    m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
+    K, frame = 5, m.nframes - 1
+    gd.crba(m, d, states.q[:K])
+    for function in ("crba", "compute_minverse"):
+        gd.forward_kinematics(m, d, states.q[K:2 * K])  # other placements in data
+        getattr(gd, function)(m, d, states.q[:K])
+        R, p = gd.frame_placement(m, d, frame)
+        for k in range(K):
+            pin.crba(pm, pd, states.q[k], pin.Convention.WORLD)
+            pin.updateFramePlacements(pm, pd)
+            assert_close(d.oR[k], np.array([M.rotation for M in pd.oMi]), RTOL,
+                         f"data.oR after {function}, state {k}")
+            assert_close(d.op[k], np.array([M.translation for M in pd.oMi]), RTOL,
+                         f"data.op after {function}, state {k}")
+            assert_close(R[k], pd.oMf[frame].rotation, RTOL, f"frame R after {function}")
+            assert_close(p[k], pd.oMf[frame].translation, RTOL, f"frame p after {function}")
+            if function == "crba":
+                assert_close(d.J[k], np.reshape(pd.J, (6, m.nv)), RTOL,
+                             f"data.J after crba, state {k}")
+                assert_close(d.oYcrb[k, 1:], inertias(pd.oYcrb)[1:], RTOL,
+                             f"data.oYcrb after crba, state {k}")
+
+
 def test_aba(case, states, assert_close):
     m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
     s = states
