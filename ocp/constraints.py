@@ -18,6 +18,7 @@ A stage whose constraints cannot join a program (a residual without a fused step
 that reads the stage's dynamics, such as a contact force, or a phase the interpreter
 does not take) is evaluated from Python by its ``calc_constraints``, after the call.
 """
+import numba
 import numpy as np
 
 from ..dynamics.config import kernel
@@ -91,6 +92,9 @@ class HorizonConstraints:
         for model, start, stop, data in self.stages:
             made = _steps(model, data)
             program = None if made is None else _program(made[0])
+            if program is not None and compiled and \
+                    numba.typeof(program) != numba.typeof(compiled[0][0]):
+                program = None          # another model type: one typed List holds one
             if program is None:
                 self.python.append((model, start, stop, data))
                 for cd in data.constraints:

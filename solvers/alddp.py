@@ -83,7 +83,15 @@ Per iteration the constraints cost two compiled calls over the whole horizon: th
 residuals (and Jacobians) by the phase interpreter's residual blocks
 (:class:`~geppetto.ocp.constraints.HorizonConstraints`, reading the kinematics that
 ``calc_diff`` or the line search's cost evaluation left), then the AL terms of every
-block (:func:`_augmented_lagrangian`); no Python per phase or per constraint.
+block (:func:`_augmented_lagrangian`); no Python per phase or per constraint (a
+stage whose constraints have no fused step, such as a ControlResidual alone or a
+contact force, is evaluated from Python after the call).  Measured (2026-11-26,
+load 8.4-9.3, CPU time per iteration beside FDDP on the same problem without the
+constraints, medians of 5 interleaved blocks, each the best of 2-3 solves): plane
+1.16x (ur5) / 1.04-1.18x (panda), stiff 1.33-1.36x / 1.43-1.49x, the untuned
+"torque" task 1.10x / 1.27x from FDDP's optimum and 1.70x / 1.46x from the guess
+(257 / 500 iterations).  What remains above FDDP is mostly the line search: about
+2 trials per iteration where FDDP takes ~1.2 (full steps) on these tasks.
 """
 import time
 from dataclasses import dataclass
