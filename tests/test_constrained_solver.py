@@ -219,6 +219,41 @@ def test_trial_constraints_read_the_trial_kinematics():
     assert np.max(np.abs(stale - fresh)) > 1e-3          # without calc_costs: other's
 
 
+def test_horizon_constraints_equal_the_per_term_path():
+    """ocp.constraints.HorizonConstraints (the constraint residuals of every stage in one
+    compiled call, the plane's z row taken from its three-row fused step) leaves the
+    values and Jacobians of the per-term path (StageModel.calc_constraints), after
+    calc_diff (DIFF) and after a trial's calc_costs (CALC), to 1e-14."""
+    from geppetto.ocp.constraints import HorizonConstraints
+    from geppetto.ocp.fused import CALC, DIFF
+    problem, _ = _constrained_reach(10)
+    horizon = HorizonConstraints(problem)
+    assert horizon.programs is not None and not horizon.python      # all compiled
+    rng = np.random.default_rng(5)
+    start = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs, trial = (start + 0.1 * rng.standard_normal(start.shape) for _ in range(2))
+    us = rng.standard_normal((problem.N, problem.nu))
+    for points, mode in ((xs, DIFF), (trial, CALC)):
+        if mode == DIFF:
+            problem.calc_diff(points, us)
+        else:
+            problem.calc_costs(points, us)
+        horizon.evaluate(points, us, mode)
+        fused = []
+        for _, _, _, data in horizon.stages:
+            for cd in data.constraints:
+                r, Rx, _, rows = horizon.sources[id(cd)]
+                fused.append((r[:, rows].copy(), Rx[:, rows].copy()))
+        per_term = [(d.r.copy(), d.Rx.copy()) for _, _, _, phase in
+                    problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+        assert len(fused) == len(per_term) == 2
+        for (r, Rx), (r_ref, Rx_ref) in zip(fused, per_term):
+            np.testing.assert_allclose(r, r_ref, rtol=0.0, atol=1e-14)
+            if mode == DIFF:
+                np.testing.assert_allclose(Rx, Rx_ref, rtol=0.0, atol=1e-14)
+                assert np.abs(Rx_ref).max() > 0.1
+
+
 def test_ur5_constrained_reach_matches_ipopt():
     """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
     Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
