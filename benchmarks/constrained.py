@@ -185,6 +185,57 @@ def reaching(name, knots, plane_z=None, first=None, last=None):
     return nlp.reaching(name, knots, plane_z, first, last)
 
 
+# Tasks ALDDP was not tuned on (its options are the defaults measured on plane / stiff)
+VELOCITY_LIMIT = {"ur5": 3.0, "panda": 0.6}     # rad/s; FDDP's optimum peaks at 3.9 / 0.9
+WALL_Y, WALL_KNOTS = 0.15, (50, 80)             # "vbound": y <= 0.15 on knots 50..79
+TORQUE_LIMIT = {"ur5": 60.0, "panda": 12.0}     # N m; FDDP's optimum peaks at 122 / 23
+PASSIVE_KNOTS = 40                              # u[0] = 0 on knots 0..39 ("torque")
+UNTUNED = ("vbound", "torque")
+
+
+def untuned(name, knots, task):
+    """:mod:`.nlp`'s reaching costs, the tool at the target at the last knot (equality),
+    and for ``task``:
+
+    - "vbound": every joint velocity within +-VELOCITY_LIMIT on the running knots (state
+      bounds) and the tool at y <= WALL_Y on knots 50..79 (a wall: the target is at
+      y = 0.2);
+    - "torque": every torque within +-TORQUE_LIMIT (control bounds) and the first
+      joint's torque zero on knots 0 .. PASSIVE_KNOTS - 1 (an equality on one row of a
+      control residual, the other rows free).
+    """
+    robot = gp.robots.load(name)
+    model, frame = robot.model, nlp.FRAMES[name]
+    dynamics = gp.ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    reach = gp.ocp.FrameTranslationResidual(model, frame, nlp.TARGET)
+    costs = [gp.ocp.Cost(reach), gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+             gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach, weight=1e3), costs[1]],
+                                    [gp.ocp.Constraint(reach, 0.0, 0.0)])
+    options = dict(dt=DT, integrator="semi_implicit_euler")
+    if task == "vbound":
+        limit = np.r_[np.full(model.nq, np.inf), np.full(model.nv, VELOCITY_LIMIT[name])]
+        options["state_bounds"] = (-limit, limit)
+        wall = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(
+            model, frame, [0, WALL_Y, 0], axes=[1]), -np.inf, 0.0)
+        free = gp.ocp.StageModel(dynamics, costs, **options)
+        walled = gp.ocp.StageModel(dynamics, costs, [wall], **options)
+        models = [walled if WALL_KNOTS[0] <= k < WALL_KNOTS[1] else free
+                  for k in range(knots)]
+    else:
+        limit = np.full(nu, TORQUE_LIMIT[name])
+        options["control_bounds"] = (-limit, limit)
+        lower, upper = np.full(nu, -np.inf), np.full(nu, np.inf)
+        lower[0] = upper[0] = 0.0
+        passive = gp.ocp.Constraint(gp.ocp.ControlResidual(nu), lower, upper)
+        free = gp.ocp.StageModel(dynamics, costs, **options)
+        held = gp.ocp.StageModel(dynamics, costs, [passive], **options)
+        models = [held if k < PASSIVE_KNOTS else free for k in range(knots)]
+    return gp.ocp.ShootingProblem(x0, models, terminal)
+
+
 def _best(solve, repeats):
     """(wall seconds, CPU seconds of this thread, result) of the fastest of ``repeats``."""
     best = None
@@ -276,6 +327,8 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
     times (``cpu_rounds``)."""
     if task == "nlp":
         problem = devs_problem(robot, knots)
+    elif task in UNTUNED:
+        problem = untuned(robot, knots, task)
     else:
         last = int(0.9 * knots) if task == "plane" else knots
         problem = reaching(robot, knots, PLANE_Z, knots // 2, last)
@@ -288,7 +341,7 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
     measure = gp.solvers.ALDDP(problem)          # the violation of any trajectory
     starts = {"cold": (None, None), "fddp": (warm.xs, warm.us)}
     alddp.solve(max_iter=500)                                      # compile
-    csqp = csqp and task != "nlp"
+    csqp = csqp and task in ("plane", "stiff")
     ours = {start: [] for start in starts}       # per start: (wall, CPU, result) per round
     theirs, reason = [], None
     for round_ in range(repeats):
@@ -375,7 +428,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
     parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
-                        choices=["plane", "stiff", "nlp"])
+                        choices=["plane", "stiff", "nlp"] + list(UNTUNED))
     parser.add_argument("--knots", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--casadi", action="store_true", help="also IPOPT with CasADi's exact "

@@ -11,7 +11,12 @@ augmented Lagrangian in FDDP's Riccati sweeps) starts from that optimum and
 ends with every cone row >= -1e-6.  Measured (2026-11-26): the full trot (25
 knots of 10 ms per step) in 274 ALDDP iterations, lowest cone row -8.0e-8
 (FDDP without the cones: 28 iterations, lowest row -132); the reduced one (8
-knots of 30 ms) in 103, lowest row -8.6e-8 (without: -27.7).
+knots of 30 ms) in 103, lowest row -8.6e-8 (without: -27.7).  Those runs
+"converged" on a stop value that the growing regularization made small while
+the line search stalled at mu = 1e-8; since ALDDP refuses such a stop value
+(``th_reg``) the reduced trot ends on "no step accepted at maximum
+regularization" after 161 iterations, the cones held (violation 1.5e-9):
+stationarity is not proved there.
 
     python -m geppetto.examples.solo12_trot_cones [--out DIR] [--live] [--reduced]
 """

@@ -395,9 +395,12 @@ class _FrameResidual(Residual):
         self._run(data, kinematics, True)
 
     def fused_step(self, data, kinematics, state):
-        from .fused import Step, _frame
         if getattr(self, "axes", None) is not None:
             return None
+        return self._fused_frame(data, kinematics)
+
+    def _fused_frame(self, data, kinematics):
+        from .fused import Step, _frame
         ref_R, ref_p = self._references(data)
         return Step((kinematics.oR, kinematics.op, kinematics.J, int(self.joint),
                      np.array(self.fR), np.array(self.fp), int(self.kind), ref_R, ref_p,
@@ -446,6 +449,15 @@ class FrameTranslationResidual(_FrameResidual):
 
     def _references(self, data):
         return np.empty((data.r.shape[0], 3, 3)), data.reference
+
+    def fused_rows(self, data, kinematics, state):
+        """(the fused step of all three rows, on ``data.full``; its data; the rows kept)
+        with ``axes``, else None: for readers that select the rows themselves (ALDDP's
+        constraints, :mod:`.constraints`)."""
+        if self.axes is None:
+            return None
+        data.full.reference = data.reference
+        return self._fused_frame(data.full, kinematics), data.full, self.axes
 
 
 class FrameRotationResidual(_FrameResidual):

@@ -219,6 +219,41 @@ def test_trial_constraints_read_the_trial_kinematics():
     assert np.max(np.abs(stale - fresh)) > 1e-3          # without calc_costs: other's
 
 
+def test_horizon_constraints_equal_the_per_term_path():
+    """ocp.constraints.HorizonConstraints (the constraint residuals of every stage in one
+    compiled call, the plane's z row taken from its three-row fused step) leaves the
+    values and Jacobians of the per-term path (StageModel.calc_constraints), after
+    calc_diff (DIFF) and after a trial's calc_costs (CALC), to 1e-14."""
+    from geppetto.ocp.constraints import HorizonConstraints
+    from geppetto.ocp.fused import CALC, DIFF
+    problem, _ = _constrained_reach(10)
+    horizon = HorizonConstraints(problem)
+    assert horizon.programs is not None and not horizon.python      # all compiled
+    rng = np.random.default_rng(5)
+    start = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs, trial = (start + 0.1 * rng.standard_normal(start.shape) for _ in range(2))
+    us = rng.standard_normal((problem.N, problem.nu))
+    for points, mode in ((xs, DIFF), (trial, CALC)):
+        if mode == DIFF:
+            problem.calc_diff(points, us)
+        else:
+            problem.calc_costs(points, us)
+        horizon.evaluate(points, us, mode)
+        fused = []
+        for _, _, _, data in horizon.stages:
+            for cd in data.constraints:
+                r, Rx, _, rows = horizon.sources[id(cd)]
+                fused.append((r[:, rows].copy(), Rx[:, rows].copy()))
+        per_term = [(d.r.copy(), d.Rx.copy()) for _, _, _, phase in
+                    problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+        assert len(fused) == len(per_term) == 2
+        for (r, Rx), (r_ref, Rx_ref) in zip(fused, per_term):
+            np.testing.assert_allclose(r, r_ref, rtol=0.0, atol=1e-14)
+            if mode == DIFF:
+                np.testing.assert_allclose(Rx, Rx_ref, rtol=0.0, atol=1e-14)
+                assert np.abs(Rx_ref).max() > 0.1
+
+
 def test_ur5_constrained_reach_matches_ipopt():
     """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
     Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
@@ -246,8 +281,8 @@ def test_ur5_constrained_reach_matches_ipopt():
 def test_solo12_hard_friction_cones():
     """solo12 on four feet (contact dynamics, N = 10) shifting its base 4 cm sideways
     with friction mu = 0.1: without the cones the optimum slides its feet's forces
-    out of them; with hard pyramidal cones (Constraint rows >= 0) ALDDP converges
-    with every row >= -1e-6 at every knot."""
+    out of them; with hard pyramidal cones (Constraint rows >= 0) ALDDP ends with
+    every row >= -1e-6 at every knot."""
     from geppetto.dynamics import LOCAL_WORLD_ALIGNED, contact_3d
     robot = gp.robots.load("solo12")
     model = robot.model
@@ -277,7 +312,9 @@ def test_solo12_hard_friction_cones():
 
     assert cone_rows(free.xs, free.us).min() < -1e-2       # the cones are active
     result = gp.solvers.ALDDP(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=300)
-    assert result.converged, result
+    # not "converged": at mu 1e-8 the line search stalls with preg at 1e4-1e5, whose
+    # stop value th_reg refuses (before it: "converged" at a cost 6.6e-6 higher)
+    assert result.converged or result.status == "max_iter", result
     assert result.violation <= 1e-6 and result.gaps <= 1e-9
     assert cone_rows(result.xs, result.us).min() >= -1e-6
     assert result.cost > free.cost
@@ -287,7 +324,7 @@ def test_solo12_trot_hard_friction_cones():
     """The solo12 trot (examples/solo12_trot: support, two diagonal steps, touchdown
     impulses; 8 knots of 30 ms per step) with its friction cones (mu = 0.7) as hard
     Constraints instead of barrier costs: from FDDP's optimum without them, ALDDP
-    converges with every cone row >= -1e-6 at every contact knot."""
+    ends with every cone row >= -1e-6 at every contact knot."""
     from geppetto.examples.solo12_trot import trotting_problem
     from geppetto.examples.solo12_trot_cones import cone_rows, hard_cones
     robot = gp.robots.load("solo12")
@@ -302,7 +339,9 @@ def test_solo12_trot_hard_friction_cones():
     assert min(r.min() for r in cone_rows(problem, free.xs, free.us)) < -1e-3
     result = gp.solvers.ALDDP(problem, th_constraint=1e-7).solve(free.xs, free.us,
                                                                  max_iter=500)
-    assert result.converged, result
+    # the line search stalls at mu 1e-8 (the stop value of preg >= 1e4 is refused,
+    # th_reg): the cones held, stationarity not proved
+    assert result.converged or result.status.startswith("no step accepted"), result
     assert result.violation <= 1e-6 and result.gaps <= 1e-9
     rows = cone_rows(problem, result.xs, result.us)
     assert sum(r.shape[0] for r in rows) == cones
@@ -401,3 +440,43 @@ def test_knots_without_controls_match_kkt():
     np.testing.assert_allclose(result.xs, xs_ref, atol=1e-10)
     np.testing.assert_allclose(result.us, us_ref, atol=1e-10)
     assert np.all(result.us[4:6] == 0.0)
+
+
+def _untuned_from_fddp(robot, task):
+    """benchmarks/constrained's task ALDDP was not tuned on, FDDP's unconstrained optimum
+    (the start), ALDDP's and IPOPT's (analytical derivatives) results from it."""
+    from geppetto.benchmarks.constrained import untuned
+    problem = untuned(robot, 100, task)
+    warm = gp.solvers.FDDP(problem).solve(max_iter=200)          # leaves the constraints out
+    assert warm.converged, warm
+    result = gp.solvers.ALDDP(problem).solve(warm.xs, warm.us, max_iter=500)
+    reference = gp.solvers.NLP(problem).solve(warm.xs, warm.us, max_iter=500)
+    assert reference.converged, reference
+    return problem, warm, result, reference
+
+
+def test_ur5_torque_limits_and_a_control_equality_match_ipopt():
+    """ur5 "torque" (|u| <= 60 N m on every knot, the first joint's torque zero on
+    knots 0..39, the terminal position equality; options never tuned on it): from
+    FDDP's optimum ALDDP converges at IPOPT's optimum, cost to 1e-6 relative."""
+    problem, warm, result, reference = _untuned_from_fddp("ur5", "torque")
+    assert result.converged, result
+    assert result.violation <= 1e-6
+    assert gp.solvers.ALDDP(problem).max_violation(reference.xs, reference.us) <= 1e-6
+    assert np.abs(result.us).max() <= 60.0 + 1e-6 and np.abs(result.us[:40, 0]).max() <= 1e-6
+    assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
+    assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
+
+
+def test_no_convergence_claimed_from_the_regularization():
+    """ur5 "vbound" (joint velocities within 3 rad/s, a wall y <= 0.15 on knots 50..79):
+    the inner line search stalls at mu = 1e-8 and preg climbs (k ~ Qu / preg), so the
+    stop value falls below th_stop 2e-4 above IPOPT's cost; ALDDP must not call that
+    converged (th_reg): converged only at IPOPT's optimum (1e-6 relative)."""
+    problem, warm, result, reference = _untuned_from_fddp("ur5", "vbound")
+    assert result.violation <= 1e-6
+    assert result.cost <= reference.cost * (1 + 1e-3)
+    if result.converged:
+        assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
+    else:
+        assert result.status == "max_iter" and result.iterations == 500

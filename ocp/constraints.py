@@ -1,0 +1,120 @@
+"""The constraint residuals of a ShootingProblem over the horizon in one compiled call.
+
+A constraint is a residual with bounds (:class:`~.costs.Constraint`): its residual hands
+out the same fused step as when a cost uses it (:mod:`.fused`), so the constraints of a
+stage form a program of the phase interpreter (:func:`.fused._interpret`, residual
+blocks only, no accumulation), and :func:`_evaluate` runs the programs of all stages
+(running phases and the terminal knot) in one call.  The values (and, in DIFF mode, the
+Jacobians) land in the constraint data, ``data.constraints[j].r`` (K, nr), ``.Rx`` (K,
+nr, ndx), ``.Ru`` (K, nr, nu), where :meth:`.stage.StageModel.calc_constraints` writes
+them too.
+
+Preconditions, as for :meth:`.stage.StageModel.calc_constraints` with ``refresh=False``:
+the residuals read the knots' kinematics as the last :meth:`.problem.ShootingProblem.
+calc_diff` (DIFF), ``calc`` or ``calc_costs`` (a line search's trial) at the same (xs,
+us) left them (those refresh what the costs and the constraints read).
+
+A stage whose constraints cannot join a program (a residual without a fused step, one
+that reads the stage's dynamics, such as a contact force, or a phase the interpreter
+does not take) is evaluated from Python by its ``calc_constraints``, after the call.
+"""
+import numba
+import numpy as np
+
+from ..dynamics.config import kernel
+from .fused import DIFF, _interpret, _push, _typed_list, interpreted
+
+
+@kernel
+def _evaluate(xs, us, programs, windows, mode):
+    """Run program p on the knots windows[p, 0]:windows[p, 1] of xs and us (us rows past
+    N: none, the terminal knot)."""
+    for p in range(windows.shape[0]):
+        start, stop = windows[p, 0], windows[p, 1]
+        _interpret(xs[start:stop], us[start:min(stop, us.shape[0])], programs[p], mode)
+
+
+def _steps(model, data):
+    """The fused steps of a stage's constraints and, per constraint, where its values
+    land: (r, Rx, Ru, rows) with r[:, rows] the constraint's rows (a residual that keeps
+    some rows of a larger one, ``fused_rows``, leaves them all); or None."""
+    steps, sources = [], []
+    for c, cd in zip(model.constraints, data.constraints):
+        residual = c.residual
+        if getattr(residual, "reads_dynamics", False):
+            return None
+        make = getattr(residual, "fused_rows", None)
+        selected = None if make is None else make(cd, data.kinematics, model.state)
+        if selected is not None:
+            step, source, rows = selected
+        else:
+            make = getattr(residual, "fused_step", None)
+            step = None if make is None else make(cd, data.kinematics, model.state)
+            source, rows = cd, np.arange(cd.r.shape[1])
+        if step is None:
+            return None
+        steps.append(step)
+        sources.append((source.r, source.Rx, source.Ru, np.asarray(rows, dtype=np.int64)))
+    return steps, sources
+
+
+def _program(steps):
+    """The interpreter program of ``steps`` (a typed List holding its tuple), or None."""
+    items = interpreted(steps, None)
+    if items is None:
+        return None
+    nowhere = (np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)),
+               np.zeros((0, 0, 0)), np.zeros((0, 0, 0)))       # no accumulation
+    program = _typed_list(items + (nowhere,))
+    _push(program, items + (nowhere,))
+    return program
+
+
+class HorizonConstraints:
+    """The constraints of ``problem``'s stages, evaluated by :meth:`evaluate`.
+
+    ``stages``: [(model, start, stop, data)] of the stages with constraints, running
+    phases then the terminal knot; ``data.constraints`` holds their residual data;
+    ``sources[id(constraint data)]``: (r (K, n), Rx (K, n, ndx), Ru (K, n, nu), rows
+    (nr,)) where :meth:`evaluate` leaves that constraint's values: r[:, rows].
+    """
+
+    def __init__(self, problem):
+        self.problem = problem
+        stages = [(model, start, stop, data) for model, start, stop, data in problem.phases]
+        stages.append((problem.terminal_model, problem.N, problem.N + 1,
+                       problem.terminal_data))
+        self.stages = [s for s in stages if s[0].constraints]
+        self.programs, self.windows, self.python = None, np.zeros((0, 2), dtype=np.int64), []
+        # per constraint data (by id): (r, Rx, Ru, rows) where its values land
+        self.sources = {}
+        compiled = []
+        for model, start, stop, data in self.stages:
+            made = _steps(model, data)
+            program = None if made is None else _program(made[0])
+            if program is not None and compiled and \
+                    numba.typeof(program) != numba.typeof(compiled[0][0]):
+                program = None          # another model type: one typed List holds one
+            if program is None:
+                self.python.append((model, start, stop, data))
+                for cd in data.constraints:
+                    self.sources[id(cd)] = (cd.r, cd.Rx, cd.Ru,
+                                            np.arange(cd.r.shape[1], dtype=np.int64))
+            else:
+                compiled.append((program, start, stop))
+                self.sources.update(zip(map(id, data.constraints), made[1]))
+        if compiled:
+            self.programs = _typed_list(compiled[0][0])
+            for program, _, _ in compiled:
+                _push(self.programs, program)
+            self.windows = np.array([(a, b) for _, a, b in compiled], dtype=np.int64)
+
+    def evaluate(self, xs, us, mode):
+        """The constraint residuals at (xs (N+1, nx), us (N, nu)), C-contiguous, with
+        their Jacobians when ``mode`` is :data:`.fused.DIFF` (see the module docstring)."""
+        if self.programs is not None:
+            _evaluate(xs, us, self.programs, self.windows, mode)
+        problem = self.problem
+        for model, start, stop, data in self.python:
+            controls = None if model.terminal else problem._controls(us, model, start, stop)
+            model.calc_constraints(data, xs[start:stop], controls, mode == DIFF, False)
