@@ -41,7 +41,7 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, expected_terms, gap_decrease
+from .riccati import backward_pass, expected_terms
 
 
 @dataclass
@@ -154,11 +154,14 @@ class DDP:
         return xs_buffer, us_buffer
 
     def solve(self, xs=None, us=None, max_iter=100, time_limit=None, verbose=False,
-              callbacks=(), is_feasible=False):
+              callbacks=(), is_feasible=False, copy=True):
         """Solve from the warm start (xs, us); default xs = x0 repeated and us
         quasi-static.  Returns a :class:`SolverResult`; never raises from inside
-        a kernel: a solve that cannot progress ends with a status."""
+        a kernel: a solve that cannot progress ends with a status.  ``copy=False``:
+        the result's xs, us, K and k are the solver's own arrays (no allocation),
+        valid until its next solve (the MPC's shifted warm start reads them first)."""
         problem = self.problem
+        self._copy_result = bool(copy)
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         deadline = np.inf if time_limit is None else start_time + time_limit
@@ -272,8 +275,11 @@ class DDP:
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
         gap_norm = (float(np.max(np.abs(self.problem.gaps(xs, self.gaps))))
                     if np.isfinite(cost) else np.inf)
-        return SolverResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
-                            cost=float(cost), iterations=iterations, converged=converged,
+        if getattr(self, "_copy_result", True):
+            xs, us, K, k = xs.copy(), us.copy(), self.K.copy(), self.k.copy()
+        else:
+            K, k = self.K, self.k
+        return SolverResult(xs=xs, us=us, K=K, k=k, cost=float(cost), iterations=iterations, converged=converged,
                             status=status, gaps=gap_norm, stop=stop, history=history)
 
 
@@ -294,7 +300,8 @@ class FDDP(DDP):
         """One trial; while infeasible (and alpha < 1) each knot starts (alpha - 1) f_t
         off the prediction."""
         return self.forward_pass(xs, us, (self.k, self.K), (self.u_lower, self.u_upper), alpha,
-                                 not feasible and alpha != 1.0, self.clamps, gaps)
+                                 not feasible and alpha != 1.0, self.clamps, gaps,
+                                 None if feasible else self.Vxx)
 
     def expected_terms(self, gaps, feasible):
         """(dg, dq) with the gap terms (Crocoddyl's updateExpectedImprovement)."""
@@ -304,7 +311,7 @@ class FDDP(DDP):
     def expected_improvement(self, dg, dq, xs, xs_try, gaps, feasible):
         dv = 0.0
         if not feasible:
-            dv = gap_decrease(gaps, self.Vxx, self.problem.state.difference(xs_try, xs))
+            dv = self.forward_pass.gap_decrease(xs, xs_try, gaps, self.Vxx)
         return dg + dv, dq - 2.0 * dv
 
     def accepts(self, d1, dv_exp, dv, feasible):
