@@ -41,7 +41,7 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, expected_terms
+from .riccati import backward_pass, expected_terms, max_abs
 
 
 @dataclass
@@ -139,33 +139,37 @@ class DDP:
         return True
 
     # -- the loop -------------------------------------------------------------
-    def _initial_guess(self, xs, us):
-        """The warm start, validated, copied into the trial buffer set 0 (the first
-        trial then writes set 1)."""
+    def _initial_guess(self, xs, us, check=True):
+        """The warm start, validated (unless ``check`` is False), copied into the trial
+        buffer set 0 (the first trial then writes set 1)."""
         problem = self.problem
         if xs is None:
             xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
         if us is None:
             us = problem.quasi_static(xs)
-        xs, us = problem._validate(xs, us)
+        if check:
+            xs, us = problem._validate(xs, us)
         xs_buffer, us_buffer, _ = self.forward_pass.buffers[0]
         xs_buffer[:] = xs
         us_buffer[:] = us
         return xs_buffer, us_buffer
 
     def solve(self, xs=None, us=None, max_iter=100, time_limit=None, verbose=False,
-              callbacks=(), is_feasible=False, copy=True):
+              callbacks=(), is_feasible=False, copy=True, check=True):
         """Solve from the warm start (xs, us); default xs = x0 repeated and us
         quasi-static.  Returns a :class:`SolverResult`; never raises from inside
         a kernel: a solve that cannot progress ends with a status.  ``copy=False``:
         the result's xs, us, K and k are the solver's own arrays (no allocation),
-        valid until its next solve (the MPC's shifted warm start reads them first)."""
+        valid until its next solve (the MPC's shifted warm start reads them first).
+        ``check=False``: (xs, us) are taken as they are, for callers that built them
+        (float arrays of the problem's shapes, finite, the padding zero: the MPC's
+        shifted solution)."""
         problem = self.problem
         self._copy_result = bool(copy)
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         deadline = np.inf if time_limit is None else start_time + time_limit
-        xs, us = self._initial_guess(xs, us)
+        xs, us = self._initial_guess(xs, us, check)
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -208,7 +212,7 @@ class DDP:
                     return self._result(xs, us, cost, iteration - 1, False, status, gaps,
                                         stop, history)
                 preg = self._increased(preg)
-            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
+            gap_norm = 0.0 if feasible else max_abs(gaps)
             dg, dq = self.expected_terms(gaps, feasible)
             # Crocoddyl 3's criterion: the expected decrease of a full step
             stop = abs(dg + 0.5 * dq)
@@ -273,7 +277,7 @@ class DDP:
         return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
-        gap_norm = (float(np.max(np.abs(self.problem.gaps(xs, self.gaps))))
+        gap_norm = (max_abs(self.problem.gaps(xs, self.gaps))
                     if np.isfinite(cost) else np.inf)
         if getattr(self, "_copy_result", True):
             xs, us, K, k = xs.copy(), us.copy(), self.K.copy(), self.k.copy()

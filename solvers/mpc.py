@@ -69,7 +69,12 @@ class MPC:
         self._us = np.empty((problem.N, problem.nu))
         # a DDP-family solver hands its own arrays back (no copies per step): the
         # warm start of the next step reads them before the solve overwrites them
-        self._solve_options = {"copy": False} if isinstance(self.solver, DDP) else {}
+        # and takes the warm start this class built as it is (unless knots have different
+        # numbers of controls: its validation zeroes the padding the shift moved)
+        self._solve_options = {}
+        if isinstance(self.solver, DDP):
+            self._solve_options = {"copy": False,
+                                   "check": bool(np.any(problem.nus < problem.nu))}
 
     def _warm_start(self, x):
         """The previous solution shifted by one knot (its last knot repeated), xs[0] = x;
