@@ -47,7 +47,7 @@ class ForwardPass:
                         for xs, us, xnext in self.buffers]
         self.gap_shift = np.empty((1, problem.ndx))
         self.horizon = None           # the one-call trial, built at the first trial
-        self.horizon_built = False
+        self.horizon_built = None     # for this problem.nthreads
         self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
         self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
 
@@ -71,26 +71,15 @@ class ForwardPass:
         k, K = gains
         u_lower, u_upper = bounds
         which = self._free_set(xs)
-        outputs = self.buffers[which]
-        xs_try, us_try, xnext = outputs
-        if not self.horizon_built:
+        xs_try, us_try, xnext = self.buffers[which]
+        if self.horizon_built != problem.nthreads:
             with _numba_threads(problem.nthreads):
                 self.horizon = horizon_trial(problem, self.workspaces)
-            self.horizon_built = True
+            self.horizon_built = problem.nthreads
         if self.horizon is not None:
             inputs = (xs, us, k, K, gaps, u_lower, u_upper, float(alpha), bool(use_gaps),
                       bool(boxed))
-            merit_gaps = Vxx is not None
-            self.merit = (None, 0.0)
-            try:
-                failed, cost, dv = self.horizon(inputs, outputs, self.no_Vxx if Vxx is None
-                                                else Vxx, merit_gaps)
-            except KERNEL_ERRORS:
-                failed, cost, dv = 0, np.nan, 0.0
-            if failed >= 0 or not np.isfinite(cost):
-                return None
-            self.merit = (xs_try if merit_gaps else None, dv)
-            return xs_try, us_try, xnext, cost
+            return self._one_call(inputs, self.buffers[which], Vxx)
         predicted = problem.x0
         with _numba_threads(problem.nthreads):
             for (model, start, stop, _), workspace, outputs in zip(
@@ -116,6 +105,21 @@ class ForwardPass:
         if not np.isfinite(cost):
             return None
         return xs_try, us_try, xnext, cost
+
+    def _one_call(self, inputs, outputs, Vxx):
+        """The trial by :class:`~geppetto.ocp.horizon.HorizonTrial`; FDDP's gap term kept
+        in ``merit`` when ``Vxx`` is given."""
+        merit_gaps = Vxx is not None
+        self.merit = (None, 0.0)
+        try:
+            failed, cost, dv = self.horizon(inputs, outputs, Vxx if merit_gaps else self.no_Vxx,
+                                            merit_gaps)
+        except KERNEL_ERRORS:
+            failed, cost = 0, np.nan
+        if failed >= 0 or not np.isfinite(cost):
+            return None
+        self.merit = (outputs[0] if merit_gaps else None, dv)
+        return outputs + (cost,)
 
     def gap_decrease(self, xs, xs_try, gaps, Vxx):
         """FDDP's -sum_t f_t . Vxx_t (xs_t (-) xs_try_t) of the trial ``xs_try``: the
