@@ -86,15 +86,21 @@ def _phases(models):
     return [([tuple(run) for run in runs], start, stop) for runs, start, stop in phases]
 
 
-def _write_reference(rdata, values, a, b, knot, n_knots):
-    """rdata.reference[a:b] = ``values`` (the reference's shape) or values[knot:knot + b - a]
-    ((n_knots,) + that shape)."""
-    references = rdata.reference if isinstance(rdata.reference, tuple) else (rdata.reference,)
+def _reference_values(values):
+    """The values of :meth:`ShootingProblem.set_reference` as a tuple of finite float
+    arrays (one per part of a reference: a placement's rotation and translation)."""
     value_list = values if isinstance(values, tuple) else (values,)
-    for ref, value in zip(references, value_list):
-        value = as_float_array(value, "reference")
-        if not np.all(np.isfinite(value)):
-            raise ValueError("reference: contains NaN or inf")
+    checked = tuple(as_float_array(value, "reference") for value in value_list)
+    if not all(np.isfinite(value).all() for value in checked):
+        raise ValueError("reference: contains NaN or inf")
+    return checked
+
+
+def _write_reference(rdata, values, a, b, knot, n_knots):
+    """rdata.reference[a:b] = ``values`` (a tuple from :func:`_reference_values`: the
+    reference's shape, or (n_knots,) + that shape, read from row ``knot``)."""
+    references = rdata.reference if isinstance(rdata.reference, tuple) else (rdata.reference,)
+    for ref, value in zip(references, values):
         if value.shape == ref.shape[1:]:
             ref[a:b] = value
         elif value.shape == (n_knots,) + ref.shape[1:]:
@@ -319,6 +325,7 @@ class ShootingProblem:
         constraints) at every knot where it appears: ``values`` has the
         reference's shape (same at every knot) or (N+1,) + that shape (knot k
         reads values[k]; the terminal knot reads values[N])."""
+        values = _reference_values(values)
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
