@@ -110,6 +110,7 @@ class DDP:
         self.forward_pass = ForwardPass(problem)
         self.gaps = np.zeros((N + 1, ndx))
         self.no_box = np.zeros(N, dtype=bool)
+        self._copy_result = True        # solve(copy=...)
 
     # -- the pieces that differ along the hierarchy ------------------------------
     def box_qp_knots(self, feasible):
@@ -279,12 +280,13 @@ class DDP:
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
         gap_norm = (max_abs(self.problem.gaps(xs, self.gaps))
                     if np.isfinite(cost) else np.inf)
-        if getattr(self, "_copy_result", True):
+        if self._copy_result:
             xs, us, K, k = xs.copy(), us.copy(), self.K.copy(), self.k.copy()
         else:
             K, k = self.K, self.k
-        return SolverResult(xs=xs, us=us, K=K, k=k, cost=float(cost), iterations=iterations, converged=converged,
-                            status=status, gaps=gap_norm, stop=stop, history=history)
+        return SolverResult(xs=xs, us=us, K=K, k=k, cost=float(cost), iterations=iterations,
+                            converged=converged, status=status, gaps=gap_norm, stop=stop,
+                            history=history)
 
 
 class FDDP(DDP):
