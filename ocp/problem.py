@@ -27,10 +27,12 @@ from contextlib import contextmanager
 import numba
 import numpy as np
 
-from ..dynamics.config import num_threads
+from ..dynamics.config import kernel, num_threads
+from ..dynamics.liegroups import difference_state
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .stage import StageOutputs
+from .state import StateMultibody
 from .step import SCHEME_CODES, _free_rollout
 
 
@@ -45,6 +47,24 @@ def _numba_threads(n):
     finally:
         if n != previous:
             numba.set_num_threads(previous)
+
+
+@kernel
+def _multibody_gaps(m, x0, xnext, xs, out, scratch):
+    """out[0] = x0 (-) xs[0], out[k+1] = xnext[k] (-) xs[k+1] for x = (q, v)."""
+    s4, t4, s3 = scratch
+    nq, nv = m.nq, m.nv
+    for t in range(xs.shape[0]):
+        x1 = x0 if t == 0 else xnext[t - 1]
+        difference_state(m, xs[t, :nq], x1[:nq], out[t, :nv], s4, t4, s3)
+        for i in range(nv):
+            out[t, nv + i] = x1[nq + i] - xs[t, nq + i]
+
+
+def _own_stack(array, shape):
+    """Whether ``array`` can go to a kernel as it is: float64, C-contiguous, of ``shape``."""
+    return isinstance(array, np.ndarray) and array.dtype == np.float64 and \
+        array.flags.c_contiguous and array.shape == shape
 
 
 def _phases(models):
@@ -66,15 +86,21 @@ def _phases(models):
     return [([tuple(run) for run in runs], start, stop) for runs, start, stop in phases]
 
 
-def _write_reference(rdata, values, a, b, knot, n_knots):
-    """rdata.reference[a:b] = ``values`` (the reference's shape) or values[knot:knot + b - a]
-    ((n_knots,) + that shape)."""
-    references = rdata.reference if isinstance(rdata.reference, tuple) else (rdata.reference,)
+def _reference_values(values):
+    """The values of :meth:`ShootingProblem.set_reference` as a tuple of finite float
+    arrays (one per part of a reference: a placement's rotation and translation)."""
     value_list = values if isinstance(values, tuple) else (values,)
-    for ref, value in zip(references, value_list):
-        value = as_float_array(value, "reference")
-        if not np.all(np.isfinite(value)):
-            raise ValueError("reference: contains NaN or inf")
+    checked = tuple(as_float_array(value, "reference") for value in value_list)
+    if not all(np.isfinite(value).all() for value in checked):
+        raise ValueError("reference: contains NaN or inf")
+    return checked
+
+
+def _write_reference(rdata, values, a, b, knot, n_knots):
+    """rdata.reference[a:b] = ``values`` (a tuple from :func:`_reference_values`: the
+    reference's shape, or (n_knots,) + that shape, read from row ``knot``)."""
+    references = rdata.reference if isinstance(rdata.reference, tuple) else (rdata.reference,)
+    for ref, value in zip(references, values):
         if value.shape == ref.shape[1:]:
             ref[a:b] = value
         elif value.shape == (n_knots,) + ref.shape[1:]:
@@ -107,7 +133,13 @@ class ShootingProblem:
         launch): 0.30x / 0.84x; ``tbb`` (``pip install tbb``, its ``lib``
         folder on ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; Numba
         then picks it first), which steals an absent thread's work: 0.90x /
-        0.98x.  Results do not depend on it.
+        0.98x.  Results do not depend on it.  What one thread keeps and several
+        give up: a free-dynamics stage on several threads leaves its fused phase
+        for the per-term path and its parallel kernels (ur5 reaching, 100 knots,
+        both on one thread, CPU time at load 8.6: per-term 1.94 ms per FDDP
+        iteration, fused 1.38), and the solvers' one-call trial
+        (:mod:`.horizon`) is serial; contact and impulse stages keep the fused
+        phase for their integrator and costs, their dynamics parallel.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
@@ -155,6 +187,7 @@ class ShootingProblem:
         self.Fu = np.zeros((N, ndx, nu))
         self.xnext = np.zeros((N, nx))
         self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
+        self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
         self.phases = []
         for runs, start, stop in _phases(running_models):
             model = runs[0][0]
@@ -166,7 +199,12 @@ class ShootingProblem:
                 control_outputs = (np.zeros((K, m)), np.zeros((K, m, m)), np.zeros((K, ndx, m)))
             out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], control_outputs[0],
                                self.Lxx[start:stop], control_outputs[1], control_outputs[2])
-            self.phases.append((model, start, stop, model.create_data(K, out, runs)))
+            data = model.create_data(K, out, runs)
+            if m == nu:     # the integrator writes x', Fx, Fu into the problem's arrays
+                integrator = data.integrator
+                integrator.xnext, integrator.Fx, integrator.Fu = (
+                    self.xnext[start:stop], self.Fx[start:stop], self.Fu[start:stop])
+            self.phases.append((model, start, stop, data))
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -207,7 +245,7 @@ class ShootingProblem:
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
                 model.calc(data, xs[start:stop], self._controls(us, model, start, stop))
-                self.xnext[start:stop] = data.integrator.xnext
+                self._copy_prediction(data, start, stop, False)
             self.terminal_model.calc(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
@@ -232,10 +270,8 @@ class ShootingProblem:
         with _numba_threads(self.nthreads):
             for model, start, stop, data in self.phases:
                 model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
-                self.Fx[start:stop] = data.integrator.Fx
-                self.xnext[start:stop] = data.integrator.xnext
+                self._copy_prediction(data, start, stop, True)
                 m = model.nu
-                self.Fu[start:stop, :, :m] = data.integrator.Fu
                 if m < self.nu:
                     out = data.outputs
                     self.Lu[start:stop, :m] = out.Lu
@@ -244,10 +280,26 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
         return float(self.costs.sum())
 
+    def _copy_prediction(self, data, start, stop, with_derivatives):
+        """x' (and Fx, Fu) of knots start:stop into the problem's arrays, unless the
+        integrator wrote them there (its arrays are views of the problem's, see __init__)."""
+        integrator = data.integrator
+        if integrator.xnext.base is not self.xnext:
+            self.xnext[start:stop] = integrator.xnext
+        if with_derivatives and integrator.Fx.base is not self.Fx:
+            self.Fx[start:stop] = integrator.Fx
+        if with_derivatives and integrator.Fu.base is not self.Fu:
+            self.Fu[start:stop, :, :integrator.Fu.shape[2]] = integrator.Fu
+
     def gaps(self, xs, out=None):
         """gaps (N+1, ndx) from the last calc: x0 (-) xs[0], F(x_k, u_k) (-) xs[k+1]
         (into ``out`` when given)."""
         out = np.empty((self.N + 1, self.ndx)) if out is None else out
+        if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
+                and _own_stack(out, (self.N + 1, self.ndx)):
+            _multibody_gaps(self.state.model.arrays, self.x0, self.xnext, xs, out,
+                            self._lie_scratch)
+            return out
         self._x0_and_next[0] = self.x0
         self._x0_and_next[1:] = self.xnext
         out[:] = self.state.difference(xs, self._x0_and_next)
@@ -279,6 +331,7 @@ class ShootingProblem:
         constraints) at every knot where it appears: ``values`` has the
         reference's shape (same at every knot) or (N+1,) + that shape (knot k
         reads values[k]; the terminal knot reads values[N])."""
+        values = _reference_values(values)
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]

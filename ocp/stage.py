@@ -88,14 +88,19 @@ def _contiguous(array):
 
 
 def fused_phase(model, data):
-    """The :class:`~.fused.FusedPhase` of ``data`` when the stage runs on one Numba
-    thread and all its components have a fused step (built at the first call), else
-    None: the per-term path."""
-    if num_threads() != 1:
-        return None
+    """The :class:`~.fused.FusedPhase` of ``data`` when all the stage's components have a
+    fused step (built at the first call), else None: the per-term path.  On several
+    Numba threads a running stage whose dynamics the phase evaluates (free dynamics:
+    serial blocks) takes the per-term path and its parallel kernels; a stage whose
+    dynamics run from Python before the phase (contacts, impulses: their kernels take
+    the thread count) and the terminal knot keep the phase for the rest."""
     if data.fused is None:
         data.fused = model.build_fused(data) or False
-    return data.fused or None
+    phase = data.fused or None
+    if phase is not None and not model.terminal and phase.python_dynamics is None \
+            and num_threads() != 1:
+        return None
+    return phase
 
 
 def _term_data(runs, K, ndx, nu, is_cost):

@@ -41,7 +41,7 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, expected_terms, gap_decrease
+from .riccati import backward_pass, expected_terms, max_abs
 
 
 @dataclass
@@ -110,6 +110,7 @@ class DDP:
         self.forward_pass = ForwardPass(problem)
         self.gaps = np.zeros((N + 1, ndx))
         self.no_box = np.zeros(N, dtype=bool)
+        self._copy_result = True        # solve(copy=...)
 
     # -- the pieces that differ along the hierarchy ------------------------------
     def box_qp_knots(self, feasible):
@@ -139,30 +140,37 @@ class DDP:
         return True
 
     # -- the loop -------------------------------------------------------------
-    def _initial_guess(self, xs, us):
-        """The warm start, validated, copied into the trial buffer set 0 (the first
-        trial then writes set 1)."""
+    def _initial_guess(self, xs, us, check=True):
+        """The warm start, validated (unless ``check`` is False), copied into the trial
+        buffer set 0 (the first trial then writes set 1)."""
         problem = self.problem
         if xs is None:
             xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
         if us is None:
             us = problem.quasi_static(xs)
-        xs, us = problem._validate(xs, us)
+        if check:
+            xs, us = problem._validate(xs, us)
         xs_buffer, us_buffer, _ = self.forward_pass.buffers[0]
         xs_buffer[:] = xs
         us_buffer[:] = us
         return xs_buffer, us_buffer
 
     def solve(self, xs=None, us=None, max_iter=100, time_limit=None, verbose=False,
-              callbacks=(), is_feasible=False):
+              callbacks=(), is_feasible=False, copy=True, check=True):
         """Solve from the warm start (xs, us); default xs = x0 repeated and us
         quasi-static.  Returns a :class:`SolverResult`; never raises from inside
-        a kernel: a solve that cannot progress ends with a status."""
+        a kernel: a solve that cannot progress ends with a status.  ``copy=False``:
+        the result's xs, us, K and k are the solver's own arrays (no allocation),
+        valid until its next solve (the MPC's shifted warm start reads them first).
+        ``check=False``: (xs, us) are taken as they are, for callers that built them
+        (float arrays of the problem's shapes, finite, the padding zero: the MPC's
+        shifted solution)."""
         problem = self.problem
+        self._copy_result = bool(copy)
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         deadline = np.inf if time_limit is None else start_time + time_limit
-        xs, us = self._initial_guess(xs, us)
+        xs, us = self._initial_guess(xs, us, check)
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -205,7 +213,7 @@ class DDP:
                     return self._result(xs, us, cost, iteration - 1, False, status, gaps,
                                         stop, history)
                 preg = self._increased(preg)
-            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
+            gap_norm = 0.0 if feasible else max_abs(gaps)
             dg, dq = self.expected_terms(gaps, feasible)
             # Crocoddyl 3's criterion: the expected decrease of a full step
             stop = abs(dg + 0.5 * dq)
@@ -270,11 +278,15 @@ class DDP:
         return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
     def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
-        gap_norm = (float(np.max(np.abs(self.problem.gaps(xs, self.gaps))))
+        gap_norm = (max_abs(self.problem.gaps(xs, self.gaps))
                     if np.isfinite(cost) else np.inf)
-        return SolverResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
-                            cost=float(cost), iterations=iterations, converged=converged,
-                            status=status, gaps=gap_norm, stop=stop, history=history)
+        if self._copy_result:
+            xs, us, K, k = xs.copy(), us.copy(), self.K.copy(), self.k.copy()
+        else:
+            K, k = self.K, self.k
+        return SolverResult(xs=xs, us=us, K=K, k=k, cost=float(cost), iterations=iterations,
+                            converged=converged, status=status, gaps=gap_norm, stop=stop,
+                            history=history)
 
 
 class FDDP(DDP):
@@ -294,7 +306,8 @@ class FDDP(DDP):
         """One trial; while infeasible (and alpha < 1) each knot starts (alpha - 1) f_t
         off the prediction."""
         return self.forward_pass(xs, us, (self.k, self.K), (self.u_lower, self.u_upper), alpha,
-                                 not feasible and alpha != 1.0, self.clamps, gaps)
+                                 not feasible and alpha != 1.0, self.clamps, gaps,
+                                 None if feasible else self.Vxx)
 
     def expected_terms(self, gaps, feasible):
         """(dg, dq) with the gap terms (Crocoddyl's updateExpectedImprovement)."""
@@ -304,7 +317,7 @@ class FDDP(DDP):
     def expected_improvement(self, dg, dq, xs, xs_try, gaps, feasible):
         dv = 0.0
         if not feasible:
-            dv = gap_decrease(gaps, self.Vxx, self.problem.state.difference(xs_try, xs))
+            dv = self.forward_pass.gap_decrease(xs, xs_try, gaps, self.Vxx)
         return dg + dv, dq - 2.0 * dv
 
     def accepts(self, d1, dv_exp, dv, feasible):

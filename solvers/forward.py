@@ -9,14 +9,21 @@ data, and the costs read them: no forward kinematics in the line search).  The
 predicted states ``xnext`` are kept: after an accepted step they give the new
 gaps without a second evaluation of the dynamics.
 
-A trial allocates nothing: it writes into one of two preallocated sets of
+Where the stages allow it (free dynamics with an Euler scheme and fused costs
+everywhere, one thread: :func:`geppetto.ocp.horizon.horizon_trial`), the whole
+trial, the rollouts, the costs of every knot and FDDP's gap term of the
+expected improvement, is one compiled call.
+
+A trial allocates no arrays: it writes into one of two preallocated sets of
 (xs, us, xnext), the one that does not hold the current iterate (a solver keeps
 the accepted trial's arrays as its iterate; the next trial then writes into the
 other set).
 """
 import numpy as np
 
+from ..ocp.horizon import horizon_trial
 from ..ocp.problem import _numba_threads
+from .riccati import gap_decrease
 
 # what a Numba kernel raises on a singular state (x / 0.0; SystemError out of prange)
 KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemError)
@@ -39,6 +46,10 @@ class ForwardPass:
                          for _, start, stop, _ in problem.phases]
                         for xs, us, xnext in self.buffers]
         self.gap_shift = np.empty((1, problem.ndx))
+        self.horizon = None           # the one-call trial, built at the first trial
+        self.horizon_built = None     # for this problem.nthreads
+        self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
+        self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
 
     def _free_set(self, xs):
         """The index of the buffer set that does not hold the iterate ``xs``."""
@@ -50,15 +61,25 @@ class ForwardPass:
             model.discard_trial(data)
         return None
 
-    def __call__(self, xs, us, gains, bounds, alpha, use_gaps, boxed, gaps):
+    def __call__(self, xs, us, gains, bounds, alpha, use_gaps, boxed, gaps, Vxx=None):
         """The trial of step ``alpha``: gains = (k, K), bounds = (u_lower, u_upper) (N, nu);
         ``use_gaps``: start each knot (alpha - 1) f_t off the prediction (FDDP while
-        infeasible); ``boxed``: clamp the controls to the bounds (BoxFDDP)."""
+        infeasible); ``boxed``: clamp the controls to the bounds (BoxFDDP); ``Vxx``
+        (N+1, ndx, ndx): FDDP's gap term of the expected improvement is wanted
+        (:meth:`gap_decrease`), computed by the one-call trial when there is one."""
         problem = self.problem
         k, K = gains
         u_lower, u_upper = bounds
         which = self._free_set(xs)
         xs_try, us_try, xnext = self.buffers[which]
+        if self.horizon_built != problem.nthreads:
+            with _numba_threads(problem.nthreads):
+                self.horizon = horizon_trial(problem, self.workspaces)
+            self.horizon_built = problem.nthreads
+        if self.horizon is not None:
+            inputs = (xs, us, k, K, gaps, u_lower, u_upper, float(alpha), bool(use_gaps),
+                      bool(boxed))
+            return self._one_call(inputs, self.buffers[which], Vxx)
         predicted = problem.x0
         with _numba_threads(problem.nthreads):
             for (model, start, stop, _), workspace, outputs in zip(
@@ -84,3 +105,25 @@ class ForwardPass:
         if not np.isfinite(cost):
             return None
         return xs_try, us_try, xnext, cost
+
+    def _one_call(self, inputs, outputs, Vxx):
+        """The trial by :class:`~geppetto.ocp.horizon.HorizonTrial`; FDDP's gap term kept
+        in ``merit`` when ``Vxx`` is given."""
+        merit_gaps = Vxx is not None
+        self.merit = (None, 0.0)
+        try:
+            failed, cost, dv = self.horizon(inputs, outputs, Vxx if merit_gaps else self.no_Vxx,
+                                            merit_gaps)
+        except KERNEL_ERRORS:
+            failed, cost = 0, np.nan
+        if failed >= 0 or not np.isfinite(cost):
+            return None
+        self.merit = (outputs[0] if merit_gaps else None, dv)
+        return outputs + (cost,)
+
+    def gap_decrease(self, xs, xs_try, gaps, Vxx):
+        """FDDP's -sum_t f_t . Vxx_t (xs_t (-) xs_try_t) of the trial ``xs_try``: the
+        value its one-call trial computed, else from the states' difference."""
+        if self.merit[0] is xs_try:
+            return self.merit[1]
+        return gap_decrease(gaps, Vxx, self.problem.state.difference(xs_try, xs))

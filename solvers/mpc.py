@@ -34,11 +34,13 @@ from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settin
 from ..dynamics.constraints import as_constraint_set
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
 from ..ocp.trial import trial_control
-from .ddp import FDDP
+from .ddp import DDP, FDDP
 
 
 class MPC:
     """Receding-horizon controller on ``problem`` (its x0 is overwritten each step).
+    ``xs``, ``us`` and ``last`` (the last solve's result) hold the last solution until
+    the next step (a DDP-family solver's own arrays, not copies).
 
     Parameters
     ----------
@@ -65,6 +67,14 @@ class MPC:
         # the shifted warm start, built in place each step
         self._xs = np.empty((problem.N + 1, problem.nx))
         self._us = np.empty((problem.N, problem.nu))
+        # a DDP-family solver hands its own arrays back (no copies per step): the
+        # warm start of the next step reads them before the solve overwrites them
+        # and takes the warm start this class built as it is (unless knots have different
+        # numbers of controls: its validation zeroes the padding the shift moved)
+        self._solve_options = {}
+        if isinstance(self.solver, DDP):
+            self._solve_options = {"copy": False,
+                                   "check": bool(np.any(problem.nus < problem.nu))}
 
     def _warm_start(self, x):
         """The previous solution shifted by one knot (its last knot repeated), xs[0] = x;
@@ -89,7 +99,8 @@ class MPC:
         if self.update_references is not None:
             self.update_references(problem, t)
         xs, us = self._warm_start(x)
-        result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget)
+        result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget,
+                                   **self._solve_options)
         self.xs, self.us, self.last = result.xs, result.us, result
         nu = problem.nus[0]            # the first knot's controls (the rest is padding)
         if not self.use_feedback:

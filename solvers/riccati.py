@@ -326,3 +326,13 @@ def gap_decrease(gaps, Vxx, dxs):
                 s += Vxx[t, i, j] * dxs[t, j]
             dv -= gaps[t, i] * s
     return dv
+
+
+@kernel
+def max_abs(gaps):
+    """max |gaps| over a (T, ndx) array (the gaps' norm of the solvers' records)."""
+    norm = 0.0
+    for t in range(gaps.shape[0]):
+        for i in range(gaps.shape[1]):
+            norm = max(norm, abs(gaps[t, i]))
+    return norm

@@ -488,15 +488,24 @@ def test_box_fddp_stays_within_bounds_and_beats_clipping():
     problem, _ = pendulum_swing_up(bounds=([-limit], [limit]))
     # record every control the solver evaluates: iterates and line-search trials
     seen = []
-    for method in ("calc", "calc_diff", "calc_costs"):
+    for method in ("calc", "calc_diff"):
         original = getattr(problem, method)
 
         def recording(xs, us, *args, _original=original, **kwargs):
             seen.append(np.array(us, copy=True))
             return _original(xs, us, *args, **kwargs)
         setattr(problem, method, recording)
+    solver = BoxFDDP(problem)
+    try_step = solver.try_step
+
+    def trying(*args):              # a trial costs its controls in one call (ocp.horizon)
+        trial = try_step(*args)
+        if trial is not None:
+            seen.append(trial[1].copy())
+        return trial
+    solver.try_step = trying
     logger = CallbackLogger()
-    result = BoxFDDP(problem).solve(max_iter=200, callbacks=[logger])
+    result = solver.solve(max_iter=200, callbacks=[logger])
     assert result.converged, result
     assert len(seen) >= result.iterations and len(logger.records) == result.iterations
     for us in seen + [result.us]:
@@ -627,6 +636,65 @@ def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
     np.testing.assert_allclose(outputs[0][0][0], x_try[0], rtol=0, atol=1e-15)
     np.testing.assert_allclose(outputs[0][1][0], np.clip(us[0] - alpha * k[0] - K[0] @ dx,
                                                          -5.0, 5.0), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("use_gaps", [False, True])
+def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps):
+    """The whole-horizon trial in one compiled call (geppetto.ocp.horizon: two free
+    Euler phases of ur5 with different costs, a terminal knot with a kinematic cost)
+    and the phase-by-phase trial (rollout_trial + calc_costs per phase) give the same
+    trial states, controls, predictions and knot costs to the bit, the same total to
+    round-off, and FDDP's gap term equal to gap_decrease of the states' difference; an
+    RK4 horizon keeps the phase-by-phase trial."""
+    from geppetto import ocp
+    from geppetto.solvers.forward import ForwardPass
+    from geppetto.solvers.riccati import gap_decrease
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    free = ocp.FreeDynamics(model)
+    reach = ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4]))
+    regs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
+            ocp.Cost(ocp.ControlResidual(model.nv), weight=1e-3)]
+    first = ocp.StageModel(free, regs, dt=0.01)
+    second = ocp.StageModel(free, regs + [reach], dt=0.02)
+    problem = ocp.ShootingProblem(x0, [first] * 4 + [second] * 5,
+                                  ocp.TerminalModel(free.state, [reach, regs[0]]))
+    assert len(problem.phases) == 2
+    rng = np.random.default_rng(11)
+    N, nx, ndx, nu = problem.N, problem.nx, problem.ndx, problem.nu
+    xs = x0 + 0.1 * rng.standard_normal((N + 1, nx))
+    us = problem.quasi_static(xs) + rng.standard_normal((N, nu))
+    gains = rng.standard_normal((N, nu)), 0.1 * rng.standard_normal((N, nu, ndx))
+    bounds = np.full((N, nu), -20.0), np.full((N, nu), 20.0)
+    gaps = 0.05 * rng.standard_normal((N + 1, ndx))
+    A = rng.standard_normal((N + 1, ndx, ndx))
+    Vxx = A @ A.transpose(0, 2, 1)
+    trials = []
+    for one_call in (True, False):
+        forward = ForwardPass(problem)
+        if not one_call:
+            forward.horizon_built = problem.nthreads     # no one-call trial: phase by phase
+        trial = forward(xs, us, gains, bounds, 0.5, use_gaps, True, gaps, Vxx)
+        assert trial is not None and (forward.horizon is not None) == one_call
+        dv = forward.gap_decrease(xs, trial[0], gaps, Vxx)
+        trials.append([array.copy() for array in trial[:3]] + [problem.costs.copy(),
+                                                                 trial[3], dv])
+    for one, phased in zip(trials[0][:4], trials[1][:4]):
+        np.testing.assert_array_equal(one, phased)
+    assert np.any(np.abs(trials[0][1]) == 20.0)              # some controls clamped
+    assert trials[0][4] == pytest.approx(trials[1][4], rel=1e-14)
+    assert trials[0][5] == pytest.approx(
+        gap_decrease(gaps, Vxx, problem.state.difference(trials[0][0], xs)), rel=1e-12)
+    assert trials[0][5] == pytest.approx(trials[1][5], rel=1e-12) and trials[0][5] != 0.0
+    rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
+                              integrator="rk4")
+    forward = ForwardPass(rk4)
+    forward(np.repeat(rk4.x0[None], 4, axis=0), np.zeros((3, nu)),
+            (np.zeros((3, nu)), np.zeros((3, nu, ndx))), (np.full((3, nu), -np.inf),
+                                                         np.full((3, nu), np.inf)),
+            1.0, False, False, np.zeros((4, ndx)))
+    assert forward.horizon_built == 1 and forward.horizon is None
 
 
 def _box_qp_by_enumeration(H, q, lower, upper):
