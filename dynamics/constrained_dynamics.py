@@ -191,18 +191,24 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
 @kernel
 def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
     """dlam = G^-1 (Jc M^-1 dR1 - dR2) through the proximal iterations, dddq =
-    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch."""
+    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch.
+
+    The products with Y run along rows (the column index c innermost, contiguous),
+    so that they vectorize; each entry still sums over t (or a) in increasing order,
+    as a dot product per entry would."""
     nv, nc = Y.shape
     n = dR1.shape[1]
     Z[:, :] = dR1
     ltl_solve_transpose(m, L, Z)
     for a in range(nc):
         for c in range(n):
-            s = -dR2[a, c]
-            for t in range(nv):
-                s += Y[t, a] * Z[t, c]
-            X[a, c] = s
-            dlam[a, c] = s
+            X[a, c] = -dR2[a, c]
+        for t in range(nv):
+            y = Y[t, a]
+            for c in range(n):
+                X[a, c] += y * Z[t, c]
+        for c in range(n):
+            dlam[a, c] = X[a, c]
     cholesky_solve(G, nc, dlam)
     for _ in range(1, iterations):
         for a in range(nc):
@@ -211,10 +217,13 @@ def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
         cholesky_solve(G, nc, dlam)
     for t in range(nv):
         for c in range(n):
-            s = Z[t, c]
-            for a in range(nc):
-                s -= Y[t, a] * dlam[a, c]
-            dddq[t, c] = -s
+            dddq[t, c] = Z[t, c]
+        for a in range(nc):
+            y = Y[t, a]
+            for c in range(n):
+                dddq[t, c] -= y * dlam[a, c]
+        for c in range(n):
+            dddq[t, c] = -dddq[t, c]
     ltl_solve(m, L, dddq)
 
 
