@@ -179,13 +179,18 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
     ltl_solve_transpose(m, L, Y)
     zc = z.reshape((nv, 1))
     ltl_solve_transpose(m, L, zc)
+    # G = Y^T Y by rows of Y, skipping the zero ones (dofs that support no constrained
+    # body); each entry sums over t in increasing order
+    G[:, :] = 0.0
+    for t in range(nv):
+        for a in range(nc):
+            y = Y[t, a]
+            if y != 0.0:
+                for b in range(a + 1):
+                    G[a, b] += y * Y[t, b]
     for a in range(nc):
-        for b in range(a + 1):
-            s = 0.0
-            for t in range(nv):
-                s += Y[t, a] * Y[t, b]
-            G[a, b] = s
-            G[b, a] = s
+        for b in range(a):
+            G[b, a] = G[a, b]
         G[a, a] += mu
     regular = cholesky_factor(G, nc, G, SINGULAR_PIVOT)
     lam_prev[:] = 0.0
