@@ -84,12 +84,17 @@ SINGULAR_PIVOT = 1e-13
 @kernel
 def ltl_factor(m, M, L):
     """L with M = L^T L, L lower triangular with M's sparsity (Featherstone 2008,
-    Table 6.3).  M (nv, nv) symmetric positive definite; L (nv, nv) is written."""
+    Table 6.3).  M (nv, nv) symmetric positive definite.  Only L's nonzero pattern
+    is written (L[k, k] and L[k, i] for the ancestor dofs i of k), the entries that
+    the factorization and the ltl_* solves read; the others are left as they were."""
     lam = m.dof_parent
     nv = m.nv
-    for r in range(nv):
-        for c in range(nv):
-            L[r, c] = M[r, c] if c <= r else 0.0
+    for k in range(nv):
+        L[k, k] = M[k, k]
+        i = lam[k]
+        while i >= 0:
+            L[k, i] = M[k, i]
+            i = lam[i]
     for k in range(nv - 1, -1, -1):
         L[k, k] = np.sqrt(L[k, k])
         i = lam[k]
@@ -107,13 +112,18 @@ def ltl_factor(m, M, L):
 
 @kernel
 def ltl_solve_transpose(m, L, X):
-    """X <- L^-T X, column by column (X (nv, n))."""
+    """X <- L^-T X, column by column (X (nv, n)).  A row of X that is zero when its
+    turn comes (the dofs that support no constraint, for X = Jc^T) changes no other."""
     lam = m.dof_parent
     n = X.shape[1]
     for k in range(m.nv - 1, -1, -1):
         inv = 1.0 / L[k, k]
+        nonzero = False
         for c in range(n):
             X[k, c] *= inv
+            nonzero = nonzero or X[k, c] != 0.0
+        if not nonzero:
+            continue
         i = lam[k]
         while i >= 0:
             lki = L[k, i]
