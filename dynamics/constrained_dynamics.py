@@ -71,7 +71,7 @@ from .kinematics import world_motions
 from .linalg import cholesky_factor, cholesky_solve
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
-from .spatial import force_cross, mat6_vec
+from .spatial import cross, rigid_inertia_times
 from .validation import as_configurations, as_stack, call_kernel, check_data, result
 
 # Relative size of a Cholesky pivot of G below which G is reported singular
@@ -84,12 +84,17 @@ SINGULAR_PIVOT = 1e-13
 @kernel
 def ltl_factor(m, M, L):
     """L with M = L^T L, L lower triangular with M's sparsity (Featherstone 2008,
-    Table 6.3).  M (nv, nv) symmetric positive definite; L (nv, nv) is written."""
+    Table 6.3).  M (nv, nv) symmetric positive definite.  Only L's nonzero pattern
+    is written (L[k, k] and L[k, i] for the ancestor dofs i of k), the entries that
+    the factorization and the ltl_* solves read; the others are left as they were."""
     lam = m.dof_parent
     nv = m.nv
-    for r in range(nv):
-        for c in range(nv):
-            L[r, c] = M[r, c] if c <= r else 0.0
+    for k in range(nv):
+        L[k, k] = M[k, k]
+        i = lam[k]
+        while i >= 0:
+            L[k, i] = M[k, i]
+            i = lam[i]
     for k in range(nv - 1, -1, -1):
         L[k, k] = np.sqrt(L[k, k])
         i = lam[k]
@@ -107,17 +112,48 @@ def ltl_factor(m, M, L):
 
 @kernel
 def ltl_solve_transpose(m, L, X):
-    """X <- L^-T X, column by column (X (nv, n))."""
+    """X <- L^-T X, column by column (X (nv, n)).  A row of X that is zero when its
+    turn comes (the dofs that support no constraint, for X = Jc^T) changes no other."""
     lam = m.dof_parent
     n = X.shape[1]
     for k in range(m.nv - 1, -1, -1):
         inv = 1.0 / L[k, k]
+        nonzero = False
         for c in range(n):
             X[k, c] *= inv
+            nonzero = nonzero or X[k, c] != 0.0
+        if not nonzero:
+            continue
         i = lam[k]
         while i >= 0:
             lki = L[k, i]
             for c in range(n):
+                X[i, c] -= lki * X[k, c]
+            i = lam[i]
+
+
+@kernel
+def ltl_inverse_transpose(m, L, X, scale):
+    """X <- scale L^-T (nv, nv).  Row k of L^-T is zero outside the dofs that k
+    supports, [k, end of k's subtree) in depth-first order, so each row operation
+    of :func:`ltl_solve_transpose` on ``scale I`` runs on that range only (the
+    same arithmetic on the entries that are not zero)."""
+    lam, dof_joint, subtree_end, idx_v, nvs = (m.dof_parent, m.dof_joint, m.subtree_end,
+                                               m.idx_v, m.nvs)
+    nv = m.nv
+    X[:, :] = 0.0
+    for k in range(nv):
+        X[k, k] = scale
+    for k in range(nv - 1, -1, -1):
+        last = subtree_end[dof_joint[k]] - 1
+        end = idx_v[last] + nvs[last]
+        inv = 1.0 / L[k, k]
+        for c in range(k, end):
+            X[k, c] *= inv
+        i = lam[k]
+        while i >= 0:
+            lki = L[k, i]
+            for c in range(k, end):
                 X[i, c] -= lki * X[k, c]
             i = lam[i]
 
@@ -153,13 +189,18 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
     ltl_solve_transpose(m, L, Y)
     zc = z.reshape((nv, 1))
     ltl_solve_transpose(m, L, zc)
+    # G = Y^T Y by rows of Y, skipping the zero ones (dofs that support no constrained
+    # body); each entry sums over t in increasing order
+    G[:, :] = 0.0
+    for t in range(nv):
+        for a in range(nc):
+            y = Y[t, a]
+            if y != 0.0:
+                for b in range(a + 1):
+                    G[a, b] += y * Y[t, b]
     for a in range(nc):
-        for b in range(a + 1):
-            s = 0.0
-            for t in range(nv):
-                s += Y[t, a] * Y[t, b]
-            G[a, b] = s
-            G[b, a] = s
+        for b in range(a):
+            G[b, a] = G[a, b]
         G[a, a] += mu
     regular = cholesky_factor(G, nc, G, SINGULAR_PIVOT)
     lam_prev[:] = 0.0
@@ -191,18 +232,33 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
 @kernel
 def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
     """dlam = G^-1 (Jc M^-1 dR1 - dR2) through the proximal iterations, dddq =
-    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch."""
-    nv, nc = Y.shape
-    n = dR1.shape[1]
+    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch.
+
+    The products with Y run along rows (the column index c innermost, contiguous),
+    so that they vectorize; each entry still sums over t (or a) in increasing order,
+    as a dot product per entry would.  Y = L^-T Jc^T is zero on the rows of the dofs
+    that support no constrained body (talos' arms and the other leg for a sole): the
+    products skip them (only the sign of a zero can differ)."""
     Z[:, :] = dR1
     ltl_solve_transpose(m, L, Z)
+    _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X)
+
+
+@kernel
+def _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X):
+    """:func:`_kkt_derivatives` from Z = L^-T dR1 (nv, n), which is overwritten."""
+    nv, nc = Y.shape
+    n = Z.shape[1]
     for a in range(nc):
         for c in range(n):
-            s = -dR2[a, c]
-            for t in range(nv):
-                s += Y[t, a] * Z[t, c]
-            X[a, c] = s
-            dlam[a, c] = s
+            X[a, c] = -dR2[a, c]
+        for t in range(nv):
+            y = Y[t, a]
+            if y != 0.0:  # Y's row t is zero unless dof t supports a constrained body
+                for c in range(n):
+                    X[a, c] += y * Z[t, c]
+        for c in range(n):
+            dlam[a, c] = X[a, c]
     cholesky_solve(G, nc, dlam)
     for _ in range(1, iterations):
         for a in range(nc):
@@ -211,10 +267,14 @@ def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
         cholesky_solve(G, nc, dlam)
     for t in range(nv):
         for c in range(n):
-            s = Z[t, c]
-            for a in range(nc):
-                s -= Y[t, a] * dlam[a, c]
-            dddq[t, c] = -s
+            dddq[t, c] = Z[t, c]
+        for a in range(nc):
+            y = Y[t, a]
+            if y != 0.0:
+                for c in range(n):
+                    dddq[t, c] -= y * dlam[a, c]
+        for c in range(n):
+            dddq[t, c] = -dddq[t, c]
     ltl_solve(m, L, dddq)
 
 
@@ -223,16 +283,20 @@ def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
 @kernel
 def bias_forces(m, J, oY, ov, oa, F, b, w6):
     """b = C(q, v) v + g(q) from the world motions at a = 0 (ov, oa without gravity):
-    F_i = oY_i (oa_i - g) + ov_i x* (oY_i ov_i) summed over subtrees, b_c = J_c . F."""
+    F_i = oY_i (oa_i - g) + ov_i x* (oY_i ov_i) summed over subtrees, b_c = J_c . F.
+    oY_i rigid: its products from the ten parameters (spatial.rigid_inertia_times)."""
     parents, idx_v, nvs, gravity = m.parents, m.idx_v, m.nvs, m.gravity
     for i in range(1, m.njoints):
-        for r in range(6):
-            w6[0, r] = oa[i, r] - gravity[r]
-        mat6_vec(oY, i, w6, 0, F, i)
-        mat6_vec(oY, i, ov, i, w6, 1)
-        force_cross(ov, i, w6, 1, w6, 2)
-        for r in range(6):
-            F[i, r] += w6[2, r]
+        v0, v1, v2, v3, v4, v5 = ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5]
+        g0, g1, g2, g3, g4, g5 = rigid_inertia_times(
+            oY, i, oa[i, 0] - gravity[0], oa[i, 1] - gravity[1], oa[i, 2] - gravity[2],
+            oa[i, 3] - gravity[3], oa[i, 4] - gravity[4], oa[i, 5] - gravity[5])
+        h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+        x0, x1, x2 = cross(v3, v4, v5, h0, h1, h2)
+        y0, y1, y2 = cross(v3, v4, v5, h3, h4, h5)
+        z0, z1, z2 = cross(v0, v1, v2, h0, h1, h2)
+        F[i, 0], F[i, 1], F[i, 2] = g0 + x0, g1 + x1, g2 + x2
+        F[i, 3], F[i, 4], F[i, 5] = g3 + (y0 + z0), g4 + (y1 + z1), g5 + (y2 + z2)
     for i in range(m.njoints - 1, 0, -1):
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
             s = 0.0
@@ -320,20 +384,31 @@ def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
                                    alpha_cols, gamma_cols, rw6)
     dtau_dq[:, :] = 0.0
     dtau_dv[:, :] = 0.0
+    # M is the solve's (CRBA): the pass does not form it again
     _rnea_derivatives_backward_pass(m, a, J, oY, Bcrb, F, u_cols, alpha_cols, gamma_cols, tau_id,
-                                    dtau_dq, dtau_dv, M, bool(True))
+                                    dtau_dq, dtau_dv, M, bool(False))
     constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w)
 
 
 @kernel
-def _constraint_residual_derivatives(m, ca, v, a, J, ws, dws):
-    """dR2/dq, dR2/dv into dws' dc_dq, dc_dv: the derivatives of c(q, v, a)."""
+def _constraint_residual_derivatives(m, ca, J, ws, dws):
+    """dR2/dq, dR2/dv into dws' dc_dq, dc_dv: the derivatives of c(q, v, a), from the
+    world motions ov, oa (without gravity) at (v, a) in ws."""
     kin, con, _ = ws
-    ov, oa, w6 = kin[3], kin[4], kin[6]
+    ov, oa = kin[3], kin[4]
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
-    world_motions(m, v, a, 2, False, J, ov, oa, w6)
     constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, cp2, dws[3],
                                               dws[4], w, xi, RM, pM, t3, Jlog, S)
+
+
+@kernel
+def _remove_gravity_term(m, oa):
+    """oa_i + g: the world accelerations of RNEA (oa_0 = -g, carried by every oa_i)
+    as those of the motion alone, without a second pass of world_motions."""
+    gravity = m.gravity
+    for i in range(m.njoints):
+        for r in range(6):
+            oa[i, r] += gravity[r]
 
 
 @kernel
@@ -346,13 +421,12 @@ def _constraint_dynamics_derivatives_state(m, ca, q, v, tau, mu, max_iter, accur
     n_it, regular = _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR,
                                                lip, oR, op, J, oY, M, ddq, lam, ws)
     _force_residual_derivatives(m, ca, v, ddq, lam, oR, op, J, oY, M, ws, dws)
-    _constraint_residual_derivatives(m, ca, v, ddq, J, ws, dws)
+    _remove_gravity_term(m, ws[0][4])  # the motions at (v, ddq) of the RNEA derivatives
+    _constraint_residual_derivatives(m, ca, J, ws, dws)
     _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, ddq_dq, dlam_dq, Z, X)
     _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dv, dc_dv, ddq_dv, dlam_dv, Z, X)
-    dtau_dq[:, :] = 0.0
-    for c in range(m.nv):
-        dtau_dq[c, c] = -1.0
-    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, zero_rows, ddq_dtau, dlam_dtau, Z, X)
+    ltl_inverse_transpose(m, L, Z, -1.0)     # dR1/dtau = -I
+    _kkt_derivatives_of(m, L, Y, G, mu, n_it, Z, zero_rows, ddq_dtau, dlam_dtau, X)
     return n_it, regular
 
 
@@ -469,7 +543,8 @@ def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_ite
                                     M[k], ws, dws)
         for c in range(m.nv):
             w_vel[c] = v_after[k, c] + restitution * v[k, c]
-        _constraint_residual_derivatives(m, ca0, zeros, w_vel, J[k], ws, dws)
+        world_motions(m, zeros, w_vel, 2, False, J[k], ws[0][3], ws[0][4], ws[0][6])
+        _constraint_residual_derivatives(m, ca0, J[k], ws, dws)
         n_it = iterations[k]
         _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, dv_dq[k], dimpulse_dq[k], Z, X)
         # v-: dR1 = -M, dR2 = e Jc

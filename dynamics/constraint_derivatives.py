@@ -86,6 +86,15 @@ def _point_derivative(ov, oa, i, p, k, w, dv, da, dpo, vp, out):
 
 
 @inline_kernel
+def _point_derivative_or_zero(ov, oa, i, p, k, moved, w, dv, da, dpo, vp, out):
+    if moved:
+        _point_derivative(ov, oa, i, p, k, w, dv, da, dpo, vp, out)
+    else:
+        for r in range(6):
+            w[out, r] = 0.0
+
+
+@inline_kernel
 def _point_velocity(J, c, p, k, s, w, o, oo):
     """w[o, oo:oo+3] = s * (J_c.lin + J_c.ang x p[k]): the motion of p along dof c."""
     if s:
@@ -98,9 +107,11 @@ def _point_velocity(J, c, p, k, s, w, o, oo):
 
 
 @inline_kernel
-def _column_3d(k, i1, i2, Kp, Kd, r0, local, ov, oa, cp1, cp2, cR1, wrt_q, s1, w, out, d):
-    _point_derivative(ov, oa, i1, cp1, k, w, _DV1, _DA1, 0, _PM1, _PD1)
-    _point_derivative(ov, oa, i2, cp2, k, w, _DV2, _DA2, 3, _PM2, _PD2)
+def _column_3d(k, i1, i2, Kp, Kd, r0, local, ov, oa, cp1, cp2, cR1, wrt_q, s1, s2, w, out, d):
+    """A point that dof d does not move (s1 or s2 false: its motion derivatives and dp
+    are zero) has zero derivatives: not computed (the ground of a foot contact)."""
+    _point_derivative_or_zero(ov, oa, i1, cp1, k, s1, w, _DV1, _DA1, 0, _PM1, _PD1)
+    _point_derivative_or_zero(ov, oa, i2, cp2, k, s2, w, _DV2, _DA2, 3, _PM2, _PD2)
     for r in range(3):
         w[18, r] = (w[_PD1, 3 + r] - w[_PD2, 3 + r] - Kp * (w[_DP, 3 + r] - w[_DP, r])
                     + Kd * (w[_PD1, r] - w[_PD2, r]))
@@ -198,8 +209,8 @@ def constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, c
                 if s2:
                     _body_derivatives(ov, oa, i2, lam, j, wrt_q, w, _DV2, _DA2)
                 if point:
-                    _column_3d(k, i1, i2, Kp, Kd, r0, local, ov, oa, cp1, cp2, cR1, wrt_q, s1, w,
-                               out, d)
+                    _column_3d(k, i1, i2, Kp, Kd, r0, local, ov, oa, cp1, cp2, cR1, wrt_q, s1, s2,
+                               w, out, d)
                 else:
                     _column_6d(k, i2, Kp, Kd, r0, local, ov, cR1, cp1, cR2, cp2, Jlog, wrt_q, s1,
                                s2, w, out, d)

@@ -10,8 +10,8 @@ import numpy as np
 from .config import inline_kernel, kernel
 from .joints import compose, placements
 from .spatial import inv_act_motion, motion_cross
-from .validation import (as_configurations, as_stack, call_kernel, check_data, check_frame,
-                         check_joint, check_placements, result)
+from .validation import (as_configurations, as_dynamics_arguments, as_stack, call_kernel,
+                         check_data, check_frame, check_joint, check_placements, result)
 
 LOCAL = 0
 WORLD = 1
@@ -288,12 +288,16 @@ def forward_kinematics(model, data, q, v=None, a=None):
     ``forwardKinematics``.  Returns ``(oR, op)`` of shape (njoints, 3, 3),
     (njoints, 3) or with a leading K.
     """
-    qs, single = as_configurations(model, q)
-    K = qs.shape[0]
-    order = 0 if v is None else (1 if a is None else 2)
-    vs = as_stack(v, model.nv, "v", (K, single))[0] if v is not None else np.zeros((K, model.nv))
-    accs = as_stack(a, model.nv, "a", (K, single))[0] if a is not None else np.zeros((K, model.nv))
-    check_data(model, data, K, single)
+    if v is not None and a is not None:  # q, v, a checked together, as rnea's
+        qs, vs, accs, _, K, single = as_dynamics_arguments(model, data, q, v, a, None, "a")
+        order = 2
+    else:
+        qs, single = as_configurations(model, q)
+        K = qs.shape[0]
+        order = 0 if v is None else 1
+        vs = np.zeros((K, model.nv)) if v is None else as_stack(v, model.nv, "v", (K, single))[0]
+        accs = np.zeros((K, model.nv)) if a is None else as_stack(a, model.nv, "a", (K, single))[0]
+        check_data(model, data, K, single)
     call_kernel(_forward_kinematics, model, qs, vs, accs, order, data.liR, data.lip, data.oR,
                 data.op, data.v, data.a)
     return result(data.oR, K, single).copy(), result(data.op, K, single).copy()

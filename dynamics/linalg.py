@@ -49,15 +49,21 @@ def cholesky_solve(C, n, X):
     X is (>= n, ncols); a vector x solves as ``x.reshape((x.shape[0], 1))``.
     """
     ncols = X.shape[1]
+    # row operations with the column index innermost (contiguous, vectorizable); each
+    # entry subtracts its terms in increasing p, as a dot product per entry would
     for i in range(n):
+        for p in range(i):
+            cip = C[i, p]
+            for c in range(ncols):
+                X[i, c] -= cip * X[p, c]
+        d = C[i, i]
         for c in range(ncols):
-            s = X[i, c]
-            for p in range(i):
-                s -= C[i, p] * X[p, c]
-            X[i, c] = s / C[i, i]
+            X[i, c] = X[i, c] / d
     for i in range(n - 1, -1, -1):
+        for p in range(i + 1, n):
+            cpi = C[p, i]
+            for c in range(ncols):
+                X[i, c] -= cpi * X[p, c]
+        d = C[i, i]
         for c in range(ncols):
-            s = X[i, c]
-            for p in range(i + 1, n):
-                s -= C[p, i] * X[p, c]
-            X[i, c] = s / C[i, i]
+            X[i, c] = X[i, c] / d

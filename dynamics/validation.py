@@ -10,9 +10,11 @@ argument that already is a C-contiguous, writable float64 array of the right
 shape is taken as it is (a view with the batch axis added), and finiteness and
 unit norms of all the arguments are checked by one compiled call
 (:func:`_states_are_valid`); only when that call says no are the arguments
-checked again one by one, to raise the message that names the culprit.
-:func:`call_kernel` then calls the kernel without Numba's dispatcher, whose
-type resolution of the ``ModelArrays`` tuple costs more than a small kernel.
+checked again one by one, to raise the message that names the culprit.  What
+the fast path needs of the model (sizes, unit blocks, fingerprint) is read once
+per model (:func:`_border`).  :func:`call_kernel` calls a kernel without Numba's
+dispatcher, whose type resolution of the ``ModelArrays`` tuple costs more than a
+small kernel (for kernels of arrays and scalars only the dispatcher is as fast).
 """
 import hashlib
 import numbers
@@ -172,47 +174,63 @@ _NO_STATES = np.empty((0, 0))
 _NO_BLOCKS = np.empty(0, dtype=np.int64)
 
 
-def _unit_block_arrays(model):
-    """(starts, lengths) int64 arrays of :func:`unit_blocks`, computed once per model."""
-    arrays = getattr(model, "_unit_block_arrays", None)
-    if arrays is None:
+class _Border:
+    """What the fast path reads of a model, gathered once (:func:`_border`)."""
+
+    __slots__ = ("q_shape", "v_shape", "starts", "lengths", "fingerprint")
+
+    def __init__(self, model):
         blocks = unit_blocks(model)
-        arrays = (np.array([b[0] for b in blocks], dtype=np.int64),
-                  np.array([b[1] for b in blocks], dtype=np.int64))
-        model._unit_block_arrays = arrays
-    return arrays
+        self.q_shape, self.v_shape = (model.nq,), (model.nv,)
+        self.starts = np.array([b[0] for b in blocks], dtype=np.int64)
+        self.lengths = np.array([b[1] for b in blocks], dtype=np.int64)
+        self.fingerprint = model_fingerprint(model)
+
+
+def _border(model):
+    """The model's :class:`_Border`, made on first use (a copy made by
+    ``with_changes`` shares it: it has the same structure)."""
+    border = model.__dict__.get("_border")
+    if border is None:
+        border = model._border = _Border(model)
+    return border
 
 
 # Numba's type fingerprints of (q,) and (q, v, u) as C-contiguous writable float64
 # vectors or stacks: one C call tells whether all the arguments are in kernel form.
-_KERNEL_FORM = {(count, ndim): compute_fingerprint((np.empty((1,) * ndim),) * count)
-                for count in (1, 3) for ndim in (1, 2)}
+_VECTORS = {count: compute_fingerprint((np.empty(1),) * count) for count in (1, 3)}
+_STACKS = {count: compute_fingerprint((np.empty((1, 1)),) * count) for count in (1, 3)}
 
 
 def _given_states(model, q, v=None, u=None):
     """(qs, vs, us, single) from arguments that need no conversion and pass
-    :func:`_states_are_valid`, else None (the caller takes the checking path)."""
-    arguments = (q,) if v is None else (q, v, u)
+    :func:`_states_are_valid`, else None (the caller takes the checking path).
+
+    The common case, one state as (nq,) and (nv,) float64 vectors, costs a type
+    fingerprint, three shape comparisons, the views and one compiled call."""
+    border = _border(model)
     try:
-        fingerprint = compute_fingerprint(arguments)
+        fingerprint = compute_fingerprint((q,) if v is None else (q, v, u))
     except Exception:  # a value Numba cannot type: the checking path says what is wrong
         return None
-    nq, nv = model.nq, model.nv
-    if fingerprint == _KERNEL_FORM[len(arguments), 1]:
-        if q.shape[0] != nq or (v is not None and (v.shape[0] != nv or u.shape[0] != nv)):
+    count = 1 if v is None else 3
+    if fingerprint == _VECTORS[count]:
+        v_shape = border.v_shape
+        if q.shape != border.q_shape or (v is not None and (v.shape != v_shape
+                                                           or u.shape != v_shape)):
             return None
-        single, qs = True, q.reshape(1, nq)
-        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v.reshape(1, nv), u.reshape(1, nv))
-    elif fingerprint == _KERNEL_FORM[len(arguments), 2]:
+        single, qs = True, q[None]
+        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v[None], u[None])
+    elif fingerprint == _STACKS[count]:
         K = q.shape[0]
-        if q.shape[1] != nq or (v is not None and (v.shape != (K, nv) or u.shape != (K, nv))):
+        if q.shape[1] != border.q_shape[0] or (v is not None and (
+                v.shape != (K,) + border.v_shape or u.shape != v.shape)):
             return None
         single, qs = False, q
         vs, us = (_NO_STATES, _NO_STATES) if v is None else (v, u)
     else:
         return None
-    starts, lengths = _unit_block_arrays(model)
-    if not _states_are_valid(qs, vs, us, starts, lengths, UNIT_NORM_TOLERANCE):
+    if not _states_are_valid(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
         return None
     return qs, vs, us, single
 
@@ -240,7 +258,7 @@ def as_external_forces(model, f_ext, K, single):
     """f_ext: None, (njoints, 6) or (K, njoints, 6) -> (K, njoints, 6) float64."""
     nj = model.njoints
     if f_ext is None:
-        zeros = getattr(model, "_zero_forces", None)
+        zeros = model.__dict__.get("_zero_forces")
         if zeros is None or zeros.shape[0] != K:
             # shared by the calls with K states: no kernel writes f_ext
             zeros = model._zero_forces = np.zeros((K, nj, 6))
@@ -329,7 +347,11 @@ def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
         qs, vs, us, single = given
         K = qs.shape[0]
         fs = as_external_forces(model, f_ext, K, single)
-        check_data(model, data, K, single)
+        if (getattr(data, "_data_fingerprint", None) != model._border.fingerprint
+                or data.batch_size < K):
+            check_data(model, data, K, single)
+        else:  # check_data's bookkeeping, without its calls
+            data._last_K, data._last_single, data._has_placements = K, single, True
         return qs, vs, us, fs, K, single
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
@@ -381,22 +403,39 @@ def call_kernel(kernel, model, *args):
     ``ModelArrays``, whose arrays never change type), and called directly; a new
     type goes through the dispatcher, which compiles or loads it."""
     arrays = model.arrays
-    if not hasattr(kernel, "overloads"):  # NUMBA_DISABLE_JIT: a plain Python function
-        return kernel(arrays, *args)
     cached = model.__dict__.get("_arrays_fingerprint")
     if cached is None or cached[0] is not arrays:
         cached = model._arrays_fingerprint = (arrays, compute_fingerprint(arrays))
     key = (kernel, cached[1], compute_fingerprint(args))
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
-        out = kernel(arrays, *args)
-        types = tuple(kernel.typeof_pyval(x) for x in (arrays,) + args)
-        _ENTRY_POINTS[key] = kernel.overloads[types].entry_point
-        return out
+        return _first_call(kernel, key, (arrays,) + args)
     return entry(arrays, *args)
 
 
+def _first_call(kernel, key, args):
+    """``kernel(*args)`` through the dispatcher (compiling or loading the
+    specialization), remembering its entry point under ``key``."""
+    out = kernel(*args)
+    if hasattr(kernel, "overloads"):
+        types = tuple(kernel.typeof_pyval(x) for x in args)
+        _ENTRY_POINTS[key] = kernel.overloads[types].entry_point
+    else:  # NUMBA_DISABLE_JIT: a plain Python function
+        _ENTRY_POINTS[key] = kernel
+    return out
+
+
 _ENTRY_POINTS = {}
+
+
+@kernel
+def _rows_are_finite(x, K):
+    """True when the first K rows of x (rows, n) are finite."""
+    for k in range(K):
+        for c in range(x.shape[1]):
+            if not np.isfinite(x[k, c]):
+                return False
+    return True
 
 
 def check_invertible(model, output, K, function):
@@ -404,10 +443,7 @@ def check_invertible(model, output, K, function):
     along its motion (D = S^T IA S = 0: M(q) singular, e.g. links without mass in a
     URDF), instead of returning inf or NaN; ``output`` the (K, ...) result (ddq or
     M^-1: the inputs were checked finite, so only a singular M makes it not so)."""
-    if K == 0:
-        return
-    values = output[:K].reshape(K, -1)
-    if not _states_are_valid(_NO_STATES, values, _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0):
+    if not _rows_are_finite(output.reshape(output.shape[0], -1), K):
         raise ValueError(f"{function}: the joint-space inertia matrix of model "
                          f"{model.name!r} is singular at this configuration (a joint moves "
                          "links without mass or inertia along its motion); give those links "

@@ -431,3 +431,27 @@ def test_frame_and_joint_ids_must_be_integers(case, bad):
         gd.joint_jacobian(m, d, q, bad)
     with pytest.raises(error, match="frame"):
         gd.contact_3d(m, bad)
+
+
+def test_the_fast_path_checks_data_and_grows_it(case, assert_close):
+    """Arguments in kernel form take the fast path (one compiled check), which still
+    refuses a Data of another structure or an object that is no Data, naming ``data``,
+    and grows a Data of one state for a stack; forward_kinematics with v and a checks
+    all three in that one call and names the spoiled one."""
+    m = case.model
+    x = _arguments(case, 4)
+    q, v, tau = (np.ascontiguousarray(x[k]) for k in ("q", "v", "tau"))
+    with pytest.raises(ValueError, match=_names("data")):
+        gd.rnea(m, object(), q[0], v[0], tau[0])
+    small = case.data()
+    assert small.batch_size == 1
+    stacked = gd.aba(m, small, q, v, tau)
+    assert small.batch_size >= 4
+    for k in range(4):
+        assert_close(stacked[k], gd.aba(m, case.data(), q[k], v[k], tau[k]), 0.0, "aba")
+    bad = tau[0].copy()
+    bad[-1] = np.nan
+    with pytest.raises(ValueError, match=_names("a")):
+        gd.forward_kinematics(m, case.data(), q[0], v[0], bad)
+    placements = gd.forward_kinematics(m, case.data(), q[0], v[0], tau[0])
+    assert_close(placements[1], gd.forward_kinematics(m, case.data(), list(q[0]))[1], 0.0, "op")

@@ -1,0 +1,94 @@
+"""What a one-state call from Python costs beyond its kernel.
+
+    python -m geppetto.benchmarks.call_overhead [--robots ur5 talos] [--states 200]
+                                                [--repeats 9] [--out DIR]
+
+For each robot and public function (rnea, aba, crba, compute_minverse,
+rnea_derivatives, aba_derivatives, forward_kinematics with v and a), one
+thread, CPU time of the thread, ``--states`` random states (seeded), in
+microseconds per call:
+
+- kernel   the kernel the public function calls, from a jitted loop, one state
+           per call (:func:`._common.jit_loop`): no Python, no checks;
+- python   the public function called from a Python loop, one state (vectors
+           (nq,), (nv,)) per call;
+- overhead python - kernel: the checks at the API border (shapes, finiteness,
+           unit quaternions, the Data), Numba's unboxing of the arguments (the
+           model's arrays among them) and the copy of the result.
+
+The two are timed in interleaved blocks (:func:`._common.time_side_by_side`);
+the medians of the repeats are reported.  The target (issue 15): overhead
+under 5 us.  Writes ``results/call_overhead.json`` beside this file.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import geppetto as gp
+from geppetto.benchmarks import _common
+
+# public function -> (its kernel, how many of (q, v, u) it takes)
+FUNCTIONS = {"rnea": ("_rnea", 3), "aba": ("_aba", 3), "crba": ("_crba", 1),
+             "compute_minverse": ("_compute_minverse", 1),
+             "rnea_derivatives": ("_rnea_derivatives", 3),
+             "aba_derivatives": ("_aba_derivatives", 3),
+             "forward_kinematics": ("_forward_kinematics", 3)}
+
+
+def benchmark_robot(name, states, repeats):
+    """One row per function: {robot, function, kernel_us, python_us, overhead_us}."""
+    model = gp.robots.load(name).model
+    rng = np.random.default_rng(0)
+    inputs = [(gp.dynamics.random_configuration(model, rng), rng.standard_normal(model.nv),
+               rng.standard_normal(model.nv)) for _ in range(states)]
+    rows = []
+    for function, (kernel_name, count) in FUNCTIONS.items():
+        public = getattr(gp.dynamics, function)
+        data = model.create_data()
+        arguments = [x[:count] for x in inputs]
+        kernel, kernel_args = _common.capture_kernel_call(public, kernel_name, model, data,
+                                                          *arguments[0])
+        loop = _common.jit_loop(kernel, kernel_args, 1)
+        loop(1)
+
+        def python():
+            for x in arguments:
+                public(model, data, *x)
+
+        python()
+        timing = _common.time_side_by_side({"kernel": lambda: loop(states), "python": python},
+                                           states, repeats)
+        kernel_us, python_us = timing["kernel"].median * 1e6, timing["python"].median * 1e6
+        rows.append(dict(robot=name, function=function, kernel_us=kernel_us,
+                         python_us=python_us, overhead_us=python_us - kernel_us))
+        print(f"  {name:6s} {function:18s} kernel {kernel_us:6.2f}  python {python_us:6.2f}  "
+              f"overhead {python_us - kernel_us:5.2f} us", file=sys.stderr, flush=True)
+    return rows
+
+
+def main(argv=None):
+    _common.run_single_threaded("geppetto.benchmarks.call_overhead")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--robots", nargs="+", default=["ur5", "talos"])
+    parser.add_argument("--states", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", default=_common.RESULTS_DIR)
+    args = parser.parse_args(argv)
+    info = _common.machine()
+    print(_common.describe_machine(info))
+    rows = [row for name in args.robots
+            for row in benchmark_robot(name, args.states, args.repeats)]
+    print(_common.format_table(
+        ["robot", "function", "kernel us", "python us", "overhead us"],
+        [[r["robot"], r["function"], f"{r['kernel_us']:.2f}", f"{r['python_us']:.2f}",
+          f"{r['overhead_us']:.2f}"] for r in rows]))
+    os.makedirs(args.out, exist_ok=True)
+    _common.write_json(os.path.join(args.out, "call_overhead.json"),
+                       dict(machine=info, states=args.states, repeats=args.repeats,
+                            clock="cpu", statistic="median", rows=rows))
+
+
+if __name__ == "__main__":
+    main()
