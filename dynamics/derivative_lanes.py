@@ -496,8 +496,10 @@ def _minverse_forward_lanes(m, wd):
 
 @kernel
 def _minverse_sweeps_lanes(m, wd):
-    """M^-1 from ABA's U and D^-1 of the tile (F zeroed first)."""
+    """M^-1 from ABA's U and D^-1 of the tile (F and M^-1 zeroed first: the forward
+    sweep updates the entries of columns outside a joint's subtree)."""
     fill_lanes(wd[22], 0, 6 * m.nv, 0.0)
+    fill_lanes(wd[19], 0, m.nv * m.nv, 0.0)
     _minverse_backward_lanes(m, wd)
     _minverse_forward_lanes(m, wd)
 
@@ -745,36 +747,93 @@ def _world_tile(m, qt, vt, ws, wd, Yc):
 
 
 @kernel
+def aba_tiles_workspace(m):
+    """Everything :func:`aba_tiles` works on, allocated once (a phase keeps it): the
+    tile arrays of :func:`.lane_tiles.tile_workspace` and of this module, the compact
+    body inertias, and the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
+    (nv x nv x T)."""
+    nv = m.nv
+    return (tile_workspace(m), _derivative_workspace(m), _compact_inertias(m),
+            np.zeros(m.nq * TILE), np.zeros(nv * TILE), np.zeros(nv * TILE),
+            np.zeros(nv * TILE), np.zeros(nv * TILE), np.zeros(nv * nv * TILE),
+            np.zeros(nv * nv * TILE))
+
+
+@kernel
+def _aba_tile(m, with_derivatives, work):
+    """ABA of the tile loaded in ``work`` (world frame: oMi, J, ov, oa are filled)
+    and, with_derivatives, M^-1 and dFD = -M^-1 dID at ddq (eq. 24)."""
+    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v = work
+    _world_tile(m, qt, vt, ws, wd, Yc)
+    if with_derivatives:
+        f, pA = wd[11], wd[8]
+        for k in range(m.njoints * T6):
+            f[k] = pA[k]  # the bias forces, before the backward pass
+    _articulated_init_lanes(m, wd)
+    _aba_backward_world_lanes(m, taut, True, wd)
+    _aba_forward_world_lanes(m, ddqt, wd)
+    if not with_derivatives:
+        return
+    _minverse_sweeps_lanes(m, wd)
+    _derivative_columns_lanes(m, True, wd)
+    _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
+    _negative_products_lanes(m.nv, wd[19], wd[20], wd[21], out_q, out_v)
+
+
+@kernel
 def _aba_derivatives_lanes(m, q, v, tau, lanes_major, ddq, ddq_dq, ddq_dv, Minv):
     """ddq = ABA(q, v, tau), its derivatives and M^-1 for K states, TILE at a time:
     (n, K) layouts when lanes_major, else (K, n); the matrices as (nv * nv, K) or
     (K, nv * nv)."""
-    ws, wd, Yc = tile_workspace(m), _derivative_workspace(m), _compact_inertias(m)
+    work = aba_tiles_workspace(m)
+    qt, vt, taut, ddqt, out_q, out_v = work[3], work[4], work[5], work[6], work[8], work[9]
     K = q.shape[1] if lanes_major else q.shape[0]
-    nv = m.nv
-    qt, vt, taut, ddqt = (np.empty(m.nq * TILE), np.empty(nv * TILE), np.empty(nv * TILE),
-                          np.empty(nv * TILE))
-    tau_id, out_q, out_v = np.empty(nv * TILE), np.empty(nv * nv * TILE), np.empty(nv * nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         load_tile(q, b, n, lanes_major, qt)
         load_tile(v, b, n, lanes_major, vt)
         load_tile(tau, b, n, lanes_major, taut)
-        _world_tile(m, qt, vt, ws, wd, Yc)
-        f, pA = wd[11], wd[8]
-        for k in range(m.njoints * T6):
-            f[k] = pA[k]  # the bias forces, before the backward pass
-        _articulated_init_lanes(m, wd)
-        _aba_backward_world_lanes(m, taut, True, wd)
-        _aba_forward_world_lanes(m, ddqt, wd)
-        _minverse_sweeps_lanes(m, wd)
-        _derivative_columns_lanes(m, True, wd)
-        _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
-        _negative_products_lanes(nv, wd[19], wd[20], wd[21], out_q, out_v)
+        _aba_tile(m, True, work)
         store_tile(ddqt, b, n, lanes_major, ddq)
         store_tile(out_q, b, n, lanes_major, ddq_dq)
         store_tile(out_v, b, n, lanes_major, ddq_dv)
-        store_tile(wd[19], b, n, lanes_major, Minv)
+        store_tile(work[1][19], b, n, lanes_major, Minv)
+
+
+@kernel
+def aba_tiles(m, q, v, tau, with_derivatives, work, ddq, ddq_dq, ddq_dv, Minv, oR, op, J):
+    """ABA (and, with_derivatives, its derivatives and M^-1) of the stacks q (K, nq),
+    v, tau (K, nv) across lanes, for a caller that keeps ``work``
+    (:func:`aba_tiles_workspace`) and reads the knots' kinematics: ddq (K, nv),
+    ddq_dq, ddq_dv, Minv (K, nv * nv), and the world placements and Jacobians oR
+    (K, njoints * 9), op (K, njoints * 3), J (K, 6 * nv), as Data's arrays flattened
+    (the OCP's free-dynamics phase, :func:`geppetto.ocp.fused._free_field`)."""
+    qt, vt, taut, ddqt, out_q, out_v = work[3], work[4], work[5], work[6], work[8], work[9]
+    wd = work[1]
+    K = q.shape[0]
+    for b in range(0, K, TILE):
+        n = min(TILE, K - b)
+        load_tile(q, b, n, False, qt)
+        load_tile(v, b, n, False, vt)
+        load_tile(tau, b, n, False, taut)
+        _aba_tile(m, with_derivatives, work)
+        store_tile(ddqt, b, n, False, ddq)
+        store_tile(wd[0], b, n, False, oR)
+        store_tile(wd[1], b, n, False, op)
+        _store_jacobian(wd[2], b, n, m.nv, J)
+        if with_derivatives:
+            store_tile(out_q, b, n, False, ddq_dq)
+            store_tile(out_v, b, n, False, ddq_dv)
+            store_tile(wd[19], b, n, False, Minv)
+
+
+@kernel
+def _store_jacobian(Jt, b, n, nv, J):
+    """J[b + s] (6 * nv, row-major (6, nv)) = the tile's columns (c 6 T + r T) in lane s."""
+    for s in range(n):
+        for r in range(6):
+            for c in range(nv):
+                J[b + s, r * nv + c] = Jt[(c * 6 + r) * TILE + s]
 
 
 @kernel
