@@ -25,7 +25,7 @@ small matrix at ``(6 r + c) T`` from its base):
 - ``U, Dinv`` (nv x 6 x T), ``u`` (nv x T); ``uc, ac, gc`` (nv x 6 x T): the
   per-dof motions u_d, alpha_d, gamma_d;
 - ``Minv, dq, dv`` (nv x nv x T): entry (r, c) at (r nv + c) T;
-- ``F`` (nv x 6 x T), ``A`` (njoints x nv x 6 x T): the M^-1 sweeps' columns.
+- ``F`` (nv x 6 x T), ``A`` (depth x nv x 6 x T): the M^-1 sweeps' columns.
 
 No external forces (as the other lanes kernels).
 """
@@ -445,14 +445,21 @@ def _minverse_backward_lanes(m, wd):
 def _minverse_forward_lanes(m, wd):
     """The ancestors' part: rows of i -= Dinv U_i^T A_par on the columns from i on,
     A_i = A_par + J_i Minv[dofs of i] (not stored for leaves); then the lower triangle
-    (:func:`.minverse._minverse_forward_pass` in every lane)."""
+    (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
+    the tree, not per joint: the joints visited between a joint and its descendant lie
+    deeper in its subtree (depth-first order), so a level is overwritten only once no
+    descendant reads it; this keeps the columns in the caches (talos: 4.6 MB per tile
+    per joint, a few hundred kB per depth)."""
     J, U, Dinv, Minv, A, w = wd[2], wd[13], wd[14], wd[19], wd[23], wd[28]
     nv = m.nv
+    depth = np.zeros(m.njoints, dtype=np.int64)
     for i in range(1, m.njoints):
         iv, nvi, par = m.idx_v[i], m.nvs[i], m.parents[i]
         leaf = m.subtree_end[i] == i + 1
+        depth[i] = depth[par] + 1
         for col in range(iv, nv):
-            Ap, Ai = np.uint64((par * nv + col) * T6), np.uint64((i * nv + col) * T6)
+            Ap = np.uint64((depth[par] * nv + col) * T6)
+            Ai = np.uint64((depth[i] * nv + col) * T6)
             if par > 0:
                 for b in range(nvi):
                     Ub, W = np.uint64((iv + b) * T6), np.uint64(b * TILE)
