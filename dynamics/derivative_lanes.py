@@ -701,20 +701,37 @@ def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut):
 
 @kernel
 def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
-    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices of the tile, every lane
-    (three columns of both products per lane loop)."""
+    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices of the tile, every lane:
+    three columns of both products and four terms of the sum per lane loop (each pass
+    over out loads and stores it: fewer passes, less traffic; talos' products are
+    nv^3 = 85 000 per state), the remainders two rows at a time."""
     for r in range(nv):
         for c0 in range(0, nv, 3):
             n = min(3, nv - c0)
             O = np.uint64((r * nv + c0) * TILE)
-            for k in range(nv):
-                Mk, Xk = np.uint64((r * nv + k) * TILE), np.uint64((k * nv + c0) * TILE)
-                first = k == 0
-                if n == 3:
+            for k0 in range(0, nv, 4):
+                first = k0 == 0
+                if n == 3 and k0 + 4 <= nv:
+                    M0 = np.uint64((r * nv + k0) * TILE)
+                    X0 = np.uint64((k0 * nv + c0) * TILE)
+                    X1 = X0 + np.uint64(nv * TILE)
+                    X2 = X1 + np.uint64(nv * TILE)
+                    X3 = X2 + np.uint64(nv * TILE)
                     for s in range(UT):
-                        mk = -Minv[Mk + s]
-                        x0, x1, x2 = mk * X[Xk + s], mk * X[Xk + UT1 + s], mk * X[Xk + UT2 + s]
-                        y0, y1, y2 = mk * Y[Xk + s], mk * Y[Xk + UT1 + s], mk * Y[Xk + UT2 + s]
+                        m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
+                                          -Minv[M0 + UT3 + s])
+                        x0 = (m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s]
+                              + m3 * X[X3 + s])
+                        x1 = (m0 * X[X0 + UT1 + s] + m1 * X[X1 + UT1 + s]
+                              + m2 * X[X2 + UT1 + s] + m3 * X[X3 + UT1 + s])
+                        x2 = (m0 * X[X0 + UT2 + s] + m1 * X[X1 + UT2 + s]
+                              + m2 * X[X2 + UT2 + s] + m3 * X[X3 + UT2 + s])
+                        y0 = (m0 * Y[X0 + s] + m1 * Y[X1 + s] + m2 * Y[X2 + s]
+                              + m3 * Y[X3 + s])
+                        y1 = (m0 * Y[X0 + UT1 + s] + m1 * Y[X1 + UT1 + s]
+                              + m2 * Y[X2 + UT1 + s] + m3 * Y[X3 + UT1 + s])
+                        y2 = (m0 * Y[X0 + UT2 + s] + m1 * Y[X1 + UT2 + s]
+                              + m2 * Y[X2 + UT2 + s] + m3 * Y[X3 + UT2 + s])
                         if not first:
                             x0 += out_X[O + s]
                             x1 += out_X[O + UT1 + s]
@@ -728,13 +745,16 @@ def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
                         out_Y[O + s] = y0
                         out_Y[O + UT1 + s] = y1
                         out_Y[O + UT2 + s] = y2
-                else:
+                    continue
+                for k in range(k0, min(k0 + 4, nv)):
+                    Mk, Xk = np.uint64((r * nv + k) * TILE), np.uint64((k * nv + c0) * TILE)
+                    keep = k > 0
                     for e in range(n):
                         E = np.uint64(e * TILE)
                         for s in range(UT):
                             mk = -Minv[Mk + s]
                             x, y = mk * X[Xk + E + s], mk * Y[Xk + E + s]
-                            if not first:
+                            if keep:
                                 x += out_X[O + E + s]
                                 y += out_Y[O + E + s]
                             out_X[O + E + s] = x
