@@ -20,10 +20,10 @@ C++      Pinocchio's C++ on the same states, one state per call
          Pinocchio's Python).
 The same for ``aba``, ``crba``, ``minv`` (``compute_minverse``, ``compute_minverse_batch``,
 ``compute_minverse_lanes``), ``d_rnea`` (``rnea_derivatives``, ...) and ``d_aba``
-(``aba_derivatives``, ...: the batch and lanes functions also return ddq).  Each round times ours (the six runs, repeats interleaved)
-and then the C++ harness (the same repeats); a round's figure is the best of its
-repeats; the table gives the median over the rounds of each time and of each
-ratio to C++, with the ratios' range over the rounds.
+(``aba_derivatives``, ...: the batch and lanes functions also return ddq).  Each round
+times ours (the eighteen runs, repeats interleaved) and then the C++ harness (the same
+repeats); a round's figure is the best of its repeats; the table gives the median over
+the rounds of each time and of each ratio to C++, with the ratios' range over the rounds.
 
 Compile and assembly: in a fresh interpreter with an empty NUMBA_CACHE_DIR, the
 first call of each ``*_batch`` function on ur5 (in this order: the later ones reuse

@@ -409,7 +409,8 @@ def _minverse_backward_lanes(m, wd):
         end = m.idx_v[m.subtree_end[i]] if m.subtree_end[i] < m.njoints else nv
         for a in range(nvi):
             for b in range(nvi):
-                D, O = np.uint64((iv + a) * T6 + b * TILE), np.uint64(((iv + a) * nv + iv + b) * TILE)
+                D = np.uint64((iv + a) * T6 + b * TILE)
+                O = np.uint64(((iv + a) * nv + iv + b) * TILE)
                 for s in range(UT):
                     Minv[O + s] = Dinv[D + s]
         for col in range(iv + nvi, end):
