@@ -1,4 +1,4 @@
-"""Stacks laid out across SIMD lanes (dynamics/batch_lanes.py) beside the stack
+"""Stacks laid out across SIMD lanes (dynamics/batch_lanes.py, derivative_lanes.py) beside the stack
 kernels and Pinocchio's C++, in the same run.
 
     python -m geppetto.benchmarks.lanes [--robots ur5 panda ...] [--rounds 5]
@@ -18,13 +18,16 @@ lanes    ``rnea_lanes(model, Q.T, V.T, A.T)``: the lanes layout (nq, K) given
 C++      Pinocchio's C++ on the same states, one state per call
          (benchmarks/pinocchio_cpp.py, g++ -O3, its checksums checked against
          Pinocchio's Python).
-The same for ``aba`` and ``crba``.  Each round times ours (the six runs, repeats interleaved)
-and then the C++ harness (the same repeats); a round's figure is the best of its
-repeats; the table gives the median over the rounds of each time and of each
-ratio to C++, with the ratios' range over the rounds.
+The same for ``aba``, ``crba``, ``minv`` (``compute_minverse``, ``compute_minverse_batch``,
+``compute_minverse_lanes``), ``d_rnea`` (``rnea_derivatives``, ...) and ``d_aba``
+(``aba_derivatives``, ...: the batch and lanes functions also return ddq).  Each round
+times ours (the eighteen runs, repeats interleaved) and then the C++ harness (the same
+repeats); a round's figure is the best of its repeats; the table gives the median over
+the rounds of each time and of each ratio to C++, with the ratios' range over the rounds.
 
 Compile and assembly: in a fresh interpreter with an empty NUMBA_CACHE_DIR, the
-first ``rnea_batch``, ``aba_batch`` and ``crba_batch`` call on ur5 (compile seconds, wall), then
+first call of each ``*_batch`` function on ur5 (in this order: the later ones reuse
+kernels the earlier ones compiled) (compile seconds, wall), then
 the compiled assembly of each hot kernel (``dispatcher.inspect_asm``, which works
 only on code compiled in that process): the packed double arithmetic
 (v{add,sub,mul,div,fmadd...}pd) on zmm / ymm / xmm registers against the scalar
@@ -48,35 +51,46 @@ from geppetto.benchmarks import _common, pinocchio_cpp
 from geppetto.benchmarks.dynamics import K, pinocchio_model, random_states
 
 ROBOTS = ("ur5", "panda", "solo12", "talos")
-FUNCTIONS = ("rnea", "aba", "crba")
-CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba"}
+FUNCTIONS = ("rnea", "aba", "crba", "minv", "d_rnea", "d_aba")
+CPP_FUNCTIONS = {"rnea": "rnea", "aba": "aba", "crba": "crba", "minv": "computeMinverse",
+                 "d_rnea": "computeRNEADerivatives", "d_aba": "computeABADerivatives"}
 HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "placement_lanes",
                "_aba_forward_pass_1_lanes", "_articulated_projection_lanes",
                "_articulated_inertia_lanes", "_hand_to_parent_lanes",
                "_aba_forward_pass_2_lanes", "_add_congruence_lanes",
-               "_crba_forward_pass_lanes", "_crba_backward_pass_lanes")
+               "_crba_forward_pass_lanes", "_crba_backward_pass_lanes",
+               "_velocities_lanes", "_projection_lanes", "_hand_to_parent_world_lanes",
+               "_aba_forward_world_lanes", "_minverse_backward_lanes", "_minverse_forward_lanes",
+               "_derivative_columns_lanes", "_supported_rows_lanes",
+               "_supporting_columns_lanes", "_rnea_derivatives_backward_lanes",
+               "_negative_products_lanes")
 
 COMPILE_SCRIPT = """
 import json, re, sys, time
 import numpy as np
 import geppetto as gp
-from geppetto.dynamics import batch_lanes, lane_tiles
+from geppetto.dynamics import batch_lanes, derivative_lanes, lane_tiles
 robot = gp.robots.load("ur5")
 model = robot.model
 rng = np.random.default_rng(0)
 Q = gp.dynamics.random_configuration(model, rng, size=40)
 V = rng.standard_normal((40, model.nv))
 out = {}
-for name in ("rnea_batch", "aba_batch", "crba_batch"):
+for name in ("rnea_batch", "aba_batch", "crba_batch", "compute_minverse_batch",
+             "rnea_derivatives_batch", "aba_derivatives_batch"):
     start = time.perf_counter()
-    getattr(gp.dynamics, name)(model, Q, V, V) if name != "crba_batch" else gp.dynamics.crba_batch(model, Q)
+    if name in ("crba_batch", "compute_minverse_batch"):
+        getattr(gp.dynamics, name)(model, Q)
+    else:
+        getattr(gp.dynamics, name)(model, Q, V, V)
     out[name + "_first_call_s"] = time.perf_counter() - start
 if sys.argv[1] == "asm":
     packed = re.compile(r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div)pd\\s+[^\\n]*?%(zmm|ymm|xmm)")
     scalar = re.compile(r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div)sd\\b")
     asm = {}
     for kernel in sys.argv[2:]:
-        dispatcher = getattr(batch_lanes, kernel, None) or getattr(lane_tiles, kernel)
+        dispatcher = (getattr(batch_lanes, kernel, None) or getattr(derivative_lanes, kernel, None)
+                      or getattr(lane_tiles, kernel))
         text = "\\n".join(dispatcher.inspect_asm(s) for s in dispatcher.signatures)
         counts = {"zmm": 0, "ymm": 0, "xmm": 0}
         for match in packed.finditer(text):
@@ -101,7 +115,16 @@ def runs_for(model, data, Q, V, A, TAU):
             ("aba", "lanes"): lambda: d.aba_lanes(model, QT, VT, TT),
             ("crba", "stack"): lambda: d.crba(model, data, Q),
             ("crba", "batch"): lambda: d.crba_batch(model, Q),
-            ("crba", "lanes"): lambda: d.crba_lanes(model, QT)}
+            ("crba", "lanes"): lambda: d.crba_lanes(model, QT),
+            ("minv", "stack"): lambda: d.compute_minverse(model, data, Q),
+            ("minv", "batch"): lambda: d.compute_minverse_batch(model, Q),
+            ("minv", "lanes"): lambda: d.compute_minverse_lanes(model, QT),
+            ("d_rnea", "stack"): lambda: d.rnea_derivatives(model, data, Q, V, A),
+            ("d_rnea", "batch"): lambda: d.rnea_derivatives_batch(model, Q, V, A),
+            ("d_rnea", "lanes"): lambda: d.rnea_derivatives_lanes(model, QT, VT, AT),
+            ("d_aba", "stack"): lambda: d.aba_derivatives(model, data, Q, V, TAU),
+            ("d_aba", "batch"): lambda: d.aba_derivatives_batch(model, Q, V, TAU),
+            ("d_aba", "lanes"): lambda: d.aba_derivatives_lanes(model, QT, VT, TT)}
 
 
 def largest_relative_difference(pin, pin_model, model, Q, V, A, TAU, states=20):
@@ -111,12 +134,24 @@ def largest_relative_difference(pin, pin_model, model, Q, V, A, TAU, states=20):
     tau = gp.dynamics.rnea_batch(model, Q[:states], V[:states], A[:states])
     ddq = gp.dynamics.aba_batch(model, Q[:states], V[:states], TAU[:states])
     M = gp.dynamics.crba_batch(model, Q[:states])
+    Minv = gp.dynamics.compute_minverse_batch(model, Q[:states])
+    dq, dv, _ = gp.dynamics.rnea_derivatives_batch(model, Q[:states], V[:states], A[:states])
+    _, ddq_dq, ddq_dv, _ = gp.dynamics.aba_derivatives_batch(model, Q[:states], V[:states],
+                                                             TAU[:states])
     worst = dict.fromkeys(FUNCTIONS, 0.0)
     for k in range(states):
+        pin_dq, pin_dv, _ = (x.copy() for x in pin.computeRNEADerivatives(
+            pin_model, pd, Q[k], V[k], A[k]))
+        pin_ddq_dq, pin_ddq_dv, _ = (x.copy() for x in pin.computeABADerivatives(
+            pin_model, pd, Q[k], V[k], TAU[k]))
         for function, ours, theirs in (
                 ("rnea", tau[k], pin.rnea(pin_model, pd, Q[k], V[k], A[k])),
                 ("aba", ddq[k], pin.aba(pin_model, pd, Q[k], V[k], TAU[k])),
-                ("crba", np.triu(M[k]), np.triu(pin.crba(pin_model, pd, Q[k])))):
+                ("crba", np.triu(M[k]), np.triu(pin.crba(pin_model, pd, Q[k]))),
+                ("minv", np.triu(Minv[k]), np.triu(pin.computeMinverse(pin_model, pd, Q[k]))),
+                ("d_rnea", np.hstack([dq[k], dv[k]]), np.hstack([pin_dq, pin_dv])),
+                ("d_aba", np.hstack([ddq_dq[k], ddq_dv[k]]),
+                 np.hstack([pin_ddq_dq, pin_ddq_dv]))):
             scale = max(1.0, float(np.max(np.abs(theirs))))
             worst[function] = max(worst[function], float(np.max(np.abs(ours - theirs))) / scale)
     return worst

@@ -21,6 +21,7 @@ import numpy as np
 from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
 from ..dynamics.config import num_threads
+from ..dynamics.derivative_lanes import aba_tiles_workspace
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
@@ -178,9 +179,12 @@ class FreeDynamics:
                    np.zeros((K, nv)))
         arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
                   d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
+        lanes = (aba_tiles_workspace(self.arrays), d.oR.reshape(K, -1), d.op.reshape(K, -1),
+                 d.J.reshape(K, -1), d.Minv.reshape(K, -1), d.ddq_dq.reshape(K, -1),
+                 d.ddq_dv.reshape(K, -1))
         return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
-                     arrays, (data.f, data.f_x, data.f_u)), _free_field, model=self.arrays,
-                    separate=True)
+                     arrays, (data.f, data.f_x, data.f_u), lanes), _free_field,
+                    model=self.arrays, separate=True)
 
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
     def trial_workspace(self, integrator, kinematics=None):

@@ -44,8 +44,7 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from ..dynamics.aba import _aba
-from ..dynamics.aba_derivatives import _aba_derivatives
+from ..dynamics.derivative_lanes import aba_tiles
 from ..dynamics.config import kernel
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
@@ -72,13 +71,17 @@ _com_residual_s = _com_residual.serial
 def _free_field(xs, us, m, a, mode):
     """f = (v, ABA(q, v, B u - D v)) and, in DIFF mode, f_x, f_u of FreeDynamics (see
     :meth:`.dynamics.FreeDynamics.calc_diff`); in COSTS mode only the knots' placements
-    (level 1) or placements and world Jacobians (level 2); nothing in TRIAL mode."""
-    B, damping, level, buf, d, out = a
+    (level 1) or placements and world Jacobians (level 2); nothing in TRIAL mode.
+    CALC and DIFF run the phase's knots across SIMD lanes
+    (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`), which also leave the
+    placements and world Jacobians the residuals read in the Data."""
+    B, damping, level, buf, d, out, lanes = a
     if mode == TRIAL:
         return
     qs, vs, tau, f_ext, zeros = buf
     liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
         dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
+    work, oR_flat, op_flat, J_flat, Minv_flat, ddq_dq_flat, ddq_dv_flat = lanes
     f, f_x, f_u = out
     K = xs.shape[0]
     nq, nv = m.nq, m.nv
@@ -99,11 +102,8 @@ def _free_field(xs, us, m, a, mode):
             for j in range(B.shape[1]):
                 s += B[i, j] * us[k, j]
             tau[k, i] = s - damping[i] * vs[k, i]
-    if mode == CALC:
-        _aba(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, IA, v, acc, pA, U, Dinv, u, ddq)
-    else:
-        _aba_derivatives(m, qs, vs, tau, f_ext, liR, lip, oR, op, J, Ycrb, v, acc, pA, U,
-                         Dinv, u, ddq, Minv, fj, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
+    aba_tiles(m, qs, vs, tau, mode == DIFF, work, ddq, ddq_dq_flat, ddq_dv_flat, Minv_flat,
+              oR_flat, op_flat, J_flat)
     for k in range(K):
         for i in range(nv):
             f[k, i] = vs[k, i]

@@ -1,5 +1,5 @@
 """The kernels over stacks laid out across SIMD lanes (dynamics/batch_lanes.py,
-dynamics/lane_tiles.py)
+dynamics/lane_tiles.py, dynamics/derivative_lanes.py)
 against Pinocchio, state by state, on every model of conftest.DYNAMICS_MODELS
 (real robots, built-in models, random trees with every joint type, unaligned
 axes, a free-flyer root and armature)."""
@@ -15,6 +15,9 @@ from geppetto.dynamics.config import kernel
 
 N_STATES = 2 * lane_tiles.TILE + 5  # two full tiles and a padded one
 RTOL = 1e-12
+# M^-1 and the derivatives: the stack kernels' tolerance (test_dynamics_pinocchio.py); both
+# differ from Pinocchio by ~1e-12 of the largest entry on solo12 (M^-1 entries ~1e4)
+RTOL_DERIVATIVES = 1e-10
 
 
 def test_rnea_batch_matches_pinocchio(case, states, assert_close):
@@ -46,6 +49,42 @@ def test_crba_batch_matches_pinocchio(case, states, assert_close):
                      f"{case.name} crba_batch state {k}")
 
 
+def test_compute_minverse_batch_matches_pinocchio(case, states, assert_close):
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    Minv = gd.compute_minverse_batch(case.model, s.q)
+    np.testing.assert_array_equal(Minv, Minv.transpose(0, 2, 1))
+    for k in range(N_STATES):
+        expected = pin.computeMinverse(case.pin_model, pd, s.q[k])
+        assert_close(np.triu(Minv[k]), np.triu(expected), RTOL_DERIVATIVES,
+                     f"{case.name} compute_minverse_batch state {k}")
+
+
+def test_rnea_derivatives_batch_matches_pinocchio(case, states, assert_close):
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    dq, dv, M = gd.rnea_derivatives_batch(case.model, s.q, s.v, s.a)
+    for k in range(N_STATES):
+        pin.computeRNEADerivatives(case.pin_model, pd, s.q[k], s.v[k], s.a[k])
+        for ours, theirs, name in ((dq[k], pd.dtau_dq, "dtau_dq"), (dv[k], pd.dtau_dv, "dtau_dv"),
+                                   (np.triu(M[k]), np.triu(pd.M), "M")):
+            assert_close(ours, theirs, RTOL_DERIVATIVES,
+                         f"{case.name} rnea_derivatives_batch {name} state {k}")
+
+
+def test_aba_derivatives_batch_matches_pinocchio(case, states, assert_close):
+    import pinocchio as pin
+    s, pd = states, case.pin_data()
+    ddq, dq, dv, Minv = gd.aba_derivatives_batch(case.model, s.q, s.v, s.tau)
+    for k in range(N_STATES):
+        pin.computeABADerivatives(case.pin_model, pd, s.q[k], s.v[k], s.tau[k])
+        for ours, theirs, name in ((ddq[k], pd.ddq, "ddq"), (dq[k], pd.ddq_dq, "ddq_dq"),
+                                   (dv[k], pd.ddq_dv, "ddq_dv"),
+                                   (np.triu(Minv[k]), np.triu(pd.Minv), "Minv")):
+            assert_close(ours, theirs, RTOL_DERIVATIVES,
+                         f"{case.name} aba_derivatives_batch {name} state {k}")
+
+
 def test_lanes_layout_gives_the_same_bits(case, states):
     """(nq, K) and (K, nq) inputs run the same arithmetic: identical results."""
     s, m = states, case.model
@@ -54,6 +93,14 @@ def test_lanes_layout_gives_the_same_bits(case, states):
     np.testing.assert_array_equal(gd.aba_lanes(m, s.q.T, s.v.T, s.tau.T),
                                   gd.aba_batch(m, s.q, s.v, s.tau).T)
     np.testing.assert_array_equal(gd.crba_lanes(m, s.q.T), gd.crba_batch(m, s.q).transpose(1, 2, 0))
+    np.testing.assert_array_equal(gd.compute_minverse_lanes(m, s.q.T),
+                                  gd.compute_minverse_batch(m, s.q).transpose(1, 2, 0))
+    for x, y in zip(gd.rnea_derivatives_lanes(m, s.q.T, s.v.T, s.a.T),
+                    gd.rnea_derivatives_batch(m, s.q, s.v, s.a)):
+        np.testing.assert_array_equal(x, np.moveaxis(y, 0, -1))
+    for x, y in zip(gd.aba_derivatives_lanes(m, s.q.T, s.v.T, s.tau.T),
+                    gd.aba_derivatives_batch(m, s.q, s.v, s.tau)):
+        np.testing.assert_array_equal(x, np.moveaxis(y, 0, -1))
 
 
 def test_aba_inverts_rnea_on_a_short_stack(load_case, assert_close):
