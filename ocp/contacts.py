@@ -15,8 +15,10 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
       lambda_x = [dlambda_dq, dlambda_dv - dlambda_dtau D],
       lambda_u = dlambda_dtau B.
 
-  One parallel kernel call per phase (chunks of knots on Numba's threads).
-  Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
+  On one thread a stage evaluates it in its fused phase (:func:`.fused.
+  _contact_field`, a compiled block on scratch made at build, :meth:`fused_step`);
+  on several, one parallel kernel call per phase (chunks of knots on Numba's
+  threads).  Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
   the world Jacobians J of every knot in ``data.dynamics``, which the
   kinematic residuals read.
 - :class:`ImpulseDynamics`: a touchdown as a stage (Pinocchio's
@@ -45,12 +47,15 @@ residual its kinematics, the model Data of the dynamics' first evaluation
 its outputs on that Data (``kinematics.contact``, a
 :class:`ContactDynamicsData`), stamped with the (xs, us) they were computed
 at.  A residual uses them when the stamp matches its own (xs, us); otherwise
-(a line search that only refreshed the placements, a finite-difference
-check with a fresh kinematics Data) it evaluates the contact dynamics itself
-in a scratch Data kept beside the kinematics, shared by the residuals of the
-stage.
+(a finite-difference check with a fresh kinematics Data) it evaluates the
+contact dynamics itself in a scratch Data kept beside the kinematics, shared by
+the residuals of the stage.  The line search's trial rollout
+(:func:`.trial.rollout_contact`) stores each knot's kinematics and forces, and
+the stamp, from its step's solve: the trial's costs read them.  The fused phase's
+residual steps read the forces of the Data directly (the stage's own).
 """
 import numpy as np
+from numba.typed import List
 
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constrained_workspace,
@@ -64,6 +69,7 @@ from ..dynamics.rnea import generalized_gravity
 from .contact_step import (CONTACT_SCHEMES, DERIVATIVES, EMPTY, VALUES, _contact_jacobians,
                            contact_step_workspace)
 from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
+from .fused import held
 from .residuals import Residual
 from .stage import StageModel
 from .trial import IMPULSE, no_kinematics, rollout_contact, rollout_python
@@ -228,12 +234,11 @@ class ContactDynamics:
         out = (data.f, data.f_x, data.f_u, data.lam, data.lam_x, data.lam_u, d.ddq_dq,
                d.ddq_dv, data.ddq_dtau, data.dlam_dq, data.dlam_dv, data.dlam_dtau,
                data.iterations, data.regular)
-        return Step((ca, np.ascontiguousarray(self.actuation.B),
+        arguments = (ca, np.ascontiguousarray(self.actuation.B),
                      np.ascontiguousarray(self.damping), self._fused_settings(), buffers,
                      arrays, out, (data.xs, data.us, data.holding),
-                     constrained_workspace(self.arrays, ca),
-                     derivatives_workspace(self.arrays, ca)),
-                    _contact_field, model=self.arrays, separate=True,
+                     constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca))
+        return Step(held((self.arrays, arguments)), _contact_field, separate=True,
                     failed=lambda: self._check_regular(data))
 
     def _fused_settings(self):
@@ -245,8 +250,9 @@ class ContactDynamics:
         scheme has no jitted step (Runge-Kutta: stepped in Python)."""
         if integrator.scheme not in CONTACT_SCHEMES:
             return None
-        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
-                CONTACT_SCHEMES[integrator.scheme], integrator.dt, 0.0)
+        return (np.ascontiguousarray(self.actuation.B), np.ascontiguousarray(self.damping),
+                self._fused_settings(), CONTACT_SCHEMES[integrator.scheme],
+                float(integrator.dt), 0.0)
 
     def stores_trial_kinematics(self, integrator):
         """Whether the trial rollout can store the knots' placements, world Jacobians and
@@ -265,16 +271,16 @@ class ContactDynamics:
                      np.zeros((0, self.nu)), np.zeros(1, dtype=np.int64))
         else:
             store = (forces.lam, forces.xs, forces.us, forces.holding)
-        return (contact_step_workspace(self.arrays, self.constraints.arrays, self.state.nx),
-                (kinematics or no_kinematics(),) + store)
+        ca = self.constraints.arrays
+        return held((self.arrays, ca, self._trial_stage(integrator),
+                     contact_step_workspace(self.arrays, ca, self.state.nx),
+                     (kinematics or no_kinematics(),) + store))
 
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_contact`)."""
-        stage = self._trial_stage(integrator)
-        if stage is None:
-            return rollout_python(integrator, inputs, x_start, outputs, workspace)
-        return rollout_contact(self.arrays, self.constraints.arrays, stage, inputs, x_start,
-                               outputs, *workspace)
+        if isinstance(workspace, List):     # held by trial_workspace: a jitted step
+            return rollout_contact(workspace, inputs, x_start, outputs)
+        return rollout_python(integrator, inputs, x_start, outputs, workspace)
 
     def quasi_static(self, xs):
         """Controls us (K, nu) that hold each state still at v = 0 with the contacts
@@ -382,18 +388,18 @@ class ImpulseDynamics(ContactDynamics):
         arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M, d.ddq)
         out = (data.f, data.f_x, data.f_u, data.lam, data.lam_x, data.lam_u, d.ddq_dq,
                d.ddq_dv, data.dlam_dq, data.dlam_dv, data.iterations, data.regular)
-        return Step((self.arrays_without_gravity, ca, self.constraints_without_gains,
+        arguments = (self.arrays_without_gravity, ca, self.constraints_without_gains,
                      float(self.restitution), self._fused_settings(),
                      (np.zeros((K, nq)), np.zeros((K, nv))), arrays, out,
-                     (data.xs, data.us, data.holding), constrained_workspace(self.arrays, ca)),
-                    _impulse_field, model=self.arrays, separate=True,
+                     (data.xs, data.us, data.holding), constrained_workspace(self.arrays, ca))
+        return Step(held((self.arrays, arguments)), _impulse_field, separate=True,
                     failed=lambda: self._check_regular(data))
 
     def _trial_stage(self, integrator):
         if integrator.scheme != "explicit_euler" or integrator.dt != 1.0:
             return None
-        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
-                IMPULSE, 1.0, self.restitution)
+        return (np.ascontiguousarray(self.actuation.B), np.ascontiguousarray(self.damping),
+                self._fused_settings(), IMPULSE, 1.0, float(self.restitution))
 
     def quasi_static(self, xs):
         """Zero controls (K, nu): an impact does not depend on them."""

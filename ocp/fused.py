@@ -197,13 +197,15 @@ def _euler(xs, us, m, a, mode):
 # --- contact and impulse dynamics ----------------------------------------------------
 
 @kernel
-def _contact_field(xs, us, m, a, mode):
+def _contact_field(xs, us, holder, mode):
     """ContactDynamics: ddq, lambda = constraint_dynamics(q, v, B u - D v), f = (v, ddq)
     and, in DIFF mode, f_x, f_u, lambda_x, lambda_u (see :meth:`.contacts.ContactDynamics.
     calc_diff`); the values in COSTS mode too (the force residuals read lambda, the
     kinematic ones the placements and Jacobians the solve leaves); nothing in TRIAL mode
     (the rollout stored them).  Stamps the data with (xs, us) and what it holds; returns
-    whether the contacts are regular at every knot."""
+    whether the contacts are regular at every knot.  ``holder[0]`` = (model, arguments)
+    (:func:`held`)."""
+    m, a = holder[0]
     ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
     if mode == TRIAL:
         return True
@@ -248,12 +250,13 @@ def _contact_field(xs, us, m, a, mode):
 
 
 @kernel
-def _impulse_field(xs, us, m, a, mode):
+def _impulse_field(xs, us, holder, mode):
     """ImpulseDynamics: v+, Lambda = impulse_dynamics(q, v), f = (0, v+ - v) and, in DIFF
     mode, f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq,
     dLambda_dv], lambda_u = 0 (see :meth:`.contacts.ImpulseDynamics.calc_diff`); modes
     and return as :func:`_contact_field`.  ``m0``, ``ca0``: the model without gravity and
     the constraints without Baumgarte gains (the derivatives' kernel)."""
+    m, a = holder[0]
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
     if mode == TRIAL:
         return True
@@ -316,13 +319,11 @@ def _stamp(xs, us, stamp, mode):
 # --- kinematics ----------------------------------------------------------------------
 
 @kernel
-def _kinematics(xs, us, m, a, mode):
-    """The knots' placements (level 1) or placements and world Jacobians (level 2):
-    in every mode when ``always`` (the terminal knot), else in COSTS mode only (a
-    running stage whose dynamics run in Python and leave the kinematics otherwise)."""
-    level, always, qs, zeros, liR, lip, oR, op, J, v, acc = a
-    if not always and mode != COSTS:
-        return
+def _kinematics(xs, us, holder, mode):
+    """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
+    terminal knot's pass); ``holder[0]`` = (model, arguments) (:func:`held`)."""
+    m, a = holder[0]
+    level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     for k in range(xs.shape[0]):
         for i in range(m.nq):
             qs[k, i] = xs[k, i]
@@ -332,13 +333,12 @@ def _kinematics(xs, us, m, a, mode):
         _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
 
 
-def kinematics_step(arrays, kinematics, level, always):
+def kinematics_step(arrays, kinematics, level):
     """The :func:`_kinematics` step on the kinematics Data of the phase's knots."""
     K, nq, nv = kinematics.oR.shape[0], arrays.nq, arrays.nv
     k = kinematics
-    return Step((int(level), bool(always), np.zeros((K, nq)), np.zeros((K, nv)),
-                 k.liR, k.lip, k.oR, k.op, k.J, k.v, k.a), _kinematics, model=arrays,
-                separate=True)
+    return Step(held((arrays, (int(level), np.zeros((K, nq)), np.zeros((K, nv)), k.liR,
+                               k.lip, k.oR, k.op, k.J, k.v, k.a))), _kinematics, separate=True)
 
 
 # --- residuals -------------------------------------------------------------------------
@@ -722,7 +722,11 @@ class FusedPhase:
     def __call__(self, xs, us, mode):
         if mode != TRIAL:       # the separate blocks of a running stage do nothing then
             for block, model, args, failed in self.first:
-                if block(xs, us, model, args, mode) is False:
+                if model is None:
+                    regular = block(xs, us, args, mode)
+                else:
+                    regular = block(xs, us, model, args, mode)
+                if regular is False:
                     failed()
         if self.program is not None:
             _interpret(xs, us, self.program, mode)
@@ -825,6 +829,15 @@ def _typed_list(prototype):
 @kernel
 def _push(items, item):
     items.append(item)
+
+
+def held(item):
+    """A typed List holding ``item`` alone: a kernel called from Python with it unboxes
+    one object, where a tuple of tuples of arrays (a model's ModelArrays, a block's
+    scratch) costs Numba's dispatcher microseconds to type on every call."""
+    holder = _typed_list(item)
+    _push(holder, item)
+    return holder
 
 
 def interpreted(steps, clear_at):

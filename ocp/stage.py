@@ -18,7 +18,8 @@ refreshes exactly the kinematics the stage's residuals read
 (:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`), except right
 after the trial rollout that wrote those states (:meth:`StageModel.rollout_trial`):
 a FreeDynamics phase with an Euler scheme stores the placements and world
-Jacobians its ABA computed at each knot, and the costs read them as they are.
+Jacobians its ABA computed at each knot, a contact or impulse phase those of its
+solve and the contact forces, and the costs read them as they are.
 
 Knots are grouped into phases by structure (:meth:`StageModel.structure_key`):
 stage objects that differ only by their costs' weights and residuals'
@@ -424,8 +425,7 @@ class TerminalModel:
         data.no_controls = np.zeros((data.K, 0))
         steps = []
         if self._needs_kinematics():
-            steps.append(kinematics_step(self.state.model.arrays, data.kinematics, JACOBIANS,
-                                         True))
+            steps.append(kinematics_step(self.state.model.arrays, data.kinematics, JACOBIANS))
         terms = cost_steps(self.costs, data.costs, data.kinematics, self.state, 1.0, False)
         if terms is None:
             return None

@@ -132,8 +132,10 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
 
 
 @kernel
-def rollout_contact(m, ca, stage, inputs, x_start, outputs, ws, store):
-    """The trial of a phase of contact knots or impacts; ``stage`` = (B, damping,
+def rollout_contact(holder, inputs, x_start, outputs):
+    """The trial of a phase of contact knots or impacts; ``holder[0]`` = (model arrays,
+    constraint arrays, stage, ws, store) (a typed List: see :func:`.fused.held`);
+    ``stage`` = (B, damping,
     (mu, max_iterations, accuracy), scheme, dt, restitution) with scheme a
     :data:`~.contact_step.CONTACT_SCHEMES` value or IMPULSE; ``ws`` from
     :func:`~.contact_step.contact_step_workspace`.  ``store`` = (kinematics, lam, xs,
@@ -144,6 +146,7 @@ def rollout_contact(m, ca, stage, inputs, x_start, outputs, ws, store):
     did not fail), the stamp of the phase's ContactDynamicsData; nothing of these when
     lam has no rows.  The trial's costs (and constraints) then need neither kinematics
     nor dynamics."""
+    m, ca, stage, ws, store = holder[0]
     B, damping, settings, scheme, dt, restitution = stage
     kinematics, lam, stamp_xs, stamp_us, holding = store
     forces = lam.shape[0] > 0
