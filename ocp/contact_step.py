@@ -23,6 +23,9 @@ from .step import _state_integrate, actuated_torque, placements_workspace
 
 CONTACT_SCHEMES = {"explicit_euler": 0, "euler": 1}
 
+# What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
+EMPTY, VALUES, DERIVATIVES = 0, 1, 2
+
 
 @kernel
 def contact_step_workspace(m, ca, nx):
@@ -68,3 +71,36 @@ def impulse_step(m, ca, restitution, settings, x, xnext, ws):
     for i in range(nv):
         xnext[nq + i] = v_after[i]
     return regular
+
+
+@kernel
+def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B, D, f,
+                       f_x, f_u, lam_x, lam_u):
+    """f = (v, ddq), f_x = [[0, I], [ddq_dq, ddq_dv - ddq_dtau D]], f_u = [[0], [ddq_dtau B]],
+    lam_x = [dlam_dq, dlam_dv - dlam_dtau D], lam_u = dlam_dtau B for every knot."""
+    K, nv = v.shape
+    nc, nu = dlam_dq.shape[1], B.shape[1]
+    for k in range(K):
+        for i in range(nv):
+            f[k, i] = v[k, i]
+            f[k, nv + i] = ddq[k, i]
+            for j in range(nv):
+                f_x[k, i, j] = 0.0
+                f_x[k, i, nv + j] = 1.0 if i == j else 0.0
+                f_x[k, nv + i, j] = ddq_dq[k, i, j]
+                f_x[k, nv + i, nv + j] = ddq_dv[k, i, j] - ddq_dtau[k, i, j] * D[j]
+            for c in range(nu):
+                s = 0.0
+                for j in range(nv):
+                    s += ddq_dtau[k, i, j] * B[j, c]
+                f_u[k, i, c] = 0.0
+                f_u[k, nv + i, c] = s
+        for a in range(nc):
+            for j in range(nv):
+                lam_x[k, a, j] = dlam_dq[k, a, j]
+                lam_x[k, a, nv + j] = dlam_dv[k, a, j] - dlam_dtau[k, a, j] * D[j]
+            for c in range(nu):
+                s = 0.0
+                for j in range(nv):
+                    s += dlam_dtau[k, a, j] * B[j, c]
+                lam_u[k, a, c] = s

@@ -15,8 +15,10 @@ axes; LOCAL_WORLD_ALIGNED, the world axes at its origin).
       lambda_x = [dlambda_dq, dlambda_dv - dlambda_dtau D],
       lambda_u = dlambda_dtau B.
 
-  One parallel kernel call per phase (chunks of knots on Numba's threads).
-  Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
+  On one thread a stage evaluates it in its fused phase (:func:`.fused.
+  _contact_field`, a compiled block on scratch made at build, :meth:`fused_step`);
+  on several, one parallel kernel call per phase (chunks of knots on Numba's
+  threads).  Like :class:`~.dynamics.FreeDynamics` it leaves the placements (oR, op) and
   the world Jacobians J of every knot in ``data.dynamics``, which the
   kinematic residuals read.
 - :class:`ImpulseDynamics`: a touchdown as a stage (Pinocchio's
@@ -45,29 +47,32 @@ residual its kinematics, the model Data of the dynamics' first evaluation
 its outputs on that Data (``kinematics.contact``, a
 :class:`ContactDynamicsData`), stamped with the (xs, us) they were computed
 at.  A residual uses them when the stamp matches its own (xs, us); otherwise
-(a line search that only refreshed the placements, a finite-difference
-check with a fresh kinematics Data) it evaluates the contact dynamics itself
-in a scratch Data kept beside the kinematics, shared by the residuals of the
-stage.
+(a finite-difference check with a fresh kinematics Data) it evaluates the
+contact dynamics itself in a scratch Data kept beside the kinematics, shared by
+the residuals of the stage.  The line search's trial rollout
+(:func:`.trial.rollout_contact`) stores each knot's kinematics and forces, and
+the stamp, from its step's solve: the trial's costs read them.  The fused phase's
+residual steps read the forces of the Data directly (the stage's own).
 """
 import numpy as np
+from numba.typed import List
 
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
-                                             _settings, constraint_dynamics_derivatives_parallel,
-                                             constraint_dynamics_parallel)
-from ..dynamics.config import kernel, num_threads
+                                             _settings, constrained_workspace,
+                                             constraint_dynamics_derivatives_parallel,
+                                             constraint_dynamics_parallel, derivatives_workspace)
+from ..dynamics.config import num_threads
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
 from ..dynamics.rnea import generalized_gravity
-from .contact_step import CONTACT_SCHEMES, contact_step_workspace
+from .contact_step import (CONTACT_SCHEMES, DERIVATIVES, EMPTY, VALUES, _contact_jacobians,
+                           contact_step_workspace)
 from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
+from .fused import held
 from .residuals import Residual
 from .stage import StageModel
-from .trial import IMPULSE, rollout_contact, rollout_python
-
-# What a ContactDynamicsData holds for its stamp: nothing, values, values and derivatives.
-EMPTY, VALUES, DERIVATIVES = 0, 1, 2
+from .trial import IMPULSE, no_kinematics, rollout_contact, rollout_python
 
 
 class ContactDynamicsData(DynamicsData):
@@ -78,7 +83,8 @@ class ContactDynamicsData(DynamicsData):
     ``lam_x`` (K, nc, ndx), ``lam_u`` (K, nc, nu), the raw partials
     ``ddq_dtau`` (K, nv, nv), ``dlam_dq``, ``dlam_dv``, ``dlam_dtau`` (K, nc, nv),
     and the stamp: ``xs``, ``us`` and ``evaluated`` (EMPTY, VALUES or
-    DERIVATIVES).  ``dynamics.contact`` points back to this object.
+    DERIVATIVES; ``holding`` (1,) stores it, for the phase kernels).
+    ``dynamics.contact`` points back to this object.
     """
 
     def __init__(self, owner, K):
@@ -97,8 +103,17 @@ class ContactDynamicsData(DynamicsData):
         self.regular = np.ones(K, dtype=np.bool_)
         self.xs = np.full((K, owner.state.nx), np.nan)
         self.us = np.full((K, nu), np.nan)
-        self.evaluated = EMPTY
+        # what the stamp holds, in an array that the fused phase's kernel writes too
+        self.holding = np.full(1, EMPTY, dtype=np.int64)
         self.dynamics.contact = self
+
+    @property
+    def evaluated(self):
+        return int(self.holding[0])
+
+    @evaluated.setter
+    def evaluated(self, value):
+        self.holding[0] = value
 
     def stamp(self, xs, us, evaluated):
         self.xs[:] = xs
@@ -207,27 +222,65 @@ class ContactDynamics:
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
+    def fused_step(self, data, level):
+        """The :func:`.fused._contact_field` step of a phase function on ``data`` (a
+        ContactDynamicsData; its solve leaves the placements and world Jacobians, whatever
+        ``level``)."""
+        from .fused import Step, _contact_field
+        d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
+        ca = self.constraints.arrays
+        buffers = (np.zeros((K, nq)), np.zeros((K, nv)), data.tau)
+        arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M, d.ddq)
+        out = (data.f, data.f_x, data.f_u, data.lam, data.lam_x, data.lam_u, d.ddq_dq,
+               d.ddq_dv, data.ddq_dtau, data.dlam_dq, data.dlam_dv, data.dlam_dtau,
+               data.iterations, data.regular)
+        arguments = (ca, np.ascontiguousarray(self.actuation.B),
+                     np.ascontiguousarray(self.damping), self._fused_settings(), buffers,
+                     arrays, out, (data.xs, data.us, data.holding),
+                     constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca))
+        return Step(held((self.arrays, arguments)), _contact_field, separate=True,
+                    failed=lambda: self._check_regular(data))
+
+    def _fused_settings(self):
+        return float(self.mu), int(self.max_iterations), float(self.accuracy)
+
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
     def _trial_stage(self, integrator):
         """The ``stage`` tuple of :func:`.trial.rollout_contact`, or None where the
         scheme has no jitted step (Runge-Kutta: stepped in Python)."""
         if integrator.scheme not in CONTACT_SCHEMES:
             return None
-        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
-                CONTACT_SCHEMES[integrator.scheme], integrator.dt, 0.0)
+        return (np.ascontiguousarray(self.actuation.B), np.ascontiguousarray(self.damping),
+                self._fused_settings(), CONTACT_SCHEMES[integrator.scheme],
+                float(integrator.dt), 0.0)
 
-    def trial_workspace(self, integrator):
+    def stores_trial_kinematics(self, integrator):
+        """Whether the trial rollout can store the knots' placements, world Jacobians and
+        forces (the schemes of :func:`.trial.rollout_contact`: its step solves the
+        contacts at the knot)."""
+        return self._trial_stage(integrator) is not None
+
+    def trial_workspace(self, integrator, kinematics=None, forces=None):
+        """Scratch of :meth:`rollout_trial`; ``kinematics`` (level, liR, lip, oR, op, J)
+        and ``forces`` (the phase's ContactDynamicsData): where the rollout stores its
+        knots' kinematics (level > 0) and forces lam (see :func:`.trial.rollout_contact`)."""
         if self._trial_stage(integrator) is None:
             return integrator.create_data(1)
-        return contact_step_workspace(self.arrays, self.constraints.arrays, self.state.nx)
+        if forces is None:
+            store = (np.zeros((0, self.nc)), np.zeros((0, self.state.nx)),
+                     np.zeros((0, self.nu)), np.zeros(1, dtype=np.int64))
+        else:
+            store = (forces.lam, forces.xs, forces.us, forces.holding)
+        ca = self.constraints.arrays
+        return held((self.arrays, ca, self._trial_stage(integrator),
+                     contact_step_workspace(self.arrays, ca, self.state.nx),
+                     (kinematics or no_kinematics(),) + store))
 
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_contact`)."""
-        stage = self._trial_stage(integrator)
-        if stage is None:
-            return rollout_python(integrator, inputs, x_start, outputs, workspace)
-        return rollout_contact(self.arrays, self.constraints.arrays, stage, inputs, x_start,
-                               outputs, workspace)
+        if isinstance(workspace, List):     # held by trial_workspace: a jitted step
+            return rollout_contact(workspace, inputs, x_start, outputs)
+        return rollout_python(integrator, inputs, x_start, outputs, workspace)
 
     def quasi_static(self, xs):
         """Controls us (K, nu) that hold each state still at v = 0 with the contacts
@@ -247,39 +300,6 @@ class ContactDynamics:
     def __repr__(self):
         return (f"ContactDynamics({self.model.name!r}, {self.constraints.names}, "
                 f"nu={self.nu})")
-
-
-@kernel
-def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B, D, f,
-                       f_x, f_u, lam_x, lam_u):
-    """f = (v, ddq), f_x = [[0, I], [ddq_dq, ddq_dv - ddq_dtau D]], f_u = [[0], [ddq_dtau B]],
-    lam_x = [dlam_dq, dlam_dv - dlam_dtau D], lam_u = dlam_dtau B for every knot."""
-    K, nv = v.shape
-    nc, nu = dlam_dq.shape[1], B.shape[1]
-    for k in range(K):
-        for i in range(nv):
-            f[k, i] = v[k, i]
-            f[k, nv + i] = ddq[k, i]
-            for j in range(nv):
-                f_x[k, i, j] = 0.0
-                f_x[k, i, nv + j] = 1.0 if i == j else 0.0
-                f_x[k, nv + i, j] = ddq_dq[k, i, j]
-                f_x[k, nv + i, nv + j] = ddq_dv[k, i, j] - ddq_dtau[k, i, j] * D[j]
-            for c in range(nu):
-                s = 0.0
-                for j in range(nv):
-                    s += ddq_dtau[k, i, j] * B[j, c]
-                f_u[k, i, c] = 0.0
-                f_u[k, nv + i, c] = s
-        for a in range(nc):
-            for j in range(nv):
-                lam_x[k, a, j] = dlam_dq[k, a, j]
-                lam_x[k, a, nv + j] = dlam_dv[k, a, j] - dlam_dtau[k, a, j] * D[j]
-            for c in range(nu):
-                s = 0.0
-                for j in range(nv):
-                    s += dlam_dtau[k, a, j] * B[j, c]
-                lam_u[k, a, c] = s
 
 
 class ImpulseDynamics(ContactDynamics):
@@ -360,11 +380,26 @@ class ImpulseDynamics(ContactDynamics):
         data.stamp(xs, us, DERIVATIVES)
         return data.f, data.f_x, data.f_u
 
+    def fused_step(self, data, level):
+        """The :func:`.fused._impulse_field` step of a phase function on ``data``."""
+        from .fused import Step, _impulse_field
+        d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
+        ca = self.constraints.arrays
+        arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M, d.ddq)
+        out = (data.f, data.f_x, data.f_u, data.lam, data.lam_x, data.lam_u, d.ddq_dq,
+               d.ddq_dv, data.dlam_dq, data.dlam_dv, data.iterations, data.regular)
+        arguments = (self.arrays_without_gravity, ca, self.constraints_without_gains,
+                     float(self.restitution), self._fused_settings(),
+                     (np.zeros((K, nq)), np.zeros((K, nv))), arrays, out,
+                     (data.xs, data.us, data.holding), constrained_workspace(self.arrays, ca))
+        return Step(held((self.arrays, arguments)), _impulse_field, separate=True,
+                    failed=lambda: self._check_regular(data))
+
     def _trial_stage(self, integrator):
         if integrator.scheme != "explicit_euler" or integrator.dt != 1.0:
             return None
-        return (self.actuation.B, self.damping, (self.mu, self.max_iterations, self.accuracy),
-                IMPULSE, 1.0, self.restitution)
+        return (np.ascontiguousarray(self.actuation.B), np.ascontiguousarray(self.damping),
+                self._fused_settings(), IMPULSE, 1.0, float(self.restitution))
 
     def quasi_static(self, xs):
         """Zero controls (K, nu): an impact does not depend on them."""

@@ -28,8 +28,10 @@ on-disk cache keeps it; its first compile costs seconds (LLVM compiles the block
 linked into it again), later processes load it.
 
 Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
-per-term path with the parallel kernels.  Contact and impulse dynamics run from Python
-before the phase (their kernels take the thread count).  A component without a step
+per-term path with the parallel kernels.  Contact and impulse dynamics are separate
+blocks (:func:`_contact_field`, :func:`_impulse_field`: the constrained dynamics' state
+kernels on scratch made at build) that return whether the contacts were regular; the
+phase raises their stage's error when not.  A component without a step
 (the RK schemes, custom dynamics, JointTorqueResidual, SmoothFrictionConeResidual, a
 frame translation restricted to some axes) makes its stage take the per-term path: the
 same results, more Python.
@@ -46,9 +48,13 @@ from numba.typed import List
 
 from ..dynamics.derivative_lanes import aba_tiles
 from ..dynamics.config import kernel
+from ..dynamics.constrained_dynamics import (_constraint_dynamics_derivatives_state,
+                                             _constraint_dynamics_state,
+                                             _impulse_dynamics_derivatives, _impulse_state)
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
 from ..dynamics.liegroups import _integrate
+from .contact_step import DERIVATIVES, VALUES, _contact_jacobians
 from .costs import _accumulate, _accumulate_rows, _activate
 from .integrators import _semi_implicit_jacobian
 from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
@@ -188,16 +194,136 @@ def _euler(xs, us, m, a, mode):
         _integrate_chain(m, dq, scale, field_x, field_u, Fx, Fu, xi, W, S, D)
 
 
+# --- contact and impulse dynamics ----------------------------------------------------
+
+@kernel
+def _contact_field(xs, us, holder, mode):
+    """ContactDynamics: ddq, lambda = constraint_dynamics(q, v, B u - D v), f = (v, ddq)
+    and, in DIFF mode, f_x, f_u, lambda_x, lambda_u (see :meth:`.contacts.ContactDynamics.
+    calc_diff`); the values in COSTS mode too (the force residuals read lambda, the
+    kinematic ones the placements and Jacobians the solve leaves); nothing in TRIAL mode
+    (the rollout stored them).  Stamps the data with (xs, us) and what it holds; returns
+    whether the contacts are regular at every knot.  ``holder[0]`` = (model, arguments)
+    (:func:`held`)."""
+    m, a = holder[0]
+    ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
+    if mode == TRIAL:
+        return True
+    qs, vs, tau = buf
+    liR, lip, oR, op, J, oY, M, ddq = d
+    f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
+        iterations, regular = out
+    mu, max_iterations, accuracy = settings
+    K, nq, nv = xs.shape[0], m.nq, m.nv
+    for k in range(K):
+        for i in range(nq):
+            qs[k, i] = xs[k, i]
+        for i in range(nv):
+            vs[k, i] = xs[k, nq + i]
+        for i in range(nv):
+            s = 0.0
+            for j in range(B.shape[1]):
+                s += B[i, j] * us[k, j]
+            tau[k, i] = s - damping[i] * vs[k, i]
+    ok = True
+    for k in range(K):
+        if mode == DIFF:
+            iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
+                m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
+                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k],
+                ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+        else:
+            iterations[k], regular[k] = _constraint_dynamics_state(
+                m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
+                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
+        ok = ok and regular[k]
+    if mode == DIFF:
+        _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
+                           damping, f, f_x, f_u, lam_x, lam_u)
+    else:
+        for k in range(K):
+            for i in range(nv):
+                f[k, i] = vs[k, i]
+                f[k, nv + i] = ddq[k, i]
+    _stamp(xs, us, stamp, mode)
+    return ok
+
+
+@kernel
+def _impulse_field(xs, us, holder, mode):
+    """ImpulseDynamics: v+, Lambda = impulse_dynamics(q, v), f = (0, v+ - v) and, in DIFF
+    mode, f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq,
+    dLambda_dv], lambda_u = 0 (see :meth:`.contacts.ImpulseDynamics.calc_diff`); modes
+    and return as :func:`_contact_field`.  ``m0``, ``ca0``: the model without gravity and
+    the constraints without Baumgarte gains (the derivatives' kernel)."""
+    m, a = holder[0]
+    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
+    if mode == TRIAL:
+        return True
+    qs, vs = buf
+    liR, lip, oR, op, J, oY, M, v_after = d
+    f, f_x, f_u, lam, lam_x, lam_u, dv_dq, dv_dv, dlam_dq, dlam_dv, iterations, regular = out
+    mu, max_iterations, accuracy = settings
+    K, nq, nv = xs.shape[0], m.nq, m.nv
+    for k in range(K):
+        for i in range(nq):
+            qs[k, i] = xs[k, i]
+        for i in range(nv):
+            vs[k, i] = xs[k, nq + i]
+    ok = True
+    if mode == DIFF:
+        ok = _impulse_dynamics_derivatives(m, m0, ca, ca0, qs, vs, restitution, mu,
+                                           max_iterations, accuracy, liR, lip, oR, op, J, oY,
+                                           M, v_after, lam, iterations, dv_dq, dv_dv, dlam_dq,
+                                           dlam_dv)
+        for k in range(K):
+            regular[k] = ok
+    else:
+        for k in range(K):
+            iterations[k], regular[k] = _impulse_state(
+                m, ca, qs[k], vs[k], restitution, mu, max_iterations, accuracy, liR[k], lip[k],
+                oR[k], op[k], J[k], oY[k], M[k], v_after[k], lam[k], ws)
+            ok = ok and regular[k]
+    for k in range(K):
+        for i in range(nv):
+            f[k, i] = 0.0
+            f[k, nv + i] = v_after[k, i] - vs[k, i]
+    if mode == DIFF:
+        f_x[:] = 0.0
+        f_u[:] = 0.0
+        lam_u[:] = 0.0
+        for k in range(K):
+            for i in range(nv):
+                for j in range(nv):
+                    f_x[k, nv + i, j] = dv_dq[k, i, j]
+                    f_x[k, nv + i, nv + j] = dv_dv[k, i, j]
+                f_x[k, nv + i, nv + i] -= 1.0
+            for r in range(lam.shape[1]):
+                for j in range(nv):
+                    lam_x[k, r, j] = dlam_dq[k, r, j]
+                    lam_x[k, r, nv + j] = dlam_dv[k, r, j]
+    _stamp(xs, us, stamp, mode)
+    return ok
+
+
+@kernel
+def _stamp(xs, us, stamp, mode):
+    """The stamp of a ContactDynamicsData (xs, us, holding): the point and what the data
+    holds there (DERIVATIVES or VALUES)."""
+    sx, su, holding = stamp
+    sx[:, :] = xs
+    su[:, :] = us
+    holding[0] = DERIVATIVES if mode == DIFF else VALUES
+
+
 # --- kinematics ----------------------------------------------------------------------
 
 @kernel
-def _kinematics(xs, us, m, a, mode):
-    """The knots' placements (level 1) or placements and world Jacobians (level 2):
-    in every mode when ``always`` (the terminal knot), else in COSTS mode only (a
-    running stage whose dynamics run in Python and leave the kinematics otherwise)."""
-    level, always, qs, zeros, liR, lip, oR, op, J, v, acc = a
-    if not always and mode != COSTS:
-        return
+def _kinematics(xs, us, holder, mode):
+    """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
+    terminal knot's pass); ``holder[0]`` = (model, arguments) (:func:`held`)."""
+    m, a = holder[0]
+    level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     for k in range(xs.shape[0]):
         for i in range(m.nq):
             qs[k, i] = xs[k, i]
@@ -207,13 +333,12 @@ def _kinematics(xs, us, m, a, mode):
         _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
 
 
-def kinematics_step(arrays, kinematics, level, always):
+def kinematics_step(arrays, kinematics, level):
     """The :func:`_kinematics` step on the kinematics Data of the phase's knots."""
     K, nq, nv = kinematics.oR.shape[0], arrays.nq, arrays.nv
     k = kinematics
-    return Step((int(level), bool(always), np.zeros((K, nq)), np.zeros((K, nv)),
-                 k.liR, k.lip, k.oR, k.op, k.J, k.v, k.a), _kinematics, model=arrays,
-                separate=True)
+    return Step(held((arrays, (int(level), np.zeros((K, nq)), np.zeros((K, nv)), k.liR,
+                               k.lip, k.oR, k.op, k.J, k.v, k.a))), _kinematics, separate=True)
 
 
 # --- residuals -------------------------------------------------------------------------
@@ -411,9 +536,11 @@ class Step:
     :mod:`.numba_residual`), on ``args``."""
 
     def __init__(self, args, block=None, cost=False, knot_kernel=None, model=None,
-                 separate=False):
+                 separate=False, failed=None):
         self.args, self.block, self.cost, self.knot_kernel = args, block, cost, knot_kernel
         self.model = model
+        # a separate block that returns False calls ``failed()`` (which raises)
+        self.failed = failed
         # a heavy block (the dynamics, a kinematics pass) called on its own before the
         # phase function: linked into it, LLVM would optimize its code again for every
         # new composition (measured on ur5: 11 s instead of a few)
@@ -573,15 +700,13 @@ def _import(key, source):
 
 class FusedPhase:
     """A phase evaluated by one compiled call: ``phase(xs, us, mode)`` (two: the
-    dynamics or the kinematics pass first, see :class:`Step`); with
-    ``python_dynamics`` (dynamics without a step: contacts, impulses), the stage calls
-    the dynamics first, then the phase for the integrator and the costs."""
+    dynamics or the kinematics pass first, see :class:`Step`)."""
 
-    def __init__(self, steps, out, clear_at, python_dynamics=None):
+    def __init__(self, steps, out, clear_at):
         n = 0
         while n < min(len(steps), clear_at) and steps[n].separate:
             n += 1
-        self.first = [(step.block, step.model, step.args) for step in steps[:n]]
+        self.first = [(step.block, step.model, step.args, step.failed) for step in steps[:n]]
         steps = steps[n:]
         self.out = out
         items = interpreted(steps, clear_at - n)
@@ -593,13 +718,16 @@ class FusedPhase:
             self.function = phase_function(steps, clear_at - n)
             self.models = _model_indices(steps)[0]
             self.args = tuple(step.args for step in steps)
-        # the dynamics evaluated in Python before the call (those without a step)
-        self.python_dynamics = python_dynamics
 
     def __call__(self, xs, us, mode):
         if mode != TRIAL:       # the separate blocks of a running stage do nothing then
-            for block, model, args in self.first:
-                block(xs, us, model, args, mode)
+            for block, model, args, failed in self.first:
+                if model is None:
+                    regular = block(xs, us, args, mode)
+                else:
+                    regular = block(xs, us, model, args, mode)
+                if regular is False:
+                    failed()
         if self.program is not None:
             _interpret(xs, us, self.program, mode)
         else:
@@ -701,6 +829,15 @@ def _typed_list(prototype):
 @kernel
 def _push(items, item):
     items.append(item)
+
+
+def held(item):
+    """A typed List holding ``item`` alone: a kernel called from Python with it unboxes
+    one object, where a tuple of tuples of arrays (a model's ModelArrays, a block's
+    scratch) costs Numba's dispatcher microseconds to type on every call."""
+    holder = _typed_list(item)
+    _push(holder, item)
+    return holder
 
 
 def interpreted(steps, clear_at):

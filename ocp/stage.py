@@ -18,7 +18,8 @@ refreshes exactly the kinematics the stage's residuals read
 (:data:`~.residuals.PLACEMENTS` or :data:`~.residuals.JACOBIANS`), except right
 after the trial rollout that wrote those states (:meth:`StageModel.rollout_trial`):
 a FreeDynamics phase with an Euler scheme stores the placements and world
-Jacobians its ABA computed at each knot, and the costs read them as they are.
+Jacobians its ABA computed at each knot, a contact or impulse phase those of its
+solve and the contact forces, and the costs read them as they are.
 
 Knots are grouped into phases by structure (:meth:`StageModel.structure_key`):
 stage objects that differ only by their costs' weights and residuals'
@@ -254,33 +255,18 @@ class StageModel:
         make = getattr(self.dynamics, "fused_step", None)
         dynamics = None if make is None else make(data.integrator.stages[0],
                                                   self.kinematics_for_costs)
-        python_dynamics = None
-        if dynamics is None and getattr(self.dynamics, "multibody", False):
-            # contacts, impulses: their kernels run from Python, the rest in the phase
-            python_dynamics = self.dynamics
-            dynamics = kinematics_step(self.dynamics.arrays, data.kinematics,
-                                       self.kinematics_for_costs, False)
         integrator = self.integrator.fused_step(data.integrator)
         out = outputs_tuple(data.outputs)
         terms = cost_steps(self.costs, data.costs, data.kinematics, self.state,
                            self.cost_points[0][1] * self.dt, True)
         if dynamics is None or integrator is None or out is None or terms is None:
             return None
-        phase = FusedPhase([dynamics, integrator] + terms, out, 2, python_dynamics)
-        # contact residuals read the dynamics' forces: the line search evaluates them too
-        phase.costs_need_dynamics = python_dynamics is not None and any(
-            getattr(c.residual, "reads_dynamics", False) for c in self.costs)
-        if phase.costs_need_dynamics:      # a contact stage: its data's stamp tells what
-            from .contacts import VALUES   # it holds (contact_outputs' test)
-            phase.values_stamp = VALUES
-        return phase
+        return FusedPhase([dynamics, integrator] + terms, out, 2)
 
     def calc(self, data, xs, us):
         """x' (data.integrator.xnext) and the stage costs (data.outputs.cost)."""
         phase = fused_phase(self, data)
         if phase is not None:
-            if phase.python_dynamics is not None:
-                phase.python_dynamics.calc(data.integrator.stages[0], xs, us)
             return phase(_contiguous(xs), _contiguous(us), CALC)
         self.integrator.calc(data.integrator, xs, us)
         self._costs(data, xs, us, False)
@@ -289,8 +275,6 @@ class StageModel:
         """x', Fx, Fu and the cost derivatives Lx, Lu, Lxx, Luu, Lxu (Gauss-Newton)."""
         phase = fused_phase(self, data)
         if phase is not None:
-            if phase.python_dynamics is not None:
-                phase.python_dynamics.calc_diff(data.integrator.stages[0], xs, us)
             return phase(_contiguous(xs), _contiguous(us), DIFF)
         self.integrator.calc_diff(data.integrator, xs, us)
         self._costs(data, xs, us, True)
@@ -308,11 +292,6 @@ class StageModel:
             return self.calc(data, xs, us)
         phase = fused_phase(self, data)
         if phase is not None:
-            if phase.costs_need_dynamics:
-                field = data.integrator.stages[0]
-                if not field.holds(phase.python_dynamics, xs, us, phase.values_stamp):
-                    phase.python_dynamics.calc(field, xs, us)
-                return phase(_contiguous(xs), _contiguous(us), CALC)
             return phase(_contiguous(xs), _contiguous(us), TRIAL if stored else COSTS)
         self._refresh_kinematics(data, xs, 0 if stored else self.kinematics_for_costs)
         self._costs(data, xs, us, False)
@@ -320,16 +299,23 @@ class StageModel:
     def trial_workspace(self, data=None):
         """Scratch of :meth:`rollout_trial` (one per solver and phase).  With the phase's
         ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with an Euler
-        scheme) store the trial knots' kinematics in it, which :meth:`calc_costs` then
-        reads without recomputing them; contact, impulse and RK stages recompute them."""
+        scheme, ContactDynamics and ImpulseDynamics with the schemes of their jitted step)
+        store the trial knots' kinematics in it (and the contact forces, with the
+        stamp of the contact data), which :meth:`calc_costs` then reads without
+        recomputing them; RK stages recompute them."""
         stores = getattr(self.dynamics, "stores_trial_kinematics", None)
         level = self.kinematics_for_costs
+        forces = getattr(data.kinematics, "contact", None) if data is not None else None
+        if forces is not None:
+            level = JACOBIANS       # the stamp's point, whole: forces and kinematics
         if data is None or data.kinematics is None or not level or stores is None or \
                 not stores(self.integrator):
             return self.dynamics.trial_workspace(self.integrator), None
         k = data.kinematics
         kinematics = (int(level), k.liR, k.lip, k.oR, k.op, k.J)
-        return self.dynamics.trial_workspace(self.integrator, kinematics), data
+        if forces is None:
+            return self.dynamics.trial_workspace(self.integrator, kinematics), data
+        return self.dynamics.trial_workspace(self.integrator, kinematics, forces), data
 
     def rollout_trial(self, inputs, x_start, outputs, workspace):
         """The solvers' line-search trial over the knots of a phase (see
@@ -444,8 +430,7 @@ class TerminalModel:
         data.no_controls = np.zeros((data.K, 0))
         steps = []
         if self._needs_kinematics():
-            steps.append(kinematics_step(self.state.model.arrays, data.kinematics, JACOBIANS,
-                                         True))
+            steps.append(kinematics_step(self.state.model.arrays, data.kinematics, JACOBIANS))
         terms = cost_steps(self.costs, data.costs, data.kinematics, self.state, 1.0, False)
         if terms is None:
             return None

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state
-from .contact_step import contact_step, impulse_step
+from .contact_step import EMPTY, VALUES, contact_step, impulse_step
 from .residuals import JACOBIANS
 from .step import _state_integrate, free_step
 
@@ -132,12 +132,26 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
 
 
 @kernel
-def rollout_contact(m, ca, stage, inputs, x_start, outputs, ws):
-    """The trial of a phase of contact knots or impacts; ``stage`` = (B, damping,
+def rollout_contact(holder, inputs, x_start, outputs):
+    """The trial of a phase of contact knots or impacts; ``holder[0]`` = (model arrays,
+    constraint arrays, stage, ws, store) (a typed List: see :func:`.fused.held`);
+    ``stage`` = (B, damping,
     (mu, max_iterations, accuracy), scheme, dt, restitution) with scheme a
     :data:`~.contact_step.CONTACT_SCHEMES` value or IMPULSE; ``ws`` from
-    :func:`~.contact_step.contact_step_workspace`."""
+    :func:`~.contact_step.contact_step_workspace`.  ``store`` = (kinematics, lam, xs,
+    us, holding): each knot's placements (and world Jacobians) that its step's solve
+    computed go to ``kinematics`` (as :func:`rollout_free`; level 0 stores nothing),
+    its contact forces (the impulses of an impact) to the rows of ``lam`` (K, nc), and
+    the trial point to the stamp (xs, us (K, nu), holding = VALUES after a rollout that
+    did not fail), the stamp of the phase's ContactDynamicsData; nothing of these when
+    lam has no rows.  The trial's costs (and constraints) then need neither kinematics
+    nor dynamics."""
+    m, ca, stage, ws, store = holder[0]
     B, damping, settings, scheme, dt, restitution = stage
+    kinematics, lam, stamp_xs, stamp_us, holding = store
+    forces = lam.shape[0] > 0
+    if forces:
+        holding[0] = EMPTY
     xs_try, us_try, xnext = outputs
     ndx = inputs[4].shape[1]
     dx = np.empty(ndx)
@@ -152,7 +166,19 @@ def rollout_contact(m, ca, stage, inputs, x_start, outputs, ws):
                                    us_try[t], xnext[t], ws)
         if not regular or not _finite(xnext[t]):
             return t
+        if kinematics[0] > 0:
+            _store_kinematics(ws, kinematics, t)
+        if forces:
+            step_lam = ws[0][8]
+            for i in range(lam.shape[1]):
+                lam[t, i] = step_lam[i]
+            for i in range(stamp_xs.shape[1]):
+                stamp_xs[t, i] = xs_try[t, i]
+            for i in range(stamp_us.shape[1]):
+                stamp_us[t, i] = us_try[t, i]
         predicted = xnext[t]
+    if forces:
+        holding[0] = VALUES
     return -1
 
 

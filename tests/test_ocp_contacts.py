@@ -498,6 +498,70 @@ def test_contact_trial_rollout_matches_the_stages(scheme):
         np.testing.assert_array_equal(us_try, stage_us)
 
 
+def _stage_outputs(n, ndx, nu):
+    return ocp.stage.StageOutputs(np.zeros(n), np.zeros((n, ndx)), np.zeros((n, nu)),
+                                  np.zeros((n, ndx, ndx)), np.zeros((n, nu, nu)),
+                                  np.zeros((n, ndx, nu)))
+
+
+def test_contact_trial_stores_what_its_costs_read():
+    """The trial rollout of a contact phase and of an impact (geppetto.ocp.trial.
+    rollout_contact) stores each knot's placements, world Jacobians and contact forces
+    (impulses) from its step's solve in the phase data, with the contact data's stamp:
+    the forces equal a fresh solve at the trial states (1e-12), the costs computed from
+    them (calc_costs right after the rollout: the fused phase's TRIAL mode, no
+    dynamics, no kinematics) equal a fresh calc, and calc_costs at other states (a
+    copy) solves the contacts again."""
+    from geppetto.ocp.contact_step import VALUES
+    model = solo12().model
+    dynamics = contact_dynamics()                               # LOCAL: the cone rotates
+    impulse = ocp.ImpulseDynamics(model, dynamics.constraints, restitution=0.2)
+    x0 = standing_state()
+    stages = []
+    for field, dt in ((dynamics, 0.01), (impulse, 1.0)):
+        cone = ocp.FrictionConeResidual(field, "FR_FOOT", mu=0.7)
+        costs = [ocp.Cost(ocp.StateResidual(field.state, x0), weight=1e-1),
+                 ocp.Cost(ocp.FrameTranslationResidual(model, "FL_FOOT", [0.2, 0.1, 0.0])),
+                 ocp.Cost(ocp.ContactForceResidual(field, 2, [0.0, 0.0, 20.0]), weight=1e-3),
+                 ocp.Cost(cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0)]
+        if field.nu:
+            costs.append(ocp.Cost(ocp.ControlResidual(field.nu), weight=1e-3))
+        stages.append(ocp.StageModel(field, costs, dt=dt))
+    for stage, seed in zip(stages, (11, 12)):
+        field, nu, ndx = stage.dynamics, stage.nu, stage.state.ndx
+        rng = np.random.default_rng(seed)
+        xs, us = perturbed_states(dynamics, seed=seed, scale=0.05)
+        us = np.ascontiguousarray(us[:, :nu])
+        data = stage.create_data(K, _stage_outputs(K, ndx, nu))
+        stage.calc_diff(data, xs, us)
+        assert isinstance(data.fused, ocp.fused.FusedPhase)
+        inputs = (xs, us, rng.standard_normal((K, nu)), 0.1 * rng.standard_normal((K, nu, ndx)),
+                  0.01 * rng.standard_normal((K, ndx)), us, us, 0.5, True, False)
+        outputs = tuple(np.empty(shape) for shape in ((K, xs.shape[1]), (K, nu),
+                                                      (K, xs.shape[1])))
+        kin, contact = data.kinematics, data.kinematics.contact
+        stored = (kin.oR[:, 1:], kin.op[:, 1:], kin.J, contact.lam)
+        for array in stored:
+            array[...] = np.nan
+        assert stage.rollout_trial(inputs, x0, outputs, stage.trial_workspace(data)) == -1
+        xs_try, us_try = outputs[0], outputs[1]
+        assert contact.holds(field, xs_try, us_try, VALUES)
+        fresh = field.create_data(K)
+        field.calc(fresh, xs_try, us_try)
+        np.testing.assert_allclose(contact.lam, fresh.lam, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(kin.J, fresh.dynamics.J, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(kin.oR[:, 1:], fresh.dynamics.oR[:, 1:], rtol=0, atol=1e-12)
+        stage.calc_costs(data, xs_try, us_try)                  # TRIAL: reads what it stored
+        trial_costs = data.outputs.cost.copy()
+        for array in stored:
+            array[...] = np.nan
+        stage.calc_costs(data, xs_try.copy(), us_try)           # other memory: solved again
+        np.testing.assert_allclose(data.outputs.cost, trial_costs, rtol=1e-12, atol=0)
+        stage.calc(data, xs_try, us_try)
+        np.testing.assert_allclose(data.outputs.cost, trial_costs, rtol=1e-12, atol=0)
+        assert np.all(trial_costs > 0)
+
+
 def test_row_sparse_accumulation_matches_the_dense_one():
     """Cost.add accumulates diagonal activations row by row over the non-zero Jacobian
     entries: the same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""

@@ -191,8 +191,8 @@ def _fused_kinds(problem):
 
 
 def test_fused_contacts_trot():
-    """The solo12 trot of examples/solo12_trot.py (contact dynamics run from Python,
-    friction cones, impulses, CoM and swing-foot costs in the phase): fused = per term."""
+    """The solo12 trot of examples/solo12_trot.py (contact and impulse dynamics in the
+    phase's compiled blocks, friction cones, CoM and swing-foot costs): fused = per term."""
     from geppetto.examples import solo12_trot
     robot = gp.robots.load("solo12")
     x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
