@@ -68,7 +68,7 @@ def _trial(holder, inputs, x0, outputs, Vxx, merit_gaps):
     else:
         for i in range(xs_try.shape[1]):
             xs_try[N, i] = predicted[i]
-    _kinematics(xs_try[N:], no_controls, m, kinematics, CALC)
+    _kinematics(xs_try[N:], no_controls, kinematics, CALC)
     _interpret(xs_try[N:], no_controls, terminal_program, CALC)
     cost = 0.0
     for t in range(costs.shape[0]):
@@ -108,9 +108,9 @@ def _phase_entry(model, start, stop, data, workspace):
             or model.nu != dynamics.nu:
         return None
     phase = fused_phase(model, data)
-    if phase is None or phase.program is None or phase.python_dynamics is not None:
+    if phase is None or phase.program is None:
         return None
-    if any(block.__name__ != "_free_field" for block, _, _ in phase.first):
+    if any(first[0].__name__ != "_free_field" for first in phase.first):
         return None
     dynamics_workspace, stored = workspace
     if stored is None and model.kinematics_for_costs:
@@ -138,13 +138,15 @@ def horizon_trial(problem, workspaces):
     phase = fused_phase(terminal_model, terminal_data)
     if phase is None or phase.program is None or len(phase.first) > 1:
         return None
+    arrays = problem.phases[0][0].dynamics.arrays
+    if getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+        return None
     if phase.first:
-        block, model_arrays, kinematics = phase.first[0]
-        if block is not _kinematics or model_arrays is not problem.phases[0][0].dynamics.arrays:
+        block, _, kinematics, _ = phase.first[0]    # kinematics: held((arrays, scratch))
+        if block is not _kinematics:
             return None
     else:                          # no kinematic cost: a pass of level 0 (copies q only)
-        kinematics = kinematics_step(problem.phases[0][0].dynamics.arrays,
-                                     terminal_data.kinematics, 0, True).args
+        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
     phases = _typed_list(entries[0])
     for entry in entries:
         _push(phases, entry)

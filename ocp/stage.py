@@ -91,15 +91,13 @@ def _contiguous(array):
 def fused_phase(model, data):
     """The :class:`~.fused.FusedPhase` of ``data`` when all the stage's components have a
     fused step (built at the first call), else None: the per-term path.  On several
-    Numba threads a running stage whose dynamics the phase evaluates (free dynamics:
-    serial blocks) takes the per-term path and its parallel kernels; a stage whose
-    dynamics run from Python before the phase (contacts, impulses: their kernels take
-    the thread count) and the terminal knot keep the phase for the rest."""
+    Numba threads a running stage (its dynamics blocks are serial: free, contact and
+    impulse dynamics) takes the per-term path and its parallel kernels; the terminal
+    knot keeps the phase."""
     if data.fused is None:
         data.fused = model.build_fused(data) or False
     phase = data.fused or None
-    if phase is not None and not model.terminal and phase.python_dynamics is None \
-            and num_threads() != 1:
+    if phase is not None and not model.terminal and num_threads() != 1:
         return None
     return phase
 
