@@ -251,6 +251,14 @@ def mpc(payload):
     return headers, rows
 
 
+def call_overhead(payload):
+    """One state from Python: the kernel alone, the public call, their difference (us)."""
+    headers = ["robot", "function", "kernel us", "Python call us", "overhead us"]
+    rows = [[r["robot"], r["function"], number(r["kernel_us"]), number(r["python_us"]),
+             number(r["overhead_us"])] for r in payload["rows"]]
+    return headers, rows
+
+
 def constrained(payload):
     headers = ["robot", "task", "start", "solver", "iterations", "cost", "violation", "gaps",
                "status", "CPU ms", "CPU ms / iteration"]
@@ -279,6 +287,7 @@ TABLES = {
     "ocp": ("ocp.json", ocp),
     "solvers": ("solvers.json", solvers),
     "mpc": ("mpc.json", mpc),
+    "call_overhead": ("call_overhead.json", call_overhead),
     "constrained": ("constrained.json", constrained),
     "constrained_csqp": ("constrained.json", constrained_csqp),
 }

@@ -65,6 +65,14 @@ def test_lanes_tables(results):
         ["`_aba_forward_pass_1_lanes`", "120", "0", "3", "40"]]
 
 
+def test_call_overhead_table(results):
+    payload = dict(machine=MACHINE, rows=[dict(robot="ur5", function="rnea", kernel_us=1.25,
+                                               python_us=4.5, overhead_us=3.25)])
+    (results / "call_overhead.json").write_text(json.dumps(payload))
+    assert _rows(render_readme.render("call_overhead", str(results))) == [
+        ["ur5", "rnea", "1.25", "4.50", "3.25"]]
+
+
 def test_missing_json_renders_nothing(results):
     assert render_readme.render("mpc", str(results)) is None
 
