@@ -259,6 +259,29 @@ def call_overhead(payload):
     return headers, rows
 
 
+def contacts(payload):
+    """Constrained dynamics per state (us): ours batched and per Python call, Pinocchio's
+    Python and C++ (the C++ timed right after ours on the same states)."""
+    headers = ["robot", "function", "ours batched us", "ours Python us", "pin Python us",
+               "C++ us", "batched / C++", "max abs diff"]
+    rows = [[f"{t['robot']} ({t['nc']} constraint rows)", t["function"], number(t["batch_us"]),
+             number(t["python_us"]), number(t["pin_us"]), number(t["cpp_us"]),
+             ratio(t["batch_us"], t["cpp_us"]), exponent(t["max_abs_diff_vs_pin"])]
+            for t in payload["timings"]]
+    return headers, rows
+
+
+def contacts_trot(payload):
+    """Crocoddyl's trot solved by both FDDPs: process CPU time, best of the solves."""
+    headers = ["solver", "knots", "cost at guess", "final cost", "iterations", "converged",
+               "stop", "total s", "ms / iteration"]
+    rows = [[r["solver"], r["knots"], f"{r['guess_cost']:.10g}", f"{r['cost']:.8g}",
+             r["iterations"], "yes" if r["converged"] else "no", exponent(r["stop"]),
+             number(r["seconds"]), number(r["ms_per_iteration"], 1)]
+            for r in payload.get("trot") or []]
+    return headers, rows
+
+
 def constrained(payload):
     headers = ["robot", "task", "start", "solver", "iterations", "cost", "violation", "gaps",
                "status", "CPU ms", "CPU ms / iteration"]
@@ -288,6 +311,8 @@ TABLES = {
     "solvers": ("solvers.json", solvers),
     "mpc": ("mpc.json", mpc),
     "call_overhead": ("call_overhead.json", call_overhead),
+    "contacts": ("contacts.json", contacts),
+    "contacts_trot": ("contacts.json", contacts_trot),
     "constrained": ("constrained.json", constrained),
     "constrained_csqp": ("constrained.json", constrained_csqp),
 }

@@ -73,6 +73,22 @@ def test_call_overhead_table(results):
         ["ur5", "rnea", "1.25", "4.50", "3.25"]]
 
 
+def test_contacts_tables(results):
+    payload = dict(machine=MACHINE, timings=[
+        dict(robot="solo12", nv=18, nc=12, function="dynamics", batch_us=8.0, python_us=12.0,
+             pin_us=20.0, cpp_us=10.0, max_abs_diff_vs_pin=3e-10)],
+        trot=[dict(solver="geppetto FDDP", knots=56, guess_cost=797147.5727, cost=1306.8581,
+                   iterations=20, converged=True, stop=4.3e-10, seconds=0.41,
+                   ms_per_iteration=20.5)])
+    (results / "contacts.json").write_text(json.dumps(payload))
+    assert _rows(render_readme.render("contacts", str(results))) == [
+        ["solo12 (12 constraint rows)", "dynamics", "8.00", "12.00", "20.00", "10.00", "0.80",
+         "3e-10"]]
+    assert _rows(render_readme.render("contacts_trot", str(results))) == [
+        ["geppetto FDDP", "56", "797147.5727", "1306.8581", "20", "yes", "4e-10", "0.41",
+         "20.5"]]
+
+
 def test_missing_json_renders_nothing(results):
     assert render_readme.render("mpc", str(results)) is None
 
