@@ -91,13 +91,15 @@ def _contiguous(array):
 def fused_phase(model, data):
     """The :class:`~.fused.FusedPhase` of ``data`` when all the stage's components have a
     fused step (built at the first call), else None: the per-term path.  On several
-    Numba threads a running stage (its dynamics blocks are serial: free, contact and
-    impulse dynamics) takes the per-term path and its parallel kernels; the terminal
-    knot keeps the phase."""
+    Numba threads a free-dynamics running stage takes the per-term path and its
+    parallel kernels; contact and impulse stages and the terminal knot keep the phase
+    (its blocks are serial: the same arrays, to the bit, on any number of threads, and
+    their line-search trial reads the kinematics and forces its rollout stored)."""
     if data.fused is None:
         data.fused = model.build_fused(data) or False
     phase = data.fused or None
-    if phase is not None and not model.terminal and num_threads() != 1:
+    if phase is not None and not model.terminal and num_threads() != 1 \
+            and isinstance(model.dynamics, FreeDynamics):
         return None
     return phase
 
