@@ -49,8 +49,25 @@ def cholesky_solve(C, n, X):
     X is (>= n, ncols); a vector x solves as ``x.reshape((x.shape[0], 1))``.
     """
     ncols = X.shape[1]
-    # row operations with the column index innermost (contiguous, vectorizable); each
-    # entry subtracts its terms in increasing p, as a dot product per entry would
+    if ncols == 1:
+        # one column: a dot product per entry, its sum in a register (the row form
+        # below stores X[i] at every p: 2.7x slower for n = 32, measured; the
+        # box QP and the feed-forward k solve vectors); the same operations in the
+        # same order as the row form, so the same bits
+        for i in range(n):
+            s = X[i, 0]
+            for p in range(i):
+                s -= C[i, p] * X[p, 0]
+            X[i, 0] = s / C[i, i]
+        for i in range(n - 1, -1, -1):
+            s = X[i, 0]
+            for p in range(i + 1, n):
+                s -= C[p, i] * X[p, 0]
+            X[i, 0] = s / C[i, i]
+        return
+    # row operations with the column index innermost (contiguous, vectorizable: 5.5x
+    # faster than a dot product per entry for n = 32, 74 columns); each entry
+    # subtracts its terms in increasing p, as a dot product per entry would
     for i in range(n):
         for p in range(i):
             cip = C[i, p]
