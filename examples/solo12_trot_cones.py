@@ -8,15 +8,15 @@ foot's force stays inside the four-facet pyramid of friction mu = 0.7
 the original only charges a price for leaving it.  FDDP first solves the
 trot without the cones (no barrier, no constraint), then ALDDP (the PHR
 augmented Lagrangian in FDDP's Riccati sweeps) starts from that optimum and
-ends with every cone row >= -1e-6.  Measured (2026-11-26): the full trot (25
-knots of 10 ms per step) in 274 ALDDP iterations, lowest cone row -8.0e-8
-(FDDP without the cones: 28 iterations, lowest row -132); the reduced one (8
-knots of 30 ms) in 103, lowest row -8.6e-8 (without: -27.7).  Those runs
-"converged" on a stop value that the growing regularization made small while
-the line search stalled at mu = 1e-8; since ALDDP refuses such a stop value
-(``th_reg``) the reduced trot ends on "no step accepted at maximum
-regularization" after 161 iterations, the cones held (violation 1.5e-9):
-stationarity is not proved there.
+ends with every cone row >= -1e-6.  Measured (2026-11-26): earlier runs
+"converged" (the full trot, 25 knots of 10 ms per step, in 274 ALDDP
+iterations; the reduced one, 8 knots of 30 ms, in 103) on a stop value that
+the growing regularization made small while the line search stalled at
+mu = 1e-8; since ALDDP refuses such a stop value (``th_reg``) the full trot
+stops at the 500-iteration cap, cost 1310.19, lowest cone row -1.4e-7 (FDDP
+without the cones: 28 iterations, lowest row -132), and the reduced trot on
+"no step accepted at maximum regularization" after 161 iterations, violation
+1.5e-9: the cones are held, stationarity is not proved.
 
     python -m geppetto.examples.solo12_trot_cones [--out DIR] [--live] [--reduced]
 """
