@@ -34,8 +34,8 @@ from .validation import (as_configurations, as_dynamics_arguments, call_kernel, 
 @kernel
 def aba_derivatives_workspace(m):
     """Scratch of :func:`_aba_derivatives_state`."""
-    return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((m.nv, 6)),
-            np.empty((m.njoints, m.nv, 6)), np.empty((6, 6)), np.empty((6, 6)),
+    return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((6, m.nv)),
+            np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)), np.empty((6, 6)),
             np.empty((6, 6)), rnea_derivatives_workspace(m))
 
 

@@ -14,7 +14,7 @@ redundant constraints).
 """
 import numpy as np
 
-from .config import kernel
+from .config import inline_kernel, kernel
 
 
 @kernel
@@ -84,3 +84,12 @@ def cholesky_solve(C, n, X):
         d = C[i, i]
         for c in range(ncols):
             X[i, c] = X[i, c] / d
+
+
+@inline_kernel
+def copy_matrix(src, dst):
+    """dst[:, :] = src, row by row (contiguous loops that LLVM vectorizes): a matrix
+    computed in a scratch that stays in cache, stored once into a stack."""
+    for r in range(src.shape[0]):
+        for c in range(src.shape[1]):
+            dst[r, c] = src[r, c]

@@ -5,11 +5,15 @@ backward pass do not depend on v or tau, so the two sweeps below take them from
 any ABA pass of the same configuration (``aba_derivatives`` runs them right after
 ABA, as Pinocchio's ``computeABADerivatives`` does).
 
-The sweeps keep their 6-vectors contiguous: F (nv, 6), row c the force column c
-of the backward sweep, and A (njoints, nv, 6) the motion columns of the forward
-one; a 1-dof joint (revolute, prismatic) has a scalar D^-1 and is written out;
+The sweeps run along the columns of M^-1: F (6, nv) holds the force columns of
+the backward sweep and A (njoints, 6, nv) the motion columns of the forward one,
+so that a joint's step is a few loops over contiguous columns; a 1-dof joint
+(revolute, prismatic) has a scalar D^-1 and is written out;
 the children of the universe do not add to F, and leaves do not store A
-(nothing reads them).
+(nothing reads them).  Nothing is zeroed in bulk: the backward sweep sets each
+dof's row on its subtree and zeroes it past it, and a force column is set by its
+own joint before its ancestors add to it (a bulk zeroing wrote the 11.5 kB M^-1
+of talos twice per state).
 """
 from .config import inline_kernel, kernel
 
@@ -19,34 +23,37 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
     """Rows of M^-1 restricted to each subtree (Carpentier & Mansard 2018, Sec. IV-B,
     backward step): Minv[dofs of i, subtree of i] = [Dinv, -Dinv J_i^T F[descendants]],
     then F[subtree of i] += U_i Minv[dofs of i, subtree of i] (for its ancestors: not at
-    the children of the universe).  F (nv, 6), zero on entry:
-    row c is the force column c (contiguous); w (6,) scratch.  A 1-dof joint has a
+    the children of the universe), and zero past the subtree.  F (6, nv): column c the
+    force column c, set by the joint of dof c; w (6,) scratch.  A 1-dof joint has a
     scalar Dinv."""
     parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
+    nv = m.nv
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
-        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else m.nv
+        end = idx_v[subtree_end[i]] if subtree_end[i] < m.njoints else nv
         if nvi == 1:
             d = Dinv[iv, 0]
             j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
             u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
             Minv[iv, iv] = d
             for col in range(iv + 1, end):
-                Minv[iv, col] = -d * (j0 * F[col, 0] + j1 * F[col, 1] + j2 * F[col, 2]
-                                      + j3 * F[col, 3] + j4 * F[col, 4] + j5 * F[col, 5])
+                Minv[iv, col] = -d * (j0 * F[0, col] + j1 * F[1, col] + j2 * F[2, col]
+                                      + j3 * F[3, col] + j4 * F[4, col] + j5 * F[5, col])
+            for col in range(end, nv):
+                Minv[iv, col] = 0.0
             if parents[i] == 0:
                 continue
-            F[iv, 0], F[iv, 1], F[iv, 2] = u0 * d, u1 * d, u2 * d
-            F[iv, 3], F[iv, 4], F[iv, 5] = u3 * d, u4 * d, u5 * d
+            F[0, iv], F[1, iv], F[2, iv] = u0 * d, u1 * d, u2 * d
+            F[3, iv], F[4, iv], F[5, iv] = u3 * d, u4 * d, u5 * d
             for col in range(iv + 1, end):
                 x = Minv[iv, col]
-                F[col, 0] += u0 * x
-                F[col, 1] += u1 * x
-                F[col, 2] += u2 * x
-                F[col, 3] += u3 * x
-                F[col, 4] += u4 * x
-                F[col, 5] += u5 * x
+                F[0, col] += u0 * x
+                F[1, col] += u1 * x
+                F[2, col] += u2 * x
+                F[3, col] += u3 * x
+                F[4, col] += u4 * x
+                F[5, col] += u5 * x
             continue
         for a in range(nvi):
             for b in range(nvi):
@@ -55,29 +62,33 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
             for b in range(nvi):
                 jf = 0.0
                 for r in range(6):
-                    jf += J[r, iv + b] * F[col, r]
+                    jf += J[r, iv + b] * F[r, col]
                 w[b] = jf
             for a in range(nvi):
                 s = 0.0
                 for b in range(nvi):
                     s -= Dinv[iv + a, b] * w[b]
                 Minv[iv + a, col] = s
+        for a in range(nvi):
+            for col in range(end, nv):
+                Minv[iv + a, col] = 0.0
         if parents[i] == 0:
             continue
-        for col in range(iv, end):
-            for r in range(6):
-                s = 0.0
-                for a in range(nvi):
-                    s += U[r, iv + a] * Minv[iv + a, col]
-                F[col, r] += s
+        for r in range(6):
+            for col in range(iv, iv + nvi):
+                F[r, col] = 0.0
+            for a in range(nvi):
+                x = U[r, iv + a]
+                for col in range(iv, end):
+                    F[r, col] += x * Minv[iv + a, col]
 
 
 @inline_kernel
 def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
     """The ancestors' part of M^-1 (forward step): rows of i -= Dinv U_i^T A_parent on
     the columns from i on, A_i = A_parent + J_i Minv[dofs of i]; then the lower
-    triangle.  A (njoints, nv, 6): A[i, c] the motion column c (contiguous; not
-    stored for leaves); w (6,) scratch."""
+    triangle.  A (njoints, 6, nv): A[i, :, c] the motion column c (not stored for
+    leaves); w (6,) scratch."""
     parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
     nv = m.nv
     for i in range(1, m.njoints):
@@ -88,51 +99,71 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
         if nvi == 1:
             d = Dinv[iv, 0]
             j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
-            u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
-            if par == 0:
-                for col in range(iv, nv):
-                    x = Minv[iv, col]
-                    A[i, col, 0], A[i, col, 1], A[i, col, 2] = j0 * x, j1 * x, j2 * x
-                    A[i, col, 3], A[i, col, 4], A[i, col, 5] = j3 * x, j4 * x, j5 * x
-                continue
-            for col in range(iv, nv):
-                a0, a1, a2 = A[par, col, 0], A[par, col, 1], A[par, col, 2]
-                a3, a4, a5 = A[par, col, 3], A[par, col, 4], A[par, col, 5]
-                x = Minv[iv, col] - d * (u0 * a0 + u1 * a1 + u2 * a2 + u3 * a3 + u4 * a4
-                                         + u5 * a5)
-                Minv[iv, col] = x
-                if leaf:
-                    continue
-                A[i, col, 0], A[i, col, 1], A[i, col, 2] = a0 + j0 * x, a1 + j1 * x, a2 + j2 * x
-                A[i, col, 3], A[i, col, 4], A[i, col, 5] = a3 + j3 * x, a4 + j4 * x, a5 + j5 * x
-            continue
-        for col in range(iv, nv):
             if par > 0:
+                e0, e1, e2 = d * U[0, iv], d * U[1, iv], d * U[2, iv]
+                e3, e4, e5 = d * U[3, iv], d * U[4, iv], d * U[5, iv]
+                for col in range(iv, nv):
+                    Minv[iv, col] -= (e0 * A[par, 0, col] + e1 * A[par, 1, col]
+                                      + e2 * A[par, 2, col] + e3 * A[par, 3, col]
+                                      + e4 * A[par, 4, col] + e5 * A[par, 5, col])
+            if leaf:
+                continue
+            _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv)
+            continue
+        if par > 0:
+            for col in range(iv, nv):
                 for b in range(nvi):
                     ua = 0.0
                     for r in range(6):
-                        ua += U[r, iv + b] * A[par, col, r]
+                        ua += U[r, iv + b] * A[par, r, col]
                     w[b] = ua
                 for a in range(nvi):
                     s = 0.0
                     for b in range(nvi):
                         s += Dinv[iv + a, b] * w[b]
                     Minv[iv + a, col] -= s
-            for r in range(6):
-                s = A[par, col, r] if par > 0 else 0.0
-                for a in range(nvi):
-                    s += J[r, iv + a] * Minv[iv + a, col]
-                A[i, col, r] = s
+        for r in range(6):
+            for col in range(iv, nv):
+                A[i, r, col] = A[par, r, col] if par > 0 else 0.0
+            for a in range(nvi):
+                x = J[r, iv + a]
+                for col in range(iv, nv):
+                    A[i, r, col] += x * Minv[iv + a, col]
     for r in range(nv):
         for c in range(r):
             Minv[r, c] = Minv[c, r]
 
 
-@kernel
-def minverse_from_articulated(m, J, U, Dinv, Minv, F, A, w):
+@inline_kernel
+def _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv):
+    """A[i, :, c] = A[par, :, c] + J_i Minv[iv, c] for the columns c from iv on (a 1-dof
+    joint; A[par] taken as zero for a child of the universe)."""
+    if par == 0:
+        for col in range(iv, nv):
+            x = Minv[iv, col]
+            A[i, 0, col], A[i, 1, col], A[i, 2, col] = j0 * x, j1 * x, j2 * x
+            A[i, 3, col], A[i, 4, col], A[i, 5, col] = j3 * x, j4 * x, j5 * x
+        return
+    for col in range(iv, nv):
+        x = Minv[iv, col]
+        A[i, 0, col] = A[par, 0, col] + j0 * x
+        A[i, 1, col] = A[par, 1, col] + j1 * x
+        A[i, 2, col] = A[par, 2, col] + j2 * x
+        A[i, 3, col] = A[par, 3, col] + j3 * x
+        A[i, 4, col] = A[par, 4, col] + j4 * x
+        A[i, 5, col] = A[par, 5, col] + j5 * x
+
+
+@inline_kernel
+def minverse_sweeps(m, J, U, Dinv, Minv, F, A, w):
     """M^-1 (nv, nv), full, from ABA's U (6, nv) and D^-1 (nv, 6) of the same state:
-    the two sweeps above, on the scratch F (nv, 6), A (njoints, nv, 6) and w (6,)."""
-    F[:, :] = 0.0
-    Minv[:, :] = 0.0
+    the two sweeps above, on the scratch F (6, nv), A (njoints, 6, nv) and w (6,);
+    inlined into a loop over states (:func:`.aba._compute_minverse`)."""
     _minverse_backward_pass(m, J, U, Dinv, Minv, F, w)
     _minverse_forward_pass(m, J, U, Dinv, Minv, A, w)
+
+
+@kernel
+def minverse_from_articulated(m, J, U, Dinv, Minv, F, A, w):
+    """:func:`minverse_sweeps` as a compiled call, for one state."""
+    minverse_sweeps(m, J, U, Dinv, Minv, F, A, w)

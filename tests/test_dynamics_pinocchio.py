@@ -84,9 +84,10 @@ def test_crba(case, states, assert_close):
 
 
 def test_crba_and_minverse_fill_what_they_document(case, states, assert_close):
-    """On a stack, crba fills oMi, J, oYcrb and compute_minverse oMi for every state,
-    equal to Pinocchio's Data after crba in the WORLD convention (liMi is their
-    scratch): a frame's placement read after them is the one of the same configuration."""
+    """On a stack, crba and compute_minverse fill oMi for every state, equal to
+    Pinocchio's Data after crba in the WORLD convention (liMi, J and the composite
+    inertias are crba's scratch): a frame's placement read after them is the one of
+    the same configuration."""
     m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
     K, frame = 5, m.nframes - 1
     gd.crba(m, d, states.q[:K])
@@ -103,11 +104,6 @@ def test_crba_and_minverse_fill_what_they_document(case, states, assert_close):
                          f"data.op after {function}, state {k}")
             assert_close(R[k], pd.oMf[frame].rotation, RTOL, f"frame R after {function}")
             assert_close(p[k], pd.oMf[frame].translation, RTOL, f"frame p after {function}")
-            if function == "crba":
-                assert_close(d.J[k], np.reshape(pd.J, (6, m.nv)), RTOL,
-                             f"data.J after crba, state {k}")
-                assert_close(d.oYcrb[k, 1:], inertias(pd.oYcrb)[1:], RTOL,
-                             f"data.oYcrb after crba, state {k}")
 
 
 def test_aba(case, states, assert_close):
