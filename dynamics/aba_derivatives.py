@@ -24,6 +24,7 @@ from numba import prange
 from .config import inline_kernel, kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .kinematics import compute_joint_jacobians, express_jacobian
+from .linalg import copy_matrix
 from .minverse import minverse_from_articulated
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
                                rnea_derivatives_workspace)
@@ -36,7 +37,7 @@ def aba_derivatives_workspace(m):
     """Scratch of :func:`_aba_derivatives_state`."""
     return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((6, m.nv)),
             np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)), np.empty((6, 6)),
-            np.empty((6, 6)), rnea_derivatives_workspace(m))
+            np.empty((6, 6)), rnea_derivatives_workspace(m), np.empty((m.nv, m.nv)))
 
 
 @inline_kernel
@@ -45,7 +46,7 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
                            workspace):
     """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state; inlined
     into its callers, as :func:`.aba._aba_state` is."""
-    oYaba, cJ, F, A, Ia, D, work, rnea_ws = workspace
+    oYaba, cJ, F, A, Ia, D, work, rnea_ws, Ms = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
     # forward dynamics, on a copy of the world inertias (ABA's backward pass turns it
     # into the articulated ones), then M^-1 from ABA's U and D^-1
@@ -60,7 +61,10 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
             f[i, r] = pA[i, r]                  # the bias forces, before the backward pass
     _aba_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Ia, D, work, w6)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
-    minverse_from_articulated(m, J, U, Dinv, Minv, F, A, D[0])
+    # M^-1 in a scratch that stays in cache (the sweeps write its rows twice, the last
+    # first), copied to the stack once and read from the scratch
+    minverse_from_articulated(m, J, U, Dinv, Ms, F, A, D[0])
+    copy_matrix(Ms, Minv)
     # inverse-dynamics derivatives at ddq (eq. 24), from ABA's world motions ov and
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
@@ -69,7 +73,7 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
-    _negative_products(Minv, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
+    _negative_products(Ms, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
 
 
 @inline_kernel
