@@ -110,16 +110,15 @@ def _crba_forward_pass(m, oR, op, J, Yc):
 
 
 @inline_kernel
-def _crba_composite_pass(m, J, Yc, oYcrb, M):
+def _crba_composite_pass(m, J, Yc, M):
     """:func:`_crba_backward_pass` on the ten parameters Yc (njoints, 10) of the
-    forward pass (summed in place into the composite ones), writing each oYcrb_i
-    (njoints, 6, 6) once."""
+    forward pass, summed in place into those of the composite inertias (the 6x6
+    oYcrb_i are not formed)."""
     parents = m.parents
     for i in range(m.njoints - 1, 0, -1):
         mass, h0, h1, h2, a00 = Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4]
         a01, a02, a11, a12, a22 = Yc[i, 5], Yc[i, 6], Yc[i, 7], Yc[i, 8], Yc[i, 9]
         _composite_inertia_step(m, i, mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, J, M)
-        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, oYcrb, i)
         par = parents[i]
         if par > 0:
             for t in range(10):
@@ -132,8 +131,8 @@ def _crba_composite_pass(m, J, Yc, oYcrb, M):
 def _crba(m, q, oR, op, M):
     """CRBA over the stack q (K, nq): oMi (oR, op) and M (K, nv, nv) per state.
 
-    The world Jacobian, the composite inertias, liMi and M itself are computed in
-    scratch that stays in cache, reused across the stack, and M is copied to the stack
+    The world Jacobian, the composite inertias (their ten parameters), liMi and M
+    itself are computed in scratch that stays in cache, reused across the stack, and M is copied to the stack
     once, row by row.  A (K, ...) output is memory that is not in cache: on talos
     (1000 states, load 11) storing J (1.8 kB per state) and oYcrb (11 kB) per state
     took 1.5 of 5.9 us per state."""
@@ -143,12 +142,11 @@ def _crba(m, q, oR, op, M):
     lip = np.empty((m.njoints, 3))
     Yc = np.empty((m.njoints, 10))
     J = np.empty((6, m.nv))
-    oYcrb = np.empty((m.njoints, 6, 6))
     Ms = np.zeros((m.nv, m.nv))  # the entries of two dofs on separate branches stay 0
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
         _crba_forward_pass(m, oR[k], op[k], J, Yc)
-        _crba_composite_pass(m, J, Yc, oYcrb, Ms)
+        _crba_composite_pass(m, J, Yc, Ms)
         copy_matrix(Ms, M[k])
 
 
