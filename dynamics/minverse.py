@@ -58,20 +58,17 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
         for a in range(nvi):
             for b in range(nvi):
                 Minv[iv + a, iv + b] = Dinv[iv + a, b]
-        for col in range(iv + nvi, end):
-            for b in range(nvi):
-                jf = 0.0
-                for r in range(6):
-                    jf += J[r, iv + b] * F[r, col]
-                w[b] = jf
-            for a in range(nvi):
-                s = 0.0
-                for b in range(nvi):
-                    s -= Dinv[iv + a, b] * w[b]
-                Minv[iv + a, col] = s
+        # Minv[iv + a, descendants] = sum_r G[a, r] F[r, descendants], G = -Dinv J_i^T:
+        # 6 nvi products per entry of G, then loops along the columns
         for a in range(nvi):
-            for col in range(end, nv):
+            for col in range(iv + nvi, nv):
                 Minv[iv + a, col] = 0.0
+            for r in range(6):
+                g = 0.0
+                for b in range(nvi):
+                    g -= Dinv[iv + a, b] * J[r, iv + b]
+                for col in range(iv + nvi, end):
+                    Minv[iv + a, col] += g * F[r, col]
         if parents[i] == 0:
             continue
         for r in range(6):
