@@ -10,7 +10,7 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel
-from .joints import placements
+from .joints import placements, placements_inline
 from .kinematics import jacobian_column
 from .linalg import copy_matrix
 from .spatial import (inertia_to_world, inertia_to_world_values, rigid_inertia_values_times,
@@ -143,7 +143,7 @@ def _crba(m, q, oR, op, M):
     J = np.empty((6, m.nv))
     Ms = np.zeros((m.nv, m.nv))  # the entries of two dofs on separate branches stay 0
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
+        placements_inline(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
         _crba_forward_pass(m, oR[k], op[k], J, Yc)
         _crba_composite_pass(m, J, Yc, Ms)
         copy_matrix(Ms, M[k])
