@@ -37,6 +37,13 @@ def world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY):
     columns and the world inertias are one inlined loop for the same reason (two
     compiled calls taking the model tuple cost 15% of CRBA on ur5)."""
     placements(m, q, XR, Xp, liR, lip, oR, op)
+    world_jacobian_and_inertias(m, oR, op, J, oY)
+
+
+@inline_kernel
+def world_jacobian_and_inertias(m, oR, op, J, oY):
+    """From oMi (oR, op): the world Jacobian J (6, nv) and the body inertias oY in the
+    world, one inlined loop."""
     idx_v, nvs, S, Y = m.idx_v, m.nvs, m.S, m.inertia
     for i in range(1, m.njoints):
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
