@@ -46,7 +46,14 @@ mu reached 1e-9 in 240 outer updates and the iterates stalled 2.4e-4 above
 IPOPT's cost at 500 iterations.  Waiting for an accepted step at preg <=
 th_reg lets the inner solve first find the steps that respect the arc's edge
 (preg falls back after a few refusals): mu stays at 1e-5, 8 outer updates, and
-"vbound" converges (measured below).  Also tried, and not kept: a smaller
+"vbound" converges (measured below).  The cost: where preg never comes back to
+th_reg on an accepted step, the multipliers are never updated (the solo12
+four-feet cones of the tests: no outer update in 300 iterations, mu 1e-2,
+violation 6.6e-8, max_iter as before).  Tried and not kept: after 50
+iterations of a subproblem, update on a stop value of any preg (there: 5
+updates, violation 1.3e-9, still max_iter; but panda "torque" from the guess
+went back to max_iter and ur5 "vbound" from the guess took 174 iterations
+instead of 137).  Also tried, and not kept: a smaller
 penalty growth (``mu_factor`` 0.3: ur5 "vbound" converged from FDDP's
 optimum, panda not, the tuned tasks took 6-30 % more iterations); curvature on
 the rows a refused full step took out of their bounds (a semi-smooth Newton
