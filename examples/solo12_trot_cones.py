@@ -12,11 +12,12 @@ ends with every cone row >= -1e-6.  Measured (2026-11-26): earlier runs
 "converged" (the full trot, 25 knots of 10 ms per step, in 274 ALDDP
 iterations; the reduced one, 8 knots of 30 ms, in 103) on a stop value that
 the growing regularization made small while the line search stalled at
-mu = 1e-8; since ALDDP refuses such a stop value (``th_reg``) the full trot
-stops at the 500-iteration cap, cost 1310.19, lowest cone row -1.4e-7 (FDDP
-without the cones: 28 iterations, lowest row -132), and the reduced trot on
-"no step accepted at maximum regularization" after 161 iterations, violation
-1.5e-9: the cones are held, stationarity is not proved.
+mu = 1e-8; since ALDDP refuses such a stop value (``th_reg``) and its outer
+loop no longer updates on one either, the full trot converges in 133
+iterations, cost 1310.18715, lowest cone row -1.2e-8 (FDDP without the cones:
+28 iterations, lowest row -132), the reduced trot in 279, cost 1375.43461,
+lowest row -5.2e-10 (before: the 500-iteration cap, and "no step accepted at
+maximum regularization" after 161 iterations).
 
     python -m geppetto.examples.solo12_trot_cones [--out DIR] [--live] [--reduced]
 """
