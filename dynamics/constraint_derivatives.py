@@ -191,11 +191,9 @@ def _ground_point_columns(m, J, ov, oa, i, cp1, cR1, k, Kp, Kd, r0, local, w, dc
     (the point pc_2 does not move), for the dofs d that support body i.  w holds
     constraint_values' rows W (10) and the point's motion vp (11)."""
     parents, dof_joint, subtree_end = m.parents, m.dof_joint, m.subtree_end
-    p0, p1, p2 = cp1[k, 0], cp1[k, 1], cp1[k, 2]
-    e0, e1, e2 = ov[i, 3], ov[i, 4], ov[i, 5]        # omega_i
-    h0, h1, h2 = oa[i, 3], oa[i, 4], oa[i, 5]        # alpha_i
-    s0, s1, s2 = w[11, 0], w[11, 1], w[11, 2]        # vp
-    W0, W1, W2 = w[10, 0], w[10, 1], w[10, 2]
+    p = (cp1[k, 0], cp1[k, 1], cp1[k, 2])
+    body = (ov[i, 3], ov[i, 4], ov[i, 5], oa[i, 3], oa[i, 4], oa[i, 5],   # omega_i, alpha_i
+            w[11, 0], w[11, 1], w[11, 2], w[10, 0], w[10, 1], w[10, 2])   # vp, W
     for d in range(m.nv):
         j = dof_joint[d]
         if not supports(subtree_end, j, i):
@@ -204,59 +202,57 @@ def _ground_point_columns(m, J, ov, oa, i, cp1, cR1, k, Kp, Kd, r0, local, w, dc
         l0, l1, l2, n0, n1, n2 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
         u0, u1, u2, u3, u4, u5 = _cross_motion(ov, lam, l0, l1, l2, n0, n1, n2)
         x0, x1, x2, x3, x4, x5 = _cross_motion(ov, i, l0, l1, l2, n0, n1, n2)
-        # the point's motion along d: dp (q) = dvp (v) = J_d.lin + J_d.ang x p
-        t0, t1, t2 = cross(n0, n1, n2, p0, p1, p2)
-        dp0, dp1, dp2 = l0 + t0, l1 + t1, l2 + t2
+        # the point's motion along d: dp (q) = d vp (v) = J_d.lin + J_d.ang x p
+        t0, t1, t2 = cross(n0, n1, n2, p[0], p[1], p[2])
+        dp = (l0 + t0, l1 + t1, l2 + t2)
         # q: dov = u - ov_i x J_d, doa = oa_lam x J_d + ov_lam x u - oa_i x J_d - ov_i x u
         a0, a1, a2, a3, a4, a5 = _cross_motion(oa, lam, l0, l1, l2, n0, n1, n2)
         b0, b1, b2, b3, b4, b5 = _cross_motion(ov, lam, u0, u1, u2, u3, u4, u5)
         c0, c1, c2, c3, c4, c5 = _cross_motion(oa, i, l0, l1, l2, n0, n1, n2)
         g0, g1, g2, g3, g4, g5 = _cross_motion(ov, i, u0, u1, u2, u3, u4, u5)
-        _point_column(u0 - x0, u1 - x1, u2 - x2, u3 - x3, u4 - x4, u5 - x5,
-                      (a0 + b0) - (c0 + g0), (a1 + b1) - (c1 + g1), (a2 + b2) - (c2 + g2),
-                      (a3 + b3) - (c3 + g3), (a4 + b4) - (c4 + g4), (a5 + b5) - (c5 + g5),
-                      dp0, dp1, dp2, True, Kp, Kd, p0, p1, p2, e0, e1, e2, h0, h1, h2, s0, s1,
-                      s2, local, n0, n1, n2, W0, W1, W2, cR1, k, r0, dc_dq, d)
+        _point_column((u0 - x0, u1 - x1, u2 - x2, u3 - x3, u4 - x4, u5 - x5),
+                      ((a0 + b0) - (c0 + g0), (a1 + b1) - (c1 + g1), (a2 + b2) - (c2 + g2),
+                       (a3 + b3) - (c3 + g3), (a4 + b4) - (c4 + g4), (a5 + b5) - (c5 + g5)),
+                      dp, True, Kp, Kd, p, body, local, (n0, n1, n2), cR1, k, r0, dc_dq, d)
         # v: dov = J_d, doa = ov_j x J_d + u - ov_i x J_d, dp = 0
         a0, a1, a2, a3, a4, a5 = _cross_motion(ov, j, l0, l1, l2, n0, n1, n2)
-        _point_column(l0, l1, l2, n0, n1, n2, a0 + u0 - x0, a1 + u1 - x1, a2 + u2 - x2,
-                      a3 + u3 - x3, a4 + u4 - x4, a5 + u5 - x5, dp0, dp1, dp2, False, Kp, Kd,
-                      p0, p1, p2, e0, e1, e2, h0, h1, h2, s0, s1, s2, local, n0, n1, n2, W0,
-                      W1, W2, cR1, k, r0, dc_dv, d)
+        _point_column((l0, l1, l2, n0, n1, n2),
+                      (a0 + u0 - x0, a1 + u1 - x1, a2 + u2 - x2, a3 + u3 - x3, a4 + u4 - x4,
+                       a5 + u5 - x5),
+                      dp, False, Kp, Kd, p, body, local, (n0, n1, n2), cR1, k, r0, dc_dv, d)
 
 
 @inline_kernel
-def _point_column(v0, v1, v2, v3, v4, v5, a0, a1, a2, a3, a4, a5, dp0, dp1, dp2, wrt_q, Kp,
-                  Kd, p0, p1, p2, e0, e1, e2, h0, h1, h2, s0, s1, s2, local, n0, n1, n2, W0,
-                  W1, W2, cR1, k, r0, out, d):
-    """out[r0:r0+3, d] from the body's motion derivatives (dov = v, doa = a) along d:
+def _point_column(dv, da, dp, wrt_q, Kp, Kd, p, body, local, n, cR1, k, r0, out, d):
+    """out[r0:r0+3, d] from the body's motion derivatives dv = dov, da = doa along d:
     d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
-    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL: R^T (. - w_d x W)
-    for q.  For v, dp = 0 and d vp = the point's motion (dp0, dp1, dp2)."""
-    t0, t1, t2 = cross(v3, v4, v5, p0, p1, p2)
+    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL: R^T (. - n x W)
+    for q (n = J_d.ang).  For v, dp = 0 and the argument dp is unused."""
+    e0, e1, e2, h0, h1, h2, s0, s1, s2, W0, W1, W2 = body
+    t0, t1, t2 = cross(dv[3], dv[4], dv[5], p[0], p[1], p[2])
     if wrt_q:
-        y0, y1, y2 = cross(e0, e1, e2, dp0, dp1, dp2)
-        q0, q1, q2 = v0 + t0 + y0, v1 + t1 + y1, v2 + t2 + y2
-        z0, z1, z2 = cross(h0, h1, h2, dp0, dp1, dp2)
-        k0, k1, k2 = Kp * dp0, Kp * dp1, Kp * dp2
+        y0, y1, y2 = cross(e0, e1, e2, dp[0], dp[1], dp[2])
+        q0, q1, q2 = dv[0] + t0 + y0, dv[1] + t1 + y1, dv[2] + t2 + y2
+        z0, z1, z2 = cross(h0, h1, h2, dp[0], dp[1], dp[2])
+        k0, k1, k2 = Kp * dp[0], Kp * dp[1], Kp * dp[2]
     else:
-        q0, q1, q2 = v0 + t0, v1 + t1, v2 + t2
+        q0, q1, q2 = dv[0] + t0, dv[1] + t1, dv[2] + t2
         z0, z1, z2 = 0.0, 0.0, 0.0
         k0, k1, k2 = 0.0, 0.0, 0.0
-    c0, c1, c2 = cross(a3, a4, a5, p0, p1, p2)
-    f0, f1, f2 = cross(v3, v4, v5, s0, s1, s2)
+    c0, c1, c2 = cross(da[3], da[4], da[5], p[0], p[1], p[2])
+    f0, f1, f2 = cross(dv[3], dv[4], dv[5], s0, s1, s2)
     g0, g1, g2 = cross(e0, e1, e2, q0, q1, q2)
-    r0_ = a0 + c0 + z0 + f0 + g0 + k0 + Kd * q0
-    r1_ = a1 + c1 + z1 + f1 + g1 + k1 + Kd * q1
-    r2_ = a2 + c2 + z2 + f2 + g2 + k2 + Kd * q2
+    x0 = da[0] + c0 + z0 + f0 + g0 + k0 + Kd * q0
+    x1 = da[1] + c1 + z1 + f1 + g1 + k1 + Kd * q1
+    x2 = da[2] + c2 + z2 + f2 + g2 + k2 + Kd * q2
     if local:
         if wrt_q:
-            x0, x1, x2 = cross(n0, n1, n2, W0, W1, W2)
-            r0_, r1_, r2_ = r0_ - x0, r1_ - x1, r2_ - x2
+            y0, y1, y2 = cross(n[0], n[1], n[2], W0, W1, W2)
+            x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
         for r in range(3):
-            out[r0 + r, d] = cR1[k, 0, r] * r0_ + cR1[k, 1, r] * r1_ + cR1[k, 2, r] * r2_
+            out[r0 + r, d] = cR1[k, 0, r] * x0 + cR1[k, 1, r] * x1 + cR1[k, 2, r] * x2
     else:
-        out[r0, d], out[r0 + 1, d], out[r0 + 2, d] = r0_, r1_, r2_
+        out[r0, d], out[r0 + 1, d], out[r0 + 2, d] = x0, x1, x2
 
 
 @kernel
