@@ -260,21 +260,24 @@ def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, 
     :func:`_kkt_derivatives_of` over the 3 nv columns [dR1/dq, dR1/dv, -I] and
     [dR2/dq, dR2/dv, 0]: rows three times as long, so that the row operations run on
     full SIMD vectors (two 18-column passes and a triangular one on solo12 were 10.2
-    of its 40 us).  Z (nv, 3 nv), C, X, dlam (nc, 3 nv) scratch.  Each entry is the
-    arithmetic of a pass on its own columns, so the same bits; the -I block's solve
-    L^-T (-I) runs on its known zeros too (they stay zero)."""
-    nv, nc = m.nv, Y.shape[1]
+    of its 40 us).  Z (nv, W), C, X, dlam (nc, W) scratch, W >= 3 nv: the columns
+    past 3 nv are zero (derivatives_workspace rounds W up to whole vector iterations).
+    Each entry is the arithmetic of a pass on its own columns, so the same bits; the
+    -I block's solve L^-T (-I) runs on its known zeros too (they stay zero)."""
+    nv, nc, width = m.nv, Y.shape[1], Z.shape[1]
     for t in range(nv):
         for c in range(nv):
             Z[t, c] = dtau_dq[t, c]
             Z[t, nv + c] = dtau_dv[t, c]
-            Z[t, 2 * nv + c] = 0.0
+        for c in range(2 * nv, width):
+            Z[t, c] = 0.0
         Z[t, 2 * nv + t] = -1.0
     for a in range(nc):
         for c in range(nv):
             C[a, c] = dc_dq[a, c]
             C[a, nv + c] = dc_dv[a, c]
-            C[a, 2 * nv + c] = 0.0
+        for c in range(2 * nv, width):
+            C[a, c] = 0.0
     ltl_solve_transpose(m, L, Z)
     _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, C, Z, dlam, X)
     for t in range(nv):
@@ -340,11 +343,12 @@ def derivatives_workspace(m, ca):
     (dc_dq, dc_dv), Z, X, a velocity, tau, the RNEA derivatives' scratch, and the joint
     KKT pass' Z (nv, 3 nv), C, X, dlam (nc, 3 nv)."""
     nv, nc = m.nv, ca.nrows
+    width = (3 * nv + 15) // 16 * 16   # whole vector iterations: no scalar remainder
     return (np.empty((m.njoints, 6)), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nc, nv)),
             np.empty((nc, nv)), np.empty((nv, nv)), np.empty((nc, nv)), np.empty(nv),
             np.empty(nv), rnea_derivatives_workspace(m),
-            (np.empty((nv, 3 * nv)), np.empty((nc, 3 * nv)), np.empty((nc, 3 * nv)),
-             np.empty((nc, 3 * nv))))
+            (np.zeros((nv, width)), np.zeros((nc, width)), np.empty((nc, width)),
+             np.empty((nc, width))))
 
 
 @kernel
