@@ -259,7 +259,7 @@ def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, 
     """The three derivative pairs (q, v, tau) of one state in one pass of
     :func:`_kkt_derivatives_of` over the 3 nv columns [dR1/dq, dR1/dv, -I] and
     [dR2/dq, dR2/dv, 0]: rows three times as long, so that the row operations run on
-    full SIMD vectors (two 18-column passes and a triangular one on solo12 were 10.2
+    full SIMD vectors (two 18-column passes and a triangular one on solo12 were 12.0
     of its 40 us).  Z (nv, W), C, X, dlam (nc, W) scratch, W >= 3 nv: the columns
     past 3 nv are zero (derivatives_workspace rounds W up to whole vector iterations).
     Each entry is the arithmetic of a pass on its own columns, so the same bits; the
