@@ -60,7 +60,7 @@ impulses.
 import numpy as np
 from numba import prange
 
-from .config import kernel, parallel_kernel
+from .config import inline_kernel, kernel, parallel_kernel
 from .constraint_derivatives import (constraint_acceleration_derivatives_state,
                                      constraint_force_derivatives_state)
 from .constraints import (as_constraint_set, constraint_acceleration_state,
@@ -72,7 +72,8 @@ from .linalg import cholesky_factor, cholesky_solve
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
 from .spatial import cross, rigid_inertia_times
-from .validation import as_configurations, as_stack, call_kernel, check_data, result
+from .validation import (as_configurations, as_stack, call_kernel, check_data, output_arrays,
+                         result)
 
 # Relative size of a Cholesky pivot of G below which G is reported singular
 # (the tolerance of linalg.cholesky_factor).
@@ -128,32 +129,6 @@ def ltl_solve_transpose(m, L, X):
         while i >= 0:
             lki = L[k, i]
             for c in range(n):
-                X[i, c] -= lki * X[k, c]
-            i = lam[i]
-
-
-@kernel
-def ltl_inverse_transpose(m, L, X, scale):
-    """X <- scale L^-T (nv, nv).  Row k of L^-T is zero outside the dofs that k
-    supports, [k, end of k's subtree) in depth-first order, so each row operation
-    of :func:`ltl_solve_transpose` on ``scale I`` runs on that range only (the
-    same arithmetic on the entries that are not zero)."""
-    lam, dof_joint, subtree_end, idx_v, nvs = (m.dof_parent, m.dof_joint, m.subtree_end,
-                                               m.idx_v, m.nvs)
-    nv = m.nv
-    X[:, :] = 0.0
-    for k in range(nv):
-        X[k, k] = scale
-    for k in range(nv - 1, -1, -1):
-        last = subtree_end[dof_joint[k]] - 1
-        end = idx_v[last] + nvs[last]
-        inv = 1.0 / L[k, k]
-        for c in range(k, end):
-            X[k, c] *= inv
-        i = lam[k]
-        while i >= 0:
-            lki = L[k, i]
-            for c in range(k, end):
                 X[i, c] -= lki * X[k, c]
             i = lam[i]
 
@@ -278,6 +253,45 @@ def _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X):
     ltl_solve(m, L, dddq)
 
 
+@kernel
+def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, C, X,
+                           dlam, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau):
+    """The three derivative pairs (q, v, tau) of one state in one pass of
+    :func:`_kkt_derivatives_of` over the 3 nv columns [dR1/dq, dR1/dv, -I] and
+    [dR2/dq, dR2/dv, 0]: rows three times as long, so that the row operations run on
+    full SIMD vectors (two 18-column passes and a triangular one on solo12 were 12.0
+    of its 40 us).  Z (nv, W), C, X, dlam (nc, W) scratch, W >= 3 nv: the columns
+    past 3 nv are zero (derivatives_workspace rounds W up to whole vector iterations).
+    Each entry is the arithmetic of a pass on its own columns, so the same bits; the
+    -I block's solve L^-T (-I) runs on its known zeros too (they stay zero)."""
+    nv, nc, width = m.nv, Y.shape[1], Z.shape[1]
+    for t in range(nv):
+        for c in range(nv):
+            Z[t, c] = dtau_dq[t, c]
+            Z[t, nv + c] = dtau_dv[t, c]
+        for c in range(2 * nv, width):
+            Z[t, c] = 0.0
+        Z[t, 2 * nv + t] = -1.0
+    for a in range(nc):
+        for c in range(nv):
+            C[a, c] = dc_dq[a, c]
+            C[a, nv + c] = dc_dv[a, c]
+        for c in range(2 * nv, width):
+            C[a, c] = 0.0
+    ltl_solve_transpose(m, L, Z)
+    _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, C, Z, dlam, X)
+    for t in range(nv):
+        for c in range(nv):
+            ddq_dq[t, c] = Z[t, c]
+            ddq_dv[t, c] = Z[t, nv + c]
+            ddq_dtau[t, c] = Z[t, 2 * nv + c]
+    for a in range(nc):
+        for c in range(nv):
+            dlam_dq[a, c] = dlam[a, c]
+            dlam_dv[a, c] = dlam[a, nv + c]
+            dlam_dtau[a, c] = dlam[a, 2 * nv + c]
+
+
 # --- One state ----------------------------------------------------------------
 
 @kernel
@@ -326,11 +340,15 @@ def constrained_workspace(m, ca):
 @kernel
 def derivatives_workspace(m, ca):
     """Scratch of the derivatives of one state: f_ext, dR1 (dtau_dq, dtau_dv), dR2
-    (dc_dq, dc_dv), Z, X, zero rows, a velocity, and the RNEA derivatives' scratch."""
+    (dc_dq, dc_dv), Z, X, a velocity, tau, the RNEA derivatives' scratch, and the joint
+    KKT pass' Z (nv, 3 nv), C, X, dlam (nc, 3 nv)."""
     nv, nc = m.nv, ca.nrows
+    width = (3 * nv + 15) // 16 * 16   # whole vector iterations: no scalar remainder
     return (np.empty((m.njoints, 6)), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nc, nv)),
-            np.empty((nc, nv)), np.empty((nv, nv)), np.empty((nc, nv)), np.zeros((nc, nv)),
-            np.empty(nv), np.empty(nv), rnea_derivatives_workspace(m))
+            np.empty((nc, nv)), np.empty((nv, nv)), np.empty((nc, nv)), np.empty(nv),
+            np.empty(nv), rnea_derivatives_workspace(m),
+            (np.zeros((nv, width)), np.zeros((nc, width)), np.empty((nc, width)),
+             np.empty((nc, width))))
 
 
 @kernel
@@ -368,15 +386,17 @@ def _constraint_dynamics(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR,
     return regular
 
 
-@kernel
+@inline_kernel
 def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
     """dR1/dq, dR1/dv into dws' dtau_dq, dtau_dv: RNEA derivatives at (q, v, a) with
     lambda applied as external forces, plus the forces' non-attached part.  Needs the
-    constraint frames of a solve of the same state in ws; overwrites the motions in ws."""
+    constraint frames of a solve of the same state in ws; overwrites the motions in ws.
+    Inlined, as the next one: a compiled call that takes the workspace tuples (45
+    arrays, each passed as its fields) costs about 0.5 us."""
     kin, con, _ = ws
     ov, oa, F = kin[3], kin[4], kin[5]
     cR1, cp1, cp2, w = con[0], con[1], con[3], con[4]
-    f_ext, dtau_dq, dtau_dv, tau_id, rws = dws[0], dws[1], dws[2], dws[9], dws[10]
+    f_ext, dtau_dq, dtau_dv, tau_id, rws = dws[0], dws[1], dws[2], dws[8], dws[9]
     _, _, h, Bcrb, u_cols, alpha_cols, gamma_cols, rw6 = rws
     constraint_forces_state(ca, oR, op, cR1, cp1, cp2, lam, f_ext, w)
     world_inertias(m, oR, op, oY)
@@ -390,7 +410,7 @@ def _force_residual_derivatives(m, ca, v, a, lam, oR, op, J, oY, M, ws, dws):
     constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w)
 
 
-@kernel
+@inline_kernel
 def _constraint_residual_derivatives(m, ca, J, ws, dws):
     """dR2/dq, dR2/dv into dws' dc_dq, dc_dv: the derivatives of c(q, v, a), from the
     world motions ov, oa (without gravity) at (v, a) in ws."""
@@ -416,17 +436,16 @@ def _constraint_dynamics_derivatives_state(m, ca, q, v, tau, mu, max_iter, accur
                                            oR, op, J, oY, M, ddq, lam, ddq_dq, ddq_dv, ddq_dtau,
                                            dlam_dq, dlam_dv, dlam_dtau, ws, dws):
     """The solve and the six derivatives of one state; returns (iterations, G regular)."""
-    _, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, X, zero_rows, _, _, _ = dws
+    _, dtau_dq, dtau_dv, dc_dq, dc_dv, _, _, _, _, _, joint = dws
     L, _, _, Y, G, _ = ws[2]
     n_it, regular = _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR,
                                                lip, oR, op, J, oY, M, ddq, lam, ws)
     _force_residual_derivatives(m, ca, v, ddq, lam, oR, op, J, oY, M, ws, dws)
     _remove_gravity_term(m, ws[0][4])  # the motions at (v, ddq) of the RNEA derivatives
     _constraint_residual_derivatives(m, ca, J, ws, dws)
-    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, ddq_dq, dlam_dq, Z, X)
-    _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dv, dc_dv, ddq_dv, dlam_dv, Z, X)
-    ltl_inverse_transpose(m, L, Z, -1.0)     # dR1/dtau = -I
-    _kkt_derivatives_of(m, L, Y, G, mu, n_it, Z, zero_rows, ddq_dtau, dlam_dtau, X)
+    Z3, C3, X3, dlam3 = joint
+    _kkt_derivatives_joint(m, L, Y, G, mu, n_it, dtau_dq, dtau_dv, dc_dq, dc_dv, Z3, C3, X3,
+                           dlam3, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau)
     return n_it, regular
 
 
@@ -528,7 +547,7 @@ def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_ite
     """m0, ca0: the model without gravity and the constraints without Baumgarte gains."""
     ws = constrained_workspace(m, ca)
     dws = derivatives_workspace(m, ca)
-    _, dtau_dq, _, dc_dq, _, Z, X, _, w_vel, _, _ = dws
+    _, dtau_dq, _, dc_dq, _, Z, X, w_vel, _, _, _ = dws
     zeros, dv = ws[0][2], ws[0][7]
     L, Jc, _, Y, G, _ = ws[2]
     regular = True
@@ -636,7 +655,8 @@ def constraint_dynamics_derivatives(model, data, q, v, tau, constraints, mu=0.0,
     nv, nc = model.nv, cs.size
     lam = np.empty((K, nc))
     iterations = np.zeros(K, dtype=np.int64)
-    out = [np.empty((K, nv, nv)) for _ in range(3)] + [np.empty((K, nc, nv)) for _ in range(3)]
+    out = output_arrays(data, "constraint_dynamics_derivatives", [(K, nv, nv)] * 3
+                        + [(K, nc, nv)] * 3)
     regular = call_kernel(
         _constraint_dynamics_derivatives, model, cs.arrays, qs, vs, taus, mu, max_iterations,
         accuracy, data.liR, data.lip, data.oR, data.op, data.J, data.oYcrb, data.M, data.ddq, lam,

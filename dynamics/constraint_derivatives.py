@@ -24,6 +24,16 @@ body 2 at pc_2; a LOCAL_WORLD_ALIGNED force keeps its world axes), so
 support, -J_c . (dF_1 - s_1 J_d x* F_1) on body 1 and +J_c . (dF_2 - s_2 J_d
 x* F_2) on body 2, where dF is the exact variation: then
 dtau/dq = d(ID(q, v, a) - Jc(q)^T lambda)/dq exactly.
+
+Against the ground (joint2 = 0) the correction has a closed form.  A LOCAL
+force or wrench turns and moves with body 1: it is attached, dF_1 = J_d x*
+F_1, the correction is zero and nothing is computed.  A LOCAL_WORLD_ALIGNED
+one (f, n) at pc_1 keeps its world axes: dF_1 = [0; dp x f], and with
+g = w_d x f (w_d = J_d.ang) the Jacobi identity gives dF_1 - J_d x* F_1 =
+-[g; pc_1 x g + w_d x n], so dtau_dq[c, d] += (J_c.lin + J_c.ang x pc_1) . g
++ J_c.ang . (w_d x n) for the dofs c, d that support body 1 (n = 0 for a
+3D contact): three or six products per entry instead of the general
+corrections.
 """
 import numpy as np
 
@@ -35,7 +45,7 @@ from .constraints import (CONTACT_3D, add_cross, as_constraint_set, constraint_j
 from .joints import placements
 from .kinematics import LOCAL, joint_jacobians_state, world_motions
 from .liegroup_derivatives import _se3_jr_inverse
-from .spatial import force_cross, inv_act_motion, motion_cross
+from .spatial import cross, force_cross, inv_act_motion, motion_cross
 from .validation import as_configurations, as_stack, check_data
 
 # Rows of the scratch w (20, 6): 0 J_d, 1 dov_1, 2 doa_1, 3 dov_2, 4 doa_2,
@@ -165,6 +175,86 @@ def _column_6d(k, i2, Kp, Kd, r0, local, ov, cR1, cp1, cR2, cp2, Jlog, wrt_q, s1
         out[r0 + r, d] = w[17, r]
 
 
+@inline_kernel
+def _cross_motion(ms, i, l0, l1, l2, w0, w1, w2):
+    """ms[i] x [l; w] (spatial motion cross product) as six values."""
+    a0, a1, a2 = cross(ms[i, 3], ms[i, 4], ms[i, 5], l0, l1, l2)
+    b0, b1, b2 = cross(ms[i, 0], ms[i, 1], ms[i, 2], w0, w1, w2)
+    c0, c1, c2 = cross(ms[i, 3], ms[i, 4], ms[i, 5], w0, w1, w2)
+    return a0 + b0, a1 + b1, a2 + b2, c0, c1, c2
+
+
+@inline_kernel
+def _ground_point_columns(m, J, ov, oa, i, cp1, cR1, k, Kp, Kd, r0, local, w, dc_dq, dc_dv):
+    """The columns of dc_dq, dc_dv of a 3D contact of body i against the ground: the
+    formulas of :func:`_body_derivatives` and :func:`_point_derivative` on values
+    (the point pc_2 does not move), for the dofs d that support body i.  w holds
+    constraint_values' rows W (10) and the point's motion vp (11)."""
+    parents, dof_joint, subtree_end = m.parents, m.dof_joint, m.subtree_end
+    p = (cp1[k, 0], cp1[k, 1], cp1[k, 2])
+    body = (ov[i, 3], ov[i, 4], ov[i, 5], oa[i, 3], oa[i, 4], oa[i, 5],   # omega_i, alpha_i
+            w[11, 0], w[11, 1], w[11, 2], w[10, 0], w[10, 1], w[10, 2])   # vp, W
+    for d in range(m.nv):
+        j = dof_joint[d]
+        if not supports(subtree_end, j, i):
+            continue
+        lam = parents[j]
+        l0, l1, l2, n0, n1, n2 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
+        u0, u1, u2, u3, u4, u5 = _cross_motion(ov, lam, l0, l1, l2, n0, n1, n2)
+        x0, x1, x2, x3, x4, x5 = _cross_motion(ov, i, l0, l1, l2, n0, n1, n2)
+        # the point's motion along d: dp (q) = d vp (v) = J_d.lin + J_d.ang x p
+        t0, t1, t2 = cross(n0, n1, n2, p[0], p[1], p[2])
+        dp = (l0 + t0, l1 + t1, l2 + t2)
+        # q: dov = u - ov_i x J_d, doa = oa_lam x J_d + ov_lam x u - oa_i x J_d - ov_i x u
+        a0, a1, a2, a3, a4, a5 = _cross_motion(oa, lam, l0, l1, l2, n0, n1, n2)
+        b0, b1, b2, b3, b4, b5 = _cross_motion(ov, lam, u0, u1, u2, u3, u4, u5)
+        c0, c1, c2, c3, c4, c5 = _cross_motion(oa, i, l0, l1, l2, n0, n1, n2)
+        g0, g1, g2, g3, g4, g5 = _cross_motion(ov, i, u0, u1, u2, u3, u4, u5)
+        _point_column((u0 - x0, u1 - x1, u2 - x2, u3 - x3, u4 - x4, u5 - x5),
+                      ((a0 + b0) - (c0 + g0), (a1 + b1) - (c1 + g1), (a2 + b2) - (c2 + g2),
+                       (a3 + b3) - (c3 + g3), (a4 + b4) - (c4 + g4), (a5 + b5) - (c5 + g5)),
+                      dp, True, Kp, Kd, p, body, local, (n0, n1, n2), cR1, k, r0, dc_dq, d)
+        # v: dov = J_d, doa = ov_j x J_d + u - ov_i x J_d, dp = 0
+        a0, a1, a2, a3, a4, a5 = _cross_motion(ov, j, l0, l1, l2, n0, n1, n2)
+        _point_column((l0, l1, l2, n0, n1, n2),
+                      (a0 + u0 - x0, a1 + u1 - x1, a2 + u2 - x2, a3 + u3 - x3, a4 + u4 - x4,
+                       a5 + u5 - x5),
+                      dp, False, Kp, Kd, p, body, local, (n0, n1, n2), cR1, k, r0, dc_dv, d)
+
+
+@inline_kernel
+def _point_column(dv, da, dp, wrt_q, Kp, Kd, p, body, local, n, cR1, k, r0, out, d):
+    """out[r0:r0+3, d] from the body's motion derivatives dv = dov, da = doa along d:
+    d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
+    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL: R^T (. - n x W)
+    for q (n = J_d.ang).  For v, dp = 0 and the argument dp is unused."""
+    e0, e1, e2, h0, h1, h2, s0, s1, s2, W0, W1, W2 = body
+    t0, t1, t2 = cross(dv[3], dv[4], dv[5], p[0], p[1], p[2])
+    if wrt_q:
+        y0, y1, y2 = cross(e0, e1, e2, dp[0], dp[1], dp[2])
+        q0, q1, q2 = dv[0] + t0 + y0, dv[1] + t1 + y1, dv[2] + t2 + y2
+        z0, z1, z2 = cross(h0, h1, h2, dp[0], dp[1], dp[2])
+        k0, k1, k2 = Kp * dp[0], Kp * dp[1], Kp * dp[2]
+    else:
+        q0, q1, q2 = dv[0] + t0, dv[1] + t1, dv[2] + t2
+        z0, z1, z2 = 0.0, 0.0, 0.0
+        k0, k1, k2 = 0.0, 0.0, 0.0
+    c0, c1, c2 = cross(da[3], da[4], da[5], p[0], p[1], p[2])
+    f0, f1, f2 = cross(dv[3], dv[4], dv[5], s0, s1, s2)
+    g0, g1, g2 = cross(e0, e1, e2, q0, q1, q2)
+    x0 = da[0] + c0 + z0 + f0 + g0 + k0 + Kd * q0
+    x1 = da[1] + c1 + z1 + f1 + g1 + k1 + Kd * q1
+    x2 = da[2] + c2 + z2 + f2 + g2 + k2 + Kd * q2
+    if local:
+        if wrt_q:
+            y0, y1, y2 = cross(n[0], n[1], n[2], W0, W1, W2)
+            x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
+        for r in range(3):
+            out[r0 + r, d] = cR1[k, 0, r] * x0 + cR1[k, 1, r] * x1 + cR1[k, 2, r] * x2
+    else:
+        out[r0, d], out[r0 + 1, d], out[r0 + 2, d] = x0, x1, x2
+
+
 @kernel
 def constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, cp2, dc_dq,
                                               dc_dv, w, xi, RM, pM, t3, Jlog, S):
@@ -179,6 +269,10 @@ def constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, c
         i1, i2, r0, Kp, Kd = joint1[k], joint2[k], rows[k], Kps[k], Kds[k]
         point, local = kinds[k] == CONTACT_3D, references[k] == LOCAL
         constraint_values(ca, k, ov, oa, cR1, cp1, cR2, cp2, w, xi, RM, pM, t3)
+        if point and i2 == 0:
+            _ground_point_columns(m, J, ov, oa, i1, cp1, cR1, k, Kp, Kd, r0, local, w, dc_dq,
+                                  dc_dv)
+            continue
         if not point and Kp != 0.0:
             _se3_jr_inverse(xi, 1.0, Jlog, S)
         for d in range(nv):
@@ -216,6 +310,33 @@ def constraint_acceleration_derivatives_state(m, ca, J, ov, oa, cR1, cp1, cR2, c
                                s2, w, out, d)
 
 
+@inline_kernel
+def _world_aligned_force_derivatives(m, ca, k, J, cp1, lam, dtau_dq):
+    """dtau_dq[c, d] += (J_c.lin + J_c.ang x pc_1) . (w_d x f) + J_c.ang . (w_d x n) for
+    a LOCAL_WORLD_ALIGNED constraint k against the ground (module docstring)."""
+    dof_joint, subtree_end, nv = m.dof_joint, m.subtree_end, m.nv
+    i1, r0 = ca.joint1[k], ca.row[k]
+    f0, f1, f2 = lam[r0], lam[r0 + 1], lam[r0 + 2]
+    n0, n1, n2 = 0.0, 0.0, 0.0
+    if ca.kind[k] != CONTACT_3D:
+        n0, n1, n2 = lam[r0 + 3], lam[r0 + 4], lam[r0 + 5]
+    p0, p1, p2 = cp1[k, 0], cp1[k, 1], cp1[k, 2]
+    for d in range(nv):
+        if not supports(subtree_end, dof_joint[d], i1):
+            continue
+        w0, w1, w2 = J[3, d], J[4, d], J[5, d]
+        g0, g1, g2 = w1 * f2 - w2 * f1, w2 * f0 - w0 * f2, w0 * f1 - w1 * f0
+        h0, h1, h2 = w1 * n2 - w2 * n1, w2 * n0 - w0 * n2, w0 * n1 - w1 * n0
+        for c in range(nv):
+            if not supports(subtree_end, dof_joint[c], i1):
+                continue
+            a0, a1, a2 = J[3, c], J[4, c], J[5, c]
+            l0 = J[0, c] + a1 * p2 - a2 * p1
+            l1 = J[1, c] + a2 * p0 - a0 * p2
+            l2 = J[2, c] + a0 * p1 - a1 * p0
+            dtau_dq[c, d] += l0 * g0 + l1 * g1 + l2 * g2 + a0 * h0 + a1 * h1 + a2 * h2
+
+
 @kernel
 def constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w):
     """dtau_dq += the derivative of -Jc^T lambda that the RNEA derivatives with
@@ -226,6 +347,10 @@ def constraint_force_derivatives_state(m, ca, J, cR1, cp1, cp2, lam, dtau_dq, w)
     for k in range(ca.n):
         i1, i2 = joint1[k], joint2[k]
         point, local = kinds[k] == CONTACT_3D, references[k] == LOCAL
+        if i2 == 0:  # against the ground: the closed forms of the module docstring
+            if not local:
+                _world_aligned_force_derivatives(m, ca, k, J, cp1, lam, dtau_dq)
+            continue
         world_constraint_forces(ca, k, cR1, cp1, cp2, lam, w)
         for d in range(nv):
             j = dof_joint[d]

@@ -378,7 +378,7 @@ def constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc):
                     Jc[r0 + 3 + r, c] = sg * J[3 + r, c]
 
 
-@kernel
+@inline_kernel
 def constraint_values(ca, k, ov, oa, cR1, cp1, cR2, cp2, w, xi, RM, pM, t3):
     """The world quantities of constraint k that c and its derivatives read, in rows of w:
     10 W (3D: w3 in [:3]), 11 and 12 (3D) point motions of pc_1 and pc_2, 13 log6(M),

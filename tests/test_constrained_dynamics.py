@@ -208,6 +208,15 @@ def test_stacks_equal_single_states(robot_case, assert_close):
                                                  s.tau[k], cs)
         for name, stacked, alone in zip(DERIVATIVE_NAMES, derivatives, single):
             assert_close(stacked[k], alone, 1e-12, name)
+    # results the caller holds are never reused by the next call on the same data;
+    # dropped ones are (validation.output_arrays)
+    kept = [x.copy() for x in derivatives]
+    again = constraint_dynamics_derivatives(m, data, s.q[::-1].copy(), s.v, s.tau, cs)
+    for held, copy, new in zip(derivatives, kept, again):
+        assert np.array_equal(held, copy) and not np.shares_memory(held, new)
+    address = again[0].ctypes.data
+    del again, new  # the loop's variable holds one of them
+    assert constraint_dynamics_derivatives(m, data, s.q, s.v, s.tau, cs)[0].ctypes.data == address
 
 
 # --- Derivatives -------------------------------------------------------------------
