@@ -645,55 +645,48 @@ def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut):
 
 
 @kernel
-def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
-    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices of the tile, every lane:
-    three columns of both products and four terms of the sum per lane loop (each pass
-    over out loads and stores it: fewer passes, less traffic; talos' products are
-    nv^3 = 85 000 per state), the remainders two rows at a time."""
-    for r in range(nv):
-        for c0 in range(0, nv, 3):
-            n = min(3, nv - c0)
-            O = np.uint64((r * nv + c0) * TILE)
-            for k0 in range(0, nv, 4):
-                first = k0 == 0
-                if n == 3 and k0 + 4 <= nv:
-                    M0 = np.uint64((r * nv + k0) * TILE)
-                    X0 = np.uint64((k0 * nv + c0) * TILE)
-                    X1 = X0 + np.uint64(nv * TILE)
-                    X2 = X1 + np.uint64(nv * TILE)
-                    X3 = X2 + np.uint64(nv * TILE)
-                    for s in range(UT):
-                        m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
-                                          -Minv[M0 + UT3 + s])
-                        x0 = (m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s]
-                              + m3 * X[X3 + s])
-                        x1 = (m0 * X[X0 + UT1 + s] + m1 * X[X1 + UT1 + s]
-                              + m2 * X[X2 + UT1 + s] + m3 * X[X3 + UT1 + s])
-                        x2 = (m0 * X[X0 + UT2 + s] + m1 * X[X1 + UT2 + s]
-                              + m2 * X[X2 + UT2 + s] + m3 * X[X3 + UT2 + s])
-                        y0 = (m0 * Y[X0 + s] + m1 * Y[X1 + s] + m2 * Y[X2 + s]
-                              + m3 * Y[X3 + s])
-                        y1 = (m0 * Y[X0 + UT1 + s] + m1 * Y[X1 + UT1 + s]
-                              + m2 * Y[X2 + UT1 + s] + m3 * Y[X3 + UT1 + s])
-                        y2 = (m0 * Y[X0 + UT2 + s] + m1 * Y[X1 + UT2 + s]
-                              + m2 * Y[X2 + UT2 + s] + m3 * Y[X3 + UT2 + s])
-                        if not first:
-                            x0 += out_X[O + s]
-                            x1 += out_X[O + UT1 + s]
-                            x2 += out_X[O + UT2 + s]
-                            y0 += out_Y[O + s]
-                            y1 += out_Y[O + UT1 + s]
-                            y2 += out_Y[O + UT2 + s]
-                        out_X[O + s] = x0
-                        out_X[O + UT1 + s] = x1
-                        out_X[O + UT2 + s] = x2
-                        out_Y[O + s] = y0
-                        out_Y[O + UT1 + s] = y1
-                        out_Y[O + UT2 + s] = y2
+def _related_dofs(m):
+    """related[k, c]: the joints of dofs k and c lie on one path from the root (the
+    same joint, or one an ancestor of the other), the only entries where dtau_dq and
+    dtau_dv can be nonzero (the backward pass zeroes the others)."""
+    related = np.zeros((m.nv, m.nv), dtype=np.bool_)
+    for i in range(1, m.njoints):
+        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            j = i
+            while j > 0:
+                for k in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+                    related[k, c] = True
+                    related[c, k] = True
+                j = m.parents[j]
+    return related
+
+
+@kernel
+def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y):
+    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices X, Y of the tile that are
+    zero outside ``related`` (:func:`_related_dofs`), every lane: three columns of both
+    products and four terms of the sum per lane loop (each pass over out loads and
+    stores it: fewer passes, less traffic), the remainders one term at a time.  A block
+    of four terms whose rows of X and Y are zero in the three columns is skipped (the
+    other terms are summed in the same order).  The rows of out are the inner loop: a
+    block of X and Y (12 kB) stays in L1 while they pass, where a loop over the terms
+    inside the rows streams all of X and Y once per row (talos, nv = 38: 1.5 MB,
+    from L3, 38 times per tile)."""
+    for c0 in range(0, nv, 3):
+        n = min(3, nv - c0)
+        first = True
+        for k0 in range(0, nv, 4):
+            k1 = min(k0 + 4, nv)
+            if not related[k0:k1, c0:c0 + n].any():
+                continue
+            for r in range(nv):
+                O = np.uint64((r * nv + c0) * TILE)
+                if n == 3 and k1 == k0 + 4:
+                    _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first)
                     continue
-                for k in range(k0, min(k0 + 4, nv)):
+                for k in range(k0, k1):
                     Mk, Xk = np.uint64((r * nv + k) * TILE), np.uint64((k * nv + c0) * TILE)
-                    keep = k > 0
+                    keep = not first or k > k0
                     for e in range(n):
                         E = np.uint64(e * TILE)
                         for s in range(UT):
@@ -704,6 +697,44 @@ def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
                                 y += out_Y[O + E + s]
                             out_X[O + E + s] = x
                             out_Y[O + E + s] = y
+            first = False
+
+
+@inline_kernel
+def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first):
+    """out[r, c0:c0+3] (not first: +)= -sum_{k0 <= k < k0+4} Minv[r, k] (X, Y)[k, c0:c0+3]
+    in every lane."""
+    M0 = np.uint64((r * nv + k0) * TILE)
+    X0 = np.uint64((k0 * nv + c0) * TILE)
+    X1 = X0 + np.uint64(nv * TILE)
+    X2 = X1 + np.uint64(nv * TILE)
+    X3 = X2 + np.uint64(nv * TILE)
+    for s in range(UT):
+        m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
+                          -Minv[M0 + UT3 + s])
+        x0 = m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s] + m3 * X[X3 + s]
+        x1 = (m0 * X[X0 + UT1 + s] + m1 * X[X1 + UT1 + s] + m2 * X[X2 + UT1 + s]
+              + m3 * X[X3 + UT1 + s])
+        x2 = (m0 * X[X0 + UT2 + s] + m1 * X[X1 + UT2 + s] + m2 * X[X2 + UT2 + s]
+              + m3 * X[X3 + UT2 + s])
+        y0 = m0 * Y[X0 + s] + m1 * Y[X1 + s] + m2 * Y[X2 + s] + m3 * Y[X3 + s]
+        y1 = (m0 * Y[X0 + UT1 + s] + m1 * Y[X1 + UT1 + s] + m2 * Y[X2 + UT1 + s]
+              + m3 * Y[X3 + UT1 + s])
+        y2 = (m0 * Y[X0 + UT2 + s] + m1 * Y[X1 + UT2 + s] + m2 * Y[X2 + UT2 + s]
+              + m3 * Y[X3 + UT2 + s])
+        if not first:
+            x0 += out_X[O + s]
+            x1 += out_X[O + UT1 + s]
+            x2 += out_X[O + UT2 + s]
+            y0 += out_Y[O + s]
+            y1 += out_Y[O + UT1 + s]
+            y2 += out_Y[O + UT2 + s]
+        out_X[O + s] = x0
+        out_X[O + UT1 + s] = x1
+        out_X[O + UT2 + s] = x2
+        out_Y[O + s] = y0
+        out_Y[O + UT1 + s] = y1
+        out_Y[O + UT2 + s] = y2
 
 
 # --- Tile drivers and public functions ---------------------------------------------------
@@ -722,20 +753,20 @@ def _world_tile(m, qt, vt, ws, wd, Yc):
 def aba_tiles_workspace(m):
     """Everything :func:`aba_tiles` works on, allocated once (a phase keeps it): the
     tile arrays of :func:`.lane_tiles.tile_workspace` and of this module, the compact
-    body inertias, and the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
-    (nv x nv x T)."""
+    body inertias, the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
+    (nv x nv x T), and the pattern of dID (:func:`_related_dofs`)."""
     nv = m.nv
     return (tile_workspace(m), _derivative_workspace(m), _compact_inertias(m),
             np.zeros(m.nq * TILE), np.zeros(nv * TILE), np.zeros(nv * TILE),
             np.zeros(nv * TILE), np.zeros(nv * TILE), np.zeros(nv * nv * TILE),
-            np.zeros(nv * nv * TILE))
+            np.zeros(nv * nv * TILE), _related_dofs(m))
 
 
 @kernel
 def _aba_tile(m, with_derivatives, work):
     """ABA of the tile loaded in ``work`` (world frame: oMi, J, ov, oa are filled)
     and, with_derivatives, M^-1 and dFD = -M^-1 dID at ddq (eq. 24)."""
-    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v = work
+    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related = work
     _world_tile(m, qt, vt, ws, wd, Yc)
     if with_derivatives:
         f, pA = wd[11], wd[8]
@@ -749,7 +780,7 @@ def _aba_tile(m, with_derivatives, work):
     _minverse_sweeps_lanes(m, wd)
     _derivative_columns_lanes(m, True, wd)
     _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
-    _negative_products_lanes(m.nv, wd[19], wd[20], wd[21], out_q, out_v)
+    _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v)
 
 
 @kernel
