@@ -17,8 +17,8 @@ from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
                          UT9, act_force_lanes, add_lanes, fill_lanes, force_cross_lanes,
                          force_to_parent, inertia_times_lanes, inv_act_motion_lanes,
-                         joint_motion_lanes, load_tile, motion_cross_lanes, placement_lanes,
-                         store_tile, tile_workspace)
+                         joint_motion_lanes, load_six_lanes, load_tile, motion_cross_lanes,
+                         placement_lanes, store_six_lanes, store_tile, tile_workspace)
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
 
@@ -249,8 +249,8 @@ def _add_congruence_lanes(liR, lip, i, A, bA, B, out, bo):
         o3, o4, o5 = (np.uint64((18 + col) * TILE), np.uint64((24 + col) * TILE),
                       np.uint64((30 + col) * TILE))
         for s in range(UT):
-            b0, b1, b2, b3, b4, b5 = force_to_parent(liR, lip, R, P, s, A[a0 + s], A[a1 + s],
-                                                     A[a2 + s], A[a3 + s], A[a4 + s], A[a5 + s])
+            b0, b1, b2, b3, b4, b5 = force_to_parent(liR, lip, R, P, s, (A[a0 + s], A[a1 + s],
+                                                     A[a2 + s], A[a3 + s], A[a4 + s], A[a5 + s]))
             B[o0 + s] = b0
             B[o1 + s] = b1
             B[o2 + s] = b2
@@ -260,15 +260,8 @@ def _add_congruence_lanes(liR, lip, i, A, bA, B, out, bo):
     for r in range(6):  # out += B X^T, row by row
         o, Yo = np.uint64(6 * r * TILE), np.uint64(bo + 6 * r * TILE)
         for s in range(UT):
-            y0, y1, y2, y3, y4, y5 = force_to_parent(
-                liR, lip, R, P, s, B[o + s], B[o + UT1 + s], B[o + UT2 + s],
-                B[o + UT3 + s], B[o + UT4 + s], B[o + UT5 + s])
-            out[Yo + s] += y0
-            out[Yo + UT1 + s] += y1
-            out[Yo + UT2 + s] += y2
-            out[Yo + UT3 + s] += y3
-            out[Yo + UT4 + s] += y4
-            out[Yo + UT5 + s] += y5
+            store_six_lanes(out, Yo, s, force_to_parent(liR, lip, R, P, s, load_six_lanes(B, o, s)),
+                            True)
 
 
 @kernel

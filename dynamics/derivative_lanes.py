@@ -35,8 +35,9 @@ from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _chec
                           _compact_inertias, _crba_forward_pass_lanes, _invert_spd_lanes)
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, add_lanes, fill_lanes, force_cross_lanes, load_tile,
-                         motion_cross_lanes, store_tile, tile_workspace)
+                         UT9, add_lanes, fill_lanes, force_cross_lanes, load_six_lanes, load_tile,
+                         motion_cross_lanes, store_six_lanes, store_six_sum_lanes, store_tile,
+                         tile_workspace)
 from .validation import as_configurations, check_invertible
 
 T12 = 12 * TILE
@@ -84,19 +85,7 @@ def _compact_times_lanes(Y, bY, x, bx, out, bo, add):
         y3 = h1 * v2 - h2 * v1 + i00 * w0 + i01 * w1 + i02 * w2
         y4 = h2 * v0 - h0 * v2 + i01 * w0 + i11 * w1 + i12 * w2
         y5 = h0 * v1 - h1 * v0 + i02 * w0 + i12 * w1 + i22 * w2
-        if add:
-            y0 += out[O + s]
-            y1 += out[O + UT1 + s]
-            y2 += out[O + UT2 + s]
-            y3 += out[O + UT3 + s]
-            y4 += out[O + UT4 + s]
-            y5 += out[O + UT5 + s]
-        out[O + s] = y0
-        out[O + UT1 + s] = y1
-        out[O + UT2 + s] = y2
-        out[O + UT3 + s] = y3
-        out[O + UT4 + s] = y4
-        out[O + UT5 + s] = y5
+        store_six_lanes(out, O, s, (y0, y1, y2, y3, y4, y5), add)
 
 
 @inline_kernel
@@ -108,21 +97,9 @@ def _columns_times_lanes(J, iv, nvi, x, out, bo, add):
         keep = add or c > iv
         for s in range(UT):
             xc = x[X + s]
-            y0, y1, y2 = J[B + s] * xc, J[B + UT1 + s] * xc, J[B + UT2 + s] * xc
-            y3, y4, y5 = J[B + UT3 + s] * xc, J[B + UT4 + s] * xc, J[B + UT5 + s] * xc
-            if keep:
-                y0 += out[O + s]
-                y1 += out[O + UT1 + s]
-                y2 += out[O + UT2 + s]
-                y3 += out[O + UT3 + s]
-                y4 += out[O + UT4 + s]
-                y5 += out[O + UT5 + s]
-            out[O + s] = y0
-            out[O + UT1 + s] = y1
-            out[O + UT2 + s] = y2
-            out[O + UT3 + s] = y3
-            out[O + UT4 + s] = y4
-            out[O + UT5 + s] = y5
+            store_six_lanes(out, O, s, (J[B + s] * xc, J[B + UT1 + s] * xc, J[B + UT2 + s] * xc,
+                                        J[B + UT3 + s] * xc, J[B + UT4 + s] * xc,
+                                        J[B + UT5 + s] * xc), keep)
 
 
 @inline_kernel
@@ -287,21 +264,9 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
             first = b == 0
             for s in range(UT):
                 d = Dinv[Db + s]
-                y0, y1, y2 = U[Ub + s] * d, U[Ub + UT1 + s] * d, U[Ub + UT2 + s] * d
-                y3, y4, y5 = U[Ub + UT3 + s] * d, U[Ub + UT4 + s] * d, U[Ub + UT5 + s] * d
-                if not first:
-                    y0 += UD[O + s]
-                    y1 += UD[O + UT1 + s]
-                    y2 += UD[O + UT2 + s]
-                    y3 += UD[O + UT3 + s]
-                    y4 += UD[O + UT4 + s]
-                    y5 += UD[O + UT5 + s]
-                UD[O + s] = y0
-                UD[O + UT1 + s] = y1
-                UD[O + UT2 + s] = y2
-                UD[O + UT3 + s] = y3
-                UD[O + UT4 + s] = y4
-                UD[O + UT5 + s] = y5
+                store_six_lanes(UD, O, s, (U[Ub + s] * d, U[Ub + UT1 + s] * d,
+                                           U[Ub + UT2 + s] * d, U[Ub + UT3 + s] * d,
+                                           U[Ub + UT4 + s] * d, U[Ub + UT5 + s] * d), not first)
     for a in range(nvi):  # Ia = IA_i - sum_a UD_a U_a^T, upper triangle
         O, Ua = np.uint64(a * T6), np.uint64((iv + a) * T6)
         src, Bs = (IA, A) if a == 0 else (Ia, np.uint64(0))
@@ -335,27 +300,21 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
          y33, y34, y35, y44, y45, y55) = _symmetric_entries(Ia, np.uint64(0), s)
         c0, c1, c2 = cJ[C + s], cJ[C + UT1 + s], cJ[C + UT2 + s]
         c3, c4, c5 = cJ[C + UT3 + s], cJ[C + UT4 + s], cJ[C + UT5 + s]
-        pA[Pp + s] += pA[P + s] + y00 * c0 + y01 * c1 + y02 * c2 + y03 * c3 + y04 * c4 + y05 * c5
-        pA[Pp + UT1 + s] += (pA[P + UT1 + s] + y01 * c0 + y11 * c1 + y12 * c2 + y13 * c3
-                             + y14 * c4 + y15 * c5)
-        pA[Pp + UT2 + s] += (pA[P + UT2 + s] + y02 * c0 + y12 * c1 + y22 * c2 + y23 * c3
-                             + y24 * c4 + y25 * c5)
-        pA[Pp + UT3 + s] += (pA[P + UT3 + s] + y03 * c0 + y13 * c1 + y23 * c2 + y33 * c3
-                             + y34 * c4 + y35 * c5)
-        pA[Pp + UT4 + s] += (pA[P + UT4 + s] + y04 * c0 + y14 * c1 + y24 * c2 + y34 * c3
-                             + y44 * c4 + y45 * c5)
-        pA[Pp + UT5 + s] += (pA[P + UT5 + s] + y05 * c0 + y15 * c1 + y25 * c2 + y35 * c3
-                             + y45 * c4 + y55 * c5)
+        p0, p1, p2, p3, p4, p5 = load_six_lanes(pA, P, s)
+        store_six_lanes(pA, Pp, s, (
+            p0 + y00 * c0 + y01 * c1 + y02 * c2 + y03 * c3 + y04 * c4 + y05 * c5,
+            p1 + y01 * c0 + y11 * c1 + y12 * c2 + y13 * c3 + y14 * c4 + y15 * c5,
+            p2 + y02 * c0 + y12 * c1 + y22 * c2 + y23 * c3 + y24 * c4 + y25 * c5,
+            p3 + y03 * c0 + y13 * c1 + y23 * c2 + y33 * c3 + y34 * c4 + y35 * c5,
+            p4 + y04 * c0 + y14 * c1 + y24 * c2 + y34 * c3 + y44 * c4 + y45 * c5,
+            p5 + y05 * c0 + y15 * c1 + y25 * c2 + y35 * c3 + y45 * c4 + y55 * c5), True)
     for a in range(nvi):
         O, Q = np.uint64(a * T6), np.uint64((iv + a) * TILE)
         for s in range(UT):
             x = u[Q + s]
-            pA[Pp + s] += UD[O + s] * x
-            pA[Pp + UT1 + s] += UD[O + UT1 + s] * x
-            pA[Pp + UT2 + s] += UD[O + UT2 + s] * x
-            pA[Pp + UT3 + s] += UD[O + UT3 + s] * x
-            pA[Pp + UT4 + s] += UD[O + UT4 + s] * x
-            pA[Pp + UT5 + s] += UD[O + UT5 + s] * x
+            store_six_lanes(pA, Pp, s, (UD[O + s] * x, UD[O + UT1 + s] * x, UD[O + UT2 + s] * x,
+                                        UD[O + UT3 + s] * x, UD[O + UT4 + s] * x,
+                                        UD[O + UT5 + s] * x), True)
 
 
 @kernel
@@ -434,12 +393,9 @@ def _minverse_backward_lanes(m, wd):
                 Ua, O = np.uint64((iv + a) * T6), np.uint64(((iv + a) * nv + col) * TILE)
                 for s in range(UT):
                     x = Minv[O + s]
-                    F[Fc + s] += U[Ua + s] * x
-                    F[Fc + UT1 + s] += U[Ua + UT1 + s] * x
-                    F[Fc + UT2 + s] += U[Ua + UT2 + s] * x
-                    F[Fc + UT3 + s] += U[Ua + UT3 + s] * x
-                    F[Fc + UT4 + s] += U[Ua + UT4 + s] * x
-                    F[Fc + UT5 + s] += U[Ua + UT5 + s] * x
+                    store_six_lanes(F, Fc, s, (U[Ua + s] * x, U[Ua + UT1 + s] * x,
+                                               U[Ua + UT2 + s] * x, U[Ua + UT3 + s] * x,
+                                               U[Ua + UT4 + s] * x, U[Ua + UT5 + s] * x), True)
 
 
 @kernel
@@ -480,21 +436,10 @@ def _minverse_forward_lanes(m, wd):
                 Src = Ap if a == 0 else Ai
                 for s in range(UT):
                     x = Minv[O + s]
-                    y0, y1, y2 = J[Ja + s] * x, J[Ja + UT1 + s] * x, J[Ja + UT2 + s] * x
-                    y3, y4, y5 = J[Ja + UT3 + s] * x, J[Ja + UT4 + s] * x, J[Ja + UT5 + s] * x
-                    if keep:
-                        y0 += A[Src + s]
-                        y1 += A[Src + UT1 + s]
-                        y2 += A[Src + UT2 + s]
-                        y3 += A[Src + UT3 + s]
-                        y4 += A[Src + UT4 + s]
-                        y5 += A[Src + UT5 + s]
-                    A[Ai + s] = y0
-                    A[Ai + UT1 + s] = y1
-                    A[Ai + UT2 + s] = y2
-                    A[Ai + UT3 + s] = y3
-                    A[Ai + UT4 + s] = y4
-                    A[Ai + UT5 + s] = y5
+                    store_six_sum_lanes(A, Ai, s, (J[Ja + s] * x, J[Ja + UT1 + s] * x,
+                                                   J[Ja + UT2 + s] * x, J[Ja + UT3 + s] * x,
+                                                   J[Ja + UT4 + s] * x, J[Ja + UT5 + s] * x),
+                                        A, Src, keep)
     for r in range(nv):
         for c in range(r):
             O, P = np.uint64((r * nv + c) * TILE), np.uint64((c * nv + r) * TILE)
@@ -652,18 +597,17 @@ def _supporting_columns_lanes(m, i, d, wd):
         B00, B01, B02 = Bcrb[B + s], Bcrb[B + UT1 + s], Bcrb[B + UT2 + s]
         B10, B11, B12 = Bcrb[B + UT3 + s], Bcrb[B + UT4 + s], Bcrb[B + UT5 + s]
         B20, B21, B22 = Bcrb[B + UT6 + s], Bcrb[B + UT7 + s], Bcrb[B + UT8 + s]
-        y[s] += j4 * F2 - j5 * F1 + n1 * b2 - n2 * b1
-        y[UT1 + s] += j5 * F0 - j3 * F2 + n2 * b0 - n0 * b2
-        y[UT2 + s] += j3 * F1 - j4 * F0 + n0 * b1 - n1 * b0
-        y[UT3 + s] += j4 * F5 - j5 * F4 + j1 * F2 - j2 * F1 + B00 * n0 + B01 * n1 + B02 * n2
-        y[UT4 + s] += j5 * F3 - j3 * F5 + j2 * F0 - j0 * F2 + B10 * n0 + B11 * n1 + B12 * n2
-        y[UT5 + s] += j3 * F4 - j4 * F3 + j0 * F1 - j1 * F0 + B20 * n0 + B21 * n1 + B22 * n2
-        y[UT6 + s] += j4 * b2 - j5 * b1
-        y[UT7 + s] += j5 * b0 - j3 * b2
-        y[UT8 + s] += j3 * b1 - j4 * b0
-        y[UT9 + s] += B00 * j3 + B01 * j4 + B02 * j5
-        y[UT10 + s] += B10 * j3 + B11 * j4 + B12 * j5
-        y[UT11 + s] += B20 * j3 + B21 * j4 + B22 * j5
+        store_six_lanes(y, np.uint64(0), s, (
+            j4 * F2 - j5 * F1 + n1 * b2 - n2 * b1,
+            j5 * F0 - j3 * F2 + n2 * b0 - n0 * b2,
+            j3 * F1 - j4 * F0 + n0 * b1 - n1 * b0,
+            j4 * F5 - j5 * F4 + j1 * F2 - j2 * F1 + B00 * n0 + B01 * n1 + B02 * n2,
+            j5 * F3 - j3 * F5 + j2 * F0 - j0 * F2 + B10 * n0 + B11 * n1 + B12 * n2,
+            j3 * F4 - j4 * F3 + j0 * F1 - j1 * F0 + B20 * n0 + B21 * n1 + B22 * n2), True)
+        store_six_lanes(y, UT6, s, (
+            j4 * b2 - j5 * b1, j5 * b0 - j3 * b2, j3 * b1 - j4 * b0,
+            B00 * j3 + B01 * j4 + B02 * j5, B10 * j3 + B11 * j4 + B12 * j5,
+            B20 * j3 + B21 * j4 + B22 * j5), True)
     j = m.parents[i]
     while j > 0:
         for c in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
@@ -701,55 +645,48 @@ def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut):
 
 
 @kernel
-def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
-    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices of the tile, every lane:
-    three columns of both products and four terms of the sum per lane loop (each pass
-    over out loads and stores it: fewer passes, less traffic; talos' products are
-    nv^3 = 85 000 per state), the remainders two rows at a time."""
-    for r in range(nv):
-        for c0 in range(0, nv, 3):
-            n = min(3, nv - c0)
-            O = np.uint64((r * nv + c0) * TILE)
-            for k0 in range(0, nv, 4):
-                first = k0 == 0
-                if n == 3 and k0 + 4 <= nv:
-                    M0 = np.uint64((r * nv + k0) * TILE)
-                    X0 = np.uint64((k0 * nv + c0) * TILE)
-                    X1 = X0 + np.uint64(nv * TILE)
-                    X2 = X1 + np.uint64(nv * TILE)
-                    X3 = X2 + np.uint64(nv * TILE)
-                    for s in range(UT):
-                        m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
-                                          -Minv[M0 + UT3 + s])
-                        x0 = (m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s]
-                              + m3 * X[X3 + s])
-                        x1 = (m0 * X[X0 + UT1 + s] + m1 * X[X1 + UT1 + s]
-                              + m2 * X[X2 + UT1 + s] + m3 * X[X3 + UT1 + s])
-                        x2 = (m0 * X[X0 + UT2 + s] + m1 * X[X1 + UT2 + s]
-                              + m2 * X[X2 + UT2 + s] + m3 * X[X3 + UT2 + s])
-                        y0 = (m0 * Y[X0 + s] + m1 * Y[X1 + s] + m2 * Y[X2 + s]
-                              + m3 * Y[X3 + s])
-                        y1 = (m0 * Y[X0 + UT1 + s] + m1 * Y[X1 + UT1 + s]
-                              + m2 * Y[X2 + UT1 + s] + m3 * Y[X3 + UT1 + s])
-                        y2 = (m0 * Y[X0 + UT2 + s] + m1 * Y[X1 + UT2 + s]
-                              + m2 * Y[X2 + UT2 + s] + m3 * Y[X3 + UT2 + s])
-                        if not first:
-                            x0 += out_X[O + s]
-                            x1 += out_X[O + UT1 + s]
-                            x2 += out_X[O + UT2 + s]
-                            y0 += out_Y[O + s]
-                            y1 += out_Y[O + UT1 + s]
-                            y2 += out_Y[O + UT2 + s]
-                        out_X[O + s] = x0
-                        out_X[O + UT1 + s] = x1
-                        out_X[O + UT2 + s] = x2
-                        out_Y[O + s] = y0
-                        out_Y[O + UT1 + s] = y1
-                        out_Y[O + UT2 + s] = y2
+def _related_dofs(m):
+    """related[k, c]: the joints of dofs k and c lie on one path from the root (the
+    same joint, or one an ancestor of the other), the only entries where dtau_dq and
+    dtau_dv can be nonzero (the backward pass zeroes the others)."""
+    related = np.zeros((m.nv, m.nv), dtype=np.bool_)
+    for i in range(1, m.njoints):
+        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            j = i
+            while j > 0:
+                for k in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+                    related[k, c] = True
+                    related[c, k] = True
+                j = m.parents[j]
+    return related
+
+
+@kernel
+def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y):
+    """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices X, Y of the tile that are
+    zero outside ``related`` (:func:`_related_dofs`), every lane: three columns of both
+    products and four terms of the sum per lane loop (each pass over out loads and
+    stores it: fewer passes, less traffic), the remainders one term at a time.  A block
+    of four terms whose rows of X and Y are zero in the three columns is skipped (the
+    other terms are summed in the same order).  The rows of out are the inner loop: a
+    block of X and Y (12 kB) stays in L1 while they pass, where a loop over the terms
+    inside the rows streams all of X and Y once per row (talos, nv = 38: 1.5 MB,
+    from L3, 38 times per tile)."""
+    for c0 in range(0, nv, 3):
+        n = min(3, nv - c0)
+        first = True
+        for k0 in range(0, nv, 4):
+            k1 = min(k0 + 4, nv)
+            if not related[k0:k1, c0:c0 + n].any():
+                continue
+            for r in range(nv):
+                O = np.uint64((r * nv + c0) * TILE)
+                if n == 3 and k1 == k0 + 4:
+                    _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first)
                     continue
-                for k in range(k0, min(k0 + 4, nv)):
+                for k in range(k0, k1):
                     Mk, Xk = np.uint64((r * nv + k) * TILE), np.uint64((k * nv + c0) * TILE)
-                    keep = k > 0
+                    keep = not first or k > k0
                     for e in range(n):
                         E = np.uint64(e * TILE)
                         for s in range(UT):
@@ -760,6 +697,44 @@ def _negative_products_lanes(nv, Minv, X, Y, out_X, out_Y):
                                 y += out_Y[O + E + s]
                             out_X[O + E + s] = x
                             out_Y[O + E + s] = y
+            first = False
+
+
+@inline_kernel
+def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first):
+    """out[r, c0:c0+3] (not first: +)= -sum_{k0 <= k < k0+4} Minv[r, k] (X, Y)[k, c0:c0+3]
+    in every lane."""
+    M0 = np.uint64((r * nv + k0) * TILE)
+    X0 = np.uint64((k0 * nv + c0) * TILE)
+    X1 = X0 + np.uint64(nv * TILE)
+    X2 = X1 + np.uint64(nv * TILE)
+    X3 = X2 + np.uint64(nv * TILE)
+    for s in range(UT):
+        m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
+                          -Minv[M0 + UT3 + s])
+        x0 = m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s] + m3 * X[X3 + s]
+        x1 = (m0 * X[X0 + UT1 + s] + m1 * X[X1 + UT1 + s] + m2 * X[X2 + UT1 + s]
+              + m3 * X[X3 + UT1 + s])
+        x2 = (m0 * X[X0 + UT2 + s] + m1 * X[X1 + UT2 + s] + m2 * X[X2 + UT2 + s]
+              + m3 * X[X3 + UT2 + s])
+        y0 = m0 * Y[X0 + s] + m1 * Y[X1 + s] + m2 * Y[X2 + s] + m3 * Y[X3 + s]
+        y1 = (m0 * Y[X0 + UT1 + s] + m1 * Y[X1 + UT1 + s] + m2 * Y[X2 + UT1 + s]
+              + m3 * Y[X3 + UT1 + s])
+        y2 = (m0 * Y[X0 + UT2 + s] + m1 * Y[X1 + UT2 + s] + m2 * Y[X2 + UT2 + s]
+              + m3 * Y[X3 + UT2 + s])
+        if not first:
+            x0 += out_X[O + s]
+            x1 += out_X[O + UT1 + s]
+            x2 += out_X[O + UT2 + s]
+            y0 += out_Y[O + s]
+            y1 += out_Y[O + UT1 + s]
+            y2 += out_Y[O + UT2 + s]
+        out_X[O + s] = x0
+        out_X[O + UT1 + s] = x1
+        out_X[O + UT2 + s] = x2
+        out_Y[O + s] = y0
+        out_Y[O + UT1 + s] = y1
+        out_Y[O + UT2 + s] = y2
 
 
 # --- Tile drivers and public functions ---------------------------------------------------
@@ -778,20 +753,20 @@ def _world_tile(m, qt, vt, ws, wd, Yc):
 def aba_tiles_workspace(m):
     """Everything :func:`aba_tiles` works on, allocated once (a phase keeps it): the
     tile arrays of :func:`.lane_tiles.tile_workspace` and of this module, the compact
-    body inertias, and the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
-    (nv x nv x T)."""
+    body inertias, the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
+    (nv x nv x T), and the pattern of dID (:func:`_related_dofs`)."""
     nv = m.nv
     return (tile_workspace(m), _derivative_workspace(m), _compact_inertias(m),
             np.zeros(m.nq * TILE), np.zeros(nv * TILE), np.zeros(nv * TILE),
             np.zeros(nv * TILE), np.zeros(nv * TILE), np.zeros(nv * nv * TILE),
-            np.zeros(nv * nv * TILE))
+            np.zeros(nv * nv * TILE), _related_dofs(m))
 
 
 @kernel
 def _aba_tile(m, with_derivatives, work):
     """ABA of the tile loaded in ``work`` (world frame: oMi, J, ov, oa are filled)
     and, with_derivatives, M^-1 and dFD = -M^-1 dID at ddq (eq. 24)."""
-    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v = work
+    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related = work
     _world_tile(m, qt, vt, ws, wd, Yc)
     if with_derivatives:
         f, pA = wd[11], wd[8]
@@ -805,7 +780,7 @@ def _aba_tile(m, with_derivatives, work):
     _minverse_sweeps_lanes(m, wd)
     _derivative_columns_lanes(m, True, wd)
     _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
-    _negative_products_lanes(m.nv, wd[19], wd[20], wd[21], out_q, out_v)
+    _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v)
 
 
 @kernel

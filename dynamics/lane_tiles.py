@@ -70,6 +70,40 @@ _SINCOS_RANGE = 1e5
 
 
 @inline_kernel
+def load_six_lanes(x, X, s):
+    """The six rows of the spatial vector at x[X] (rows T apart) in lane s."""
+    return (x[X + s], x[X + UT1 + s], x[X + UT2 + s], x[X + UT3 + s], x[X + UT4 + s],
+            x[X + UT5 + s])
+
+
+@inline_kernel
+def store_six_sum_lanes(out, O, s, y, x, X, add):
+    """out[O] = y (add: y + x[X]) for the six rows of a spatial vector in lane s: the
+    tail of the lane loops that make one (the six values loaded before any store, so
+    LLVM sees no dependence between the rows and vectorizes the loop)."""
+    y0, y1, y2, y3, y4, y5 = y
+    if add:
+        y0 += x[X + s]
+        y1 += x[X + UT1 + s]
+        y2 += x[X + UT2 + s]
+        y3 += x[X + UT3 + s]
+        y4 += x[X + UT4 + s]
+        y5 += x[X + UT5 + s]
+    out[O + s] = y0
+    out[O + UT1 + s] = y1
+    out[O + UT2 + s] = y2
+    out[O + UT3 + s] = y3
+    out[O + UT4 + s] = y4
+    out[O + UT5 + s] = y5
+
+
+@inline_kernel
+def store_six_lanes(out, O, s, y, add):
+    """out[O] = y (add: out[O] += y) for the six rows of a spatial vector in lane s."""
+    store_six_sum_lanes(out, O, s, y, out, O, add)
+
+
+@inline_kernel
 def sincos_lanes(qt, bq, cs):
     """cs[s], cs[T + s] = cos, sin of qt[bq + s] for every lane s."""
     b = np.uint64(bq)
@@ -226,9 +260,10 @@ def inv_act_motion_lanes(liR, lip, i, x, bx, out, bo):
 
 
 @inline_kernel
-def force_to_parent(liR, lip, R, P, s, g0, g1, g2, n0, n1, n2):
-    """liMi f = [R f; R n + p x R f] in lane s for the force f = (g, n); liMi at the
-    unsigned offsets R (rotation) and P (translation)."""
+def force_to_parent(liR, lip, R, P, s, x):
+    """liMi x = [R g; R n + p x R g] in lane s for the force x = (g, n) (six values);
+    liMi at the unsigned offsets R (rotation) and P (translation)."""
+    g0, g1, g2, n0, n1, n2 = x
     r00, r01, r02 = liR[R + s], liR[R + UT1 + s], liR[R + UT2 + s]
     r10, r11, r12 = liR[R + UT3 + s], liR[R + UT4 + s], liR[R + UT5 + s]
     r20, r21, r22 = liR[R + UT6 + s], liR[R + UT7 + s], liR[R + UT8 + s]
@@ -250,22 +285,8 @@ def act_force_lanes(liR, lip, i, x, bx, out, bo, add):
     R, P = np.uint64(i * T9), np.uint64(3 * i * TILE)
     X, O = np.uint64(bx), np.uint64(bo)
     for s in range(UT):
-        f0, f1, f2, f3, f4, f5 = force_to_parent(
-            liR, lip, R, P, s, x[X + s], x[X + UT1 + s], x[X + UT2 + s],
-            x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s])
-        if add:
-            f0 += out[O + s]
-            f1 += out[O + UT1 + s]
-            f2 += out[O + UT2 + s]
-            f3 += out[O + UT3 + s]
-            f4 += out[O + UT4 + s]
-            f5 += out[O + UT5 + s]
-        out[O + s] = f0
-        out[O + UT1 + s] = f1
-        out[O + UT2 + s] = f2
-        out[O + UT3 + s] = f3
-        out[O + UT4 + s] = f4
-        out[O + UT5 + s] = f5
+        store_six_lanes(out, O, s, force_to_parent(liR, lip, R, P, s, load_six_lanes(x, X, s)),
+                        add)
 
 
 @inline_kernel
@@ -281,20 +302,8 @@ def joint_motion_lanes(S, iv, nvi, x, out, bo, add):
         keep = add or c > iv
         for s in range(UT):
             xc = x[X + s]
-            y0, y1, y2, y3, y4, y5 = s0 * xc, s1 * xc, s2 * xc, s3 * xc, s4 * xc, s5 * xc
-            if keep:
-                y0 += out[O + s]
-                y1 += out[O + UT1 + s]
-                y2 += out[O + UT2 + s]
-                y3 += out[O + UT3 + s]
-                y4 += out[O + UT4 + s]
-                y5 += out[O + UT5 + s]
-            out[O + s] = y0
-            out[O + UT1 + s] = y1
-            out[O + UT2 + s] = y2
-            out[O + UT3 + s] = y3
-            out[O + UT4 + s] = y4
-            out[O + UT5 + s] = y5
+            store_six_lanes(out, O, s, (s0 * xc, s1 * xc, s2 * xc, s3 * xc, s4 * xc, s5 * xc),
+                            keep)
 
 
 @inline_kernel
@@ -349,12 +358,10 @@ def force_cross_lanes(x, bx, h, bh, out, bo):
         m3, m4, m5 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
         h0, h1, h2 = h[H + s], h[H + UT1 + s], h[H + UT2 + s]
         h3, h4, h5 = h[H + UT3 + s], h[H + UT4 + s], h[H + UT5 + s]
-        out[O + s] += m4 * h2 - m5 * h1
-        out[O + UT1 + s] += m5 * h0 - m3 * h2
-        out[O + UT2 + s] += m3 * h1 - m4 * h0
-        out[O + UT3 + s] += m4 * h5 - m5 * h4 + m1 * h2 - m2 * h1
-        out[O + UT4 + s] += m5 * h3 - m3 * h5 + m2 * h0 - m0 * h2
-        out[O + UT5 + s] += m3 * h4 - m4 * h3 + m0 * h1 - m1 * h0
+        store_six_lanes(out, O, s, (m4 * h2 - m5 * h1, m5 * h0 - m3 * h2, m3 * h1 - m4 * h0,
+                                    m4 * h5 - m5 * h4 + m1 * h2 - m2 * h1,
+                                    m5 * h3 - m3 * h5 + m2 * h0 - m0 * h2,
+                                    m3 * h4 - m4 * h3 + m0 * h1 - m1 * h0), True)
 
 
 @inline_kernel
