@@ -68,7 +68,7 @@ def _tangent_field(m, B, damping, x, u, out, ws):
         out[nv + i] = ddq[i]
 
 
-@kernel
+@inline_kernel
 def state_integrate(m, x, w, out, s4, t4, s3):
     """out = x (+) w for x = (q, v), w = (dq, dv); s4, t4, s3 the Lie-group scratch."""
     nq, nv = m.nq, m.nv

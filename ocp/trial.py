@@ -28,7 +28,7 @@ import numpy as np
 
 from ..dynamics.aba import _aba_state
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.liegroups import difference_state
+from ..dynamics.liegroups import difference_state, integrate_state
 from .contact_step import EMPTY, VALUES, contact_step, impulse_step
 from .residuals import JACOBIANS
 from .step import actuated_torque, euler_increment, free_step, state_integrate
@@ -112,35 +112,49 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     its step's ABA are stored there, so that the trial's costs need no forward
     kinematics; level 0 stores nothing (:func:`no_kinematics`).
 
-    The knot loop reads the workspace's arrays unpacked, once, and calls the state
-    helpers (:func:`trial_state`, :func:`state_difference`, :func:`.step.state_integrate`)
-    as compiled functions: an inlined helper given the model tuple or a tuple of tuples
-    (``ws``, ``inputs``) takes a reference to each of their arrays at every knot
-    (measured on ur5, 100 knots, load 15: 2.55 -> 2.11 us per knot in one process,
-    the same bits).  The Euler step is written
-    here, ABA then :func:`~.step.euler_increment` (:func:`~.step.free_step` for the
-    Runge-Kutta schemes)."""
+    The knot loop reads the workspace's arrays unpacked, once, and writes out the
+    bodies of :func:`trial_state`, :func:`state_difference` and
+    :func:`.step.state_integrate` around the Lie-group kernels: an inlined helper
+    given the model tuple or a tuple of tuples (``ws``, ``inputs``) takes a reference
+    to each of their arrays at every knot, and as compiled calls they were no faster
+    (measured on ur5, 100 knots, load 15, in one process: 2.55 -> 2.11 us per knot,
+    the same bits).  The Euler step is ABA then :func:`~.step.euler_increment`
+    (:func:`~.step.free_step` for the Runge-Kutta schemes)."""
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
     dyn, stages, aba_ws, lie = ws
     liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau = dyn
     s4, t4, s3 = lie
     w = stages[1]
-    nq = m.nq
+    nq, nv = m.nq, m.nv
     dx = np.empty(gaps.shape[1])
     store = kinematics[0] > 0 and scheme <= 1
     predicted = x_start
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
-        trial_state(m, predicted, gaps[t], alpha, use_gaps, w, x, s4, t4, s3)
-        state_difference(m, xs[t], x, dx, s4, t4, s3)
+        # trial_state and state_difference, written out (see the docstring)
+        if use_gaps:
+            for i in range(w.shape[0]):
+                w[i] = (alpha - 1.0) * gaps[t, i]
+            integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
+            for i in range(nv):
+                x[nq + i] = predicted[nq + i] + w[nv + i]
+        else:
+            for i in range(x.shape[0]):
+                x[i] = predicted[i]
+        difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
+        for i in range(nv):
+            dx[nv + i] = x[nq + i] - xs[t, nq + i]
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
         if scheme <= 1:
             actuated_torque(m, B, damping, x, u, tau)
             _aba_state(m, x[:nq], x[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
                        Dinv, uu, ddq, aba_ws)
             euler_increment(scheme, dt, x[nq:], ddq, w)
-            state_integrate(m, x, w, xnext[t], s4, t4, s3)
+            xn = xnext[t]                   # state_integrate, written out
+            integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
+            for i in range(nv):
+                xn[nq + i] = x[nq + i] + w[nv + i]
         else:
             free_step(m, B, damping, scheme, dt, x, u, xnext[t], ws)
         if not _finite(xnext[t]):
