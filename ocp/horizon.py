@@ -27,8 +27,8 @@ from ..dynamics.config import kernel
 from .dynamics import FreeDynamics
 from .fused import CALC, TRIAL, _interpret, _kinematics, _push, _typed_list, kinematics_step
 from .stage import fused_phase
-from .step import SCHEME_CODES, _state_integrate
-from .trial import _finite, _state_difference, rollout_free
+from .step import SCHEME_CODES
+from .trial import _finite, rollout_free, state_difference, trial_state
 
 
 @kernel
@@ -61,13 +61,8 @@ def _trial(holder, inputs, x0, outputs, Vxx, merit_gaps):
         _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
         predicted = xnext[stop - 1]
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
-    if use_gaps:
-        for i in range(w.shape[0]):
-            w[i] = (alpha - 1.0) * gaps[N, i]
-        _state_integrate(m, predicted, w, xs_try[N], ws)
-    else:
-        for i in range(xs_try.shape[1]):
-            xs_try[N, i] = predicted[i]
+    s4, t4, s3 = ws[3]
+    trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
     _kinematics(xs_try[N:], no_controls, kinematics, CALC)
     _interpret(xs_try[N:], no_controls, terminal_program, CALC)
     cost = 0.0
@@ -76,7 +71,7 @@ def _trial(holder, inputs, x0, outputs, Vxx, merit_gaps):
     dv = 0.0
     if merit_gaps:
         for t in range(N + 1):
-            _state_difference(m, xs_try[t], xs[t], dx, ws)      # x_t (-) x_t^try
+            state_difference(m, xs_try[t], xs[t], dx, s4, t4, s3)      # x_t (-) x_t^try
             for i in range(dx.shape[0]):
                 s = 0.0
                 for j in range(dx.shape[0]):

@@ -69,13 +69,34 @@ def _tangent_field(m, B, damping, x, u, out, ws):
 
 
 @inline_kernel
-def _state_integrate(m, x, w, out, ws):
-    """out = x (+) w for x = (q, v), w = (dq, dv)."""
-    s4, t4, s3 = ws[3]
+def state_integrate(m, x, w, out, s4, t4, s3):
+    """out = x (+) w for x = (q, v), w = (dq, dv); s4, t4, s3 the Lie-group scratch."""
     nq, nv = m.nq, m.nv
     integrate_state(m, x[:nq], w[:nv], out[:nq], s4, t4, s3)
     for i in range(nv):
         out[nq + i] = x[nq + i] + w[nv + i]
+
+
+@inline_kernel
+def _state_integrate(m, x, w, out, ws):
+    """:func:`state_integrate` with the scratch of a step workspace ``ws``."""
+    s4, t4, s3 = ws[3]
+    state_integrate(m, x, w, out, s4, t4, s3)
+
+
+@inline_kernel
+def euler_increment(scheme, dt, v, ddq, w):
+    """w (2 nv,) = dt f of an Euler step at velocity v and acceleration ddq: explicit
+    (scheme 0) (dt v, dt ddq), semi-implicit (1) (dt v + dt^2 ddq, dt ddq)."""
+    nv = v.shape[0]
+    if scheme == 0:
+        for i in range(nv):
+            w[i] = dt * v[i]
+            w[nv + i] = dt * ddq[i]
+    else:
+        for i in range(nv):
+            w[nv + i] = dt * ddq[i]
+            w[i] = dt * v[i] + dt * w[nv + i]
 
 
 @inline_kernel
@@ -84,13 +105,8 @@ def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
     k, w, xi = ws[1]
     nv = m.nv
     _tangent_field(m, B, damping, x, u, k[0], ws)
-    if scheme == 0:
-        for i in range(2 * nv):
-            w[i] = dt * k[0, i]
-    elif scheme == 1:
-        for i in range(nv):
-            w[nv + i] = dt * k[0, nv + i]
-            w[i] = dt * k[0, i] + dt * w[nv + i]
+    if scheme <= 1:
+        euler_increment(scheme, dt, k[0, :nv], k[0, nv:], w)
     elif scheme == 2:
         for i in range(2 * nv):
             w[i] = 0.5 * dt * k[0, i]
