@@ -217,15 +217,21 @@ def dynamics_arguments(parser):
 # the main job's stages: its kernels compiled on the reduced problem, then the job itself
 # (benchmarks/compile.py --main-job times the same stages)
 MAIN_JOB_STAGES = ("the robot and the quasi-static guess", "costs (calc_costs)",
+                   "the line search's trial (forward pass)",
                    "the dynamics' step (rollout)",
                    "dynamics, costs and their derivatives (calc_diff)",
                    "FDDP (backward pass, forward pass)",
                    "kinematics of the animation and the plots", "the full problem")
-HELPER_STAGE = 3     # compiled by a second process on a cold cache, beside stages 1 and 2
-HELPER = ("from geppetto.__main__ import main_job_warm_up\n"
+# compiled by a second process on a cold cache, in this order, beside the stages before
+# the first of them: calc_costs compiles the phases' typed Lists, the kinematics and the
+# cost interpreter, the trial its one-call kernel over them and the one-state ABA step
+# the rollout compiled first; calc_diff the lanes' ABA and its derivatives
+HELPER_STAGES = (3, 4)
+HELPER = ("from geppetto.__main__ import HELPER_STAGES, main_job_warm_up\n"
           "stages = main_job_warm_up()\n"
           "stages[0][1]()\n"
-          f"stages[{HELPER_STAGE}][1]()\n")
+          "for n in HELPER_STAGES:\n"
+          "    stages[n][1]()\n")
 
 
 def main_job_warm_up():
@@ -242,7 +248,13 @@ def main_job_warm_up():
             robot.model, "panda_hand", np.array(panda_reaching.TARGET), robot.q0, knots=20,
             dt=0.05)
         job["xs"] = np.repeat(job["problem"].x0[None], job["problem"].N + 1, axis=0)
-        job["us"] = job["problem"].quasi_static(job["xs"])
+        job["us"] = np.ascontiguousarray(job["problem"].quasi_static(job["xs"]))
+
+    def trial():
+        """FDDP's line-search trial from the guess (zero gains, infeasible, alpha 1/2): the
+        one-call horizon trial, with the argument types FDDP's iterations pass."""
+        solver = gp.solvers.FDDP(job["problem"])
+        solver.try_step(job["xs"], job["us"], solver.gaps, 0.5, False)
 
     def kinematics():
         model = job["robot"].model
@@ -250,7 +262,7 @@ def main_job_warm_up():
                                        np.ascontiguousarray(job["xs"][:, :model.nq]))
         gp.solvers.plots.end_effector_path(job["xs"], model, "panda_hand")
 
-    calls = (guess, lambda: job["problem"].calc_costs(job["xs"], job["us"]),
+    calls = (guess, lambda: job["problem"].calc_costs(job["xs"], job["us"]), trial,
              lambda: job["problem"].rollout(job["us"]),
              lambda: job["problem"].calc_diff(job["xs"], job["us"]),
              lambda: gp.solvers.FDDP(job["problem"]).solve(job["xs"], job["us"], max_iter=2),
@@ -261,9 +273,9 @@ def main_job_warm_up():
 def compile_main_job(progress, helper=True):
     """Run :func:`main_job_warm_up`'s stages under ``progress`` (a CompileProgress
     of MAIN_JOB_STAGES): the kernels land in Numba's cache.  When stage 0 had to
-    compile (a cold cache) and ``helper``, a second process compiles stage
-    HELPER_STAGE (the derivatives, independent of stages 1 and 2) meanwhile, into
-    the same cache, on the machine's other core; this process then loads it."""
+    compile (a cold cache) and ``helper``, a second process compiles the stages
+    HELPER_STAGES (independent of the stages before them) meanwhile, into the same
+    cache, on the machine's other core; this process then loads them."""
     stages = main_job_warm_up()
     with progress.stage(0):
         stages[0][1]()
@@ -271,14 +283,17 @@ def compile_main_job(progress, helper=True):
     if helper and progress.compiled[0] and (os.cpu_count() or 1) > 1:
         second = subprocess.Popen([sys.executable, "-c", HELPER], stdout=subprocess.DEVNULL,
                                   stderr=subprocess.PIPE, text=True)
-        progress.say(HELPER_STAGE, "compiling in a second process")
+        for n in HELPER_STAGES:
+            progress.say(n, "compiling in a second process")
+    errors = None
     for n, (_, call) in enumerate(stages[1:], start=1):
         with progress.stage(n):
-            if n == HELPER_STAGE and second is not None:
+            if n in HELPER_STAGES and second is not None:
                 start = time.perf_counter()
-                if second.poll() is None:
-                    progress.say(n, "waiting for the second process ...")
-                _, errors = second.communicate()
+                if errors is None:              # the first of them: wait for the process
+                    if second.poll() is None:
+                        progress.say(n, "waiting for the second process ...")
+                    _, errors = second.communicate()
                 if second.returncode != 0:      # this process compiles what it did not
                     progress.say(n, f"the second process failed ({errors.strip()[-200:]})")
                 else:

@@ -23,12 +23,12 @@ engineer) is reused:
    empty cache, what a user who calls only that one pays.
 4. ``--main-job``: instead of the entry points above, the stages of ``python
    -m geppetto`` (``MAIN_JOB_STAGES`` of geppetto/__main__.py: the robot and
-   the quasi-static guess, calc_costs, a rollout, calc_diff, two FDDP iterations on the
-   reduced problem, the kinematics of the plots, then the full job writing
-   its files), cold and warm, one after the other in one process; then
-   ``python -m geppetto`` itself as a user runs it (cold: a second process
-   compiles the derivatives meanwhile), cold and warm, wall and CPU of both
-   processes; writes ``compile_main_job.{json,png}``.
+   the quasi-static guess, calc_costs, FDDP's line-search trial, a rollout, calc_diff,
+   two FDDP iterations on the reduced problem, the kinematics of the plots, then the
+   full job writing its files), cold and warm, one after the other in one process;
+   then ``python -m geppetto`` itself as a user runs it (cold: a second process
+   compiles the derivatives meanwhile, ``HELPER_STAGES``), cold and warm, wall and
+   CPU of both processes; writes ``compile_main_job.{json,png}``.
 
 Prints the tables, writes ``results/compile.json`` and ``results/compile.png``
 (the costliest dispatchers) under ``--out`` (default: this folder).  The

@@ -226,7 +226,7 @@ class ContactDynamics:
         """The :func:`.fused._contact_field` step of a phase function on ``data`` (a
         ContactDynamicsData; its solve leaves the placements and world Jacobians, whatever
         ``level``)."""
-        from .fused import Step, _contact_field
+        from .fused import CALC, COSTS, DIFF, Step, _contact_field, _contact_field_diff
         d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
         ca = self.constraints.arrays
         buffers = (np.zeros((K, nq)), np.zeros((K, nv)), data.tau)
@@ -239,7 +239,9 @@ class ContactDynamics:
                      arrays, out, (data.xs, data.us, data.holding),
                      constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca))
         return Step(held((self.arrays, arguments)), _contact_field, separate=True,
-                    failed=lambda: self._check_regular(data))
+                    failed=lambda: self._check_regular(data),
+                    by_mode={CALC: _contact_field, DIFF: _contact_field_diff,
+                             COSTS: _contact_field})
 
     def _fused_settings(self):
         return float(self.mu), int(self.max_iterations), float(self.accuracy)
@@ -382,7 +384,7 @@ class ImpulseDynamics(ContactDynamics):
 
     def fused_step(self, data, level):
         """The :func:`.fused._impulse_field` step of a phase function on ``data``."""
-        from .fused import Step, _impulse_field
+        from .fused import CALC, COSTS, DIFF, Step, _impulse_field, _impulse_field_diff
         d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
         ca = self.constraints.arrays
         arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.M, d.ddq)
@@ -393,7 +395,9 @@ class ImpulseDynamics(ContactDynamics):
                      (np.zeros((K, nq)), np.zeros((K, nv))), arrays, out,
                      (data.xs, data.us, data.holding), constrained_workspace(self.arrays, ca))
         return Step(held((self.arrays, arguments)), _impulse_field, separate=True,
-                    failed=lambda: self._check_regular(data))
+                    failed=lambda: self._check_regular(data),
+                    by_mode={CALC: _impulse_field, DIFF: _impulse_field_diff,
+                             COSTS: _impulse_field})
 
     def _trial_stage(self, integrator):
         if integrator.scheme != "explicit_euler" or integrator.dt != 1.0:

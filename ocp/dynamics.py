@@ -173,7 +173,7 @@ class FreeDynamics:
         ``data`` (a DynamicsData); in the line search's COSTS mode it refreshes the
         knots' kinematics to ``level`` (:data:`~.residuals.PLACEMENTS` or
         :data:`~.residuals.JACOBIANS`)."""
-        from .fused import Step, _free_field
+        from .fused import CALC, COSTS, DIFF, Step, _free_field, _free_kinematics
         d, K, nq, nv = data.dynamics, data.K, self.model.nq, self.model.nv
         buffers = (np.zeros((K, nq)), np.zeros((K, nv)), data.tau, data.f_ext,
                    np.zeros((K, nv)))
@@ -184,7 +184,8 @@ class FreeDynamics:
                  d.ddq_dv.reshape(K, -1))
         return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
                      arrays, (data.f, data.f_x, data.f_u), lanes), _free_field,
-                    model=self.arrays, separate=True)
+                    model=self.arrays, separate=True,
+                    by_mode={CALC: _free_field, DIFF: _free_field, COSTS: _free_kinematics})
 
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
     def trial_workspace(self, integrator, kinematics=None):

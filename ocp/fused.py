@@ -6,7 +6,7 @@ Each component of a stage (the dynamics, the integrator, a residual, a cost) han
 NumbaResidual`) and the tuple of preallocated arrays and parameters it works on.  A phase
 runs its steps in order::
 
-    _free_field(xs, us, m, dynamics, mode)     # f, f_x, f_u (or the kinematics, mode 2)
+    _free_field(xs, us, m, dynamics, mode)     # f, f_x, f_u (COSTS: _free_kinematics)
     _euler(xs, us, m, integrator, mode)        # x', Fx, Fu
     _clear(out, mode)
     _frame(xs, us, m, residual, mode)          # r, Rx of a residual
@@ -18,6 +18,11 @@ runs its steps in order::
 stored them, :meth:`.stage.StageModel.rollout_trial`).
 
 Two compiled calls per phase: the dynamics (or a kinematics pass) block, then the rest.
+The dynamics' block is chosen per mode in Python (:attr:`Step.by_mode`): each compiles
+only what its modes run (FreeDynamics: :func:`_free_field` for CALC and DIFF,
+:func:`_free_kinematics` for COSTS; contacts and impulses: the values for CALC and
+COSTS, the derivatives for DIFF), so that ``calc_costs`` and the line search do not
+compile the derivative kernels.
 The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
 built-in blocks (a program of (block, item, model) rows over typed Lists that hold each
 block kind's argument tuples): a new problem structure compiles nothing.  A phase with a
@@ -29,8 +34,8 @@ linked into it again), later processes load it.
 
 Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
 per-term path with the parallel kernels.  Contact and impulse dynamics are separate
-blocks (:func:`_contact_field`, :func:`_impulse_field`: the constrained dynamics' state
-kernels on scratch made at build) that return whether the contacts were regular; the
+blocks (:func:`_contact_field`, :func:`_impulse_field` and their ``_diff``
+blocks: the constrained dynamics' state kernels on scratch made at build) that return whether the contacts were regular; the
 phase raises their stage's error when not.  A component without a step
 (the RK schemes, custom dynamics, JointTorqueResidual, SmoothFrictionConeResidual, a
 frame translation restricted to some axes) makes its stage take the per-term path: the
@@ -47,7 +52,7 @@ import numpy as np
 from numba.typed import List
 
 from ..dynamics.derivative_lanes import aba_tiles
-from ..dynamics.config import kernel
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_derivatives_state,
                                              _constraint_dynamics_state,
                                              _impulse_dynamics_derivatives, _impulse_state)
@@ -61,7 +66,11 @@ from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual
                         JACOBIANS, PLACEMENTS)
 from .state import _integrate_chain
 
-CALC, DIFF, COSTS, TRIAL = 0, 1, 2, 3
+# NumPy integers, not Python ints: Numba types a Python int global as a literal, so a
+# kernel passing one on (the horizon trial's ``_interpret(..., TRIAL)``) compiled its
+# callee, and every block below it, once more per constant; an np.int64 is an int64 (the
+# type a mode passed from Python has), so every caller shares one specialization
+CALC, DIFF, COSTS, TRIAL = np.int64(0), np.int64(1), np.int64(2), np.int64(3)
 
 _activate_s = _activate.serial
 _accumulate_s = _accumulate.serial
@@ -73,35 +82,33 @@ _com_residual_s = _com_residual.serial
 
 # --- dynamics --------------------------------------------------------------------------
 
+@inline_kernel
+def _split_states(xs, nq, nv, qs, vs):
+    """qs = xs[:, :nq], vs = xs[:, nq:nq + nv] (contiguous copies the kernels read)."""
+    for k in range(xs.shape[0]):
+        for i in range(nq):
+            qs[k, i] = xs[k, i]
+        for i in range(nv):
+            vs[k, i] = xs[k, nq + i]
+
+
 @kernel
 def _free_field(xs, us, m, a, mode):
     """f = (v, ABA(q, v, B u - D v)) and, in DIFF mode, f_x, f_u of FreeDynamics (see
-    :meth:`.dynamics.FreeDynamics.calc_diff`); in COSTS mode only the knots' placements
-    (level 1) or placements and world Jacobians (level 2); nothing in TRIAL mode.
-    CALC and DIFF run the phase's knots across SIMD lanes
+    :meth:`.dynamics.FreeDynamics.calc_diff`): the CALC and DIFF block of the step (COSTS
+    mode runs :func:`_free_kinematics`, TRIAL mode nothing: see :class:`Step`).  It runs
+    the phase's knots across SIMD lanes
     (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`), which also leave the
     placements and world Jacobians the residuals read in the Data."""
     B, damping, level, buf, d, out, lanes = a
-    if mode == TRIAL:
-        return
     qs, vs, tau, f_ext, zeros = buf
     liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
         dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
     work, oR_flat, op_flat, J_flat, Minv_flat, ddq_dq_flat, ddq_dv_flat = lanes
     f, f_x, f_u = out
     K = xs.shape[0]
-    nq, nv = m.nq, m.nv
-    for k in range(K):
-        for i in range(nq):
-            qs[k, i] = xs[k, i]
-        for i in range(nv):
-            vs[k, i] = xs[k, nq + i]
-    if mode == COSTS:
-        if level == JACOBIANS:
-            _compute_joint_jacobians(m, qs, liR, lip, oR, op, J)
-        elif level == PLACEMENTS:
-            _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
-        return
+    nv = m.nv
+    _split_states(xs, m.nq, nv, qs, vs)
     for k in range(K):
         for i in range(nv):
             s = 0.0
@@ -116,6 +123,19 @@ def _free_field(xs, us, m, a, mode):
             f[k, nv + i] = ddq[k, i]
     if mode == DIFF:
         _free_jacobians(B, damping, Minv, ddq_dq, ddq_dv, f_x, f_u)
+
+
+@kernel
+def _free_kinematics(xs, us, m, a, mode):
+    """The COSTS block of the FreeDynamics step (the arguments of :func:`_free_field`):
+    only the knots' placements (level 1) or placements and world Jacobians (level 2) that
+    the residuals read.  A block of its own, so that the line search's costs and
+    ``calc_costs`` do not compile the lanes' ABA and its derivatives."""
+    B, damping, level, buf, d, out, lanes = a
+    qs, vs, tau, f_ext, zeros = buf
+    liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
+        dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
+    _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 
 
 @kernel
@@ -196,114 +216,143 @@ def _euler(xs, us, m, a, mode):
 
 # --- contact and impulse dynamics ----------------------------------------------------
 
+@inline_kernel
+def _torques(xs, us, m, B, damping, qs, vs, tau):
+    """qs, vs of the knots and tau = B u - D v."""
+    _split_states(xs, m.nq, m.nv, qs, vs)
+    for k in range(xs.shape[0]):
+        for i in range(m.nv):
+            s = 0.0
+            for j in range(B.shape[1]):
+                s += B[i, j] * us[k, j]
+            tau[k, i] = s - damping[i] * vs[k, i]
+
+
 @kernel
 def _contact_field(xs, us, holder, mode):
-    """ContactDynamics: ddq, lambda = constraint_dynamics(q, v, B u - D v), f = (v, ddq)
-    and, in DIFF mode, f_x, f_u, lambda_x, lambda_u (see :meth:`.contacts.ContactDynamics.
-    calc_diff`); the values in COSTS mode too (the force residuals read lambda, the
-    kinematic ones the placements and Jacobians the solve leaves); nothing in TRIAL mode
-    (the rollout stored them).  Stamps the data with (xs, us) and what it holds; returns
+    """ContactDynamics' CALC and COSTS block: ddq, lambda = constraint_dynamics(q, v, B u -
+    D v), f = (v, ddq) (the values in COSTS mode too: the force residuals read lambda,
+    the kinematic ones the placements and Jacobians the solve leaves; TRIAL mode runs
+    nothing: the rollout stored them).  Stamps the data with (xs, us) and VALUES; returns
     whether the contacts are regular at every knot.  ``holder[0]`` = (model, arguments)
-    (:func:`held`)."""
+    (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
     m, a = holder[0]
     ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
-    if mode == TRIAL:
-        return True
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
         iterations, regular = out
     mu, max_iterations, accuracy = settings
-    K, nq, nv = xs.shape[0], m.nq, m.nv
-    for k in range(K):
-        for i in range(nq):
-            qs[k, i] = xs[k, i]
-        for i in range(nv):
-            vs[k, i] = xs[k, nq + i]
-        for i in range(nv):
-            s = 0.0
-            for j in range(B.shape[1]):
-                s += B[i, j] * us[k, j]
-            tau[k, i] = s - damping[i] * vs[k, i]
+    _torques(xs, us, m, B, damping, qs, vs, tau)
     ok = True
-    for k in range(K):
-        if mode == DIFF:
-            iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
-                m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
-                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k],
-                ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
-        else:
-            iterations[k], regular[k] = _constraint_dynamics_state(
-                m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
-                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
+    for k in range(xs.shape[0]):
+        iterations[k], regular[k] = _constraint_dynamics_state(
+            m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k], oR[k],
+            op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
         ok = ok and regular[k]
-    if mode == DIFF:
-        _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
-                           damping, f, f_x, f_u, lam_x, lam_u)
-    else:
-        for k in range(K):
-            for i in range(nv):
-                f[k, i] = vs[k, i]
-                f[k, nv + i] = ddq[k, i]
+        for i in range(m.nv):
+            f[k, i] = vs[k, i]
+            f[k, m.nv + i] = ddq[k, i]
+    _stamp(xs, us, stamp, mode)
+    return ok
+
+
+@kernel
+def _contact_field_diff(xs, us, holder, mode):
+    """ContactDynamics' DIFF block: the values of :func:`_contact_field` and f_x, f_u,
+    lambda_x, lambda_u (see :meth:`.contacts.ContactDynamics.calc_diff`); stamps the data
+    with DERIVATIVES; returns as :func:`_contact_field`."""
+    m, a = holder[0]
+    ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
+    qs, vs, tau = buf
+    liR, lip, oR, op, J, oY, M, ddq = d
+    f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
+        iterations, regular = out
+    mu, max_iterations, accuracy = settings
+    _torques(xs, us, m, B, damping, qs, vs, tau)
+    ok = True
+    for k in range(xs.shape[0]):
+        iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
+            m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k], oR[k],
+            op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k], ddq_dtau[k],
+            dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+        ok = ok and regular[k]
+    _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
+                       damping, f, f_x, f_u, lam_x, lam_u)
     _stamp(xs, us, stamp, mode)
     return ok
 
 
 @kernel
 def _impulse_field(xs, us, holder, mode):
-    """ImpulseDynamics: v+, Lambda = impulse_dynamics(q, v), f = (0, v+ - v) and, in DIFF
-    mode, f_x = [[0, 0], [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq,
-    dLambda_dv], lambda_u = 0 (see :meth:`.contacts.ImpulseDynamics.calc_diff`); modes
-    and return as :func:`_contact_field`.  ``m0``, ``ca0``: the model without gravity and
-    the constraints without Baumgarte gains (the derivatives' kernel)."""
+    """ImpulseDynamics' CALC and COSTS block: v+, Lambda = impulse_dynamics(q, v), f = (0,
+    v+ - v); modes and return as :func:`_contact_field` (DIFF mode runs
+    :func:`_impulse_field_diff`).  ``holder[0]`` = (model, (model without gravity,
+    constraints, constraints without Baumgarte gains, restitution, settings, scratch,
+    Data arrays, outputs, stamp, workspace))."""
     m, a = holder[0]
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
-    if mode == TRIAL:
-        return True
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
     f, f_x, f_u, lam, lam_x, lam_u, dv_dq, dv_dv, dlam_dq, dlam_dv, iterations, regular = out
     mu, max_iterations, accuracy = settings
-    K, nq, nv = xs.shape[0], m.nq, m.nv
-    for k in range(K):
-        for i in range(nq):
-            qs[k, i] = xs[k, i]
-        for i in range(nv):
-            vs[k, i] = xs[k, nq + i]
+    _split_states(xs, m.nq, m.nv, qs, vs)
     ok = True
-    if mode == DIFF:
-        ok = _impulse_dynamics_derivatives(m, m0, ca, ca0, qs, vs, restitution, mu,
-                                           max_iterations, accuracy, liR, lip, oR, op, J, oY,
-                                           M, v_after, lam, iterations, dv_dq, dv_dv, dlam_dq,
-                                           dlam_dv)
-        for k in range(K):
-            regular[k] = ok
-    else:
-        for k in range(K):
-            iterations[k], regular[k] = _impulse_state(
-                m, ca, qs[k], vs[k], restitution, mu, max_iterations, accuracy, liR[k], lip[k],
-                oR[k], op[k], J[k], oY[k], M[k], v_after[k], lam[k], ws)
-            ok = ok and regular[k]
+    for k in range(xs.shape[0]):
+        iterations[k], regular[k] = _impulse_state(
+            m, ca, qs[k], vs[k], restitution, mu, max_iterations, accuracy, liR[k], lip[k],
+            oR[k], op[k], J[k], oY[k], M[k], v_after[k], lam[k], ws)
+        ok = ok and regular[k]
+    _impulse_jump(vs, v_after, f)
+    _stamp(xs, us, stamp, mode)
+    return ok
+
+
+@kernel
+def _impulse_field_diff(xs, us, holder, mode):
+    """ImpulseDynamics' DIFF block: the values of :func:`_impulse_field` and f_x = [[0, 0],
+    [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq, dLambda_dv], lambda_u = 0 (see
+    :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
+    and the constraints without Baumgarte gains, the derivatives' kernel)."""
+    m, a = holder[0]
+    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
+    qs, vs = buf
+    liR, lip, oR, op, J, oY, M, v_after = d
+    f, f_x, f_u, lam, lam_x, lam_u, dv_dq, dv_dv, dlam_dq, dlam_dv, iterations, regular = out
+    mu, max_iterations, accuracy = settings
+    K, nv = xs.shape[0], m.nv
+    _split_states(xs, m.nq, nv, qs, vs)
+    ok = _impulse_dynamics_derivatives(m, m0, ca, ca0, qs, vs, restitution, mu, max_iterations,
+                                       accuracy, liR, lip, oR, op, J, oY, M, v_after, lam,
+                                       iterations, dv_dq, dv_dv, dlam_dq, dlam_dv)
     for k in range(K):
+        regular[k] = ok
+    _impulse_jump(vs, v_after, f)
+    f_x[:] = 0.0
+    f_u[:] = 0.0
+    lam_u[:] = 0.0
+    for k in range(K):
+        for i in range(nv):
+            for j in range(nv):
+                f_x[k, nv + i, j] = dv_dq[k, i, j]
+                f_x[k, nv + i, nv + j] = dv_dv[k, i, j]
+            f_x[k, nv + i, nv + i] -= 1.0
+        for r in range(lam.shape[1]):
+            for j in range(nv):
+                lam_x[k, r, j] = dlam_dq[k, r, j]
+                lam_x[k, r, nv + j] = dlam_dv[k, r, j]
+    _stamp(xs, us, stamp, mode)
+    return ok
+
+
+@inline_kernel
+def _impulse_jump(vs, v_after, f):
+    """f = (0, v+ - v) at every knot."""
+    nv = vs.shape[1]
+    for k in range(vs.shape[0]):
         for i in range(nv):
             f[k, i] = 0.0
             f[k, nv + i] = v_after[k, i] - vs[k, i]
-    if mode == DIFF:
-        f_x[:] = 0.0
-        f_u[:] = 0.0
-        lam_u[:] = 0.0
-        for k in range(K):
-            for i in range(nv):
-                for j in range(nv):
-                    f_x[k, nv + i, j] = dv_dq[k, i, j]
-                    f_x[k, nv + i, nv + j] = dv_dv[k, i, j]
-                f_x[k, nv + i, nv + i] -= 1.0
-            for r in range(lam.shape[1]):
-                for j in range(nv):
-                    lam_x[k, r, j] = dlam_dq[k, r, j]
-                    lam_x[k, r, nv + j] = dlam_dv[k, r, j]
-    _stamp(xs, us, stamp, mode)
-    return ok
 
 
 @kernel
@@ -318,19 +367,24 @@ def _stamp(xs, us, stamp, mode):
 
 # --- kinematics ----------------------------------------------------------------------
 
+@inline_kernel
+def _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc):
+    """qs = the knots' configurations, then their placements (level PLACEMENTS) or
+    placements and world Jacobians (level JACOBIANS)."""
+    _split_states(xs, m.nq, 0, qs, qs)
+    if level == JACOBIANS:
+        _compute_joint_jacobians(m, qs, liR, lip, oR, op, J)
+    elif level == PLACEMENTS:
+        _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
+
+
 @kernel
 def _kinematics(xs, us, holder, mode):
     """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
     terminal knot's pass); ``holder[0]`` = (model, arguments) (:func:`held`)."""
     m, a = holder[0]
     level, qs, zeros, liR, lip, oR, op, J, v, acc = a
-    for k in range(xs.shape[0]):
-        for i in range(m.nq):
-            qs[k, i] = xs[k, i]
-    if level == JACOBIANS:
-        _compute_joint_jacobians(m, qs, liR, lip, oR, op, J)
-    elif level == PLACEMENTS:
-        _forward_kinematics(m, qs, zeros, zeros, 0, liR, lip, oR, op, v, acc)
+    _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 
 
 def kinematics_step(arrays, kinematics, level):
@@ -536,7 +590,7 @@ class Step:
     :mod:`.numba_residual`), on ``args``."""
 
     def __init__(self, args, block=None, cost=False, knot_kernel=None, model=None,
-                 separate=False, failed=None):
+                 separate=False, failed=None, by_mode=None):
         self.args, self.block, self.cost, self.knot_kernel = args, block, cost, knot_kernel
         self.model = model
         # a separate block that returns False calls ``failed()`` (which raises)
@@ -545,6 +599,13 @@ class Step:
         # phase function: linked into it, LLVM would optimize its code again for every
         # new composition (measured on ur5: 11 s instead of a few)
         self.separate = separate
+        # a separate step's block in each mode ({mode: block} on ``args``; a mode left
+        # out runs nothing; default ``block`` in every mode but TRIAL).  Blocks of their
+        # own per mode compile only what their modes run: the line search's COSTS block
+        # of FreeDynamics is a kinematics pass, not the lanes' ABA and its derivatives
+        if by_mode is None:
+            by_mode = {CALC: block, DIFF: block, COSTS: block}
+        self.by_mode = tuple(by_mode.get(mode) for mode in (CALC, DIFF, COSTS, TRIAL))
 
 
 def _model_indices(steps):
@@ -707,6 +768,10 @@ class FusedPhase:
         while n < min(len(steps), clear_at) and steps[n].separate:
             n += 1
         self.first = [(step.block, step.model, step.args, step.failed) for step in steps[:n]]
+        # the separate blocks each mode runs (see Step.by_mode)
+        self.first_by_mode = tuple(
+            [(step.by_mode[mode], step.model, step.args, step.failed) for step in steps[:n]
+             if step.by_mode[mode] is not None] for mode in (CALC, DIFF, COSTS, TRIAL))
         steps = steps[n:]
         self.out = out
         items = interpreted(steps, clear_at - n)
@@ -720,14 +785,13 @@ class FusedPhase:
             self.args = tuple(step.args for step in steps)
 
     def __call__(self, xs, us, mode):
-        if mode != TRIAL:       # the separate blocks of a running stage do nothing then
-            for block, model, args, failed in self.first:
-                if model is None:
-                    regular = block(xs, us, args, mode)
-                else:
-                    regular = block(xs, us, model, args, mode)
-                if regular is False:
-                    failed()
+        for block, model, args, failed in self.first_by_mode[mode]:
+            if model is None:
+                regular = block(xs, us, args, mode)
+            else:
+                regular = block(xs, us, model, args, mode)
+            if regular is False:
+                failed()
         if self.program is not None:
             _interpret(xs, us, self.program, mode)
         else:
