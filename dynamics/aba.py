@@ -239,22 +239,34 @@ def _add_symmetric(IA, j, r, c, x):
     IA[j, c, r] = s
 
 
-@kernel
-def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
-    """ABA's backward pass: articulated inertias IA, U = IA J_i, D^-1 and the bias
-    forces pA and u (Featherstone, Table 7.1, in the world frame)."""
+@inline_kernel
+def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_bias):
+    """ABA's backward pass (Featherstone, Table 7.1, in the world frame): the
+    articulated inertias IA, U = IA J_i and D^-1, and with ``with_bias`` the bias forces
+    pA and u; without it (M^-1 needs only what depends on q) ``tau, pA, cJ, u`` are
+    neither read nor written.  Callers pass ``with_bias`` as a constant, so each
+    inlined copy keeps only its branch."""
     parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
         nvi = nvs[i]
         par = parents[i]
         if nvi == 1:
-            _articulated_step_1dof(i, par, iv, armature, J, oY, U, Dinv, tau, pA, cJ, u, True)
+            _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u,
+                                   with_bias)
             continue
-        articulated_projection(i, iv, nvi, armature, J, oY, U, Dinv, D, work)
-        _joint_bias(iv, nvi, tau, J, pA, i, u)
+        articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work)
+        if with_bias:
+            _joint_bias(iv, nvi, tau, J, pA, i, u)
         if par > 0:
-            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, oY, cJ, pA, Ia, w6, True)
+            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, IA, cJ, pA, Ia, w6, with_bias)
+
+
+@kernel
+def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
+    """ABA's backward pass: articulated inertias IA (in ``oY``), U = IA J_i, D^-1 and the
+    bias forces pA and u (:func:`_articulated_pass`)."""
+    _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True)
 
 
 @kernel
@@ -337,24 +349,6 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
                        oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
 
 
-@inline_kernel
-def _articulated_inertias(m, J, IA, U, Dinv, Ia, D, work, w6, tau, pA, cJ, u):
-    """ABA's backward pass without its bias forces (:func:`_aba_backward_pass` with
-    with_bias False): the articulated inertias IA, U = IA J_i and D^-1, which depend on
-    q only.  ``tau, pA, cJ, u`` are neither read nor written."""
-    parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
-    for i in range(m.njoints - 1, 0, -1):
-        iv = idx_v[i]
-        nvi = nvs[i]
-        par = parents[i]
-        if nvi == 1:
-            _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u, False)
-            continue
-        articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work)
-        if par > 0:
-            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, IA, cJ, pA, Ia, w6, False)
-
-
 @kernel
 def _compute_minverse(m, q, oR, op, IA, U, Dinv, Minv):
     """M^-1 by ABA's articulated inertias (U, D^-1) and the two sweeps of
@@ -386,7 +380,7 @@ def _compute_minverse(m, q, oR, op, IA, U, Dinv, Minv):
     for k in range(q.shape[0]):
         placements_inline(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
         world_jacobian_and_inertias(m, oR[k], op[k], J, IA[k])
-        _articulated_inertias(m, J, IA[k], U[k], Dinv[k], Ia, D, work, w6, tau0, pA, cJ, u)
+        _articulated_pass(m, tau0, J, IA[k], cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6, False)
         minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0])
         copy_matrix(Ms, Minv[k])
 
