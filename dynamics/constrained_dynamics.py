@@ -253,6 +253,18 @@ def _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X):
     ltl_solve(m, L, dddq)
 
 
+@inline_kernel
+def _side_by_side(left, right, rows, n, out):
+    """out[r] = [left[r, :n], right[r, :n], 0, ...] for the first ``rows`` rows: the q and
+    v blocks of a derivative side by side, the rest of each row (up to out's width) zero."""
+    for r in range(rows):
+        for c in range(n):
+            out[r, c] = left[r, c]
+            out[r, n + c] = right[r, c]
+        for c in range(2 * n, out.shape[1]):
+            out[r, c] = 0.0
+
+
 @kernel
 def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, C, X,
                            dlam, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau):
@@ -264,20 +276,11 @@ def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, 
     past 3 nv are zero (derivatives_workspace rounds W up to whole vector iterations).
     Each entry is the arithmetic of a pass on its own columns, so the same bits; the
     -I block's solve L^-T (-I) runs on its known zeros too (they stay zero)."""
-    nv, nc, width = m.nv, Y.shape[1], Z.shape[1]
+    nv, nc = m.nv, Y.shape[1]
+    _side_by_side(dtau_dq, dtau_dv, nv, nv, Z)
     for t in range(nv):
-        for c in range(nv):
-            Z[t, c] = dtau_dq[t, c]
-            Z[t, nv + c] = dtau_dv[t, c]
-        for c in range(2 * nv, width):
-            Z[t, c] = 0.0
         Z[t, 2 * nv + t] = -1.0
-    for a in range(nc):
-        for c in range(nv):
-            C[a, c] = dc_dq[a, c]
-            C[a, nv + c] = dc_dv[a, c]
-        for c in range(2 * nv, width):
-            C[a, c] = 0.0
+    _side_by_side(dc_dq, dc_dv, nc, nv, C)
     ltl_solve_transpose(m, L, Z)
     _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, C, Z, dlam, X)
     for t in range(nv):
