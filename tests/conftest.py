@@ -148,3 +148,29 @@ def _assert_close(actual, desired, rtol=1e-10, err_msg=""):
 def assert_close():
     """``assert_close(actual, desired, rtol=1e-10, err_msg="")``: see the module docstring."""
     return _assert_close
+
+
+# -- the order in which pytest-xdist hands out test files ---------------------
+# With ``--dist loadfile`` each worker takes whole files, and Numba's on-disk
+# cache is shared: a kernel one worker compiled, the other loads.  But two
+# workers that start kernel-heavy files of the same layer at the same moment
+# both compile the same kernels.  So the run opens with the file that compiles
+# the OCP layer's chain (free, contact and impulse phases, RK4, box controls)
+# on one worker while the other compiles the dynamics kernels; the OCP files
+# that follow load what the first compiled.  The rest follow in xdist's own
+# order (most tests first).  pyproject's addopts turn xdist's reordering off.
+FIRST_FILES = (
+    "test_crocoddyl_parity.py",
+    "test_dynamics_batch.py", "test_dynamics_validation.py", "test_derivatives.py",
+    "test_dynamics_pinocchio.py", "test_constrained_dynamics.py", "test_batch_lanes.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    files = {}
+    for item in items:
+        files.setdefault(item.nodeid.split("::")[0].rsplit("/", 1)[-1], []).append(item)
+    first = [name for name in FIRST_FILES if name in files]
+    rest = sorted((name for name in files if name not in FIRST_FILES),
+                  key=lambda name: -len(files[name]))
+    items[:] = [item for name in first + rest for item in files[name]]
