@@ -14,7 +14,8 @@ microseconds per call:
            (nq,), (nv,)) per call;
 - overhead python - kernel: the checks at the API border (shapes, finiteness,
            unit quaternions, the Data), Numba's unboxing of the arguments (the
-           model's arrays among them) and the copy of the result.
+           model as one ModelRef for the kernels marked ``model_kernel``, as a
+           tuple of 22 fields for forward_kinematics) and the copy of the result.
 
 The two are timed in interleaved blocks (:func:`._common.time_side_by_side`);
 the medians of the repeats are reported.  The target (issue 15): overhead

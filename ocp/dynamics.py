@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
+from ..dynamics.model_ref import model_ref
 from ..dynamics.config import num_threads
 from ..dynamics.derivative_lanes import aba_tiles_workspace
 from ..dynamics.model import FREE_FLYER
@@ -140,7 +141,7 @@ class FreeDynamics:
         """f = (v, ddq) for every knot; fills data.f (K, ndx) and the kinematics."""
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
-        _serial_or_parallel(_aba, _aba_parallel, self.arrays, qs, vs, data.tau, data.f_ext,
+        _serial_or_parallel(_aba, _aba_parallel, model_ref(self), qs, vs, data.tau, data.f_ext,
                             d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.v, d.a, d.pA, d.U, d.Dinv,
                             d.u, d.ddq)
         nv = self.model.nv
@@ -153,7 +154,7 @@ class FreeDynamics:
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
         _serial_or_parallel(
-            _aba_derivatives, _aba_derivatives_parallel, self.arrays, qs, vs, data.tau,
+            _aba_derivatives, _aba_derivatives_parallel, model_ref(self), qs, vs, data.tau,
             data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
             d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
         nv, K = self.model.nv, data.K
