@@ -93,7 +93,7 @@ def as_stack(x, size, name, batch=None):
     """
     given = _as_given(x, size, None if batch is None else batch[0])
     if (given is not None and (batch is None or given[1] == batch[1])
-            and _states_are_valid(_NO_STATES, given[0], _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0)):
+            and _are_valid(_NO_STATES, given[0], _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0)):
         return given
     arr = _as_float_array(x, name)
     if arr.ndim == 1 and arr.shape[0] == size:
@@ -210,14 +210,19 @@ _VECTORS = {count: compute_fingerprint((np.empty(1),) * count) for count in (1, 
 _STACKS = {count: compute_fingerprint((np.empty((1, 1)),) * count) for count in (1, 3)}
 
 
-def _first_validity_check(qs, vs, us, border):
-    """:func:`_states_are_valid` through the dispatcher; remembers the entry point
-    for the fast path (its arguments there always have the same types)."""
+def _are_valid(qs, vs, us, starts, lengths, tolerance):
+    """:func:`_states_are_valid` of arguments in kernel form (C-contiguous writable
+    float64 stacks, int64 blocks: the callers checked their types), through its
+    compiled entry point: the dispatcher's typing of the six arguments costs more
+    than the check of one state."""
     global _VALIDITY_ENTRY
-    arguments = (qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE)
-    valid = _states_are_valid(*arguments)
-    _VALIDITY_ENTRY = _compiled_entry(_states_are_valid, arguments)
-    return valid
+    entry = _VALIDITY_ENTRY
+    if entry is None:
+        arguments = (qs, vs, us, starts, lengths, tolerance)
+        valid = _states_are_valid(*arguments)
+        _VALIDITY_ENTRY = _compiled_entry(_states_are_valid, arguments)
+        return valid
+    return entry(qs, vs, us, starts, lengths, tolerance)
 
 
 _VALIDITY_ENTRY = None
@@ -257,13 +262,7 @@ def _given_states(model, q, v=None, u=None):
         single, qs, vs, us = False, q, v, u
     else:
         return None
-    # the compiled check, called without the dispatcher's typing of its six arguments
-    # (their types are those checked above)
-    entry = _VALIDITY_ENTRY
-    if entry is None:
-        if not _first_validity_check(qs, vs, us, border):
-            return None
-    elif not entry(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
+    if not _are_valid(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
         return None
     return qs, vs, us, single
 
