@@ -340,10 +340,9 @@ def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, 
 
 
 @parallel_kernel
-def _aba_parallel(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
-                  ddq, n_chunks):
+def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
+                  n_chunks):
     """:func:`_aba` with the stack split in chunks run by Numba's threads."""
-    m = model_arrays(model)
     K = q.shape[0]
     for chunk in prange(n_chunks):
         workspace = aba_workspace(m)

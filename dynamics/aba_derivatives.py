@@ -166,13 +166,12 @@ def aba_derivative_f_ext(model, data, q):
 
 
 @parallel_kernel
-def _aba_derivatives_parallel(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
+def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
                               Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
                               n_chunks):
     """:func:`_aba_derivatives` with the stack split in ``n_chunks`` chunks run by
     Numba's threads; each chunk has its own workspace, so the results do not
     depend on the number of threads."""
-    m = model_arrays(model)
     K = q.shape[0]
     for chunk in prange(n_chunks):
         workspace = aba_derivatives_workspace(m)
