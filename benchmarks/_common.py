@@ -174,6 +174,8 @@ def capture_kernel_call(public_function, kernel_name, *args, **kwargs):
         calls.append(kernel_args)
         return kernel(*kernel_args)
 
+    # validation.call_kernel passes a kernel marked model_kernel the model's ModelRef
+    record.takes_model_ref = getattr(kernel, "takes_model_ref", False)
     setattr(module, kernel_name, record)
     try:
         public_function(*args, **kwargs)

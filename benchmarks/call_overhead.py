@@ -1,12 +1,13 @@
 """What a one-state call from Python costs beyond its kernel.
 
     python -m geppetto.benchmarks.call_overhead [--robots ur5 talos] [--states 200]
-                                                [--repeats 9] [--out DIR]
+                                                [--repeats 9] [--functions ...] [--out DIR]
 
 For each robot and public function (rnea, aba, crba, compute_minverse,
-rnea_derivatives, aba_derivatives, forward_kinematics with v and a), one
-thread, CPU time of the thread, ``--states`` random states (seeded), in
-microseconds per call:
+rnea_derivatives, aba_derivatives, forward_kinematics with v and a,
+frame_jacobian of the last frame in LOCAL_WORLD_ALIGNED, center_of_mass,
+integrate), one thread, CPU time of the thread, ``--states`` random states
+(seeded), in microseconds per call:
 
 - kernel   the kernel the public function calls, from a jitted loop, one state
            per call (:func:`._common.jit_loop`): no Python, no checks;
@@ -14,7 +15,8 @@ microseconds per call:
            (nq,), (nv,)) per call;
 - overhead python - kernel: the checks at the API border (shapes, finiteness,
            unit quaternions, the Data), Numba's unboxing of the arguments (the
-           model's arrays among them) and the copy of the result.
+           model as one ModelRef for the kernels marked ``model_kernel``, as a
+           tuple of 22 fields for the others) and the copy of the result.
 
 The two are timed in interleaved blocks (:func:`._common.time_side_by_side`);
 the medians of the repeats are reported.  The target (issue 15): overhead
@@ -29,33 +31,41 @@ import numpy as np
 import geppetto as gp
 from geppetto.benchmarks import _common
 
-# public function -> (its kernel, how many of (q, v, u) it takes)
-FUNCTIONS = {"rnea": ("_rnea", 3), "aba": ("_aba", 3), "crba": ("_crba", 1),
-             "compute_minverse": ("_compute_minverse", 1),
-             "rnea_derivatives": ("_rnea_derivatives", 3),
-             "aba_derivatives": ("_aba_derivatives", 3),
-             "forward_kinematics": ("_forward_kinematics", 3)}
+# public function -> (its kernel, its arguments from (model, data, q, v, u))
+FUNCTIONS = {
+    "rnea": ("_rnea", lambda m, d, q, v, u: (m, d, q, v, u)),
+    "aba": ("_aba", lambda m, d, q, v, u: (m, d, q, v, u)),
+    "crba": ("_crba", lambda m, d, q, v, u: (m, d, q)),
+    "compute_minverse": ("_compute_minverse", lambda m, d, q, v, u: (m, d, q)),
+    "rnea_derivatives": ("_rnea_derivatives", lambda m, d, q, v, u: (m, d, q, v, u)),
+    "aba_derivatives": ("_aba_derivatives", lambda m, d, q, v, u: (m, d, q, v, u)),
+    "forward_kinematics": ("_forward_kinematics", lambda m, d, q, v, u: (m, d, q, v, u)),
+    "frame_jacobian": ("_frame_jacobian", lambda m, d, q, v, u: (
+        m, d, q, m.nframes - 1, gp.dynamics.LOCAL_WORLD_ALIGNED)),
+    "center_of_mass": ("_center_of_mass", lambda m, d, q, v, u: (m, d, q)),
+    "integrate": ("_integrate", lambda m, d, q, v, u: (m, q, v)),
+}
 
 
-def benchmark_robot(name, states, repeats):
+def benchmark_robot(name, states, repeats, functions):
     """One row per function: {robot, function, kernel_us, python_us, overhead_us}."""
     model = gp.robots.load(name).model
     rng = np.random.default_rng(0)
     inputs = [(gp.dynamics.random_configuration(model, rng), rng.standard_normal(model.nv),
                rng.standard_normal(model.nv)) for _ in range(states)]
     rows = []
-    for function, (kernel_name, count) in FUNCTIONS.items():
+    for function in functions:
+        kernel_name, arguments_of = FUNCTIONS[function]
         public = getattr(gp.dynamics, function)
         data = model.create_data()
-        arguments = [x[:count] for x in inputs]
-        kernel, kernel_args = _common.capture_kernel_call(public, kernel_name, model, data,
-                                                          *arguments[0])
+        arguments = [arguments_of(model, data, *x) for x in inputs]
+        kernel, kernel_args = _common.capture_kernel_call(public, kernel_name, *arguments[0])
         loop = _common.jit_loop(kernel, kernel_args, 1)
         loop(1)
 
         def python():
             for x in arguments:
-                public(model, data, *x)
+                public(*x)
 
         python()
         timing = _common.time_side_by_side({"kernel": lambda: loop(states), "python": python},
@@ -74,12 +84,13 @@ def main(argv=None):
     parser.add_argument("--robots", nargs="+", default=["ur5", "talos"])
     parser.add_argument("--states", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--functions", nargs="+", default=list(FUNCTIONS), choices=FUNCTIONS)
     parser.add_argument("--out", default=_common.RESULTS_DIR)
     args = parser.parse_args(argv)
     info = _common.machine()
     print(_common.describe_machine(info))
     rows = [row for name in args.robots
-            for row in benchmark_robot(name, args.states, args.repeats)]
+            for row in benchmark_robot(name, args.states, args.repeats, args.functions)]
     print(_common.format_table(
         ["robot", "function", "kernel us", "python us", "overhead us"],
         [[r["robot"], r["function"], f"{r['kernel_us']:.2f}", f"{r['python_us']:.2f}",

@@ -19,9 +19,10 @@ import numpy as np
 from numba import prange
 
 from . import mimic
-from .config import inline_kernel, kernel, parallel_kernel
+from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import world_frame_quantities, world_jacobian_and_inertias
 from .joints import placements_inline
+from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .minverse import minverse_sweeps
 from .spatial import act_force, cross, rigid_inertia_times
@@ -329,8 +330,9 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
-@kernel
-def _aba(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
+@model_kernel
+def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
+    m = model_arrays(model)
     workspace = aba_workspace(m)
     for k in range(q.shape[0]):
         _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
@@ -349,8 +351,8 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
                        oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
 
 
-@kernel
-def _compute_minverse(m, q, oR, op, IA, U, Dinv, Minv):
+@model_kernel
+def _compute_minverse(model, q, oR, op, IA, U, Dinv, Minv):
     """M^-1 by ABA's articulated inertias (U, D^-1) and the two sweeps of
     :func:`.minverse.minverse_sweeps` (Carpentier & Mansard 2018, Sec. IV-B), the
     passes inlined into the loop over states (the placements too: their compiled call
@@ -361,6 +363,7 @@ def _compute_minverse(m, q, oR, op, IA, U, Dinv, Minv):
     computed in a scratch (nv, nv) that stays in cache and copied to the stack once, in
     order: the sweeps write each row twice, the last rows first (in place in the
     stack, talos 1000 states, 10% slower)."""
+    m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     liR = np.empty((m.njoints, 3, 3))

@@ -21,9 +21,10 @@ from . import mimic
 from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
-from .config import inline_kernel, kernel, parallel_kernel
+from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import world_frame_quantities
 from .kinematics import compute_joint_jacobians, express_jacobian
+from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .minverse import minverse_from_articulated
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
@@ -89,9 +90,10 @@ def _negative_products(Minv, A, B, out_A, out_B):
             out_B[r, c] = -out_B[r, c]
 
 
-@kernel
-def _aba_derivatives(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
+@model_kernel
+def _aba_derivatives(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
                      ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv):
+    m = model_arrays(model)
     workspace = aba_derivatives_workspace(m)
     for k in range(q.shape[0]):
         _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k],

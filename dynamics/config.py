@@ -23,6 +23,16 @@ def kernel(function):
     return numba.njit(**NUMBA_OPTIONS)(function)
 
 
+def model_kernel(function):
+    """Like :func:`kernel`, for a kernel whose first argument ``model`` is a
+    ``ModelArrays`` tuple or a ``ModelRef`` (:mod:`.model_ref`; the kernel starts with
+    ``m = model_arrays(model)``): ``validation.call_kernel`` passes it the ModelRef,
+    one object to unbox instead of 22."""
+    dispatcher = kernel(function)
+    dispatcher.takes_model_ref = True
+    return dispatcher
+
+
 def inline_kernel(function):
     """Like :func:`kernel`, inlined into its callers at the Numba IR level.
 

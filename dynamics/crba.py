@@ -9,9 +9,10 @@ M, armature added on the diagonal.
 import numpy as np
 
 from . import mimic
-from .config import inline_kernel, kernel
+from .config import inline_kernel, kernel, model_kernel
 from .joints import placements, placements_inline
 from .kinematics import jacobian_column
+from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .spatial import (inertia_to_world, inertia_to_world_values, rigid_inertia_values_times,
                       write_rigid_inertia)
@@ -133,8 +134,8 @@ def _crba_composite_pass(m, J, Yc, M):
         M[c, c] += m.armature[c]
 
 
-@kernel
-def _crba(m, q, oR, op, M):
+@model_kernel
+def _crba(model, q, oR, op, M):
     """CRBA over the stack q (K, nq): oMi (oR, op) and M (K, nv, nv) per state.
 
     The world Jacobian, the composite inertias (their ten parameters), liMi and M
@@ -142,6 +143,7 @@ def _crba(m, q, oR, op, M):
     M is copied to the stack once, row by row.  A (K, ...) output is memory that is
     not in cache: on talos (1000 states, load 11) storing J (1.8 kB per state) and
     oYcrb (11 kB) per state took 1.5 of 5.9 us per state."""
+    m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     liR = np.empty((m.njoints, 3, 3))

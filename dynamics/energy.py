@@ -4,7 +4,7 @@ import numpy as np
 from .config import kernel
 from .kinematics import _fk_state, subtree_mass_and_com
 from .spatial import mat6_vec
-from .validation import as_configurations, as_stack, check_data
+from .validation import as_configurations, as_stack, call_kernel, check_data
 
 
 @kernel
@@ -39,8 +39,8 @@ def _compute(model, data, q, v):
     vs = (as_stack(v, model.nv, "v", (K, single))[0] if v is not None
           else np.zeros((K, model.nv)))
     check_data(model, data, K, single)
-    _energy(model.arrays, qs, vs, data.liR, data.lip, data.oR, data.op, data.v, data.a,
-            data.mass, data.com, data.kinetic_energy, data.potential_energy)
+    call_kernel(_energy, model, qs, vs, data.liR, data.lip, data.oR, data.op, data.v, data.a,
+                data.mass, data.com, data.kinetic_energy, data.potential_energy)
     return K, single
 
 

@@ -308,7 +308,7 @@ def update_frame_placements(model, data):
 
     Fills ``data.oRf, data.opf``; returns None."""
     K, _ = check_placements(model, data, "update_frame_placements")
-    _frame_placements(model.arrays, data.oR[:K], data.op[:K], data.oRf[:K], data.opf[:K])
+    call_kernel(_frame_placements, model, data.oR[:K], data.op[:K], data.oRf[:K], data.opf[:K])
 
 
 def frame_placement(model, data, frame, q=None):
@@ -339,7 +339,7 @@ def compute_joint_jacobians(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _compute_joint_jacobians(model.arrays, qs, data.liR, data.lip, data.oR, data.op, data.J)
+    call_kernel(_compute_joint_jacobians, model, qs, data.liR, data.lip, data.oR, data.op, data.J)
     return result(data.J, K, single).copy()
 
 
@@ -369,8 +369,8 @@ def frame_jacobian(model, data, q, frame, reference=LOCAL):
     K = qs.shape[0]
     check_data(model, data, K, single)
     out = np.empty((K, 6, model.nv))
-    _frame_jacobian(model.arrays, qs, frame, code, data.liR, data.lip, data.oR, data.op,
-                    data.oRf, data.opf, data.J, out)
+    call_kernel(_frame_jacobian, model, qs, frame, code, data.liR, data.lip, data.oR, data.op,
+                data.oRf, data.opf, data.J, out)
     return out[0] if single else out
 
 
@@ -383,7 +383,8 @@ def joint_jacobian(model, data, q, joint, reference=LOCAL):
     J = compute_joint_jacobians(model, data, qs)
     out = np.empty((K, 6, model.nv))
     for k in range(K):
-        express_jacobian(model.arrays, joint, J[k], data.oR[k], data.op[k], joint, code, out[k])
+        call_kernel(express_jacobian, model, joint, J[k], data.oR[k], data.op[k], joint, code,
+                    out[k])
     return out[0] if single else out
 
 
@@ -397,8 +398,8 @@ def center_of_mass(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _center_of_mass(model.arrays, qs, False, data.liR, data.lip, data.oR, data.op, data.J,
-                    data.mass, data.com, data.Jcom)
+    call_kernel(_center_of_mass, model, qs, False, data.liR, data.lip, data.oR, data.op, data.J,
+                data.mass, data.com, data.Jcom)
     return result(data.com[:, 0], K, single).copy()
 
 
@@ -407,6 +408,6 @@ def jacobian_center_of_mass(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _center_of_mass(model.arrays, qs, True, data.liR, data.lip, data.oR, data.op, data.J,
-                    data.mass, data.com, data.Jcom)
+    call_kernel(_center_of_mass, model, qs, True, data.liR, data.lip, data.oR, data.op, data.J,
+                data.mass, data.com, data.Jcom)
     return result(data.Jcom, K, single).copy()

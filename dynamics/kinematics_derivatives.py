@@ -52,8 +52,8 @@ from .joints import compose, placements
 from .kinematics import (LOCAL, WORLD, _reference_code, com_jacobian, joint_jacobians_state,
                          subtree_averages, subtree_mass_and_com, world_motions)
 from .spatial import inv_act_motion, motion_cross
-from .validation import (as_configurations, as_stack, check_data, check_frame, check_joint,
-                         check_model_of, result)
+from .validation import (as_configurations, as_stack, call_kernel, check_data, check_frame,
+                         check_joint, check_model_of, result)
 
 # Frozen like the model's frame_R / frame_p they stand in for, so that joints and
 # frames share one compiled _motion_derivatives (Numba types read-only arrays apart).
@@ -349,9 +349,9 @@ def compute_forward_kinematics_derivatives(model, data, q, v, a):
     vs, _ = as_stack(v, model.nv, "v", (K, single))
     accs, _ = as_stack(a, model.nv, "a", (K, single))
     check_data(model, data, K, single)
-    _forward_kinematics_derivatives(model.arrays, qs, vs, accs, 2, data.liR, data.lip, data.oR,
-                                    data.op, data.J, data.v, data.a, data.ov, data.oa, data.dJ,
-                                    data.dVdq, data.dAdq, data.dAdv)
+    call_kernel(_forward_kinematics_derivatives, model, qs, vs, accs, 2, data.liR, data.lip,
+                data.oR, data.op, data.J, data.v, data.a, data.ov, data.oa, data.dJ, data.dVdq,
+                data.dAdq, data.dAdv)
     data._kinematics_derivatives_batch = (K, single)
 
 
@@ -367,9 +367,9 @@ def _derivatives(model, data, joint, fR, fp, f, reference, order):
     outs = [np.zeros((K, 6, nv)) for _ in range(4 if order > 1 else 2)]
     if order < 2:
         outs += [outs[0], outs[0]]   # not written
-    _motion_derivatives(model.arrays, joint, fR, fp, f, code, order, data.oR[:K], data.op[:K],
-                        data.ov[:K], data.oa[:K], data.J[:K], data.dVdq[:K], data.dAdq[:K],
-                        data.dAdv[:K], *outs)
+    call_kernel(_motion_derivatives, model, joint, fR, fp, f, code, order, data.oR[:K],
+                data.op[:K], data.ov[:K], data.oa[:K], data.J[:K], data.dVdq[:K], data.dAdq[:K],
+                data.dAdv[:K], *outs)
     dv_dq, dv_dv, da_dq, da_dv = (x[0] if single else x for x in outs)
     if order < 2:
         return dv_dq, dv_dv
@@ -435,8 +435,8 @@ def compute_joint_jacobians_time_variation(model, data, q, v):
     K = qs.shape[0]
     vs, _ = as_stack(v, model.nv, "v", (K, single))
     check_data(model, data, K, single)
-    _frame_jacobian_time_variation(model.arrays, qs, vs, -1, WORLD, data.liR, data.lip, data.oR,
-                                   data.op, data.J, data.v, data.ov, data.dJ, data.dJ)
+    call_kernel(_frame_jacobian_time_variation, model, qs, vs, -1, WORLD, data.liR, data.lip,
+                data.oR, data.op, data.J, data.v, data.ov, data.dJ, data.dJ)
     return result(data.dJ, K, single).copy()
 
 
@@ -455,8 +455,8 @@ def frame_jacobian_time_variation(model, data, q, v, frame, reference=LOCAL):
     vs, _ = as_stack(v, model.nv, "v", (K, single))
     check_data(model, data, K, single)
     out = np.zeros((K, 6, model.nv))
-    _frame_jacobian_time_variation(model.arrays, qs, vs, frame, code, data.liR, data.lip,
-                                   data.oR, data.op, data.J, data.v, data.ov, data.dJ, out)
+    call_kernel(_frame_jacobian_time_variation, model, qs, vs, frame, code, data.liR, data.lip,
+                data.oR, data.op, data.J, data.v, data.ov, data.dJ, out)
     return out[0] if single else out
 
 
@@ -470,9 +470,9 @@ def center_of_mass_derivatives(model, data, q):
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    _center_of_mass_derivatives(model.arrays, qs, np.zeros((K, model.nv)), 0, data.liR, data.lip,
-                                data.oR, data.op, data.J, data.ov, data.mass, data.com,
-                                data.vcom, data.Jcom, data.Jcom)
+    call_kernel(_center_of_mass_derivatives, model, qs, np.zeros((K, model.nv)), 0, data.liR,
+                data.lip, data.oR, data.op, data.J, data.ov, data.mass, data.com, data.vcom,
+                data.Jcom, data.Jcom)
     return result(data.Jcom, K, single).copy()
 
 
@@ -491,8 +491,7 @@ def center_of_mass_velocity_derivatives(model, data, q, v):
     vs, _ = as_stack(v, model.nv, "v", (K, single))
     check_data(model, data, K, single)
     dvcom_dq = np.empty((K, 3, model.nv))
-    _center_of_mass_derivatives(model.arrays, qs, vs, 1, data.liR, data.lip, data.oR, data.op,
-                                data.J, data.ov, data.mass, data.com, data.vcom, data.Jcom,
-                                dvcom_dq)
+    call_kernel(_center_of_mass_derivatives, model, qs, vs, 1, data.liR, data.lip, data.oR,
+                data.op, data.J, data.ov, data.mass, data.com, data.vcom, data.Jcom, dvcom_dq)
     Jcom = result(data.Jcom, K, single).copy()
     return (dvcom_dq[0] if single else dvcom_dq), Jcom

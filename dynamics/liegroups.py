@@ -17,7 +17,7 @@ import numpy as np
 from . import mimic
 from .config import kernel
 from .model import REVOLUTE_UNBOUNDED, FREE_FLYER, SPHERICAL, PLANAR
-from .validation import as_configurations, as_stack
+from .validation import as_configurations, as_stack, call_kernel
 
 
 @kernel
@@ -312,7 +312,7 @@ def integrate(model, q, v):
     qs, single = as_configurations(model, q)
     vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
     out = np.empty_like(qs)
-    _integrate(model.arrays, qs, vs, out, *_workspace())
+    call_kernel(_integrate, model, qs, vs, out, *_workspace())
     return out[0] if single else out
 
 
@@ -321,7 +321,7 @@ def difference(model, q0, q1):
     q0s, single = as_configurations(model, q0, "q0")
     q1s, _ = as_configurations(model, q1, "q1", (q0s.shape[0], single))
     out = np.empty((q0s.shape[0], model.nv))
-    _difference(model.arrays, q0s, q1s, out, *_workspace())
+    call_kernel(_difference, model, q0s, q1s, out, *_workspace())
     return out[0] if single else out
 
 
@@ -340,7 +340,7 @@ def interpolate(model, q0, q1, u):
     if not np.all(np.isfinite(us)):
         raise ValueError("u: contains NaN or inf")
     out = np.empty_like(q0s)
-    _interpolate(model.arrays, q0s, q1s, us, out, np.empty(model.nv), *_workspace())
+    call_kernel(_interpolate, model, q0s, q1s, us, out, np.empty(model.nv), *_workspace())
     return out[0] if single else out
 
 
@@ -348,5 +348,5 @@ def normalize(model, q):
     """q with its quaternions and (cos, sin) pairs projected to unit norm (a copy)."""
     qs, single = as_stack(q, model.nq, "q")
     qs = qs.copy()
-    _normalize(model.arrays, qs)
+    call_kernel(_normalize, model, qs)
     return qs[0] if single else qs

@@ -8,9 +8,10 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from . import mimic
-from .config import inline_kernel, kernel
+from .config import inline_kernel, kernel, model_kernel
 from .joints import placements
 from .kinematics import joint_velocity
+from .model_ref import model_arrays
 from .spatial import act_force, cross, inv_act_motion_values, rigid_inertia_times
 from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
@@ -90,8 +91,9 @@ def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
                 f[par, r] += w6[0, r]
 
 
-@kernel
-def _rnea(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
+@model_kernel
+def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
+    m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     w6 = np.empty((4, 6))

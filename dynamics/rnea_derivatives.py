@@ -45,9 +45,10 @@ columns u, alpha, gamma are stored as rows, (nv, 6), so a column is contiguous.
 import numpy as np
 
 from . import mimic
-from .config import inline_kernel, kernel
+from .config import inline_kernel, kernel, model_kernel
 from .crba import world_frame_quantities
 from .kinematics import local_motions, world_motions
+from .model_ref import model_arrays
 from .spatial import act_force, force_cross, motion_cross, rigid_inertia_times
 from .validation import as_dynamics_arguments, call_kernel, result
 
@@ -277,11 +278,12 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
                                     tau, dtau_dq, dtau_dv, M, bool(True))
 
 
-@kernel
-def _rnea_derivatives(m, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_gf, of, tau,
+@model_kernel
+def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_gf, of, tau,
                       dtau_dq, dtau_dv, M, vel, acc, oa):
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
     and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``."""
+    m = model_arrays(model)
     workspace = rnea_derivatives_workspace(m)
     for k in range(q.shape[0]):
         _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],

@@ -14,7 +14,10 @@ checked again one by one, to raise the message that names the culprit.  What
 the fast path needs of the model (sizes, unit blocks, fingerprint) is read once
 per model (:func:`_border`).  :func:`call_kernel` calls a kernel without Numba's
 dispatcher, whose type resolution of the ``ModelArrays`` tuple costs more than a
-small kernel (for kernels of arrays and scalars only the dispatcher is as fast).
+small kernel, and gives the public functions' kernels the model as one
+:class:`~.model_ref.ModelRef` (unboxing the tuple's 19 arrays on every call cost
+about as much as the fast path's checks); :func:`call_compiled` does the same for
+kernels of arrays and scalars.
 """
 import hashlib
 import numbers
@@ -25,6 +28,7 @@ from numba._dispatcher import compute_fingerprint
 
 from .config import kernel
 from .model import FREE_FLYER, PLANAR, REVOLUTE_UNBOUNDED, SPHERICAL
+from .model_ref import model_ref
 
 UNIT_NORM_TOLERANCE = 1e-6
 _FLOAT64 = np.dtype(np.float64)
@@ -89,7 +93,7 @@ def as_stack(x, size, name, batch=None):
     """
     given = _as_given(x, size, None if batch is None else batch[0])
     if (given is not None and (batch is None or given[1] == batch[1])
-            and _states_are_valid(_NO_STATES, given[0], _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0)):
+            and _are_valid(_NO_STATES, given[0], _NO_STATES, _NO_BLOCKS, _NO_BLOCKS, 0.0)):
         return given
     arr = _as_float_array(x, name)
     if arr.ndim == 1 and arr.shape[0] == size:
@@ -176,9 +180,11 @@ _NO_BLOCKS = np.empty(0, dtype=np.int64)
 
 
 class _Border:
-    """What the fast path reads of a model, gathered once (:func:`_border`)."""
+    """What the fast path reads of a model, gathered once (:func:`_border`):
+    the shapes of one state, the unit blocks of q, the structure's fingerprint
+    and the zero external forces of one state (no kernel writes ``f_ext``)."""
 
-    __slots__ = ("q_shape", "v_shape", "starts", "lengths", "fingerprint")
+    __slots__ = ("q_shape", "v_shape", "starts", "lengths", "fingerprint", "no_forces")
 
     def __init__(self, model):
         blocks = unit_blocks(model)
@@ -186,6 +192,7 @@ class _Border:
         self.starts = np.array([b[0] for b in blocks], dtype=np.int64)
         self.lengths = np.array([b[1] for b in blocks], dtype=np.int64)
         self.fingerprint = model_fingerprint(model)
+        self.no_forces = np.zeros((1, model.njoints, 6))
 
 
 def _border(model):
@@ -203,35 +210,59 @@ _VECTORS = {count: compute_fingerprint((np.empty(1),) * count) for count in (1, 
 _STACKS = {count: compute_fingerprint((np.empty((1, 1)),) * count) for count in (1, 3)}
 
 
+def _are_valid(qs, vs, us, starts, lengths, tolerance):
+    """:func:`_states_are_valid` of arguments in kernel form (C-contiguous writable
+    float64 stacks, int64 blocks: the callers checked their types), through its
+    compiled entry point: the dispatcher's typing of the six arguments costs more
+    than the check of one state."""
+    global _VALIDITY_ENTRY
+    entry = _VALIDITY_ENTRY
+    if entry is None:
+        arguments = (qs, vs, us, starts, lengths, tolerance)
+        valid = _states_are_valid(*arguments)
+        _VALIDITY_ENTRY = _compiled_entry(_states_are_valid, arguments)
+        return valid
+    return entry(qs, vs, us, starts, lengths, tolerance)
+
+
+_VALIDITY_ENTRY = None
+
+
 def _given_states(model, q, v=None, u=None):
     """(qs, vs, us, single) from arguments that need no conversion and pass
     :func:`_states_are_valid`, else None (the caller takes the checking path).
 
     The common case, one state as (nq,) and (nv,) float64 vectors, costs a type
     fingerprint, three shape comparisons, the views and one compiled call."""
-    border = _border(model)
+    border = model.__dict__.get("_border") or _border(model)
     try:
         fingerprint = compute_fingerprint((q,) if v is None else (q, v, u))
     except Exception:  # a value Numba cannot type: the checking path says what is wrong
         return None
-    count = 1 if v is None else 3
-    if fingerprint == _VECTORS[count]:
+    if v is None:
+        if fingerprint == _VECTORS[1]:
+            if q.shape != border.q_shape:
+                return None
+            single, qs = True, q[None]
+        elif fingerprint == _STACKS[1] and q.shape[1] == border.q_shape[0]:
+            single, qs = False, q
+        else:
+            return None
+        vs = us = _NO_STATES
+    elif fingerprint == _VECTORS[3]:
         v_shape = border.v_shape
-        if q.shape != border.q_shape or (v is not None and (v.shape != v_shape
-                                                           or u.shape != v_shape)):
+        if q.shape != border.q_shape or v.shape != v_shape or u.shape != v_shape:
             return None
-        single, qs = True, q[None]
-        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v[None], u[None])
-    elif fingerprint == _STACKS[count]:
+        single, qs, vs, us = True, q[None], v[None], u[None]
+    elif fingerprint == _STACKS[3]:
         K = q.shape[0]
-        if q.shape[1] != border.q_shape[0] or (v is not None and (
-                v.shape != (K,) + border.v_shape or u.shape != v.shape)):
+        if (q.shape[1] != border.q_shape[0] or v.shape != (K,) + border.v_shape
+                or u.shape != v.shape):
             return None
-        single, qs = False, q
-        vs, us = (_NO_STATES, _NO_STATES) if v is None else (v, u)
+        single, qs, vs, us = False, q, v, u
     else:
         return None
-    if not _states_are_valid(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
+    if not _are_valid(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
         return None
     return qs, vs, us, single
 
@@ -347,9 +378,12 @@ def as_dynamics_arguments(model, data, q, v, u, f_ext, name_u):
     if given is not None:
         qs, vs, us, single = given
         K = qs.shape[0]
-        fs = as_external_forces(model, f_ext, K, single)
-        if (getattr(data, "_data_fingerprint", None) != model._border.fingerprint
-                or data.batch_size < K):
+        border = model._border
+        if f_ext is None and K == 1:
+            fs = border.no_forces
+        else:
+            fs = as_external_forces(model, f_ext, K, single)
+        if getattr(data, "_data_fingerprint", None) != border.fingerprint or data.batch_size < K:
             check_data(model, data, K, single)
         else:  # check_data's bookkeeping, without its calls
             data._last_K, data._last_single, data._has_placements = K, single, True
@@ -424,33 +458,74 @@ def call_kernel(kernel, model, *args):
     Numba's dispatcher resolves the type of a tuple of arrays (``ModelArrays``,
     22 fields) anew on every call, 3-10 us: more than a one-state kernel.  The
     compiled specialization is found once per argument types, keyed by Numba's
-    own type fingerprint of the arguments (the model's computed once per
-    ``ModelArrays``, whose arrays never change type), and called directly; a new
-    type goes through the dispatcher, which compiles or loads it."""
-    arrays = model.arrays
-    cached = model.__dict__.get("_arrays_fingerprint")
-    if cached is None or cached[0] is not arrays:
-        cached = model._arrays_fingerprint = (arrays, compute_fingerprint(arrays))
-    key = (kernel, cached[1], compute_fingerprint(args))
-    entry = _ENTRY_POINTS.get(key)
+    own type fingerprint of the arguments, and called directly; a new type goes
+    through the dispatcher, which compiles or loads it.  A kernel marked
+    :func:`~.config.model_kernel` gets the model's :class:`~.model_ref.ModelRef`
+    instead of the tuple (one object to unbox instead of 22)."""
+    cached = model.__dict__.get("_entry_points")
+    if cached is None or cached[0] is not model.arrays:
+        cached = _model_entry_points(model)
+    key = (kernel, compute_fingerprint(args))
+    entry = cached[3].get(key)
     if entry is None:
-        return _first_call(kernel, key, (arrays,) + args)
-    return entry(arrays, *args)
+        return _first_call(kernel, cached, key, args)
+    return entry[0](entry[1], *args)
 
 
-def _first_call(kernel, key, args):
-    """``kernel(*args)`` through the dispatcher (compiling or loading the
-    specialization), remembering its entry point under ``key``."""
-    out = kernel(*args)
-    if hasattr(kernel, "overloads"):
-        types = tuple(kernel.typeof_pyval(x) for x in args)
-        _ENTRY_POINTS[key] = kernel.overloads[types].entry_point
-    else:  # NUMBA_DISABLE_JIT: a plain Python function
-        _ENTRY_POINTS[key] = kernel
+def _model_entry_points(model):
+    """(arrays, their ModelRef, fingerprint of their types, {(kernel, fingerprint of
+    the other arguments): (entry point, model argument)}), kept on the model and
+    remade when its arrays change (``with_changes`` gives a copy new arrays)."""
+    arrays = model.arrays
+    cached = model._entry_points = (arrays, model_ref(model), compute_fingerprint(arrays), {})
+    return cached
+
+
+def _first_call(kernel, cached, key, args):
+    """``kernel(model, *args)`` through the dispatcher (compiling or loading the
+    specialization), its entry point remembered in ``cached`` under ``key`` and in
+    :data:`_ENTRY_POINTS` for the models of the same types."""
+    arrays, ref, arrays_type, entries = cached
+    first = ref if getattr(kernel, "takes_model_ref", False) else arrays
+    shared = (kernel, arrays_type, key[1])
+    entry = _ENTRY_POINTS.get(shared)
+    if entry is not None:
+        entries[key] = (entry, first)
+        return entry(first, *args)
+    out = kernel(first, *args)
+    entry = _ENTRY_POINTS[shared] = _compiled_entry(kernel, (first,) + args)
+    entries[key] = (entry, first)
     return out
 
 
+def _compiled_entry(kernel, args):
+    """The entry point of ``kernel``'s specialization for the types of ``args``
+    (compiled or loaded by a call through the dispatcher before); the kernel
+    itself when it is no dispatcher (a ThreadedKernel)."""
+    if not hasattr(kernel, "overloads"):
+        return kernel
+    return kernel.overloads[tuple(kernel.typeof_pyval(x) for x in args)].entry_point
+
+
+# {(kernel, fingerprint of the ModelArrays type, fingerprint of the other arguments):
+# compiled entry point}, shared by the models of the same types
 _ENTRY_POINTS = {}
+
+
+def call_compiled(kernel, *args):
+    """``kernel(*args)`` for a kernel of arrays and scalars, through its compiled entry
+    point (keyed by the arguments' type fingerprint, as :func:`call_kernel`): the
+    dispatcher's typing of a few arrays costs about as much as a small check."""
+    key = (kernel, compute_fingerprint(args))
+    entry = _COMPILED.get(key)
+    if entry is None:
+        out = kernel(*args)
+        _COMPILED[key] = _compiled_entry(kernel, args)
+        return out
+    return entry(*args)
+
+
+_COMPILED = {}
 
 
 @kernel
@@ -468,7 +543,7 @@ def check_invertible(model, output, K, function):
     along its motion (D = S^T IA S = 0: M(q) singular, e.g. links without mass in a
     URDF), instead of returning inf or NaN; ``output`` the (K, ...) result (ddq or
     M^-1: the inputs were checked finite, so only a singular M makes it not so)."""
-    if not _rows_are_finite(output.reshape(output.shape[0], -1), K):
+    if not call_compiled(_rows_are_finite, output.reshape(output.shape[0], -1), K):
         raise ValueError(f"{function}: the joint-space inertia matrix of model "
                          f"{model.name!r} is singular at this configuration (a joint moves "
                          "links without mass or inertia along its motion); give those links "

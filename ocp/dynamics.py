@@ -20,6 +20,7 @@ import numpy as np
 
 from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
+from ..dynamics.model_ref import model_ref
 from ..dynamics.config import num_threads
 from ..dynamics.derivative_lanes import aba_tiles_workspace
 from ..dynamics.model import FREE_FLYER
@@ -80,16 +81,19 @@ def _threads():
     return num_threads()
 
 
-def _serial_or_parallel(serial, parallel, *args):
-    """``serial(*args)`` on one Numba thread (ShootingProblem's default), else
-    ``parallel(*args, threads)``: the same per-state kernel either way, so the
+def _serial_or_parallel(serial, parallel, dynamics, *args):
+    """``serial(model, *args)`` on one Numba thread (ShootingProblem's default), else
+    ``parallel(model, *args, threads)``: the same per-state kernel either way, so the
     results are the same bits, and the parallel kernel (about 20 s to compile,
-    against 6 s for the serial one) is compiled only for those who use threads."""
+    against 6 s for the serial one) is compiled only for those who use threads.
+    ``model`` is the ModelRef of ``dynamics.arrays`` for the serial kernel (as the
+    public functions pass it: one compiled specialization serves both), the tuple
+    for the parallel one (a prange loop cannot take the tuple built from a ModelRef)."""
     threads = _threads()
     if threads == 1:
-        serial(*args)
+        serial(model_ref(dynamics), *args)
     else:
-        parallel(*args, threads)
+        parallel(dynamics.arrays, *args, threads)
 
 
 def setup_multibody(dynamics, model, actuation, armature, damping):
@@ -140,7 +144,7 @@ class FreeDynamics:
         """f = (v, ddq) for every knot; fills data.f (K, ndx) and the kinematics."""
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
-        _serial_or_parallel(_aba, _aba_parallel, self.arrays, qs, vs, data.tau, data.f_ext,
+        _serial_or_parallel(_aba, _aba_parallel, self, qs, vs, data.tau, data.f_ext,
                             d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.v, d.a, d.pA, d.U, d.Dinv,
                             d.u, d.ddq)
         nv = self.model.nv
@@ -153,7 +157,7 @@ class FreeDynamics:
         qs, vs = self._torques(data, xs, us)
         d = data.dynamics
         _serial_or_parallel(
-            _aba_derivatives, _aba_derivatives_parallel, self.arrays, qs, vs, data.tau,
+            _aba_derivatives, _aba_derivatives_parallel, self, qs, vs, data.tau,
             data.f_ext, d.liR, d.lip, d.oR, d.op, d.J, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
             d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
         nv, K = self.model.nv, data.K

@@ -383,6 +383,20 @@ def test_data_of_the_same_robot_loaded_twice_is_accepted(case, assert_close):
     assert_close(gd.crba(twin, d, q), gd.crba(m, case.data(), q), 0.0, "twin's data")
 
 
+def test_a_copy_with_other_gravity_computes_with_its_own_arrays(case, assert_close):
+    """A model's compiled entry points and its ModelRef are kept on the model and
+    follow its arrays: a copy made after a call (``with_changes`` copies what the
+    model keeps) computes with its own gravity.  At rest, tau = g(q) is linear in
+    gravity: half the gravity gives half the torques."""
+    m = case.model
+    q = np.ascontiguousarray(_arguments(case)["q"])
+    zero = np.zeros(m.nv)
+    tau = gd.rnea(m, case.data(), q, zero, zero)
+    twin = m.with_changes(gravity=0.5 * m.gravity)
+    assert_close(gd.rnea(twin, case.data(), q, zero, zero), 0.5 * tau, 1e-12, "twin's rnea")
+    assert_close(gd.rnea(m, case.data(), q, zero, zero), tau, 0.0, "the model's rnea again")
+
+
 def test_readers_need_computed_data(case):
     m = case.model
     for call in (lambda d: gd.frame_placement(m, d, 0),
