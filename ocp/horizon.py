@@ -209,7 +209,9 @@ def horizon_trial(problem, workspaces):
     terminal knot without fused costs, or more than one Numba thread."""
     if problem.nthreads != 1:
         return None
-    arrays = problem.phases[0][0].dynamics.arrays
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    if arrays is None:
+        return None               # custom dynamics: stepped in Python
     order, kinds = [], ([], [])
     for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
         if getattr(model.dynamics, "arrays", None) is not arrays:
