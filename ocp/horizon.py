@@ -2,12 +2,14 @@
 
 A DDP trial (:mod:`.trial`) rolls each phase out under the feedback law, then
 costs the trial trajectory phase by phase.  When every running phase is a
-:class:`~.dynamics.FreeDynamics` phase with an Euler scheme whose costs run in
-the fused interpreter (:mod:`.fused`), and the terminal knot's costs do too,
-the whole trial is one kernel, :func:`_trial`:
+:class:`~.dynamics.FreeDynamics` phase with an Euler scheme, or a contact or
+impulse phase with a jitted step (:func:`.trial.rollout_contact`), whose costs
+run in the fused interpreter (:mod:`.fused`) without a block of their own in
+TRIAL mode, and the terminal knot's costs do too, the whole trial is one
+kernel, :func:`_trial`:
 
-    for each phase:  rollout_free (stores the knots' kinematics)      (.trial)
-                     the phase's cost program in TRIAL mode             (.fused)
+    for each phase:  its rollout (stores the knots' kinematics, and forces)  (.trial)
+                     the phase's cost program in TRIAL mode                  (.fused)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
     cost = sum of the knots' costs,
@@ -15,50 +17,106 @@ the whole trial is one kernel, :func:`_trial`:
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
 the phase-by-phase trial (the same knots' costs; their sum is taken in order),
-with the model, the programs and the scratch unboxed once per trial (from one
-typed List) instead of once per kernel.  Other
-horizons (contacts, impulses, RK schemes, custom dynamics or residuals, more
-than one thread) keep the phase-by-phase trial: :func:`horizon_trial` returns
-None for them.
+with the model, the programs and the scratch unboxed once per trial (from typed
+Lists) instead of once per kernel (for a contact horizon, twice per phase).
+Measured (CPU time, interleaved blocks of 100-200 trials, load 8-11): the solo12
+trot (6 contact and impulse phases), a feasible trial 0.79x (0.75-0.82) of the
+phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
+(0.63-0.75); ur5 and panda reaching (one free phase) 0.87x.
+Other horizons (RK schemes, custom dynamics or residuals, actuation of another
+width than the problem's, more than one thread) keep the phase-by-phase trial:
+:func:`horizon_trial` returns None for them.
 """
 import numpy as np
 
-from ..dynamics.config import kernel
+from numba.typed import List
+
+from ..dynamics.config import inline_kernel, kernel
 from .dynamics import FreeDynamics
 from .fused import CALC, TRIAL, _interpret, _kinematics, _push, _typed_list, kinematics_step
 from .stage import fused_phase
-from .step import SCHEME_CODES
-from .trial import _finite, rollout_free, state_difference, trial_state
+from .step import SCHEME_CODES, step_workspace
+from .trial import _finite, rollout_contact, rollout_free, state_difference, trial_state
+
+
+FREE_PHASE, CONTACT_PHASE = 0, 1
+
+
+@inline_kernel
+def _free_phase(m, entry, inputs, predicted, outputs, ws):
+    """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
+    dt, kinematics, program): its rollout from ``predicted``, then its costs; returns
+    (the knot that failed or -1, stop)."""
+    start, stop, B, damping, scheme, dt, stored, program = entry
+    xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
+    xs_try, us_try, xnext = outputs
+    window = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
+              gaps[start:stop], lower[start:stop], upper[start:stop], alpha, use_gaps, boxed)
+    out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
+    failed = rollout_free(m, B, damping, scheme, dt, window, predicted, out, ws, stored)
+    if failed >= 0:
+        return start + failed, stop
+    for t in range(start, stop):
+        if not _finite(us_try[t]):
+            return t, stop
+    _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
+    return -1, stop
+
+
+@inline_kernel
+def _contact_phase(entry, inputs, predicted, outputs):
+    """The trial of a contact or impulse phase ``entry`` = (start, stop, workspace (the
+    held tuple of :func:`.trial.rollout_contact`), program, actuated, no_controls (K, 0)):
+    its rollout, then its costs (on ``no_controls`` when the knots have none: impulses);
+    returns (the knot that failed or -1, stop)."""
+    start, stop, workspace, program, actuated, no_controls = entry
+    xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
+    xs_try, us_try, xnext = outputs
+    window = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
+              gaps[start:stop], lower[start:stop], upper[start:stop], alpha, use_gaps, boxed)
+    out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
+    failed = rollout_contact(workspace, window, predicted, out)
+    if failed >= 0:
+        return start + failed, stop
+    for t in range(start, stop):
+        if not _finite(us_try[t]):
+            return t, stop
+    if actuated:
+        _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
+    else:
+        _interpret(xs_try[start:stop], no_controls, program, TRIAL)
+    return -1, stop
 
 
 @kernel
-def _trial(holder, inputs, x0, outputs, Vxx, merit_gaps):
+def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
     """One trial (see the module docstring): returns (failed, cost, dv), failed -1 or the
-    knot where the state or the controls became non-finite.  ``holder[0]`` = (model,
-    phases, the terminal knot's kinematics step arguments, its no_controls, its cost
-    program, the knots' costs (N+1,), scratch): ``phases`` a typed List of (start, stop,
-    B, damping, scheme, dt, kinematics, program).  One typed List holds what does not
-    change between trials: a call unboxes one object instead of ~80 arrays, and
+    knot where the state or the controls became non-finite (or the contacts
+    degenerate).  ``holder[0]`` = (model, order (phases, 2): each phase's kind
+    (FREE_PHASE, CONTACT_PHASE) and index in ``free`` or ``contact``, the terminal knot's
+    kinematics step arguments, its no_controls, its cost program, the knots' costs
+    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the entries of
+    :func:`_free_phase` and :func:`_contact_phase`, or None when the horizon has no
+    phase of that kind (the branch is then compiled out).  Typed Lists hold what does
+    not change between trials: a call unboxes three objects instead of ~80 arrays, and
     resolves no tuple types (measured on ur5: the dispatch of the same arguments as a
     tuple, 10 us and 12 kB of Python objects per call)."""
-    m, phases, kinematics, no_controls, terminal_program, costs, ws = holder[0]
+    m, order, kinematics, no_controls, terminal_program, costs, ws = holder[0]
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
-    xs_try, us_try, xnext = outputs
+    xs_try = outputs[0]
+    xnext = outputs[2]
     N = xnext.shape[0]
     predicted = x0
-    for p in range(len(phases)):
-        start, stop, B, damping, scheme, dt, stored, program = phases[p]
-        window = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
-                  gaps[start:stop], lower[start:stop], upper[start:stop], alpha, use_gaps,
-                  boxed)
-        out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
-        failed = rollout_free(m, B, damping, scheme, dt, window, predicted, out, ws, stored)
+    for p in range(order.shape[0]):
+        failed, stop = -1, 0
+        if order[p, 0] == FREE_PHASE:
+            if free is not None:
+                failed, stop = _free_phase(m, free[order[p, 1]], inputs, predicted, outputs,
+                                           ws)
+        elif contact is not None:
+            failed, stop = _contact_phase(contact[order[p, 1]], inputs, predicted, outputs)
         if failed >= 0:
-            return start + failed, np.nan, 0.0
-        for t in range(start, stop):
-            if not _finite(us_try[t]):
-                return t, np.nan, 0.0
-        _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
+            return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
@@ -85,55 +143,96 @@ class HorizonTrial:
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, phases, terminal, workspace):
+    def __init__(self, problem, order, free, contact, terminal, workspace):
         self.problem = problem
-        plan = (problem.phases[0][0].dynamics.arrays, phases) + terminal + (problem.costs,
-                                                                           workspace)
+        plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
+                                                                          workspace)
         self.holder = _typed_list(plan)
         _push(self.holder, plan)
+        self.free, self.contact = free, contact
 
     def __call__(self, inputs, outputs, Vxx, merit_gaps):
-        return _trial(self.holder, inputs, self.problem.x0, outputs, Vxx, merit_gaps)
+        return _trial(self.holder, self.free, self.contact, inputs, self.problem.x0, outputs,
+                      Vxx, merit_gaps)
 
 
-def _phase_entry(model, start, stop, data, workspace):
-    """The plan's tuple of a running phase, or None when it needs the phase-by-phase trial."""
-    dynamics = model.dynamics
-    if type(dynamics) is not FreeDynamics or SCHEME_CODES[model.integrator.scheme] > 1 \
-            or model.nu != dynamics.nu:
-        return None
+def _trial_program(model, data):
+    """The phase's cost program, or None when its costs need more than the interpreter in
+    TRIAL mode (a generated phase function, or a block of their own)."""
     phase = fused_phase(model, data)
-    if phase is None or phase.program is None:
+    if phase is None or phase.program is None or phase.first_by_mode[TRIAL]:
         return None
-    if any(first[0].__name__ != "_free_field" for first in phase.first):
+    return phase.program
+
+
+def _free_entry(model, start, stop, data, workspace):
+    """The entry of a FreeDynamics phase (see :func:`_free_phase`), or None when it needs
+    the phase-by-phase trial."""
+    dynamics = model.dynamics
+    if SCHEME_CODES[model.integrator.scheme] > 1 or model.nu != dynamics.nu:
         return None
+    program = _trial_program(model, data)
     dynamics_workspace, stored = workspace
-    if stored is None and model.kinematics_for_costs:
+    if program is None or (stored is None and model.kinematics_for_costs):
         return None               # the costs read kinematics the rollout does not store
     return (np.int64(start), np.int64(stop), np.ascontiguousarray(dynamics.actuation.B),
             np.ascontiguousarray(dynamics.damping), np.int64(SCHEME_CODES[
                 model.integrator.scheme]), float(model.integrator.dt), dynamics_workspace[1],
-            phase.program)
+            program)
+
+
+def _contact_entry(model, start, stop, data, workspace, nu):
+    """The entry of a contact or impulse phase (see :func:`_contact_phase`), or None when
+    it needs the phase-by-phase trial (no jitted step, costs on kinematics or forces the
+    rollout does not store, or controls of another width than the problem's ``nu``)."""
+    dynamics_workspace, stored = workspace
+    if not isinstance(dynamics_workspace, List) or model.nu not in (0, nu):
+        return None               # RK schemes: stepped in Python
+    program = _trial_program(model, data)
+    if program is None or (stored is None and (
+            model.kinematics_for_costs or getattr(data.kinematics, "contact", None))):
+        return None
+    return (np.int64(start), np.int64(stop), dynamics_workspace, program, model.nu == nu,
+            np.zeros((stop - start, 0)))
+
+
+def _entries(entries):
+    """A typed List of ``entries`` (of one type), or None when there are none."""
+    if not entries:
+        return None
+    items = _typed_list(entries[0])
+    for entry in entries:
+        _push(items, entry)
+    return items
 
 
 def horizon_trial(problem, workspaces):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
-    ``trial_workspace``), or None when a stage needs the phase-by-phase trial: a phase
-    that is not FreeDynamics with an Euler scheme and fused costs, phases on different
-    models, a terminal knot without fused costs, or more than one Numba thread."""
+    ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
+    :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
+    terminal knot without fused costs, or more than one Numba thread."""
     if problem.nthreads != 1:
         return None
-    entries = []
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    if arrays is None:
+        return None               # custom dynamics: stepped in Python
+    order, kinds = [], ([], [])
     for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
-        entry = _phase_entry(model, start, stop, data, workspace)
-        if entry is None or model.dynamics.arrays is not problem.phases[0][0].dynamics.arrays:
+        if getattr(model.dynamics, "arrays", None) is not arrays:
             return None
-        entries.append(entry)
+        if type(model.dynamics) is FreeDynamics:
+            kind, entry = FREE_PHASE, _free_entry(model, start, stop, data, workspace)
+        else:
+            kind, entry = CONTACT_PHASE, _contact_entry(model, start, stop, data, workspace,
+                                                        problem.nu)
+        if entry is None:
+            return None
+        order.append((kind, len(kinds[kind])))
+        kinds[kind].append(entry)
     terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
     phase = fused_phase(terminal_model, terminal_data)
     if phase is None or phase.program is None or len(phase.first) > 1:
         return None
-    arrays = problem.phases[0][0].dynamics.arrays
     if getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
         return None
     if phase.first:
@@ -142,9 +241,6 @@ def horizon_trial(problem, workspaces):
             return None
     else:                          # no kinematic cost: a pass of level 0 (copies q only)
         kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
-    phases = _typed_list(entries[0])
-    for entry in entries:
-        _push(phases, entry)
     terminal = (kinematics, terminal_data.no_controls, phase.program)
-    return HorizonTrial(problem, phases, terminal, workspaces[0][0][0])
-
+    return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
+                        _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx))

@@ -33,7 +33,7 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .stage import StageOutputs
 from .state import StateMultibody
-from .step import SCHEME_CODES, _free_rollout
+from .trial import free_rollout
 
 
 @contextmanager
@@ -188,6 +188,7 @@ class ShootingProblem:
         self.xnext = np.zeros((N, nx))
         self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
+        self.solver_plans = {}     # what solvers build once per problem and share
         self.phases = []
         for runs, start, stop in _phases(running_models):
             model = runs[0][0]
@@ -357,9 +358,8 @@ class ShootingProblem:
         for model, start, stop, data in self.phases:
             dynamics = model.dynamics
             if isinstance(dynamics, FreeDynamics):
-                _free_rollout(dynamics.arrays, dynamics.actuation.B, dynamics.damping,
-                              SCHEME_CODES[model.integrator.scheme], model.dt, xs[start],
-                              self._controls(us, model, start, stop), xs[start:stop + 1])
+                free_rollout(dynamics, model.integrator,
+                             self._controls(us, model, start, stop), xs[start:stop + 1])
             else:
                 idata = model.integrator.create_data(1)
                 with _numba_threads(self.nthreads):

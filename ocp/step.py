@@ -1,7 +1,8 @@
 """One jitted discrete step x' = F(x, u) of :class:`~.dynamics.FreeDynamics`, for sequential loops.
 
 Rollouts (and the solvers' forward passes) are sequential by nature: they
-run as one Numba kernel that calls :func:`free_step` knot after knot.  The
+run as one Numba kernel per phase (:func:`.trial.rollout_free`, which serves
+both) that steps knot after knot.  The
 step matches :class:`~.integrators.Integrator` exactly (same schemes, same
 formulas): the tests compare the two.  The step and its helpers are inlined
 into the loops that call them (a call passes the model and workspace tuples
@@ -133,13 +134,3 @@ def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
         for i in range(2 * nv):
             w[i] = dt / 4.0 * (k[0, i] + 3.0 * k[2, i])
     _state_integrate(m, x, w, xnext, ws)
-
-
-@kernel
-def _free_rollout(m, B, damping, scheme, dt, x0, us, xs):
-    """xs[0] = x0, xs[k+1] = F(xs[k], us[k]) for k < len(us)."""
-    ws = step_workspace(m, x0.shape[0])
-    for i in range(x0.shape[0]):
-        xs[0, i] = x0[i]
-    for k in range(us.shape[0]):
-        free_step(m, B, damping, scheme, dt, xs[k], us[k], xs[k + 1], ws)

@@ -12,7 +12,8 @@ forward pass, Mastalli et al. ICRA 2020):
 The control law is :func:`trial_control`, written once; each dynamics type
 provides ``rollout_trial`` (a kernel per phase for the multibody dynamics:
 :func:`rollout_free`, :func:`rollout_contact`; :func:`rollout_python` for the
-others), which the stage model exposes to the solvers.
+others), which the stage model exposes to the solvers; :func:`free_rollout`, the
+problem's rollout of a free phase, is :func:`rollout_free`'s trial with zero gains.
 
 A trial is two tuples over the knots of one phase:
 
@@ -163,6 +164,25 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
             _store_kinematics(liR, lip, oR, op, J, kinematics, t)
         predicted = xnext[t]
     return -1
+
+
+def free_rollout(dynamics, integrator, us, xs):
+    """xs[t+1] = F(xs[t], us[t]) for t < len(us) on a phase of FreeDynamics knots (xs
+    (n+1, nx), xs[0] given): the trial of :func:`rollout_free` with zero gains, alpha = 1
+    and no gaps (u_t^try = u_t - 1 k_t - K_t dx = u_t, the same bits), the trial states
+    written in place (x_t^try = xs[t], x_(t+1)^pred = xs[t+1]), so that one compiled
+    kernel, with the argument types of the solvers' trials, serves the line search and
+    :meth:`~.problem.ShootingProblem.rollout`.  The states after the first non-finite
+    one are NaN."""
+    n, nu, ndx = us.shape[0], us.shape[1], dynamics.state.ndx
+    zeros = np.zeros((n, nu))
+    inputs = (xs[:n], us, zeros, np.zeros((n, nu, ndx)), np.zeros((n, ndx)), zeros, zeros,
+              1.0, False, False)
+    outputs = (xs[:n], np.empty((n, nu)), xs[1:])
+    failed = dynamics.rollout_trial(integrator, inputs, xs[0], outputs,
+                                    dynamics.trial_workspace(integrator))
+    if failed >= 0:
+        xs[failed + 2:] = np.nan
 
 
 @kernel

@@ -99,6 +99,17 @@ def test_rollout_equals_repeated_integrator_steps(name, scheme):
     assert np.abs(problem.gaps(xs)).max() < 1e-12
 
 
+def test_rollout_is_nan_after_the_first_non_finite_state():
+    """problem.rollout of a free phase (the trial kernel with zero gains) stops at the
+    first non-finite state; the states after it are NaN, through the next phase."""
+    problem, _, us = _two_phase_problem("ur5", N1=4, N2=3)
+    xs = problem.rollout(np.full_like(us, 1e300))
+    bad = ~np.isfinite(xs).all(axis=1)
+    first = int(np.argmax(bad))
+    assert 1 < first < problem.N and bad[first:].all() and np.isfinite(xs[:first]).all()
+    assert np.isnan(xs[first + 1:]).all()
+
+
 def test_rollout_from_another_initial_state():
     problem, xs, us = _two_phase_problem("panda")
     rolled = problem.rollout(us, x0=xs[0])

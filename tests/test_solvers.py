@@ -638,17 +638,55 @@ def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
                                                          -5.0, 5.0), rtol=0, atol=1e-12)
 
 
+def _trials_both_ways(problem, seed, use_gaps, u_limit):
+    """The trial of step 0.5 (clamped to +-u_limit) at a seeded random point by the
+    one-call trial and by the phase-by-phase trial: [xs_try, us_try, xnext, knot costs,
+    cost, FDDP's gap term] of each, and the point (xs, gaps, Vxx)."""
+    from geppetto.solvers.forward import ForwardPass
+    rng = np.random.default_rng(seed)
+    N, nx, ndx, nu = problem.N, problem.nx, problem.ndx, problem.nu
+    xs = problem.state.integrate(np.repeat(problem.x0[None], N + 1, axis=0),
+                                 0.05 * rng.standard_normal((N + 1, ndx)))
+    us = problem.quasi_static(xs) + rng.standard_normal((N, nu)) * (problem.nus[:, None] > 0)
+    gains = rng.standard_normal((N, nu)), 0.1 * rng.standard_normal((N, nu, ndx))
+    bounds = np.full((N, nu), -u_limit), np.full((N, nu), u_limit)
+    gaps = 0.05 * rng.standard_normal((N + 1, ndx))
+    A = rng.standard_normal((N + 1, ndx, ndx))
+    Vxx = A @ A.transpose(0, 2, 1)
+    trials = []
+    for one_call in (True, False):
+        forward = ForwardPass(problem, one_call)
+        trial = forward(xs, us, gains, bounds, 0.5, use_gaps, True, gaps, Vxx)
+        assert trial is not None and (forward.horizon is not None) == one_call
+        dv = forward.gap_decrease(xs, trial[0], gaps, Vxx)
+        trials.append([array.copy() for array in trial[:3]] + [problem.costs.copy(),
+                                                                 trial[3], dv])
+    return trials, (xs, gaps, Vxx)
+
+
+def _assert_same_trials(problem, trials, point, u_limit):
+    """The two trials of :func:`_trials_both_ways` give the same trial states, controls,
+    predictions and knot costs to the bit, the same total to round-off, and FDDP's gap
+    term equal to gap_decrease of the states' difference."""
+    from geppetto.solvers.riccati import gap_decrease
+    xs, gaps, Vxx = point
+    for one, phased in zip(trials[0][:4], trials[1][:4]):
+        np.testing.assert_array_equal(one, phased)
+    assert np.any(np.abs(trials[0][1]) == u_limit)             # some controls clamped
+    assert trials[0][4] == pytest.approx(trials[1][4], rel=1e-14)
+    assert trials[0][5] == pytest.approx(
+        gap_decrease(gaps, Vxx, problem.state.difference(trials[0][0], xs)), rel=1e-12)
+    assert trials[0][5] == pytest.approx(trials[1][5], rel=1e-12) and trials[0][5] != 0.0
+
+
 @pytest.mark.parametrize("use_gaps", [False, True])
 def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps):
     """The whole-horizon trial in one compiled call (geppetto.ocp.horizon: two free
     Euler phases of ur5 with different costs, a terminal knot with a kinematic cost)
-    and the phase-by-phase trial (rollout_trial + calc_costs per phase) give the same
-    trial states, controls, predictions and knot costs to the bit, the same total to
-    round-off, and FDDP's gap term equal to gap_decrease of the states' difference; an
-    RK4 horizon keeps the phase-by-phase trial."""
+    and the phase-by-phase trial (rollout_trial + calc_costs per phase) agree
+    (:func:`_assert_same_trials`); an RK4 horizon keeps the phase-by-phase trial."""
     from geppetto import ocp
     from geppetto.solvers.forward import ForwardPass
-    from geppetto.solvers.riccati import gap_decrease
     robot = gp.robots.load("ur5")
     model = robot.model
     x0 = np.r_[robot.q0, np.zeros(model.nv)]
@@ -661,40 +699,30 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
     problem = ocp.ShootingProblem(x0, [first] * 4 + [second] * 5,
                                   ocp.TerminalModel(free.state, [reach, regs[0]]))
     assert len(problem.phases) == 2
-    rng = np.random.default_rng(11)
-    N, nx, ndx, nu = problem.N, problem.nx, problem.ndx, problem.nu
-    xs = x0 + 0.1 * rng.standard_normal((N + 1, nx))
-    us = problem.quasi_static(xs) + rng.standard_normal((N, nu))
-    gains = rng.standard_normal((N, nu)), 0.1 * rng.standard_normal((N, nu, ndx))
-    bounds = np.full((N, nu), -20.0), np.full((N, nu), 20.0)
-    gaps = 0.05 * rng.standard_normal((N + 1, ndx))
-    A = rng.standard_normal((N + 1, ndx, ndx))
-    Vxx = A @ A.transpose(0, 2, 1)
-    trials = []
-    for one_call in (True, False):
-        forward = ForwardPass(problem)
-        if not one_call:
-            forward.horizon_built = problem.nthreads     # no one-call trial: phase by phase
-        trial = forward(xs, us, gains, bounds, 0.5, use_gaps, True, gaps, Vxx)
-        assert trial is not None and (forward.horizon is not None) == one_call
-        dv = forward.gap_decrease(xs, trial[0], gaps, Vxx)
-        trials.append([array.copy() for array in trial[:3]] + [problem.costs.copy(),
-                                                                 trial[3], dv])
-    for one, phased in zip(trials[0][:4], trials[1][:4]):
-        np.testing.assert_array_equal(one, phased)
-    assert np.any(np.abs(trials[0][1]) == 20.0)              # some controls clamped
-    assert trials[0][4] == pytest.approx(trials[1][4], rel=1e-14)
-    assert trials[0][5] == pytest.approx(
-        gap_decrease(gaps, Vxx, problem.state.difference(trials[0][0], xs)), rel=1e-12)
-    assert trials[0][5] == pytest.approx(trials[1][5], rel=1e-12) and trials[0][5] != 0.0
+    trials, point = _trials_both_ways(problem, 11, use_gaps, 20.0)
+    _assert_same_trials(problem, trials, point, 20.0)
     rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
                               integrator="rk4")
+    nu, ndx = rk4.nu, rk4.ndx
     forward = ForwardPass(rk4)
     forward(np.repeat(rk4.x0[None], 4, axis=0), np.zeros((3, nu)),
             (np.zeros((3, nu)), np.zeros((3, nu, ndx))), (np.full((3, nu), -np.inf),
                                                          np.full((3, nu), np.inf)),
             1.0, False, False, np.zeros((4, ndx)))
-    assert forward.horizon_built == 1 and forward.horizon is None
+    assert forward.horizon is None and rk4.solver_plans["trial"][1] == {1: None}
+
+
+def test_one_call_trial_of_a_trot_matches_the_phase_by_phase_trial():
+    """The same on a short solo12 trot (tests/crocoddyl_problems.py: contact phases of
+    four and two feet, touchdown impulses without controls, contact-force and
+    foot-placement costs): the contact and impulse phases' rollouts and costs in the
+    one call."""
+    import crocoddyl_problems as cp
+    problem = cp.build(cp.trot_task(step_knots=3, support_knots=1))
+    kinds = {type(model.dynamics).__name__ for model, _, _, _ in problem.phases}
+    assert kinds == {"ContactDynamics", "ImpulseDynamics"} and problem.nus.min() == 0
+    trials, point = _trials_both_ways(problem, 5, True, 2.0)
+    _assert_same_trials(problem, trials, point, 2.0)
 
 
 def _box_qp_by_enumeration(H, q, lower, upper):
