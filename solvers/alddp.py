@@ -170,6 +170,7 @@ class ConstrainedResult(SolverResult):
 # a line search ends after its first trial when the quadratic model of the merit puts
 # the largest acceptable step this factor below the smallest alpha (ALDDP._hopeless)
 HOPELESS_MARGIN = 256.0
+CONFIRMED_MARGIN, CONFIRMED_SPREAD = 2.0, 0.1
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dV_exp", "dV", "time")
@@ -494,7 +495,7 @@ class ALDDP:
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value
-            accepted = None
+            accepted, missed_before = None, np.nan
             for index in range(first_trial, len(inner.alphas)):
                 alpha = inner.alphas[index]
                 trial = inner.try_step(xs, us, gaps, alpha, feasible)
@@ -513,9 +514,10 @@ class ALDDP:
                 if inner.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv, index)
                     break
-                if index == first_trial and feasible and self._hopeless(alpha, d1, d2,
-                                                                        dv_exp, dv):
+                missed = (dv_exp - dv) / (alpha * alpha)
+                if feasible and self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
                     break
+                missed_before = missed
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv, index = accepted
@@ -552,30 +554,34 @@ class ALDDP:
         return self._result(xs, us, cost, iteration, converged, status, self.lam, mu, stop, outer,
                             history)
 
-    def _hopeless(self, alpha, d1, d2, dv_exp, dv):
-        """Whether the first trial of a line search (step alpha, from a feasible iterate)
-        shows that no step of ``alphas`` will pass the acceptance test, so that the
-        search ends there (and preg grows, as after a refused search).
+    def _hopeless(self, d1, d2, dv_exp, dv, missed, missed_before):
+        """Whether a refused trial of a line search (from a feasible iterate) shows that
+        no step of ``alphas`` will pass the acceptance test, so that the search ends
+        there (and preg grows, as after a refused search).
 
         The merit along the step is modelled by the quadratic through its value and
-        slope at 0 and the trial (Nocedal & Wright, 2nd ed., Sec. 3.5, eq. 3.57):
-        dv(a) = a d1 + a^2 (d2 / 2 - e), e = (dv_exp - dv) / alpha^2 the curvature
-        the Riccati model misses (the AL terms of rows that the step pushes past their
-        bounds: e ~ |R dx|^2 / (2 mu)).  The test dv > th_acceptstep dv_exp then holds
-        for a < a_max = (1 - th) d1 / (e - (1 - th) d2 / 2).  The search ends when
-        a_max is below the smallest alpha by the factor ``HOPELESS_MARGIN``: rows off
-        their bounds by a margin cross later than the model says, so a_max errs low.
-        Measured on panda "vbound" from the guess (2026-11-26): 59 of 221 line searches
-        refused all 10 steps; their merit fell as a^2 to the last (dv(a / 2) / dv(a) =
-        1/4: the rows at their bounds, lam = 0), with a_max 1e-4 .. 1e-12."""
+        slope at 0 and the trial of step a_t (Nocedal & Wright, 2nd ed., Sec. 3.5,
+        eq. 3.57): dv(a) = a d1 + a^2 (d2 / 2 - e), e = ``missed`` = (dv_exp - dv) /
+        a_t^2 the curvature the Riccati model misses (the AL terms of rows that the
+        step pushes past their bounds: e ~ |R dx|^2 / (2 mu)).  The test dv >
+        th_acceptstep dv_exp then holds for a < a_max = (1 - th) d1 / (e - (1 - th)
+        d2 / 2).  The search ends when a_max is below the smallest alpha by a margin:
+        rows off their bounds by some distance cross later than the model says, so
+        a_max errs low; the margin is HOPELESS_MARGIN, or CONFIRMED_MARGIN when the
+        last two trials gave the same e within CONFIRMED_SPREAD (the quadratic regime
+        confirmed: the crossing rows sit at their bounds).  Measured on panda "vbound"
+        from the guess (2026-11-26): 59 of 221 line searches refused all 10 steps,
+        their merit falling as a^2 to the last, with a_max 1e-4 .. 1e-12."""
         if not (d1 >= self.inner.th_grad and dv_exp >= 0.0 and dv < 0.0):
             return False
         th = self.inner.th_acceptstep
-        e = (dv_exp - dv) / (alpha * alpha)
-        curvature = e - 0.5 * (1.0 - th) * d2
+        curvature = missed - 0.5 * (1.0 - th) * d2
         if curvature <= 0.0:
             return False
-        return (1.0 - th) * d1 / curvature * HOPELESS_MARGIN < self.inner.alphas[-1]
+        margin = HOPELESS_MARGIN
+        if abs(missed - missed_before) <= CONFIRMED_SPREAD * missed:
+            margin = CONFIRMED_MARGIN
+        return (1.0 - th) * d1 / curvature * margin < self.inner.alphas[-1]
 
     def _tolerances(self, mu):
         """(omega, eta) after a penalty update (Nocedal & Wright Alg. 17.4)."""
