@@ -495,7 +495,7 @@ class ALDDP:
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value
-            accepted, missed_before = None, np.nan
+            accepted, missed_before, hopeless = None, np.nan, False
             for index in range(first_trial, len(inner.alphas)):
                 alpha = inner.alphas[index]
                 trial = inner.try_step(xs, us, gaps, alpha, feasible)
@@ -516,6 +516,7 @@ class ALDDP:
                     break
                 missed = (dv_exp - dv) / (alpha * alpha)
                 if feasible and self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
+                    hopeless = True
                     break
                 missed_before = missed
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
@@ -542,6 +543,8 @@ class ALDDP:
             if alpha > inner.th_stepdec:
                 preg = max(preg / inner.reg_factor, inner.reg_min)
             if alpha <= inner.th_stepinc:
+                preg = inner._increased(preg)
+            if hopeless:        # one more reg_factor (measured: see _hopeless)
                 preg = inner._increased(preg)
             self._record(history, callbacks, iteration, cost, merit, stop, d1, preg, alpha,
                          gap_norm, violation, mu, dv_exp, dv, t0)
@@ -571,7 +574,13 @@ class ALDDP:
         last two trials gave the same e within CONFIRMED_SPREAD (the quadratic regime
         confirmed: the crossing rows sit at their bounds).  Measured on panda "vbound"
         from the guess (2026-11-26): 59 of 221 line searches refused all 10 steps,
-        their merit falling as a^2 to the last, with a_max 1e-4 .. 1e-12."""
+        their merit falling as a^2 to the last, with a_max 1e-4 .. 1e-12; refused
+        searches came in runs that raised preg one decade at a time (1e-7 .. 1e-1).
+        After a search ended here preg grows by reg_factor^2 instead of reg_factor
+        (measured, iterations / line-search trials from the guess and from FDDP's
+        optimum, same costs: panda "vbound" 218 / 173 -> 192 / 150, ur5 "vbound" 128 /
+        63 -> 122 / 60, ur5 "torque" 113 -> 94, panda "torque" 440 -> 434; with
+        reg_factor^3 mixed: 177 / 143, 123 / 57, 101, 470)."""
         if not (d1 >= self.inner.th_grad and dv_exp >= 0.0 and dv < 0.0):
             return False
         th = self.inner.th_acceptstep
