@@ -34,7 +34,9 @@ CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
 1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
 too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass: ur5
 plane ran its 500 iterations to KKT 9e-6; mim_solvers' examples use 1e-5 / 0)
-on the same problems, built term for term with Crocoddyl's C++ models (no
+on the same problems (every task but ``nlp``: the untuned tasks' velocity bounds as a
+ConstraintModelResidual on ResidualModelState, the torque bounds and the passive joint
+on ResidualModelControl), built term for term with Crocoddyl's C++ models (no
 Python callback per knot) in mim_solvers' pinned environment
 (``crocoddyl_env.run(..., environment="mim_solvers")``, made once under
 ~/.cache/geppetto; skipped with the reason when it cannot be made), from the

@@ -133,6 +133,22 @@ constraints, medians of 5 interleaved blocks, each the best of 2-3 solves): plan
 "torque" task 1.10x / 1.27x from FDDP's optimum and 1.70x / 1.46x from the guess
 (257 / 500 iterations).  What remains above FDDP is mostly the line search: about
 2 trials per iteration where FDDP takes ~1.2 (full steps) on these tasks.
+
+Where an iteration's time went on the untuned "vbound" task (panda, from the guess,
+2026-11-26, load 12 on the 2 cores, CPU time of the thread, one solve each): 4.01 ms
+per iteration against FDDP's 2.49 on the same problem without the constraints:
+calc_diff 1.52, the Riccati sweep 0.52, line-search trials 1.52 (4.3 per iteration,
+0.35 ms each: 59 of the 221 searches refused all 10 steps), the constraints'
+residuals and the AL kernel 0.24 (6 %), Python 0.15.  Two changes: a refused search
+keeps the iterate's derivatives (it recomputed calc_diff at the same point), and a
+search ends as soon as a quadratic model of the merit shows that no step of
+``alphas`` can pass (:meth:`ALDDP._hopeless`), after which preg grows by two
+factors.  Then: 192 iterations, 423 trials (2.2 per iteration), 161 calc_diff, 2.50
+ms per iteration against FDDP's 1.95 (1.28x), the same cost; the refused steps at
+the active set's edge still set the iteration count.  Tried and not kept: deciding
+the outer updates on a stop value recomputed at preg = reg_min when the iterate's
+preg was above th_reg (the solo12 four-feet cones: 2 outer updates, still max_iter;
+panda "vbound" 192 / 150 -> 248 / 306 iterations, ur5 122 / 60 -> 156 / 67).
 """
 import time
 from dataclasses import dataclass
