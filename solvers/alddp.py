@@ -149,6 +149,13 @@ the active set's edge still set the iteration count.  Tried and not kept: decidi
 the outer updates on a stop value recomputed at preg = reg_min when the iterate's
 preg was above th_reg (the solo12 four-feet cones: 2 outer updates, still max_iter;
 panda "vbound" 192 / 150 -> 248 / 306 iterations, ur5 122 / 60 -> 156 / 67).
+``benchmarks/constrained.py`` after these changes (commit 35ffd92, load 10-11, CPU
+time, from the guess / from FDDP's optimum): iterations plane 20 / 15 (ur5), 18 / 14
+(panda), stiff 70 / 65, 86 / 58 (unchanged), vbound 122 / 60 (was 137 / 57), 192 /
+150 (was 221 / 173), torque 94 / 14 (was 101 / 14), 434 / 37 (was 464 / 37); time
+against IPOPT (Gauss-Newton) vbound 0.30x / 0.50x (ur5), 1.55x / 1.11x (panda, was
+3.2x / 2.3x); per iteration 1.06-1.36x FDDP's (panda stiff 1.5x in that run, its
+search unchanged).
 """
 import time
 from dataclasses import dataclass
