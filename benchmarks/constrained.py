@@ -34,7 +34,9 @@ CSQP (``--csqp``, on by default; ``--no-csqp``): mim_solvers' SolverCSQP
 1e-6, ``eps_rel`` 0; with its default 1e-4 / 1e-4 the QP's multipliers are
 too inexact for its KKT test, ``termination_tolerance`` 1e-6, to pass: ur5
 plane ran its 500 iterations to KKT 9e-6; mim_solvers' examples use 1e-5 / 0)
-on the same problems, built term for term with Crocoddyl's C++ models (no
+on the same problems (every task but ``nlp``: the untuned tasks' velocity bounds as a
+ConstraintModelResidual on ResidualModelState, the torque bounds and the passive joint
+on ResidualModelControl), built term for term with Crocoddyl's C++ models (no
 Python callback per knot) in mim_solvers' pinned environment
 (``crocoddyl_env.run(..., environment="mim_solvers")``, made once under
 ~/.cache/geppetto; skipped with the reason when it cannot be made), from the
@@ -89,22 +91,28 @@ import mim_solvers
 
 
 def constrained_problem(task):
-    """benchmarks/nlp.py's reaching costs (CROCODDYL_REACHING's terms), the tool at
-    z >= plane_z on knots first..last-1 and at the target at the terminal knot."""
+    """benchmarks/nlp.py's reaching costs (CROCODDYL_REACHING's terms), the tool at the
+    target at the terminal knot and, by task["kind"]: "plane" / "stiff" the tool at
+    z >= plane_z on knots first..last-1; "vbound" every joint velocity within
+    +-velocity_limit on the running knots and the tool at y <= wall_y on the wall's
+    knots; "torque" every torque within +-torque_limit and the first joint's torque
+    zero on knots 0..passive_knots-1 (untuned(): the same rows as our problem's)."""
     model, state, actuation, x0, reach_residual, running_costs, terminal_costs = \
         reaching_terms(task)
-    nu = actuation.nu
+    nu, nq, nv = actuation.nu, model.nq, model.nv
     frame = model.getFrameId(task["frame"])
     big = task["infinity"]
-    above = crocoddyl.ConstraintModelResidual(
-        state, crocoddyl.ResidualModelFrameTranslation(state, frame, np.zeros(3), nu),
-        np.array([-big, -big, task["plane_z"]]), np.array([big, big, big]))
-    plane_constraints = crocoddyl.ConstraintModelManager(state, nu)
-    plane_constraints.addConstraint("above", above)
-    at_target = crocoddyl.ConstraintModelResidual(state, reach_residual, np.zeros(3),
-                                                  np.zeros(3))
-    terminal_constraints = crocoddyl.ConstraintModelManager(state, nu)
-    terminal_constraints.addConstraint("at_target", at_target)
+    kind = task["kind"]
+
+    def manager(*named):
+        constraints = crocoddyl.ConstraintModelManager(state, nu)
+        for name, residual, lower, upper in named:
+            constraints.addConstraint(name, crocoddyl.ConstraintModelResidual(
+                state, residual, np.array(lower, dtype=float), np.array(upper, dtype=float)))
+        return constraints
+
+    def translation():
+        return crocoddyl.ResidualModelFrameTranslation(state, frame, np.zeros(3), nu)
 
     def integrated(costs, constraints, dt):
         if constraints is None:
@@ -114,11 +122,33 @@ def constrained_problem(task):
                                                                    constraints)
         return crocoddyl.IntegratedActionModelEuler(dam, dt)
 
-    running = integrated(running_costs, None, task["dt"])
-    plane = integrated(running_costs, plane_constraints, task["dt"])
-    terminal = integrated(terminal_costs, terminal_constraints, 0.0)
-    models = [plane if task["first"] <= k < task["last"] else running
-              for k in range(task["knots"])]
+    terminal = integrated(terminal_costs, manager(("at_target", reach_residual, np.zeros(3),
+                                                   np.zeros(3))), 0.0)
+    if kind in ("plane", "stiff"):
+        plane = integrated(running_costs, manager(
+            ("above", translation(), [-big, -big, task["plane_z"]], [big, big, big])),
+            task["dt"])
+        running = integrated(running_costs, None, task["dt"])
+        models = [plane if task["first"] <= k < task["last"] else running
+                  for k in range(task["knots"])]
+    elif kind == "vbound":
+        limit = np.r_[np.full(nq, big), np.full(nv, task["velocity_limit"])]
+        velocity = ("velocity", crocoddyl.ResidualModelState(state, np.zeros(nq + nv), nu),
+                    -limit, limit)
+        wall = ("wall", translation(), [-big, -big, -big], [big, task["wall_y"], big])
+        free = integrated(running_costs, manager(velocity), task["dt"])
+        walled = integrated(running_costs, manager(velocity, wall), task["dt"])
+        models = [walled if task["wall_knots"][0] <= k < task["wall_knots"][1] else free
+                  for k in range(task["knots"])]
+    else:
+        limit = np.full(nu, task["torque_limit"])
+        bounds = ("torque", crocoddyl.ResidualModelControl(state, nu), -limit, limit)
+        lower, upper = np.full(nu, -big), np.full(nu, big)
+        lower[0] = upper[0] = 0.0
+        passive = ("passive", crocoddyl.ResidualModelControl(state, nu), lower, upper)
+        free = integrated(running_costs, manager(bounds), task["dt"])
+        held = integrated(running_costs, manager(bounds, passive), task["dt"])
+        models = [held if k < task["passive_knots"] else free for k in range(task["knots"])]
     return crocoddyl.ShootingProblem(x0, models, terminal)
 
 
@@ -265,8 +295,10 @@ def csqp_payload(robot, task, knots, problem, starts, count_qp=True, max_iter=50
     loaded = gp.robots.load(robot)
     spec = dict(robot=robot, urdf=loaded.urdf_path, frame=nlp.FRAMES[robot],
                 q0=[float(q) for q in loaded.q0], target=list(map(float, nlp.TARGET)), dt=DT,
-                knots=knots, plane_z=PLANE_Z, first=knots // 2,
+                knots=knots, kind=task, plane_z=PLANE_Z, first=knots // 2,
                 last=int(0.9 * knots) if task == "plane" else knots, infinity=np.inf,
+                velocity_limit=VELOCITY_LIMIT[robot], wall_y=WALL_Y, wall_knots=WALL_KNOTS,
+                torque_limit=TORQUE_LIMIT[robot], passive_knots=PASSIVE_KNOTS,
                 weights=dict(reach=1.0, x_reg=1e-2, u_reg=1e-4, terminal_reach=1e3,
                              terminal_x_reg=1e-2))
     rng = np.random.default_rng(0)              # a point where every term is non-zero
@@ -341,7 +373,7 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
     measure = gp.solvers.ALDDP(problem)          # the violation of any trajectory
     starts = {"cold": (None, None), "fddp": (warm.xs, warm.us)}
     alddp.solve(max_iter=500)                                      # compile
-    csqp = csqp and task in ("plane", "stiff")
+    csqp = csqp and task != "nlp"
     ours = {start: [] for start in starts}       # per start: (wall, CPU, result) per round
     theirs, reason = [], None
     for round_ in range(repeats):

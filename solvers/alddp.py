@@ -133,6 +133,29 @@ constraints, medians of 5 interleaved blocks, each the best of 2-3 solves): plan
 "torque" task 1.10x / 1.27x from FDDP's optimum and 1.70x / 1.46x from the guess
 (257 / 500 iterations).  What remains above FDDP is mostly the line search: about
 2 trials per iteration where FDDP takes ~1.2 (full steps) on these tasks.
+
+Where an iteration's time went on the untuned "vbound" task (panda, from the guess,
+2026-11-26, load 12 on the 2 cores, CPU time of the thread, one solve each): 4.01 ms
+per iteration against FDDP's 2.49 on the same problem without the constraints:
+calc_diff 1.52, the Riccati sweep 0.52, line-search trials 1.52 (4.3 per iteration,
+0.35 ms each: 59 of the 221 searches refused all 10 steps), the constraints'
+residuals and the AL kernel 0.24 (6 %), Python 0.15.  Two changes: a refused search
+keeps the iterate's derivatives (it recomputed calc_diff at the same point), and a
+search ends as soon as a quadratic model of the merit shows that no step of
+``alphas`` can pass (:meth:`ALDDP._hopeless`), after which preg grows by two
+factors.  Then: 192 iterations, 423 trials (2.2 per iteration), 161 calc_diff, 2.50
+ms per iteration against FDDP's 1.95 (1.28x), the same cost; the refused steps at
+the active set's edge still set the iteration count.  Tried and not kept: deciding
+the outer updates on a stop value recomputed at preg = reg_min when the iterate's
+preg was above th_reg (the solo12 four-feet cones: 2 outer updates, still max_iter;
+panda "vbound" 192 / 150 -> 248 / 306 iterations, ur5 122 / 60 -> 156 / 67).
+``benchmarks/constrained.py`` after these changes (commit 35ffd92, load 10-11, CPU
+time, from the guess / from FDDP's optimum): iterations plane 20 / 15 (ur5), 18 / 14
+(panda), stiff 70 / 65, 86 / 58 (unchanged), vbound 122 / 60 (was 137 / 57), 192 /
+150 (was 221 / 173), torque 94 / 14 (was 101 / 14), 434 / 37 (was 464 / 37); time
+against IPOPT (Gauss-Newton) vbound 0.30x / 0.50x (ur5), 1.55x / 1.11x (panda, was
+3.2x / 2.3x); per iteration 1.06-1.36x FDDP's (panda stiff 1.5x in that run, its
+search unchanged).
 """
 import time
 from dataclasses import dataclass
@@ -166,6 +189,11 @@ class ConstrainedResult(SolverResult):
                 f"iterations={self.iterations}, cost={self.cost:.9g}, gaps={self.gaps:.2e}, "
                 f"violation={self.violation:.2e})")
 
+
+# a line search ends after its first trial when the quadratic model of the merit puts
+# the largest acceptable step this factor below the smallest alpha (ALDDP._hopeless)
+HOPELESS_MARGIN = 256.0
+CONFIRMED_MARGIN, CONFIRMED_SPREAD = 2.0, 0.1
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dV_exp", "dV", "time")
@@ -433,12 +461,12 @@ class ALDDP:
             t0 = time.perf_counter()
             if recalc:
                 try:
-                    cost = problem.calc_diff(xs, us)
+                    cost = problem.calc_diff(xs, us, validate=False)    # our own iterates
                     self.constraints.evaluate(xs, us, DIFF)
                 except KERNEL_ERRORS as error:
                     status = f"the dynamics failed at the current iterate ({type(error).__name__})"
                     break
-                gaps = problem.gaps(xs)
+                gaps = problem.gaps(xs, inner.gaps)
                 if feasible:
                     gaps[:] = 0.0
                 al_value, violation = self._al_terms(xs, us, mu, True)
@@ -490,7 +518,7 @@ class ALDDP:
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value
-            accepted = None
+            accepted, missed_before, hopeless = None, np.nan, False
             for index in range(first_trial, len(inner.alphas)):
                 alpha = inner.alphas[index]
                 trial = inner.try_step(xs, us, gaps, alpha, feasible)
@@ -509,6 +537,11 @@ class ALDDP:
                 if inner.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv, index)
                     break
+                missed = (dv_exp - dv) / (alpha * alpha)
+                if feasible and self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
+                    hopeless = True
+                    break
+                missed_before = missed
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv, index = accepted
@@ -525,11 +558,16 @@ class ALDDP:
                 alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
                 first_trial = 0
                 stepped_from_feasible, stepped = feasible, False
-                recalc = True           # the trials overwrote the constraints' values
+                # the iterate's derivatives (problem's and self.Lx ... with the AL terms)
+                # are still those of xs: the trials wrote only the constraints' values,
+                # lam_hat and the kinematics, which the next recalc (after an accepted
+                # step) and the outer updates (only then) read again
             last_stop, last_preg = stop, preg
             if alpha > inner.th_stepdec:
                 preg = max(preg / inner.reg_factor, inner.reg_min)
             if alpha <= inner.th_stepinc:
+                preg = inner._increased(preg)
+            if hopeless:        # one more reg_factor (measured: see _hopeless)
                 preg = inner._increased(preg)
             self._record(history, callbacks, iteration, cost, merit, stop, d1, preg, alpha,
                          gap_norm, violation, mu, dv_exp, dv, t0)
@@ -541,6 +579,41 @@ class ALDDP:
                 break
         return self._result(xs, us, cost, iteration, converged, status, self.lam, mu, stop, outer,
                             history)
+
+    def _hopeless(self, d1, d2, dv_exp, dv, missed, missed_before):
+        """Whether a refused trial of a line search (from a feasible iterate) shows that
+        no step of ``alphas`` will pass the acceptance test, so that the search ends
+        there (and preg grows, as after a refused search).
+
+        The merit along the step is modelled by the quadratic through its value and
+        slope at 0 and the trial of step a_t (Nocedal & Wright, 2nd ed., Sec. 3.5,
+        eq. 3.57): dv(a) = a d1 + a^2 (d2 / 2 - e), e = ``missed`` = (dv_exp - dv) /
+        a_t^2 the curvature the Riccati model misses (the AL terms of rows that the
+        step pushes past their bounds: e ~ |R dx|^2 / (2 mu)).  The test dv >
+        th_acceptstep dv_exp then holds for a < a_max = (1 - th) d1 / (e - (1 - th)
+        d2 / 2).  The search ends when a_max is below the smallest alpha by a margin:
+        rows off their bounds by some distance cross later than the model says, so
+        a_max errs low; the margin is HOPELESS_MARGIN, or CONFIRMED_MARGIN when the
+        last two trials gave the same e within CONFIRMED_SPREAD (the quadratic regime
+        confirmed: the crossing rows sit at their bounds).  Measured on panda "vbound"
+        from the guess (2026-11-26): 59 of 221 line searches refused all 10 steps,
+        their merit falling as a^2 to the last, with a_max 1e-4 .. 1e-12; refused
+        searches came in runs that raised preg one decade at a time (1e-7 .. 1e-1).
+        After a search ended here preg grows by reg_factor^2 instead of reg_factor
+        (measured, iterations / line-search trials from the guess and from FDDP's
+        optimum, same costs: panda "vbound" 218 / 173 -> 192 / 150, ur5 "vbound" 128 /
+        63 -> 122 / 60, ur5 "torque" 113 -> 94, panda "torque" 440 -> 434; with
+        reg_factor^3 mixed: 177 / 143, 123 / 57, 101, 470)."""
+        if not (d1 >= self.inner.th_grad and dv_exp >= 0.0 and dv < 0.0):
+            return False
+        th = self.inner.th_acceptstep
+        curvature = missed - 0.5 * (1.0 - th) * d2
+        if curvature <= 0.0:
+            return False
+        margin = HOPELESS_MARGIN
+        if abs(missed - missed_before) <= CONFIRMED_SPREAD * missed:
+            margin = CONFIRMED_MARGIN
+        return (1.0 - th) * d1 / curvature * margin < self.inner.alphas[-1]
 
     def _tolerances(self, mu):
         """(omega, eta) after a penalty update (Nocedal & Wright Alg. 17.4)."""

@@ -158,6 +158,43 @@ def test_lq_inequalities_match_qp():
     assert abs(result.cost - cost_ref) < 1e-7 * abs(cost_ref)
 
 
+def test_hopeless_line_search_only_when_no_step_passes():
+    """ALDDP._hopeless on merits that are exactly the quadratic it models, dv(a) = a d1
+    + a^2 (d2 / 2 - e) (seeded draws over 12 decades of e): a search it ends after a
+    trial has no step in ``alphas`` that FDDP's test accepts, and it ends the searches
+    whose largest acceptable step is 2x (confirmed curvature) or 256x (not) below
+    the smallest alpha."""
+    solver = gp.solvers.ALDDP(_lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)]))
+    inner = solver.inner
+    alphas, th = np.array(inner.alphas), inner.th_acceptstep
+    rng = np.random.default_rng(7)
+    ended = {True: 0, False: 0}
+    for _ in range(2000):
+        d1 = 10.0 ** rng.uniform(-10, 0)
+        d2 = -d1 * rng.uniform(0.5, 1.5)
+        e = d1 * 10.0 ** rng.uniform(-1, 11)
+        dv_exp = alphas * (d1 + 0.5 * alphas * d2)
+        dv = dv_exp - e * alphas ** 2
+        passes = dv > th * dv_exp
+        largest = (1.0 - th) * d1 / (e - 0.5 * (1.0 - th) * d2)
+        for confirmed in (True, False):
+            for i, alpha in enumerate(alphas):
+                if passes[i]:
+                    break
+                before = e if confirmed and i > 0 else np.nan
+                if solver._hopeless(d1, d2, dv_exp[i], dv[i], e, before):
+                    assert not passes.any(), (d1, d2, e, alpha)
+                    margin = 2.0 if confirmed and i > 0 else 256.0
+                    assert largest * margin < alphas[-1] * (1 + 1e-9)
+                    ended[confirmed] += 1
+                    break
+            else:
+                margin = 2.0 if confirmed else 256.0
+                assert largest * margin >= alphas[-1] * (1 - 1e-9) or passes.any()
+    assert ended[True] > 100 and ended[False] > 100, ended
+
+
 def test_contradicting_equalities_are_infeasible():
     """x_N[0] = 0 and x_N[0] = 1 at the terminal knot: status "infeasible"."""
     state = ocp.StateVector(4)
