@@ -33,7 +33,7 @@ from .validation import (as_configurations, as_dynamics_arguments, call_kernel, 
 def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
     """U = IA_i J_i, D = J_i^T U + armature, Dinv = D^-1 (rows iv..iv+nvi of Dinv, by
     :func:`.linalg.spd_inverse`), for a joint of several dofs (1-dof joints:
-    :func:`_articulated_step_1dof`; the free flyer passes nvi = 6 as a constant)."""
+    :func:`_articulated_step_1dof`; the free flyer: :func:`free_flyer_projection`)."""
     for c in range(iv, iv + nvi):
         for r in range(6):
             U[r, c] = (IA[i, r, 0] * J[0, c] + IA[i, r, 1] * J[1, c] + IA[i, r, 2] * J[2, c]
@@ -46,6 +46,14 @@ def articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work):
             D[r, c] = s
             D[c, r] = s
     spd_inverse(D, nvi, Dinv, iv, work)
+
+
+@kernel
+def free_flyer_projection(i, iv, armature, J, IA, U, Dinv, D, work):
+    """:func:`articulated_projection` of a 6-dof joint, its trip counts constant (LLVM
+    unrolls the loops and the Cholesky of D): a compiled call, once per state, so that
+    the unrolled code is compiled once and not in every inlined copy of the pass."""
+    articulated_projection(i, iv, 6, armature, J, IA, U, Dinv, D, work)
 
 
 @inline_kernel
@@ -233,8 +241,8 @@ def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_b
             _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u,
                                    with_bias)
             continue
-        if nvi == 6:  # the free flyer: constant trip counts, unrolled
-            articulated_projection(i, iv, 6, armature, J, IA, U, Dinv, D, work)
+        if nvi == 6:  # the free flyer
+            free_flyer_projection(i, iv, armature, J, IA, U, Dinv, D, work)
         else:
             articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work)
         if with_bias:
