@@ -1,4 +1,5 @@
-"""Dense Cholesky kernels shared by the constrained dynamics and the solvers.
+"""Dense Cholesky kernels shared by the constrained dynamics, the solvers and the
+articulated-body inertia of multi-dof joints.
 
 A symmetric positive-definite A (n, n) is factorized as A = C C^T with C
 lower triangular (column by column, Golub & Van Loan, Alg. 4.2.1), and
@@ -84,6 +85,43 @@ def cholesky_solve(C, n, X):
         d = C[i, i]
         for c in range(ncols):
             X[i, c] = X[i, c] / d
+
+
+@inline_kernel
+def spd_inverse(A, n, out, o, W):
+    """out[o:o+n, :n] = A[:n, :n]^-1 for a small symmetric positive-definite A (a
+    multi-dof joint's D = J_i^T IA J_i: n = 6 for the free flyer).
+
+    A = C C^T in place in A's lower triangle (:func:`cholesky_factor`'s loop), W = C^-1
+    (lower triangle of W), then A^-1 = W^T W, its upper triangle mirrored: n^3 / 2
+    multiplications (Gauss-Jordan on [A | 1]: 2 n^3).  Inlined: a caller that passes
+    a constant n gets loops of constant trip counts, which LLVM unrolls.  A that is
+    not positive definite gives NaN (the public functions check D^-1 for it)."""
+    for j in range(n):
+        s = A[j, j]
+        for p in range(j):
+            s -= A[j, p] * A[j, p]
+        d = np.sqrt(s)
+        A[j, j] = d
+        for i in range(j + 1, n):
+            s = A[i, j]
+            for p in range(j):
+                s -= A[i, p] * A[j, p]
+            A[i, j] = s / d
+    for j in range(n):
+        W[j, j] = 1.0 / A[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for p in range(j, i):
+                s -= A[i, p] * W[p, j]
+            W[i, j] = s / A[i, i]
+    for r in range(n):
+        for c in range(r, n):
+            s = 0.0
+            for p in range(c, n):
+                s += W[p, r] * W[p, c]
+            out[o + r, c] = s
+            out[o + c, r] = s
 
 
 @inline_kernel
