@@ -82,7 +82,7 @@ SINGULAR_PIVOT = 1e-13
 
 # --- Factorizations ----------------------------------------------------------
 
-@kernel
+@inline_kernel
 def ltl_factor(m, M, L):
     """L with M = L^T L, L lower triangular with M's sparsity (Featherstone 2008,
     Table 6.3).  M (nv, nv) symmetric positive definite.  Only L's nonzero pattern
@@ -111,20 +111,23 @@ def ltl_factor(m, M, L):
             i = lam[i]
 
 
-@kernel
+@inline_kernel
 def ltl_solve_transpose(m, L, X):
     """X <- L^-T X, column by column (X (nv, n)).  A row of X that is zero when its
     turn comes (the dofs that support no constraint, for X = Jc^T) changes no other."""
     lam = m.dof_parent
     n = X.shape[1]
     for k in range(m.nv - 1, -1, -1):
-        inv = 1.0 / L[k, k]
         nonzero = False
         for c in range(n):
-            X[k, c] *= inv
-            nonzero = nonzero or X[k, c] != 0.0
+            if X[k, c] != 0.0:
+                nonzero = True
+                break
         if not nonzero:
             continue
+        inv = 1.0 / L[k, k]
+        for c in range(n):
+            X[k, c] *= inv
         i = lam[k]
         while i >= 0:
             lki = L[k, i]
@@ -133,7 +136,7 @@ def ltl_solve_transpose(m, L, X):
             i = lam[i]
 
 
-@kernel
+@inline_kernel
 def ltl_solve(m, L, X):
     """X <- L^-1 X, column by column (X (nv, n))."""
     lam = m.dof_parent
@@ -152,7 +155,7 @@ def ltl_solve(m, L, X):
 
 # --- The KKT solve and its derivatives ---------------------------------------
 
-@kernel
+@inline_kernel
 def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, ddq):
     """lambda and ddq from L (M = L^T L), Jc, gamma and z = tau - b (overwritten
     by L^-T z); fills Y = L^-T Jc^T and the factor of G + mu I.  Returns
@@ -164,18 +167,18 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
     ltl_solve_transpose(m, L, Y)
     zc = z.reshape((nv, 1))
     ltl_solve_transpose(m, L, zc)
-    # G = Y^T Y by rows of Y, skipping the zero ones (dofs that support no constrained
-    # body); each entry sums over t in increasing order
+    # G = Y^T Y by rows of Y, skipping the zeros (dofs that support no constrained
+    # body); each entry sums over t in increasing order.  Whole rows of G (the upper
+    # triangle too, which the factorization does not read): a loop over contiguous
+    # b that vectorizes, where the lower triangle's rows of varying length did not
     G[:, :] = 0.0
     for t in range(nv):
         for a in range(nc):
             y = Y[t, a]
             if y != 0.0:
-                for b in range(a + 1):
+                for b in range(nc):
                     G[a, b] += y * Y[t, b]
     for a in range(nc):
-        for b in range(a):
-            G[b, a] = G[a, b]
         G[a, a] += mu
     regular = cholesky_factor(G, nc, G, SINGULAR_PIVOT)
     lam_prev[:] = 0.0
@@ -183,11 +186,14 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
     iterations = 0
     for it in range(max_iter):
         iterations = it + 1
+        # lam = -gamma + mu lam_prev - Y^T z by rows of Y (contiguous, vectorized),
+        # each entry summed over t in increasing order
         for a in range(nc):
-            s = -gamma[a] + mu * lam_prev[a]
-            for t in range(nv):
-                s -= Y[t, a] * z[t]
-            lam[a] = s
+            lam[a] = -gamma[a] + mu * lam_prev[a]
+        for t in range(nv):
+            zt = z[t]
+            for a in range(nc):
+                lam[a] -= Y[t, a] * zt
         cholesky_solve(G, nc, lc)
         delta = 0.0
         for a in range(nc):
@@ -297,7 +303,7 @@ def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, 
 
 # --- One state ----------------------------------------------------------------
 
-@kernel
+@inline_kernel
 def bias_forces(m, J, oY, ov, oa, F, b, w6):
     """b = C(q, v) v + g(q) from the world motions at a = 0 (ov, oa without gravity):
     F_i = oY_i (oa_i - g) + ov_i x* (oY_i ov_i) summed over subtrees, b_c = J_c . F.

@@ -327,7 +327,7 @@ def relative_log6(cR1, cp1, cR2, cp2, k, xi, RM, pM, t3):
 
 # --- Kernels per state -------------------------------------------------------
 
-@kernel
+@inline_kernel
 def constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2):
     """oMc1, oMc2 of every constraint (needs oR[0] = I, op[0] = 0)."""
     for k in range(ca.n):
@@ -335,7 +335,7 @@ def constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2):
         compose(oR, op, ca.joint2[k], ca.R2, ca.p2, k, cR2, cp2, k)
 
 
-@kernel
+@inline_kernel
 def constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc):
     """Jc (nrows, nv) from the world joint Jacobian J (module docstring)."""
     subtree_end, dof_joint, nv = m.subtree_end, m.dof_joint, m.nv
@@ -409,7 +409,7 @@ def constraint_values(ca, k, ov, oa, cR1, cp1, cR2, cp2, w, xi, RM, pM, t3):
         rotate(cR1, k, w, 13, 3, w, 15, 3)
 
 
-@kernel
+@inline_kernel
 def constraint_acceleration_state(ca, ov, oa, cR1, cp1, cR2, cp2, out, w, xi, RM, pM, t3):
     """out (nrows,) = c(q, v, a) for the world motions ov, oa (module docstring);
     with oa from a = 0 this is the drift gamma."""
