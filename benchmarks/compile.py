@@ -49,7 +49,7 @@ from geppetto.benchmarks import _common
 ENTRY_POINTS = ("rnea", "aba", "crba", "compute_minverse", "rnea_derivatives",
                 "aba_derivatives", "constraint_dynamics", "constraint_dynamics_derivatives",
                 "reaching_calc_diff", "reaching_fddp_solve")
-TOP = 25
+TOP = 30
 
 WORKER = r'''
 import json, sys, time

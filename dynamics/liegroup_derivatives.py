@@ -36,8 +36,10 @@ from .liegroups import difference_state
 from .model import FREE_FLYER, PLANAR, SPHERICAL
 from .validation import as_configurations, as_stack
 
-# Scratch matrices S[n] (3x3) used by the SE(3) helpers.
-_RHO, _PHI, _P, _PP, _PPP, _X, _A, _B, _C = range(9)
+# Scratch matrices S[n] (3x3) used by the SE(3) helpers.  NumPy integers: a Python int
+# global is a literal in Numba, and a helper called with one compiled once per constant
+# (_matmul3 six times, _so3_polynomial five: ~8 s of the first run)
+_RHO, _PHI, _P, _PP, _PPP, _X, _A, _B, _C = (np.int64(n) for n in range(9))
 _N_SCRATCH = 9
 
 

@@ -24,13 +24,13 @@ only what its modes run (FreeDynamics: :func:`_free_field` for CALC and DIFF,
 COSTS, the derivatives for DIFF), so that ``calc_costs`` and the line search do not
 compile the derivative kernels.
 The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
-built-in blocks (a program of (block, item, model) rows over typed Lists that hold each
-block kind's argument tuples): a new problem structure compiles nothing.  A phase with a
-user kernel gets a generated function instead: a few lines of Python calling its steps,
-written once to ``<cache>/phases/<hash>.py`` (the hash covers the source, this package's
-kernels and the user kernel's code) and compiled with the project's options, so Numba's
-on-disk cache keeps it; its first compile costs seconds (LLVM compiles the blocks' code
-linked into it again), later processes load it.
+built-in blocks (a program of rows over the phase's operands: its float arrays in one
+typed List of vectors, its scalars in flat tables): a new problem structure compiles
+nothing.  A phase with a user kernel gets a generated function instead: a few lines
+of Python calling its steps, written once to ``<cache>/phases/<hash>.py`` (the hash
+covers the source, this package's kernels and the user kernel's code) and compiled
+with the project's options, so Numba's on-disk cache keeps it; its first compile costs
+seconds (LLVM compiles the blocks' code linked into it again), later processes load it.
 
 Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
 per-term path with the parallel kernels.  Contact and impulse dynamics are separate
@@ -816,11 +816,28 @@ def lie_scratch(nv):
 #
 # A generated phase function costs seconds of LLVM work for each new composition (the
 # blocks' code is linked into it and compiled again).  The interpreter is compiled once
-# (and cached): it runs a program of (block code, item, model) rows over typed Lists
-# that hold, per block kind, the argument tuples of the phase's steps.  Each kind's item
-# type is fixed (``_SPECS``: the ndim of each float64 array, "i" int64, "I" an int64
-# array, "b" bool, "f" float); a step whose arguments have another type makes its phase
-# take the generated function instead.
+# (and cached): it runs a program of rows over a phase's operands laid out in four
+# containers of fixed type, whatever the blocks and their number:
+#
+#   arrays  typed List of float64 4D arrays: every float array of the steps, as a view
+#           with leading axes of length 1 (the blocks write into the Data's arrays;
+#           ``a[0, 0]`` gives back a 2D operand, C-contiguous, without a reshape's checks)
+#   floats  float64 (n floats,): the float scalars (dt, a cost's scale)
+#   ints    int64 (n ints,): the entries of the int64 arrays (a contact's dofs)
+#   rows    int64 (n rows, 1 + _WIDTH): block code (1 + index in _BLOCKS, 0: _clear),
+#           then one column per operand of the block's argument tuple in
+#           _SPECS order: an array's index in ``arrays``, an int or bool's value, a
+#           float's index in ``floats``, an int array's (offset, length) in ``ints``
+#
+# The interpreter rebuilds each block's argument tuple from its row (:func:`_operands_*`;
+# ``_a1`` ... ``_a4``: the operand as an array of 1 ... 4 dimensions) and calls the block.
+# One typed-List item type (a float64 4D array) serves every block, where a List per block
+# kind of argument tuples made eight, and a List of models a ninth (each item type
+# compiles the List's methods again: 1-2.5 s each); the phase's steps share one model
+# (ModelArrays), held in the holder's tuple.  Each kind's tuple type is fixed
+# (``_SPECS``: the ndim of each float64 array, "i" int64, "I" an int64 array, "b" bool,
+# "f" float); a step whose arguments have another type (a non-contiguous array) makes
+# its phase take the generated function instead.
 
 CLEAR_CODE = 0
 _BLOCKS = ("_euler", "_state", "_control", "_frame", "_frame_velocity", "_com",
@@ -838,6 +855,17 @@ _SPECS = {
 _ITEM_TYPES = {}
 
 
+def _leaves(spec):
+    """The operands of a spec, nested tuples flattened, in order."""
+    if isinstance(spec, tuple):
+        return [leaf for s in spec for leaf in _leaves(s)]
+    return [spec]
+
+
+# columns of a row after its code: the most operands of a block ("I" takes two)
+_WIDTH = max(sum(2 if leaf == "I" else 1 for leaf in _leaves(spec)) for spec in _SPECS.values())
+
+
 def _prototype(spec):
     if isinstance(spec, tuple):
         return tuple(_prototype(s) for s in spec)
@@ -851,33 +879,110 @@ def _item_type(name):
     return _ITEM_TYPES[name]
 
 
+@inline_kernel
+def _a1(arrays, i):
+    return arrays[i][0, 0, 0]
+
+
+@inline_kernel
+def _a2(arrays, i):
+    return arrays[i][0, 0]
+
+
+@inline_kernel
+def _a3(arrays, i):
+    return arrays[i][0]
+
+
+@inline_kernel
+def _a4(arrays, i):
+    return arrays[i]
+
+
 @kernel
 def _interpret(xs, us, holder, mode):
-    """Run the program of ``holder[0]`` = (models, program, the lists of _BLOCKS' argument
-    tuples, out): rows (block code (1 + index in _BLOCKS, 0: _clear), item, model).  One
-    typed List holds them all: a call unboxes one object instead of a dozen."""
-    models, program, euler, state, control, frame, velocity, com, contact, cost, out = \
-        holder[0]
-    for i in range(program.shape[0]):
-        code, j, mi = program[i, 0], program[i, 1], program[i, 2]
+    """Run the program of ``holder[0]`` = (model, rows, floats, ints, arrays, out)
+    (see the layout above).  One typed List holds them all: a call unboxes one object
+    instead of a dozen."""
+    m, rows, floats, ints, arrays, out = holder[0]
+    for i in range(rows.shape[0]):
+        code, r = rows[i, 0], rows[i, 1:]
         if code == CLEAR_CODE:
             _clear(out, mode)
         elif code == 1:
-            _euler(xs, us, models[mi], euler[j], mode)
+            _euler(xs, us, m, _operands_euler(arrays, floats, r), mode)
         elif code == 2:
-            _state(xs, us, models[mi], state[j], mode)
+            _state(xs, us, m, _operands_state(arrays, r), mode)
         elif code == 3:
-            _control(xs, us, control[j], mode)
+            _control(xs, us, (_a2(arrays, r[0]), _a2(arrays, r[1])), mode)
         elif code == 4:
-            _frame(xs, us, models[mi], frame[j], mode)
+            _frame(xs, us, m, _operands_frame(arrays, r), mode)
         elif code == 5:
-            _frame_velocity(xs, us, models[mi], velocity[j], mode)
+            _frame_velocity(xs, us, m, _operands_frame_velocity(arrays, r), mode)
         elif code == 6:
-            _com(xs, us, models[mi], com[j], mode)
+            _com(xs, us, m, (_a4(arrays, r[0]), _a3(arrays, r[1]),
+                             _a3(arrays, r[2]), _a2(arrays, r[3]),
+                             _a2(arrays, r[4]), _a3(arrays, r[5])), mode)
         elif code == 7:
-            _contact_wrench(xs, us, contact[j], mode)
+            _contact_wrench(xs, us, _operands_contact_wrench(arrays, ints, r), mode)
         else:
-            _cost(cost[j], out, mode)
+            _cost(_operands_cost(arrays, floats, r), out, mode)
+
+
+@inline_kernel
+def _operands_euler(A, floats, r):
+    """_euler's (flat, scheme, dt, (f, f_x, f_u), (w, w_x, w_u, qs, dq, qout), (xnext,
+    Fx, Fu), (s4, t4, s3, xi, W, S, D))."""
+    return (r[0] != 0, r[1], floats[r[2]],
+            (_a2(A, r[3]), _a3(A, r[4]), _a3(A, r[5])),
+            (_a2(A, r[6]), _a3(A, r[7]), _a3(A, r[8]), _a2(A, r[9]),
+             _a2(A, r[10]), _a2(A, r[11])),
+            (_a2(A, r[12]), _a3(A, r[13]), _a3(A, r[14])),
+            (_a1(A, r[15]), _a1(A, r[16]), _a1(A, r[17]), _a1(A, r[18]),
+             _a2(A, r[19]), _a3(A, r[20]), _a3(A, r[21])))
+
+
+@inline_kernel
+def _operands_state(A, r):
+    """_state's (flat, ref, ref_q, qs, dq, r, Rx, block, xi, W, S)."""
+    return (r[0] != 0, _a2(A, r[1]), _a2(A, r[2]), _a2(A, r[3]), _a2(A, r[4]),
+            _a2(A, r[5]), _a3(A, r[6]), _a3(A, r[7]), _a1(A, r[8]), _a2(A, r[9]),
+            _a3(A, r[10]))
+
+
+@inline_kernel
+def _operands_frame(A, r):
+    """_frame's (oR, op, J, joint, fR, fp, kind, ref_R, ref_p, r, Rx)."""
+    return (_a4(A, r[0]), _a3(A, r[1]), _a3(A, r[2]), r[3], _a2(A, r[4]),
+            _a1(A, r[5]), r[6], _a3(A, r[7]), _a2(A, r[8]), _a2(A, r[9]),
+            _a3(A, r[10]))
+
+
+@inline_kernel
+def _operands_frame_velocity(A, r):
+    """_frame_velocity's (oR, op, J, vs, joint, fR, fp, reference, ref, r, Rx)."""
+    return (_a4(A, r[0]), _a3(A, r[1]), _a3(A, r[2]), _a2(A, r[3]), r[4],
+            _a2(A, r[5]), _a1(A, r[6]), r[7], _a2(A, r[8]), _a2(A, r[9]),
+            _a3(A, r[10]))
+
+
+@inline_kernel
+def _operands_contact_wrench(A, ints, r):
+    """_contact_wrench's (lam, lam_x, lam_u, oR, J, joint, R1, row0, dofs, A, ref, rotate,
+    r, Rx, Ru, w, w_x, w_u, Rt); dofs: columns 8 and 9 (offset, length in ``ints``)."""
+    return (_a2(A, r[0]), _a3(A, r[1]), _a3(A, r[2]), _a4(A, r[3]), _a3(A, r[4]),
+            r[5], _a2(A, r[6]), r[7], ints[r[8]:r[8] + r[9]], _a2(A, r[10]),
+            _a2(A, r[11]), r[12], _a2(A, r[13]), _a3(A, r[14]), _a3(A, r[15]),
+            _a2(A, r[16]), _a3(A, r[17]), _a3(A, r[18]), _a2(A, r[19]))
+
+
+@inline_kernel
+def _operands_cost(A, floats, r):
+    """_cost's (code, params, r, value, a_r, A_rr, weights, scaled, scale, Rx, Ru, with_u,
+    with_x, smooth2)."""
+    return (r[0], _a2(A, r[1]), _a2(A, r[2]), _a1(A, r[3]), _a2(A, r[4]),
+            _a3(A, r[5]), _a1(A, r[6]), _a1(A, r[7]), floats[r[8]], _a3(A, r[9]),
+            _a3(A, r[10]), r[11] != 0, r[12] != 0, r[13] != 0)
 
 
 @kernel
@@ -904,31 +1009,59 @@ def held(item):
     return holder
 
 
+class _Operands:
+    """The containers of a program's operands (see the layout above), filled step by
+    step."""
+
+    def __init__(self):
+        self.arrays = _typed_list(np.zeros((1, 1, 1, 1)))
+        self.count, self.floats, self.ints = 0, [], []
+
+    def columns(self, spec, value):
+        """The row's columns of the operand ``value`` of type ``spec`` (nested tuples
+        flattened)."""
+        if isinstance(spec, tuple):
+            return [c for s, v in zip(spec, value) for c in self.columns(s, v)]
+        if spec in ("i", "b"):
+            return [int(value)]
+        if spec == "f":
+            self.floats.append(float(value))
+            return [len(self.floats) - 1]
+        if spec == "I":
+            self.ints += [int(i) for i in value]
+            return [len(self.ints) - len(value), len(value)]
+        _push(self.arrays, value.reshape((1,) * (4 - value.ndim) + value.shape))   # a view
+        self.count += 1
+        return [self.count - 1]
+
+    def tables(self):
+        """(floats, ints, arrays)."""
+        return (np.array(self.floats, dtype=float), np.array(self.ints, dtype=np.int64),
+                self.arrays)
+
+
 def interpreted(steps, clear_at):
-    """(models, program, then the list of each of _BLOCKS) running ``steps`` in the
-    interpreter, or None when a step is not one of its blocks or has arguments of another
-    type."""
+    """(model, rows, floats, ints, arrays) running ``steps`` in the interpreter
+    (append ``out`` for the holder of :func:`_interpret`), or None when a step is not one
+    of its blocks, has arguments of another type, or the steps use no model or several
+    (the generated function takes them)."""
     if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):
         return None
-    models, model_index = _model_indices(steps)
-    if models and len({numba.typeof(m) for m in models}) != 1:
+    models, _ = _model_indices(steps)
+    if len(models) != 1:
         return None
-    lists = {name: _typed_list(_prototype(_SPECS[name])) for name in _BLOCKS}
-    rows, counts = [], {}
+    if any(numba.typeof(s.args) != _item_type(s.block.__name__) for s in steps):
+        return None
+    operands = _Operands()
+    rows = []
     for i, step in enumerate(steps):
         if i == clear_at:
-            rows.append((CLEAR_CODE, 0, 0))
+            rows.append([CLEAR_CODE])
         name = step.block.__name__
-        if numba.typeof(step.args) != _item_type(name):
-            return None
-        rows.append((1 + _BLOCKS.index(name), counts.get(name, 0), max(model_index[i], 0)))
-        counts[name] = counts.get(name, 0) + 1
-        _push(lists[name], step.args)
+        rows.append([1 + _BLOCKS.index(name)] + operands.columns(_SPECS[name], step.args))
     if clear_at == len(steps):
-        rows.append((CLEAR_CODE, 0, 0))
-    if not models:
-        return None
-    typed_models = _typed_list(models[0])
-    for model in models:
-        _push(typed_models, model)
-    return (typed_models, np.array(rows, dtype=np.int64)) + tuple(lists[n] for n in _BLOCKS)
+        rows.append([CLEAR_CODE])
+    table = np.zeros((len(rows), 1 + _WIDTH), dtype=np.int64)
+    for i, row in enumerate(rows):
+        table[i, :len(row)] = row
+    return (models[0], table) + operands.tables()
