@@ -224,11 +224,11 @@ MAIN_JOB_STAGES = ("the robot and the quasi-static guess", "costs (calc_costs)",
                    "kinematics of the animation and the plots", "the full problem")
 # compiled by a second process on a cold cache, in this order, beside the stages before
 # the first of them: calc_costs compiles the phases' typed Lists, the kinematics and the
-# cost interpreter, the trial its one-call kernel over them and the one-state ABA step
-# the rollout compiled first; calc_diff the lanes' ABA and its derivatives; the plots'
-# kinematics (a stack of states) need nothing of the others: the second process, which
-# ends first, compiles them too
-HELPER_STAGES = (3, 4, 6)
+# cost interpreter, the trial its one-call kernel over them and the one-state ABA rollout
+# (ShootingProblem.rollout runs the same compiled rollout: stage 3 stays here, where the
+# trial compiled it); calc_diff the lanes' ABA and its derivatives; the plots' kinematics
+# (a stack of states) need nothing of the others: the second process compiles them too
+HELPER_STAGES = (4, 6)
 HELPER = ("from geppetto.__main__ import HELPER_STAGES, main_job_warm_up\n"
           "stages = main_job_warm_up()\n"
           "stages[0][1]()\n"
