@@ -62,7 +62,7 @@ import geppetto as gp
 from geppetto.benchmarks import _common, pinocchio_cpp
 from geppetto.dynamics import finite_differences
 from geppetto.dynamics.config import kernel
-from geppetto.dynamics.linalg import cholesky_factor
+from geppetto.dynamics.linalg import cholesky_factor, lower_inverse
 
 ROBOTS = ("ur5", "panda", "solo12", "hyq", "talos")
 STATISTIC = "best"
@@ -110,15 +110,8 @@ def time_side_by_side(runs, calls, repeats):
 
 @kernel
 def _invert_lower(L):
-    """L^-1 in place (lower triangle), column by column."""
-    n = L.shape[0]
-    for j in range(n):
-        L[j, j] = 1.0 / L[j, j]
-        for i in range(j + 1, n):
-            s = 0.0
-            for p in range(j, i):
-                s -= L[i, p] * L[p, j]
-            L[i, j] = s / L[i, i]
+    """L^-1 in place (lower triangle)."""
+    lower_inverse(L, L.shape[0], L)
 
 
 @kernel

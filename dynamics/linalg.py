@@ -88,6 +88,20 @@ def cholesky_solve(C, n, X):
 
 
 @inline_kernel
+def lower_inverse(L, n, W):
+    """W's lower triangle = L[:n, :n]^-1 for a lower-triangular L, column by column
+    (W[i, j] = -(sum_{j<=p<i} L[i, p] W[p, j]) / L[i, i]).  W may be L itself: each
+    L[i, p] is read before column p is overwritten."""
+    for j in range(n):
+        W[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for p in range(j, i):
+                s -= L[i, p] * W[p, j]
+            W[i, j] = s / L[i, i]
+
+
+@inline_kernel
 def spd_inverse(A, n, out, o, W):
     """out[o:o+n, :n] = A[:n, :n]^-1 for a small symmetric positive-definite A (a
     multi-dof joint's D = J_i^T IA J_i: n = 6 for the free flyer).
@@ -108,13 +122,7 @@ def spd_inverse(A, n, out, o, W):
             for p in range(j):
                 s -= A[i, p] * A[j, p]
             A[i, j] = s / d
-    for j in range(n):
-        W[j, j] = 1.0 / A[j, j]
-        for i in range(j + 1, n):
-            s = 0.0
-            for p in range(j, i):
-                s -= A[i, p] * W[p, j]
-            W[i, j] = s / A[i, i]
+    lower_inverse(A, n, W)
     for r in range(n):
         for c in range(r, n):
             s = 0.0
