@@ -231,6 +231,16 @@ class Model:
     of name -> q) and ``arrays`` (the :data:`ModelArrays` the kernels read).
     """
 
+    # what the one-state calls keep on the model in a process (compiled entry points,
+    # the ModelRef, the fast path's gathered checks): Numba objects that cannot be
+    # pickled; a pickled or deep-copied model (sent to a Dask worker) leaves them
+    # behind and makes them again at its first call
+    _PROCESS_CACHES = ("_entry_points", "_model_ref", "_border", "_zero_forces")
+
+    def __getstate__(self):
+        return {name: value for name, value in self.__dict__.items()
+                if name not in self._PROCESS_CACHES}
+
     def __init__(self, builder):
         nj = len(builder.parents)
         parents = np.array(builder.parents, dtype=np.int64)

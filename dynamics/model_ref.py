@@ -47,15 +47,30 @@ def _model_ref(m):
                     m.frame_p)
 
 
+class _Kept:
+    """The ModelRef made for ``arrays``, kept on its owner.  A ModelRef holds Numba
+    memory that cannot be pickled or copied: a pickled or copied owner (a Model sent
+    to a Dask worker, a deep copy) carries an empty one, made again at its first
+    call."""
+
+    __slots__ = ("arrays", "ref")
+
+    def __init__(self, arrays=None, ref=None):
+        self.arrays, self.ref = arrays, ref
+
+    def __reduce__(self):
+        return _Kept, ()
+
+
 def model_ref(owner):
     """The :class:`ModelRef` of ``owner.arrays`` (a Model, or a stage dynamics that
     holds a model's arrays), made once and kept on ``owner`` until its ``arrays``
     change; it keeps the arrays alive."""
     arrays = owner.arrays
-    cached = owner.__dict__.get("_model_ref")
-    if cached is None or cached[0] is not arrays:
-        cached = owner._model_ref = (arrays, _model_ref(arrays))
-    return cached[1]
+    kept = owner.__dict__.get("_model_ref")
+    if kept is None or kept.arrays is not arrays:
+        kept = owner._model_ref = _Kept(arrays, _model_ref(arrays))
+    return kept.ref
 
 
 def model_arrays(model):
