@@ -95,8 +95,10 @@ def test_rollout_equals_repeated_integrator_steps(name, scheme):
         step = model.integrator.calc(model.integrator.create_data(1), xs[k:k + 1], us[k:k + 1])
         np.testing.assert_allclose(xs[k + 1], step[0], rtol=0, atol=1e-12,
                                    err_msg=f"knot {k}")
+    # calc evaluates the phase on the SIMD lanes' ABA, the rollout on the one-state
+    # ABA: the same dynamics to round-off of the states' size (talos: velocities ~15)
     problem.calc(xs, us)
-    assert np.abs(problem.gaps(xs)).max() < 1e-12
+    assert np.abs(problem.gaps(xs)).max() < 1e-12 * max(1.0, np.abs(xs).max())
 
 
 def test_rollout_is_nan_after_the_first_non_finite_state():
