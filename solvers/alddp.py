@@ -72,6 +72,42 @@ stops "acceptable" 3.2e-6 above (guess) or at max_iter (FDDP's).  The tuned
 tasks take the same iterations as before (plane 20 / 15 ur5, 18 / 14 panda;
 stiff 70 / 65, 86 / 58): their outer updates already came at preg <= 1e-6.
 
+Each row's penalty is scaled to its residual's units (``scale_rows``, default on): row i
+of a Constraint at knot k gets mu_ki = mu max(1, |(Rx, Ru)_ki|^2), the squared norm of
+its Jacobian row at the solve's first iterate (fixed for that solve), so that its
+penalty curvature |R_ki|^2 / mu_ki is at most 1 / mu whatever the residual's units;
+bounds on controls and states (unit rows) keep mu.  As the penalty on r / sigma with
+sigma = max(1, |R|), a row equilibration like IPOPT's gradient-based scaling of
+constraints (Waechter & Biegler, Math. Prog. 2006, Sec. 3.8, which scales rows whose
+gradient exceeds 100).  Measured (2026-11-26, the four-feet solo12 cones of the tests,
+friction 0.1, N = 10, from FDDP's optimum without cones): the cone rows are forces in
+newtons whose Jacobian rows have norm 9.1-11.4 against a cost of 0.076; with one mu
+for all rows the penalty's curvature 100 |R|^2 swamps the cost's, preg stays at 1e-2 ..
+1 (full steps that push a force row past its bound are refused), and ALDDP runs its
+300 iterations with the multipliers never updated (violation 6.6e-8); a single
+mu_init of 1 / 0.3 / 0.1 / 1e-2 gives 28 / 75 / 106 / 300 (max_iter) iterations; the
+row scaling with the default mu_init: 28 iterations, 2 outer updates, 2.2e-6 below
+IPOPT's cost from the same start (IPOPT ends strictly inside the cones).  The eight
+reaching tasks (plane, stiff, vbound, torque; ur5, panda) take the same iterations to
+the same costs with and without it: their rows (positions in metres, bounds) have
+Jacobian norms <= 1.
+
+What sets the iteration counts of the untuned tasks (panda "vbound": 192 / 150 from the
+guess / FDDP's optimum; measured 2026-11-26, load 7-8): not the outer schedule.  With
+the same inner solves, mu_factor 0.01: 234 / 184; mu_init 0.1: 277 / 212; mu_init
+1e-3: 133 / 342; eta_init 1: 193 / 148; omega_init 1: 492 / 326.  An outer update
+gated, as in ProxDDP's and BCL's rule, on a regularization-free stationarity measure
+(the largest entry of the merit's gradient in the controls by an adjoint sweep, <=
+sqrt(omega)) instead of the stop value at preg <= th_reg: max_iter from both starts
+(51 / 123 outer updates on inner solves whose refused steps had not ended); on the
+cones 12-30 outer updates, still max_iter at 300.  In each case 20-100 line searches
+are refused: full Riccati steps that move inactive rows past their bounds (the AL's
+kinks the Gauss-Newton model does not see) set the count, which calls for an inner
+step that sees the inequalities (ProxDDP's primal-dual Newton step on the active set
+with multipliers in the line search, or CSQP's QP), not for another schedule.  Also
+tried and not kept: curvature 1 / mu on rows within a margin inside their bounds (a
+guess of the next active set; on the cones 0.1 N / 1 N: max_iter, cost 6 % above).
+
 Converged: feasible dynamics, largest constraint violation <= th_constraint
 and the stop value <= th_stop (the stationarity of the Lagrangian at
 lambda_hat).  At ``mu_min`` the multipliers are updated whatever the
@@ -217,9 +253,8 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
     ndx = Lx.shape[1]
     cx = np.empty(ndx, dtype=np.int64)
     cu = np.empty(Lu.shape[1], dtype=np.int64)
-    w = 1.0 / mu
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, lam, lam_hat, lower, upper, index, dx_index = blocks[b]
+        kind, start, r, Rx, Ru, lam, lam_hat, scale, lower, upper, index, dx_index = blocks[b]
         for k in range(lam.shape[0]):
             n = start + k
             for i in range(lam.shape[1]):
@@ -229,10 +264,12 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
                 elif kind == 2:
                     r[k, i] = xs[n, index[i]]
                 violation = max(violation, lower[i] - r[k, j], r[k, j] - upper[i])
-                s = r[k, j] + mu * lam[k, i]
-                h = (s - min(max(s, lower[i]), upper[i])) / mu
+                mu_row = mu * scale[k, i]
+                w = 1.0 / mu_row
+                s = r[k, j] + mu_row * lam[k, i]
+                h = (s - min(max(s, lower[i]), upper[i])) / mu_row
                 lam_hat[k, i] = h
-                total += 0.5 * mu * (h * h - lam[k, i] * lam[k, i])
+                total += 0.5 * mu_row * (h * h - lam[k, i] * lam[k, i])
                 if not with_derivatives or h == 0.0:
                     continue
                 if kind == 1:
@@ -244,6 +281,27 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
                 else:
                     _add_row(Rx[k, j], Ru[k, j], h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu)
     return total, violation
+
+
+@kernel
+def _row_scales(blocks):
+    """Each row's penalty scale: max(1, |Rx|^2 + |Ru|^2) of the residual's Jacobian row
+    at the iterate whose constraints the last evaluate (DIFF) computed; 1 for the
+    control and state bounds (rows of unit Jacobian)."""
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, lam, lam_hat, scale, lower, upper, index, dx_index = blocks[b]
+        for k in range(scale.shape[0]):
+            for i in range(scale.shape[1]):
+                if kind != 0:
+                    scale[k, i] = 1.0
+                    continue
+                j = index[i]
+                norm = 0.0
+                for a in range(Rx.shape[2]):
+                    norm += Rx[k, j, a] * Rx[k, j, a]
+                for a in range(Ru.shape[2]):
+                    norm += Ru[k, j, a] * Ru[k, j, a]
+                scale[k, i] = max(1.0, norm)
 
 
 @kernel
@@ -282,20 +340,20 @@ class _Block:
     def shape(self):
         return (self.stop - self.start, self.lower.shape[0])
 
-    def item(self, lam, lam_hat, sources):
+    def item(self, lam, lam_hat, scale, sources):
         """The block's tuple for :func:`_augmented_lagrangian`; ``sources``: :attr:`.ocp.
         constraints.HorizonConstraints.sources`."""
         no_index, none = np.zeros(0, dtype=np.int64), np.zeros((0, 0, 0))
         if self.kind == "residual":
             r, Rx, Ru, rows = sources[id(self.data)]
-            return (np.int64(0), np.int64(self.start), r, Rx, Ru, lam, lam_hat, self.lower,
-                    self.upper, rows, no_index)
+            return (np.int64(0), np.int64(self.start), r, Rx, Ru, lam, lam_hat, scale,
+                    self.lower, self.upper, rows, no_index)
         r = np.zeros(self.shape)
         if self.kind == "u":
-            return (np.int64(1), np.int64(self.start), r, none, none, lam, lam_hat,
+            return (np.int64(1), np.int64(self.start), r, none, none, lam, lam_hat, scale,
                     self.lower, self.upper, no_index, no_index)
-        return (np.int64(2), np.int64(self.start), r, none, none, lam, lam_hat, self.lower,
-                self.upper, np.asarray(self.x_index, dtype=np.int64),
+        return (np.int64(2), np.int64(self.start), r, none, none, lam, lam_hat, scale,
+                self.lower, self.upper, np.asarray(self.x_index, dtype=np.int64),
                 np.asarray(self.dx_index, dtype=np.int64))
 
 
@@ -320,13 +378,15 @@ class ALDDP:
     (load 8-11, CPU time of the thread, medians of 3, beside the same solver with
     it off): the same iterations and costs on the plane and the stiff task; on the
     stiff task 11 % less CPU time, 1.28x / 1.43x FDDP's time per iteration
-    (cold / FDDP start) instead of 1.51x / 1.60x.
+    (cold / FDDP start) instead of 1.51x / 1.60x.  ``scale_rows`` (default True):
+    each Constraint row's penalty scaled by its Jacobian row's squared norm (floored
+    at 1) at the solve's first iterate (module docstring).
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
                  infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
-                 th_reg=1e-6, **fddp_options):
+                 th_reg=1e-6, scale_rows=True, **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
                             ("omega_init", omega_init), ("eta_init", eta_init)):
@@ -342,6 +402,7 @@ class ALDDP:
             raise ValueError(f"infeasible_ratio must be > 1, got {infeasible_ratio}")
         self.infeasible_ratio = float(infeasible_ratio)
         self.th_reg = float(th_reg)
+        self.scale_rows = bool(scale_rows)
         if dual_warm_start not in (None, "keep", "shift"):
             raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
                              f"{dual_warm_start!r}")
@@ -354,6 +415,8 @@ class ALDDP:
         # the multipliers lambda and lambda_hat of each block, updated in place
         self.lam = [np.zeros(b.shape) for b in self.blocks]
         self.lam_hat = [np.zeros(b.shape) for b in self.blocks]
+        # each row's penalty scale (mu_row = mu scale), set at a solve's first iterate
+        self.scales = [np.ones(b.shape) for b in self.blocks]
         self.typed_blocks = self._typed_blocks()
         N, ndx, nu = problem.N, problem.ndx, problem.nu
         self.Lx, self.Lxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
@@ -393,8 +456,8 @@ class ALDDP:
         multipliers ``self.lam`` and ``self.lam_hat`` (updated in place)."""
         if not self.blocks:
             return None
-        items = [b.item(lam, lam_hat, self.constraints.sources) for b, lam, lam_hat in zip(self.blocks, self.lam,
-                                                                self.lam_hat)]
+        items = [b.item(lam, lam_hat, scale, self.constraints.sources) for b, lam, lam_hat, scale
+                 in zip(self.blocks, self.lam, self.lam_hat, self.scales)]
         typed = _typed_list(items[0])
         for item in items:
             _push(typed, item)
@@ -469,6 +532,8 @@ class ALDDP:
                 gaps = problem.gaps(xs, inner.gaps)
                 if feasible:
                     gaps[:] = 0.0
+                if iteration == 1 and self.scale_rows and self.typed_blocks is not None:
+                    _row_scales(self.typed_blocks)      # fixed for this solve
                 al_value, violation = self._al_terms(xs, us, mu, True)
                 recalc = False
             # the inner solve is done when the last step, accepted, started from a

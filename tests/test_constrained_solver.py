@@ -321,12 +321,11 @@ def test_solo12_hard_friction_cones():
     out of them; with hard pyramidal cones (Constraint rows >= 0) ALDDP ends with
     every row >= -1e-6 at every knot, converged at IPOPT's cost from the same start.
 
-    The penalty weight 1/mu is set for the problem's scale (mu_init = 1): the cone rows
-    are forces in newtons against a cost of 0.076, and with the default mu_init = 1e-2
-    the inner solves never end (300 iterations, preg 1e-2 .. 1: the penalty's curvature
-    100 |dF/du|^2 swamps the control weight 1e-3 dt, full steps that move a force row
-    past its bound are refused; measured 2026-11-26: mu_init 1 / 0.3 / 0.1 / 0.01 ->
-    converged in 28 / 75 / 106 / max_iter)."""
+    The cone rows are forces in newtons (Jacobian rows of norm ~10 against a cost of
+    0.076): each row's penalty is scaled by its Jacobian's squared norm (ALDDP's
+    ``scale_rows``); without it (mu 1e-2 on every row) the inner solves never end
+    (max_iter at 300, preg 1e-2 .. 1, full steps that push a force row past its bound
+    refused; measured 2026-11-26), with it ALDDP converges in 28 iterations."""
     from geppetto.dynamics import LOCAL_WORLD_ALIGNED, contact_3d
     robot = gp.robots.load("solo12")
     model = robot.model
@@ -355,8 +354,7 @@ def test_solo12_hard_friction_cones():
                                for data in datas], axis=1)
 
     assert cone_rows(free.xs, free.us).min() < -1e-2       # the cones are active
-    result = gp.solvers.ALDDP(hard, th_constraint=1e-7, mu_init=1.0).solve(
-        free.xs, free.us, max_iter=100)
+    result = gp.solvers.ALDDP(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=100)
     assert result.converged, result
     assert result.violation <= 1e-7 and result.gaps <= 1e-9
     assert cone_rows(result.xs, result.us).min() >= -1e-7
