@@ -73,10 +73,11 @@ tasks take the same iterations as before (plane 20 / 15 ur5, 18 / 14 panda;
 stiff 70 / 65, 86 / 58): their outer updates already came at preg <= 1e-6.
 
 Each row's penalty is scaled to its residual's units (``scale_rows``, default on): row i
-of a Constraint at knot k gets mu_ki = mu max(1, |(Rx, Ru)_ki|^2), the squared norm of
-its Jacobian row at the solve's first iterate (fixed for that solve), so that its
-penalty curvature |R_ki|^2 / mu_ki is at most 1 / mu whatever the residual's units;
-bounds on controls and states (unit rows) keep mu.  As the penalty on r / sigma with
+of a Constraint at knot k gets mu_ki = mu min(max(1, |(Rx, Ru)_ki|^2), ``scale_max``),
+the squared norm of its Jacobian row at the solve's first iterate (fixed for that
+solve), so that its penalty curvature |R_ki|^2 / mu_ki is 1 / mu whatever the
+residual's units, up to the cap scale_max = 100 (= 1 / mu_init: no row starts softer
+than mu_ki = 1); bounds on controls and states (unit rows) keep mu.  As the penalty on r / sigma with
 sigma = max(1, |R|), a row equilibration like IPOPT's gradient-based scaling of
 constraints (Waechter & Biegler, Math. Prog. 2006, Sec. 3.8, which scales rows whose
 gradient exceeds 100).  Measured (2026-11-26, the four-feet solo12 cones of the tests,
@@ -87,7 +88,14 @@ for all rows the penalty's curvature 100 |R|^2 swamps the cost's, preg stays at 
 300 iterations with the multipliers never updated (violation 6.6e-8); a single
 mu_init of 1 / 0.3 / 0.1 / 1e-2 gives 28 / 75 / 106 / 300 (max_iter) iterations; the
 row scaling with the default mu_init: 28 iterations, 2 outer updates, 2.2e-6 below
-IPOPT's cost from the same start (IPOPT ends strictly inside the cones).  The eight
+IPOPT's cost from the same start (IPOPT ends strictly inside the cones).  The cap, on
+the solo12 trot with hard cones (examples/solo12_trot_cones, from FDDP's optimum
+without cones; Jacobian rows' squared norms 46 .. 1e5, median 340-400; iterations of
+the reduced trot, 8 knots of 30 ms per step / the full one, 25 of 10 ms): no scaling
+312 / 124; uncapped 61 / max_iter (500, violation 3.9e-3: rows of mu_ki up to 1e3
+too soft for the outer loop); scale_max 1000: 60 / 166; 100: 166 / 29; 30: 274 / 65;
+the four-feet cones 28 with 100 or 1000, 75 with 30.  Costs equal to 1e-9 in all
+converged runs.  The eight
 reaching tasks (plane, stiff, vbound, torque; ur5, panda) take the same iterations to
 the same costs with and without it: their rows (positions in metres, bounds) have
 Jacobian norms <= 1.
@@ -284,7 +292,7 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
 
 
 @kernel
-def _row_scales(blocks):
+def _row_scales(blocks, largest):
     """Each row's penalty scale: max(1, |Rx|^2 + |Ru|^2) of the residual's Jacobian row
     at the iterate whose constraints the last evaluate (DIFF) computed; 1 for the
     control and state bounds (rows of unit Jacobian)."""
@@ -301,7 +309,7 @@ def _row_scales(blocks):
                     norm += Rx[k, j, a] * Rx[k, j, a]
                 for a in range(Ru.shape[2]):
                     norm += Ru[k, j, a] * Ru[k, j, a]
-                scale[k, i] = max(1.0, norm)
+                scale[k, i] = min(max(1.0, norm), largest)
 
 
 @kernel
@@ -380,13 +388,14 @@ class ALDDP:
     stiff task 11 % less CPU time, 1.28x / 1.43x FDDP's time per iteration
     (cold / FDDP start) instead of 1.51x / 1.60x.  ``scale_rows`` (default True):
     each Constraint row's penalty scaled by its Jacobian row's squared norm (floored
-    at 1) at the solve's first iterate (module docstring).
+    at 1, capped at ``scale_max``, default 100) at the solve's first iterate (module
+    docstring).
     """
 
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
                  infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
-                 th_reg=1e-6, scale_rows=True, **fddp_options):
+                 th_reg=1e-6, scale_rows=True, scale_max=100.0, **fddp_options):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("mu_init", mu_init), ("mu_min", mu_min),
                             ("omega_init", omega_init), ("eta_init", eta_init)):
@@ -403,6 +412,9 @@ class ALDDP:
         self.infeasible_ratio = float(infeasible_ratio)
         self.th_reg = float(th_reg)
         self.scale_rows = bool(scale_rows)
+        if not (np.isfinite(scale_max) and scale_max >= 1.0):
+            raise ValueError(f"scale_max must be finite and >= 1, got {scale_max}")
+        self.scale_max = float(scale_max)
         if dual_warm_start not in (None, "keep", "shift"):
             raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
                              f"{dual_warm_start!r}")
@@ -533,7 +545,7 @@ class ALDDP:
                 if feasible:
                     gaps[:] = 0.0
                 if iteration == 1 and self.scale_rows and self.typed_blocks is not None:
-                    _row_scales(self.typed_blocks)      # fixed for this solve
+                    _row_scales(self.typed_blocks, self.scale_max)      # fixed for this solve
                 al_value, violation = self._al_terms(xs, us, mu, True)
                 recalc = False
             # the inner solve is done when the last step, accepted, started from a
