@@ -77,8 +77,8 @@ of a Constraint at knot k gets mu_ki = mu min(max(1, |(Rx, Ru)_ki|^2), ``scale_m
 the squared norm of its Jacobian row at the solve's first iterate (fixed for that
 solve), so that its penalty curvature |R_ki|^2 / mu_ki is 1 / mu whatever the
 residual's units, up to the cap scale_max = 100 (= 1 / mu_init: no row starts softer
-than mu_ki = 1); bounds on controls and states (unit rows) keep mu.  As the penalty on r / sigma with
-sigma = max(1, |R|), a row equilibration like IPOPT's gradient-based scaling of
+than mu_ki = 1); bounds on controls and states (unit rows) keep mu.  As the penalty
+on r / sigma with sigma = max(1, |R|), a row equilibration like IPOPT's gradient-based scaling of
 constraints (Waechter & Biegler, Math. Prog. 2006, Sec. 3.8, which scales rows whose
 gradient exceeds 100).  Measured (2026-11-26, the four-feet solo12 cones of the tests,
 friction 0.1, N = 10, from FDDP's optimum without cones): the cone rows are forces in
@@ -105,7 +105,9 @@ Jacobian norms <= 1.
 What sets the iteration counts of the untuned tasks (panda "vbound": 192 / 150 from the
 guess / FDDP's optimum; measured 2026-11-26, load 7-8): not the outer schedule.  With
 the same inner solves, mu_factor 0.01: 234 / 184; mu_init 0.1: 277 / 212; mu_init
-1e-3: 133 / 342; eta_init 1: 193 / 148; omega_init 1: 492 / 326.  An outer update
+1e-3: 133 / 342; eta_init 1: 193 / 148; omega_init 1: 492 / 326; and of the inner
+solves' options, warm_line_search off: 152 / 154; th_acceptstep 0.01: 185 / 155;
+reg_factor 3: 224 / 188; th_reg 1e-3: max_iter / 486.  An outer update
 gated, as in ProxDDP's and BCL's rule, on a regularization-free stationarity measure
 (the largest entry of the merit's gradient in the controls by an adjoint sweep, <=
 sqrt(omega)) instead of the stop value at preg <= th_reg: max_iter from both starts
