@@ -61,18 +61,19 @@ WARMUP_STEPS = 20
 
 
 class TimedFDDP(gp.solvers.FDDP):
-    """FDDP whose ``solve`` records its wall-clock and CPU seconds."""
+    """FDDP whose ``iterate`` (what :class:`geppetto.solvers.MPC` runs per step: the
+    iterations without building a result) records its wall-clock and CPU seconds."""
 
     def __init__(self, problem):
         super().__init__(problem)
         self.wall, self.cpu = [], []
 
-    def solve(self, *args, **kwargs):
+    def iterate(self, *args, **kwargs):
         wall, cpu = time.perf_counter(), time.process_time()
-        result = super().solve(*args, **kwargs)
+        outcome = super().iterate(*args, **kwargs)
         self.cpu.append(time.process_time() - cpu)
         self.wall.append(time.perf_counter() - wall)
-        return result
+        return outcome
 
 
 class ClosedLoop:
@@ -105,9 +106,7 @@ class ClosedLoop:
             u = self.mpc.step(self.x, t)
             self.step_cpu.append(time.process_time() - cpu)
             self.step_wall.append(time.perf_counter() - wall)
-            history = self.mpc.last.history
-            self.split.append([history[key][0] for key in (
-                "time_calc_diff", "time_backward", "time_forward", "time")])
+            self.split.append(self.solver.split.copy())
             self.x = self.simulator.step(self.x, u, self.control_dt, t)
             self.xs.append(self.x)
             self.step_index += 1
