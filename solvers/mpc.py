@@ -78,7 +78,6 @@ class MPC:
         # the padding of knots with fewer controls, zeroed after the shift moved it
         self._padding = np.arange(problem.nu)[None, :] >= problem.nus[:, None]
         self._has_padding = bool(self._padding.any())
-        self._dx = np.empty((1, problem.ndx))
         self._x = np.empty((1, problem.nx))
         if not self._lean:
             # the shifted warm start, built in place each step
@@ -87,7 +86,9 @@ class MPC:
 
     @property
     def last(self):
-        """The last step's :class:`~.ddp.SolverResult` (its arrays the solver's own)."""
+        """The last step's :class:`~.ddp.SolverResult` (its arrays the solver's own).  On
+        the lean path it is built at the first read after a step, its ``gaps`` from the
+        problem's predicted states: read it before evaluating the problem again."""
         if self._last is None and self._outcome is not None:
             xs, us, cost, iterations, converged, status, stop = self._outcome
             solver = self.solver
