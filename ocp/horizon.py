@@ -26,6 +26,13 @@ phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
 Other horizons (RK schemes, custom dynamics or residuals, actuation of another
 width than the problem's, more than one thread) keep the phase-by-phase trial:
 :func:`horizon_trial` returns None for them.
+
+The problem's ``calc`` and ``calc_diff`` take the same road where every running
+phase is a FreeDynamics phase (:func:`horizon_evaluation`, :func:`_evaluate`):
+each phase's lanes' dynamics and cost program, then the terminal knot, in one
+call, with the same kernels on the same arrays (equal to the bit).  On the ur5
+MPC horizon (50 knots, load 7, CPU time) calc_diff took 168 us phase by phase
+and 142 us in one call; its first compile (cached after) took 68 s at load 7.
 """
 import numpy as np
 
