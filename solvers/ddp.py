@@ -110,6 +110,7 @@ class DDP:
         self.forward_pass = ForwardPass(problem)
         self.gaps = np.zeros((N + 1, ndx))
         self.no_box = np.zeros(N, dtype=bool)
+        self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
         self._copy_result = True        # solve(copy=...)
 
     # -- the pieces that differ along the hierarchy ------------------------------
@@ -165,22 +166,36 @@ class DDP:
         ``check=False``: (xs, us) are taken as they are, for callers that built them
         (float arrays of the problem's shapes, finite, the padding zero: the MPC's
         shifted solution)."""
-        problem = self.problem
         self._copy_result = bool(copy)
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         deadline = np.inf if time_limit is None else start_time + time_limit
         xs, us = self._initial_guess(xs, us, check)
-        feasible = bool(is_feasible)
-        was_feasible = False        # of the iterate the last accepted step started from
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
         history = {key: [] for key in _HISTORY_KEYS}
+        outcome = self.iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
+        return self._result(*outcome, history)
+
+    def iterate(self, xs, us, max_iter, deadline=np.inf, is_feasible=False, callbacks=(),
+                history=None):
+        """The iterations of :meth:`solve` from (xs, us), the solver's trial buffer set
+        (:meth:`_initial_guess`), without its checks and without building a result:
+        returns (xs, us, cost, iterations, converged, status, stop), xs and us the
+        solver's arrays.  ``deadline``: a ``time.perf_counter`` value; ``history``: a dict
+        of lists (:data:`_HISTORY_KEYS`) that gets each iteration's record, or None
+        (no record is built unless there are ``callbacks``).  ``split`` then holds the
+        last iteration's seconds (calc_diff, backward, forward, all): the MPC's path,
+        which allocates no arrays."""
+        problem = self.problem
+        feasible = bool(is_feasible)
+        was_feasible = False        # of the iterate the last accepted step started from
         preg = self.reg_init
         cost = np.nan
         gaps = self.gaps
         gaps[:] = 0.0
         recalc = True
         status, converged, stop, iteration = "max_iter", False, np.inf, 0
+        split = self.split
         for iteration in range(1, max_iter + 1):
             t0 = time.perf_counter()
             t_calc = 0.0
@@ -191,8 +206,7 @@ class DDP:
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
-                        return self._result(xs, us, np.nan, iteration - 1, False, status,
-                                            None, stop, history)
+                        return xs, us, np.nan, iteration - 1, False, status, stop
                     problem.gaps(xs, gaps)
                     if feasible:        # Crocoddyl's is_feasible: given, or after a full step
                         gaps[:] = 0.0
@@ -210,10 +224,8 @@ class DDP:
                 if preg >= self.reg_max or time.perf_counter() > deadline:
                     status = ("regularization at maximum: Quu not positive definite"
                               if preg >= self.reg_max else "time_limit")
-                    return self._result(xs, us, cost, iteration - 1, False, status, gaps,
-                                        stop, history)
+                    return xs, us, cost, iteration - 1, False, status, stop
                 preg = self._increased(preg)
-            gap_norm = 0.0 if feasible else max_abs(gaps)
             dg, dq = self.expected_terms(gaps, feasible)
             # Crocoddyl 3's criterion: the expected decrease of a full step
             stop = abs(dg + 0.5 * dq)
@@ -232,6 +244,7 @@ class DDP:
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
             t_forward = time.perf_counter() - tf
+            gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
                 problem.xnext[:] = xnext     # the trial's dynamics: the gaps of the new iterate
@@ -244,13 +257,18 @@ class DDP:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:
                 preg = self._increased(preg)
-            record = dict(cost=cost, stop=stop, grad=d1, preg=preg, step=alpha, gaps=gap_norm,
-                          dV_exp=dv_exp, dV=dv, time=time.perf_counter() - t0,
-                          time_calc_diff=t_calc, time_backward=t_back, time_forward=t_forward)
-            for key in _HISTORY_KEYS:
-                history[key].append(record[key])
-            for callback in callbacks:
-                callback(self, iteration, record)
+            t_iteration = time.perf_counter() - t0
+            split[0], split[1], split[2], split[3] = t_calc, t_back, t_forward, t_iteration
+            if history is not None or callbacks:
+                record = dict(cost=cost, stop=stop, grad=d1, preg=preg, step=alpha,
+                              gaps=0.0 if gap_feasible else max_abs(gaps), dV_exp=dv_exp,
+                              dV=dv, time=t_iteration, time_calc_diff=t_calc,
+                              time_backward=t_back, time_forward=t_forward)
+                if history is not None:
+                    for key in _HISTORY_KEYS:
+                        history[key].append(record[key])
+                for callback in callbacks:
+                    callback(self, iteration, record)
             if was_feasible and stop < self.th_stop:
                 status, converged = "converged", True
                 break
@@ -262,7 +280,7 @@ class DDP:
                 break
         if max_iter == 0:
             cost = self._initial_cost(xs, us)
-        return self._result(xs, us, cost, iteration, converged, status, gaps, stop, history)
+        return xs, us, cost, iteration, converged, status, stop
 
     def _initial_cost(self, xs, us):
         """The cost of the warm start (and its predicted states, for the gaps), for a
@@ -277,9 +295,13 @@ class DDP:
         reg_init = 0, exact Newton steps, still climbs when Quu is indefinite)."""
         return min(max(preg * self.reg_factor, np.finfo(float).eps), self.reg_max)
 
-    def _result(self, xs, us, cost, iterations, converged, status, gaps, stop, history):
-        gap_norm = (max_abs(self.problem.gaps(xs, self.gaps))
-                    if np.isfinite(cost) else np.inf)
+    def gap_norm(self, xs, cost):
+        """max |f_t| of the iterate xs whose predicted states ``problem.xnext`` hold (inf
+        when its cost is not finite)."""
+        return max_abs(self.problem.gaps(xs, self.gaps)) if np.isfinite(cost) else np.inf
+
+    def _result(self, xs, us, cost, iterations, converged, status, stop, history):
+        gap_norm = self.gap_norm(xs, cost)
         if self._copy_result:
             xs, us, K, k = xs.copy(), us.copy(), self.K.copy(), self.k.copy()
         else:

@@ -34,13 +34,21 @@ from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settin
 from ..dynamics.constraints import as_constraint_set
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
 from ..ocp.trial import trial_control
-from .ddp import DDP, FDDP
+from .ddp import DDP, FDDP, SolverResult
+from .options import check_solve_arguments
 
 
 class MPC:
     """Receding-horizon controller on ``problem`` (its x0 is overwritten each step).
-    ``xs``, ``us`` and ``last`` (the last solve's result) hold the last solution until
-    the next step (a DDP-family solver's own arrays, not copies).
+    ``xs``, ``us`` hold the last solution until the next step (a DDP-family solver's
+    own arrays, not copies), ``cost`` and ``iterations`` its cost and iteration count,
+    ``last`` the last solve's :class:`~.ddp.SolverResult`.
+
+    With a DDP-family solver a step allocates no arrays: the shifted warm start is
+    written into the solver's free trial buffers, the iterations run by
+    :meth:`~.ddp.DDP.iterate` (no per-iteration records, no result), and ``last`` is
+    built only when read (its ``history`` then empty; the solver's ``split`` holds the
+    last iteration's seconds).  Other solvers (ALDDP) run their ``solve``.
 
     Parameters
     ----------
@@ -58,32 +66,52 @@ class MPC:
                  update_references=None):
         self.problem = problem
         self.solver = solver(problem) if isinstance(solver, type) else solver
-        self.max_iter, self.time_budget = int(max_iter), time_budget
+        self.max_iter, self.time_budget = check_solve_arguments(max_iter, time_budget)
         self.use_feedback = use_feedback
         self.update_references = update_references
         self.xs = None
         self.us = None
-        self.last = None
-        # the shifted warm start, built in place each step
-        self._xs = np.empty((problem.N + 1, problem.nx))
-        self._us = np.empty((problem.N, problem.nu))
-        # a DDP-family solver hands its own arrays back (no copies per step): the
-        # warm start of the next step reads them before the solve overwrites them
-        # and takes the warm start this class built as it is (unless knots have different
-        # numbers of controls: its validation zeroes the padding the shift moved)
-        self._solve_options = {}
-        if isinstance(self.solver, DDP):
-            self._solve_options = {"copy": False,
-                                   "check": bool(np.any(problem.nus < problem.nu))}
+        self.cost, self.iterations = np.nan, 0
+        self._last = None
+        self._outcome = None          # the lean path's (xs, us, cost, iterations, ...)
+        self._lean = isinstance(self.solver, DDP)
+        # the padding of knots with fewer controls, zeroed after the shift moved it
+        self._padding = np.arange(problem.nu)[None, :] >= problem.nus[:, None]
+        self._has_padding = bool(self._padding.any())
+        self._x = np.empty((1, problem.nx))
+        if not self._lean:
+            # the shifted warm start, built in place each step
+            self._xs = np.empty((problem.N + 1, problem.nx))
+            self._us = np.empty((problem.N, problem.nu))
+
+    @property
+    def last(self):
+        """The last step's :class:`~.ddp.SolverResult` (its arrays the solver's own).  On
+        the lean path it is built at the first read after a step, its ``gaps`` from the
+        problem's predicted states: read it before evaluating the problem again."""
+        if self._last is None and self._outcome is not None:
+            xs, us, cost, iterations, converged, status, stop = self._outcome
+            solver = self.solver
+            self._last = SolverResult(xs=xs, us=us, K=solver.K, k=solver.k, cost=float(cost),
+                                      iterations=iterations, converged=converged,
+                                      status=status, gaps=solver.gap_norm(xs, cost),
+                                      stop=stop, history={})
+        return self._last
 
     def _warm_start(self, x):
-        """The previous solution shifted by one knot (its last knot repeated), xs[0] = x;
-        the first step: x repeated and quasi-static controls."""
+        """The previous solution shifted by one knot (its last knot repeated), xs[0] = x
+        (into the solver's trial buffers that do not hold it, on the lean path); the
+        first step: x repeated and quasi-static controls."""
         problem = self.problem
+        if self._lean:
+            xs, us, _ = self.solver.forward_pass.buffers[
+                self.solver.forward_pass._free_set(self.xs)]
+        else:
+            xs, us = self._xs, self._us
         if self.xs is None:
-            xs = np.repeat(x[None], problem.N + 1, axis=0)
-            return xs, problem.quasi_static(xs)
-        xs, us = self._xs, self._us
+            xs[:] = x
+            us[:] = problem.quasi_static(xs)
+            return xs, us
         xs[:-1] = self.xs[1:]
         xs[-1] = self.xs[-1]
         us[:-1] = self.us[1:]
@@ -99,16 +127,27 @@ class MPC:
         if self.update_references is not None:
             self.update_references(problem, t)
         xs, us = self._warm_start(x)
-        result = self.solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget,
-                                   **self._solve_options)
-        self.xs, self.us, self.last = result.xs, result.us, result
+        solver = self.solver
+        if self._has_padding:
+            us[self._padding] = 0.0    # what the shift moved into the padding
+        if self._lean:
+            deadline = (np.inf if self.time_budget is None
+                        else time.perf_counter() + self.time_budget)
+            outcome = solver.iterate(xs, us, self.max_iter, deadline)
+            self._outcome, self._last = outcome, None
+            self.xs, self.us, self.cost, self.iterations = outcome[:4]
+        else:
+            result = solver.solve(xs, us, max_iter=self.max_iter, time_limit=self.time_budget)
+            self.xs, self.us, self._last = result.xs, result.us, result
+            self.cost, self.iterations = result.cost, result.iterations
         nu = problem.nus[0]            # the first knot's controls (the rest is padding)
         if not self.use_feedback:
-            return result.us[0, :nu].copy()
-        dx = problem.state.difference(result.xs[:1], x[None])[0]
+            return self.us[0, :nu].copy()
+        self._x[0] = x
+        dx = problem.state.difference(self.xs[:1], self._x)[0]
+        k, K = (solver.k, solver.K) if self._lean else (self._last.k, self._last.K)
         u = np.empty(nu)              # the solvers' law at alpha = 0, unbounded: u0 - K0 dx
-        trial_control(result.us[0, :nu], result.k[0, :nu], result.K[0, :nu], dx, 0.0, False,
-                      u, u, u)
+        trial_control(self.us[0, :nu], k[0, :nu], K[0, :nu], dx, 0.0, False, u, u, u)
         return u
 
 
@@ -306,8 +345,8 @@ def run_mpc(mpc, simulator, x0, duration, dt_control, progress=True):
         start = time.perf_counter()
         u = mpc.step(x, t)
         solve_times.append(time.perf_counter() - start)
-        iterations.append(mpc.last.iterations)
-        costs.append(mpc.last.cost)
+        iterations.append(mpc.iterations)
+        costs.append(mpc.cost)
         x = simulator.step(x, u, dt_control, t)
         xs.append(x.copy())
         us.append(u)

@@ -284,6 +284,38 @@ def test_mpc_with_knots_without_controls():
     assert u.shape == (0,)
 
 
+def test_mpc_steps_are_solves_of_the_shifted_warm_start():
+    """The MPC's step on a DDP-family solver (issue 16: ``DDP.iterate`` on the warm start
+    shifted into the solver's trial buffers, no result built unless ``last`` is read)
+    gives what ``solve(max_iter=1)`` gives from the same shifted warm start, to the bit:
+    iterates, cost, gaps, gains and the feedback control, over steps from perturbed
+    states (gaps open)."""
+    problem, twin = reaching("ur5"), reaching("ur5")
+    mpc = gp.solvers.MPC(problem, FDDP, max_iter=1, use_feedback=True)
+    solver = FDDP(twin)
+    rng = np.random.default_rng(3)
+    x, result = problem.x0.copy(), None
+    for _ in range(4):
+        u = mpc.step(x)
+        twin.x0[:] = x
+        if result is None:
+            xs = np.repeat(x[None], twin.N + 1, axis=0)
+            us = twin.quasi_static(xs)
+        else:
+            xs = np.concatenate([result.xs[1:], result.xs[-1:]])
+            us = np.concatenate([result.us[1:], result.us[-1:]])
+            xs[0] = x
+        result = solver.solve(xs, us, max_iter=1)
+        np.testing.assert_array_equal(mpc.xs, result.xs)
+        np.testing.assert_array_equal(mpc.us, result.us)
+        np.testing.assert_array_equal(mpc.last.K, result.K)
+        assert (mpc.cost, mpc.iterations) == (result.cost, result.iterations)
+        assert (mpc.last.gaps, mpc.last.stop) == (result.gaps, result.stop)
+        dx = problem.state.difference(result.xs[:1], x[None])[0]
+        np.testing.assert_allclose(u, result.us[0] - result.K[0] @ dx, rtol=0, atol=1e-12)
+        x = problem.rollout(mpc.us)[1] + 1e-3 * rng.standard_normal(problem.nx)
+
+
 def test_box_fddp_solves_the_bounded_lq_problem(assert_close):
     """With bounds that cut the unconstrained optimum, BoxFDDP's solution satisfies
     the QP's KKT conditions: on the active set, the equality-constrained dense
