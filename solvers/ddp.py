@@ -41,7 +41,38 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, expected_terms, max_abs
+from .riccati import backward_pass, backward_range, expected_terms, max_abs
+
+
+class _BackwardTail:
+    """The backward pass split at the knot where the last chunk of a parallel calc_diff
+    starts (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): called with b
+    on the calling thread as soon as the knots b..N are evaluated, it runs the
+    recursion over knots N - 1 .. s (s = b + 1, with the gaps of rows s..N) while the
+    other thread still evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0
+    after the gaps of the rows below.  The same kernel calls in the same order as one
+    :func:`.riccati.backward_pass`: the same gains, to the bit."""
+
+    def __init__(self, solver, xs, us, gaps, feasible, preg):
+        self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
+        self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
+        self.split, self.failed = None, -1
+
+    def __call__(self, b):
+        N = self.problem.N
+        self.split = min(b + 1, N)
+        if self.feasible:
+            self.gaps[self.split:] = 0.0
+        else:
+            self.problem.gaps_from(self.xs, self.gaps, self.split)
+        self.failed = backward_range(*self.arrays, N, self.split)
+
+    def rest(self):
+        """The knots below the split (-1, or the knot where Quu is not positive
+        definite, as :func:`.riccati.backward_pass`)."""
+        if self.failed >= 0:
+            return self.failed
+        return backward_range(*self.arrays, self.split, 0)
 
 
 @dataclass
@@ -185,9 +216,12 @@ class DDP:
             t0 = time.perf_counter()
             t_calc = 0.0
             while True:
+                tail = None
                 if recalc:
+                    if problem.nthreads > 1:     # the backward pass starts in calc_diff
+                        tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
                     try:
-                        cost = problem.calc_diff(xs, us, validate=False)
+                        cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
@@ -199,11 +233,10 @@ class DDP:
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()
-                failed = backward_pass(problem.Fx, problem.Fu, problem.Lx, problem.Lu,
-                                       problem.Lxx, problem.Luu, problem.Lxu, gaps, feasible,
-                                       preg, problem.nus, self.box_qp_knots(feasible), us,
-                                       self.u_lower, self.u_upper, self.Vx, self.Vxx,
-                                       self.Qu, self.Quu, self.k, self.K, self.Quuk)
+                if tail is not None:
+                    failed = tail.rest()
+                else:
+                    failed = backward_pass(*self._riccati_arrays(us, gaps, feasible, preg))
                 t_back = time.perf_counter() - tb
                 if failed < 0:
                     break
@@ -263,6 +296,14 @@ class DDP:
         if max_iter == 0:
             cost = self._initial_cost(xs, us)
         return self._result(xs, us, cost, iteration, converged, status, gaps, stop, history)
+
+    def _riccati_arrays(self, us, gaps, feasible, preg):
+        """The arguments of :func:`.riccati.backward_pass` at the current iterate."""
+        problem = self.problem
+        return (problem.Fx, problem.Fu, problem.Lx, problem.Lu, problem.Lxx, problem.Luu,
+                problem.Lxu, gaps, feasible, preg, problem.nus, self.box_qp_knots(feasible),
+                us, self.u_lower, self.u_upper, self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
+                self.K, self.Quuk)
 
     def _initial_cost(self, xs, us):
         """The cost of the warm start (and its predicted states, for the gaps), for a
