@@ -103,3 +103,46 @@ class ParallelRegion:
             self.cpu[i + 1] = worker.cpu
         if error is not None:
             raise error
+
+
+class Progress:
+    """What the chunks below the last have evaluated so far, for a consumer on the
+    calling thread that needs the knots from the top down (the backward pass): chunk i
+    (knots ``starts[i]`` .. ``starts[i + 1]``) evaluates its phases from the last down
+    and reports ``done(i, knot)`` after each (its knots from ``knot`` up are ready);
+    :meth:`wait_below` returns the lowest knot b such that every knot from b to the
+    last chunk is ready, once it is below a given knot."""
+
+    def __init__(self, starts):
+        self.starts = list(starts)                 # first knot of each chunk, and the last's
+        self.ready = list(self.starts[1:])         # nothing evaluated yet
+        self.aborted = False
+        self.waited = 0.0       # wall-clock seconds the consumer waited
+        self._condition = threading.Condition()
+
+    def done(self, i, knot):
+        with self._condition:
+            self.ready[i] = knot
+            self._condition.notify()
+
+    def abort(self):
+        """A chunk failed: the consumer stops waiting."""
+        with self._condition:
+            self.aborted = True
+            self._condition.notify()
+
+    def _frontier(self):
+        for i in range(len(self.ready) - 1, -1, -1):
+            if self.ready[i] > self.starts[i]:
+                return self.ready[i]
+        return self.starts[0]
+
+    def wait_below(self, knot):
+        """The frontier, once below ``knot`` (or ``knot`` itself if a chunk failed)."""
+        with self._condition:
+            if not self.aborted and self._frontier() >= knot:
+                start = time.perf_counter()
+                while not self.aborted and self._frontier() >= knot:
+                    self._condition.wait()
+                self.waited += time.perf_counter() - start
+            return knot if self.aborted else self._frontier()

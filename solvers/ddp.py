@@ -45,34 +45,37 @@ from .riccati import backward_pass, backward_range, expected_terms, max_abs
 
 
 class _BackwardTail:
-    """The backward pass split at the knot where the last chunk of a parallel calc_diff
-    starts (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): called with b
-    on the calling thread as soon as the knots b..N are evaluated, it runs the
-    recursion over knots N - 1 .. s (s = b + 1, with the gaps of rows s..N) while the
-    other thread still evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0
-    after the gaps of the rows below.  The same kernel calls in the same order as one
+    """The backward pass run while a parallel calc_diff evaluates the knots below
+    (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): each call with b, on
+    the calling thread as soon as the knots b..N are evaluated, runs the recursion down
+    to knot s = b + 1 (the gaps of the rows it reads first) while the other thread
+    evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0 after the gaps of the
+    rows below.  The same kernel calls in the same order as one
     :func:`.riccati.backward_pass`: the same gains, to the bit."""
 
     def __init__(self, solver, xs, us, gaps, feasible, preg):
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
         self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
-        self.split, self.failed = None, -1
+        self.split, self.failed = solver.problem.N + 1, -1
 
     def __call__(self, b):
-        N = self.problem.N
-        self.split = min(b + 1, N)
+        N, top = self.problem.N, self.split
+        split = min(b + 1, N)
+        if self.failed >= 0 or split >= top:
+            return
         if self.feasible:
-            self.gaps[self.split:] = 0.0
+            self.gaps[split:top] = 0.0
         else:
-            self.problem.gaps_from(self.xs, self.gaps, self.split)
-        self.failed = backward_range(*self.arrays, N, self.split)
+            self.problem.gaps_from(self.xs, self.gaps, split, top)
+        self.split = split
+        self.failed = backward_range(*self.arrays, min(top, N), split)
 
     def rest(self):
         """The knots below the split (-1, or the knot where Quu is not positive
         definite, as :func:`.riccati.backward_pass`)."""
         if self.failed >= 0:
             return self.failed
-        return backward_range(*self.arrays, self.split, 0)
+        return backward_range(*self.arrays, min(self.split, self.problem.N), 0)
 
 
 @dataclass

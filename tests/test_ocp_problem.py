@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from geppetto import ocp
-from geppetto.ocp.parallel import ParallelRegion
+from geppetto.ocp.parallel import ParallelRegion, Progress
 from geppetto.ocp.problem import _balanced_bounds
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
@@ -122,7 +122,7 @@ def test_rollout_from_another_initial_state():
 
 def test_threads_give_the_same_arrays():
     """nthreads = 2: one parallel region per calc_diff, the knots in two chunks, the
-    phase across the boundary cut in two parts with their own data, each thread running
+    phases across the boundaries cut in parts with their own data, each thread running
     the serial kernels of one thread: the arrays are those of one thread, to the bit, and
     set_reference (per knot) reaches the parts."""
     rob = robot("panda")
@@ -153,7 +153,8 @@ def test_threads_give_the_same_arrays():
             results.append({n: getattr(problem, n).copy() for n in names})
     finally:
         problem.nthreads = 1
-    assert knots == [[(0, 3), (3, 4)], [(4, 8), "terminal"]]
+    # knots 0-3 in PIECES = 4 parts (for the backward pass that follows them down)
+    assert knots == [[(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8), "terminal"]]
     assert not np.array_equal(results[1]["Lx"], results[2]["Lx"])
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
@@ -166,6 +167,24 @@ def test_balanced_bounds_share_the_measured_work():
     nearest); three chunks of equal work keep their boundaries."""
     assert _balanced_bounds([(0, 5), (5, 10)], [1.0, 3.0]) == [0, 7, 10]
     assert _balanced_bounds([(0, 3), (3, 6), (6, 9)], [0.3, 0.3, 0.3]) == [0, 3, 6, 9]
+
+
+def test_progress_reports_the_knots_ready_from_the_top():
+    """Chunks of knots 0-3 and 4-7 below a last chunk from knot 8: the frontier goes down
+    as the chunk next to the last reports its parts, then the one below (a part of the
+    lower chunk done early does not count until the knots above it are); a failed chunk
+    ends the wait."""
+    progress = Progress([0, 4, 8])
+    progress.done(1, 6)
+    assert progress.wait_below(8) == 6
+    progress.done(0, 2)
+    progress.done(1, 4)
+    assert progress.wait_below(6) == 2
+    progress.done(0, 0)
+    assert progress.wait_below(2) == 0
+    failed = Progress([0, 4])
+    failed.abort()
+    assert failed.wait_below(4) == 4
 
 
 def test_parallel_region_raises_a_task_error():
