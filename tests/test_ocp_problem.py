@@ -161,6 +161,27 @@ def test_threads_give_the_same_arrays():
         np.testing.assert_array_equal(results[2][n], results[3][n], err_msg=n)
 
 
+def test_threads_run_phases_at_once():
+    """Phases with references per knot are not cut; on two threads the Euler phase and
+    the RK4 one (its per-term path) run at once, each on its own data: the arrays of one
+    thread, to the bit."""
+    problem, xs, us = _two_phase_problem("panda", N1=3, N2=5)
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    results = []
+    try:
+        for threads in (1, 2):
+            problem.nthreads = threads
+            problem.calc_diff(xs, us)
+            results.append({n: getattr(problem, n).copy() for n in names})
+    finally:
+        problem.nthreads = 1
+    knots = [[(start, stop) for _, start, stop, _ in phases]
+             for phases, _ in problem.parallel_plan(2)]
+    assert knots == [[(0, 3)], [(3, 8)]]
+    for n in names:
+        np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+
+
 def test_balanced_bounds_share_the_measured_work():
     """Chunk boundaries from each chunk's CPU time: knots 0-4 at 0.2 s each and 5-9 at
     0.6 s (4 s in all) are shared 2 s / 2 s at knot 7 (1.0 + 0.6 + 0.6 = 2.2 s, the
