@@ -13,11 +13,12 @@ impulses) and ``examples/solo12_trot.py``, solved by FDDP; the talos squat is
 down, 30 knots of 30 ms) with the URDF's effort limits as control bounds, solved
 by BoxFDDP.  Both start from x0 repeated and the quasi-static controls.  Each
 round runs Crocoddyl's solves (one subprocess) and then ours with 1 and 2
-threads, so that a busy spell of the machine hits both sides.  The threading
-layer of the 2-thread runs is Numba's choice (``NUMBA_THREADING_LAYER=omp``,
-``workqueue`` or ``tbb`` to pick one; the JSON records it): on a loaded 2-core
-machine OpenMP's barriers wait for descheduled threads (see
-:class:`geppetto.ocp.ShootingProblem`, ``nthreads``).
+threads, so that a busy spell of the machine hits both sides.  Two threads run
+calc_diff as one parallel region (the knots in two chunks, :mod:`geppetto.ocp.parallel`),
+the backward pass starting on the calling thread's chunk while the other is evaluated;
+the forward pass stays serial.  Besides the wall clock, the CPU time of the solve's
+critical path on two threads (:func:`critical_path`) over one thread's CPU time gives
+the speed-up the work allows whatever the load (``thread_lines``).
 
 The task is the one of :mod:`.ocp` (frame translation + state and control
 regularization, semi-implicit Euler, dt = 10 ms, 100 knots), built the same
@@ -199,7 +200,8 @@ def summarize(result, total):
 
 def time_ours(problem, threads, repeats, solver_class=gp.solvers.FDDP, guess=(None, None)):
     """The fastest of ``repeats`` solves with ``threads`` threads (wall clock),
-    with every total and the smallest CPU time (meaningful for one thread)."""
+    with every total, the smallest CPU time (meaningful for one thread) and the CPU time
+    of calc_diff at the solution (:func:`calc_diff_cpu`)."""
     use_threads(problem, threads)
     solve_ours(problem, solver_class=solver_class, guess=guess)
     best, walls, cpus = None, [], []
@@ -213,8 +215,72 @@ def time_ours(problem, threads, repeats, solver_class=gp.solvers.FDDP, guess=(No
                 best = summarize(result, wall)
     finally:
         gc.enable()
-    best.update(totals_s=walls, cpu_s=min(cpus))
+    best.update(totals_s=walls, cpu_s=min(cpus),
+                calc_diff_cpu_s=calc_diff_cpu(problem, result.xs, result.us))
+    if threads > 1:
+        paths = [critical_path(problem, solver_class, guess) for _ in range(repeats)]
+        best["critical_path_cpu_s"] = [min(low for low, _ in paths),
+                                       min(high for _, high in paths)]
     return best
+
+
+def critical_path(problem, solver_class, guess):
+    """(low, high) estimates of the CPU seconds of a solve's critical path on several
+    threads: the calling thread's CPU time, plus, in each iteration's parallel
+    calc_diff, what the longest other chunk took beyond the calling thread's share
+    (low), plus also what the backward pass waited there for the knots below (high:
+    wall clock, which a loaded machine stretches when it deschedules the other thread).
+    With a core per thread and no other load the critical path lies between them."""
+    waits, pipeline = [], []
+
+    def record(solver, iteration, values):
+        cpu = problem.chunk_cpu()
+        waits.append(max(0.0, max(cpu[1:]) - cpu[0]))
+        pipeline.append(problem.pipeline_wait)
+
+    gc.disable()
+    try:
+        _, _, cpu = solve_ours(problem, [record], solver_class=solver_class, guess=guess)
+    finally:
+        gc.enable()
+    return cpu + sum(waits), cpu + sum(waits) + sum(pipeline)
+
+
+def calc_diff_cpu(problem, xs, us, calls=20):
+    """CPU seconds of one calc_diff at (xs, us), the median of ``calls``: of the calling
+    thread (``caller``), and on several threads each chunk's thread in the parallel
+    region (``chunks``, :meth:`~geppetto.ocp.ShootingProblem.chunk_cpu`): their maximum
+    is the region's critical path, whatever the load of the machine."""
+    problem.calc_diff(xs, us)
+    caller, chunks = [], []
+    for _ in range(calls):
+        cpu = time.thread_time()
+        problem.calc_diff(xs, us, validate=False)
+        caller.append(time.thread_time() - cpu)
+        chunks.append(problem.chunk_cpu())
+    out = dict(caller=float(np.median(caller)))
+    if problem.nthreads > 1:
+        out["chunks"] = [float(c) for c in np.median(np.array(chunks), axis=0)]
+    return out
+
+
+def thread_lines(row):
+    """The 2-thread lines of a row: wall-clock speed-up, same iterates, and the CPU-time
+    figures: calc_diff's chunks (at the solution, without the backward pass's start) and
+    the speed-up of the solve's critical path (:func:`critical_path`) over one thread's
+    CPU time."""
+    one, two = row["ours"]["1"], row["ours"]["2"]
+    chunks = two["calc_diff_cpu_s"]["chunks"]
+    serial_calc_diff = one["calc_diff_cpu_s"]["caller"]
+    low, high = two["critical_path_cpu_s"]
+    return [f"{row['robot']}: 2 threads over 1, wall clock: solve "
+            f"{one['total_s'] / two['total_s']:.2f}x; iterations {one['iterations']} / "
+            f"{two['iterations']}, final costs differ by {abs(one['cost'] - two['cost']):.1e}",
+            f"  CPU time: solve {one['cpu_s'] * 1e3:.2f} ms on one thread, critical path "
+            f"on two {low * 1e3:.2f}-{high * 1e3:.2f} ms: {one['cpu_s'] / high:.2f}x-"
+            f"{one['cpu_s'] / low:.2f}x; calc_diff at the solution "
+            f"{serial_calc_diff * 1e3:.3f} ms on one thread, chunks "
+            + " / ".join(f"{c * 1e3:.3f}" for c in chunks) + " ms"]
 
 
 def to_crocoddyl_stop(problem):
@@ -481,7 +547,7 @@ def main(argv=None):
     if crocoddyl_rounds:
         info.update(crocoddyl_rounds[0]["versions"])
     if 2 in threads:
-        info["threading_layer"] = numba.threading_layer()
+        info["threads"] = "Python threads over nogil kernels (geppetto.ocp.parallel)"
     machine_line = _common.describe_machine(info)
     rows = []
     for name, problem in problems.items():
@@ -529,10 +595,7 @@ def main(argv=None):
     print(solver_table(rows, threads))
     for row in rows:
         if 2 in threads:
-            one, two = row["ours"]["1"], row["ours"]["2"]
-            print(f"{row['robot']}: 2-thread speedup of our solve "
-                  f"{one['total_s'] / two['total_s']:.2f}x (calc_diff "
-                  f"{one['split_s']['calc_diff'] / two['split_s']['calc_diff']:.2f}x)")
+            print("\n".join(thread_lines(row)))
         diag = row.get("ours_to_crocoddyl_stop")
         if row["crocoddyl"] and not diag:
             for target, (met, text) in targets(row).items():

@@ -24,7 +24,7 @@ trot (6 contact and impulse phases), a feasible trial 0.79x (0.75-0.82) of the
 phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
 (0.63-0.75); ur5 and panda reaching (one free phase) 0.87x.
 Other horizons (RK schemes, custom dynamics or residuals, actuation of another
-width than the problem's, more than one thread) keep the phase-by-phase trial:
+width than the problem's) keep the phase-by-phase trial:
 :func:`horizon_trial` returns None for them.
 
 The problem's ``calc`` and ``calc_diff`` take the same road where every running
@@ -218,9 +218,7 @@ def horizon_trial(problem, workspaces):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
     ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
     :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
-    terminal knot without fused costs, or more than one Numba thread."""
-    if problem.nthreads != 1:
-        return None
+    terminal knot without fused costs."""
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python

@@ -22,7 +22,9 @@ controls in ``us[k, :nus[k]]`` and zeros after them (``Lu``, ``Luu``,
 ``Lxu``, ``Fu`` likewise; the solvers' Riccati recursion leaves the padding
 out).  The padding of a warm start is ignored (set to zero).
 """
+from bisect import bisect_right
 from contextlib import contextmanager
+from functools import partial
 
 import numba
 import numpy as np
@@ -33,6 +35,7 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
+from .parallel import ParallelRegion, Progress
 from .stage import StageOutputs
 from .state import StateMultibody
 from .trial import free_rollout
@@ -95,6 +98,48 @@ def _phases(models):
     return [([tuple(run) for run in runs], start, stop) for runs, start, stop in phases]
 
 
+def _copy_part_references(whole, part, a, b):
+    """The references of knots a:b of the residual data ``whole`` into ``part``."""
+    source = getattr(whole, "reference", None)
+    if source is None:
+        return
+    target = part.reference
+    for s, t in zip(source if isinstance(source, tuple) else (source,),
+                    target if isinstance(target, tuple) else (target,)):
+        t[:] = s[a:b]
+
+
+PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
+
+
+def _can_cut(model):
+    """Whether a phase of ``model`` can be cut in parts with their own data: no
+    constraints (:meth:`ShootingProblem.constraints` reads the phase's data), no reference
+    given per knot (its stage's data are made for its own number of knots)."""
+    return not model.constraints and not any(
+        term.residual.has_knot_references() for term in model.costs)
+
+
+def _balanced_bounds(knots, cpu):
+    """Chunk boundaries over the knots 0..N (the terminal one N) that share out the work
+    equally, the work of each knot the CPU time of its chunk ``cpu[i]`` over its knots
+    ``knots[i]`` = (first, stop)."""
+    n, total = len(knots), knots[-1][1]
+    rate = np.zeros(total)
+    for (a, b), seconds in zip(knots, cpu):
+        if b > a:
+            rate[a:b] = seconds / (b - a)
+    work = np.concatenate([[0.0], np.cumsum(rate)])
+    bounds = [0]
+    for i in range(1, n):
+        target = work[-1] * i / n
+        k = int(np.searchsorted(work, target))
+        if k > 0 and target - work[k - 1] < work[k] - target:
+            k -= 1
+        bounds.append(max(k, bounds[-1]))
+    return bounds + [total]
+
+
 def _reference_values(values):
     """The values of :meth:`ShootingProblem.set_reference` as a tuple of finite float
     arrays (one per part of a reference: a placement's rotation and translation)."""
@@ -130,25 +175,18 @@ class ShootingProblem:
         equal structure form one phase either way (their weights and
         references are gathered into the phase's arrays).
     terminal_model : :class:`~.stage.TerminalModel`.
-    nthreads : Numba threads for the per-knot kernels (``prange`` over knots).
-        Default 1 (the kernels' serial copies, no thread launch at all).  A
-        second thread pays only where a phase's knots carry enough work and
-        the second core is free.  On a shared 2-core machine the threading
-        layer decides (measured 2026-11-26 at load 4.5-5, wall time per
-        iteration, 2 threads over 1, solo12 trot / talos squat): Numba's
-        default here, OpenMP (``omp``), whose idle threads spin and whose
-        barriers wait for descheduled threads: 0.13x / 0.23x, and 0.62x /
-        0.95x with ``OMP_WAIT_POLICY=PASSIVE``; ``workqueue`` (~100-200 us per
-        launch): 0.30x / 0.84x; ``tbb`` (``pip install tbb``, its ``lib``
-        folder on ``LD_LIBRARY_PATH``: Numba's pool has no rpath to it; Numba
-        then picks it first), which steals an absent thread's work: 0.90x /
-        0.98x.  Results do not depend on it.  What one thread keeps and several
-        give up: a free-dynamics stage on several threads leaves its fused phase
-        for the per-term path and its parallel kernels (ur5 reaching, 100 knots,
-        both on one thread, CPU time at load 8.6: per-term 1.94 ms per FDDP
-        iteration, fused 1.38), and the solvers' one-call trial
-        (:mod:`.horizon`) is serial; contact and impulse stages keep the fused
-        phase for their integrator and costs, their dynamics parallel.
+    nthreads : threads of :meth:`calc_diff` (Crocoddyl's name).  Default 1.  On n > 1
+        one parallel region per calc_diff: the knots in n contiguous chunks
+        (:meth:`parallel_plan`), each thread running the serial fused phases of its
+        chunk (:mod:`.parallel`: Python threads over the package's ``nogil`` kernels;
+        Numba's threading layer is not used, its kernels stay on one thread); the
+        DDP solvers start their backward pass on the calling thread's chunk (the
+        last) and follow the other threads' parts down (``then``).  The results are
+        those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
+        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores at
+        load 7-11 (CPU time of one thread's solve over the two-thread solve's critical
+        path, between the bound without and with the backward pass's waits, median of 7
+        blocks): solo12 trot 1.66x / 1.56x, talos squat (BoxFDDP) 1.50x / 1.12x.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
@@ -181,8 +219,8 @@ class ShootingProblem:
         self.running_models = running_models
         self.terminal_model = terminal_model
         self.nthreads = int(nthreads)
-        if not 1 <= self.nthreads <= numba.config.NUMBA_NUM_THREADS:
-            raise ValueError(f"nthreads must be in [1, {numba.config.NUMBA_NUM_THREADS}]")
+        if self.nthreads < 1:
+            raise ValueError(f"nthreads must be at least 1, got {nthreads}")
         self.N = N = len(running_models)
         self.x0 = self._validate_states(x0, "x0", single=True)
         nx, ndx, nu = self.nx, self.ndx, self.nu
@@ -199,26 +237,35 @@ class ShootingProblem:
         self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
         self.solver_plans = {}     # what solvers build once per problem and share
         self._horizon = None       # (nthreads, the one-call calc / calc_diff or None)
-        self.phases = []
-        for runs, start, stop in _phases(running_models):
-            model = runs[0][0]
-            K, m = stop - start, model.nu
-            if m == nu:
-                control_outputs = (self.Lu[start:stop], self.Luu[start:stop],
-                                   self.Lxu[start:stop])
-            else:           # its own buffers, copied into the padded arrays after calc_diff
-                control_outputs = (np.zeros((K, m)), np.zeros((K, m, m)), np.zeros((K, ndx, m)))
-            out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], control_outputs[0],
-                               self.Lxx[start:stop], control_outputs[1], control_outputs[2])
-            data = model.create_data(K, out, runs)
-            if m == nu:     # the integrator writes x', Fx, Fu into the problem's arrays
-                integrator = data.integrator
-                integrator.xnext, integrator.Fx, integrator.Fu = (
-                    self.xnext[start:stop], self.Fx[start:stop], self.Fu[start:stop])
-            self.phases.append((model, start, stop, data))
+        self.phases = [(runs[0][0], start, stop, self._phase_data(runs, start, stop))
+                       for runs, start, stop in _phases(running_models)]
+        # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
+        # calls so far
+        self._plans, self._bounds, self._regions, self._parallel_calls = {}, {}, {}, {}
+        # wall-clock seconds the last parallel calc_diff's ``then`` waited for the knots below
+        self.pipeline_wait = 0.0
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
+
+    def _phase_data(self, runs, start, stop):
+        """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b
+        relative to ``start``), its outputs views of the problem's arrays (its own
+        control buffers when its stage has fewer controls than the widest)."""
+        model, K, ndx, nu = runs[0][0], stop - start, self.ndx, self.nu
+        if model.nu == nu:
+            control_outputs = (self.Lu[start:stop], self.Luu[start:stop], self.Lxu[start:stop])
+        else:           # its own buffers, copied into the padded arrays after calc_diff
+            m = model.nu
+            control_outputs = (np.zeros((K, m)), np.zeros((K, m, m)), np.zeros((K, ndx, m)))
+        out = StageOutputs(self.costs[start:stop], self.Lx[start:stop], control_outputs[0],
+                           self.Lxx[start:stop], control_outputs[1], control_outputs[2])
+        data = model.create_data(K, out, runs)
+        if model.nu == nu:  # the integrator writes x', Fx, Fu into the problem's arrays
+            integrator = data.integrator
+            integrator.xnext, integrator.Fx, integrator.Fu = (
+                self.xnext[start:stop], self.Fx[start:stop], self.Fu[start:stop])
+        return data
 
     # -- validation ---------------------------------------------------------
     def _validate_states(self, xs, name, single=False):
@@ -257,7 +304,7 @@ class ShootingProblem:
         if evaluation is not None:
             evaluation(xs, us, CALC)
             return float(self.costs.sum())
-        with _numba_threads(self.nthreads):
+        with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc(data, xs[start:stop], self._controls(us, model, start, stop))
                 self._copy_prediction(data, start, stop, False)
@@ -268,7 +315,7 @@ class ShootingProblem:
         """Total cost of (xs, us) without the dynamics (for line searches whose rollout
         already computed the predicted states ``xnext``, stored when given).
         No input checks: for solvers that built xs and us themselves."""
-        with _numba_threads(self.nthreads):
+        with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc_costs(data, xs[start:stop], self._controls(us, model, start, stop))
             self.terminal_model.calc(self.terminal_data, xs[self.N:])
@@ -276,27 +323,40 @@ class ShootingProblem:
             self.xnext[:] = xnext
         return float(self.costs.sum())
 
-    def calc_diff(self, xs, us, validate=True):
+    def calc_diff(self, xs, us, validate=True, then=None):
         """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
         ``validate=False``: no input checks, for solvers whose iterates are their own
-        (C-contiguous, finite, padding zero)."""
+        (C-contiguous, finite, padding zero).  On ``nthreads`` > 1: one parallel region,
+        the chunks of :meth:`parallel_plan` on as many threads, the calling thread on the
+        last chunk; ``then``: called there as ``then(b)`` once the knots b..N (that
+        chunk, the terminal knot included) are evaluated, while the other chunks may
+        still run (a solver's backward pass starts on them, see
+        :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
+        knots, with b = 0."""
         if validate:
             xs, us = self._validate(xs, us)
         evaluation = self._evaluation()
         if evaluation is not None:
             evaluation(xs, us, DIFF)
+            if then is not None:
+                then(0)
             return float(self.costs.sum())
-        with _numba_threads(self.nthreads):
-            for model, start, stop, data in self.phases:
-                model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
-                self._copy_prediction(data, start, stop, True)
-                m = model.nu
-                if m < self.nu:
-                    out = data.outputs
-                    self.Lu[start:stop, :m] = out.Lu
-                    self.Luu[start:stop, :m, :m] = out.Luu
-                    self.Lxu[start:stop, :, :m] = out.Lxu
-            self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+        with _numba_threads(1):
+            if self.nthreads == 1:
+                self._calc_diff_chunk(self.phases, True, xs, us, then)
+            else:
+                plan = self.parallel_plan(self.nthreads)
+                progress = None
+                if then is not None:
+                    progress = Progress([phases[0][1] if phases else self.N
+                                         for phases, _ in plan])
+                tasks = [partial(self._calc_diff_chunk, phases, False, xs, us, None, progress, i)
+                         for i, (phases, _) in enumerate(plan[:-1])]
+                self._regions[self.nthreads](
+                    [partial(self._calc_diff_chunk, plan[-1][0], True, xs, us, then, progress)]
+                    + tasks)
+                self.pipeline_wait = progress.waited if progress is not None else 0.0
+                self._rebalance(self.nthreads)
         return float(self.costs.sum())
 
     def _evaluation(self):
@@ -308,9 +368,121 @@ class ShootingProblem:
         horizon = self._horizon
         if horizon is None or horizon[0] != self.nthreads:
             from .horizon import horizon_evaluation
-            with _numba_threads(self.nthreads):
-                horizon = self._horizon = (self.nthreads, horizon_evaluation(self))
+            horizon = self._horizon = (self.nthreads, horizon_evaluation(self))
         return horizon[1]
+
+    def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
+        """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot
+        when ``terminal``.  The last chunk (``then`` given) then calls ``then(b)`` each time
+        the knots from b up are ready (its own first, then the other chunks' as
+        ``progress`` reports them, down to knot 0).  The other chunks with a ``progress``
+        evaluate their phases from the last down and report each (``index``: theirs)."""
+        if progress is not None and then is None:
+            try:
+                for model, start, stop, data in reversed(phases):
+                    self._calc_diff_phase(model, start, stop, data, xs, us)
+                    progress.done(index, start)
+            except BaseException:
+                progress.abort()
+                raise
+            return
+        for model, start, stop, data in phases:
+            self._calc_diff_phase(model, start, stop, data, xs, us)
+        if terminal:
+            self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+        if then is None:
+            return
+        knot = phases[0][1] if phases else self.N
+        then(knot)
+        while progress is not None and knot > 0:
+            below = progress.wait_below(knot)
+            if below >= knot:             # a chunk failed: the region raises its error
+                return
+            knot = below
+            then(knot)
+
+    def _calc_diff_phase(self, model, start, stop, data, xs, us):
+        model.calc_diff(data, xs[start:stop], self._controls(us, model, start, stop))
+        self._copy_prediction(data, start, stop, True)
+        m = model.nu
+        if m < self.nu:
+            out = data.outputs
+            self.Lu[start:stop, :m] = out.Lu
+            self.Luu[start:stop, :m, :m] = out.Luu
+            self.Lxu[start:stop, :, :m] = out.Lxu
+
+    def parallel_plan(self, n):
+        """[(phases, terminal)] of ``n`` chunks of contiguous knots, the terminal knot in
+        the last: ``phases`` [(model, start, stop, data)] are the problem's phases, or
+        parts of a phase cut at a chunk boundary (each part its own data, its references
+        copied from the phase's, its weights bound to the costs).  A phase with
+        constraints or references given per knot is not cut (:func:`_can_cut`): it goes
+        whole to the chunk of its middle knot.  The N + 1 knots are first shared
+        equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
+        boundaries move so that each chunk gets the same share of the CPU time its
+        thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
+        what ``then`` did: the solvers' backward pass starts there).  The results do not
+        depend on the boundaries: every knot is evaluated by the same kernels."""
+        if n not in self._plans:
+            self._build_plan(n, [round(i * (self.N + 1) / n) for i in range(n + 1)])
+            self._regions[n] = ParallelRegion(n)
+            self._parallel_calls[n] = 0
+        return self._plans[n]
+
+    def _build_plan(self, n, bounds):
+        """The plan of ``n`` chunks with boundaries ``bounds`` (n + 1 knots, 0 ... N + 1)."""
+        def chunk(knot):
+            return min(bisect_right(bounds, knot) - 1, n - 1)
+
+        # the chunks below the last in PIECES parts too: the backward pass started on
+        # the last chunk goes on down as the other threads finish each part
+        cut_at = set(bounds[1:-1])
+        for lo, hi in zip(bounds[:-2], bounds[1:-1]):
+            cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
+        chunks = [[] for _ in range(n)]
+        for model, start, stop, data in self.phases:
+            cuts = sorted(b for b in cut_at if start < b < stop)
+            if not cuts or not _can_cut(model):
+                chunks[chunk((start + stop - 1) // 2)].append((model, start, stop, data))
+                continue
+            edges = [start] + cuts + [stop]
+            for a, b in zip(edges[:-1], edges[1:]):
+                chunks[chunk(a)].append((model, a, b, self._part_data(data, start, a, b)))
+        self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
+        self._bounds[n] = bounds
+
+    def _rebalance(self, n):
+        """Move the chunk boundaries by the CPU time of the last region (see
+        :meth:`parallel_plan`), at its 2nd, 4th ... 256th call."""
+        calls = self._parallel_calls[n] = self._parallel_calls[n] + 1
+        if calls < 2 or calls > 256 or calls & (calls - 1):
+            return
+        cpu = self._regions[n].cpu
+        knots, first = [], 0
+        for phases, terminal in self._plans[n]:
+            stop = max([first] + [phase[2] for phase in phases]) + (1 if terminal else 0)
+            knots.append((first, stop))
+            first = stop
+        bounds = _balanced_bounds(knots, cpu[1:] + cpu[:1])
+        if bounds != self._bounds[n]:
+            self._build_plan(n, bounds)
+
+    def chunk_cpu(self):
+        """CPU seconds of each chunk of the last parallel calc_diff (its thread's), the
+        last chunk's (the calling thread's, with ``then``) first: the critical path is
+        their maximum, the work their sum (empty before one)."""
+        region = self._regions.get(self.nthreads)
+        return list(region.cpu) if region is not None else []
+
+    def _part_data(self, data, start, a, b):
+        """The data of knots a:b of the phase of ``data`` (knots start:stop), its
+        references those of ``data``."""
+        runs = [(model, max(ra + start, a) - a, min(rb + start, b) - a)
+                for model, ra, rb in data.runs if ra + start < b and rb + start > a]
+        part = self._phase_data(runs, a, b)
+        for whole, piece in zip(data.costs, part.costs):
+            _copy_part_references(whole.residual, piece.residual, a - start, b - start)
+        return part
 
     def _copy_prediction(self, data, start, stop, with_derivatives):
         """x' (and Fx, Fu) of knots start:stop into the problem's arrays, unless the
@@ -337,6 +509,20 @@ class ShootingProblem:
         out[:] = self.state.difference(xs, self._x0_and_next)
         return out
 
+    def gaps_from(self, xs, out, first, stop=None):
+        """Rows first..stop - 1 of the gaps (:meth:`gaps`) into ``out``, 1 <= first,
+        stop <= N + 1 (default N + 1; all rows where the state is not a multibody's)."""
+        stop = self.N + 1 if stop is None else stop
+        if first >= stop:
+            return out
+        if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
+                and _own_stack(out, (self.N + 1, self.ndx)):
+            _multibody_gaps(model_ref(self.state.model), self.xnext[first - 1],
+                            self.xnext[first:stop - 1], xs[first:stop], out[first:stop],
+                            self._lie_scratch)
+            return out
+        return self.gaps(xs, out)
+
     def constraints(self, xs, us, with_derivatives=False, refresh=True):
         """Constraint residual data per phase: [(model, start, stop, [residual data])].
         ``refresh=False``: right after :meth:`calc_costs` at the same (xs, us) (a line
@@ -344,7 +530,7 @@ class ShootingProblem:
         if refresh:
             xs, us = self._validate(xs, us)
         out = []
-        with _numba_threads(self.nthreads):
+        with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 if model.constraints:
                     out.append((model, start, stop,
@@ -367,6 +553,9 @@ class ShootingProblem:
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
+        for plan in self._plans.values():       # the parts of phases cut by a plan
+            stages += [phase for phases, _ in plan for phase in phases
+                       if not any(phase[3] is data for _, _, _, data in self.phases)]
         for _, start, stop, data in stages:
             for model, a, b in data.runs:
                 terms = [(c, cd.residual) for c, cd in zip(model.costs, data.costs)]
@@ -393,7 +582,7 @@ class ShootingProblem:
                              self._controls(us, model, start, stop), xs[start:stop + 1])
             else:
                 idata = model.integrator.create_data(1)
-                with _numba_threads(self.nthreads):
+                with _numba_threads(1):
                     controls = self._controls(us, model, start, stop)
                     for k in range(start, stop):
                         xs[k + 1] = model.integrator.calc(idata, xs[k:k + 1],

@@ -41,7 +41,41 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, expected_terms, max_abs
+from .riccati import backward_pass, backward_range, expected_terms, max_abs
+
+
+class _BackwardTail:
+    """The backward pass run while a parallel calc_diff evaluates the knots below
+    (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): each call with b, on
+    the calling thread as soon as the knots b..N are evaluated, runs the recursion down
+    to knot s = b + 1 (the gaps of the rows it reads first) while the other thread
+    evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0 after the gaps of the
+    rows below.  The same kernel calls in the same order as one
+    :func:`.riccati.backward_pass`: the same gains, to the bit."""
+
+    def __init__(self, solver, xs, us, gaps, feasible, preg):
+        self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
+        self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
+        self.split, self.failed = solver.problem.N + 1, -1
+
+    def __call__(self, b):
+        N, top = self.problem.N, self.split
+        split = min(b + 1, N)
+        if self.failed >= 0 or split >= top:
+            return
+        if self.feasible:
+            self.gaps[split:top] = 0.0
+        else:
+            self.problem.gaps_from(self.xs, self.gaps, split, top)
+        self.split = split
+        self.failed = backward_range(*self.arrays, min(top, N), split)
+
+    def rest(self):
+        """The knots below the split (-1, or the knot where Quu is not positive
+        definite, as :func:`.riccati.backward_pass`)."""
+        if self.failed >= 0:
+            return self.failed
+        return backward_range(*self.arrays, min(self.split, self.problem.N), 0)
 
 
 @dataclass
@@ -200,9 +234,12 @@ class DDP:
             t0 = time.perf_counter()
             t_calc = 0.0
             while True:
+                tail = None
                 if recalc:
+                    if problem.nthreads > 1:     # the backward pass starts in calc_diff
+                        tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
                     try:
-                        cost = problem.calc_diff(xs, us, validate=False)
+                        cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
@@ -213,11 +250,10 @@ class DDP:
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()
-                failed = backward_pass(problem.Fx, problem.Fu, problem.Lx, problem.Lu,
-                                       problem.Lxx, problem.Luu, problem.Lxu, gaps, feasible,
-                                       preg, problem.nus, self.box_qp_knots(feasible), us,
-                                       self.u_lower, self.u_upper, self.Vx, self.Vxx,
-                                       self.Qu, self.Quu, self.k, self.K, self.Quuk)
+                if tail is not None:
+                    failed = tail.rest()
+                else:
+                    failed = backward_pass(*self._riccati_arrays(us, gaps, feasible, preg))
                 t_back = time.perf_counter() - tb
                 if failed < 0:
                     break
@@ -281,6 +317,14 @@ class DDP:
         if max_iter == 0:
             cost = self._initial_cost(xs, us)
         return xs, us, cost, iteration, converged, status, stop
+
+    def _riccati_arrays(self, us, gaps, feasible, preg):
+        """The arguments of :func:`.riccati.backward_pass` at the current iterate."""
+        problem = self.problem
+        return (problem.Fx, problem.Fu, problem.Lx, problem.Lu, problem.Lxx, problem.Luu,
+                problem.Lxu, gaps, feasible, preg, problem.nus, self.box_qp_knots(feasible),
+                us, self.u_lower, self.u_upper, self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
+                self.K, self.Quuk)
 
     def _initial_cost(self, xs, us):
         """The cost of the warm start (and its predicted states, for the gaps), for a

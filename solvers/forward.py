@@ -75,7 +75,7 @@ class ForwardPass:
             return None
         problem = self.problem
         if problem.nthreads not in self._horizons:
-            with _numba_threads(problem.nthreads):
+            with _numba_threads(1):
                 self._horizons[problem.nthreads] = horizon_trial(problem, self.workspaces)
         return self._horizons[problem.nthreads]
 
@@ -106,7 +106,7 @@ class ForwardPass:
                       bool(boxed))
             return self._one_call(horizon, inputs, self.buffers[which], Vxx)
         predicted = problem.x0
-        with _numba_threads(problem.nthreads):
+        with _numba_threads(1):
             for (model, start, stop, _), workspace, outputs in zip(
                     problem.phases, self.workspaces, self.windows[which]):
                 inputs = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],

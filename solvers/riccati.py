@@ -127,16 +127,29 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limite
     products are BLAS calls (``np.dot`` into the buffers of :func:`_workspace`,
     allocated once per call): all arrays must be C-contiguous.
     """
+    return backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited,
+                          us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, Fu.shape[0], 0)
+
+
+@kernel
+def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin):
+    """The recursion of :func:`backward_pass` over the knots t_end - 1 down to t_begin,
+    from Vx[t_end], Vxx[t_end] (t_end = N: from the terminal knot, its gap term
+    included): reads gaps[t_begin:t_end] (gaps[N] too when t_end = N).  Two calls, (N, b)
+    then (b, 0), are one pass, to the bit: the first can run while knots below b are
+    still being evaluated (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``)."""
     N, ndx, nu = Fu.shape
     ws = _workspace(ndx, nu)
-    for i in range(ndx):
-        Vx[N, i] = Lx[N, i]
-        for j in range(ndx):
-            Vxx[N, i, j] = Lxx[N, i, j]
-        Vxx[N, i, i] += mu
-    if not feasible:
-        _add_gap_term(Vx, Vxx, gaps, N)
-    for t in range(N - 1, -1, -1):
+    if t_end == N:
+        for i in range(ndx):
+            Vx[N, i] = Lx[N, i]
+            for j in range(ndx):
+                Vxx[N, i, j] = Lxx[N, i, j]
+            Vxx[N, i, i] += mu
+        if not feasible:
+            _add_gap_term(Vx, Vxx, gaps, N)
+    for t in range(t_end - 1, t_begin - 1, -1):
         _q_function(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, Vxx, mu, Qu, Quu, ws)
         if not _gains(t, nus[t], ws, Qu, Quu, limited[t], us, u_lower, u_upper, k, K):
             return t

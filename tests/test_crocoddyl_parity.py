@@ -245,6 +245,25 @@ def test_solver(parity, name, comparison):
 
 
 @pytest.mark.parametrize("name, comparison",
+                         _params((p, "FDDP_2_threads") for p in ("solo12_trot", "talos_6d")))
+def test_two_threads(parity, name, comparison):
+    """On two threads (calc_diff in one parallel region of two chunks, the backward pass
+    started on the last chunk's knots while the first is evaluated) the solve is the
+    one-thread solve: the same iterations, the cost of every iterate to 1e-10."""
+    one = parity.solution(name, "FDDP")
+    problem = parity.problems[name]
+    xs, us = parity.guesses[name]
+    problem.nthreads = 2
+    try:
+        two = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(),
+                                                                 max_iter=cp.MAX_ITER)
+    finally:
+        problem.nthreads = 1
+    assert two.iterations == one.iterations
+    np.testing.assert_allclose(two.history["cost"], one.history["cost"], rtol=1e-10, atol=0)
+
+
+@pytest.mark.parametrize("name, comparison",
                          _params((p, f"{s}_reported_cost") for p, s in SOLVES))
 def test_reported_cost(parity, name, comparison):
     """The cost the solver reports is the cost of its final iterate, as Crocoddyl's

@@ -7,11 +7,12 @@ threads, quasi-static controls, and clear errors for bad input.
 Small horizons (N = 5 or 8 knots) keep the finite differences cheap: one
 ``calc`` per perturbed coordinate of every knot.
 """
-import numba
 import numpy as np
 import pytest
 
 from geppetto import ocp
+from geppetto.ocp.parallel import ParallelRegion, Progress
+from geppetto.ocp.problem import _balanced_bounds
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
 RTOL_FD = 1e-6
@@ -120,28 +121,108 @@ def test_rollout_from_another_initial_state():
 
 
 def test_threads_give_the_same_arrays():
-    """One thread runs a free phase's ABA derivatives across SIMD lanes (the fused
-    phase), several threads the stack kernels in parallel (the per-term path): the
-    same algorithm in another order of operations, so the arrays agree to round-off."""
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("Numba has a single thread on this machine")
-    problem, xs, us = _two_phase_problem("panda", N1=4, N2=4)
+    """nthreads = 2: one parallel region per calc_diff, the knots in two chunks, the
+    phases across the boundaries cut in parts with their own data, each thread running
+    the serial kernels of one thread: the arrays are those of one thread, to the bit, and
+    set_reference (per knot) reaches the parts."""
+    rob = robot("panda")
+    model = rob.model
+    dynamics = ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    x_ref = np.concatenate([rob.q0, np.zeros(model.nv)])
+    target = ocp.FrameTranslationResidual(model, ROBOTS["panda"], np.array([0.4, 0.2, 0.5]))
+    regularization = [ocp.Cost(ocp.StateResidual(state, x_ref), weight=1e-2),
+                      ocp.Cost(ocp.ControlResidual(nu), weight=1e-3)]
+    first = ocp.StageModel(dynamics, regularization, dt=0.01)
+    second = ocp.StageModel(dynamics, [ocp.Cost(target, weight=10.0)] + regularization, dt=0.02)
+    problem = ocp.ShootingProblem(x_ref, [first] * 3 + [second] * 5,
+                                  ocp.TerminalModel(state, [ocp.Cost(target, weight=100.0)]))
+    xs = states(model, 9, seed=21, velocity=0.5)
+    us = 3.0 * rng_for("panda", 22).standard_normal((8, nu))
     names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
-    results = []
-    previous = numba.get_num_threads()
+    results, knots = [], None
     try:
-        for threads in (1, 2):
-            numba.set_num_threads(threads)
-            problem.nthreads = threads      # problems that set their own thread count
+        for threads in (1, 2, 2, 1):
+            problem.nthreads = threads
+            if len(results) == 2:     # a new reference, after the plan cut the phase
+                knots = [[(start, stop) for _, start, stop, _ in phases]
+                         + (["terminal"] if last else [])
+                         for phases, last in problem.parallel_plan(2)]
+                problem.set_reference(target, np.linspace(0.1, 0.5, 27).reshape(9, 3))
             problem.calc_diff(xs, us)
             results.append({n: getattr(problem, n).copy() for n in names})
     finally:
-        numba.set_num_threads(previous)
         problem.nthreads = 1
+    # knots 0-3 in PIECES = 4 parts (for the backward pass that follows them down)
+    assert knots == [[(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8), "terminal"]]
+    assert not np.array_equal(results[1]["Lx"], results[2]["Lx"])
     for n in names:
-        scale = max(1.0, np.abs(results[0][n]).max())
-        np.testing.assert_allclose(results[1][n], results[0][n], rtol=0, atol=1e-12 * scale,
-                                   err_msg=n)
+        np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+        np.testing.assert_array_equal(results[2][n], results[3][n], err_msg=n)
+
+
+def test_threads_run_phases_at_once():
+    """Phases with references per knot are not cut; on two threads the Euler phase and
+    the RK4 one (its per-term path) run at once, each on its own data: the arrays of one
+    thread, to the bit."""
+    problem, xs, us = _two_phase_problem("panda", N1=3, N2=5)
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    results = []
+    try:
+        for threads in (1, 2):
+            problem.nthreads = threads
+            problem.calc_diff(xs, us)
+            results.append({n: getattr(problem, n).copy() for n in names})
+    finally:
+        problem.nthreads = 1
+    knots = [[(start, stop) for _, start, stop, _ in phases]
+             for phases, _ in problem.parallel_plan(2)]
+    assert knots == [[(0, 3)], [(3, 8)]]
+    for n in names:
+        np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+
+
+def test_balanced_bounds_share_the_measured_work():
+    """Chunk boundaries from each chunk's CPU time: knots 0-4 at 0.2 s each and 5-9 at
+    0.6 s (4 s in all) are shared 2 s / 2 s at knot 7 (1.0 + 0.6 + 0.6 = 2.2 s, the
+    nearest); three chunks of equal work keep their boundaries."""
+    assert _balanced_bounds([(0, 5), (5, 10)], [1.0, 3.0]) == [0, 7, 10]
+    assert _balanced_bounds([(0, 3), (3, 6), (6, 9)], [0.3, 0.3, 0.3]) == [0, 3, 6, 9]
+
+
+def test_progress_reports_the_knots_ready_from_the_top():
+    """Chunks of knots 0-3 and 4-7 below a last chunk from knot 8: the frontier goes down
+    as the chunk next to the last reports its parts, then the one below (a part of the
+    lower chunk done early does not count until the knots above it are); a failed chunk
+    ends the wait."""
+    progress = Progress([0, 4, 8])
+    progress.done(1, 6)
+    assert progress.wait_below(8) == 6
+    progress.done(0, 2)
+    progress.done(1, 4)
+    assert progress.wait_below(6) == 2
+    progress.done(0, 0)
+    assert progress.wait_below(2) == 0
+    failed = Progress([0, 4])
+    failed.abort()
+    assert failed.wait_below(4) == 4
+
+
+def test_parallel_region_raises_a_task_error():
+    """An exception in a worker's chunk reaches the caller, after every chunk ended; the
+    region runs again afterwards."""
+    region = ParallelRegion(2)
+    ran = []
+
+    def fails():
+        raise ZeroDivisionError("chunk 2")
+
+    with pytest.raises(ZeroDivisionError, match="chunk 2"):
+        region([lambda: ran.append(0), fails])
+    region([lambda: ran.append(1), lambda: ran.append(2)])
+    assert sorted(ran) == [0, 1, 2]
+    with pytest.raises(ValueError, match="tasks"):
+        region([lambda: None])
 
 
 def test_quasi_static_controls_hold_the_robot():

@@ -1,0 +1,148 @@
+"""One parallel region per horizon evaluation: the knots in contiguous chunks, one thread
+per chunk, each running the same serial fused phase code on its chunk.
+
+Every kernel of the package is compiled with ``nogil=True``, so plain Python threads run
+them at once: a chunk is a list of phases (a phase that straddles a chunk boundary is cut
+in two, each part with its own data, see :meth:`.problem.ShootingProblem.parallel_plan`),
+the calling thread runs the first chunk and one persistent worker thread per other chunk
+runs the rest.  No Numba threading layer is involved (Numba's parallel kernels stay on
+one thread): no OpenMP threads spinning between regions, no workqueue launch, nothing to
+install; a worker waits on a lock (the kernel's futex, passive) and the region costs two
+lock hand-offs (measured 14 us for an empty region, idle machine).
+
+The workers set their Numba thread count to one, so that the stages they evaluate take
+the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).
+"""
+import threading
+import time
+
+import numba
+
+
+class _Worker:
+    """A daemon thread that runs one task at a time: ``start(task)`` then ``wait()``."""
+
+    def __init__(self):
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._task = None
+        self.error = None
+        self.cpu = 0.0                  # CPU seconds of the last task (its thread's)
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name="geppetto-horizon")
+        self._thread.start()
+
+    def _loop(self):
+        numba.set_num_threads(1)        # the fused serial phases (thread-local setting)
+        while True:
+            self._go.acquire()
+            task, self._task = self._task, None
+            if task is None:            # close()
+                return
+            cpu = time.thread_time()
+            try:
+                task()
+            except BaseException as error:      # raised again by wait()
+                self.error = error
+            self.cpu = time.thread_time() - cpu
+            task = None                 # kept, it would keep its problem alive
+            self._done.release()
+
+    def start(self, task):
+        self._task, self.error = task, None
+        self._go.release()
+
+    def close(self):
+        self._task = None
+        self._go.release()
+
+    def wait(self):
+        self._done.acquire()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+class ParallelRegion:
+    """Runs ``tasks[0]`` on the calling thread and ``tasks[i]`` on worker i - 1 (threads
+    made at the first call, kept), returns when all have ended; an exception of a task
+    is raised again (the first chunk's first).  ``cpu``: each task's CPU seconds in the
+    last region (its thread's ``time.thread_time``): the critical path is their maximum,
+    the work their sum."""
+
+    def __init__(self, n):
+        self.n = int(n)
+        self._workers = []
+        self.cpu = [0.0] * self.n
+
+    def __del__(self):
+        for worker in self._workers:
+            worker.close()
+
+    def __call__(self, tasks):
+        if len(tasks) != self.n:
+            raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
+        while len(self._workers) < self.n - 1:
+            self._workers.append(_Worker())
+        for worker, task in zip(self._workers, tasks[1:]):
+            worker.start(task)
+        cpu = time.thread_time()
+        error = None
+        try:
+            tasks[0]()
+        except BaseException as raised:
+            error = raised
+        self.cpu[0] = time.thread_time() - cpu
+        for i, worker in enumerate(self._workers):
+            try:
+                worker.wait()
+            except BaseException as raised:
+                error = error or raised
+            self.cpu[i + 1] = worker.cpu
+        if error is not None:
+            raise error
+
+
+class Progress:
+    """What the chunks below the last have evaluated so far, for a consumer on the
+    calling thread that needs the knots from the top down (the backward pass): chunk i
+    (knots ``starts[i]`` .. ``starts[i + 1]``) evaluates its phases from the last down
+    and reports ``done(i, knot)`` after each (its knots from ``knot`` up are ready);
+    :meth:`wait_below` returns the lowest knot b such that every knot from b to the
+    last chunk is ready, once it is below a given knot."""
+
+    def __init__(self, starts):
+        self.starts = list(starts)                 # first knot of each chunk, and the last's
+        self.ready = list(self.starts[1:])         # nothing evaluated yet
+        self.aborted = False
+        self.waited = 0.0       # wall-clock seconds the consumer waited
+        self._condition = threading.Condition()
+
+    def done(self, i, knot):
+        with self._condition:
+            self.ready[i] = knot
+            self._condition.notify()
+
+    def abort(self):
+        """A chunk failed: the consumer stops waiting."""
+        with self._condition:
+            self.aborted = True
+            self._condition.notify()
+
+    def _frontier(self):
+        for i in range(len(self.ready) - 1, -1, -1):
+            if self.ready[i] > self.starts[i]:
+                return self.ready[i]
+        return self.starts[0]
+
+    def wait_below(self, knot):
+        """The frontier, once below ``knot`` (or ``knot`` itself if a chunk failed)."""
+        with self._condition:
+            if not self.aborted and self._frontier() >= knot:
+                start = time.perf_counter()
+                while not self.aborted and self._frontier() >= knot:
+                    self._condition.wait()
+                self.waited += time.perf_counter() - start
+            return knot if self.aborted else self._frontier()
