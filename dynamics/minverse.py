@@ -14,7 +14,14 @@ the children of the universe do not add to F, and leaves do not store A
 dof's row on its subtree and zeroes it past it, and a force column is set by its
 own joint before its ancestors add to it (a bulk zeroing wrote the 11.5 kB M^-1
 of talos twice per state).
+
+The column loops index with unsigned integers (``np.uint64``): Numba
+wraps a negative signed index around, a select on every access, which keeps LLVM
+from vectorizing a loop that does not start at 0; unsigned, the loops vectorize
+(``inspect_asm``: packed zmm arithmetic instead of scalar).
 """
+import numpy as np
+
 from .config import inline_kernel, kernel
 
 
@@ -37,17 +44,18 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
             j0, j1, j2, j3, j4, j5 = J[0, iv], J[1, iv], J[2, iv], J[3, iv], J[4, iv], J[5, iv]
             u0, u1, u2, u3, u4, u5 = U[0, iv], U[1, iv], U[2, iv], U[3, iv], U[4, iv], U[5, iv]
             Minv[iv, iv] = d
-            for col in range(iv + 1, end):
-                Minv[iv, col] = -d * (j0 * F[0, col] + j1 * F[1, col] + j2 * F[2, col]
-                                      + j3 * F[3, col] + j4 * F[4, col] + j5 * F[5, col])
+            row, first, last = np.uint64(iv), np.uint64(iv + 1), np.uint64(end)
+            for col in range(first, last):
+                Minv[row, col] = -d * (j0 * F[0, col] + j1 * F[1, col] + j2 * F[2, col]
+                                       + j3 * F[3, col] + j4 * F[4, col] + j5 * F[5, col])
             for col in range(end, nv):
                 Minv[iv, col] = 0.0
             if parents[i] == 0:
                 continue
             F[0, iv], F[1, iv], F[2, iv] = u0 * d, u1 * d, u2 * d
             F[3, iv], F[4, iv], F[5, iv] = u3 * d, u4 * d, u5 * d
-            for col in range(iv + 1, end):
-                x = Minv[iv, col]
+            for col in range(first, last):
+                x = Minv[row, col]
                 F[0, col] += u0 * x
                 F[1, col] += u1 * x
                 F[2, col] += u2 * x
@@ -60,24 +68,28 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
                 Minv[iv + a, iv + b] = Dinv[iv + a, b]
         # Minv[iv + a, descendants] = sum_r G[a, r] F[r, descendants], G = -Dinv J_i^T:
         # 6 nvi products per entry of G, then loops along the columns
+        first, last = np.uint64(iv + nvi), np.uint64(end)
         for a in range(nvi):
+            row = np.uint64(iv + a)
             for col in range(iv + nvi, nv):
                 Minv[iv + a, col] = 0.0
             for r in range(6):
                 g = 0.0
                 for b in range(nvi):
                     g -= Dinv[iv + a, b] * J[r, iv + b]
-                for col in range(iv + nvi, end):
-                    Minv[iv + a, col] += g * F[r, col]
+                for col in range(first, last):
+                    Minv[row, col] += g * F[r, col]
         if parents[i] == 0:
             continue
+        first = np.uint64(iv)
         for r in range(6):
             for col in range(iv, iv + nvi):
                 F[r, col] = 0.0
             for a in range(nvi):
                 x = U[r, iv + a]
-                for col in range(iv, end):
-                    F[r, col] += x * Minv[iv + a, col]
+                row = np.uint64(iv + a)
+                for col in range(first, last):
+                    F[r, col] += x * Minv[row, col]
 
 
 @inline_kernel
@@ -99,10 +111,11 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
             if par > 0:
                 e0, e1, e2 = d * U[0, iv], d * U[1, iv], d * U[2, iv]
                 e3, e4, e5 = d * U[3, iv], d * U[4, iv], d * U[5, iv]
-                for col in range(iv, nv):
-                    Minv[iv, col] -= (e0 * A[par, 0, col] + e1 * A[par, 1, col]
-                                      + e2 * A[par, 2, col] + e3 * A[par, 3, col]
-                                      + e4 * A[par, 4, col] + e5 * A[par, 5, col])
+                row, first, p = np.uint64(iv), np.uint64(iv), np.uint64(par)
+                for col in range(first, np.uint64(nv)):
+                    Minv[row, col] -= (e0 * A[p, 0, col] + e1 * A[p, 1, col]
+                                       + e2 * A[p, 2, col] + e3 * A[p, 3, col]
+                                       + e4 * A[p, 4, col] + e5 * A[p, 5, col])
             if leaf:
                 continue
             _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv)
@@ -119,13 +132,15 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
                     for b in range(nvi):
                         s += Dinv[iv + a, b] * w[b]
                     Minv[iv + a, col] -= s
+        first, last, t = np.uint64(iv), np.uint64(nv), np.uint64(i)
         for r in range(6):
             for col in range(iv, nv):
                 A[i, r, col] = A[par, r, col] if par > 0 else 0.0
             for a in range(nvi):
                 x = J[r, iv + a]
-                for col in range(iv, nv):
-                    A[i, r, col] += x * Minv[iv + a, col]
+                row = np.uint64(iv + a)
+                for col in range(first, last):
+                    A[t, r, col] += x * Minv[row, col]
     for r in range(nv):
         for c in range(r):
             Minv[r, c] = Minv[c, r]
@@ -135,20 +150,23 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
 def _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv):
     """A[i, :, c] = A[par, :, c] + J_i Minv[iv, c] for the columns c from iv on (a 1-dof
     joint; A[par] taken as zero for a child of the universe)."""
+    row, first, last = np.uint64(iv), np.uint64(iv), np.uint64(nv)
+    t = np.uint64(i)
     if par == 0:
-        for col in range(iv, nv):
-            x = Minv[iv, col]
-            A[i, 0, col], A[i, 1, col], A[i, 2, col] = j0 * x, j1 * x, j2 * x
-            A[i, 3, col], A[i, 4, col], A[i, 5, col] = j3 * x, j4 * x, j5 * x
+        for col in range(first, last):
+            x = Minv[row, col]
+            A[t, 0, col], A[t, 1, col], A[t, 2, col] = j0 * x, j1 * x, j2 * x
+            A[t, 3, col], A[t, 4, col], A[t, 5, col] = j3 * x, j4 * x, j5 * x
         return
-    for col in range(iv, nv):
-        x = Minv[iv, col]
-        A[i, 0, col] = A[par, 0, col] + j0 * x
-        A[i, 1, col] = A[par, 1, col] + j1 * x
-        A[i, 2, col] = A[par, 2, col] + j2 * x
-        A[i, 3, col] = A[par, 3, col] + j3 * x
-        A[i, 4, col] = A[par, 4, col] + j4 * x
-        A[i, 5, col] = A[par, 5, col] + j5 * x
+    p = np.uint64(par)
+    for col in range(first, last):
+        x = Minv[row, col]
+        A[t, 0, col] = A[p, 0, col] + j0 * x
+        A[t, 1, col] = A[p, 1, col] + j1 * x
+        A[t, 2, col] = A[p, 2, col] + j2 * x
+        A[t, 3, col] = A[p, 3, col] + j3 * x
+        A[t, 4, col] = A[p, 4, col] + j4 * x
+        A[t, 5, col] = A[p, 5, col] + j5 * x
 
 
 @inline_kernel

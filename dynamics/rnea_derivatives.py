@@ -49,7 +49,8 @@ from .config import inline_kernel, kernel, model_kernel
 from .crba import world_frame_quantities
 from .kinematics import local_motions, world_motions
 from .model_ref import model_arrays
-from .spatial import act_force, force_cross, motion_cross, rigid_inertia_times
+from .spatial import (act_force, force_cross, motion_cross, rigid_inertia_times,
+                      write_rigid_inertia)
 from .validation import as_dynamics_arguments, call_kernel, result
 
 
@@ -163,7 +164,7 @@ def _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols
     t2 = b0 * j1 - b1 * j0 + Bcrb[i, 0, 2] * j3 + Bcrb[i, 1, 2] * j4 + Bcrb[i, 2, 2] * j5
     j = i
     while j > 0:
-        for d in range(idx_v[j], idx_v[j] + nvs[j]):
+        for d in range(np.uint64(idx_v[j]), np.uint64(idx_v[j] + nvs[j])):
             dtau_dq[c, d] = (y0 * alpha_cols[d, 0] + y1 * alpha_cols[d, 1]
                              + y2 * alpha_cols[d, 2] + y3 * alpha_cols[d, 3]
                              + y4 * alpha_cols[d, 4] + y5 * alpha_cols[d, 5]
@@ -216,7 +217,7 @@ def _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_col
     y5 = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
     j = parents[i]
     while j > 0:
-        for c in range(idx_v[j], idx_v[j] + nvs[j]):
+        for c in range(np.uint64(idx_v[j]), np.uint64(idx_v[j] + nvs[j])):
             dtau_dq[c, d] = (J[0, c] * x0 + J[1, c] * x1 + J[2, c] * x2 + J[3, c] * x3
                              + J[4, c] * x4 + J[5, c] * x5)
             dtau_dv[c, d] = (J[0, c] * y0 + J[1, c] * y1 + J[2, c] * y2 + J[3, c] * y3
@@ -237,6 +238,12 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
         for c in range(iv, iv + nvs[i]):
             _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau,
                             dtau_dq, dtau_dv, M, with_mass_matrix)
+        # the composite of i is final: its full matrix from its ten parameters, which
+        # alone are summed into the parent's (the only entries the pass reads)
+        mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
+        a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
+        a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
+        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par == 0:
             continue
@@ -245,8 +252,16 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
                                 dtau_dq, dtau_dv)
         for r in range(6):
             f[par, r] += f[i, r]
-            for t in range(6):
-                Ycrb[par, r, t] += Ycrb[i, r, t]
+        Ycrb[par, 0, 0] += mass
+        Ycrb[par, 5, 1] += h0
+        Ycrb[par, 3, 2] += h1
+        Ycrb[par, 4, 0] += h2
+        Ycrb[par, 3, 3] += a00
+        Ycrb[par, 3, 4] += a01
+        Ycrb[par, 3, 5] += a02
+        Ycrb[par, 4, 4] += a11
+        Ycrb[par, 4, 5] += a12
+        Ycrb[par, 5, 5] += a22
         for r in range(4):
             for t in range(3):
                 Bcrb[par, r, t] += Bcrb[i, r, t]
