@@ -152,30 +152,21 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
     inlined into a loop over states (:func:`.crba._crba`: the compiled call, which
     passes the model tuple, cost 13-18% of CRBA on ur5, panda and solo12).
 
-    Each joint by :func:`joint_placement`; XR (1, 3, 3) and Xp (1, 3) are scratch.
+    A revolute joint about a coordinate axis (most joints of real robots) takes
+    :func:`revolute_placement`; every other joint the general XJ(q) and compose.
+    XR (1, 3, 3) and Xp (1, 3) are scratch.
     """
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
-        joint_placement(jtype[i], axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)
-        compose(oR, op, parents[i], liR, lip, i, oR, op, i)
-
-
-@inline_kernel
-def joint_placement(t, axes, jR, jp, i, q, o, XR, Xp, liR, lip):
-    """liMi = jointPlacement * XJ(q) of joint i (type t, configuration q[o:]); returns
-    the coordinate axis 0, 1 or 2 of a revolute joint about one (its motion subspace
-    is that unit axis: callers may use it), else -1.
-
-    A revolute joint about a coordinate axis (most joints of real robots) takes
-    :func:`revolute_placement`; every other joint the general XJ(q) and compose.
-    XR (1, 3, 3) and Xp (1, 3) are scratch."""
-    k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
-    if k >= 0:
-        if t == REVOLUTE:
-            revolute_placement(jR, jp, i, k, math.cos(q[o]), math.sin(q[o]), liR, lip)
+        t = jtype[i]
+        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        if k >= 0:
+            o = idx_q[i]
+            if t == REVOLUTE:
+                revolute_placement(jR, jp, i, k, math.cos(q[o]), math.sin(q[o]), liR, lip)
+            else:
+                revolute_placement(jR, jp, i, k, q[o], q[o + 1], liR, lip)
         else:
-            revolute_placement(jR, jp, i, k, q[o], q[o + 1], liR, lip)
-    else:
-        joint_transform(t, axes, i, q, o, XR, Xp)
-        compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
-    return k
+            joint_transform(t, axes, i, q, idx_q[i], XR, Xp)
+            compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
+        compose(oR, op, parents[i], liR, lip, i, oR, op, i)
