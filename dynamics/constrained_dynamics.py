@@ -391,13 +391,19 @@ def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, li
     return _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, ddq)
 
 
+# The same function inlined into the loop over a stack: a compiled call per state took
+# and released a reference to each of its ~70 arrays (atomic operations), on top of the
+# call itself.
+_constraint_dynamics_state_inline = inline_kernel(_constraint_dynamics_state.py_func)
+
+
 @kernel
 def _constraint_dynamics(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
                          ddq, lam, iterations):
     ws = constrained_workspace(m, ca)
     regular = True
     for k in range(q.shape[0]):
-        iterations[k], ok = _constraint_dynamics_state(
+        iterations[k], ok = _constraint_dynamics_state_inline(
             m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
             J[k], oY[k], M[k], ddq[k], lam[k], ws)
         regular = regular and ok
