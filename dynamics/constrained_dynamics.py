@@ -66,12 +66,12 @@ from .constraint_derivatives import (constraint_acceleration_derivatives_state,
 from .constraints import (as_constraint_set, constraint_acceleration_state,
                           constraint_forces_state, constraint_jacobian_state,
                           constraint_placements_state)
-from .crba import _crba_backward_pass, world_frame_quantities, world_inertias
+from .crba import _crba_composite_pass, _crba_forward_pass, world_inertias
 from .kinematics import world_motions
 from .linalg import cholesky_factor, cholesky_solve
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, _rnea_derivatives_forward_pass,
                                rnea_derivatives_workspace)
-from .spatial import cross, rigid_inertia_times
+from .spatial import cross, rigid_inertia_values_times
 from .validation import (as_configurations, as_stack, call_kernel, check_data, output_arrays,
                          result)
 
@@ -304,17 +304,22 @@ def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, 
 # --- One state ----------------------------------------------------------------
 
 @inline_kernel
-def bias_forces(m, J, oY, ov, oa, F, b, w6):
+def bias_forces(m, J, Yc, ov, oa, F, b, w6):
     """b = C(q, v) v + g(q) from the world motions at a = 0 (ov, oa without gravity):
     F_i = oY_i (oa_i - g) + ov_i x* (oY_i ov_i) summed over subtrees, b_c = J_c . F.
-    oY_i rigid: its products from the ten parameters (spatial.rigid_inertia_times)."""
+    The bodies' world inertias oY_i by their ten parameters Yc (njoints, 10) of
+    :func:`.crba._crba_forward_pass` (spatial.rigid_inertia_values_times)."""
     parents, idx_v, nvs, gravity = m.parents, m.idx_v, m.nvs, m.gravity
     for i in range(1, m.njoints):
         v0, v1, v2, v3, v4, v5 = ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5]
-        g0, g1, g2, g3, g4, g5 = rigid_inertia_times(
-            oY, i, oa[i, 0] - gravity[0], oa[i, 1] - gravity[1], oa[i, 2] - gravity[2],
+        mass, c0, c1, c2, a00 = Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4]
+        a01, a02, a11, a12, a22 = Yc[i, 5], Yc[i, 6], Yc[i, 7], Yc[i, 8], Yc[i, 9]
+        g0, g1, g2, g3, g4, g5 = rigid_inertia_values_times(
+            mass, c0, c1, c2, a00, a01, a02, a11, a12, a22,
+            oa[i, 0] - gravity[0], oa[i, 1] - gravity[1], oa[i, 2] - gravity[2],
             oa[i, 3] - gravity[3], oa[i, 4] - gravity[4], oa[i, 5] - gravity[5])
-        h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+        h0, h1, h2, h3, h4, h5 = rigid_inertia_values_times(
+            mass, c0, c1, c2, a00, a01, a02, a11, a12, a22, v0, v1, v2, v3, v4, v5)
         x0, x1, x2 = cross(v3, v4, v5, h0, h1, h2)
         y0, y1, y2 = cross(v3, v4, v5, h3, h4, h5)
         z0, z1, z2 = cross(v0, v1, v2, h0, h1, h2)
@@ -334,10 +339,12 @@ def bias_forces(m, J, oY, ov, oa, F, b, w6):
 
 @kernel
 def constrained_workspace(m, ca):
-    """Scratch of one state: (kinematics, constraints, KKT) tuples."""
+    """Scratch of one state: (kinematics, constraints, KKT) tuples; the kinematics' last
+    entry holds the ten parameters of the world (then composite) inertias (njoints, 10)."""
     nv, nc, n = m.nv, ca.nrows, ca.n
     kin = (np.empty((1, 3, 3)), np.empty((1, 3)), np.zeros(nv), np.empty((m.njoints, 6)),
-           np.empty((m.njoints, 6)), np.empty((m.njoints, 6)), np.empty((3, 6)), np.empty(nv))
+           np.empty((m.njoints, 6)), np.empty((m.njoints, 6)), np.empty((3, 6)), np.empty(nv),
+           np.empty((m.njoints, 10)))
     con = (np.empty((n, 3, 3)), np.empty((n, 3)), np.empty((n, 3, 3)), np.empty((n, 3)),
            np.zeros((20, 6)), np.zeros(6), np.empty((1, 3, 3)), np.empty((1, 3)),
            np.empty((2, 3)), np.zeros((6, 6)), np.zeros((9, 3, 3)))
@@ -363,16 +370,18 @@ def derivatives_workspace(m, ca):
 @kernel
 def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J,
                                oY, M, ddq, lam, ws):
-    """ddq and lambda of one state; returns (iterations, G regular)."""
+    """ddq and lambda of one state; returns (iterations, G regular).  Fills liMi, oMi,
+    J and M; oY (njoints, 6, 6) is not written (the CRBA keeps the inertias' ten
+    parameters in the workspace; the derivatives fill oY with the bodies' world
+    inertias)."""
     kin, con, kkt = ws
-    XR, Xp, zeros, ov, oa, F, w6, z = kin
+    XR, Xp, zeros, ov, oa, F, w6, z, Yc = kin
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
     L, Jc, gamma, Y, G, lam_prev = kkt
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
-                           oY)
+    _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc)
     world_motions(m, v, zeros, 2, False, J, ov, oa, w6)
-    bias_forces(m, J, oY, ov, oa, F, z, w6)
-    _crba_backward_pass(m, J, oY, M)
+    bias_forces(m, J, Yc, ov, oa, F, z, w6)
+    _crba_composite_pass(m, J, Yc, M)
     for c in range(m.nv):
         z[c] = tau[c] - z[c]
     constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
@@ -382,13 +391,19 @@ def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, li
     return _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, ddq)
 
 
+# The same function inlined into the loop over a stack: a compiled call per state took
+# and released a reference to each of its ~70 arrays (atomic operations), on top of the
+# call itself.
+_constraint_dynamics_state_inline = inline_kernel(_constraint_dynamics_state.py_func)
+
+
 @kernel
 def _constraint_dynamics(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
                          ddq, lam, iterations):
     ws = constrained_workspace(m, ca)
     regular = True
     for k in range(q.shape[0]):
-        iterations[k], ok = _constraint_dynamics_state(
+        iterations[k], ok = _constraint_dynamics_state_inline(
             m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
             J[k], oY[k], M[k], ddq[k], lam[k], ws)
         regular = regular and ok
@@ -511,14 +526,14 @@ def constraint_dynamics_derivatives_parallel(m, ca, q, v, tau, mu, max_iter, acc
 def _impulse_state(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
                    v_after, impulse, ws):
     """v+ and the impulse Lambda of one state (module docstring); leaves dv = v+ - v-
-    in the kinematics scratch z.  Returns (iterations, G regular)."""
+    in the kinematics scratch z.  Returns (iterations, G regular).  oY is not written
+    (as in :func:`_constraint_dynamics_state`)."""
     kin, con, kkt = ws
-    XR, Xp, zeros, ov, oa, F, w6, z = kin
+    XR, Xp, zeros, ov, oa, F, w6, z, Yc = kin
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
     L, Jc, gamma, Y, G, lam_prev = kkt
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
-                           oY)
-    _crba_backward_pass(m, J, oY, M)
+    _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc)
+    _crba_composite_pass(m, J, Yc, M)
     constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
     constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)
     for a in range(ca.nrows):

@@ -149,8 +149,8 @@ def placements(m, q, XR, Xp, liR, lip, oR, op):
 @inline_kernel
 def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
     """liMi = jointPlacement * XJ(q) and oMi = oM(parent) * liMi of every joint, one state,
-    inlined into a loop over states (:func:`.crba._crba`: the compiled call, which
-    passes the model tuple, cost 13-18% of CRBA on ur5, panda and solo12).
+    inlined into a loop over states (:func:`.aba._compute_minverse`; as a compiled call,
+    which passes the model tuple, it cost 13-18% of CRBA on ur5, panda and solo12).
 
     A revolute joint about a coordinate axis (most joints of real robots) takes
     :func:`revolute_placement`; every other joint the general XJ(q) and compose.
