@@ -590,7 +590,8 @@ def _check_calc_diff_reuses_the_trial_solve(stage, data, xs, us):
 
 def test_row_sparse_accumulation_matches_the_dense_one():
     """Cost.add accumulates diagonal activations row by row over the non-zero Jacobian
-    entries: the same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""
+    entries (a row mostly non-zero, an active cone row, along whole rows of Lxx): the
+    same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""
     from geppetto.ocp import costs as C
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
     xs, us = perturbed_states(dynamics, seed=9)
@@ -614,7 +615,7 @@ def test_row_sparse_accumulation_matches_the_dense_one():
         outputs.clear(True)
         for cost, cdata in zip(stage.costs, data.costs):
             add(cost, cdata, data.kinematics, xs, us, 0.01, outputs)
-        return outputs
+        return outputs, data.costs[2]
 
     def dense(cost, data, kinematics, xs, us, scale, out):
         cost.residual.calc_diff(data.residual, kinematics, xs, us)
@@ -625,8 +626,11 @@ def test_row_sparse_accumulation_matches_the_dense_one():
                       out.Luu, out.Lxu, cost.residual.uses_control, True, True,
                       cost.residual.depends_on_state)
 
-    rows = derivatives(lambda cost, *args: cost.add(*args, True))
-    reference = derivatives(dense)
+    rows, cone_data = derivatives(lambda cost, *args: cost.add(*args, True))
+    reference, _ = derivatives(dense)
+    active = np.diagonal(cone_data.A_rr, axis1=1, axis2=2) != 0
+    mostly_nonzero = 2 * np.count_nonzero(cone_data.residual.Rx, axis=2) >= 36
+    assert np.any(active & mostly_nonzero)          # an active row along whole Lxx rows
     assert np.count_nonzero(reference.Lxx) > 0 and np.count_nonzero(reference.Lxu) > 0
     for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"):
         a, b = getattr(rows, name), getattr(reference, name)
