@@ -460,17 +460,32 @@ def _constraint_dynamics_derivatives_state(m, ca, q, v, tau, mu, max_iter, accur
                                            oR, op, J, oY, M, ddq, lam, ddq_dq, ddq_dv, ddq_dtau,
                                            dlam_dq, dlam_dv, dlam_dtau, ws, dws):
     """The solve and the six derivatives of one state; returns (iterations, G regular)."""
-    _, dtau_dq, dtau_dv, dc_dq, dc_dv, _, _, _, _, _, joint = dws
-    L, _, _, Y, G, _ = ws[2]
     n_it, regular = _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR,
                                                lip, oR, op, J, oY, M, ddq, lam, ws)
+    constraint_dynamics_derivatives_solved(m, ca, v, mu, n_it, oR, op, J, oY, M, ddq, lam,
+                                           ws[2], ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,
+                                           dlam_dtau, ws, dws)
+    return n_it, regular
+
+
+@inline_kernel
+def constraint_dynamics_derivatives_solved(m, ca, v, mu, n_it, oR, op, J, oY, M, ddq, lam, kkt,
+                                           ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,
+                                           dlam_dtau, ws, dws):
+    """The six derivatives of one state at its solution (ddq, lambda) of ``n_it``
+    iterations, from the solve's placements oR, op, world Jacobians J and the factors in
+    ``kkt`` (L, Jc, gamma, Y, G, ...: ws[2] after the solve, or a copy kept since); ws'
+    constraint frames (cR1, cp1, cR2, cp2) must be this state's (the solve leaves them,
+    :func:`~.constraints.constraint_placements_state` makes them again).  Inlined (see
+    :func:`_force_residual_derivatives`)."""
+    _, dtau_dq, dtau_dv, dc_dq, dc_dv, _, _, _, _, _, joint = dws
+    L, Y, G = kkt[0], kkt[3], kkt[4]
     _force_residual_derivatives(m, ca, v, ddq, lam, oR, op, J, oY, M, ws, dws)
     _remove_gravity_term(m, ws[0][4])  # the motions at (v, ddq) of the RNEA derivatives
     _constraint_residual_derivatives(m, ca, J, ws, dws)
     Z3, C3, X3, dlam3 = joint
     _kkt_derivatives_joint(m, L, Y, G, mu, n_it, dtau_dq, dtau_dv, dc_dq, dc_dv, Z3, C3, X3,
                            dlam3, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau)
-    return n_it, regular
 
 
 @kernel

@@ -16,7 +16,7 @@ compare both with the stage models.
 """
 import numpy as np
 
-from ..dynamics.config import kernel
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _impulse_state,
                                              constrained_workspace)
 from .step import _state_integrate, actuated_torque, placements_workspace
@@ -40,22 +40,71 @@ def contact_step_workspace(m, ca, nx):
             (np.empty(4), np.empty(4), np.empty(3)))
 
 
+def solved_store(owner, K):
+    """Where a phase's trial rollout keeps each knot's solve (:func:`.trial.rollout_contact`)
+    for ``calc_diff`` at the accepted trial (:func:`.fused._contact_field_diff`), as
+    Crocoddyl's calcDiff reuses its calc: (liR, lip, oR, op, J, M, ddq, lam, L, Y, G,
+    iterations, xs, us) of K knots, L the factor of M = L^T L, Y = L^-T Jc^T and G the
+    factor of Jc M^-1 Jc^T + mu I (:func:`~geppetto.dynamics.constrained_dynamics.
+    _kkt_solve`); (xs, us) the stamp of each knot's arrays, NaN when they hold nothing."""
+    model, nc, nx = owner.model, owner.constraints.size, owner.state.nx
+    nj, nv = model.njoints, model.nv
+    liR = np.zeros((K, nj, 3, 3))
+    oR = np.zeros((K, nj, 3, 3))
+    for a in range(3):
+        liR[:, 0, a, a] = 1.0       # the universe's rotation (the kernels never write it)
+        oR[:, 0, a, a] = 1.0
+    return (liR, np.zeros((K, nj, 3)), oR, np.zeros((K, nj, 3)), np.zeros((K, 6, nv)),
+            np.zeros((K, nv, nv)), np.zeros((K, nv)), np.zeros((K, nc)), np.zeros((K, nv, nv)),
+            np.zeros((K, nv, nc)), np.zeros((K, nc, nc)), np.zeros(K, dtype=np.int64),
+            np.full((K, nx), np.nan), np.full((K, owner.nu), np.nan))
+
+
 @kernel
 def contact_step(m, ca, B, damping, settings, scheme, dt, x, u, xnext, ws):
     """xnext = F(x, u) of one contact knot; ``settings`` = (mu, max_iterations,
-    accuracy) of the KKT solve.  Returns False when the contacts are degenerate."""
+    accuracy) of the KKT solve.  Returns (the solve's iterations, False when the contacts
+    are degenerate)."""
     liR, lip, oR, op, J, oY, M, ddq, lam, tau = ws[0]
     w = ws[1][0]
     mu, max_iterations, accuracy = settings
     nq, nv = m.nq, m.nv
     actuated_torque(m, B, damping, x, u, tau)
-    _, regular = _constraint_dynamics_state(m, ca, x[:nq], x[nq:], tau, mu, max_iterations,
-                                            accuracy, liR, lip, oR, op, J, oY, M, ddq, lam, ws[2])
+    iterations, regular = _constraint_dynamics_state(m, ca, x[:nq], x[nq:], tau, mu,
+                                                     max_iterations, accuracy, liR, lip, oR, op,
+                                                     J, oY, M, ddq, lam, ws[2])
     for i in range(nv):
         w[nv + i] = dt * ddq[i]
         w[i] = dt * x[nq + i] + (dt * w[nv + i] if scheme == 1 else 0.0)
     _state_integrate(m, x, w, xnext, ws)
-    return regular
+    return iterations, regular
+
+
+@inline_kernel
+def knot_workspace(ws, solved, t):
+    """The workspace ``ws`` of :func:`contact_step` with its solve's outputs (placements,
+    Jacobians, M, ddq, lambda and the KKT factors) in knot t's arrays of ``solved``
+    (:func:`solved_store`): the step leaves them there, no copy."""
+    liR, lip, oR, op, J, M, ddq, lam, L, Y, G = solved[:11]
+    one = ws[0]
+    kin, con, kkt = ws[2]
+    return ((liR[t], lip[t], oR[t], op[t], J[t], one[5], M[t], ddq[t], lam[t], one[9]), ws[1],
+            (kin, con, (L[t], kkt[1], kkt[2], Y[t], G[t], kkt[5])), ws[3])
+
+
+@inline_kernel
+def solved_at(solved, k, x, u):
+    """Whether knot k's arrays of ``solved`` hold the solve at (x, u) (its stamp)."""
+    sx, su = solved[12], solved[13]
+    if sx.shape[0] <= k or su.shape[1] != u.shape[0]:
+        return False
+    for i in range(x.shape[0]):
+        if sx[k, i] != x[i]:
+            return False
+    for i in range(u.shape[0]):
+        if su[k, i] != u[i]:
+            return False
+    return True
 
 
 @kernel

@@ -67,7 +67,7 @@ from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER
 from ..dynamics.rnea import generalized_gravity
 from .contact_step import (CONTACT_SCHEMES, DERIVATIVES, EMPTY, VALUES, _contact_jacobians,
-                           contact_step_workspace)
+                           contact_step_workspace, solved_store)
 from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
 from .fused import held
 from .residuals import Residual
@@ -106,6 +106,9 @@ class ContactDynamicsData(DynamicsData):
         # what the stamp holds, in an array that the fused phase's kernel writes too
         self.holding = np.full(1, EMPTY, dtype=np.int64)
         self.dynamics.contact = self
+        # each knot's solve of the last trial rollout (none for impacts), which calc_diff
+        # at the accepted trial reuses (contact_step.solved_store)
+        self.solved = solved_store(owner, K if owner.keeps_trial_solve else 0)
 
     @property
     def evaluated(self):
@@ -149,6 +152,9 @@ class ContactDynamics:
     degenerate at a knot (J M^-1 J^T + mu I singular): the solvers end such a
     step with a status.
     """
+
+    # the data keeps each knot's solve of the trial rollout for calc_diff (solved_store)
+    keeps_trial_solve = True
 
     def __init__(self, model, constraints, actuation=None, mu=0.0, max_iterations=1,
                  accuracy=1e-12, armature=None, damping=None):
@@ -237,7 +243,8 @@ class ContactDynamics:
         arguments = (ca, np.ascontiguousarray(self.actuation.B),
                      np.ascontiguousarray(self.damping), self._fused_settings(), buffers,
                      arrays, out, (data.xs, data.us, data.holding),
-                     constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca))
+                     constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca),
+                     data.solved)
         return Step(held((self.arrays, arguments)), _contact_field, separate=True,
                     failed=lambda: self._check_regular(data),
                     by_mode={CALC: _contact_field, DIFF: _contact_field_diff,
@@ -270,9 +277,10 @@ class ContactDynamics:
             return integrator.create_data(1)
         if forces is None:
             store = (np.zeros((0, self.nc)), np.zeros((0, self.state.nx)),
-                     np.zeros((0, self.nu)), np.zeros(1, dtype=np.int64))
+                     np.zeros((0, self.nu)), np.zeros(1, dtype=np.int64),
+                     solved_store(self, 0))
         else:
-            store = (forces.lam, forces.xs, forces.us, forces.holding)
+            store = (forces.lam, forces.xs, forces.us, forces.holding, forces.solved)
         ca = self.constraints.arrays
         return held((self.arrays, ca, self._trial_stage(integrator),
                      contact_step_workspace(self.arrays, ca, self.state.nx),
@@ -318,6 +326,7 @@ class ImpulseDynamics(ContactDynamics):
     """
 
     required_integrator = "explicit_euler"
+    keeps_trial_solve = False
 
     def __init__(self, model, constraints, restitution=0.0, mu=0.0, max_iterations=1,
                  accuracy=1e-12, armature=None):

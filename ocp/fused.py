@@ -55,11 +55,13 @@ from ..dynamics.derivative_lanes import aba_tiles
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_derivatives_state,
                                              _constraint_dynamics_state,
-                                             _impulse_dynamics_derivatives, _impulse_state)
+                                             _impulse_dynamics_derivatives, _impulse_state,
+                                             constraint_dynamics_derivatives_solved)
+from ..dynamics.constraints import constraint_placements_state
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
 from ..dynamics.liegroups import _integrate
-from .contact_step import DERIVATIVES, VALUES, _contact_jacobians
+from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
 from .integrators import _semi_implicit_jacobian
 from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
@@ -237,7 +239,7 @@ def _contact_field(xs, us, holder, mode):
     whether the contacts are regular at every knot.  ``holder[0]`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
     m, a = holder[0]
-    ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
+    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
@@ -261,9 +263,13 @@ def _contact_field(xs, us, holder, mode):
 def _contact_field_diff(xs, us, holder, mode):
     """ContactDynamics' DIFF block: the values of :func:`_contact_field` and f_x, f_u,
     lambda_x, lambda_u (see :meth:`.contacts.ContactDynamics.calc_diff`); stamps the data
-    with DERIVATIVES; returns as :func:`_contact_field`."""
+    with DERIVATIVES; returns as :func:`_contact_field`.  A knot whose solve the last
+    trial rollout kept at this very point (``solved``, :func:`.contact_step.solved_at`:
+    the accepted trial of a DDP iteration) takes it (placements, Jacobians, M, ddq,
+    lambda, the KKT factors: the same kernel on the same point, so the same bits) and
+    only differentiates, as Crocoddyl's calcDiff reuses its calc."""
     m, a = holder[0]
-    ca, B, damping, settings, buf, d, out, stamp, ws, dws = a
+    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
@@ -272,15 +278,38 @@ def _contact_field_diff(xs, us, holder, mode):
     _torques(xs, us, m, B, damping, qs, vs, tau)
     ok = True
     for k in range(xs.shape[0]):
-        iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
-            m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k], oR[k],
-            op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k], ddq_dtau[k],
-            dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+        if solved_at(solved, k, xs[k], us[k]):
+            iterations[k], regular[k] = solved[11][k], True
+            _take_solve(solved, k, liR[k], lip[k], oR[k], op[k], J[k], M[k], ddq[k], lam[k])
+            con, kkt = ws[1], ws[2]
+            constraint_placements_state(ca, oR[k], op[k], con[0], con[1], con[2], con[3])
+            constraint_dynamics_derivatives_solved(
+                m, ca, vs[k], mu, iterations[k], oR[k], op[k], J[k], oY[k], M[k], ddq[k],
+                lam[k], (solved[8][k], kkt[1], kkt[2], solved[9][k], solved[10][k], kkt[5]),
+                ddq_dq[k], ddq_dv[k], ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+        else:
+            iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
+                m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
+                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k],
+                ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
         ok = ok and regular[k]
     _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
                        damping, f, f_x, f_u, lam_x, lam_u)
     _stamp(xs, us, stamp, mode)
     return ok
+
+
+@inline_kernel
+def _take_solve(solved, k, liR, lip, oR, op, J, M, ddq, lam):
+    """Knot k's placements, Jacobians, M, ddq and lambda of ``solved`` into the Data's."""
+    liR[:, :, :] = solved[0][k]
+    lip[:, :] = solved[1][k]
+    oR[:, :, :] = solved[2][k]
+    op[:, :] = solved[3][k]
+    J[:, :] = solved[4][k]
+    M[:, :] = solved[5][k]
+    ddq[:] = solved[6][k]
+    lam[:] = solved[7][k]
 
 
 @kernel

@@ -30,7 +30,7 @@ import numpy as np
 from ..dynamics.aba import _aba_state
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
-from .contact_step import EMPTY, VALUES, contact_step, impulse_step
+from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
 from .residuals import JACOBIANS
 from .step import actuated_torque, euler_increment, free_step, state_integrate
 
@@ -193,23 +193,25 @@ def rollout_contact(holder, inputs, x_start, outputs):
     (mu, max_iterations, accuracy), scheme, dt, restitution) with scheme a
     :data:`~.contact_step.CONTACT_SCHEMES` value or IMPULSE; ``ws`` from
     :func:`~.contact_step.contact_step_workspace`.  ``store`` = (kinematics, lam, xs,
-    us, holding): each knot's placements (and world Jacobians) that its step's solve
-    computed go to ``kinematics`` (as :func:`rollout_free`; level 0 stores nothing),
-    its contact forces (the impulses of an impact) to the rows of ``lam`` (K, nc), and
-    the trial point to the stamp (xs, us (K, nu), holding = VALUES after a rollout that
-    did not fail), the stamp of the phase's ContactDynamicsData; nothing of these when
-    lam has no rows.  The trial's costs (and constraints) then need neither kinematics
-    nor dynamics."""
+    us, holding, solved): each knot's placements (and world Jacobians) that its step's
+    solve computed go to ``kinematics`` (as :func:`rollout_free`; level 0 stores
+    nothing), its contact forces (the impulses of an impact) to the rows of ``lam`` (K,
+    nc), and the trial point to the stamp (xs, us (K, nu), holding = VALUES after a
+    rollout that did not fail), the stamp of the phase's ContactDynamicsData; nothing of
+    these when lam has no rows.  The trial's costs (and constraints) then need neither
+    kinematics nor dynamics.  A contact step solves into knot t's arrays of ``solved``
+    (:func:`~.contact_step.solved_store`, stamped with the knot's point; no knots: not
+    kept), whose derivatives ``calc_diff`` then takes without solving again."""
     m, ca, stage, ws, store = holder[0]
     B, damping, settings, scheme, dt, restitution = stage
-    kinematics, lam, stamp_xs, stamp_us, holding = store
+    kinematics, lam, stamp_xs, stamp_us, holding, solved = store
     forces = lam.shape[0] > 0
     if forces:
         holding[0] = EMPTY
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
-    s_liR, s_lip, s_oR, s_op, s_J = ws[0][:5]
-    step_lam = ws[0][8]
+    keep = scheme != IMPULSE and solved[0].shape[0] == xnext.shape[0]
+    solved_xs, solved_us, solved_iterations = solved[12], solved[13], solved[11]
     s4, t4, s3 = ws[3]
     dx = np.empty(gaps.shape[1])
     w = np.empty(gaps.shape[1])
@@ -219,13 +221,25 @@ def rollout_contact(holder, inputs, x_start, outputs):
         trial_state(m, predicted, gaps[t], alpha, use_gaps, w, x, s4, t4, s3)
         state_difference(m, xs[t], x, dx, s4, t4, s3)
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
+        step_ws = ws
+        if keep:
+            solved_xs[t, 0] = np.nan          # knot t's arrays change: no stamp
+            step_ws = knot_workspace(ws, solved, t)
         if scheme == IMPULSE:
             regular = impulse_step(m, ca, restitution, settings, xs_try[t], xnext[t], ws)
         else:
-            regular = contact_step(m, ca, B, damping, settings, scheme, dt, xs_try[t],
-                                   us_try[t], xnext[t], ws)
+            iterations, regular = contact_step(m, ca, B, damping, settings, scheme, dt,
+                                               xs_try[t], us_try[t], xnext[t], step_ws)
+            if keep and regular:
+                solved_iterations[t] = iterations
+                for i in range(solved_xs.shape[1]):
+                    solved_xs[t, i] = x[i]
+                for i in range(solved_us.shape[1]):
+                    solved_us[t, i] = u[i]
         if not regular or not _finite(xnext[t]):
             return t
+        s_liR, s_lip, s_oR, s_op, s_J = step_ws[0][:5]
+        step_lam = step_ws[0][8]
         if kinematics[0] > 0:
             _store_kinematics(s_liR, s_lip, s_oR, s_op, s_J, kinematics, t)
         if forces:

@@ -511,7 +511,8 @@ def test_contact_trial_stores_what_its_costs_read():
     the forces equal a fresh solve at the trial states (1e-12), the costs computed from
     them (calc_costs right after the rollout: the fused phase's TRIAL mode, no
     dynamics, no kinematics) equal a fresh calc, and calc_costs at other states (a
-    copy) solves the contacts again."""
+    copy) solves the contacts again.  A contact phase's rollout also keeps each knot's
+    solve, which calc_diff at the trial point differentiates without solving again."""
     from geppetto.ocp.contact_step import VALUES
     model = solo12().model
     dynamics = contact_dynamics()                               # LOCAL: the cone rotates
@@ -560,11 +561,37 @@ def test_contact_trial_stores_what_its_costs_read():
         stage.calc(data, xs_try, us_try)
         np.testing.assert_allclose(data.outputs.cost, trial_costs, rtol=1e-12, atol=0)
         assert np.all(trial_costs > 0)
+        if field.keeps_trial_solve:
+            _check_calc_diff_reuses_the_trial_solve(stage, data, xs_try, us_try)
+
+
+def _check_calc_diff_reuses_the_trial_solve(stage, data, xs, us):
+    """calc_diff at the trial point takes each knot's solve that the rollout kept (the
+    stamp holds the point) and gives the same bits as with the solve done again (stamp
+    cleared); a kept solve is read (a changed lambda comes out)."""
+    contact = data.kinematics.contact
+    stamp = contact.solved[12]
+    np.testing.assert_array_equal(stamp, xs)
+    outputs = lambda: [a.copy() for a in (data.integrator.Fx, data.integrator.Fu,
+                                          data.outputs.Lx, data.outputs.Lxx, data.outputs.Lu,
+                                          contact.lam, contact.lam_x, contact.lam_u)]
+    stage.calc_diff(data, xs, us)
+    kept = outputs()
+    stamp[:] = np.nan
+    stage.calc_diff(data, xs, us)
+    for a, b in zip(kept, outputs()):
+        np.testing.assert_array_equal(a, b)
+    stamp[1] = xs[1]
+    contact.solved[7][1] += 1.0            # the kept lambda of knot 1, changed
+    stage.calc_diff(data, xs, us)
+    np.testing.assert_array_equal(contact.lam[1], kept[5][1] + 1.0)
+    np.testing.assert_array_equal(contact.lam[0], kept[5][0])
 
 
 def test_row_sparse_accumulation_matches_the_dense_one():
     """Cost.add accumulates diagonal activations row by row over the non-zero Jacobian
-    entries: the same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""
+    entries (a row mostly non-zero, an active cone row, along whole rows of Lxx): the
+    same Lx, Lu, Lxx, Luu, Lxu as the dense kernel, Lxx symmetric."""
     from geppetto.ocp import costs as C
     dynamics = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
     xs, us = perturbed_states(dynamics, seed=9)
@@ -588,7 +615,7 @@ def test_row_sparse_accumulation_matches_the_dense_one():
         outputs.clear(True)
         for cost, cdata in zip(stage.costs, data.costs):
             add(cost, cdata, data.kinematics, xs, us, 0.01, outputs)
-        return outputs
+        return outputs, data.costs[2]
 
     def dense(cost, data, kinematics, xs, us, scale, out):
         cost.residual.calc_diff(data.residual, kinematics, xs, us)
@@ -599,8 +626,11 @@ def test_row_sparse_accumulation_matches_the_dense_one():
                       out.Luu, out.Lxu, cost.residual.uses_control, True, True,
                       cost.residual.depends_on_state)
 
-    rows = derivatives(lambda cost, *args: cost.add(*args, True))
-    reference = derivatives(dense)
+    rows, cone_data = derivatives(lambda cost, *args: cost.add(*args, True))
+    reference, _ = derivatives(dense)
+    active = np.diagonal(cone_data.A_rr, axis1=1, axis2=2) != 0
+    mostly_nonzero = 2 * np.count_nonzero(cone_data.residual.Rx, axis=2) >= 36
+    assert np.any(active & mostly_nonzero)          # an active row along whole Lxx rows
     assert np.count_nonzero(reference.Lxx) > 0 and np.count_nonzero(reference.Lxu) > 0
     for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"):
         a, b = getattr(rows, name), getattr(reference, name)
