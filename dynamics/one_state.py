@@ -28,7 +28,7 @@ from numba.experimental import structref
 from numba.extending import intrinsic
 
 from .config import kernel
-from .model_ref import model_ref
+from .model_ref import model_arrays, model_ref
 from .validation import (UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
@@ -93,12 +93,14 @@ _STACK = types.Array(types.float64, 2, "C")
 
 def native_address(kernel_function, trampoline, model_type, data_type):
     """The address of ``kernel_function``'s native code for the arguments
-    ``trampoline`` passes it (:data:`ONE_STATE_ARGUMENTS`), compiled (or loaded from
-    the cache) when missing.  Raises TypeError when that specialization returns a
-    value (the trampolines call for None)."""
-    inputs, fields = ONE_STATE_ARGUMENTS[trampoline]
+    ``trampoline`` passes it (:data:`ONE_STATE_ARGUMENTS`; ``model_type`` the type of
+    its model argument, a ModelRef's or the ModelArrays tuple's), compiled (or loaded
+    from the cache) when missing.  Raises TypeError when that specialization returns
+    a value (the trampolines call for None)."""
+    _, inputs, arguments = ONE_STATE_ARGUMENTS[trampoline]
     signature = ((model_type,) + (_STACK,) * inputs
-                 + tuple(data_type.field_dict[name] for name in fields))
+                 + tuple(data_type.field_dict[a] if isinstance(a, str) else a
+                         for a in arguments))
     overload = kernel_function.overloads.get(signature)
     if overload is None:
         kernel_function.compile(signature)
@@ -178,22 +180,65 @@ def _aba_derivatives_one(address, model, data, q, v, tau, starts, lengths):
     return _is_finite(d.Minv[0].reshape(-1))
 
 
-# The kernel's arguments after the model, as each trampoline passes them: the number
-# of input vectors (q, or q, v and a or tau: stacks of one) and the DataRef's fields
-# that follow.  The kernel's compiled specialization for these types is the one the
-# trampoline calls.
+@kernel
+def _forward_kinematics_one(address, model, data, q, v, a, order, starts, lengths):
+    """forward_kinematics of one state into ``data`` (``order`` 0: placements, 1: and
+    velocities, 2: and accelerations; v, a zeros when not given); False when an input
+    is not valid."""
+    if not _are_valid(model, q, v, a, starts, lengths):
+        return False
+    d = data
+    call_native(address, (model_arrays(model), q[None], v[None], a[None], order, d.liR, d.lip,
+                          d.oR, d.op, d.v, d.a))
+    return True
+
+
+@kernel
+def _frame_jacobian_one(address, model, data, q, frame, reference, out, starts, lengths):
+    """frame_jacobian of one state into ``out`` (6, nv) and ``data`` (``frame`` and
+    ``reference`` checked by the caller); False when q is not valid."""
+    if not _is_valid(model, q, starts, lengths):
+        return False
+    d = data
+    call_native(address, (model_arrays(model), q[None], frame, reference, d.liR, d.lip, d.oR,
+                          d.op, d.oRf, d.opf, d.J, out[None]))
+    return True
+
+
+@kernel
+def _center_of_mass_one(address, model, data, q, with_jacobian, starts, lengths):
+    """center_of_mass (with_jacobian: and its Jacobian) of one state into ``data``;
+    False when q is not valid."""
+    if not _is_valid(model, q, starts, lengths):
+        return False
+    d = data
+    call_native(address, (model_arrays(model), q[None], with_jacobian, d.liR, d.lip, d.oR,
+                          d.op, d.J, d.mass, d.com, d.Jcom))
+    return True
+
+
+# The kernel's arguments as each trampoline passes them: its model (the ModelRef, or
+# the ModelArrays tuple for a kernel not marked ``model_kernel``), the number of input
+# vectors (q, or q, v and a or tau: stacks of one), then DataRef fields (by name) and
+# other arguments (by type).  The kernel's compiled specialization for these types is
+# the one the trampoline calls.
 _FORCES_AND_PLACEMENTS = ("no_forces", "liR", "lip", "oR", "op")
 ONE_STATE_ARGUMENTS = {
-    _rnea_one: (3, _FORCES_AND_PLACEMENTS + ("v", "a_gf", "f", "tau")),
-    _aba_one: (3, _FORCES_AND_PLACEMENTS + ("J", "IA", "ov", "oa_gf", "pA", "U", "Dinv", "u",
-                                            "ddq")),
-    _crba_one: (1, ("oR", "op", "M")),
-    _compute_minverse_one: (1, ("oR", "op", "U", "Dinv", "Minv")),
-    _rnea_derivatives_one: (3, _FORCES_AND_PLACEMENTS + (
+    _rnea_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("v", "a_gf", "f", "tau")),
+    _aba_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("J", "IA", "ov", "oa_gf", "pA", "U", "Dinv",
+                                                   "u", "ddq")),
+    _crba_one: ("ref", 1, ("oR", "op", "M")),
+    _compute_minverse_one: ("ref", 1, ("oR", "op", "U", "Dinv", "Minv")),
+    _rnea_derivatives_one: ("ref", 3, _FORCES_AND_PLACEMENTS + (
         "J", "oYcrb", "ov", "oa_gf", "of", "tau", "dtau_dq", "dtau_dv", "M", "v", "a", "oa")),
-    _aba_derivatives_one: (3, _FORCES_AND_PLACEMENTS + (
+    _aba_derivatives_one: ("ref", 3, _FORCES_AND_PLACEMENTS + (
         "J", "oYcrb", "ov", "oa_gf", "pA", "U", "Dinv", "u", "ddq", "Minv", "of", "tau",
         "dtau_dq", "dtau_dv", "ddq_dq", "ddq_dv")),
+    _forward_kinematics_one: ("arrays", 3, (types.int64, "liR", "lip", "oR", "op", "v", "a")),
+    _frame_jacobian_one: ("arrays", 1, (types.int64, types.int64, "liR", "lip", "oR", "op",
+                                        "oRf", "opf", "J", types.Array(types.float64, 3, "C"))),
+    _center_of_mass_one: ("arrays", 1, (types.boolean, "liR", "lip", "oR", "op", "J", "mass",
+                                        "com", "Jcom")),
 }
 
 
@@ -225,10 +270,11 @@ def _is_valid(model, q, starts, lengths):
                              UNIT_NORM_TOLERANCE)
 
 
-def one_state(trampoline, kernel_function, model, data, q, v=None, u=None):
+def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra=()):
     """True when ``trampoline`` computed the state (q, or q, v, u) into ``data``: the
     inputs are float64 vectors of the model's sizes, valid, and ``data`` was made for
-    the model's structure (its bookkeeping then kept as ``check_data`` does).  False
+    the model's structure (its bookkeeping then kept as ``check_data`` does); ``extra``
+    the trampoline's arguments after the inputs (checked by the caller).  False
     for any other call: the caller then takes its full path, which says what is
     wrong or computes the stack."""
     kept = getattr(data, "_one_state", None)
@@ -244,13 +290,15 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None):
         return False
     entry = kept.entries.get(trampoline)
     if entry is None:
-        entry = kept.entries[trampoline] = _entry(trampoline, kernel_function,
-                                                   kept.model_ref, kept.data_ref)
+        entry = kept.entries[trampoline] = _entry(trampoline, kernel_function, model,
+                                                   kept.model_ref, kept.data_ref, extra)
     call, address = entry
     if v is None:
-        done = call(address, kept.model_ref, kept.data_ref, q, kept.starts, kept.lengths)
+        done = call(address, kept.model_ref, kept.data_ref, q, *extra, kept.starts,
+                    kept.lengths)
     else:
-        done = call(address, kept.model_ref, kept.data_ref, q, v, u, kept.starts, kept.lengths)
+        done = call(address, kept.model_ref, kept.data_ref, q, v, u, *extra, kept.starts,
+                    kept.lengths)
     if done:
         data._last_K, data._last_single, data._has_placements = 1, True, True
     return done
@@ -289,18 +337,20 @@ def _none():
     return None
 
 
-def _entry(trampoline, kernel_function, model, data):
+def _entry(trampoline, kernel_function, model, ref, data, extra):
     """(the trampoline's compiled entry point, the kernel's native address) for the
-    types of ``model`` and ``data`` (a ModelRef, a DataRef), shared by all models and
-    Data of the same types."""
-    model_type, data_type = numba.typeof(model), numba.typeof(data)
+    types of ``ref`` and ``data`` (the model's ModelRef, a DataRef) and ``extra``,
+    shared by all models and Data of the same types."""
+    takes, inputs, _ = ONE_STATE_ARGUMENTS[trampoline]
+    model_type = numba.typeof(ref if takes == "ref" else model.arrays)
+    data_type = numba.typeof(data)
     key = (trampoline, model_type, data_type)
     entry = _ENTRIES.get(key)
     if entry is None:
         address = native_address(kernel_function, trampoline, model_type, data_type)
-        inputs, _ = ONE_STATE_ARGUMENTS[trampoline]
         no_blocks = np.empty(0, dtype=np.int64)
-        arguments = (address, model, data) + (np.empty(1),) * inputs + (no_blocks, no_blocks)
+        arguments = ((address, ref, data) + (np.empty(1),) * inputs + tuple(extra)
+                     + (no_blocks, no_blocks))
         trampoline.compile(tuple(numba.typeof(x) for x in arguments))
         entry = _ENTRIES[key] = (_compiled_entry(trampoline, arguments), address)
     return entry
