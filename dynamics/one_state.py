@@ -40,6 +40,9 @@ DATA_FIELDS = (
     "oa_gf", "of", "oYcrb", "dJ", "dVdq", "dAdq", "dAdv", "no_forces")
 
 
+_STACK = types.Array(types.float64, 2, "C")
+
+
 @structref.register
 class DataRefType(types.StructRef):
     """Numba type of :class:`DataRef`: one field per Data array."""
@@ -86,9 +89,6 @@ def call_native(typingctx, address, arguments):
         return context.get_dummy_value()
 
     return types.none(address, arguments), codegen
-
-
-_STACK = types.Array(types.float64, 2, "C")
 
 
 def native_address(kernel_function, trampoline, model_type, data_type):
@@ -217,6 +217,16 @@ def _center_of_mass_one(address, model, data, q, with_jacobian, starts, lengths)
     return True
 
 
+@kernel
+def _integrate_one(address, model, q, v, out, starts, lengths):
+    """integrate of one state into ``out`` (nq,); False when an input is not valid."""
+    if not _are_valid(model, q, v, v, starts, lengths):
+        return False
+    call_native(address, (model_arrays(model), q[None], v[None], out[None], np.empty(4),
+                          np.empty(4), np.empty(3)))
+    return True
+
+
 # The kernel's arguments as each trampoline passes them: its model (the ModelRef, or
 # the ModelArrays tuple for a kernel not marked ``model_kernel``), the number of input
 # vectors (q, or q, v and a or tau: stacks of one), then DataRef fields (by name) and
@@ -239,6 +249,7 @@ ONE_STATE_ARGUMENTS = {
                                         "oRf", "opf", "J", types.Array(types.float64, 3, "C"))),
     _center_of_mass_one: ("arrays", 1, (types.boolean, "liR", "lip", "oR", "op", "J", "mass",
                                         "com", "Jcom")),
+    _integrate_one: ("arrays", 2, (_STACK,) + (types.Array(types.float64, 1, "C"),) * 3),
 }
 
 
@@ -278,8 +289,9 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra
     for any other call: the caller then takes its full path, which says what is
     wrong or computes the stack."""
     kept = getattr(data, "_one_state", None)
-    if kept is None or kept.arrays is not model.arrays or kept.batch_size != data.batch_size:
-        kept = _OneState.of(model, data)
+    if (kept is None or kept.data_ref is None or kept.arrays is not model.arrays
+            or kept.batch_size != data.batch_size):
+        kept = _OneState.of_data(model, data)
         if kept is None:
             return False
     try:
@@ -290,8 +302,10 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra
         return False
     entry = kept.entries.get(trampoline)
     if entry is None:
-        entry = kept.entries[trampoline] = _entry(trampoline, kernel_function, model,
-                                                   kept.model_ref, kept.data_ref, extra)
+        entry = _entry(trampoline, kernel_function, model, kept.model_ref, kept.data_ref, extra)
+        if entry is None:
+            return False
+        kept.entries[trampoline] = entry
     call, address = entry
     if v is None:
         done = call(address, kept.model_ref, kept.data_ref, q, *extra, kept.starts,
@@ -304,6 +318,29 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra
     return done
 
 
+def model_one_state(trampoline, kernel_function, model, q, v, out):
+    """True when ``trampoline`` computed the state (q, v) into ``out`` (a function of
+    no Data: ``integrate``): q and v are float64 vectors of the model's sizes and
+    valid; False for any other call (the caller then takes its full path)."""
+    kept = model.__dict__.get("_one_state")
+    if kept is None or kept.arrays is not model.arrays:
+        kept = _OneState.of_model(model)
+    try:
+        fingerprint = compute_fingerprint((q, v))
+    except Exception:  # a value Numba cannot type: the full path says what is wrong
+        return False
+    if fingerprint != _VECTORS[2]:
+        return False
+    entry = kept.entries.get(trampoline)
+    if entry is None:
+        entry = _entry(trampoline, kernel_function, model, kept.model_ref, None, (out,))
+        if entry is None:
+            return False
+        kept.entries[trampoline] = entry
+    call, address = entry
+    return call(address, kept.model_ref, q, v, out, kept.starts, kept.lengths)
+
+
 class _OneState:
     """What :func:`one_state` passes for a Data and the model arrays it was last
     called with: their ModelRef and DataRef, q's unit blocks, and the trampolines'
@@ -312,21 +349,31 @@ class _OneState:
     __slots__ = ("arrays", "batch_size", "model_ref", "data_ref", "starts", "lengths",
                  "entries")
 
+    def __init__(self, model):
+        border = _border(model)
+        self.arrays, self.model_ref, self.entries = model.arrays, model_ref(model), {}
+        self.starts, self.lengths = border.starts, border.lengths
+        self.batch_size = self.data_ref = None
+
     @classmethod
-    def of(cls, model, data):
-        """The Data's new _OneState for ``model``, or None when ``data`` was not made
-        for the model's structure (or holds no state)."""
+    def of_data(cls, model, data):
+        """The Data's new _OneState for ``model``, or None when ``data`` is no Data
+        made for the model's structure (or holds no state)."""
         border = _border(model)
         if (getattr(data, "_data_fingerprint", None) != border.fingerprint
                 or data.batch_size < 1):
             return None
-        kept = cls()
-        kept.arrays, kept.batch_size = model.arrays, data.batch_size
-        kept.model_ref = model_ref(model)
+        kept = cls(model)
+        kept.batch_size = data.batch_size
         arrays = [getattr(data, name) for name in DATA_FIELDS[:-1]] + [border.no_forces]
         kept.data_ref = _data_ref(*arrays)
-        kept.starts, kept.lengths, kept.entries = border.starts, border.lengths, {}
         data._one_state = kept
+        return kept
+
+    @classmethod
+    def of_model(cls, model):
+        """The model's new _OneState (no DataRef: for the functions of no Data)."""
+        kept = model._one_state = cls(model)
         return kept
 
     def __reduce__(self):
@@ -340,16 +387,20 @@ def _none():
 def _entry(trampoline, kernel_function, model, ref, data, extra):
     """(the trampoline's compiled entry point, the kernel's native address) for the
     types of ``ref`` and ``data`` (the model's ModelRef, a DataRef) and ``extra``,
-    shared by all models and Data of the same types."""
+    shared by all models and Data of the same types; None when ``kernel_function`` is
+    no Numba dispatcher (a benchmark's recorder in its place)."""
+    if not hasattr(kernel_function, "overloads"):
+        return None
     takes, inputs, _ = ONE_STATE_ARGUMENTS[trampoline]
     model_type = numba.typeof(ref if takes == "ref" else model.arrays)
-    data_type = numba.typeof(data)
+    data_type = None if data is None else numba.typeof(data)
     key = (trampoline, model_type, data_type)
     entry = _ENTRIES.get(key)
     if entry is None:
         address = native_address(kernel_function, trampoline, model_type, data_type)
         no_blocks = np.empty(0, dtype=np.int64)
-        arguments = ((address, ref, data) + (np.empty(1),) * inputs + tuple(extra)
+        references = (ref,) if data is None else (ref, data)
+        arguments = ((address,) + references + (np.empty(1),) * inputs + tuple(extra)
                      + (no_blocks, no_blocks))
         trampoline.compile(tuple(numba.typeof(x) for x in arguments))
         entry = _ENTRIES[key] = (_compiled_entry(trampoline, arguments), address)

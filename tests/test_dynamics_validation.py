@@ -525,3 +525,7 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
             for field in fields:
                 assert np.array_equal(getattr(data, field)[0], getattr(full, field)[0]), \
                     (name, label, field)
+    expected = gd.integrate(m, x["q"][:1], x["v"][:1])[0]
+    for model in (m, pickle.loads(pickle.dumps(m))):
+        assert np.array_equal(gd.integrate(model, x["q"][0], x["v"][0]), expected)
+    assert m.__dict__["_one_state"].entries  # integrate's one-call path was taken
