@@ -3,23 +3,28 @@
 A public function called with one state, ``rnea(model, data, q, v, a)`` with
 ``q`` (nq,) and ``v``, ``a`` (nv,) float64 vectors, used to cross into compiled
 code two or three times (the validity check of the inputs, the kernel, the
-finiteness of ddq for ``aba``), each time unboxing every array it passes: the
-12 to 25 Data arrays of the kernel, the fingerprint of their types, the views
-with the batch axis.  Here the call is one compiled function per public function
-(a *trampoline*, ``_rnea_one``) of five objects: the model's
-:class:`~.model_ref.ModelRef`, the Data's arrays as one :class:`DataRef`
-(a Numba structure made once per Data and size), and the input vectors.  It
-checks the inputs (finite, unit quaternions), calls the kernel and returns a
-copy of the result, or None when the inputs are not valid (or ``aba``'s M(q) is
-singular): the public function then takes its full path, which raises the
-message that names the argument.
+finiteness of ddq for ``aba``), each time unboxing every array it passes (the
+12 to 25 Data arrays of the kernel, after a fingerprint of their types and the
+views with the batch axis).  Here it is one compiled call per public function (a
+*trampoline*: ``_rnea_one``) of few objects: the model's
+:class:`~.model_ref.ModelRef`, the Data's arrays as one :class:`DataRef` (a Numba
+structure made once per Data and size), the input vectors and q's unit blocks.
+The trampoline checks the inputs (sizes, finite, unit quaternions), calls the
+kernel, and returns True; False when an input is not valid (or ``aba``'s M(q) is
+singular): the public function then takes its full path, which raises the message
+that names the argument.  The public function returns a copy of the result from
+``data`` as before; the Data's arrays hold the same values, bit for bit.
 
-The trampoline does not link the kernel into its own code (that would compile
-the kernel a second time: 5-20 s for the derivatives): it calls the kernel's
-compiled specialization by its address (:func:`call_native`, Numba's own calling
-convention; the kernel's errors propagate), an argument looked up once per
-process and kernel by :func:`native_address` for the exact argument types the
-trampoline passes, declared beside it in :data:`ONE_STATE_ARGUMENTS`.
+The trampoline does not link the kernel into its own code (that compiled the
+kernel a second time: 5 s for rnea, 20 s for aba_derivatives on ur5, measured at
+load 7): it calls the kernel's compiled specialization by its address
+(:func:`call_native`, Numba's own calling convention; an exception raised in the
+kernel propagates), looked up once per process and kernel by
+:func:`native_address` for the exact argument types the trampoline passes,
+declared beside it in :data:`ONE_STATE_ARGUMENTS`.  A trampoline compiles in
+about a second; the cache keeps it.  Assigning a new array to a Data field is not
+seen by the DataRef (write into ``data.M[...]`` instead); ``Data.resize`` drops
+it.
 """
 import numba
 import numpy as np

@@ -475,8 +475,9 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
     """One state as float64 vectors goes through one compiled call (dynamics/one_state.py:
     the checks, the kernel by its address, the Data's arrays as one DataRef); the same
     state as a stack of one takes the full path.  Results and the Data arrays the
-    function fills are the same bits, for a fresh Data, one grown for a stack (its
-    arrays made anew), a deep copy and a pickled copy of the Data and of the model."""
+    function fills are the same bits, for a fresh Data, one grown for a stack and
+    resized back to one state (its arrays made anew twice), a deep copy and a
+    pickled copy of the Data and of the model."""
     import copy
     import pickle
 
@@ -506,7 +507,9 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
     one = (x["q"][0], x["v"][0], x["tau"][0])
     stack = tuple(y[:1] for y in (x["q"], x["v"], x["tau"]))
     grown = case.data()
+    gd.aba(m, grown, x["q"][0], x["v"][0], x["tau"][0])  # a DataRef of the first arrays
     gd.aba(m, grown, x["q"], x["v"], x["tau"])
+    grown.resize(1)  # back to one state: arrays made anew again
     for name, (function, fields) in functions.items():
         full = case.data()
         expected = function(m, full, *stack)
