@@ -13,10 +13,11 @@ integrate), one thread, CPU time of the thread, ``--states`` random states
            per call (:func:`._common.jit_loop`): no Python, no checks;
 - python   the public function called from a Python loop, one state (vectors
            (nq,), (nv,)) per call;
-- overhead python - kernel: the checks at the API border (shapes, finiteness,
-           unit quaternions, the Data), Numba's unboxing of the arguments (the
-           model as one ModelRef for the kernels marked ``model_kernel``, as a
-           tuple of 22 fields for the others) and the copy of the result.
+- overhead python - kernel: what the public function adds: for one state as
+           float64 vectors, one compiled call (dynamics/one_state.py: the checks of
+           the inputs and the kernel by its address, the Data's arrays as one
+           DataRef, the model as one ModelRef), the Python around it and the copy of
+           the result.
 
 The two are timed in interleaved blocks (:func:`._common.time_side_by_side`);
 the medians of the repeats are reported.  The target (issue 15): overhead
@@ -59,7 +60,11 @@ def benchmark_robot(name, states, repeats, functions):
         public = getattr(gp.dynamics, function)
         data = model.create_data()
         arguments = [arguments_of(model, data, *x) for x in inputs]
-        kernel, kernel_args = _common.capture_kernel_call(public, kernel_name, *arguments[0])
+        # the kernel's arguments for a stack of one (one state as vectors goes through
+        # dynamics/one_state.py's trampoline, which calls the kernel by its address)
+        q, v, u = inputs[0]
+        kernel, kernel_args = _common.capture_kernel_call(
+            public, kernel_name, *arguments_of(model, data, q[None], v[None], u[None]))
         loop = _common.jit_loop(kernel, kernel_args, 1)
         loop(1)
 

@@ -26,6 +26,7 @@ from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
 from .minverse import minverse_sweeps
 from .spatial import act_force, cross, rigid_inertia_times
+from .one_state import _aba_one, _compute_minverse_one, one_state
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
                          check_invertible, result)
 
@@ -392,6 +393,8 @@ def aba(model, data, q, v, tau, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba(model, data, q, v, tau, f_ext)
+    if f_ext is None and one_state(_aba_one, _aba, model, data, q, v, tau):
+        return data.ddq[0].copy()
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     call_kernel(_aba, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
                 data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
@@ -410,6 +413,8 @@ def compute_minverse(model, data, q):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.compute_minverse(model, data, q)
+    if one_state(_compute_minverse_one, _compute_minverse, model, data, q):
+        return data.Minv[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

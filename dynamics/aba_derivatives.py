@@ -29,6 +29,7 @@ from .linalg import copy_matrix
 from .minverse import minverse_from_articulated
 from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
                                rnea_derivatives_workspace)
+from .one_state import _aba_derivatives_one, one_state
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_invertible,
                          result)
 
@@ -122,6 +123,8 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
+    if f_ext is None and one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau):
+        return data.ddq_dq[0].copy(), data.ddq_dv[0].copy(), data.Minv[0].copy()
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     call_kernel(_aba_derivatives, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,

@@ -19,6 +19,7 @@ from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .model import REVOLUTE, REVOLUTE_UNBOUNDED
 from .spatial import inertia_to_world, inertia_to_world_values, rigid_inertia_values_times
+from .one_state import _crba_one, one_state
 from .validation import as_configurations, call_kernel, check_data, result
 
 
@@ -183,6 +184,8 @@ def crba(model, data, q):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.crba(model, data, q)
+    if one_state(_crba_one, _crba, model, data, q):
+        return data.M[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

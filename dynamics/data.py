@@ -82,6 +82,8 @@ class Data:
         self._last_K, self._last_single = 1, True
         self._has_placements = False
         self._kinematics_derivatives_batch = None
+        # the one-call path's DataRef holds the arrays replaced here (dynamics/one_state.py)
+        self.__dict__.pop("_one_state", None)
 
     def __repr__(self):
         return f"Data(model={self.model_name!r}, batch_size={self.batch_size})"

@@ -9,6 +9,8 @@ import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import compose, placements
+from .one_state import (_center_of_mass_one, _forward_kinematics_one, _frame_jacobian_one,
+                        one_state)
 from .spatial import inv_act_motion, motion_cross
 from .validation import (as_configurations, as_dynamics_arguments, as_stack, call_kernel,
                          check_data, check_frame, check_joint, check_placements, result)
@@ -289,6 +291,8 @@ def forward_kinematics(model, data, q, v=None, a=None):
     (njoints, 3) or with a leading K.
     """
     if v is not None and a is not None:  # q, v, a checked together, as rnea's
+        if one_state(_forward_kinematics_one, _forward_kinematics, model, data, q, v, a, (2,)):
+            return data.oR[0].copy(), data.op[0].copy()
         qs, vs, accs, _, K, single = as_dynamics_arguments(model, data, q, v, a, None, "a")
         order = 2
     else:
@@ -365,6 +369,9 @@ def frame_jacobian(model, data, q, frame, reference=LOCAL):
     """
     frame = check_frame(model, frame)
     code = _reference_code(reference)
+    out = np.empty((6, model.nv))
+    if one_state(_frame_jacobian_one, _frame_jacobian, model, data, q, extra=(frame, code, out)):
+        return out
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
@@ -395,6 +402,8 @@ def center_of_mass(model, data, q):
     the subtree of every joint i (index 0: whole robot), as Pinocchio with
     ``computeSubtreeComs``.
     """
+    if one_state(_center_of_mass_one, _center_of_mass, model, data, q, extra=(False,)):
+        return data.com[0, 0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
@@ -405,6 +414,8 @@ def center_of_mass(model, data, q):
 
 def jacobian_center_of_mass(model, data, q):
     """Jacobian of the centre of mass (3, nv) or (K, 3, nv); also fills ``data.com``."""
+    if one_state(_center_of_mass_one, _center_of_mass, model, data, q, extra=(True,)):
+        return data.Jcom[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)

@@ -17,6 +17,7 @@ import numpy as np
 from . import mimic
 from .config import kernel
 from .model import REVOLUTE_UNBOUNDED, FREE_FLYER, SPHERICAL, PLANAR
+from .one_state import _integrate_one, model_one_state
 from .validation import as_configurations, as_stack, call_kernel
 
 
@@ -309,6 +310,9 @@ def random_configuration(model, rng=None, size=None, lower=None, upper=None):
 
 def integrate(model, q, v):
     """q (+) v: (nq,) or (K, nq), integrating the constant velocity v for unit time."""
+    out = np.empty(model.nq)
+    if model_one_state(_integrate_one, _integrate, model, q, v, out):
+        return out
     qs, single = as_configurations(model, q)
     vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
     out = np.empty_like(qs)

@@ -13,6 +13,7 @@ from .joints import placements
 from .kinematics import joint_velocity
 from .model_ref import model_arrays
 from .spatial import act_force, cross, inv_act_motion_values, rigid_inertia_times
+from .one_state import _rnea_one, one_state
 from .validation import as_configurations, as_dynamics_arguments, as_stack, call_kernel, result
 
 
@@ -118,6 +119,8 @@ def rnea(model, data, q, v, a, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea(model, data, q, v, a, f_ext)
+    if f_ext is None and one_state(_rnea_one, _rnea, model, data, q, v, a):
+        return data.tau[0].copy()
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     call_kernel(_rnea, model, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
                 data.v, data.a_gf, data.f, data.tau)

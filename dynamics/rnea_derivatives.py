@@ -51,6 +51,7 @@ from .kinematics import local_motions, world_motions
 from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, motion_cross, rigid_inertia_times,
                       write_rigid_inertia)
+from .one_state import _rnea_derivatives_one, one_state
 from .validation import as_dynamics_arguments, call_kernel, result
 
 
@@ -325,6 +326,8 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
+    if f_ext is None and one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a):
+        return data.dtau_dq[0].copy(), data.dtau_dv[0].copy(), data.M[0].copy()
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,

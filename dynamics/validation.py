@@ -206,7 +206,7 @@ def _border(model):
 
 # Numba's type fingerprints of (q,) and (q, v, u) as C-contiguous writable float64
 # vectors or stacks: one C call tells whether all the arguments are in kernel form.
-_VECTORS = {count: compute_fingerprint((np.empty(1),) * count) for count in (1, 3)}
+_VECTORS = {count: compute_fingerprint((np.empty(1),) * count) for count in (1, 2, 3)}
 _STACKS = {count: compute_fingerprint((np.empty((1, 1)),) * count) for count in (1, 3)}
 
 

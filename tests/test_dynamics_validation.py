@@ -469,3 +469,66 @@ def test_the_fast_path_checks_data_and_grows_it(case, assert_close):
         gd.forward_kinematics(m, case.data(), q[0], v[0], bad)
     placements = gd.forward_kinematics(m, case.data(), q[0], v[0], tau[0])
     assert_close(placements[1], gd.forward_kinematics(m, case.data(), list(q[0]))[1], 0.0, "op")
+
+
+def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
+    """One state as float64 vectors goes through one compiled call (dynamics/one_state.py:
+    the checks, the kernel by its address, the Data's arrays as one DataRef); the same
+    state as a stack of one takes the full path.  Results and the Data arrays the
+    function fills are the same bits, for a fresh Data, one grown for a stack and
+    resized back to one state (its arrays made anew twice), a deep copy and a
+    pickled copy of the Data and of the model."""
+    import copy
+    import pickle
+
+    m = case.model
+    x = _arguments(case, 3)
+    frame = _frame(m)
+    # name -> (f(model, data, q, v, tau), the Data arrays it fills)
+    functions = {
+        "rnea": (lambda m_, d, q, v, tau: gd.rnea(m_, d, q, v, tau), ("tau", "f", "a_gf")),
+        "aba": (lambda m_, d, q, v, tau: gd.aba(m_, d, q, v, tau), ("ddq", "pA", "Dinv")),
+        "crba": (lambda m_, d, q, v, tau: gd.crba(m_, d, q), ("M", "oR", "op")),
+        "compute_minverse": (lambda m_, d, q, v, tau: gd.compute_minverse(m_, d, q),
+                             ("Minv", "U")),
+        "rnea_derivatives": (lambda m_, d, q, v, tau: gd.rnea_derivatives(m_, d, q, v, tau),
+                             ("dtau_dq", "oYcrb", "a")),
+        "aba_derivatives": (lambda m_, d, q, v, tau: gd.aba_derivatives(m_, d, q, v, tau),
+                            ("ddq_dq", "Minv", "tau")),
+        "forward_kinematics": (lambda m_, d, q, v, tau: gd.forward_kinematics(m_, d, q, v, tau),
+                               ("liR", "v", "a")),
+        "frame_jacobian": (lambda m_, d, q, v, tau: gd.frame_jacobian(
+            m_, d, q, frame, gd.LOCAL_WORLD_ALIGNED), ("J", "oRf", "opf")),
+        "center_of_mass": (lambda m_, d, q, v, tau: gd.center_of_mass(m_, d, q),
+                           ("com", "mass")),
+        "jacobian_center_of_mass": (lambda m_, d, q, v, tau: gd.jacobian_center_of_mass(
+            m_, d, q), ("Jcom", "com")),
+    }
+    one = (x["q"][0], x["v"][0], x["tau"][0])
+    stack = tuple(y[:1] for y in (x["q"], x["v"], x["tau"]))
+    grown = case.data()
+    gd.aba(m, grown, x["q"][0], x["v"][0], x["tau"][0])  # a DataRef of the first arrays
+    gd.aba(m, grown, x["q"], x["v"], x["tau"])
+    grown.resize(1)  # back to one state: arrays made anew again
+    for name, (function, fields) in functions.items():
+        full = case.data()
+        expected = function(m, full, *stack)
+        expected = tuple(e[0] for e in expected) if isinstance(expected, tuple) else (expected[0],)
+        fresh = case.data()
+        function(m, fresh, *one)  # makes the Data's DataRef before the copies
+        assert fresh.__dict__["_one_state"].entries, name  # the one-call path was taken
+        for label, model, data in (("fresh", m, fresh), ("grown", m, grown),
+                                   ("deep copy", copy.deepcopy(m), copy.deepcopy(fresh)),
+                                   ("pickled", pickle.loads(pickle.dumps(m)),
+                                    pickle.loads(pickle.dumps(fresh)))):
+            out = function(model, data, *one)
+            out = out if isinstance(out, tuple) else (out,)
+            for got, want in zip(out, expected):
+                assert np.array_equal(got, want), (name, label)
+            for field in fields:
+                assert np.array_equal(getattr(data, field)[0], getattr(full, field)[0]), \
+                    (name, label, field)
+    expected = gd.integrate(m, x["q"][:1], x["v"][:1])[0]
+    for model in (m, pickle.loads(pickle.dumps(m))):
+        assert np.array_equal(gd.integrate(model, x["q"][0], x["v"][0]), expected)
+    assert m.__dict__["_one_state"].entries  # integrate's one-call path was taken
