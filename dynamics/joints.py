@@ -153,8 +153,8 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
     which passes the model tuple, it cost 13-18% of CRBA on ur5, panda and solo12).
 
     A revolute joint about a coordinate axis (most joints of real robots) takes
-    :func:`revolute_placement`; every other joint the general XJ(q) and compose.
-    XR (1, 3, 3) and Xp (1, 3) are scratch.
+    :func:`revolute_placement`, straight-line code; every other joint the compiled
+    call :func:`general_placement`.  XR (1, 3, 3) and Xp (1, 3) are scratch.
     """
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
@@ -167,6 +167,15 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
             else:
                 revolute_placement(jR, jp, i, k, q[o], q[o + 1], liR, lip)
         else:
-            joint_transform(t, axes, i, q, idx_q[i], XR, Xp)
-            compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
+            general_placement(t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)
         compose(oR, op, parents[i], liR, lip, i, oR, op, i)
+
+
+@kernel
+def general_placement(t, axes, jR, jp, i, q, o, XR, Xp, liR, lip):
+    """liMi = jointPlacement * XJ(q) of joint i of any type t (configuration q[o:]), a
+    compiled call: inlined, the branches of :func:`joint_transform` keep Numba from
+    pruning the reference counts of the arrays it takes (an atomic increment and
+    decrement per array, joint and state, paid by the revolute joints as well)."""
+    joint_transform(t, axes, i, q, o, XR, Xp)
+    compose(jR, jp, i, XR, Xp, 0, liR, lip, i)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel, model_kernel
-from .joints import placements
+from .joints import placements_inline
 from .kinematics import joint_velocity
 from .model_ref import model_arrays
 from .spatial import act_force, cross, inv_act_motion_values, rigid_inertia_times
@@ -24,8 +24,11 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
     Each body's step runs on locals (the joint's S v_i, S a_i, v_i, a_i, f_i), stored
     once: a store into an array makes LLVM reload every array value read after it.
     Inlined into its callers, as the backward pass: a compiled call per state, with
-    the model tuple, cost 11% of RNEA on ur5 (1000 states)."""
-    placements(m, q, XR, Xp, liR, lip, oR, op)
+    the model tuple, cost 11% of RNEA on ur5 (1000 states).  Per joint only straight-line
+    code is inlined (a revolute joint's placement, a 1-dof joint's S v_i); other
+    joints take compiled calls (:func:`.joints.general_placement`,
+    :func:`_joint_motions`)."""
+    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
     parents, idx_v, nvs, S, Y = m.parents, m.idx_v, m.nvs, m.S, m.inertia
     for r in range(6):
         vel[0, r] = 0.0
@@ -40,8 +43,7 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
             t0, t1, t2, t3, t4, t5 = (S[0, iv] * y, S[1, iv] * y, S[2, iv] * y,
                                       S[3, iv] * y, S[4, iv] * y, S[5, iv] * y)
         else:
-            joint_velocity(S, iv, nvs[i], v, w6, 0)
-            joint_velocity(S, iv, nvs[i], a, w6, 2)
+            _joint_motions(S, iv, nvs[i], v, a, w6)
             s0, s1, s2, s3, s4, s5 = w6[0, 0], w6[0, 1], w6[0, 2], w6[0, 3], w6[0, 4], w6[0, 5]
             t0, t1, t2, t3, t4, t5 = w6[2, 0], w6[2, 1], w6[2, 2], w6[2, 3], w6[2, 4], w6[2, 5]
         # v_i = liMi^-1 v_par + S v_i
@@ -72,6 +74,15 @@ def _rnea_forward_pass(m, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, XR, Xp,
         f[i, 3] = g3 + (y0 + z0) - f_ext[i, 3]
         f[i, 4] = g4 + (y1 + z1) - f_ext[i, 4]
         f[i, 5] = g5 + (y2 + z2) - f_ext[i, 5]
+
+
+@kernel
+def _joint_motions(S, iv, nvi, v, a, w6):
+    """w6[0] = S v_i and w6[2] = S a_i of a multi-dof joint, a compiled call: inlined,
+    the loops and branch of :func:`.kinematics.joint_velocity` kept Numba from pruning
+    the reference counts of the forward pass's arrays on every joint."""
+    joint_velocity(S, iv, nvi, v, w6, 0)
+    joint_velocity(S, iv, nvi, a, w6, 2)
 
 
 @inline_kernel
