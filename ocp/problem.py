@@ -34,7 +34,6 @@ from ..dynamics.liegroups import difference_state
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
-from .fused import CALC, DIFF
 from .parallel import ParallelRegion, Progress
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -236,7 +235,6 @@ class ShootingProblem:
         self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
         self.solver_plans = {}     # what solvers build once per problem and share
-        self._horizon = None       # (nthreads, the one-call calc / calc_diff or None)
         self.phases = [(runs[0][0], start, stop, self._phase_data(runs, start, stop))
                        for runs, start, stop in _phases(running_models)]
         # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
@@ -300,10 +298,6 @@ class ShootingProblem:
     def calc(self, xs, us):
         """Total cost of (xs, us); fills ``costs`` and ``xnext``."""
         xs, us = self._validate(xs, us)
-        evaluation = self._evaluation()
-        if evaluation is not None:
-            evaluation(xs, us, CALC)
-            return float(self.costs.sum())
         with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -335,12 +329,6 @@ class ShootingProblem:
         knots, with b = 0."""
         if validate:
             xs, us = self._validate(xs, us)
-        evaluation = self._evaluation()
-        if evaluation is not None:
-            evaluation(xs, us, DIFF)
-            if then is not None:
-                then(0)
-            return float(self.costs.sum())
         with _numba_threads(1):
             if self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
@@ -358,18 +346,6 @@ class ShootingProblem:
                 self.pipeline_wait = progress.waited if progress is not None else 0.0
                 self._rebalance(self.nthreads)
         return float(self.costs.sum())
-
-    def _evaluation(self):
-        """The one-call calc / calc_diff of the horizon (:func:`.horizon.horizon_evaluation`,
-        built at the first call for the problem's ``nthreads``), or None: phase by phase.
-        Measured on the ur5 MPC horizon (50 knots, load 7, CPU time): calc_diff
-        168 us phase by phase, the same kernels in one call 142 us (the same arrays to
-        the bit).  Its first compile (cached after): 68 s at load 7."""
-        horizon = self._horizon
-        if horizon is None or horizon[0] != self.nthreads:
-            from .horizon import horizon_evaluation
-            horizon = self._horizon = (self.nthreads, horizon_evaluation(self))
-        return horizon[1]
 
     def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
         """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot
