@@ -34,7 +34,7 @@ from numba.extending import intrinsic
 
 from .config import kernel
 from .model_ref import model_arrays, model_ref
-from .validation import (UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
+from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
 # The Data's arrays (data.py's fields) and the zero external forces of one state.
@@ -136,7 +136,7 @@ def _aba_one(address, model, data, q, v, tau, starts, lengths):
     d = data
     call_native(address, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip, d.oR,
                           d.op, d.J, d.IA, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq))
-    return _is_finite(d.ddq[0])
+    return all_finite(d.ddq[0])
 
 
 @kernel
@@ -157,7 +157,7 @@ def _compute_minverse_one(address, model, data, q, starts, lengths):
         return False
     d = data
     call_native(address, (model, q[None], d.oR, d.op, d.U, d.Dinv, d.Minv))
-    return _is_finite(d.Dinv[0].reshape(-1))
+    return all_finite(d.Dinv[0].reshape(-1))
 
 
 @kernel
@@ -182,7 +182,7 @@ def _aba_derivatives_one(address, model, data, q, v, tau, starts, lengths):
     call_native(address, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip, d.oR,
                           d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq,
                           d.Minv, d.of, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv))
-    return _is_finite(d.Minv[0].reshape(-1))
+    return all_finite(d.Minv[0].reshape(-1))
 
 
 @kernel
@@ -256,14 +256,6 @@ ONE_STATE_ARGUMENTS = {
                                         "com", "Jcom")),
     _integrate_one: ("arrays", 2, (_STACK,) + (types.Array(types.float64, 1, "C"),) * 3),
 }
-
-
-@kernel
-def _is_finite(x):
-    for i in range(x.shape[0]):
-        if not np.isfinite(x[i]):
-            return False
-    return True
 
 
 @kernel

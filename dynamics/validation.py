@@ -26,7 +26,7 @@ import sys
 import numpy as np
 from numba._dispatcher import compute_fingerprint
 
-from .config import kernel
+from .config import inline_kernel, kernel
 from .model import FREE_FLYER, PLANAR, REVOLUTE_UNBOUNDED, SPHERICAL
 from .model_ref import model_ref
 
@@ -549,3 +549,12 @@ def check_invertible(model, output, K, function):
                          "links without mass or inertia along its motion); give those links "
                          "an <inertial> or add armature (model.with_changes(armature=...))")
 
+
+@inline_kernel
+def all_finite(x):
+    """True when every entry of the vector ``x`` is finite (no NaN, no inf); inlined
+    into the compiled checks that call it (one-state wrappers, line-search trials)."""
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return False
+    return True

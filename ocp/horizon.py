@@ -32,11 +32,12 @@ import numpy as np
 from numba.typed import List
 
 from ..dynamics.config import inline_kernel, kernel
+from ..dynamics.validation import all_finite
 from .dynamics import FreeDynamics
 from .fused import CALC, TRIAL, _interpret, _kinematics, _push, _typed_list, kinematics_step
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
-from .trial import _finite, rollout_contact, rollout_free, state_difference, trial_state
+from .trial import rollout_contact, rollout_free, state_difference, trial_state
 
 
 FREE_PHASE, CONTACT_PHASE = 0, 1
@@ -57,7 +58,7 @@ def _free_phase(m, entry, inputs, predicted, outputs, ws):
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
-        if not _finite(us_try[t]):
+        if not all_finite(us_try[t]):
             return t, stop
     _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
     return -1, stop
@@ -79,7 +80,7 @@ def _contact_phase(entry, inputs, predicted, outputs):
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
-        if not _finite(us_try[t]):
+        if not all_finite(us_try[t]):
             return t, stop
     if actuated:
         _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)

@@ -30,6 +30,7 @@ import numpy as np
 from ..dynamics.aba import _aba_state
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
+from ..dynamics.validation import all_finite
 from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
 from .residuals import JACOBIANS
 from .step import actuated_torque, euler_increment, free_step, state_integrate
@@ -69,14 +70,6 @@ def trial_state(m, predicted, gap, alpha, use_gaps, w, out, s4, t4, s3):
     else:
         for i in range(out.shape[0]):
             out[i] = predicted[i]
-
-
-@inline_kernel
-def _finite(x):
-    for i in range(x.shape[0]):
-        if not np.isfinite(x[i]):
-            return False
-    return True
 
 
 @inline_kernel
@@ -158,7 +151,7 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                 xn[nq + i] = x[nq + i] + w[nv + i]
         else:
             free_step(m, B, damping, scheme, dt, x, u, xnext[t], ws)
-        if not _finite(xnext[t]):
+        if not all_finite(xnext[t]):
             return t
         if store:
             _store_kinematics(liR, lip, oR, op, J, kinematics, t)
@@ -236,7 +229,7 @@ def rollout_contact(holder, inputs, x_start, outputs):
                     solved_xs[t, i] = x[i]
                 for i in range(solved_us.shape[1]):
                     solved_us[t, i] = u[i]
-        if not regular or not _finite(xnext[t]):
+        if not regular or not all_finite(xnext[t]):
             return t
         s_liR, s_lip, s_oR, s_op, s_J = step_ws[0][:5]
         step_lam = step_ws[0][8]
