@@ -1,6 +1,6 @@
 """Per-call time of rnea, aba, crba and compute_minverse, beside Pinocchio.
 
-    python -m geppetto.benchmarks.dynamics [--robots ur5 panda ...] [--repeats 15]
+    python -m geppetto.benchmarks.dynamics [--robots ur5 panda ...] [--repeats 3] [--rounds 7]
                                            [--clock cpu|wall] [--no-latency] [--out DIR]
 
 One thread (the script restarts itself with NUMBA_NUM_THREADS=1), K = 1000
@@ -23,10 +23,21 @@ best of the repeats (the JSON also keeps the median):
              ratios ours / Pinocchio.
 C++          Pinocchio's C++ (g++ -O3 -DNDEBUG against the pin wheel's headers,
              see pinocchio_cpp.py) on the same K states in the same run, one
-             state per call, timed right after ours for the same function on
-             the same clock, its checksums checked against Pinocchio's Python.
-             The target: (a) <= Pinocchio's C++ time per call.  Left empty,
-             with the reason printed, where no compiler or headers are there.
+             state per call, on the same clock, its checksums checked against
+             Pinocchio's Python.  Ours (a) and the C++ alternate in ``--rounds``
+             rounds of ``--repeats`` repeats each; (a)/C++ is the median over the
+             rounds of the ratio of the two bests of a round, printed with its
+             range.  The target: (a) <= Pinocchio's C++ time per call.  Left
+             empty, with the reason printed, where no compiler or headers are there.
+
+             Why rounds: a single C++ run lasts tens of milliseconds, and on the
+             2-core machine shared with other jobs the same binary on the same
+             states gives 1.22 or 1.89 us per state for solo12's crba from one
+             process to the next (computeMinverse 3.27 or 4.36 in the same two
+             processes: both slower together, with or without address-space
+             randomization, load 6), so a ratio of two separate runs jumped by
+             up to 1.5x; alternating short rounds pairs each C++ time with ours
+             taken within a second of it.
 
 ``pin.crba`` and ``pin.computeMinverse`` fill the upper triangle only; ours
 return the full symmetric matrix.  The largest difference from Pinocchio over
@@ -164,28 +175,27 @@ def benchmark_robot(name, timing, pin, rng, cpp=False):
     rows = []
     for function in FUNCTIONS:
         row = dict(robot=name, nq=model.nq, nv=model.nv, function=function)
-        row.update(benchmark_function(model, function, stack, states, pin_side, timing))
-        row["cpp_us"] = row["cpp_checksum_rel_diff"] = None
-        if cpp:  # right after ours, the same states (a as the torque of aba), the same clock
-            cpp_name = CPP_FUNCTIONS[function]
-            measured = pinocchio_cpp.time_cpp(pin_model, Q, V, A, A, (cpp_name,), *timing)
-            row["cpp_checksum_rel_diff"] = pinocchio_cpp.check(pin, pin_model, Q, V, A, A,
-                                                                measured)
-            row["cpp_us"] = dict(best=measured[cpp_name]["best"],
-                                 median=measured[cpp_name]["median"])
+        row.update(benchmark_function(model, function, stack, states, pin_side, timing,
+                                      cpp and pin_side is not None))
         rows.append(row)
         print(f"  {name:7s} {function:17s} done", file=sys.stderr, flush=True)
     return rows
 
 
-def benchmark_function(model, function, stack, states, pin_side, timing):
-    """(a), (b) and (c) for one function, in microseconds per call.
+def benchmark_function(model, function, stack, states, pin_side, timing, cpp=False):
+    """(a), (b) and (c) for one function, in microseconds per call, and with ``cpp``
+    Pinocchio's C++ in rounds alternating with (a).
 
-    ``timing`` = (repeats, clock) for :func:`_common.time_side_by_side`."""
-    # (a) one public call on the stack of K states
+    ``timing`` = (repeats, clock, rounds): ``repeats`` for
+    :func:`_common.time_side_by_side`, in each of ``rounds`` rounds for (a)."""
+    repeats, clock, rounds = timing
+    timing = (repeats * rounds, clock)  # for (b) and (c)
+    # (a) one public call on the stack of K states, alternating with the C++
     data = model.create_data()
     ours(model, data, function, *stack)
-    batch = _common.time_per_call(lambda: ours(model, data, function, *stack), K, *timing)
+    batch, cpp = _alternating_rounds(
+        lambda: ours(model, data, function, *stack), function, stack,
+        pin_side[:2] if cpp else None, (repeats, clock), rounds)
     # (b) the kernel the public function calls, from compiled code, one state per call
     arguments = stack if function in ("rnea", "aba") else stack[:1]
     kernel, kernel_args = _common.capture_kernel_call(
@@ -202,11 +212,45 @@ def benchmark_function(model, function, stack, states, pin_side, timing):
     for run in runs.values():
         run()
     python = _common.time_side_by_side(runs, K, *timing)
-    return dict(batch_us=_micro(batch), in_jit_us=_micro(in_jit),
+    return dict(batch_us=batch, in_jit_us=_micro(in_jit), **cpp,
                 python_us=_micro(python["ours"]),
                 pin_python_us=_micro(python["pin"]) if pin_side else None,
                 max_abs_diff_vs_pin=(largest_difference(model, function, states, calls["pin"])
                                      if pin_side else None))
+
+
+def _alternating_rounds(run, function, stack, pin_cpp, timing, rounds):
+    """(a) in microseconds per state (best and median of every repeat of every round)
+    and, with ``pin_cpp`` = (pin, pin_model), Pinocchio's C++ on the same states in
+    rounds alternating with it: ``cpp_us`` (best, median), ``batch_over_cpp`` (the
+    median, min and max over the rounds of the ratio of the two bests of a round) and
+    the C++ checksum's relative difference from Pinocchio's Python."""
+    Q, V, A = stack
+    ours_rounds, cpp_rounds, cpp_repeats, checksum = [], [], [], None
+    for _ in range(rounds):
+        timed = _common.time_runs({"run": run}, K, timing[0])["run"]
+        prefix = {"cpu": "cpu_", "wall": ""}[timing[1]]
+        ours_rounds.append((timed[prefix + "best"] * 1e6, timed[prefix + "median"] * 1e6))
+        if pin_cpp is None:
+            continue
+        pin, pin_model = pin_cpp
+        cpp_name = CPP_FUNCTIONS[function]  # a is the torque of aba
+        measured = pinocchio_cpp.time_cpp(pin_model, Q, V, A, A, (cpp_name,), *timing)
+        if checksum is None:
+            checksum = pinocchio_cpp.check(pin, pin_model, Q, V, A, A, measured)
+        cpp_rounds.append(measured[cpp_name]["best"])
+        cpp_repeats += measured[cpp_name]["us"]
+    best = [b for b, _ in ours_rounds]
+    batch = dict(best=min(best), median=float(np.median([m for _, m in ours_rounds])),
+                 rounds=best)
+    extra = dict(cpp_us=None, batch_over_cpp=None, cpp_checksum_rel_diff=checksum)
+    if cpp_rounds:
+        ratios = [b / c for b, c in zip(best, cpp_rounds)]
+        extra.update(cpp_us=dict(best=min(cpp_rounds), median=float(np.median(cpp_repeats)),
+                                 rounds=cpp_rounds),
+                     batch_over_cpp=dict(median=float(np.median(ratios)), min=min(ratios),
+                                         max=max(ratios)))
+    return batch, extra
 
 
 def _python_loop(call, states):
@@ -253,10 +297,13 @@ def timing_table(rows):
         a, b, c = (row[key][STATISTIC] for key in ("batch_us", "in_jit_us", "python_us"))
         pin_python = row["pin_python_us"][STATISTIC] if row["pin_python_us"] else None
         cpp = row["cpp_us"][STATISTIC] if row["cpp_us"] else None
+        over = row.get("batch_over_cpp")
         diff = row["max_abs_diff_vs_pin"]
         lines.append([row["robot"], row["nv"], SHORT[row["function"]], _fmt(a), _fmt(b),
                       _fmt(c), _fmt(pin_python), _fmt(_ratio(a, pin_python)),
-                      _fmt(_ratio(c, pin_python)), _fmt(cpp), _fmt(_ratio(a, cpp)),
+                      _fmt(_ratio(c, pin_python)), _fmt(cpp),
+                      "-" if over is None else
+                      f"{over['median']:.2f} [{over['min']:.2f}, {over['max']:.2f}]",
                       "-" if diff is None else f"{diff:.0e}"])
     return _common.format_table(headers, lines)
 
@@ -299,7 +346,10 @@ def chart(path, rows, robots, machine_line, clock):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=list(ROBOTS), choices=ROBOTS)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="repeats per round (of (a) and of the C++)")
+    parser.add_argument("--rounds", type=int, default=7,
+                        help="rounds of (a) alternating with Pinocchio's C++")
     parser.add_argument("--clock", choices=sorted(_common.CLOCKS), default="cpu",
                         help="cpu: the thread's CPU time (default), wall: wall-clock time")
     parser.add_argument("--no-latency", action="store_true",
@@ -326,10 +376,11 @@ def main(argv=None):
     rng = np.random.default_rng(options.seed)
     rows = []
     for name in options.robots:
-        rows += benchmark_robot(name, (options.repeats, options.clock), pin, rng,
+        rows += benchmark_robot(name, (options.repeats, options.clock, options.rounds), pin, rng,
                                 cpp=cpp_skipped is None)
-    print(f"\nMicroseconds per call ({options.clock} time), best of {options.repeats} "
-          f"repeats, K = {K} random states per robot (load average "
+    print(f"\nMicroseconds per call ({options.clock} time), best of {options.rounds} rounds "
+          f"of {options.repeats} repeats ((a)/C++: the median over the rounds of the "
+          f"ratio of the round's bests [range]), K = {K} random states per robot (load average "
           f"{os.getloadavg()[0]:.1f} at the end)")
     print(timing_table(rows))
     latencies = None
@@ -343,7 +394,8 @@ def main(argv=None):
     _common.write_json(json_path, dict(machine=info,
                                        load_average_1min_at_end=os.getloadavg()[0],
                                        states_per_robot=K,
-                                       repeats=options.repeats, seed=options.seed,
+                                       repeats=options.repeats, rounds=options.rounds,
+                                       seed=options.seed,
                                        unit="microseconds per call",
                                        clock=options.clock, timings=rows,
                                        cpp_flags=" ".join(pinocchio_cpp.FLAGS),

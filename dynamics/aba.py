@@ -19,6 +19,7 @@ import numpy as np
 from numba import prange
 
 from . import mimic
+from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import world_frame_quantities, world_jacobian_and_inertias
 from .joints import placements_inline
@@ -354,31 +355,30 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv):
     talos and 0.4 of 4.5 on solo12, 1000 states, load 9).  M^-1 is
     computed in a scratch (nv, nv) that stays in cache and copied to the stack once, in
     order: the sweeps write each row twice, the last rows first (in place in the
-    stack, talos 1000 states, 10% slower)."""
-    m = model_arrays(model)
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
-    liR = np.empty((m.njoints, 3, 3))
-    lip = np.empty((m.njoints, 3))
-    J = np.empty((6, m.nv))
-    IA = np.empty((m.njoints, 6, 6))
-    F = np.empty((6, m.nv))
-    A = np.empty((m.njoints, 6, m.nv))
-    Ia = np.empty((6, 6))
-    D = np.empty((6, 6))
-    work = np.empty((6, 6))
-    w6 = np.empty((2, 6))
-    cJ = np.zeros((m.njoints, 6))
-    pA = np.zeros((m.njoints, 6))
-    tau0 = np.zeros(m.nv)
-    u = np.zeros(m.nv)
-    Ms = np.empty((m.nv, m.nv))
+    stack, talos 1000 states, 10% slower).  Every array is :func:`.borrowed.borrowed`
+    (no reference counting per state, as in :func:`.crba._crba`)."""
+    m = borrowed_model(model_arrays(model))
+    q, oR, op = borrowed(q), borrowed(oR), borrowed(op)
+    U, Dinv, Minv = borrowed(U), borrowed(Dinv), borrowed(Minv)
+    scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
+               np.empty((m.njoints, 3)), np.empty((6, m.nv)), np.empty((m.njoints, 6, 6)),
+               np.empty((6, m.nv)), np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)),
+               np.empty((6, 6)), np.empty((6, 6)), np.empty((2, 6)),
+               np.zeros((m.njoints, 6)), np.zeros((m.njoints, 6)), np.zeros(m.nv),
+               np.zeros(m.nv), np.empty((m.nv, m.nv)))
+    XR, Xp, liR = borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2])
+    lip, J, IA = borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5])
+    F, A, Ia = borrowed(scratch[6]), borrowed(scratch[7]), borrowed(scratch[8])
+    D, work, w6 = borrowed(scratch[9]), borrowed(scratch[10]), borrowed(scratch[11])
+    cJ, pA, tau0 = borrowed(scratch[12]), borrowed(scratch[13]), borrowed(scratch[14])
+    u, Ms = borrowed(scratch[15]), borrowed(scratch[16])
     for k in range(q.shape[0]):
         placements_inline(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
         world_jacobian_and_inertias(m, oR[k], op[k], J, IA)
         _articulated_pass(m, tau0, J, IA, cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6, False)
         minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0])
         copy_matrix(Ms, Minv[k])
+    keep_alive(scratch)
 
 
 def aba(model, data, q, v, tau, f_ext=None):
