@@ -14,11 +14,11 @@ from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .joints import (compose, coordinate_axis, joint_transform, placements,
-                     revolute_placement)
+                     quaternion_to_rotation, revolute_placement)
 from .kinematics import jacobian_column
 from .model_ref import model_arrays
 from .linalg import copy_matrix
-from .model import REVOLUTE, REVOLUTE_UNBOUNDED
+from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .spatial import inertia_to_world, inertia_to_world_values, rigid_inertia_values_times
 from .one_state import _crba_one, one_state
 from .validation import as_configurations, call_kernel, check_data, result
@@ -85,6 +85,9 @@ def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
             revolute_placement(jR, jp, i, k, c, s, liR, lip)
             compose(oR, op, parents[i], liR, lip, i, oR, op, i)
             axis_jacobian_column(oR, op, i, k, idx_v[i], J)
+        elif t == FREE_FLYER and parents[i] == 0:
+            _root_free_flyer_pass(jR, jp, i, q, idx_q[i], idx_v[i], XR, Xp, liR, lip, oR,
+                                  op, J)
         else:
             _general_joint_pass(t, axes, jR, jp, S, i, parents[i], idx_v[i], nvs[i], q,
                                 idx_q[i], XR, Xp, liR, lip, oR, op, J)
@@ -101,6 +104,27 @@ def _general_joint_pass(t, axes, jR, jp, S, i, par, iv, nvi, q, o, XR, Xp, liR, 
     compose(oR, op, par, liR, lip, i, oR, op, i)
     for c in range(iv, iv + nvi):
         jacobian_column(oR, op, i, S, c, J)
+
+
+@kernel
+def _root_free_flyer_pass(jR, jp, i, q, o, iv, XR, Xp, liR, lip, oR, op, J):
+    """liMi = jointPlacement * (q[o:o + 3], R(q[o + 3:o + 7])), oMi = liMi and the six
+    Jacobian columns of a free flyer whose parent is the universe: S = 1, so the
+    columns are those of oMi's action, [R, [p]x R; 0, R] (:func:`_general_joint_pass`
+    without its products by the universe's identity and by the zeros of S, 198 of
+    them)."""
+    quaternion_to_rotation(q[o + 3], q[o + 4], q[o + 5], q[o + 6], XR)
+    Xp[0, 0], Xp[0, 1], Xp[0, 2] = q[o], q[o + 1], q[o + 2]
+    compose(jR, jp, i, XR, Xp, 0, liR, lip, i)
+    for r in range(3):
+        op[i, r] = lip[i, r]
+        for c in range(3):
+            oR[i, r, c] = liR[i, r, c]
+    for k in range(3):
+        c = iv + k
+        J[0, c], J[1, c], J[2, c] = oR[i, 0, k], oR[i, 1, k], oR[i, 2, k]
+        J[3, c], J[4, c], J[5, c] = 0.0, 0.0, 0.0
+        axis_jacobian_column(oR, op, i, k, iv + 3 + k, J)
 
 
 @inline_kernel
