@@ -45,7 +45,9 @@ the last step accepted from a feasible iterate whose stop value (computed with p
 too.  ``take_smallest_step`` (aligator's line search takes its smallest step when none
 passes, and raises the regularization): a refused search from a feasible iterate moves
 by the smallest alpha anyway, so that rows a full step pushes past their bounds become
-active at the next linearization (the semi-smooth Newton step then sees them).
+active at the next linearization (the semi-smooth Newton step then sees them); a search
+that ALDDP's quadratic model shows hopeless (:meth:`~.alddp.ALDDP._hopeless`) goes
+straight to that smallest step.
 
 The proximal term rho |x - x_prev|^2 / 2 on the primal variables adds rho I to the
 Hessian at the current iterate (x_prev = x: no gradient term); here it is the
@@ -134,7 +136,9 @@ class ProxDDP(ALDDP):
     ShootingProblem.
 
     Options: ALDDP's (tolerances, the BCL schedule, ``scale_rows``, ``th_reg``,
-    ``dual_warm_start``, FDDP's regularization and line search) and
+    ``dual_warm_start``, FDDP's regularization and line search; not ALDDP's
+    ``warm_line_search``: every search starts at alpha = 1, measured in
+    benchmarks/constrained_notes.md) and
     ``take_smallest_step`` (default True): a refused line search from a feasible
     iterate takes the smallest step of ``alphas``.
     """
@@ -265,13 +269,14 @@ class ProxDDP(ALDDP):
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value + dual_value
-            accepted, smallest = None, None
-            for index, alpha in enumerate(inner.alphas):
+            accepted, smallest, missed_before = None, None, np.nan
+            index, last = 0, len(inner.alphas) - 1
+            while index <= last:
+                alpha = inner.alphas[index]
                 trial = inner.try_step(xs, us, gaps, alpha, feasible)
-                if trial is None:
-                    continue
-                trial_merit = self._trial_merit(xs, us, trial, mu, alpha)
+                trial_merit = self._trial_merit(xs, us, trial, mu, alpha) if trial else np.nan
                 if not np.isfinite(trial_merit):
+                    index += 1
                     continue
                 d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 d1, d2 = d1 + dual_full, d2 - dual_full
@@ -280,8 +285,16 @@ class ProxDDP(ALDDP):
                 if inner.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
-                if index == len(inner.alphas) - 1:
+                if index == last:
                     smallest = (alpha, trial, d1, dv_exp, dv)
+                    break
+                missed = (dv_exp - dv) / (alpha * alpha)
+                if feasible and self.take_smallest_step and \
+                        self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
+                    index = last        # no step of alphas passes: on to the smallest
+                    continue
+                missed_before = missed
+                index += 1
             refused = accepted is None
             if refused and feasible and self.take_smallest_step and smallest is not None:
                 accepted = smallest
