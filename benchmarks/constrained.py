@@ -1,7 +1,9 @@
-"""ALDDP (augmented-Lagrangian DDP) beside IPOPT on constrained reaching tasks.
+"""ALDDP and ProxDDP (augmented-Lagrangian DDPs) beside IPOPT on constrained reaching tasks.
 
     python -m geppetto.benchmarks.constrained [--robots ur5 panda] [--knots 100]
-                                              [--repeats 3] [--casadi] [--out DIR]
+                                              [--tasks plane stiff vbound torque]
+                                              [--solvers ALDDP ProxDDP] [--repeats 3]
+                                              [--casadi] [--no-csqp] [--out DIR]
 
 Tasks (per robot, 100 knots, dt = 10 ms, semi-implicit Euler, the costs of
 :mod:`.nlp`'s reaching task: frame translation to (0.4, 0.2, 0.4), state and
@@ -16,15 +18,15 @@ control regularization):
   the Gauss-Newton IPOPT does not converge for panda.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
-unconstrained optimum).  Solvers: ALDDP (default options: th_stop 1e-10,
-violation <= 1e-8), IPOPT (tol 1e-8) on :class:`geppetto.solvers.NLP` with
-analytical derivatives (Gauss-Newton Hessian) and, with ``--casadi``, the
-CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
+unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP; default
+options: th_stop 1e-10, violation <= 1e-8; ``--solvers`` picks), IPOPT (tol 1e-8)
+on :class:`geppetto.solvers.NLP` with analytical derivatives (Gauss-Newton Hessian)
+and, with ``--casadi``, the CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
 IPOPT and MUMPS too) of ``solve`` (FDDP: the run of least CPU time of
-``repeats``; ALDDP: the median of ``repeats`` rounds; IPOPT: one run) and CPU
+``repeats``; ours: the median of ``repeats`` interleaved rounds; IPOPT: one run) and CPU
 time per iteration.  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
@@ -62,7 +64,8 @@ violation measured here with our problem on the returned (xs, us).  CSQP gets
 (then the time ratio compares a converged ALDDP with a CSQP that ran out of
 iterations).  ``--no-ipopt`` leaves IPOPT out.
 
-Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
+Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file
+(``--out``: elsewhere).  Measurements and variants tried: ``constrained_notes.md``.
 """
 import argparse
 import json
