@@ -53,6 +53,17 @@ The proximal term rho |x - x_prev|^2 / 2 on the primal variables adds rho I to t
 Hessian at the current iterate (x_prev = x: no gradient term); here it is the
 regularization preg of FDDP's sweeps (preg_min = ``reg_min``).
 
+Measured (``benchmarks/constrained.py``, 2026-11-27, load 9-11 on the 2 cores, CPU time
+of the thread, from the guess / FDDP's optimum; the table and the variants tried in
+``benchmarks/constrained_notes.md``): the tasks ALDDP was not tuned on take fewer
+iterations, ur5 "vbound" 29 / 20 (ALDDP 122 / 60), "torque" 40 / 14 (94 / 14), panda
+"vbound" 106 / 43 (192 / 150), "torque" 312 / 37 (434 / 37), at ALDDP's costs (1e-8);
+without ``take_smallest_step`` 47 / 55, 89 / 14, 189 / 167, 344 / 37.  The tuned tasks
+take a few more (plane 21 / 16, 19 / 15; stiff 79 / 75, 98 / 58).  CPU time against
+IPOPT (Gauss-Newton): ur5 "vbound" 0.07x / 0.19x, panda "vbound" 1.24x / 0.41x; per
+iteration 1.2-1.75x FDDP's (2.4x on ur5 "torque" from the guess): more trials per
+iteration, and a calc_diff on every one.
+
 Converged, ``infeasible`` and the result: as ALDDP's; ``result.multipliers`` are the
 multipliers lambda (warm start: ``solve(..., multipliers=result.multipliers,
 mu=result.mu)``).
