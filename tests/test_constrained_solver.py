@@ -302,7 +302,7 @@ def test_horizon_constraints_equal_the_per_term_path():
 
 
 def test_ur5_constrained_reach_matches_ipopt():
-    """From FDDP's unconstrained optimum: ALDDP and IPOPT (exact Hessian: the
+    """From FDDP's unconstrained optimum: ALDDP, ProxDDP and IPOPT (exact Hessian: the
     Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
     relative, violation <= 1e-6."""
     problem, unconstrained = _constrained_reach(30)
@@ -318,11 +318,13 @@ def test_ur5_constrained_reach_matches_ipopt():
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     # the solution is the point where IPOPT stops: the warm start is not
     assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
-    # the line search that always starts at alpha = 1 ends at the same point
-    warmed = gp.solvers.ALDDP(problem, warm_line_search=False).solve(warm.xs, warm.us,
-                                                                     max_iter=300)
-    assert warmed.converged and warmed.violation <= 1e-6, warmed
-    assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
+    # the line search that always starts at alpha = 1 ends at the same point, and so
+    # does ProxDDP
+    for warmed in (gp.solvers.ALDDP(problem, warm_line_search=False).solve(
+            warm.xs, warm.us, max_iter=300),
+            gp.solvers.ProxDDP(problem).solve(warm.xs, warm.us, max_iter=300)):
+        assert warmed.converged and warmed.violation <= 1e-6, warmed
+        assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
 
 
 @pytest.mark.parametrize("name, feet, shift", [
@@ -369,14 +371,15 @@ def test_four_feet_hard_friction_cones(name, feet, shift):
                                for data in datas], axis=1)
 
     assert cone_rows(free.xs, free.us).min() < -1e-2       # the cones are active
-    result = gp.solvers.ALDDP(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=200)
-    assert result.converged, result
-    assert result.violation <= 1e-7 and result.gaps <= 1e-9
-    assert cone_rows(result.xs, result.us).min() >= -1e-7
-    assert result.cost > free.cost
     reference = gp.solvers.NLP(hard).solve(free.xs, free.us, max_iter=100)
     assert reference.converged, reference
-    assert -1e-5 * reference.cost <= result.cost - reference.cost <= 1e-9 * reference.cost
+    for solver_class in (gp.solvers.ALDDP, gp.solvers.ProxDDP):
+        result = solver_class(hard, th_constraint=1e-7).solve(free.xs, free.us, max_iter=200)
+        assert result.converged, (solver_class, result)
+        assert result.violation <= 1e-7 and result.gaps <= 1e-9
+        assert cone_rows(result.xs, result.us).min() >= -1e-7
+        assert result.cost > free.cost
+        assert -1e-5 * reference.cost <= result.cost - reference.cost <= 1e-9 * reference.cost
 
 
 def test_solo12_trot_hard_friction_cones():
@@ -396,15 +399,16 @@ def test_solo12_trot_hard_friction_cones():
     free = gp.solvers.FDDP(soft).solve(xs, soft.quasi_static(xs), max_iter=200)
     assert free.converged, free
     assert min(r.min() for r in cone_rows(problem, free.xs, free.us)) < -1e-3
-    result = gp.solvers.ALDDP(problem, th_constraint=1e-7).solve(free.xs, free.us,
+    for solver_class in (gp.solvers.ALDDP, gp.solvers.ProxDDP):
+        result = solver_class(problem, th_constraint=1e-7).solve(free.xs, free.us,
                                                                  max_iter=500)
-    # converged since the outer loop updates only on stop values of preg <= th_reg
-    # (before: the line search stalled at mu 1e-8 on "no step accepted")
-    assert result.converged, result
-    assert result.violation <= 1e-6 and result.gaps <= 1e-9
-    rows = cone_rows(problem, result.xs, result.us)
-    assert sum(r.shape[0] for r in rows) == cones
-    assert min(r.min() for r in rows) >= -1e-6
+        # ALDDP converged since the outer loop updates only on stop values of preg <=
+        # th_reg (before: the line search stalled at mu 1e-8 on "no step accepted")
+        assert result.converged, (solver_class, result)
+        assert result.violation <= 1e-6 and result.gaps <= 1e-9
+        rows = cone_rows(problem, result.xs, result.us)
+        assert sum(r.shape[0] for r in rows) == cones
+        assert min(r.min() for r in rows) >= -1e-6
 
 
 def test_ur5_mpc_keeps_the_hand_above_a_plane_under_a_push():
