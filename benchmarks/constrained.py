@@ -1,7 +1,9 @@
-"""ALDDP (augmented-Lagrangian DDP) beside IPOPT on constrained reaching tasks.
+"""ALDDP and ProxDDP (augmented-Lagrangian DDPs) beside IPOPT on constrained reaching tasks.
 
     python -m geppetto.benchmarks.constrained [--robots ur5 panda] [--knots 100]
-                                              [--repeats 3] [--casadi] [--out DIR]
+                                              [--tasks plane stiff vbound torque]
+                                              [--solvers ALDDP ProxDDP] [--repeats 3]
+                                              [--casadi] [--no-csqp] [--out DIR]
 
 Tasks (per robot, 100 knots, dt = 10 ms, semi-implicit Euler, the costs of
 :mod:`.nlp`'s reaching task: frame translation to (0.4, 0.2, 0.4), state and
@@ -16,15 +18,15 @@ control regularization):
   the Gauss-Newton IPOPT does not converge for panda.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
-unconstrained optimum).  Solvers: ALDDP (default options: th_stop 1e-10,
-violation <= 1e-8), IPOPT (tol 1e-8) on :class:`geppetto.solvers.NLP` with
-analytical derivatives (Gauss-Newton Hessian) and, with ``--casadi``, the
-CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
+unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP; default
+options: th_stop 1e-10, violation <= 1e-8; ``--solvers`` picks), IPOPT (tol 1e-8)
+on :class:`geppetto.solvers.NLP` with analytical derivatives (Gauss-Newton Hessian)
+and, with ``--casadi``, the CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
 IPOPT and MUMPS too) of ``solve`` (FDDP: the run of least CPU time of
-``repeats``; ALDDP: the median of ``repeats`` rounds; IPOPT: one run) and CPU
+``repeats``; ours: the median of ``repeats`` interleaved rounds; IPOPT: one run) and CPU
 time per iteration.  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
@@ -62,7 +64,8 @@ violation measured here with our problem on the returned (xs, us).  CSQP gets
 (then the time ratio compares a converged ALDDP with a CSQP that ran out of
 iterations).  ``--no-ipopt`` leaves IPOPT out.
 
-Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file.
+Writes ``results/constrained.json`` and ``results/constrained.md`` beside this file
+(``--out``: elsewhere).  Measurements and variants tried: ``constrained_notes.md``.
 """
 import argparse
 import json
@@ -266,6 +269,14 @@ def untuned(name, knots, task):
     return gp.ocp.ShootingProblem(x0, models, terminal)
 
 
+# our constrained solvers, by row label: each is built on the task's ShootingProblem
+# (default options) and timed from both starts (another solver: one more entry)
+SOLVERS = {
+    "ALDDP": gp.solvers.ALDDP,
+    "ProxDDP": gp.solvers.ProxDDP,
+}
+
+
 def _best(solve, repeats):
     """(wall seconds, CPU seconds of this thread, result) of the fastest of ``repeats``."""
     best = None
@@ -352,11 +363,12 @@ def csqp_row(robot, task, problem, measure, start, rounds, theirs):
                 versions=theirs["versions"])
 
 
-def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500):
-    """The rows of one robot and task.  ALDDP and CSQP run interleaved in ``repeats``
-    rounds (each round: ALDDP from every start, then CSQP from every start in one
-    subprocess); their rows give the median CPU time of the rounds and the round
-    times (``cpu_rounds``)."""
+def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500,
+        solvers=tuple(SOLVERS)):
+    """The rows of one robot and task.  Our ``solvers`` (names of :data:`SOLVERS`) and
+    CSQP run interleaved in ``repeats`` rounds (each round: ours from every start, then
+    CSQP from every start in one subprocess); their rows give the median CPU time of
+    the rounds and the round times (``cpu_rounds``)."""
     if task == "nlp":
         problem = devs_problem(robot, knots)
     elif task in UNTUNED:
@@ -369,26 +381,29 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
     total, cpu, warm = _best(lambda: fddp.solve(max_iter=200), repeats)
     rows = [dict(solver="FDDP (no constraints)", start="cold", total=total, cpu=cpu,
                  result=warm)]
-    alddp = gp.solvers.ALDDP(problem)
     measure = gp.solvers.ALDDP(problem)          # the violation of any trajectory
     starts = {"cold": (None, None), "fddp": (warm.xs, warm.us)}
-    alddp.solve(max_iter=500)                                      # compile
+    ours = {}                       # per (solver, start): (wall, CPU, result) per round
+    for name in solvers:
+        SOLVERS[name](problem).solve(max_iter=500)                 # compile
+        ours.update({(name, start): [] for start in starts})
+    built = {name: SOLVERS[name](problem) for name in solvers}
     csqp = csqp and task != "nlp"
-    ours = {start: [] for start in starts}       # per start: (wall, CPU, result) per round
     theirs, reason = [], None
     for round_ in range(repeats):
-        for start, (xs, us) in starts.items():
-            ours[start].append(_best(lambda: alddp.solve(xs, us, max_iter=500), 1))
+        for (name, start), runs in ours.items():
+            xs, us = starts[start]
+            runs.append(_best(lambda: built[name].solve(xs, us, max_iter=500), 1))
         if csqp and reason is None:
             output, reason = csqp_runs(robot, task, knots, problem, {"fddp": starts["fddp"]},
                                        count_qp=round_ == 0, max_iter=csqp_max_iter)
             if output is not None:
                 theirs.append(output)
-    for start, runs in ours.items():
+    for (name, start), runs in ours.items():
         cpus = [cpu for _, cpu, _ in runs]
         middle = int(np.argsort(cpus)[len(cpus) // 2])
         total, cpu, result = runs[middle]
-        rows.append(dict(solver="ALDDP", start=start, total=total, cpu=cpu, cpu_rounds=cpus,
+        rows.append(dict(solver=name, start=start, total=total, cpu=cpu, cpu_rounds=cpus,
                          result=result))
     modes = (["analytical"] if ipopt else []) + (["casadi"] if casadi else [])
     for mode in modes:
@@ -469,6 +484,8 @@ def main():
                         help="mim_solvers' SolverCSQP in its environment (default on)")
     parser.add_argument("--csqp-max-iter", type=int, default=500,
                         help="CSQP's SQP iteration limit (default %(default)s)")
+    parser.add_argument("--solvers", nargs="+", default=list(SOLVERS), choices=list(SOLVERS),
+                        help="our constrained solvers (default: all)")
     parser.add_argument("--no-ipopt", dest="ipopt", action="store_false",
                         help="leave IPOPT out")
     parser.add_argument("--out", default=RESULTS_DIR)
@@ -479,7 +496,7 @@ def main():
     for robot in args.robots:
         for task in args.tasks:
             rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
-                        args.csqp, args.csqp_max_iter)
+                        args.csqp, args.csqp_max_iter, args.solvers)
             print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
                   flush=True)
     info["load_average_end"] = os.getloadavg()

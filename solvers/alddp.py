@@ -32,45 +32,12 @@ omega mu) or mu shrinks by ``mu_factor`` (eta <- eta_init (mu / mu_init)^0.1,
 omega <- omega_init mu / mu_init), each floored at the final tolerances; one
 Riccati sweep per iteration either way.
 
-Why the outer loop waits for an accepted step at preg <= th_reg (diagnosed on
-the untuned "vbound" task, ur5, from FDDP's optimum: joint velocities within
-3 rad/s, a wall): at the edge of an arc of active velocity bounds, the full
-step moves rows that are inside their bound (lambda = 0) 0.04-0.07 rad/s past
-it; the AL merit grows as alpha^2 / mu there while the Riccati model, which
-sees only the active rows, expects a decrease, so the line search refuses
-every step down to alpha = 1/512 and preg climbs (1e-3 .. 1e5).  A stop value
-computed then measures the regularization (k ~ Qu / preg), not stationarity;
-the outer loop, updating on it (and on refused searches), took those inner
-solves for converged with the violation above eta and shrank mu every time:
-mu reached 1e-9 in 240 outer updates and the iterates stalled 2.4e-4 above
-IPOPT's cost at 500 iterations.  Waiting for an accepted step at preg <=
-th_reg lets the inner solve first find the steps that respect the arc's edge
-(preg falls back after a few refusals): mu stays at 1e-5, 8 outer updates, and
-"vbound" converges (measured below).  The cost: where preg never comes back to
-th_reg on an accepted step, the multipliers are never updated (the solo12
-four-feet cones of the tests: no outer update in 300 iterations, mu 1e-2,
-violation 6.6e-8, max_iter as before).  Tried and not kept: after 50
-iterations of a subproblem, update on a stop value of any preg (there: 5
-updates, violation 1.3e-9, still max_iter; but panda "torque" from the guess
-went back to max_iter and ur5 "vbound" from the guess took 174 iterations
-instead of 137).  Also tried, and not kept: a smaller
-penalty growth (``mu_factor`` 0.3: ur5 "vbound" converged from FDDP's
-optimum, panda not, the tuned tasks took 6-30 % more iterations); curvature on
-the rows a refused full step took out of their bounds (a semi-smooth Newton
-guess of the next active set: the step then crawls or cycles between the two
-active sets, max_iter on both robots).
-
-Measured after that change (2026-11-26, load 10-13 on the 2 cores, CPU time
-of the thread; IPOPT: ``NLP`` analytical, Gauss-Newton, tol 1e-8; iterations,
-cost relative to IPOPT's from the same start): ur5 "vbound" converged in 137
-(guess) / 57 (FDDP's optimum) iterations, -2.3e-7 / -8.0e-8; panda "vbound"
-221 / 173, -5.7e-6 both (ALDDP's the lower cost, the same 0.0524101073 from
-both starts); ur5 "torque" 101 (was 257) / 14, from the guess the worse local
-optimum as before (0.2569 against IPOPT's 0.2453), from FDDP's -1.4e-7; panda
-"torque" 464 (was max_iter) / 37, 0.1342558 from both starts, where IPOPT
-stops "acceptable" 3.2e-6 above (guess) or at max_iter (FDDP's).  The tuned
-tasks take the same iterations as before (plane 20 / 15 ur5, 18 / 14 panda;
-stiff 70 / 65, 86 / 58): their outer updates already came at preg <= 1e-6.
+Why the outer loop waits for an accepted step at preg <= th_reg: at the edge of an arc
+of active bounds, full steps move rows that are inside their bound past it, the line
+search refuses them and preg climbs; a stop value computed then measures the
+regularization (k ~ Qu / preg), not stationarity, and outer updates on it shrank mu to
+1e-9 and stalled (ur5 "vbound").  The measurements, and the variants tried and not kept
+(schedules, gates, curvature guesses): ``benchmarks/constrained_notes.md``.
 
 Each row's penalty is scaled to its residual's units (``scale_rows``, default on): row i
 of a Constraint at knot k gets mu_ki = mu min(max(1, |(Rx, Ru)_ki|^2), ``scale_max``),
@@ -80,45 +47,8 @@ residual's units, up to the cap scale_max = 100 (= 1 / mu_init: no row starts so
 than mu_ki = 1); bounds on controls and states (unit rows) keep mu.  As the penalty
 on r / sigma with sigma = max(1, |R|), a row equilibration like IPOPT's gradient-based scaling of
 constraints (Waechter & Biegler, Math. Prog. 2006, Sec. 3.8, which scales rows whose
-gradient exceeds 100).  Measured (2026-11-26, the four-feet solo12 cones of the tests,
-friction 0.1, N = 10, from FDDP's optimum without cones): the cone rows are forces in
-newtons whose Jacobian rows have norm 9.1-11.4 against a cost of 0.076; with one mu
-for all rows the penalty's curvature 100 |R|^2 swamps the cost's, preg stays at 1e-2 ..
-1 (full steps that push a force row past its bound are refused), and ALDDP runs its
-300 iterations with the multipliers never updated (violation 6.6e-8); a single
-mu_init of 1 / 0.3 / 0.1 / 1e-2 gives 28 / 75 / 106 / 300 (max_iter) iterations; the
-row scaling with the default mu_init: 28 iterations, 2 outer updates, 2.2e-6 below
-IPOPT's cost from the same start (IPOPT ends strictly inside the cones).  The cap, on
-the solo12 trot with hard cones (examples/solo12_trot_cones, from FDDP's optimum
-without cones; Jacobian rows' squared norms 46 .. 1e5, median 340-400; iterations of
-the reduced trot, 8 knots of 30 ms per step / the full one, 25 of 10 ms): no scaling
-312 / 124; uncapped 61 / max_iter (500, violation 3.9e-3: rows of mu_ki up to 1e3
-too soft for the outer loop); scale_max 1000: 60 / 166; 100: 166 / 29; 30: 274 / 65;
-the four-feet cones 28 with 100 or 1000, 75 with 30.  Costs equal to 1e-9 in all
-converged runs.  Not used to choose it: hyq on four feet (the same task, 5 cm): 99
-iterations to 1.7e-7 below IPOPT's cost from the same start (IPOPT: 20 iterations,
-0.17 s CPU against ALDDP's 0.19 s, load 8); without the scaling max_iter at 300.  The eight
-reaching tasks (plane, stiff, vbound, torque; ur5, panda) take the same iterations to
-the same costs with and without it: their rows (positions in metres, bounds) have
-Jacobian norms <= 1.
-
-What sets the iteration counts of the untuned tasks (panda "vbound": 192 / 150 from the
-guess / FDDP's optimum; measured 2026-11-26, load 7-8): not the outer schedule.  With
-the same inner solves, mu_factor 0.01: 234 / 184; mu_init 0.1: 277 / 212; mu_init
-1e-3: 133 / 342; eta_init 1: 193 / 148; omega_init 1: 492 / 326; and of the inner
-solves' options, warm_line_search off: 152 / 154; th_acceptstep 0.01: 185 / 155;
-reg_factor 3: 224 / 188; th_reg 1e-3: max_iter / 486.  An outer update
-gated, as in ProxDDP's and BCL's rule, on a regularization-free stationarity measure
-(the largest entry of the merit's gradient in the controls by an adjoint sweep, <=
-sqrt(omega)) instead of the stop value at preg <= th_reg: max_iter from both starts
-(51 / 123 outer updates on inner solves whose refused steps had not ended); on the
-cones 12-30 outer updates, still max_iter at 300.  In each case 20-100 line searches
-are refused: full Riccati steps that move inactive rows past their bounds (the AL's
-kinks the Gauss-Newton model does not see) set the count, which calls for an inner
-step that sees the inequalities (ProxDDP's primal-dual Newton step on the active set
-with multipliers in the line search, or CSQP's QP), not for another schedule.  Also
-tried and not kept: curvature 1 / mu on rows within a margin inside their bounds (a
-guess of the next active set; on the cones 0.1 N / 1 N: max_iter, cost 6 % above).
+gradient exceeds 100).  Measured on the
+solo12 / hyq cones and trot: ``benchmarks/constrained_notes.md``.
 
 Converged: feasible dynamics, largest constraint violation <= th_constraint
 and the stop value <= th_stop (the stationarity of the Lagrangian at
@@ -127,46 +57,15 @@ violation.  ``infeasible``: an inner solve ends above eta, and the violation
 has not halved since the penalty weight 1/mu was ``infeasible_ratio`` times
 smaller.
 
-Which algorithm, and why not ProxDDP or CSQP.  This is the augmented-Lagrangian
-DDP of ALTRO's inner loop (Howell, Jackson & Manchester, "ALTRO", IROS 2019:
-PHR terms in iLQR's cost, first-order multiplier updates, a growing
-penalty), on FDDP's sweeps (so gaps and infeasible starts are FDDP's) with
-BCL's tolerances for when to update.  It is not ProxDDP (Jallet, Bambade,
-Mansard & Carpentier, "Constrained differential dynamic programming: a
-primal-dual augmented Lagrangian approach", IROS 2022; aligator's
-``SolverProxDDP``): ProxDDP's backward pass solves a primal-dual (Newton) system in
-(dx, du, dlambda) with the dynamics' multipliers as unknowns, its merit is
-the primal-dual AL (a proximal term on the multipliers), its multiplier
-update is a Newton step of that system; here the multipliers only move at
-the outer updates, the inner problem is an unconstrained one for FDDP, and
-the merit is the primal AL.  Nor is it CSQP (Jordana et al. 2023: an ADMM
-QP per SQP iteration, each ADMM iteration one Riccati sweep): one Riccati
-sweep per iteration here.  ALTRO's final active-set projection is left out:
-the multiplier updates reach the tolerances (1e-8) on the tasks measured.
-
-Measured (``benchmarks/constrained.py``, 2026-11-26, load 8-9 on the 2
-cores, CPU time of the calling thread): on the ur5 / panda reach with a
-terminal position equality and a plane (100 knots) converged in 20 / 18
-iterations from the quasi-static guess and 15 / 14 from FDDP's optimum,
-violation <= 3.7e-9, at the Gauss-Newton IPOPT's optimum to 1.3e-8 / 3.0e-8
-relative, in 0.17x / 0.19x its CPU time from FDDP's optimum (0.013x / 0.14x
-from the guess); 1.07-1.16x FDDP's CPU time per iteration.  On the stiff
-variant (the plane to the last knot) 58-86 iterations, converged where that
-IPOPT stops at 500, at the exact-Hessian IPOPT's cost to 2e-8 in 0.05-0.16x
-its CPU time; 1.34-1.38x FDDP's time per iteration (without
-``warm_line_search``: 1.46-1.60x, ~5 line-search trials per iteration while
-the steps crawl at 1/16).
-
-Beside mim_solvers' CSQP (the same problems in Crocoddyl's C++ models, one
-thread, its ADMM QP to eps_abs 1e-6; interleaved rounds, medians of 5, load
-4.3-4.4): ALDDP's CPU time is 0.18x / 0.19x CSQP's on ur5 (37 / 26 ms against
-211 / 141 ms; CSQP 18 / 9 SQP and 3,175 / 2,325 QP iterations, from the guess
-/ from FDDP's optimum) and 0.08x / 0.07x on panda (41 / 31 ms against 501 /
-424 ms; 9 / 7 SQP and 5,128 / 4,352 QP iterations), at CSQP's cost to 3e-9
-(ur5) / 5e-8 (panda) relative, ALDDP's the lower.  On the stiff variant CSQP
-stopped at its 500 SQP iterations (each ADMM QP at its 1,000-iteration cap,
-KKT 0.39-0.45, violation 1e-4 ur5 / 2e-3 panda, 33-53 s; one round, load
-3.7-4.3) where ALDDP converged in 140-273 ms.
+Which algorithm.  This is the augmented-Lagrangian DDP of ALTRO's inner loop (Howell,
+Jackson & Manchester, "ALTRO", IROS 2019: PHR terms in iLQR's cost, first-order
+multiplier updates, a growing penalty), on FDDP's sweeps (so gaps and infeasible starts
+are FDDP's) with BCL's tolerances for when to update: the multipliers only move at the
+outer updates, the inner problem is an unconstrained one for FDDP, and the merit is the
+primal AL.  :class:`~.proxddp.ProxDDP` (same rows, same sweep) makes the multipliers
+unknowns of the Newton step and of the line search (the primal-dual AL).  ALTRO's final
+active-set projection is left out: the multiplier updates reach the tolerances (1e-8) on
+the tasks measured.
 
 Per iteration the constraints cost two compiled calls over the whole horizon: their
 residuals (and Jacobians) by the phase interpreter's residual blocks
@@ -174,36 +73,7 @@ residuals (and Jacobians) by the phase interpreter's residual blocks
 ``calc_diff`` or the line search's cost evaluation left), then the AL terms of every
 block (:func:`_augmented_lagrangian`); no Python per phase or per constraint (a
 stage whose constraints have no fused step, such as a ControlResidual alone or a
-contact force, is evaluated from Python after the call).  Measured (2026-11-26,
-load 8.4-9.3, CPU time per iteration beside FDDP on the same problem without the
-constraints, medians of 5 interleaved blocks, each the best of 2-3 solves): plane
-1.16x (ur5) / 1.04-1.18x (panda), stiff 1.33-1.36x / 1.43-1.49x, the untuned
-"torque" task 1.10x / 1.27x from FDDP's optimum and 1.70x / 1.46x from the guess
-(257 / 500 iterations).  What remains above FDDP is mostly the line search: about
-2 trials per iteration where FDDP takes ~1.2 (full steps) on these tasks.
-
-Where an iteration's time went on the untuned "vbound" task (panda, from the guess,
-2026-11-26, load 12 on the 2 cores, CPU time of the thread, one solve each): 4.01 ms
-per iteration against FDDP's 2.49 on the same problem without the constraints:
-calc_diff 1.52, the Riccati sweep 0.52, line-search trials 1.52 (4.3 per iteration,
-0.35 ms each: 59 of the 221 searches refused all 10 steps), the constraints'
-residuals and the AL kernel 0.24 (6 %), Python 0.15.  Two changes: a refused search
-keeps the iterate's derivatives (it recomputed calc_diff at the same point), and a
-search ends as soon as a quadratic model of the merit shows that no step of
-``alphas`` can pass (:meth:`ALDDP._hopeless`), after which preg grows by two
-factors.  Then: 192 iterations, 423 trials (2.2 per iteration), 161 calc_diff, 2.50
-ms per iteration against FDDP's 1.95 (1.28x), the same cost; the refused steps at
-the active set's edge still set the iteration count.  Tried and not kept: deciding
-the outer updates on a stop value recomputed at preg = reg_min when the iterate's
-preg was above th_reg (the solo12 four-feet cones: 2 outer updates, still max_iter;
-panda "vbound" 192 / 150 -> 248 / 306 iterations, ur5 122 / 60 -> 156 / 67).
-``benchmarks/constrained.py`` after these changes (commit 35ffd92, load 10-11, CPU
-time, from the guess / from FDDP's optimum): iterations plane 20 / 15 (ur5), 18 / 14
-(panda), stiff 70 / 65, 86 / 58 (unchanged), vbound 122 / 60 (was 137 / 57), 192 /
-150 (was 221 / 173), torque 94 / 14 (was 101 / 14), 434 / 37 (was 464 / 37); time
-against IPOPT (Gauss-Newton) vbound 0.30x / 0.50x (ur5), 1.55x / 1.11x (panda, was
-3.2x / 2.3x); per iteration 1.06-1.36x FDDP's (panda stiff 1.5x in that run, its
-search unchanged).
+contact force, is evaluated from Python after the call).
 """
 import time
 from dataclasses import dataclass
