@@ -5,13 +5,13 @@ its own and LLVM optimizes it again (measured on the ur5 MPC horizon: a kernel c
 the lanes' dynamics block and the term interpreter took 31.9 s of CPU to compile,
 where its callees were cached).  :func:`~.one_state.call_native` calls instead the
 callee's specialization already compiled (or loaded from the cache) by its address,
-which :func:`native_address` looks up once per process and signature: the caller
+which :func:`compiled_address` looks up once per process and signature: the caller
 compiles in about a second.
 """
 from numba.core import types
 
 
-def native_address(function, argument_types):
+def compiled_address(function, argument_types):
     """The address of the native code of ``function`` (a Numba dispatcher) for exactly
     ``argument_types`` (a tuple of Numba types), compiled (or loaded from the cache)
     when missing.  Raises TypeError when that specialization returns a value

@@ -41,7 +41,7 @@ import numpy as np
 from numba.typed import List
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.native import native_address
+from ..dynamics.native import compiled_address
 from ..dynamics.one_state import call_native
 from ..dynamics.validation import _compiled_entry, all_finite
 from .dynamics import FreeDynamics
@@ -293,12 +293,12 @@ class HorizonEvaluation:
         stack = numba.typeof(problem.xnext)                 # float64 2D C
         typeof = numba.typeof
         addresses = (
-            native_address(_free_field, (stack, stack, typeof(arrays), typeof(entry[2]),
+            compiled_address(_free_field, (stack, stack, typeof(arrays), typeof(entry[2]),
                                          numba.int64)),
-            native_address(_interpret, (stack, stack, typeof(entry[3]), numba.int64)),
-            native_address(_kinematics, (stack, typeof(no_controls), typeof(kinematics),
+            compiled_address(_interpret, (stack, stack, typeof(entry[3]), numba.int64)),
+            compiled_address(_kinematics, (stack, typeof(no_controls), typeof(kinematics),
                                          numba.int64)),
-            native_address(_interpret, (stack, typeof(no_controls), typeof(program),
+            compiled_address(_interpret, (stack, typeof(no_controls), typeof(program),
                                         numba.int64)))
         plan = (arrays, kinematics, no_controls, program,
                 np.array(addresses, dtype=np.int64))
