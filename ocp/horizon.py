@@ -34,7 +34,13 @@ program, in one call, with the same kernels on the same arrays (equal to the bit
 :func:`_evaluate` reaches those kernels by their addresses
 (:func:`~geppetto.dynamics.one_state.call_native`): linked into it, their code was
 generated and optimized again (31.9 s of CPU at the first solve in a process where
-they were cached); called by address, it compiles in about a second.
+they were cached).  Called by address, its types do not depend on the robot, the
+costs or the number of phases: it compiles once per machine (8.6 s of CPU at load 9,
+then cached), and a new problem structure builds its evaluation in 0.07 s (panda
+reaching, 80 knots, in a process where the blocks were cached).  On the ur5 MPC
+horizon (50 knots, CPU time, interleaved blocks of 200 calls in one process)
+calc_diff took 0.81x (0.71-0.89, load 6.5) and 0.87x (0.83-0.92, load 12) of the
+phase-by-phase time: 179 us instead of 207 us at load 12.
 """
 import numba
 import numpy as np

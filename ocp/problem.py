@@ -299,7 +299,9 @@ class ShootingProblem:
 
     # -- evaluation ---------------------------------------------------------
     def calc(self, xs, us):
-        """Total cost of (xs, us); fills ``costs`` and ``xnext``."""
+        """Total cost of (xs, us); fills ``costs`` and ``xnext``.  A horizon of free-dynamics
+        phases is evaluated in one compiled call (:meth:`_evaluation`), as by
+        :meth:`calc_diff` on one thread."""
         xs, us = self._validate(xs, us)
         with _numba_threads(1):
             evaluation = self._evaluation(xs, us)
@@ -333,7 +335,9 @@ class ShootingProblem:
         chunk, the terminal knot included) are evaluated, while the other chunks may
         still run (a solver's backward pass starts on them, see
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
-        knots, with b = 0."""
+        knots, with b = 0.  On one thread a horizon of free-dynamics phases is evaluated
+        in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
+        the bit."""
         if validate:
             xs, us = self._validate(xs, us)
         with _numba_threads(1):
