@@ -34,6 +34,7 @@ from numba.extending import intrinsic
 
 from .config import kernel
 from .model_ref import model_arrays, model_ref
+from .native import compiled_address
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
@@ -106,14 +107,7 @@ def native_address(kernel_function, trampoline, model_type, data_type):
     signature = ((model_type,) + (_STACK,) * inputs
                  + tuple(data_type.field_dict[a] if isinstance(a, str) else a
                          for a in arguments))
-    overload = kernel_function.overloads.get(signature)
-    if overload is None:
-        kernel_function.compile(signature)
-        overload = kernel_function.overloads[signature]
-    if overload.signature.return_type != types.none:
-        raise TypeError(f"{kernel_function.__name__} returns "
-                        f"{overload.signature.return_type}, expected none")
-    return overload.library.get_pointer_to_function(overload.fndesc.llvm_func_name)
+    return compiled_address(kernel_function, signature)
 
 
 @kernel

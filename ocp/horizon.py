@@ -26,15 +26,33 @@ phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
 Other horizons (RK schemes, custom dynamics or residuals, actuation of another
 width than the problem's) keep the phase-by-phase trial:
 :func:`horizon_trial` returns None for them.
-"""
-import numpy as np
 
+The problem's ``calc`` and ``calc_diff`` of a horizon of FreeDynamics phases take the
+same road (:func:`horizon_evaluation`, :func:`_evaluate`): each phase's lanes'
+dynamics block and cost program, then the terminal knot's kinematics pass and
+program, in one call, with the same kernels on the same arrays (equal to the bit).
+:func:`_evaluate` reaches those kernels by their addresses
+(:func:`~geppetto.dynamics.one_state.call_native`): linked into it, their code was
+generated and optimized again (31.9 s of CPU at the first solve in a process where
+they were cached).  Called by address, its types do not depend on the robot, the
+costs or the number of phases: it compiles once per machine (8.6 s of CPU at load 9,
+then cached), and a new problem structure builds its evaluation in 0.07 s (panda
+reaching, 80 knots, in a process where the blocks were cached).  On the ur5 MPC
+horizon (50 knots, CPU time, interleaved blocks of 200 calls in one process)
+calc_diff took 0.81x (0.71-0.89, load 6.5) and 0.87x (0.83-0.92, load 12) of the
+phase-by-phase time: 179 us instead of 207 us at load 12.
+"""
+import numba
+import numpy as np
 from numba.typed import List
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.validation import all_finite
+from ..dynamics.native import compiled_address
+from ..dynamics.one_state import call_native
+from ..dynamics.validation import _compiled_entry, all_finite
 from .dynamics import FreeDynamics
-from .fused import CALC, TRIAL, _interpret, _kinematics, _push, _typed_list, kinematics_step
+from .fused import (CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, _push,
+                    _typed_list, kinematics_step)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -243,3 +261,107 @@ def horizon_trial(problem, workspaces):
     terminal = (kinematics, terminal_data.no_controls, phase.program)
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
                         _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx))
+
+
+# --- calc / calc_diff of the whole horizon in one compiled call ------------------------
+
+@kernel
+def _evaluate(holder, free, xs, us, mode):
+    """CALC or DIFF (``mode``) of a horizon of FreeDynamics phases: for each phase
+    ``free[p]`` = (start, stop, the arguments of :func:`.fused._free_field`, the cost
+    program), the lanes' dynamics then the program (Euler step and costs) on its knots;
+    then the terminal knot's kinematics pass and program.  ``holder[0]`` = (model, the
+    terminal kinematics step's held arguments, its no_controls, its program, the
+    addresses of _free_field, _interpret on a running phase, _kinematics and
+    _interpret on the terminal knot, for these very argument types: see
+    :func:`horizon_evaluation`)."""
+    m, kinematics, no_controls, terminal_program, address = holder[0]
+    N = us.shape[0]
+    for p in range(len(free)):
+        start, stop, args, program = free[p]
+        call_native(address[0], (xs[start:stop], us[start:stop], m, args, mode))
+        call_native(address[1], (xs[start:stop], us[start:stop], program, mode))
+    call_native(address[2], (xs[N:], no_controls, kinematics, mode))
+    call_native(address[3], (xs[N:], no_controls, terminal_program, mode))
+
+
+class HorizonEvaluation:
+    """``problem``'s calc (CALC) or calc_diff (DIFF) by :func:`_evaluate`:
+    ``__call__(xs, us, mode)`` fills the problem's arrays (the phases' integrators write
+    into them) as the phase-by-phase evaluation does, with the same kernels; xs
+    (N+1, nx) and us (N, nu) float64 C-contiguous (the types the addresses are for)."""
+
+    def __init__(self, problem, entries, terminal):
+        arrays = problem.phases[0][0].dynamics.arrays
+        kinematics, no_controls, program = terminal
+        entry = entries[0]        # (the typed List's items are not read from Python: its
+        free = _entries(entries)  # getitem compiles in every process, a minute)
+        stack = numba.typeof(problem.xnext)                 # float64 2D C
+        typeof = numba.typeof
+        addresses = (
+            compiled_address(_free_field, (stack, stack, typeof(arrays), typeof(entry[2]),
+                                         numba.int64)),
+            compiled_address(_interpret, (stack, stack, typeof(entry[3]), numba.int64)),
+            compiled_address(_kinematics, (stack, typeof(no_controls), typeof(kinematics),
+                                         numba.int64)),
+            compiled_address(_interpret, (stack, typeof(no_controls), typeof(program),
+                                        numba.int64)))
+        plan = (arrays, kinematics, no_controls, program,
+                np.array(addresses, dtype=np.int64))
+        self.holder = _typed_list(plan)
+        _push(self.holder, plan)
+        self.free = free
+        arguments = (self.holder, free, problem.xnext, problem.xnext, CALC)
+        _evaluate.compile(tuple(typeof(a) for a in arguments))
+        self.entry = _compiled_entry(_evaluate, arguments)   # no dispatch per call
+
+    def __call__(self, xs, us, mode):
+        self.entry(self.holder, self.free, xs, us, mode)
+
+
+def horizon_evaluation(problem):
+    """A :class:`HorizonEvaluation` of ``problem``, or None when a phase needs the
+    phase-by-phase path: all running phases FreeDynamics stages on one model, whose
+    fused phase runs :func:`.fused._free_field` then a cost program in CALC and DIFF
+    modes, with controls of the problem's width written into its arrays; a terminal
+    knot whose fused phase is a kinematics pass (or none) and a program.  Build it on
+    one Numba thread (a free phase is fused only there: :func:`.stage.fused_phase`)."""
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    if arrays is None:
+        return None
+    entries = []
+    for model, start, stop, data in problem.phases:
+        if type(model.dynamics) is not FreeDynamics or model.dynamics.arrays is not arrays \
+                or model.nu != problem.nu:
+            return None
+        integrator = data.integrator
+        if integrator.xnext.base is not problem.xnext or integrator.Fx.base is not problem.Fx \
+                or integrator.Fu.base is not problem.Fu:
+            return None
+        phase = fused_phase(model, data)
+        if phase is None or phase.program is None:
+            return None
+        blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
+        if any(len(first) != 1 or first[0][0] is not _free_field or first[0][1] is not arrays
+               for first in blocks) or blocks[0][0][2] is not blocks[1][0][2]:
+            return None
+        entries.append((np.int64(start), np.int64(stop), blocks[0][0][2], phase.program))
+    terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
+    phase = fused_phase(terminal_model, terminal_data)
+    if phase is None or phase.program is None or \
+            getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+        return None
+    blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
+    if len(blocks[0]) != len(blocks[1]) or len(blocks[0]) > 1 or (blocks[0] and any(
+            a is not b for a, b in zip(blocks[0][0][:3], blocks[1][0][:3]))):
+        return None
+    if blocks[0]:
+        block, _, kinematics, _ = blocks[0][0]
+        if block is not _kinematics:
+            return None
+    else:                          # no kinematic cost: a pass of level 0 (copies q only)
+        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
+    if any(numba.typeof(entry) != numba.typeof(entries[0]) for entry in entries):
+        return None                # phases whose arguments differ in type: one by one
+    return HorizonEvaluation(problem, entries, (kinematics, terminal_data.no_controls,
+                                                          phase.program))

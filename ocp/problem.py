@@ -34,6 +34,8 @@ from ..dynamics.liegroups import difference_state
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
+from .fused import CALC, DIFF
+from .horizon import horizon_evaluation
 from .parallel import ParallelRegion, Progress
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -235,6 +237,7 @@ class ShootingProblem:
         self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
         self.solver_plans = {}     # what solvers build once per problem and share
+        self._horizon = []         # [the one-call calc / calc_diff or None] once built
         self.phases = [(runs[0][0], start, stop, self._phase_data(runs, start, stop))
                        for runs, start, stop in _phases(running_models)]
         # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
@@ -296,9 +299,15 @@ class ShootingProblem:
 
     # -- evaluation ---------------------------------------------------------
     def calc(self, xs, us):
-        """Total cost of (xs, us); fills ``costs`` and ``xnext``."""
+        """Total cost of (xs, us); fills ``costs`` and ``xnext``.  A horizon of free-dynamics
+        phases is evaluated in one compiled call (:meth:`_evaluation`), as by
+        :meth:`calc_diff` on one thread."""
         xs, us = self._validate(xs, us)
         with _numba_threads(1):
+            evaluation = self._evaluation(xs, us)
+            if evaluation is not None:
+                evaluation(xs, us, CALC)
+                return float(self.costs.sum())
             for model, start, stop, data in self.phases:
                 model.calc(data, xs[start:stop], self._controls(us, model, start, stop))
                 self._copy_prediction(data, start, stop, False)
@@ -326,11 +335,18 @@ class ShootingProblem:
         chunk, the terminal knot included) are evaluated, while the other chunks may
         still run (a solver's backward pass starts on them, see
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
-        knots, with b = 0."""
+        knots, with b = 0.  On one thread a horizon of free-dynamics phases is evaluated
+        in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
+        the bit."""
         if validate:
             xs, us = self._validate(xs, us)
         with _numba_threads(1):
-            if self.nthreads == 1:
+            evaluation = self._evaluation(xs, us) if self.nthreads == 1 else None
+            if evaluation is not None:
+                evaluation(xs, us, DIFF)
+                if then is not None:
+                    then(0)
+            elif self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
                 plan = self.parallel_plan(self.nthreads)
@@ -346,6 +362,20 @@ class ShootingProblem:
                 self.pipeline_wait = progress.waited if progress is not None else 0.0
                 self._rebalance(self.nthreads)
         return float(self.costs.sum())
+
+    def _evaluation(self, xs, us):
+        """The one-call calc / calc_diff of the horizon (:func:`.horizon.horizon_evaluation`,
+        built at the first call, on one Numba thread), or None: phase by phase (also for
+        (xs, us) not C-contiguous float64 stacks, the types it is compiled for).
+        Measured on the ur5 MPC horizon (50 knots, CPU time): see the module
+        :mod:`.horizon`."""
+        if not self._horizon:
+            self._horizon.append(horizon_evaluation(self))
+        evaluation = self._horizon[0]
+        if evaluation is None or not (_own_stack(xs, (self.N + 1, self.nx))
+                                      and _own_stack(us, (self.N, self.nu))):
+            return None
+        return evaluation
 
     def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
         """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot

@@ -83,6 +83,12 @@ class ForwardPass:
         """The index of the buffer set that does not hold the iterate ``xs``."""
         return 1 if xs is self.buffers[0][0] else 0
 
+    def free_buffers(self, xs):
+        """(xs, us, xnext): the buffer set that does not hold the iterate ``xs`` (the one
+        the next trial from ``xs`` writes into), for a caller that builds a new iterate
+        in place (the MPC's shifted warm start)."""
+        return self.buffers[self._free_set(xs)]
+
     def _abandon(self):
         """None, the phases' data told that no trial kinematics wait for their costs."""
         for model, _, _, data in self.problem.phases:

@@ -104,8 +104,7 @@ class MPC:
         first step: x repeated and quasi-static controls."""
         problem = self.problem
         if self._lean:
-            xs, us, _ = self.solver.forward_pass.buffers[
-                self.solver.forward_pass._free_set(self.xs)]
+            xs, us, _ = self.solver.forward_pass.free_buffers(self.xs)
         else:
             xs, us = self._xs, self._us
         if self.xs is None:

@@ -711,6 +711,24 @@ def _assert_same_trials(problem, trials, point, u_limit):
     assert trials[0][5] == pytest.approx(trials[1][5], rel=1e-12) and trials[0][5] != 0.0
 
 
+def _assert_one_call_evaluation(problem, xs, us):
+    """``problem``'s calc and calc_diff in one compiled call (built on one Numba thread
+    even when the process has more: the bug that kept it unused) equal those of a twin
+    evaluated phase by phase, to the bit."""
+    import numba
+    from geppetto.ocp.problem import _numba_threads
+    twin = gp.ocp.ShootingProblem(problem.x0, problem.running_models, problem.terminal_model)
+    twin._horizon.append(None)                     # phase by phase
+    names = ("costs", "xnext", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu")
+    with _numba_threads(min(2, numba.config.NUMBA_NUM_THREADS)):
+        for evaluate in ("calc", "calc_diff"):
+            values = [getattr(p, evaluate)(xs, us) for p in (problem, twin)]
+            assert values[0] == values[1]
+            for name in names:
+                np.testing.assert_array_equal(getattr(problem, name), getattr(twin, name))
+    assert problem._horizon[0] is not None
+
+
 @pytest.mark.parametrize("use_gaps", [False, True])
 def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps):
     """The whole-horizon trial in one compiled call (geppetto.ocp.horizon: two free
@@ -733,6 +751,8 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
     assert len(problem.phases) == 2
     trials, point = _trials_both_ways(problem, 11, use_gaps, 20.0)
     _assert_same_trials(problem, trials, point, 20.0)
+    if use_gaps:      # calc / calc_diff of the horizon in one call (ocp.horizon._evaluate)
+        _assert_one_call_evaluation(problem, point[0], problem.quasi_static(point[0]))
     rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
                               integrator="rk4")
     nu, ndx = rk4.nu, rk4.ndx
