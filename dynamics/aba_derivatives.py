@@ -71,8 +71,6 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(True))
-    dtau_dq[:, :] = 0.0
-    dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
     _negative_products(Ms, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
