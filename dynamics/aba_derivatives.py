@@ -121,8 +121,10 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
-    if f_ext is None and one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau):
-        return data.ddq_dq[0].copy(), data.ddq_dv[0].copy(), data.Minv[0].copy()
+    if f_ext is None:
+        out = np.empty((3, model.nv, model.nv))
+        if one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau, (out,)):
+            return out[0], out[1], out[2]
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     call_kernel(_aba_derivatives, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,

@@ -365,8 +365,10 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
-    if f_ext is None and one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a):
-        return data.dtau_dq[0].copy(), data.dtau_dv[0].copy(), data.M[0].copy()
+    if f_ext is None:
+        out = np.empty((3, model.nv, model.nv))
+        if one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a, (out,)):
+            return out[0], out[1], out[2]
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
