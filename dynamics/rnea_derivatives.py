@@ -46,12 +46,13 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel, model_kernel
-from .crba import world_jacobian_and_inertias
-from .joints import placements_inline
-from .kinematics import local_motions, world_motions
+from .crba import axis_jacobian_column
+from .joints import coordinate_axis, placements_inline
+from .kinematics import jacobian_column, local_motions, world_motions
+from .model import REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
-from .spatial import (act_force, force_cross, motion_cross, rigid_inertia_times,
-                      write_rigid_inertia)
+from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
+                      rigid_inertia_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
 from .validation import as_dynamics_arguments, call_kernel, result
 
@@ -71,13 +72,15 @@ def inertia_action(Y, i, xs, j, outs, o):
 def inertia_variation(Y, i, v, h, B):
     """B[i] = (B_ang in rows 0-2, b = 2 h_lin in row 3) for the inertia Y[i] moving at
     v[i] with momentum h[i] = Y[i] v[i] (module docstring); P = [w]x I."""
-    H0, H1, H2 = Y[i, 1, 5], Y[i, 2, 3], Y[i, 0, 4]
+    # the ten parameters' entries only (those rigid_inertia_times reads; the matrix is
+    # symmetric): the forward pass of the RNEA derivatives writes no others
+    H0, H1, H2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
     l0, l1, l2, w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
-    p00 = w1 * Y[i, 5, 3] - w2 * Y[i, 4, 3]
-    p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 5, 3]
-    p20 = w0 * Y[i, 4, 3] - w1 * Y[i, 3, 3]
-    p01 = w1 * Y[i, 5, 4] - w2 * Y[i, 4, 4]
-    p11 = w2 * Y[i, 3, 4] - w0 * Y[i, 5, 4]
+    p00 = w1 * Y[i, 3, 5] - w2 * Y[i, 3, 4]
+    p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 3, 5]
+    p20 = w0 * Y[i, 3, 4] - w1 * Y[i, 3, 3]
+    p01 = w1 * Y[i, 4, 5] - w2 * Y[i, 4, 4]
+    p11 = w2 * Y[i, 3, 4] - w0 * Y[i, 4, 5]
     p21 = w0 * Y[i, 4, 4] - w1 * Y[i, 3, 4]
     p02 = w1 * Y[i, 5, 5] - w2 * Y[i, 4, 5]
     p12 = w2 * Y[i, 3, 5] - w0 * Y[i, 5, 5]
@@ -97,6 +100,28 @@ def inertia_variation(Y, i, v, h, B):
 
 
 # --- Forward pass --------------------------------------------------------------------
+
+@inline_kernel
+def _world_columns_and_parameters(m, oR, op, J, oY):
+    """From oMi (oR, op): the world Jacobian J (6, nv) and the ten parameters of the body
+    inertias in the world, written into their entries of oY (those that
+    :func:`.spatial.rigid_inertia_times` and :func:`inertia_variation` read; the backward
+    pass writes the full composites).  A revolute joint about a coordinate axis takes
+    :func:`.crba.axis_jacobian_column` (6 products instead of 33)."""
+    jtype, axes, idx_v, nvs, S, Y = m.jtype, m.axis, m.idx_v, m.nvs, m.S, m.inertia
+    for i in range(1, m.njoints):
+        t = jtype[i]
+        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        if k >= 0:
+            axis_jacobian_column(oR, op, i, k, idx_v[i], J)
+        else:
+            for c in range(idx_v[i], idx_v[i] + nvs[i]):
+                jacobian_column(oR, op, i, S, c, J)
+        mass, h0, h1, h2, a00, a01, a02, a11, a12, a22 = inertia_to_world_values(oR, op, Y, i)
+        oY[i, 0, 0], oY[i, 5, 1], oY[i, 3, 2], oY[i, 4, 0] = mass, h0, h1, h2
+        oY[i, 3, 3], oY[i, 3, 4], oY[i, 3, 5] = a00, a01, a02
+        oY[i, 4, 4], oY[i, 4, 5], oY[i, 5, 5] = a11, a12, a22
+
 
 @kernel
 def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
@@ -326,9 +351,13 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
     per state of a 1000-state stack (the stack's matrices go to memory)."""
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = workspace
     placements_inline(m, q, XR, Xp, liR, lip, oR, op)
-    world_jacobian_and_inertias(m, oR, op, J, Ycrb)
-    _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb,
-                                   u_cols, alpha_cols, gamma_cols, w6)
+    _world_columns_and_parameters(m, oR, op, J, Ycrb)
+    # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
+    # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
+    # operations a state)
+    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+    body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
+                            gamma_cols, w6, bool(False))
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, bool(True))
 
