@@ -22,7 +22,8 @@ from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
-from .crba import world_frame_quantities
+from .crba import world_jacobian_and_inertias
+from .joints import placements_inline
 from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
@@ -52,7 +53,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
     # forward dynamics, on a copy of the world inertias (ABA's backward pass turns it
     # into the articulated ones), then M^-1 from ABA's U and D^-1
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
+    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    world_jacobian_and_inertias(m, oR, op, J, oY)
     for i in range(1, m.njoints):
         for r in range(6):
             for c in range(6):
