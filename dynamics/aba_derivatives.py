@@ -22,7 +22,8 @@ from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
-from .crba import world_frame_quantities
+from .crba import world_jacobian_and_inertias
+from .joints import placements_inline
 from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
@@ -52,7 +53,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
     # forward dynamics, on a copy of the world inertias (ABA's backward pass turns it
     # into the articulated ones), then M^-1 from ABA's U and D^-1
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
+    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    world_jacobian_and_inertias(m, oR, op, J, oY)
     for i in range(1, m.njoints):
         for r in range(6):
             for c in range(6):
@@ -71,8 +73,6 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(True))
-    dtau_dq[:, :] = 0.0
-    dtau_dv[:, :] = 0.0
     _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
     _negative_products(Ms, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
@@ -123,8 +123,10 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
-    if f_ext is None and one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau):
-        return data.ddq_dq[0].copy(), data.ddq_dv[0].copy(), data.Minv[0].copy()
+    if f_ext is None:
+        out = np.empty((3, model.nv, model.nv))
+        if one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau, (out,)):
+            return out[0], out[1], out[2]
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     call_kernel(_aba_derivatives, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,

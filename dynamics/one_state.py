@@ -155,28 +155,51 @@ def _compute_minverse_one(address, model, data, q, starts, lengths):
 
 
 @kernel
-def _rnea_derivatives_one(address, model, data, q, v, a, starts, lengths):
-    """rnea_derivatives of one state into ``data``; False when an input is not valid."""
+def _rnea_derivatives_one(address, model, data, q, v, a, out, starts, lengths):
+    """rnea_derivatives of one state into ``data``, and dtau_dq, dtau_dv, M copied into
+    ``out`` (3, nv, nv); False when an input is not valid."""
     if not _are_valid(model, q, v, a, starts, lengths):
         return False
     d = data
     call_native(address, (model, q[None], v[None], a[None], d.no_forces, d.liR, d.lip, d.oR,
                           d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.of, d.tau, d.dtau_dq, d.dtau_dv,
                           d.M, d.v, d.a, d.oa))
+    _copy_results(d.dtau_dq, d.dtau_dv, d.M, out)
     return True
 
 
 @kernel
-def _aba_derivatives_one(address, model, data, q, v, tau, starts, lengths):
-    """aba_derivatives of one state into ``data``; False when an input is not valid or
-    M(q) is singular (M^-1 not finite)."""
+def _aba_derivatives_one(address, model, data, q, v, tau, out, starts, lengths):
+    """aba_derivatives of one state into ``data``, and ddq_dq, ddq_dv, Minv copied into
+    ``out`` (3, nv, nv); False when an input is not valid or M(q) is singular (D^-1 not
+    finite, as :func:`_compute_minverse_one`: nv numbers, not M^-1's nv^2)."""
     if not _are_valid(model, q, v, tau, starts, lengths):
         return False
     d = data
     call_native(address, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip, d.oR,
                           d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq,
                           d.Minv, d.of, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv))
-    return all_finite(d.Minv[0].reshape(-1))
+    _copy_results(d.ddq_dq, d.ddq_dv, d.Minv, out)
+    return all_finite(d.Dinv[0].reshape(-1))
+
+
+@kernel
+def _copy_results(x, y, z, out):
+    """out[0], out[1], out[2] = x[0], y[0], z[0]: the three (n, n) results of the first
+    state, into one new array that the public function returns as three views.  Three
+    copies of the Data's arrays from Python cost 4.5 us on talos (38 x 38, load 4),
+    mostly allocating and calling; Pinocchio's bindings return references into its
+    Data instead, which the next call overwrites."""
+    n = x.shape[1]
+    for r in range(n):
+        for c in range(n):
+            out[0, r, c] = x[0, r, c]
+    for r in range(n):
+        for c in range(n):
+            out[1, r, c] = y[0, r, c]
+    for r in range(n):
+        for c in range(n):
+            out[2, r, c] = z[0, r, c]
 
 
 @kernel

@@ -46,11 +46,13 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel, model_kernel
-from .crba import world_frame_quantities
-from .kinematics import local_motions, world_motions
+from .crba import axis_jacobian_column
+from .joints import coordinate_axis, placements_inline
+from .kinematics import jacobian_column, local_motions, world_motions
+from .model import REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
-from .spatial import (act_force, force_cross, motion_cross, rigid_inertia_times,
-                      write_rigid_inertia)
+from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
+                      rigid_inertia_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
 from .validation import as_dynamics_arguments, call_kernel, result
 
@@ -70,13 +72,15 @@ def inertia_action(Y, i, xs, j, outs, o):
 def inertia_variation(Y, i, v, h, B):
     """B[i] = (B_ang in rows 0-2, b = 2 h_lin in row 3) for the inertia Y[i] moving at
     v[i] with momentum h[i] = Y[i] v[i] (module docstring); P = [w]x I."""
-    H0, H1, H2 = Y[i, 1, 5], Y[i, 2, 3], Y[i, 0, 4]
+    # the ten parameters' entries only (those rigid_inertia_times reads; the matrix is
+    # symmetric): the forward pass of the RNEA derivatives writes no others
+    H0, H1, H2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
     l0, l1, l2, w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
-    p00 = w1 * Y[i, 5, 3] - w2 * Y[i, 4, 3]
-    p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 5, 3]
-    p20 = w0 * Y[i, 4, 3] - w1 * Y[i, 3, 3]
-    p01 = w1 * Y[i, 5, 4] - w2 * Y[i, 4, 4]
-    p11 = w2 * Y[i, 3, 4] - w0 * Y[i, 5, 4]
+    p00 = w1 * Y[i, 3, 5] - w2 * Y[i, 3, 4]
+    p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 3, 5]
+    p20 = w0 * Y[i, 3, 4] - w1 * Y[i, 3, 3]
+    p01 = w1 * Y[i, 4, 5] - w2 * Y[i, 4, 4]
+    p11 = w2 * Y[i, 3, 4] - w0 * Y[i, 4, 5]
     p21 = w0 * Y[i, 4, 4] - w1 * Y[i, 3, 4]
     p02 = w1 * Y[i, 5, 5] - w2 * Y[i, 4, 5]
     p12 = w2 * Y[i, 3, 5] - w0 * Y[i, 5, 5]
@@ -96,6 +100,28 @@ def inertia_variation(Y, i, v, h, B):
 
 
 # --- Forward pass --------------------------------------------------------------------
+
+@inline_kernel
+def _world_columns_and_parameters(m, oR, op, J, oY):
+    """From oMi (oR, op): the world Jacobian J (6, nv) and the ten parameters of the body
+    inertias in the world, written into their entries of oY (those that
+    :func:`.spatial.rigid_inertia_times` and :func:`inertia_variation` read; the backward
+    pass writes the full composites).  A revolute joint about a coordinate axis takes
+    :func:`.crba.axis_jacobian_column` (6 products instead of 33)."""
+    jtype, axes, idx_v, nvs, S, Y = m.jtype, m.axis, m.idx_v, m.nvs, m.S, m.inertia
+    for i in range(1, m.njoints):
+        t = jtype[i]
+        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        if k >= 0:
+            axis_jacobian_column(oR, op, i, k, idx_v[i], J)
+        else:
+            for c in range(idx_v[i], idx_v[i] + nvs[i]):
+                jacobian_column(oR, op, i, S, c, J)
+        mass, h0, h1, h2, a00, a01, a02, a11, a12, a22 = inertia_to_world_values(oR, op, Y, i)
+        oY[i, 0, 0], oY[i, 5, 1], oY[i, 3, 2], oY[i, 4, 0] = mass, h0, h1, h2
+        oY[i, 3, 3], oY[i, 3, 4], oY[i, 3, 5] = a00, a01, a02
+        oY[i, 4, 4], oY[i, 4, 5], oY[i, 5, 5] = a11, a12, a22
+
 
 @kernel
 def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
@@ -150,22 +176,55 @@ def _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, f, 
 # --- Backward pass -------------------------------------------------------------------
 
 @inline_kernel
-def _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau,
-                    dtau_dq, dtau_dv, M, with_mass_matrix):
-    """Row c (a dof of joint i) against every dof d of i and its ancestors, and tau_c."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols,
+         gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+    """Row c (a dof of joint i) of dtau_dq, dtau_dv and (with_mass_matrix) M, every entry
+    written once (zeros included), and tau_c.  The dofs d of i and its ancestors from
+    the composites of i; the dofs d of its strict descendants [idx_v[i] + nvs[i], end)
+    from the vectors that :func:`_descendant_columns` left in the rows d of
+    alpha_cols, gamma_cols and u_cols.  The model's arrays come as arguments: unpacked
+    from the model tuple here, they kept Numba's reference counts in the loop over rows
+    (six atomic increments and decrements a row)."""
+    nv = dtau_dq.shape[1]
     j0, j1, j2, j3, j4, j5 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
+    arm = armature[c]
     tau[c] = (j0 * f[i, 0] + j1 * f[i, 1] + j2 * f[i, 2] + j3 * f[i, 3] + j4 * f[i, 4]
-              + j5 * f[i, 5] + m.armature[c] * a[c])
+              + j5 * f[i, 5] + arm * a[c])
+    # strict descendants d (c's joint is an ancestor of d's): J_c . x_d, J_c . y_d and
+    # J_c . (Ycrb J_d), then the zeros of the dofs after the subtree
+    for d in range(np.uint64(idx_v[i] + nvs[i]), np.uint64(end)):
+        dtau_dq[c, d] = (j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1] + j2 * alpha_cols[d, 2]
+                         + j3 * alpha_cols[d, 3] + j4 * alpha_cols[d, 4]
+                         + j5 * alpha_cols[d, 5])
+        dtau_dv[c, d] = (j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1] + j2 * gamma_cols[d, 2]
+                         + j3 * gamma_cols[d, 3] + j4 * gamma_cols[d, 4]
+                         + j5 * gamma_cols[d, 5])
+        if with_mass_matrix:
+            M[c, d] = (j0 * u_cols[d, 0] + j1 * u_cols[d, 1] + j2 * u_cols[d, 2]
+                       + j3 * u_cols[d, 3] + j4 * u_cols[d, 4] + j5 * u_cols[d, 5])
+    for d in range(np.uint64(end), np.uint64(nv)):
+        dtau_dq[c, d] = 0.0
+        dtau_dv[c, d] = 0.0
+        if with_mass_matrix:
+            M[c, d] = 0.0
+    # d of i and its ancestors (j(d) ancestor of or equal to j(c)), segment by segment
+    # down the row, the zeros of the other branches between them
     y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Ycrb, i, j0, j1, j2, j3, j4, j5)
     # Bcrb^T J_c = [0; b x J_lin + B_ang^T J_ang]
     b0, b1, b2 = Bcrb[i, 3, 0], Bcrb[i, 3, 1], Bcrb[i, 3, 2]
     t0 = b1 * j2 - b2 * j1 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 1, 0] * j4 + Bcrb[i, 2, 0] * j5
     t1 = b2 * j0 - b0 * j2 + Bcrb[i, 0, 1] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 2, 1] * j5
     t2 = b0 * j1 - b1 * j0 + Bcrb[i, 0, 2] * j3 + Bcrb[i, 1, 2] * j4 + Bcrb[i, 2, 2] * j5
+    above = idx_v[i] + nvs[i]
     j = i
     while j > 0:
-        for d in range(np.uint64(idx_v[j]), np.uint64(idx_v[j] + nvs[j])):
+        start = idx_v[j]
+        for d in range(np.uint64(start + nvs[j]), np.uint64(above)):
+            dtau_dq[c, d] = 0.0
+            dtau_dv[c, d] = 0.0
+            if with_mass_matrix:
+                M[c, d] = 0.0
+        for d in range(np.uint64(start), np.uint64(start + nvs[j])):
             dtau_dq[c, d] = (y0 * alpha_cols[d, 0] + y1 * alpha_cols[d, 1]
                              + y2 * alpha_cols[d, 2] + y3 * alpha_cols[d, 3]
                              + y4 * alpha_cols[d, 4] + y5 * alpha_cols[d, 5]
@@ -174,21 +233,25 @@ def _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols
                              + y2 * gamma_cols[d, 2] + y3 * gamma_cols[d, 3]
                              + y4 * gamma_cols[d, 4] + y5 * gamma_cols[d, 5]
                              + t0 * J[3, d] + t1 * J[4, d] + t2 * J[5, d])
-            if with_mass_matrix:
-                mm = (y0 * J[0, d] + y1 * J[1, d] + y2 * J[2, d] + y3 * J[3, d]
-                      + y4 * J[4, d] + y5 * J[5, d])
-                M[c, d] = mm
-                M[d, c] = mm
+            if with_mass_matrix:  # the armature on the diagonal
+                M[c, d] = (y0 * J[0, d] + y1 * J[1, d] + y2 * J[2, d] + y3 * J[3, d]
+                           + y4 * J[4, d] + y5 * J[5, d]) + (arm if d == c else 0.0)
+        above = start
         j = parents[j]
-    if with_mass_matrix:
-        M[c, c] += m.armature[c]
+    for d in range(np.uint64(above)):
+        dtau_dq[c, d] = 0.0
+        dtau_dv[c, d] = 0.0
+        if with_mass_matrix:
+            M[c, d] = 0.0
 
 
 @inline_kernel
-def _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, dtau_dq,
-                        dtau_dv):
-    """Column d (a dof of joint i) against every dof c of the strict ancestors of i."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
+    """For a dof d of joint i, once the rows of i are written: the vectors that give the
+    entries of d in the rows c of the strict ancestors of i (dtau_dq[c, d] = J_c . x,
+    dtau_dv[c, d] = J_c . y, M[c, d] = J_c . (Ycrb J_d)), into the rows d of alpha_cols,
+    gamma_cols and u_cols, which no later row reads (Ycrb J_d also when M is not formed:
+    written under a branch, u_cols kept its reference count in the loop)."""
     j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
     a0, a1, a2, a3, a4, a5 = rigid_inertia_times(Ycrb, i, alpha_cols[d, 0], alpha_cols[d, 1],
                                            alpha_cols[d, 2], alpha_cols[d, 3],
@@ -201,44 +264,43 @@ def _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_col
     F0, F1, F2, F3, F4, F5 = f[i, 0], f[i, 1], f[i, 2], f[i, 3], f[i, 4], f[i, 5]
     # x = J_d x* F + Ycrb alpha_d + Bcrb u_d,  y = Ycrb gamma_d + Bcrb J_d,
     # with B z = [z_ang x b; B_ang z_ang]
-    x0 = j4 * F2 - j5 * F1 + a0 + n1 * b2 - n2 * b1
-    x1 = j5 * F0 - j3 * F2 + a1 + n2 * b0 - n0 * b2
-    x2 = j3 * F1 - j4 * F0 + a2 + n0 * b1 - n1 * b0
-    x3 = (j4 * F5 - j5 * F4 + j1 * F2 - j2 * F1 + a3
-          + Bcrb[i, 0, 0] * n0 + Bcrb[i, 0, 1] * n1 + Bcrb[i, 0, 2] * n2)
-    x4 = (j5 * F3 - j3 * F5 + j2 * F0 - j0 * F2 + a4
-          + Bcrb[i, 1, 0] * n0 + Bcrb[i, 1, 1] * n1 + Bcrb[i, 1, 2] * n2)
-    x5 = (j3 * F4 - j4 * F3 + j0 * F1 - j1 * F0 + a5
-          + Bcrb[i, 2, 0] * n0 + Bcrb[i, 2, 1] * n1 + Bcrb[i, 2, 2] * n2)
-    y0 = g0 + j4 * b2 - j5 * b1
-    y1 = g1 + j5 * b0 - j3 * b2
-    y2 = g2 + j3 * b1 - j4 * b0
-    y3 = g3 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 0, 1] * j4 + Bcrb[i, 0, 2] * j5
-    y4 = g4 + Bcrb[i, 1, 0] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 1, 2] * j5
-    y5 = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
-    j = parents[i]
-    while j > 0:
-        for c in range(np.uint64(idx_v[j]), np.uint64(idx_v[j] + nvs[j])):
-            dtau_dq[c, d] = (J[0, c] * x0 + J[1, c] * x1 + J[2, c] * x2 + J[3, c] * x3
-                             + J[4, c] * x4 + J[5, c] * x5)
-            dtau_dv[c, d] = (J[0, c] * y0 + J[1, c] * y1 + J[2, c] * y2 + J[3, c] * y3
-                             + J[4, c] * y4 + J[5, c] * y5)
-        j = parents[j]
+    alpha_cols[d, 0] = j4 * F2 - j5 * F1 + a0 + n1 * b2 - n2 * b1
+    alpha_cols[d, 1] = j5 * F0 - j3 * F2 + a1 + n2 * b0 - n0 * b2
+    alpha_cols[d, 2] = j3 * F1 - j4 * F0 + a2 + n0 * b1 - n1 * b0
+    alpha_cols[d, 3] = (j4 * F5 - j5 * F4 + j1 * F2 - j2 * F1 + a3
+                        + Bcrb[i, 0, 0] * n0 + Bcrb[i, 0, 1] * n1 + Bcrb[i, 0, 2] * n2)
+    alpha_cols[d, 4] = (j5 * F3 - j3 * F5 + j2 * F0 - j0 * F2 + a4
+                        + Bcrb[i, 1, 0] * n0 + Bcrb[i, 1, 1] * n1 + Bcrb[i, 1, 2] * n2)
+    alpha_cols[d, 5] = (j3 * F4 - j4 * F3 + j0 * F1 - j1 * F0 + a5
+                        + Bcrb[i, 2, 0] * n0 + Bcrb[i, 2, 1] * n1 + Bcrb[i, 2, 2] * n2)
+    gamma_cols[d, 0] = g0 + j4 * b2 - j5 * b1
+    gamma_cols[d, 1] = g1 + j5 * b0 - j3 * b2
+    gamma_cols[d, 2] = g2 + j3 * b1 - j4 * b0
+    gamma_cols[d, 3] = g3 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 0, 1] * j4 + Bcrb[i, 0, 2] * j5
+    gamma_cols[d, 4] = g4 + Bcrb[i, 1, 0] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 1, 2] * j5
+    gamma_cols[d, 5] = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
+    y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Ycrb, i, j0, j1, j2, j3, j4, j5)
+    u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = y0, y1, y2
+    u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = y3, y4, y5
 
 
 @kernel
 def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, with_mass_matrix):
-    """tau (at a), dtau_dq, dtau_dv and (with_mass_matrix) M; Ycrb, Bcrb and f become
-    the composites of the subtrees.  dtau_dq, dtau_dv must be zero on entry (the
-    entries of dofs on different branches are not written).  Callers pass the flag
-    as ``bool(...)`` (a literal would compile a specialization of its own)."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
+    """tau (at a), dtau_dq, dtau_dv and (with_mass_matrix) M, each row written once in
+    the order it is stored, the zeros of dofs on different branches included (the rows
+    of a joint come after those of its descendants, whose entries need only the
+    descendants' composites); Ycrb, Bcrb and f become the composites of the subtrees,
+    and the rows of u_cols, alpha_cols, gamma_cols are overwritten.  Callers pass the
+    flag as ``bool(...)`` (a literal would compile a specialization of its own)."""
+    parents, idx_v, nvs, subtree_end, armature = (m.parents, m.idx_v, m.nvs, m.subtree_end,
+                                                  m.armature)
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
+        end = m.nv if subtree_end[i] >= m.njoints else idx_v[subtree_end[i]]
         for c in range(iv, iv + nvs[i]):
-            _supported_rows(m, i, c, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau,
-                            dtau_dq, dtau_dv, M, with_mass_matrix)
+            _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols,
+                 alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix)
         # the composite of i is final: its full matrix from its ten parameters, which
         # alone are summed into the parent's (the only entries the pass reads)
         mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
@@ -249,8 +311,7 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
         if par == 0:
             continue
         for d in range(iv, iv + nvs[i]):
-            _supporting_columns(m, i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                dtau_dq, dtau_dv)
+            _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols)
         for r in range(6):
             f[par, r] += f[i, r]
         Ycrb[par, 0, 0] += mass
@@ -283,13 +344,20 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
                             dtau_dq, dtau_dv, M, workspace):
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`); inlined into its callers, as
-    :func:`.aba._aba_state` is (the call's arguments cost about 1 us a state)."""
+    :func:`.aba._aba_state` is (the call's arguments cost about 1 us a state).
+
+    The backward pass writes every entry of the three matrices once, row by row: zeroing
+    dtau_dq, dtau_dv first, then writing columns across rows, cost talos 2 of its 16 us
+    per state of a 1000-state stack (the stack's matrices go to memory)."""
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = workspace
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, Ycrb)
-    _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb,
-                                   u_cols, alpha_cols, gamma_cols, w6)
-    dtau_dq[:, :] = 0.0
-    dtau_dv[:, :] = 0.0
+    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    _world_columns_and_parameters(m, oR, op, J, Ycrb)
+    # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
+    # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
+    # operations a state)
+    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+    body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
+                            gamma_cols, w6, bool(False))
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, bool(True))
 
@@ -326,8 +394,10 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
-    if f_ext is None and one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a):
-        return data.dtau_dq[0].copy(), data.dtau_dv[0].copy(), data.M[0].copy()
+    if f_ext is None:
+        out = np.empty((3, model.nv, model.nv))
+        if one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a, (out,)):
+            return out[0], out[1], out[2]
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
                 data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
