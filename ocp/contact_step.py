@@ -122,6 +122,23 @@ def impulse_step(m, ca, restitution, settings, x, xnext, ws):
     return regular
 
 
+@inline_kernel
+def _times_actuation(A, B, out, r0):
+    """out[r0 + i] = A[i] B for every row i of A (nv, nv), B (nv, nu): each row as a sum of
+    rows of B, j in increasing order (the same sum per entry as a dot product over j, so
+    the same bits), along contiguous rows that vectorize where a dot product per entry
+    (a chain of dependent additions) did not."""
+    nv, nu = B.shape
+    for i in range(A.shape[0]):
+        row = out[r0 + i]
+        for c in range(nu):
+            row[c] = 0.0
+        for j in range(nv):
+            a = A[i, j]
+            for c in range(nu):
+                row[c] += a * B[j, c]
+
+
 @kernel
 def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B, D, f,
                        f_x, f_u, lam_x, lam_u):
@@ -133,23 +150,24 @@ def _contact_jacobians(v, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_
         for i in range(nv):
             f[k, i] = v[k, i]
             f[k, nv + i] = ddq[k, i]
-            for j in range(nv):
-                f_x[k, i, j] = 0.0
-                f_x[k, i, nv + j] = 1.0 if i == j else 0.0
-                f_x[k, nv + i, j] = ddq_dq[k, i, j]
-                f_x[k, nv + i, nv + j] = ddq_dv[k, i, j] - ddq_dtau[k, i, j] * D[j]
-            for c in range(nu):
-                s = 0.0
-                for j in range(nv):
-                    s += ddq_dtau[k, i, j] * B[j, c]
-                f_u[k, i, c] = 0.0
-                f_u[k, nv + i, c] = s
-        for a in range(nc):
-            for j in range(nv):
-                lam_x[k, a, j] = dlam_dq[k, a, j]
-                lam_x[k, a, nv + j] = dlam_dv[k, a, j] - dlam_dtau[k, a, j] * D[j]
-            for c in range(nu):
-                s = 0.0
-                for j in range(nv):
-                    s += dlam_dtau[k, a, j] * B[j, c]
-                lam_u[k, a, c] = s
+        f_x[k, :nv] = 0.0
+        for i in range(nv):
+            f_x[k, i, nv + i] = 1.0
+        f_u[k, :nv] = 0.0
+        _state_columns(ddq_dq[k], ddq_dv[k], ddq_dtau[k], D, f_x[k], nv)
+        _times_actuation(ddq_dtau[k], B, f_u[k], nv)
+        _state_columns(dlam_dq[k], dlam_dv[k], dlam_dtau[k], D, lam_x[k], 0)
+        _times_actuation(dlam_dtau[k], B, lam_u[k], 0)
+
+
+@inline_kernel
+def _state_columns(d_dq, d_dv, d_dtau, D, out, r0):
+    """out[r0 + i] = [d_dq[i], d_dv[i] - d_dtau[i] D] (rows of a field's or a force's
+    derivative in x = (q, v), damping D), one contiguous loop per half row."""
+    nv = d_dq.shape[1]
+    for i in range(d_dq.shape[0]):
+        row = out[r0 + i]
+        for j in range(nv):
+            row[j] = d_dq[i, j]
+        for j in range(nv):
+            row[nv + j] = d_dv[i, j] - d_dtau[i, j] * D[j]

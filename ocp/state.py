@@ -227,13 +227,17 @@ def _lie_rows(B, n, scale, w_x, w_u, Fx, Fu, iv):
     """Rows iv:iv+n of Fx, Fu = B (scale w_x), B (scale w_u) on those rows."""
     ndx, nu = Fu.shape
     for r in range(n):
+        # each row as a sum of rows of w (p in increasing order: the same sum per entry
+        # as a dot product over p, so the same bits), along contiguous rows that vectorize
+        # where a dot product per entry (a chain of dependent additions) did not
+        x, u = Fx[iv + r], Fu[iv + r]
         for c in range(ndx):
-            s = 0.0
-            for p in range(n):
-                s += B[r, p] * (scale * w_x[iv + p, c])
-            Fx[iv + r, c] = s
+            x[c] = 0.0
         for c in range(nu):
-            s = 0.0
-            for p in range(n):
-                s += B[r, p] * (scale * w_u[iv + p, c])
-            Fu[iv + r, c] = s
+            u[c] = 0.0
+        for p in range(n):
+            b = B[r, p]
+            for c in range(ndx):
+                x[c] += b * (scale * w_x[iv + p, c])
+            for c in range(nu):
+                u[c] += b * (scale * w_u[iv + p, c])
