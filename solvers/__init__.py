@@ -6,6 +6,7 @@ figures of both (:mod:`.plots`); many problems at once on Dask workers
 (:func:`solve_batch`, :mod:`.batch`; dask is imported when a batch runs)."""
 from .ddp import DDP, FDDP, BoxFDDP, SolverResult
 from .alddp import ALDDP, ConstrainedResult
+from .csqp import CSQP
 from .callbacks import CallbackVerbose, CallbackLogger
 from .nlp import NLP, CallbackNLPVerbose
 from .mpc import MPC, Simulator, Push, MPCLog, run_mpc
