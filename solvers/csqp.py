@@ -60,8 +60,10 @@ from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
 from .riccati import backward_pass
 
-# polishing's test: the active rows' residual, the inactive rows' violation, the wrong sign
-POLISH_EPS = np.array([1e-9, 0.0])
+# polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
+# eps_rel), then the test of the active rows' residual, the inactive rows' violation
+# and the multipliers' wrong sign
+POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "polished", "rho", "dV_exp", "dV", "time")
@@ -574,9 +576,9 @@ class CSQP:
                 return False
             prim, prim_scale = _admm(self.typed_polished, arrays, self.polish_work, self.sigma,
                                      1.0, False, self.polish_iter, POLISH_EPS)[1:4:2]
-            if prim > POLISH_EPS[0] * max(1.0, prim_scale):
+            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                 return False
-            if _polish_fix(self.typed_polished, pdx, pdu, self.big, POLISH_EPS[0]) == 0:
+            if _polish_fix(self.typed_polished, pdx, pdu, self.big, POLISH_TOLERANCE) == 0:
                 _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
                 self.dx[:] = pdx
                 self.du[:] = pdu
