@@ -109,7 +109,8 @@ def _residuals(blocks, xs, us):
     (largest violation, sum of violations) of all rows at the residuals evaluated."""
     largest, total = 0.0, 0.0
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             n = start + k
             for i in range(y.shape[1]):
@@ -135,7 +136,8 @@ def _hessian(blocks, L, H):
     cx = np.empty(Hxx.shape[1], dtype=np.int64)
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             n = start + k
             for i in range(y.shape[1]):
@@ -164,13 +166,14 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
         for a in range(gu.shape[1]):
             gu[t, a] -= sigma * du[t, a]
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 j = index[i] if kind == 0 else i
                 h = rho[k, i] * (r[k, j] - z[k, i]) + y[k, i]
                 if h != 0.0:
-                    _add_gradient(blocks[b], k, i, start + k, h, gx, gu)
+                    _add_gradient(block, k, i, start + k, h, gx, gu)
 
 
 # -- the LQ solve -------------------------------------------------------------------------
@@ -251,7 +254,8 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
     F, gaps, nus, factor, Lx, Lu = problem
     gx, gu, Vx, k, tx, tu, dx, du, dual_x, dual_u = work
     K = factor[1]
-    prim, dual, prim_scale, dual_scale = np.inf, np.inf, 0.0, 0.0
+    prim, dual, prim_scale = np.inf, np.inf, 0.0
+    dual_scale = max(np.abs(Lx).max(), np.abs(Lu).max())
     done = 0
     for it in range(iterations):
         done = it + 1
@@ -272,7 +276,6 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
                 dual_u[t, a] += sigma * change
                 du[t, a] += change
         dual = max(np.abs(dual_x).max(), np.abs(dual_u).max())
-        dual_scale = max(np.abs(Lx).max(), np.abs(Lu).max())
         if prim <= eps[0] + eps[1] * prim_scale and dual <= eps[0] + eps[1] * dual_scale:
             break
     return done, prim, dual, prim_scale, dual_scale
@@ -285,15 +288,16 @@ def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
     max |v(w^{k+1}) - z^{k+1}|, its scale max(|v|, |z|))."""
     prim, scale = 0.0, 0.0
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             n = start + k
             for i in range(y.shape[1]):
                 if rho[k, i] == 0.0:
                     continue
                 j = index[i] if kind == 0 else i
-                v_new = r[k, j] + _row_value(blocks[b], k, i, n, tx, tu)
-                v_old = r[k, j] + _row_value(blocks[b], k, i, n, dx, du)
+                v_new = r[k, j] + _row_value(block, k, i, n, tx, tu)
+                v_old = r[k, j] + _row_value(block, k, i, n, dx, du)
                 v_hat = alpha * v_new + (1.0 - alpha) * (z[k, i] if project else v_old)
                 z_old = z[k, i]
                 if project:
@@ -303,7 +307,7 @@ def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
                 prim = max(prim, abs(v - z[k, i]))
                 scale = max(scale, abs(v), abs(z[k, i]))
                 if z[k, i] != z_old:
-                    _add_gradient(blocks[b], k, i, n, rho[k, i] * (z[k, i] - z_old),
+                    _add_gradient(block, k, i, n, rho[k, i] * (z[k, i] - z_old),
                                   dual_x, dual_u)
     return prim, scale
 
@@ -322,12 +326,13 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     au[:] = 0.0
     largest_y = 0.0
     for b in range(len(blocks)):
-        y = blocks[b][5]
+        block = blocks[b]
+        y, start = block[5], block[1]
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 largest_y = max(largest_y, abs(y[k, i]))
                 if y[k, i] != 0.0:
-                    _add_gradient(blocks[b], k, i, blocks[b][1] + k, y[k, i], ax, au)
+                    _add_gradient(block, k, i, start + k, y[k, i], ax, au)
     largest_lam, stationarity = 0.0, 0.0
     for t in range(N, -1, -1):
         for i in range(ndx):
@@ -389,11 +394,12 @@ def _polish_fix(polished, dx, du, big, tolerance):
     Returns the number of rows changed (0: the polished step is the QP's solution)."""
     changes = 0
     for b in range(len(polished)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        block = polished[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 j = index[i] if kind == 0 else i
-                v = r[k, j] + _row_value(polished[b], k, i, start + k, dx, du)
+                v = r[k, j] + _row_value(block, k, i, start + k, dx, du)
                 if rho[k, i] == 0.0:
                     if v < lower[i] - tolerance or v > upper[i] + tolerance:
                         z[k, i] = lower[i] if v < lower[i] else upper[i]
@@ -411,13 +417,15 @@ def _polish_fix(polished, dx, du, big, tolerance):
 def _polish_accept(blocks, polished, dx, du):
     """The rows' (y, z) from the polished step: y polishing's, z = v clipped."""
     for b in range(len(blocks)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        target_y, target_z = blocks[b][5], blocks[b][6]
+        block = polished[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 j = index[i] if kind == 0 else i
-                v = r[k, j] + _row_value(polished[b], k, i, start + k, dx, du)
-                blocks[b][5][k, i] = y[k, i]
-                blocks[b][6][k, i] = min(max(v, lower[i]), upper[i])
+                v = r[k, j] + _row_value(block, k, i, start + k, dx, du)
+                target_y[k, i] = y[k, i]
+                target_z[k, i] = min(max(v, lower[i]), upper[i])
 
 
 @kernel
@@ -551,6 +559,13 @@ class CSQP:
             if done < count:
                 solved = True
                 break
+            # the exact solution on ADMM's active set, tried at every rho check: once
+            # the active set is right ADMM need not reach its tolerance
+            if self.polish and self.blocks:
+                if self._polish(arrays):
+                    return total, 0.0, True, True
+                if not self._factorize(self.typed_blocks):     # ADMM's again
+                    return total, np.inf, False, False
             ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
                                                                   1e-300))
             rho = np.clip(self.rho_now * ratio, self.rho_min, self.rho_max)
@@ -663,9 +678,6 @@ class CSQP:
                 break
             if iteration >= max_iter:
                 break
-            if time_limit is not None and time.perf_counter() - start_time > time_limit:
-                status = "time_limit"
-                break
             iteration += 1
             t0 = time.perf_counter()
             qp_iterations, prim, solved, polished = self._solve_qp()
@@ -716,6 +728,9 @@ class CSQP:
                 status = f"the dynamics failed at the current iterate ({type(error).__name__})"
                 break
             self._record(history, callbacks, iteration, record, t0)
+            if time_limit is not None and time.perf_counter() - start_time > time_limit:
+                status = "time_limit"
+                break
         return self._result(xs, us, cost, iteration, converged, status, stop, history)
 
     def max_violation(self, xs, us):
