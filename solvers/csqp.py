@@ -104,6 +104,47 @@ def _add_gradient(block, k, i, n, h, gx, gu):
 
 
 @kernel
+def _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out):
+    """out (K, nr) = v = r + R w of every row of a block (one call per block: the
+    per-row calls that passed the block's tuple cost 2x the ADMM iteration)."""
+    for k in range(out.shape[0]):
+        n = start + k
+        for i in range(out.shape[1]):
+            if kind == 1:
+                out[k, i] = r[k, i] + du[n, i]
+            elif kind == 2:
+                out[k, i] = r[k, i] + dx[n, dx_index[i]]
+            else:
+                j = index[i]
+                s = r[k, j]
+                for a in range(Rx.shape[2]):
+                    s += Rx[k, j, a] * dx[n, a]
+                for a in range(Ru.shape[2]):
+                    s += Ru[k, j, a] * du[n, a]
+                out[k, i] = s
+
+
+@kernel
+def _block_gradient(kind, start, Rx, Ru, index, dx_index, h, gx, gu):
+    """gx[n] += sum_i h_i Rx_i, gu[n] += sum_i h_i Ru_i over the rows of a block."""
+    for k in range(h.shape[0]):
+        n = start + k
+        for i in range(h.shape[1]):
+            if h[k, i] == 0.0:
+                continue
+            if kind == 1:
+                gu[n, i] += h[k, i]
+            elif kind == 2:
+                gx[n, dx_index[i]] += h[k, i]
+            else:
+                j = index[i]
+                for a in range(Rx.shape[2]):
+                    gx[n, a] += h[k, i] * Rx[k, j, a]
+                for a in range(Ru.shape[2]):
+                    gu[n, a] += h[k, i] * Ru[k, j, a]
+
+
+@kernel
 def _residuals(blocks, xs, us):
     """The bound rows' values (control and state bounds: r = u_i, x_i) written, and
     (largest violation, sum of violations) of all rows at the residuals evaluated."""
@@ -166,14 +207,13 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
         for a in range(gu.shape[1]):
             gu[t, a] -= sigma * du[t, a]
     for b in range(len(blocks)):
-        block = blocks[b]
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        h = np.empty(y.shape)
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 j = index[i] if kind == 0 else i
-                h = rho[k, i] * (r[k, j] - z[k, i]) + y[k, i]
-                if h != 0.0:
-                    _add_gradient(block, k, i, start + k, h, gx, gu)
+                h[k, i] = rho[k, i] * (r[k, j] - z[k, i]) + y[k, i]
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, h, gx, gu)
 
 
 # -- the LQ solve -------------------------------------------------------------------------
@@ -288,27 +328,26 @@ def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
     max |v(w^{k+1}) - z^{k+1}|, its scale max(|v|, |z|))."""
     prim, scale = 0.0, 0.0
     for b in range(len(blocks)):
-        block = blocks[b]
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        v_new, v_old = np.empty(y.shape), np.empty(y.shape)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, tx, tu, v_new)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, v_old)
         for k in range(y.shape[0]):
-            n = start + k
             for i in range(y.shape[1]):
                 if rho[k, i] == 0.0:
+                    v_old[k, i] = 0.0           # the change of z, reused below
                     continue
-                j = index[i] if kind == 0 else i
-                v_new = r[k, j] + _row_value(block, k, i, n, tx, tu)
-                v_old = r[k, j] + _row_value(block, k, i, n, dx, du)
-                v_hat = alpha * v_new + (1.0 - alpha) * (z[k, i] if project else v_old)
+                v_hat = alpha * v_new[k, i] + (1.0 - alpha) * (z[k, i] if project
+                                                               else v_old[k, i])
                 z_old = z[k, i]
                 if project:
                     z[k, i] = min(max(v_hat + y[k, i] / rho[k, i], lower[i]), upper[i])
                 y[k, i] += rho[k, i] * (v_hat - z[k, i])
-                v = alpha * v_new + (1.0 - alpha) * v_old
+                v = alpha * v_new[k, i] + (1.0 - alpha) * v_old[k, i]
                 prim = max(prim, abs(v - z[k, i]))
                 scale = max(scale, abs(v), abs(z[k, i]))
-                if z[k, i] != z_old:
-                    _add_gradient(block, k, i, n, rho[k, i] * (z[k, i] - z_old),
-                                  dual_x, dual_u)
+                v_old[k, i] = rho[k, i] * (z[k, i] - z_old)
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, v_old, dual_x, dual_u)
     return prim, scale
 
 
@@ -547,9 +586,15 @@ class CSQP:
         iterations, primal residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
+        arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
+        # first the active set of the last QP (its y, z kept): near a solution it holds,
+        # and the step needs no ADMM iteration
+        if self.polish and self.blocks and self._warm_active and self._polish(arrays):
+            return 0, 0.0, True, True
+        self.dx[:] = 0.0
+        self.du[:] = 0.0
         if not self._factorize(self.typed_blocks):
             return -1, np.inf, False, False
-        arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         while total < self.max_qp_iter:
             count = min(self.rho_interval, self.max_qp_iter - total)
             done, prim, dual, prim_scale, dual_scale = _admm(
@@ -577,6 +622,11 @@ class CSQP:
                     return total, np.inf, False, False
         polished = self.polish and self.blocks and self._polish(arrays)
         return total, prim, solved, polished
+
+    @property
+    def _warm_active(self):
+        """Whether (y, z) hold a QP's solution (an SQP iteration of this solve ran)."""
+        return self._qp_count > 0
 
     def _polish(self, arrays):
         """OSQP's polishing on Riccati sweeps (module docstring), with up to
@@ -658,6 +708,7 @@ class CSQP:
         start_time = time.perf_counter()
         xs, us = self._initial_guess(xs, us)
         self._start_rows(multipliers)
+        self._qp_count = 0
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
         history = {key: [] for key in _HISTORY_KEYS}
         status, converged, iteration, nu = "max_iter", False, 0, 0.0
@@ -681,6 +732,7 @@ class CSQP:
             iteration += 1
             t0 = time.perf_counter()
             qp_iterations, prim, solved, polished = self._solve_qp()
+            self._qp_count += 1
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
                 break
