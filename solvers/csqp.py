@@ -65,8 +65,11 @@ from .riccati import backward_pass
 # and the multipliers' wrong sign
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 
+# "infeasible": the QP's primal residual at least this fraction of the violation
+INFEASIBLE_RATIO = 0.1
+
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
-                 "qp_iterations", "polished", "rho", "dV_exp", "dV", "time")
+                 "qp_iterations", "qp_primal", "polished", "rho", "dV_exp", "dV", "time")
 
 
 # -- constraint rows ---------------------------------------------------------------------
@@ -736,7 +739,8 @@ class CSQP:
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
                 break
-            stuck = 0 if (solved or polished) or violation < 0.5 * last_violation else stuck + 1
+            unsolvable = not (solved or polished) and prim >= INFEASIBLE_RATIO * violation
+            stuck = stuck + 1 if unsolvable and violation >= 0.5 * last_violation else 0
             last_violation = min(last_violation, violation)
             if stuck >= self.infeasible_after:
                 status = "infeasible"
@@ -762,13 +766,17 @@ class CSQP:
                     break
             record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
                           step=np.nan, gaps=gap, violation=violation,
-                          qp_iterations=qp_iterations, polished=polished, rho=self.rho_now, dV_exp=np.nan,
+                          qp_iterations=qp_iterations, qp_primal=prim, polished=polished,
+                          rho=self.rho_now, dV_exp=np.nan,
                           dV=np.nan, time=0.0)
             if accepted is None:
-                # a QP short of its primal tolerance, then no step: the linearized
-                # constraints (most likely the constraints) have no solution
-                status = "infeasible" if not (solved or polished) and violation > \
-                    self.th_constraint else "no step accepted by the line search"
+                # no step after a QP that ended with a primal residual of the order of
+                # the violation (ADMM could not bring the linearized rows within their
+                # bounds): the linearized constraints, most likely the constraints,
+                # have no solution
+                infeasible = not (solved or polished) and violation > self.th_constraint \
+                    and prim >= INFEASIBLE_RATIO * violation
+                status = "infeasible" if infeasible else "no step accepted by the line search"
                 self._record(history, callbacks, iteration, record, t0)
                 break
             step, xs, us, trial_merit = accepted
