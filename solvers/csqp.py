@@ -74,6 +74,13 @@ iterations (vbound and torque from the guess).  solo12 on four feet with hard
 friction cones (tests/test_constrained_solver's, from FDDP's optimum): 2 SQP
 iterations (375 ADMM), ALDDP's cost to 1e-10, 79 ms against ALDDP's 58 ms (28
 iterations).
+
+Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
+(panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
+full Gauss-Newton step (the Maratos effect: Nocedal & Wright Sec. 15.4), which calls
+for a second-order correction.  Tried and not kept: a nonmonotone reference (the
+largest merit of the last 4 iterates; Grippo, Lampariello & Lucidi 1986): panda stiff
+then cycles (1/8, 1/2, 1/4, 1) to max_iter 200.
 """
 import time
 
