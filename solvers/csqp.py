@@ -55,22 +55,22 @@ factorization and a few sweeps): 229; the last QP's active set polished before a
 ADMM iteration (near a solution it holds): 125.  One typed-List read per block instead
 of one per row in the ADMM kernels: the kernel time per ADMM iteration / 2.6.
 
-Measured (``benchmarks/csqp.py``, 100 knots, 2026-11-27, load 10-11 on the 2 cores,
-CPU time of the thread, medians of 3 interleaved rounds; iterations (ADMM
+Measured (``benchmarks/csqp.py`` at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
+cores, CPU time of the thread, medians of 3 interleaved rounds; SQP iterations (ADMM
 iterations), cost relative to IPOPT's (analytical, Gauss-Newton) from the same start,
 time / IPOPT's, from the guess / from FDDP's optimum): ur5 plane 18 (100) / 10 (25),
--2e-8 / -8e-9, 0.017x / 0.19x; stiff 47 / 44, converged at ALDDP's cost where IPOPT
-stops at 500 iterations; vbound 15 (550) / 9 (125), -2e-7 / -8e-8, 0.21x / 0.20x
-(ALDDP 0.30x / 0.50x); torque 18 (1100) / 9 (50): from the guess at IPOPT's optimum
-0.2453417 (ALDDP ends at 0.2569), 0.17x / 0.08x.  panda plane 14 / 12, -2e-8, 0.12x /
-0.24x; stiff 112 / 115, converged (IPOPT: 500 iterations); vbound 12 (575) / 10 (25),
--5.7e-6 (IPOPT stops 5.7e-6 above; ALDDP's cost to 1e-8), 0.94x / 0.17x (ALDDP 1.63x /
-1.10x); torque from the guess a worse local optimum, 0.22718 against ALDDP's and
-IPOPT's 0.1342558 (0.44x IPOPT's time), from FDDP's optimum (after the change of
-INFEASIBLE_RATIO, one run) the same 0.22718 in 50 iterations.  Violation <= 2.3e-9
-everywhere.  Time per SQP iteration 1.7-3.6x FDDP's on the same problem without the
-constraints where the active set settles early, 7-25x where ADMM runs hundreds of
-iterations (vbound and torque from the guess).  solo12 on four feet with hard
+-2e-8 / -8e-9, 0.021x / 0.18x; stiff 47 / 44, converged at ALDDP's cost where IPOPT
+stops at 500 iterations (0.030x / 0.028x); vbound 15 (550) / 9 (125), -2e-7 / -8e-8,
+0.29x / 0.26x (ALDDP 0.29x / 0.45x); torque 18 (1050) / 9 (50): from the guess at
+IPOPT's optimum 0.2453417 (ALDDP ends at 0.2569), 0.24x / 0.089x.  panda plane 14 /
+12, -2e-8, 0.15x / 0.26x; stiff 112 / 115, converged (IPOPT: 500 iterations), 0.09x /
+0.10x; vbound 12 (575) / 10 (25), -5.7e-6 (IPOPT stops 5.7e-6 above; ALDDP's cost to
+1e-8), 1.33x / 0.19x (ALDDP 1.29x / 1.00x); torque a worse local optimum from both
+starts, 0.22718 against ALDDP's 0.1342558 (49 (4675) / 50 (7575) iterations, 0.56x /
+0.63x IPOPT's time, which stops "acceptable" at 0.13426 / at max_iter).  Violation <=
+2.3e-9 everywhere.  Time per SQP iteration 2.2-3.6x FDDP's on the same problem
+without the constraints where the active set settles early, 5-75x where ADMM runs
+hundreds to thousands of iterations (vbound and torque).  solo12 on four feet with hard
 friction cones (tests/test_constrained_solver's, from FDDP's optimum): 2 SQP
 iterations (375 ADMM), ALDDP's cost to 1e-10, 79 ms against ALDDP's 58 ms (28
 iterations).
