@@ -239,6 +239,35 @@ class _Block:
                 np.asarray(self.dx_index, dtype=np.int64))
 
 
+def constraint_blocks(problem):
+    """The constraint rows of ``problem`` as blocks, stage by stage and then the
+    terminal knot: each Constraint's residual rows, the control bounds, the state
+    bounds on the coordinates where x (+) dx adds (ALDDP, ProxDDP and CSQP share them)."""
+    x_index, dx_index = _vector_coordinates(problem.state)
+    stages = list(problem.phases)
+    stages.append((problem.terminal_model, problem.N, problem.N + 1, problem.terminal_data))
+    blocks = []
+    for model, start, stop, data in stages:
+        for c, cd in zip(model.constraints, data.constraints):
+            blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name,
+                                 data=cd))
+        if not model.terminal and model.has_control_bounds:
+            blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
+                                 "control_bounds", m=model.nu))
+        lower, upper = model.x_lower[x_index], model.x_upper[x_index]
+        rows = np.isfinite(lower) | np.isfinite(upper)
+        if np.any(rows):
+            blocks.append(_Block("x", start, stop, lower[rows], upper[rows],
+                                 "state_bounds", x_index=x_index[rows],
+                                 dx_index=dx_index[rows]))
+        if np.any(np.isfinite(model.x_lower) | np.isfinite(model.x_upper)) and (
+                np.any(np.isfinite(np.delete(model.x_lower, x_index)))
+                or np.any(np.isfinite(np.delete(model.x_upper, x_index)))):
+            raise ValueError("state_bounds: hard state bounds apply only to the coordinates "
+                             "where x (+) dx adds (not a free-flyer's or a spherical joint's)")
+    return blocks
+
+
 class ALDDP:
     """Augmented-Lagrangian DDP (see the module docstring) on any ShootingProblem.
 
@@ -312,30 +341,7 @@ class ALDDP:
 
     # -- the constraint rows ----------------------------------------------------------
     def _blocks(self):
-        problem = self.problem
-        x_index, dx_index = _vector_coordinates(problem.state)
-        stages = list(problem.phases)
-        stages.append((problem.terminal_model, problem.N, problem.N + 1, problem.terminal_data))
-        blocks = []
-        for model, start, stop, data in stages:
-            for c, cd in zip(model.constraints, data.constraints):
-                blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name,
-                                     data=cd))
-            if not model.terminal and model.has_control_bounds:
-                blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
-                                     "control_bounds", m=model.nu))
-            lower, upper = model.x_lower[x_index], model.x_upper[x_index]
-            rows = np.isfinite(lower) | np.isfinite(upper)
-            if np.any(rows):
-                blocks.append(_Block("x", start, stop, lower[rows], upper[rows],
-                                     "state_bounds", x_index=x_index[rows],
-                                     dx_index=dx_index[rows]))
-            if np.any(np.isfinite(model.x_lower) | np.isfinite(model.x_upper)) and (
-                    np.any(np.isfinite(np.delete(model.x_lower, x_index)))
-                    or np.any(np.isfinite(np.delete(model.x_upper, x_index)))):
-                raise ValueError("state_bounds: ALDDP bounds only the coordinates where "
-                                 "x (+) dx adds (not a free-flyer's or a spherical joint's)")
-        return blocks
+        return constraint_blocks(self.problem)
 
     def _typed_blocks(self):
         """The blocks' tuples in a typed List (None without blocks): they hold the

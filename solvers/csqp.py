@@ -1,0 +1,857 @@
+"""CSQP: a stagewise SQP whose QP subproblem is solved by ADMM on Riccati sweeps.
+
+Jordana, Kleff, Meduri, Carpentier, Mansard & Righetti, "Stagewise Implementations
+of Sequential Quadratic Programming for Model-Predictive Control" (2023; mim_solvers'
+``SolverCSQP``), with OSQP's ADMM (Stellato, Banjac, Goulart, Bemporad & Boyd,
+"OSQP: an operator splitting solver for quadratic programs", Math. Prog. Comp. 2020,
+Algorithm 1, Sec. 5.2 for the step size rho, Sec. 4.3 for polishing).
+
+Notation (Crocoddyl's, as :mod:`.riccati`): at the iterate (xs, us) with the gaps f_t
+(f_0 = x0 (-) x_0, f_{t+1} = F(x_t, u_t) (-) x_{t+1}), the Gauss-Newton LQ
+approximation in w = (dx, du) is
+
+    min  sum_t 1/2 [dx; du]^T [Lxx Lxu; Lxu^T Luu]_t [dx; du] + Lx_t dx_t + Lu_t du_t
+    s.t. dx_0 = f_0,   dx_{t+1} = Fx_t dx_t + Fu_t du_t + f_{t+1},
+         l <= v = r + R w <= h   (each constraint row, R = (Rx, Ru) its Jacobian row),
+
+the rows being the problem's stage and terminal ``Constraint`` rows, its control bounds
+(v = u + du) and its state bounds (v = x_i + dx_i, where x (+) dx adds).  ADMM splits
+v = z with z in [l, h] (OSQP's form, y the rows' multipliers, sigma the proximal weight
+on w, alpha the relaxation):
+
+    w~ = argmin LQ + sigma/2 |w - w^k|^2 + sum rho_i/2 (v_i(w) - z_i + y_i / rho_i)^2
+         s.t. the dynamics                                     (one Riccati solve)
+    w^{k+1} = alpha w~ + (1 - alpha) w^k,   v^ = alpha v(w~) + (1 - alpha) z^k,
+    z^{k+1} = clip(v^ + y^k / rho, l, h),   y^{k+1} = y^k + rho (v^ - z^{k+1}).
+
+The Riccati factorization (Quu's Cholesky factor, K, Vxx of :func:`.riccati.
+backward_pass` on the Hessian with rho R^T R and sigma added) depends on rho only: an
+ADMM iteration is a sweep of the linear terms (:func:`_linear_sweep`: k, Vx) and a
+rollout of the linear dynamics (:func:`_rollout`), O(N ndx^2) instead of the
+factorization's O(N ndx^3); the factorization is redone only when rho changes (OSQP's
+rule: rho <- rho sqrt(primal / dual residual, each relative to its scale), applied when
+it moves rho by more than 5x).  Equality rows (l = h) get 1e3 rho (OSQP).
+
+Polishing (OSQP Sec. 4.3): on the rows ADMM found active (z at a bound, the sign of y
+agreeing), the equality-constrained LQ is solved by the method of multipliers with a
+large penalty (one factorization, a few sweeps); the polished step is kept when the
+inactive rows hold and the active multipliers have the right sign.  It makes each SQP
+step the exact QP solution once the active set is found, where ADMM alone reaches
+its tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
+
+The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
+backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
+Wright, "Numerical Optimization", 2nd ed., eq. 18.27 and Theorem 18.2: nu above the
+multipliers' largest magnitude, costates and rows, makes the SQP step a descent
+direction).  Converged: the largest gap <= th_gaps, violation <= th_constraint and the
+stationarity of the Lagrangian in the controls (the costates of an adjoint sweep with
+the QP's row multipliers) <= th_stop.
+
+Where the ADMM iterations went, and the two changes that cut them (ur5 "vbound" from
+FDDP's optimum, 9 SQP iterations, same cost each time; 2026-11-27, load 7-11 on the 2
+cores): ADMM to its tolerance (1e-6) then one polish: 1753 ADMM iterations; polishing
+tried at every rho check (every ``rho_interval`` iterations; a polish costs a
+factorization and a few sweeps): 229; the last QP's active set polished before any
+ADMM iteration (near a solution it holds): 125.  One typed-List read per block instead
+of one per row in the ADMM kernels: the kernel time per ADMM iteration / 2.6.
+
+Measured (``benchmarks/csqp.py`` at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
+cores, CPU time of the thread, medians of 3 interleaved rounds; SQP iterations (ADMM
+iterations), cost relative to IPOPT's (analytical, Gauss-Newton) from the same start,
+time / IPOPT's, from the guess / from FDDP's optimum): ur5 plane 18 (100) / 10 (25),
+-2e-8 / -8e-9, 0.021x / 0.18x; stiff 47 / 44, converged at ALDDP's cost where IPOPT
+stops at 500 iterations (0.030x / 0.028x); vbound 15 (550) / 9 (125), -2e-7 / -8e-8,
+0.29x / 0.26x (ALDDP 0.29x / 0.45x); torque 18 (1050) / 9 (50): from the guess at
+IPOPT's optimum 0.2453417 (ALDDP ends at 0.2569), 0.24x / 0.089x.  panda plane 14 /
+12, -2e-8, 0.15x / 0.26x; stiff 112 / 115, converged (IPOPT: 500 iterations), 0.09x /
+0.10x; vbound 12 (575) / 10 (25), -5.7e-6 (IPOPT stops 5.7e-6 above; ALDDP's cost to
+1e-8), 1.33x / 0.19x (ALDDP 1.29x / 1.00x); torque a worse local optimum from both
+starts, 0.22718 against ALDDP's 0.1342558 (49 (4675) / 50 (7575) iterations, 0.56x /
+0.63x IPOPT's time, which stops "acceptable" at 0.13426 / at max_iter).  Violation <=
+2.3e-9 everywhere.  Time per SQP iteration 2.2-3.6x FDDP's on the same problem
+without the constraints where the active set settles early, 5-75x where ADMM runs
+hundreds to thousands of iterations (vbound and torque).  solo12 on four feet with hard
+friction cones (tests/test_constrained_solver's, from FDDP's optimum): 2 SQP
+iterations (375 ADMM), ALDDP's cost to 1e-10, 79 ms against ALDDP's 58 ms (28
+iterations).
+
+The active rows' penalty in polishing, ``big``: 1e6 left the equality LQ of the tests
+1.3e-10 from the dense KKT solution (the factorization of a Quu with 1e6 entries), 1e4
+9e-13, the same SQP and ADMM iterations on ur5 "vbound" and panda "stiff".
+
+Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
+(panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
+full Gauss-Newton step (the Maratos effect: Nocedal & Wright Sec. 15.4), which calls
+for a second-order correction.  Tried and not kept: a nonmonotone reference (the
+largest merit of the last 4 iterates; Grippo, Lampariello & Lucidi 1986): panda stiff
+then cycles (1/8, 1/2, 1/4, 1) to max_iter 200.
+"""
+import time
+
+import numpy as np
+
+from ..dynamics.config import kernel
+from ..dynamics.linalg import cholesky_factor, cholesky_solve
+from ..ocp.constraints import HorizonConstraints
+from ..ocp.fused import CALC, DIFF, _push, _typed_list
+from .alddp import ConstrainedResult, _add_row, _Block, constraint_blocks
+from .callbacks import CallbackVerbose
+from .forward import KERNEL_ERRORS
+from .riccati import backward_pass
+
+# polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
+# eps_rel), then the test of the active rows' residual, the inactive rows' violation
+# and the multipliers' wrong sign
+POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
+
+# "infeasible": the QP's primal residual at least this fraction of the violation
+INFEASIBLE_RATIO = 0.1
+
+_HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
+                 "qp_iterations", "qp_primal", "polished", "rho", "dV_exp", "dV", "time")
+
+
+# -- constraint rows ---------------------------------------------------------------------
+@kernel
+def _row_value(block, k, i, n, dx, du):
+    """v_i - r_i = R_i w of row i of a block at its knot k (knot n of the horizon)."""
+    kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+    if kind == 1:
+        return du[n, i]
+    if kind == 2:
+        return dx[n, dx_index[i]]
+    j = index[i]
+    s = 0.0
+    for a in range(Rx.shape[2]):
+        s += Rx[k, j, a] * dx[n, a]
+    for a in range(Ru.shape[2]):
+        s += Ru[k, j, a] * du[n, a]
+    return s
+
+
+@kernel
+def _add_gradient(block, k, i, n, h, gx, gu):
+    """gx[n] += h Rx_i, gu[n] += h Ru_i (row i of a block at its knot k)."""
+    kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+    if kind == 1:
+        gu[n, i] += h
+    elif kind == 2:
+        gx[n, dx_index[i]] += h
+    else:
+        j = index[i]
+        for a in range(Rx.shape[2]):
+            gx[n, a] += h * Rx[k, j, a]
+        for a in range(Ru.shape[2]):
+            gu[n, a] += h * Ru[k, j, a]
+
+
+@kernel
+def _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out):
+    """out (K, nr) = v = r + R w of every row of a block (one call per block: the
+    per-row calls that passed the block's tuple cost 2x the ADMM iteration)."""
+    for k in range(out.shape[0]):
+        n = start + k
+        for i in range(out.shape[1]):
+            if kind == 1:
+                out[k, i] = r[k, i] + du[n, i]
+            elif kind == 2:
+                out[k, i] = r[k, i] + dx[n, dx_index[i]]
+            else:
+                j = index[i]
+                s = r[k, j]
+                for a in range(Rx.shape[2]):
+                    s += Rx[k, j, a] * dx[n, a]
+                for a in range(Ru.shape[2]):
+                    s += Ru[k, j, a] * du[n, a]
+                out[k, i] = s
+
+
+@kernel
+def _block_gradient(kind, start, Rx, Ru, index, dx_index, h, gx, gu):
+    """gx[n] += sum_i h_i Rx_i, gu[n] += sum_i h_i Ru_i over the rows of a block."""
+    for k in range(h.shape[0]):
+        n = start + k
+        for i in range(h.shape[1]):
+            if h[k, i] == 0.0:
+                continue
+            if kind == 1:
+                gu[n, i] += h[k, i]
+            elif kind == 2:
+                gx[n, dx_index[i]] += h[k, i]
+            else:
+                j = index[i]
+                for a in range(Rx.shape[2]):
+                    gx[n, a] += h[k, i] * Rx[k, j, a]
+                for a in range(Ru.shape[2]):
+                    gu[n, a] += h[k, i] * Ru[k, j, a]
+
+
+@kernel
+def _residuals(blocks, xs, us):
+    """The bound rows' values (control and state bounds: r = u_i, x_i) written, and
+    (largest violation, sum of violations) of all rows at the residuals evaluated."""
+    largest, total = 0.0, 0.0
+    for b in range(len(blocks)):
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        for k in range(y.shape[0]):
+            n = start + k
+            for i in range(y.shape[1]):
+                j = index[i] if kind == 0 else i
+                if kind == 1:
+                    r[k, i] = us[n, i]
+                elif kind == 2:
+                    r[k, i] = xs[n, index[i]]
+                v = max(lower[i] - r[k, j], r[k, j] - upper[i], 0.0)
+                largest = max(largest, v)
+                total += v
+    return largest, total
+
+
+@kernel
+def _hessian(blocks, L, H):
+    """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows."""
+    Lxx, Luu, Lxu = L
+    Hxx, Huu, Hxu, gx, gu = H
+    Hxx[:] = Lxx
+    Huu[:] = Luu
+    Hxu[:] = Lxu
+    cx = np.empty(Hxx.shape[1], dtype=np.int64)
+    cu = np.empty(Huu.shape[1], dtype=np.int64)
+    for b in range(len(blocks)):
+        block = blocks[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        for k in range(y.shape[0]):
+            n = start + k
+            for i in range(y.shape[1]):
+                w = rho[k, i]
+                if w == 0.0:
+                    continue
+                if kind == 1:
+                    Huu[n, i, i] += w
+                elif kind == 2:
+                    Hxx[n, dx_index[i], dx_index[i]] += w
+                else:
+                    _add_row(Rx[k, index[i]], Ru[k, index[i]], 0.0, w, n, cx, cu, gx, gu,
+                             Hxx, Huu, Hxu)
+
+
+@kernel
+def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
+    """The linear terms of the ADMM subproblem: g = L's gradient - sigma w^k + sum_i
+    R_i^T (rho_i (r_i - z_i) + y_i)."""
+    gx[:] = Lx
+    gu[:] = Lu
+    for t in range(gx.shape[0]):
+        for a in range(gx.shape[1]):
+            gx[t, a] -= sigma * dx[t, a]
+    for t in range(gu.shape[0]):
+        for a in range(gu.shape[1]):
+            gu[t, a] -= sigma * du[t, a]
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        h = np.empty(y.shape)
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                j = index[i] if kind == 0 else i
+                h[k, i] = rho[k, i] * (r[k, j] - z[k, i]) + y[k, i]
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, h, gx, gu)
+
+
+# -- the LQ solve -------------------------------------------------------------------------
+@kernel
+def _factor(Quu, nus, Lq):
+    """Lq[t]: the Cholesky factor of Quu[t] (leading nus[t] block) of a backward pass."""
+    for t in range(Quu.shape[0]):
+        if not cholesky_factor(Quu[t], nus[t], Lq[t], 0.0):
+            return t
+    return -1
+
+
+@kernel
+def _linear_sweep(F, gaps, nus, factor, gx, gu, Vx, k):
+    """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq of
+    :func:`.riccati.backward_pass` and :func:`_factor` with the same Hessian): Vx_N =
+    gx_N + Vxx_N f_N, then k_t = Quu^-1 (gu_t + Fu^T Vx_{t+1}), Vx_t = gx_t + Fx^T
+    Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`)."""
+    Fx, Fu = F
+    Vxx, K, Lq = factor
+    N, ndx, nu = Fu.shape
+    qu = np.empty((nu, 1))
+    for i in range(ndx):
+        s = gx[N, i]
+        for j in range(ndx):
+            s += Vxx[N, i, j] * gaps[N, j]
+        Vx[N, i] = s
+    for t in range(N - 1, -1, -1):
+        n = nus[t]
+        for i in range(nu):
+            s = gu[t, i]
+            for p in range(ndx):
+                s += Fu[t, p, i] * Vx[t + 1, p]
+            qu[i, 0] = s
+        for i in range(ndx):
+            s = gx[t, i]
+            for p in range(ndx):
+                s += Fx[t, p, i] * Vx[t + 1, p]
+            for p in range(n):
+                s -= K[t, p, i] * qu[p, 0]
+            for j in range(ndx):
+                s += Vxx[t, i, j] * gaps[t, j]
+            Vx[t, i] = s
+        cholesky_solve(Lq[t], n, qu)
+        for i in range(nu):
+            k[t, i] = qu[i, 0] if i < n else 0.0
+
+
+@kernel
+def _rollout(F, gaps, k, K, dx, du):
+    """dx_0 = f_0, du_t = -k_t - K_t dx_t, dx_{t+1} = Fx dx_t + Fu du_t + f_{t+1}."""
+    Fx, Fu = F
+    N, ndx, nu = Fu.shape
+    dx[0] = gaps[0]
+    for t in range(N):
+        for i in range(nu):
+            s = -k[t, i]
+            for j in range(ndx):
+                s -= K[t, i, j] * dx[t, j]
+            du[t, i] = s
+        for i in range(ndx):
+            s = gaps[t + 1, i]
+            for j in range(ndx):
+                s += Fx[t, i, j] * dx[t, j]
+            for j in range(nu):
+                s += Fu[t, i, j] * du[t, j]
+            dx[t + 1, i] = s
+
+
+@kernel
+def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
+    """Up to ``iterations`` ADMM iterations (module docstring) on the kept factorization
+    (``project`` False: the method of multipliers of polishing, z fixed at the active
+    rows' bounds).  ``work``: (gx, gu, Vx, k, dx~, du~, dx, du, dual_x, dual_u).
+    Returns (iterations done, primal residual, dual residual, primal scale, dual
+    scale); stops at the first iteration whose residuals are below eps[0] + eps[1]
+    scale (OSQP's test)."""
+    F, gaps, nus, factor, Lx, Lu = problem
+    gx, gu, Vx, k, tx, tu, dx, du, dual_x, dual_u = work
+    K = factor[1]
+    prim, dual, prim_scale = np.inf, np.inf, 0.0
+    dual_scale = max(np.abs(Lx).max(), np.abs(Lu).max())
+    done = 0
+    for it in range(iterations):
+        done = it + 1
+        _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu)
+        _linear_sweep(F, gaps, nus, factor, gx, gu, Vx, k)
+        _rollout(F, gaps, k, K, tx, tu)
+        dual_x[:] = 0.0
+        dual_u[:] = 0.0
+        prim, prim_scale = _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u)
+        for t in range(dx.shape[0]):
+            for a in range(dx.shape[1]):
+                change = alpha * (tx[t, a] - dx[t, a])
+                dual_x[t, a] += sigma * change
+                dx[t, a] += change
+        for t in range(du.shape[0]):
+            for a in range(du.shape[1]):
+                change = alpha * (tu[t, a] - du[t, a])
+                dual_u[t, a] += sigma * change
+                du[t, a] += change
+        dual = max(np.abs(dual_x).max(), np.abs(dual_u).max())
+        if prim <= eps[0] + eps[1] * prim_scale and dual <= eps[0] + eps[1] * dual_scale:
+            break
+    return done, prim, dual, prim_scale, dual_scale
+
+
+@kernel
+def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
+    """z and y of every row after the Riccati solve w~ = (tx, tu) from w^k = (dx, du);
+    dual_x, dual_u accumulate R^T rho (z^{k+1} - z^k).  Returns (the primal residual
+    max |v(w^{k+1}) - z^{k+1}|, its scale max(|v|, |z|))."""
+    prim, scale = 0.0, 0.0
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        v_new, v_old = np.empty(y.shape), np.empty(y.shape)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, tx, tu, v_new)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, v_old)
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                if rho[k, i] == 0.0:
+                    v_old[k, i] = 0.0           # the change of z, reused below
+                    continue
+                v_hat = alpha * v_new[k, i] + (1.0 - alpha) * (z[k, i] if project
+                                                               else v_old[k, i])
+                z_old = z[k, i]
+                if project:
+                    z[k, i] = min(max(v_hat + y[k, i] / rho[k, i], lower[i]), upper[i])
+                y[k, i] += rho[k, i] * (v_hat - z[k, i])
+                v = alpha * v_new[k, i] + (1.0 - alpha) * v_old[k, i]
+                prim = max(prim, abs(v - z[k, i]))
+                scale = max(scale, abs(v), abs(z[k, i]))
+                v_old[k, i] = rho[k, i] * (z[k, i] - z_old)
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, v_old, dual_x, dual_u)
+    return prim, scale
+
+
+@kernel
+def _stationarity(blocks, F, L, dx, du, lam, ax, au):
+    """The costates lam (N+1, ndx) of the LQ at w = (dx, du) with the rows' multipliers
+    y (adjoint sweep: lam_N = Lx_N + Lxx_N dx_N + Rx^T y, lam_t = Lx + Lxx dx + Lxu du
+    + Fx^T lam_{t+1} + Rx^T y) and the largest entry of the control gradient of its
+    Lagrangian, Lu + Lxu^T dx + Luu du + Fu^T lam_{t+1} + Ru^T y.  Returns (that
+    stationarity, max |lam|, max |y|)."""
+    Fx, Fu = F
+    Lx, Lu, Lxx, Luu, Lxu = L
+    N, ndx, nu = Fu.shape
+    ax[:] = 0.0
+    au[:] = 0.0
+    largest_y = 0.0
+    for b in range(len(blocks)):
+        block = blocks[b]
+        y, start = block[5], block[1]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                largest_y = max(largest_y, abs(y[k, i]))
+                if y[k, i] != 0.0:
+                    _add_gradient(block, k, i, start + k, y[k, i], ax, au)
+    largest_lam, stationarity = 0.0, 0.0
+    for t in range(N, -1, -1):
+        for i in range(ndx):
+            s = Lx[t, i] + ax[t, i]
+            for j in range(ndx):
+                s += Lxx[t, i, j] * dx[t, j]
+            if t < N:
+                for j in range(nu):
+                    s += Lxu[t, i, j] * du[t, j]
+                for p in range(ndx):
+                    s += Fx[t, p, i] * lam[t + 1, p]
+            lam[t, i] = s
+            largest_lam = max(largest_lam, abs(s))
+        if t == N:
+            continue
+        for i in range(nu):
+            s = Lu[t, i] + au[t, i]
+            for j in range(ndx):
+                s += Lxu[t, j, i] * dx[t, j]
+            for j in range(nu):
+                s += Luu[t, i, j] * du[t, j]
+            for p in range(ndx):
+                s += Fu[t, p, i] * lam[t + 1, p]
+            stationarity = max(stationarity, abs(s))
+    return stationarity, largest_lam, largest_y
+
+
+@kernel
+def _polish_rows(blocks, polished, big, tolerance):
+    """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
+    bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
+    bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  Returns the
+    number of active rows."""
+    active = 0
+    for b in range(len(blocks)):
+        z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
+        py, pz, prho = polished[b][5], polished[b][6], polished[b][7]
+        for k in range(z.shape[0]):
+            for i in range(z.shape[1]):
+                at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
+                at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
+                if lower[i] == upper[i] or at_lower or at_upper:
+                    pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
+                    py[k, i] = y[k, i]
+                    prho[k, i] = big
+                    active += 1
+                else:
+                    pz[k, i] = z[k, i]
+                    py[k, i] = 0.0
+                    prho[k, i] = 0.0
+    return active
+
+
+@kernel
+def _polish_fix(polished, dx, du, big, tolerance):
+    """One active-set correction after a polishing solve w = (dx, du): an inactive row
+    that w pushes past a bound (by more than ``tolerance``) becomes active there, an
+    active inequality row whose multiplier has the wrong sign becomes inactive.
+    Returns the number of rows changed (0: the polished step is the QP's solution)."""
+    changes = 0
+    for b in range(len(polished)):
+        block = polished[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                j = index[i] if kind == 0 else i
+                v = r[k, j] + _row_value(block, k, i, start + k, dx, du)
+                if rho[k, i] == 0.0:
+                    if v < lower[i] - tolerance or v > upper[i] + tolerance:
+                        z[k, i] = lower[i] if v < lower[i] else upper[i]
+                        rho[k, i] = big
+                        changes += 1
+                elif lower[i] < upper[i] and ((z[k, i] == lower[i] and y[k, i] > tolerance) or
+                                              (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                    rho[k, i] = 0.0
+                    y[k, i] = 0.0
+                    changes += 1
+    return changes
+
+
+@kernel
+def _polish_accept(blocks, polished, dx, du):
+    """The rows' (y, z) from the polished step: y polishing's, z = v clipped."""
+    for b in range(len(blocks)):
+        target_y, target_z = blocks[b][5], blocks[b][6]
+        block = polished[b]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                j = index[i] if kind == 0 else i
+                v = r[k, j] + _row_value(block, k, i, start + k, dx, du)
+                target_y[k, i] = y[k, i]
+                target_z[k, i] = min(max(v, lower[i]), upper[i])
+
+
+@kernel
+def _merit_slope(Lx, Lu, dx, du):
+    """sum_t Lx_t dx_t + Lu_t du_t: the cost's directional derivative along the step."""
+    s = 0.0
+    for t in range(dx.shape[0]):
+        for a in range(dx.shape[1]):
+            s += Lx[t, a] * dx[t, a]
+    for t in range(du.shape[0]):
+        for a in range(du.shape[1]):
+            s += Lu[t, a] * du[t, a]
+    return s
+
+
+class CSQP:
+    """Stagewise SQP with an ADMM QP on Riccati sweeps (see the module docstring) on any
+    ShootingProblem with stage and terminal ``Constraint``s, control and state bounds.
+
+    Options: ``th_stop`` 1e-6 (the Lagrangian's largest control gradient at
+    convergence), ``th_constraint`` 1e-8 (largest violation), ``th_gaps`` 1e-9;
+    the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
+    ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
+    1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
+    iterations between OSQP's rho updates), ``polish`` True (``big`` 1e4 the active
+    rows' penalty, up to ``polish_iter`` 20 sweeps); the line search: ``alphas``
+    1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit.  ``infeasible_after`` 5:
+    status "infeasible" when that many SQP iterations in a row end their QP above
+    its primal tolerance with no decrease of the violation.  ``solve`` accepts the
+    multipliers of a previous result (``result.multipliers``, one (K, nr) array per
+    block in the order of :attr:`blocks`, as ALDDP's).
+    """
+
+    def __init__(self, problem, th_stop=1e-6, th_constraint=1e-8, th_gaps=1e-9,
+                 max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
+                 rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e4,
+                 polish_iter=20, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5):
+        for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
+                            ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
+                            ("sigma", sigma), ("big", big)):
+            if not (np.isfinite(value) and value > 0.0):
+                raise ValueError(f"{name} must be finite and positive, got {value}")
+        if not 0.0 < alpha < 2.0:
+            raise ValueError(f"alpha must be in (0, 2), got {alpha}")
+        self.problem = problem
+        self.th_stop, self.th_constraint, self.th_gaps = th_stop, th_constraint, th_gaps
+        self.max_qp_iter, self.eps = int(max_qp_iter), np.array([eps_abs, eps_rel])
+        self.rho_init, self.rho_min, self.rho_max = rho_init, rho_min, rho_max
+        self.sigma, self.alpha, self.rho_interval = sigma, alpha, int(rho_interval)
+        self.polish, self.big, self.polish_iter = bool(polish), big, int(polish_iter)
+        self.polish_rounds = int(polish_rounds)
+        self.c1, self.infeasible_after = c1, int(infeasible_after)
+        self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
+        self.multipliers = None
+        self.blocks = constraint_blocks(problem)
+        self.constraints = HorizonConstraints(problem)
+        shapes = [b.shape for b in self.blocks]
+        # per row: y (multipliers), z (ADMM's copy of v in [l, h]), rho; and polishing's
+        self.y, self.z, self.rho = ([np.zeros(s) for s in shapes] for _ in range(3))
+        self.equality = [np.broadcast_to(b.lower == b.upper, s) for b, s in
+                         zip(self.blocks, shapes)]
+        self.typed_blocks = self._typed(self.y, self.z, self.rho)
+        self._polished = [np.zeros(s) for s in shapes for _ in range(3)]
+        # the same rows (their r, R arrays) with polishing's y, z, rho
+        self.typed_polished = _typed_list(self.typed_blocks[0])
+        for item, y, z, rho in zip(self.typed_blocks, self._polished[0::3],
+                                   self._polished[1::3], self._polished[2::3]):
+            _push(self.typed_polished, item[:5] + (y, z, rho) + item[8:])
+        N, ndx, nu = problem.N, problem.ndx, problem.nu
+        self.gaps = np.zeros((N + 1, ndx))
+        self.H = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu)),
+                  np.zeros((N + 1, ndx)), np.zeros((N, nu)))
+        self.Vx, self.Vxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
+        self.Qu, self.Quu, self.Quuk = np.zeros((N, nu)), np.zeros((N, nu, nu)), np.zeros((N, nu))
+        self.k, self.K, self.Lq = np.zeros((N, nu)), np.zeros((N, nu, ndx)), np.zeros((N, nu, nu))
+        self.no_box = np.zeros(N, dtype=bool)
+        self.dx, self.du = np.zeros((N + 1, ndx)), np.zeros((N, nu))
+        self.work = (np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.Vx, self.k,
+                     np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.dx, self.du,
+                     np.zeros((N + 1, ndx)), np.zeros((N, nu)))
+        self.polish_work = self.work[:6] + (np.zeros((N + 1, ndx)), np.zeros((N, nu))) + \
+            self.work[8:]
+        self.lam = np.zeros((N + 1, ndx))
+        self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
+        self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
+
+    def _typed(self, y, z, rho):
+        """The rows' tuples (those of ALDDP's blocks, with y, z, rho in the multiplier
+        slots) in a typed List; an empty control block stands in for none."""
+        blocks = self.blocks or [_Block("u", 0, 0, np.zeros(0), np.zeros(0), "none")]
+        arrays = zip(y, z, rho) if self.blocks else [(np.zeros((0, 0)),) * 3]
+        items = [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
+        typed = _typed_list(items[0])
+        for item in items:
+            _push(typed, item)
+        return typed
+
+    # -- the QP ------------------------------------------------------------------------
+    def _factorize(self, blocks):
+        """Riccati factorization of the LQ with the rows' rho R^T R and sigma I."""
+        problem = self.problem
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H)
+        Hxx, Huu, Hxu, gx, gu = self.H
+        failed = backward_pass(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
+                               self.gaps, False, self.sigma, problem.nus, self.no_box,
+                               self.bounds[0], self.bounds[0], self.bounds[1], self.Vx,
+                               self.Vxx, self.Qu, self.Quu, self.k, self.K, self.Quuk)
+        if failed >= 0:
+            return False
+        return _factor(self.Quu, problem.nus, self.Lq) < 0
+
+    def _qp_arrays(self):
+        problem = self.problem
+        return ((problem.Fx, problem.Fu), self.gaps, problem.nus, (self.Vxx, self.K, self.Lq),
+                problem.Lx, problem.Lu)
+
+    def _solve_qp(self):
+        """ADMM from w = 0 with the kept (y, z); then polishing.  Returns (ADMM
+        iterations, primal residual, whether it met its tolerance, polished)."""
+        self.dx[:] = 0.0
+        self.du[:] = 0.0
+        arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
+        # first the active set of the last QP (its y, z kept): near a solution it holds,
+        # and the step needs no ADMM iteration
+        if self.polish and self.blocks and self._warm_active and self._polish(arrays):
+            return 0, 0.0, True, True
+        self.dx[:] = 0.0
+        self.du[:] = 0.0
+        if not self._factorize(self.typed_blocks):
+            return -1, np.inf, False, False
+        while total < self.max_qp_iter:
+            count = min(self.rho_interval, self.max_qp_iter - total)
+            done, prim, dual, prim_scale, dual_scale = _admm(
+                self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, count,
+                self.eps)
+            total += done
+            if done < count:
+                solved = True
+                break
+            # the exact solution on ADMM's active set, tried at every rho check: once
+            # the active set is right ADMM need not reach its tolerance
+            if self.polish and self.blocks:
+                if self._polish(arrays):
+                    return total, 0.0, True, True
+                if not self._factorize(self.typed_blocks):     # ADMM's again
+                    return total, np.inf, False, False
+            ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
+                                                                  1e-300))
+            rho = np.clip(self.rho_now * ratio, self.rho_min, self.rho_max)
+            if not 0.2 <= rho / self.rho_now <= 5.0:
+                for rho_rows in self.rho:
+                    rho_rows *= rho / self.rho_now
+                self.rho_now = rho
+                if not self._factorize(self.typed_blocks):
+                    return total, np.inf, False, False
+        polished = self.polish and self.blocks and self._polish(arrays)
+        return total, prim, solved, polished
+
+    @property
+    def _warm_active(self):
+        """Whether (y, z) hold a QP's solution (an SQP iteration of this solve ran)."""
+        return self._qp_count > 0
+
+    def _polish(self, arrays):
+        """OSQP's polishing on Riccati sweeps (module docstring), with up to
+        ``polish_rounds`` corrections of the active set; True when kept."""
+        tolerance = max(self.eps[0], 1e-9)
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance)
+        pdx, pdu = self.polish_work[6], self.polish_work[7]
+        pdx[:] = self.dx
+        pdu[:] = self.du
+        for _ in range(self.polish_rounds):
+            if not self._factorize(self.typed_polished):
+                return False
+            prim, prim_scale = _admm(self.typed_polished, arrays, self.polish_work, self.sigma,
+                                     1.0, False, self.polish_iter, POLISH_EPS)[1:4:2]
+            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                return False
+            if _polish_fix(self.typed_polished, pdx, pdu, self.big, POLISH_TOLERANCE) == 0:
+                _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
+                self.dx[:] = pdx
+                self.du[:] = pdu
+                return True
+        return False
+    # -- the SQP loop ------------------------------------------------------------------
+    def _initial_guess(self, xs, us):
+        problem = self.problem
+        if xs is None:
+            xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+        if us is None:
+            us = problem.quasi_static(xs)
+        xs, us = problem._validate(xs, us)
+        return np.array(xs, dtype=float, order="C"), np.array(us, dtype=float, order="C")
+
+    def _start_rows(self, multipliers):
+        """y from ``multipliers`` (or zeros), rho_init on the rows (1e3 rho_init on
+        equalities)."""
+        if multipliers is None:
+            multipliers = [np.zeros(b.shape) for b in self.blocks]
+        multipliers = list(multipliers)
+        if len(multipliers) != len(self.blocks):
+            raise ValueError(f"multipliers: expected {len(self.blocks)} arrays (one per "
+                             f"constraint block), got {len(multipliers)}")
+        for b, y, rho, equality, start in zip(self.blocks, self.y, self.rho, self.equality,
+                                              multipliers):
+            start = np.array(start, dtype=float)
+            if start.shape != b.shape or not np.all(np.isfinite(start)):
+                raise ValueError(f"multipliers of {b.name} (knots {b.start}:{b.stop}): expected "
+                                 f"finite values of shape {b.shape}, got {start.shape}")
+            y[:] = start
+            rho[:] = np.where(equality, 1e3 * self.rho_init, self.rho_init)
+        self.rho_now = self.rho_init
+
+    def _start_z(self):
+        """z = v clipped to [l, h] at the iterate (its rows evaluated)."""
+        for item, z in zip(self.typed_blocks, self.z):
+            kind, r, lower, upper, index = item[0], item[2], item[8], item[9], item[10]
+            values = r[:, index] if kind == 0 else r
+            z[:] = np.clip(values, lower, upper)
+
+    def _evaluate(self, xs, us, mode):
+        """(cost, largest gap, sum |gaps|, largest violation, sum of violations) at (xs,
+        us); with DIFF the derivatives and the rows' Jacobians too."""
+        problem = self.problem
+        if mode == DIFF:
+            cost = problem.calc_diff(xs, us, validate=False)
+        else:
+            cost = problem.calc(xs, us)
+        self.constraints.evaluate(xs, us, mode)
+        gaps = problem.gaps(xs, self.gaps)
+        largest, total = _residuals(self.typed_blocks, xs, us)
+        return cost, float(np.abs(gaps).max()), float(np.abs(gaps).sum()), largest, total
+
+    def solve(self, xs=None, us=None, multipliers=None, max_iter=100, time_limit=None,
+              verbose=False, callbacks=()):
+        """Solve from the warm start (xs, us) (default: x0 everywhere and the quasi-static
+        controls), gaps allowed, and the rows' multipliers of a previous result.  Returns
+        a :class:`~.alddp.ConstrainedResult` (its ``mu``: the last rho); never raises
+        from inside a kernel."""
+        problem = self.problem
+        start_time = time.perf_counter()
+        xs, us = self._initial_guess(xs, us)
+        self._start_rows(multipliers)
+        self._qp_count = 0
+        callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
+        history = {key: [] for key in _HISTORY_KEYS}
+        status, converged, iteration, nu = "max_iter", False, 0, 0.0
+        stop, cost, stuck, last_violation = np.inf, np.nan, 0, np.inf
+        F = (problem.Fx, problem.Fu)
+        L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
+        ax, au = self.polish_work[8], self.polish_work[9]
+        try:
+            cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
+        except KERNEL_ERRORS as error:
+            return self._result(xs, us, np.nan, 0, False, "the dynamics failed at the "
+                                f"start ({type(error).__name__})", np.inf, history)
+        self._start_z()
+        while True:
+            stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au)[0]
+            if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
+                status, converged = "converged", True
+                break
+            if iteration >= max_iter:
+                break
+            iteration += 1
+            t0 = time.perf_counter()
+            qp_iterations, prim, solved, polished = self._solve_qp()
+            self._qp_count += 1
+            if qp_iterations < 0:
+                status = "the QP's Hessian is not positive definite"
+                break
+            unsolvable = not (solved or polished) and prim >= INFEASIBLE_RATIO * violation
+            stuck = stuck + 1 if unsolvable and violation >= 0.5 * last_violation else 0
+            last_violation = min(last_violation, violation)
+            if stuck >= self.infeasible_after:
+                status = "infeasible"
+                break
+            _, lam_max, y_max = _stationarity(self.typed_blocks, F, L, self.dx, self.du,
+                                              self.lam, ax, au)
+            nu = max(nu, 1.1 * max(lam_max, y_max))
+            infeasibility = gap_sum + violation_sum
+            merit = cost + nu * infeasibility
+            slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
+            accepted = None
+            for step in self.alphas:
+                try:
+                    x_try = problem.state.integrate(xs, step * self.dx)
+                    u_try = us + step * self.du
+                    trial = self._evaluate(x_try, u_try, CALC)
+                except (KERNEL_ERRORS + (ValueError,)):
+                    continue
+                trial_merit = trial[0] + nu * (trial[2] + trial[4])
+                if np.isfinite(trial_merit) and \
+                        trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+                    accepted = (step, x_try, u_try, trial_merit)
+                    break
+            record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
+                          step=np.nan, gaps=gap, violation=violation,
+                          qp_iterations=qp_iterations, qp_primal=prim, polished=polished,
+                          rho=self.rho_now, dV_exp=np.nan,
+                          dV=np.nan, time=0.0)
+            if accepted is None:
+                # no step after a QP that ended with a primal residual of the order of
+                # the violation (ADMM could not bring the linearized rows within their
+                # bounds): the linearized constraints, most likely the constraints,
+                # have no solution
+                infeasible = not (solved or polished) and violation > self.th_constraint \
+                    and prim >= INFEASIBLE_RATIO * violation
+                status = "infeasible" if infeasible else "no step accepted by the line search"
+                self._record(history, callbacks, iteration, record, t0)
+                break
+            step, xs, us, trial_merit = accepted
+            record.update(step=step, dV_exp=-self.c1 * step * slope, dV=merit - trial_merit)
+            xs, us = np.ascontiguousarray(xs), np.ascontiguousarray(us)
+            try:
+                cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
+            except KERNEL_ERRORS as error:
+                status = f"the dynamics failed at the current iterate ({type(error).__name__})"
+                break
+            self._record(history, callbacks, iteration, record, t0)
+            if time_limit is not None and time.perf_counter() - start_time > time_limit:
+                status = "time_limit"
+                break
+        return self._result(xs, us, cost, iteration, converged, status, stop, history)
+
+    def max_violation(self, xs, us):
+        """The largest violation of the constraints (and bounds) along (xs, us)."""
+        xs, us = self.problem._validate(xs, us)
+        return self._evaluate(np.ascontiguousarray(xs), np.ascontiguousarray(us), CALC)[3]
+
+    def _record(self, history, callbacks, iteration, record, t0):
+        record["time"] = time.perf_counter() - t0
+        for key in _HISTORY_KEYS:
+            history[key].append(record[key])
+        for callback in callbacks:
+            callback(self, iteration, record)
+
+    def _result(self, xs, us, cost, iterations, converged, status, stop, history):
+        if np.isfinite(cost):
+            cost, gaps, _, violation, _ = self._evaluate(xs, us, CALC)
+        else:
+            gaps = violation = np.inf
+        self.multipliers = [y.copy() for y in self.y]
+        return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
+                                 cost=float(cost), iterations=iterations, converged=converged,
+                                 status=status, gaps=gaps, stop=stop, history=history,
+                                 violation=violation, multipliers=[y.copy() for y in self.y],
+                                 mu=self.rho_now, outer_iterations=0)

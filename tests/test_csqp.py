@@ -1,0 +1,116 @@
+"""CSQP (stagewise SQP, ADMM QP on Riccati sweeps) against exact solutions, on the
+problems of tests/test_constrained_solver.py (imported: its kernels are compiled once).
+
+- Equality-constrained LQ (terminal state equality, a path equality on a control):
+  the dense KKT solution, to 1e-10, in one SQP iteration (polishing makes it exact).
+- Inequality-constrained LQ (control bounds, a state lower bound): SLSQP on the dense
+  QP; a random infeasible start (gaps) reaches the same point; time_limit, callbacks
+  and a warm start with the multipliers.
+- The constrained ur5 reach: IPOPT's optimum (exact Hessian) from the same start.
+- Contradicting terminal equalities end as "infeasible" in bounded iterations.
+"""
+import numpy as np
+
+import geppetto as gp
+from geppetto import ocp
+
+from test_constrained_solver import X0, _constrained_reach, _dense, _lq_problem, _split
+
+
+def test_lq_terminal_equality_matches_kkt():
+    """x_N = 0 exactly and u_3[0] = 0.5: the dense KKT solution, one SQP step."""
+    goal = np.zeros(4)
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), goal), 0.0, 0.0)],
+        stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.5, 0.0]), [0.0, -np.inf],
+                                          [0.0, np.inf])], bounded_knots=(3,))
+    H, g, A, b, X, U = _dense(problem)
+    n = problem.ndx
+    C = np.zeros((n + 1, H.shape[0]))
+    C[:n, X(problem.N)] = np.eye(n)
+    C[n, U(3).start] = 1.0
+    E, e = np.vstack([A, C]), np.concatenate([b, goal, [0.5]])
+    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.CSQP(problem).solve(max_iter=20)
+    assert result.converged and result.iterations == 1, result
+    assert result.history["polished"] == [True]
+    assert result.violation < 1e-11
+    np.testing.assert_allclose(result.xs, xs_ref, rtol=0.0, atol=1e-10)
+    np.testing.assert_allclose(result.us, us_ref, rtol=0.0, atol=1e-10)
+
+
+def test_lq_inequalities_match_qp_from_any_start():
+    """|u| <= 0.4 and x_1 >= 0.2 on knots 4..8: SLSQP's QP solution (to its 1e-8);
+    from a random start with gaps the same point (1e-9); then time_limit 0 stops after
+    one iteration, callbacks get every record, and the multipliers of the solution
+    as a warm start converge without an SQP step."""
+    from scipy.optimize import minimize
+    knots = range(4, 9)
+    problem = _lq_problem(control_bounds=(-0.4, 0.4), state_bounds=(
+        np.array([-np.inf, 0.2, -np.inf, -np.inf]), np.full(4, np.inf)), bounded_knots=knots)
+    H, g, A, b, X, U = _dense(problem)
+    lower, upper = np.full(H.shape[0], -np.inf), np.full(H.shape[0], np.inf)
+    for k in knots:
+        lower[U(k)], upper[U(k)] = -0.4, 0.4
+        lower[X(k).start + 1] = 0.2
+    z0 = np.concatenate([np.repeat(X0[None], problem.N + 1, 0).ravel(),
+                         np.zeros(2 * problem.N)])
+    qp = minimize(lambda z: 0.5 * z @ H @ z + g @ z, z0, jac=lambda z: H @ z + g,
+                  bounds=[(None if np.isinf(lo) else lo, None if np.isinf(hi) else hi)
+                          for lo, hi in zip(lower, upper)],
+                  constraints=[dict(type="eq", fun=lambda z: A @ z - b, jac=lambda z: A)],
+                  method="SLSQP", options=dict(ftol=1e-15, maxiter=1000))
+    assert qp.success, qp.message
+    xs_ref, us_ref = _split(problem, qp.x, X, U)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=20)
+    assert result.converged and result.iterations <= 2, result
+    assert result.violation < 1e-9
+    np.testing.assert_allclose(result.xs, xs_ref, atol=1e-6)
+    np.testing.assert_allclose(result.us, us_ref, atol=1e-6)
+    assert abs(result.cost - problem.calc(xs_ref, us_ref)) < 1e-7 * result.cost
+    assert np.abs(result.us[list(knots)]).max() > 0.4 - 1e-9       # bounds active
+    rng = np.random.default_rng(19)
+    xs, us = X0 + rng.standard_normal((problem.N + 1, 4)), rng.standard_normal((problem.N, 2))
+    records = []
+    again = solver.solve(xs, us, max_iter=20, callbacks=[lambda s, i, r: records.append(r)])
+    assert again.converged and again.history["gaps"][0] > 0.1, again
+    np.testing.assert_allclose(again.xs, result.xs, atol=1e-9)
+    np.testing.assert_allclose(again.us, result.us, atol=1e-9)
+    assert len(records) == again.iterations
+    assert {"violation", "qp_iterations", "cost", "stop"} <= set(records[-1])
+    stopped = solver.solve(xs, us, max_iter=20, time_limit=0.0)
+    assert stopped.status == "time_limit" and stopped.iterations == 1
+    warm = solver.solve(result.xs, result.us, multipliers=result.multipliers)
+    assert warm.converged and warm.iterations == 0, warm
+
+
+def test_contradicting_equalities_are_infeasible():
+    """x_N[0] = 0 and x_N[0] = 1: status "infeasible" within a few SQP iterations."""
+    state = ocp.StateVector(4)
+    free = [-np.inf] * 3
+    one = ocp.Constraint(ocp.StateResidual(state, np.zeros(4)), [0] + free,
+                         [0] + [np.inf] * 3)
+    other = ocp.Constraint(ocp.StateResidual(state, np.array([1.0, 0, 0, 0])), [0] + free,
+                           [0] + [np.inf] * 3)
+    result = gp.solvers.CSQP(_lq_problem(terminal_constraints=[one, other])).solve(max_iter=100)
+    assert result.status == "infeasible" and not result.converged, result
+    assert result.violation > 0.4 and result.iterations <= 10
+
+
+def test_ur5_constrained_reach_matches_ipopt():
+    """From FDDP's unconstrained optimum (30 knots): CSQP converges at the exact-Hessian
+    IPOPT's optimum, cost to 1e-6 relative, violation <= 1e-8."""
+    problem, unconstrained = _constrained_reach(30)
+    warm = gp.solvers.FDDP(unconstrained).solve(max_iter=200)
+    assert warm.converged
+    result = gp.solvers.CSQP(problem).solve(warm.xs, warm.us, max_iter=100)
+    assert result.converged, result
+    assert result.violation <= 1e-8 and result.gaps <= 1e-9
+    reference = gp.solvers.NLP(problem, derivatives="casadi").solve(warm.xs, warm.us,
+                                                                     max_iter=300)
+    assert reference.converged, reference
+    assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
+    assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
