@@ -18,7 +18,7 @@ control regularization):
   the Gauss-Newton IPOPT does not converge for panda.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
-unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP; default
+unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP, CSQP; default
 options: th_stop 1e-10, violation <= 1e-8; ``--solvers`` picks), IPOPT (tol 1e-8)
 on :class:`geppetto.solvers.NLP` with analytical derivatives (Gauss-Newton Hessian)
 and, with ``--casadi``, the CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
@@ -269,11 +269,15 @@ def untuned(name, knots, task):
     return gp.ocp.ShootingProblem(x0, models, terminal)
 
 
+# mim_solvers' SolverCSQP's row label (ours is "CSQP")
+MIM_CSQP = "CSQP (mim_solvers)"
+
 # our constrained solvers, by row label: each is built on the task's ShootingProblem
 # (default options) and timed from both starts (another solver: one more entry)
 SOLVERS = {
     "ALDDP": gp.solvers.ALDDP,
     "ProxDDP": gp.solvers.ProxDDP,
+    "CSQP": gp.solvers.CSQP,
 }
 
 
@@ -350,7 +354,7 @@ def csqp_row(robot, task, problem, measure, start, rounds, theirs):
     run = rounds[0]["runs"][start]
     cpus = [r["runs"][start]["cpu"] for r in rounds]
     xs, us = np.array(run["xs"]), np.array(run["us"])
-    return dict(solver="CSQP (mim_solvers)", start=start, total=np.nan,
+    return dict(solver=MIM_CSQP, start=start, total=np.nan,
                 cpu=float(np.median(cpus)), cpu_rounds=cpus, robot=robot, task=task,
                 iterations=run["iterations"], qp_iterations=run["qp_iterations"],
                 cost=run["cost"], our_cost=float(problem.calc(xs, us)),
@@ -444,7 +448,7 @@ def csqp_comparison(rows):
     comparison = []
     for (robot, task, start, solver), theirs in index.items():
         ours = index.get((robot, task, start, "ALDDP"))
-        if not solver.startswith("CSQP") or ours is None:
+        if solver != MIM_CSQP or ours is None:
             continue
         ratios = np.array(ours["cpu_rounds"]) / np.array(theirs["cpu_rounds"])
         ratio = float(np.median(ratios))

@@ -55,7 +55,8 @@ factorization and a few sweeps): 229; the last QP's active set polished before a
 ADMM iteration (near a solution it holds): 125.  One typed-List read per block instead
 of one per row in the ADMM kernels: the kernel time per ADMM iteration / 2.6.
 
-Measured (``benchmarks/csqp.py`` at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
+Measured (the first version of this solver's benchmark, since part of
+``benchmarks/constrained.py``, at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
 cores, CPU time of the thread, medians of 3 interleaved rounds; SQP iterations (ADMM
 iterations), cost relative to IPOPT's (analytical, Gauss-Newton) from the same start,
 time / IPOPT's, from the guess / from FDDP's optimum): ur5 plane 18 (100) / 10 (25),
