@@ -302,9 +302,9 @@ def test_horizon_constraints_equal_the_per_term_path():
 
 
 def test_ur5_constrained_reach_matches_ipopt():
-    """From FDDP's unconstrained optimum: ALDDP, ProxDDP and IPOPT (exact Hessian: the
-    Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
-    relative, violation <= 1e-6."""
+    """From FDDP's unconstrained optimum: ALDDP, ProxDDP, CSQP and IPOPT (exact Hessian:
+    the Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
+    relative, violation <= 1e-6 (CSQP: <= 1e-8, gaps <= 1e-9)."""
     problem, unconstrained = _constrained_reach(30)
     warm = gp.solvers.FDDP(unconstrained).solve(max_iter=200)
     assert warm.converged
@@ -325,6 +325,10 @@ def test_ur5_constrained_reach_matches_ipopt():
             gp.solvers.ProxDDP(problem).solve(warm.xs, warm.us, max_iter=300)):
         assert warmed.converged and warmed.violation <= 1e-6, warmed
         assert abs(warmed.cost - reference.cost) <= 1e-6 * reference.cost
+    sqp = gp.solvers.CSQP(problem).solve(warm.xs, warm.us, max_iter=100)
+    assert sqp.converged, sqp
+    assert sqp.violation <= 1e-8 and sqp.gaps <= 1e-9
+    assert abs(sqp.cost - reference.cost) <= 1e-6 * reference.cost
 
 
 @pytest.mark.parametrize("name, feet, shift", [

@@ -6,7 +6,8 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
 - Inequality-constrained LQ (control bounds, a state lower bound): SLSQP on the dense
   QP; a random infeasible start (gaps) reaches the same point; time_limit, callbacks
   and a warm start with the multipliers.
-- The constrained ur5 reach: IPOPT's optimum (exact Hessian) from the same start.
+- The constrained ur5 reach against IPOPT's optimum: in test_constrained_solver.py's
+  test, beside ALDDP and ProxDDP (one IPOPT solve for the three).
 - Contradicting terminal equalities end as "infeasible" in bounded iterations.
 """
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 import geppetto as gp
 from geppetto import ocp
 
-from test_constrained_solver import X0, _constrained_reach, _dense, _lq_problem, _split
+from test_constrained_solver import X0, _dense, _lq_problem, _split
 
 
 def test_lq_terminal_equality_matches_kkt():
@@ -98,19 +99,3 @@ def test_contradicting_equalities_are_infeasible():
     result = gp.solvers.CSQP(_lq_problem(terminal_constraints=[one, other])).solve(max_iter=100)
     assert result.status == "infeasible" and not result.converged, result
     assert result.violation > 0.4 and result.iterations <= 10
-
-
-def test_ur5_constrained_reach_matches_ipopt():
-    """From FDDP's unconstrained optimum (30 knots): CSQP converges at the exact-Hessian
-    IPOPT's optimum, cost to 1e-6 relative, violation <= 1e-8."""
-    problem, unconstrained = _constrained_reach(30)
-    warm = gp.solvers.FDDP(unconstrained).solve(max_iter=200)
-    assert warm.converged
-    result = gp.solvers.CSQP(problem).solve(warm.xs, warm.us, max_iter=100)
-    assert result.converged, result
-    assert result.violation <= 1e-8 and result.gaps <= 1e-9
-    reference = gp.solvers.NLP(problem, derivatives="casadi").solve(warm.xs, warm.us,
-                                                                     max_iter=300)
-    assert reference.converged, reference
-    assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
-    assert abs(warm.cost - reference.cost) > 1e-2 * reference.cost
