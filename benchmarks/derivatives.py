@@ -65,6 +65,7 @@ from geppetto.dynamics.config import kernel
 from geppetto.dynamics.linalg import cholesky_factor, lower_inverse
 
 ROBOTS = ("ur5", "panda", "solo12", "hyq", "talos")
+MORE_ROBOTS = ("bolt", "anymal", "go1")  # floating-base robots not tuned on, on request
 STATISTIC = "best"
 TARGET_DID_OVER_ID = 3.5
 TARGET_DFD_OVER_FD = 4.0
@@ -523,7 +524,7 @@ def report(rows, scaling, options):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--robots", nargs="+", default=list(ROBOTS), choices=ROBOTS)
+    parser.add_argument("--robots", nargs="+", default=list(ROBOTS), choices=ROBOTS + MORE_ROBOTS)
     parser.add_argument("--states", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--fd-repeats", type=int, default=3)

@@ -1,7 +1,8 @@
 """Per-call time of rnea, aba, crba and compute_minverse, beside Pinocchio.
 
-    python -m geppetto.benchmarks.dynamics [--robots ur5 panda ...] [--repeats 3] [--rounds 7]
-                                           [--clock cpu|wall] [--no-latency] [--out DIR]
+    python -m geppetto.benchmarks.dynamics [--robots ur5 panda ...] [--functions crba ...]
+                                           [--repeats 3] [--rounds 7] [--clock cpu|wall]
+                                           [--no-latency] [--out DIR]
 
 One thread (the script restarts itself with NUMBA_NUM_THREADS=1), K = 1000
 random states drawn once per robot (seeded), every function called once to
@@ -63,6 +64,8 @@ from geppetto.benchmarks import _common, pinocchio_cpp
 
 FUNCTIONS = ("rnea", "aba", "crba", "compute_minverse")
 ROBOTS = ("ur5", "panda", "solo12", "hyq", "talos")
+# Floating-base robots of example-robot-data the kernels were not tuned on, on request
+MORE_ROBOTS = ("bolt", "anymal", "go1")
 K = 1000
 STATISTIC = "best"  # of the repeats, shown in the table and the chart
 
@@ -158,7 +161,7 @@ def random_states(model, rng):
     return Q, V, A
 
 
-def benchmark_robot(name, timing, pin, rng, cpp=False):
+def benchmark_robot(name, timing, pin, rng, cpp=False, functions=FUNCTIONS):
     """All timings for one robot: a list of dicts, one per function."""
     robot = gp.robots.load(name)
     model = robot.model
@@ -173,7 +176,7 @@ def benchmark_robot(name, timing, pin, rng, cpp=False):
         assert (pin_model.nq, pin_model.nv) == (model.nq, model.nv), name
         pin_side = (pin, pin_model, pin_model.createData())
     rows = []
-    for function in FUNCTIONS:
+    for function in functions:
         row = dict(robot=name, nq=model.nq, nv=model.nv, function=function)
         row.update(benchmark_function(model, function, stack, states, pin_side, timing,
                                       cpp and pin_side is not None))
@@ -320,12 +323,14 @@ def latency_table(latencies):
 
 
 def chart(path, rows, robots, machine_line, clock):
+    functions = [f for f in FUNCTIONS if any(row["function"] == f for row in rows)]
+
     def values(extract):
-        out = np.full((len(FUNCTIONS), len(robots)), np.nan)
+        out = np.full((len(functions), len(robots)), np.nan)
         for row in rows:
             value = extract(row)
             if value is not None:
-                out[FUNCTIONS.index(row["function"]), robots.index(row["robot"])] = value
+                out[functions.index(row["function"]), robots.index(row["robot"])] = value
         return out
 
     series = {
@@ -337,7 +342,7 @@ def chart(path, rows, robots, machine_line, clock):
         "Pinocchio C++ (same run)": values(
             lambda r: r["cpp_us"][STATISTIC] if r["cpp_us"] else None),
     }
-    _common.grouped_bar_chart(path, list(FUNCTIONS), list(robots), series,
+    _common.grouped_bar_chart(path, functions, list(robots), series,
                               f"Time per call ({clock} time, best of the repeats, one "
                               f"thread; lower is better)\n{machine_line}",
                               "microseconds per call (log)")
@@ -345,7 +350,8 @@ def chart(path, rows, robots, machine_line, clock):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--robots", nargs="+", default=list(ROBOTS), choices=ROBOTS)
+    parser.add_argument("--robots", nargs="+", default=list(ROBOTS), choices=ROBOTS + MORE_ROBOTS)
+    parser.add_argument("--functions", nargs="+", default=list(FUNCTIONS), choices=FUNCTIONS)
     parser.add_argument("--repeats", type=int, default=3,
                         help="repeats per round (of (a) and of the C++)")
     parser.add_argument("--rounds", type=int, default=7,
@@ -377,7 +383,7 @@ def main(argv=None):
     rows = []
     for name in options.robots:
         rows += benchmark_robot(name, (options.repeats, options.clock, options.rounds), pin, rng,
-                                cpp=cpp_skipped is None)
+                                cpp=cpp_skipped is None, functions=options.functions)
     print(f"\nMicroseconds per call ({options.clock} time), best of {options.rounds} rounds "
           f"of {options.repeats} repeats ((a)/C++: the median over the rounds of the "
           f"ratio of the round's bests [range]), K = {K} random states per robot (load average "

@@ -381,7 +381,7 @@ def _constraint_dynamics_state(m, ca, q, v, tau, mu, max_iter, accuracy, liR, li
     _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc)
     world_motions(m, v, zeros, 2, False, J, ov, oa, w6)
     bias_forces(m, J, Yc, ov, oa, F, z, w6)
-    _crba_composite_pass(m, J, Yc, M)
+    _crba_composite_pass(m, oR, op, J, Yc, M)
     for c in range(m.nv):
         z[c] = tau[c] - z[c]
     constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
@@ -548,7 +548,7 @@ def _impulse_state(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip, o
     cR1, cp1, cR2, cp2, w, xi, RM, pM, t3, Jlog, S = con
     L, Jc, gamma, Y, G, lam_prev = kkt
     _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc)
-    _crba_composite_pass(m, J, Yc, M)
+    _crba_composite_pass(m, oR, op, J, Yc, M)
     constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
     constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)
     for a in range(ca.nrows):

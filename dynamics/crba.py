@@ -143,7 +143,7 @@ def axis_jacobian_column(oR, op, i, k, c, J):
 
 
 @inline_kernel
-def _crba_composite_pass(m, J, Yc, M):
+def _crba_composite_pass(m, oR, op, J, Yc, M):
     """M from the world Jacobian J (6, nv) and the ten parameters Yc (njoints, 10) of the
     world body inertias, summed in place into those of the composite inertias oYcrb_i
     (the 6x6 matrices are not formed; Featherstone 2008, Table 6.2, in the world frame).
@@ -151,9 +151,46 @@ def _crba_composite_pass(m, J, Yc, M):
     For a dof c of joint i: F = oYcrb_i J_c = [m v - h x w; I w + h x v] (24 products
     instead of 36), then M[r, c] = M[c, r] = J_r^T F for c and each dof r up the
     dof-parent chain (``model.dof_parent``: the lower dofs of joint i, then the dofs
-    supporting it), armature added on the diagonal."""
-    parents, idx_v, nvs, dof_parent, armature = m.parents, m.idx_v, m.nvs, m.dof_parent, m.armature
-    for i in range(m.njoints - 1, 0, -1):
+    supporting it), armature added on the diagonal.
+
+    A free flyer as joint 1 (the root joint of a legged robot or a humanoid) takes
+    :func:`_free_flyer_composite_pass`, a compiled call once per state; every other
+    tree (a free flyer elsewhere included) the loop inlined here, unchanged."""
+    if m.njoints > 1 and m.jtype[1] == FREE_FLYER:
+        _free_flyer_composite_pass(m.njoints, m.parents, m.idx_v, m.nvs, m.dof_parent,
+                                   m.armature, oR, op, J, Yc, M)
+    else:
+        _composite_joints(m.njoints, m.parents, m.idx_v, m.nvs, m.dof_parent, m.armature,
+                          oR, op, J, Yc, M, -1)
+
+
+@kernel
+def _free_flyer_composite_pass(njoints, parents, idx_v, nvs, dof_parent, armature, oR, op,
+                               J, Yc, M):
+    """:func:`_crba_composite_pass` with a free flyer as joint 1 at oMi = (oR[1], op[1]):
+    its dofs are 0 .. 5 and every other dof's chain ends in them.  Its six rows of a
+    column c are the world force F in its frame, oMi^-1 F = [R^T f; R^T (n - p x f)]
+    (24 products instead of the six dot products' 36, :func:`_root_free_flyer_rows`),
+    and its 6x6 block is the composite inertia of the whole tree in its frame,
+    J^T oYcrb J = oMi^-1 oYcrb (:func:`_root_free_flyer_block`: about 100 products
+    instead of the 270 of six columns F and 21 dot products).
+
+    A compiled call of its own: with the free flyer's branches in the loop that every
+    robot runs, CRBA on panda was 12% slower (ur5 4%; 1000 states, load 14)."""
+    _composite_joints(njoints, parents, idx_v, nvs, dof_parent, armature, oR, op, J, Yc, M,
+                      5)
+    _root_free_flyer_block(Yc[1, 0], Yc[1, 1], Yc[1, 2], Yc[1, 3], Yc[1, 4], Yc[1, 5],
+                           Yc[1, 6], Yc[1, 7], Yc[1, 8], Yc[1, 9], oR, op, armature, M)
+
+
+@inline_kernel
+def _composite_joints(njoints, parents, idx_v, nvs, dof_parent, armature, oR, op, J, Yc, M,
+                      last):
+    """The loop of :func:`_crba_composite_pass` over the joints down to joint 1 (last =
+    -1) or, with a free flyer as joint 1, down to joint 2 (last = 5, its last dof: the
+    chains stop there and its rows are :func:`_root_free_flyer_rows`).  Inlined with
+    ``last`` a constant in each of its two callers."""
+    for i in range(njoints - 1, 0 if last < 0 else 1, -1):
         mass, h0, h1, h2, a00 = Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4]
         a01, a02, a11, a12, a22 = Yc[i, 5], Yc[i, 6], Yc[i, 7], Yc[i, 8], Yc[i, 9]
         for c in range(idx_v[i], idx_v[i] + nvs[i]):
@@ -163,16 +200,105 @@ def _crba_composite_pass(m, J, Yc, M):
             M[c, c] = (J[0, c] * F0 + J[1, c] * F1 + J[2, c] * F2
                        + J[3, c] * F3 + J[4, c] * F4 + J[5, c] * F5) + armature[c]
             r = dof_parent[c]
-            while r >= 0:
+            while r > last:
                 s = (J[0, r] * F0 + J[1, r] * F1 + J[2, r] * F2
                      + J[3, r] * F3 + J[4, r] * F4 + J[5, r] * F5)
                 M[r, c] = s
                 M[c, r] = s
                 r = dof_parent[r]
+            if last >= 0 and r >= 0:  # r == last: c is below the free flyer
+                _root_free_flyer_rows(oR, op, c, F0, F1, F2, F3, F4, F5, M)
         par = parents[i]
         if par > 0:
             for t in range(10):
                 Yc[par, t] += Yc[i, t]
+
+
+@inline_kernel
+def _root_free_flyer_rows(oR, op, c, f0, f1, f2, n0, n1, n2, M):
+    """M[k, c] = M[c, k] = J_k^T F for the six dofs 0 .. 5 of the free flyer joint 1,
+    J = [R, [p]x R; 0, R] with oMi = (R, p): R^T f and R^T (n - p x f), F = [f; n]."""
+    i = 1
+    p0, p1, p2 = op[i, 0], op[i, 1], op[i, 2]
+    t0 = n0 - (p1 * f2 - p2 * f1)
+    t1 = n1 - (p2 * f0 - p0 * f2)
+    t2 = n2 - (p0 * f1 - p1 * f0)
+    for k in range(3):
+        r0, r1, r2 = oR[i, 0, k], oR[i, 1, k], oR[i, 2, k]
+        s = r0 * f0 + r1 * f1 + r2 * f2
+        M[k, c] = s
+        M[c, k] = s
+        s = r0 * t0 + r1 * t1 + r2 * t2
+        M[3 + k, c] = s
+        M[c, 3 + k] = s
+
+
+@inline_kernel
+def _root_free_flyer_block(mass, H0, H1, H2, a00, a01, a02, a11, a12, a22, oR, op,
+                           armature, M):
+    """M[:6, :6] = oMi^-1 oYcrb_i + armature, the composite inertia of parameters
+    (mass, H, A) about the world origin moved to the frame of the free flyer joint 1,
+    oMi = (R, p): the first moment about p, g = H - m p, in its axes h = R^T g; the
+    rotational inertia shifted from the origin to p (the inverse of the shift of
+    :func:`.spatial.inertia_to_world_values`), then R^T A_p R; the block
+    [m 1, -[h]x; [h]x, R^T A_p R]."""
+    i = 1
+    r00, r01, r02 = oR[i, 0, 0], oR[i, 0, 1], oR[i, 0, 2]
+    r10, r11, r12 = oR[i, 1, 0], oR[i, 1, 1], oR[i, 1, 2]
+    r20, r21, r22 = oR[i, 2, 0], oR[i, 2, 1], oR[i, 2, 2]
+    p0, p1, p2 = op[i, 0], op[i, 1], op[i, 2]
+    g0, g1, g2 = H0 - mass * p0, H1 - mass * p1, H2 - mass * p2
+    # A_p = A - m (|p|^2 1 - p p^T) - 2 (p.g) 1 + p g^T + g p^T
+    d = mass * (p0 * p0 + p1 * p1 + p2 * p2) + 2.0 * (p0 * g0 + p1 * g1 + p2 * g2)
+    b00 = a00 - d + mass * p0 * p0 + 2.0 * p0 * g0
+    b01 = a01 + mass * p0 * p1 + p0 * g1 + g0 * p1
+    b02 = a02 + mass * p0 * p2 + p0 * g2 + g0 * p2
+    b11 = a11 - d + mass * p1 * p1 + 2.0 * p1 * g1
+    b12 = a12 + mass * p1 * p2 + p1 * g2 + g1 * p2
+    b22 = a22 - d + mass * p2 * p2 + 2.0 * p2 * g2
+    # T = A_p R, then R^T T (symmetric: the upper triangle)
+    t00 = b00 * r00 + b01 * r10 + b02 * r20
+    t01 = b00 * r01 + b01 * r11 + b02 * r21
+    t02 = b00 * r02 + b01 * r12 + b02 * r22
+    t10 = b01 * r00 + b11 * r10 + b12 * r20
+    t11 = b01 * r01 + b11 * r11 + b12 * r21
+    t12 = b01 * r02 + b11 * r12 + b12 * r22
+    t20 = b02 * r00 + b12 * r10 + b22 * r20
+    t21 = b02 * r01 + b12 * r11 + b22 * r21
+    t22 = b02 * r02 + b12 * r12 + b22 * r22
+    c00 = r00 * t00 + r10 * t10 + r20 * t20
+    c01 = r00 * t01 + r10 * t11 + r20 * t21
+    c02 = r00 * t02 + r10 * t12 + r20 * t22
+    c11 = r01 * t01 + r11 * t11 + r21 * t21
+    c12 = r01 * t02 + r11 * t12 + r21 * t22
+    c22 = r02 * t02 + r12 * t12 + r22 * t22
+    h0 = r00 * g0 + r10 * g1 + r20 * g2
+    h1 = r01 * g0 + r11 * g1 + r21 * g2
+    h2 = r02 * g0 + r12 * g1 + r22 * g2
+    M[0, 0], M[1, 1], M[2, 2] = mass + armature[0], mass + armature[1], mass + armature[2]
+    M[3, 3], M[4, 4], M[5, 5] = c00 + armature[3], c11 + armature[4], c22 + armature[5]
+    _set_symmetric(M, 0, 1, 0.0)
+    _set_symmetric(M, 0, 2, 0.0)
+    _set_symmetric(M, 1, 2, 0.0)
+    _set_symmetric(M, 0, 3, 0.0)
+    _set_symmetric(M, 0, 4, h2)
+    _set_symmetric(M, 0, 5, -h1)
+    _set_symmetric(M, 1, 3, -h2)
+    _set_symmetric(M, 1, 4, 0.0)
+    _set_symmetric(M, 1, 5, h0)
+    _set_symmetric(M, 2, 3, h1)
+    _set_symmetric(M, 2, 4, -h0)
+    _set_symmetric(M, 2, 5, 0.0)
+    _set_symmetric(M, 3, 4, c01)
+    _set_symmetric(M, 3, 5, c02)
+    _set_symmetric(M, 4, 5, c12)
+
+
+@inline_kernel
+def _set_symmetric(M, a, b, value):
+    """M[a, b] = M[b, a] = value."""
+    M[a, b] = value
+    M[b, a] = value
 
 
 @model_kernel
@@ -198,7 +324,7 @@ def _crba(model, q, oR, op, M):
     J, Ms = borrowed(scratch[5]), borrowed(scratch[6])
     for k in range(q.shape[0]):
         _crba_forward_pass(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc)
-        _crba_composite_pass(m, J, Yc, Ms)
+        _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
         copy_matrix(Ms, M[k])
     keep_alive(scratch)
 

@@ -45,6 +45,7 @@ columns u, alpha, gamma are stored as rows, (nv, 6), so a column is contiguous.
 import numpy as np
 
 from . import mimic
+from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .crba import axis_jacobian_column
 from .joints import coordinate_axis, placements_inline
@@ -366,14 +367,27 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
 def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_gf, of, tau,
                       dtau_dq, dtau_dv, M, vel, acc, oa):
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
-    and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``."""
-    m = model_arrays(model)
-    workspace = rnea_derivatives_workspace(m)
+    and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``.
+
+    Every array is :func:`.borrowed.borrowed`: the slices of the stack per state, the
+    workspace and the arrays passed on to the compiled passes no longer count
+    references (as in :func:`.crba._crba`)."""
+    m = borrowed_model(model_arrays(model))
+    q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
+    liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
+    oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
+    tau, dtau_dq, dtau_dv, M = borrowed(tau), borrowed(dtau_dq), borrowed(dtau_dv), borrowed(M)
+    vel, acc, oa = borrowed(vel), borrowed(acc), borrowed(oa)
+    scratch = rnea_derivatives_workspace(m)
+    workspace = (borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2]),
+                 borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5]),
+                 borrowed(scratch[6]), borrowed(scratch[7]))
     for k in range(q.shape[0]):
         _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
                                 J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k], dtau_dq[k],
                                 dtau_dv[k], M[k], workspace)
         local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+    keep_alive(scratch)
 
 
 def rnea_derivatives(model, data, q, v, a, f_ext=None):
