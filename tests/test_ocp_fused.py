@@ -12,6 +12,7 @@ import pytest
 import geppetto as gp
 from geppetto.examples import custom_residual, reaching
 from geppetto.ocp import fused
+from geppetto.solvers.forward import ForwardPass
 
 TARGET = (0.4, 0.2, 0.4)
 OUTPUTS = ("costs", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu", "xnext")
@@ -158,7 +159,7 @@ def test_numba_residual_equals_built_in(name, frame):
     """The reaching problem with the user kernel of examples/custom_residual equals the
     built-in one (calc, calc_diff, calc_costs), fused and term by term; its calc and
     calc_diff are one compiled call over the horizon, equal to the phase-by-phase path
-    to the bit."""
+    to the bit, and its line-search trial is one call too."""
     robot = gp.robots.load(name)
     user = custom_residual.user_frame_translation(robot.model, frame, TARGET)
     built_in, _ = reaching.reaching_problem(robot.model, frame, TARGET, robot.q0, knots=8)
@@ -169,6 +170,7 @@ def test_numba_residual_equals_built_in(name, frame):
     _assert_same(_evaluate(ours, xs, us), reference, 1e-12)
     assert isinstance(ours.phases[0][3].fused, fused.FusedPhase)
     _one_call_equals_phase_by_phase(ours, xs, us)
+    assert ForwardPass(ours).horizon is not None      # the line-search trial: one call
     _assert_same(_evaluate(_per_term(ours), xs, us), reference, 1e-12)
 
 
