@@ -10,7 +10,10 @@ stage's compiled call by :class:`geppetto.ocp.NumbaResidual`).  Both problems' c
 outputs must agree to 1e-12 before timing.  Then ``--blocks`` interleaved blocks, each
 timing both (``repeats`` samples of ``calls`` calls, CPU time of the thread, one Numba
 thread); the figure is the median over the blocks of the ratio of the per-block medians,
-user / built-in, with its spread (min, max).  Writes ``results/custom_residual.json``.
+user / built-in, with its spread (min, max), and whether each problem's calc_diff was
+one compiled call over the horizon (:mod:`geppetto.ocp.horizon`; the user residual is a
+block of the phases' programs, :func:`geppetto.ocp.fused._user`).  Writes
+``results/custom_residual.json``.
 """
 import argparse
 import os
