@@ -10,7 +10,10 @@ stage's compiled call by :class:`geppetto.ocp.NumbaResidual`).  Both problems' c
 outputs must agree to 1e-12 before timing.  Then ``--blocks`` interleaved blocks, each
 timing both (``repeats`` samples of ``calls`` calls, CPU time of the thread, one Numba
 thread); the figure is the median over the blocks of the ratio of the per-block medians,
-user / built-in, with its spread (min, max).  Writes ``results/custom_residual.json``.
+user / built-in, with its spread (min, max), and whether each problem's calc_diff was
+one compiled call over the horizon (:mod:`geppetto.ocp.horizon`; the user residual is a
+block of the phases' programs, :func:`geppetto.ocp.fused._user`).  Writes
+``results/custom_residual.json``.
 """
 import argparse
 import os
@@ -71,7 +74,10 @@ def compare(name, blocks, repeats, calls):
         t = _common.time_runs({"built-in": loop(built_in), "user": loop(user)}, calls, repeats)
         ratios.append(t["user"]["cpu_median"] / t["built-in"]["cpu_median"])
         times.append((t["built-in"]["cpu_median"], t["user"]["cpu_median"]))
-    return dict(robot=name, agreement=error, ratio_median=statistics.median(ratios),
+    # whether each problem's calc_diff was one compiled call over the horizon
+    one_call = [p._horizon[0] is not None for p in (built_in, user)]
+    return dict(robot=name, agreement=error, one_call=one_call,
+                ratio_median=statistics.median(ratios),
                 ratio_min=min(ratios), ratio_max=max(ratios),
                 built_in_ms=1e3 * statistics.median(b for b, _ in times),
                 user_ms=1e3 * statistics.median(u for _, u in times))
@@ -91,10 +97,10 @@ def main(argv=None):
     print(_common.describe_machine(info))
     print(_common.format_table(
         ["robot", "built-in ms", "user ms", "user / built-in (median)", "min", "max",
-         "agreement"],
+         "agreement", "one call (built-in, user)"],
         [[r["robot"], f"{r['built_in_ms']:.3f}", f"{r['user_ms']:.3f}",
           f"{r['ratio_median']:.3f}", f"{r['ratio_min']:.3f}", f"{r['ratio_max']:.3f}",
-          f"{r['agreement']:.1e}"] for r in rows]))
+          f"{r['agreement']:.1e}", f"{r['one_call'][0]}, {r['one_call'][1]}"] for r in rows]))
     _common.write_json(os.path.join(options.out, "custom_residual.json"),
                        dict(machine=info, blocks=options.blocks, repeats=options.repeats,
                             calls=options.calls, rows=rows))

@@ -26,11 +26,17 @@ compile the derivative kernels.
 The rest runs in :func:`_interpret`, one kernel compiled once for every composition of
 built-in blocks (a program of rows over the phase's operands: its float arrays in one
 typed List of vectors, its scalars in flat tables): a new problem structure compiles
-nothing.  A phase with a user kernel gets a generated function instead: a few lines
-of Python calling its steps, written once to ``<cache>/phases/<hash>.py`` (the hash
-covers the source, this package's kernels and the user kernel's code) and compiled
-with the project's options, so Numba's on-disk cache keeps it; its first compile costs
-seconds (LLVM compiles the blocks' code linked into it again), later processes load it.
+nothing.  A user's knot kernel (:class:`~.numba_residual.NumbaResidual`) is a block of
+the interpreter too, :func:`_user`: it calls, by address, the kernel's knot loop
+(:func:`knot_loop`), a few lines of Python written once per kernel to
+``<cache>/phases/<hash>.py`` (the hash covers the source, this package's kernels and
+the user kernel's code) and compiled with the project's options, so Numba's on-disk
+cache keeps it.  The interpreter's code does not depend on the user's, so a phase with
+a user residual is a program like any other (and the horizon's one-call evaluation and
+trial, :mod:`.horizon`, run it); a new kernel compiles its loop alone.  Steps the
+interpreter cannot take (operands of other types) get a generated phase function
+(:func:`phase_function`, the same cache folder): its first compile costs seconds (LLVM
+compiles the blocks' code linked into it again), later processes load it.
 
 Blocks are serial (one Numba thread); a stage evaluated on several threads takes the
 per-term path with the parallel kernels.  Contact and impulse dynamics are separate
@@ -61,6 +67,7 @@ from ..dynamics.constraints import constraint_placements_state
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
 from ..dynamics.liegroups import _integrate
+from ..dynamics.one_state import call_native
 from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
 from .integrators import _semi_implicit_jacobian
@@ -574,6 +581,21 @@ def _linear_map(A, w, w_x, w_u, ref, k, with_derivatives, r, Rx, Ru):
             Ru[i, c] = s
 
 
+# --- user residuals ------------------------------------------------------------------
+
+@kernel
+def _user(xs, us, a, mode):
+    """A user residual (:class:`~.numba_residual.NumbaResidual`): ``a`` = (address, oR, op,
+    J, reference, parameters, r, Rx, Ru), ``address`` that of the compiled knot loop of
+    the user's kernel (:func:`knot_loop`) for C-contiguous xs, us, these operands' types
+    and an int64 mode (:meth:`.numba_residual.NumbaResidual.fused_step` looks it up).
+    Called by address, the user's code is not linked into this block nor into the
+    interpreter: their types, and so their compiled code, do not depend on it."""
+    address, oR, op, J, reference, parameters, r, Rx, Ru = a
+    call_native(address, (np.ascontiguousarray(xs), np.ascontiguousarray(us),
+                          (oR, op, J, reference, parameters, r, Rx, Ru), mode))
+
+
 # --- costs ---------------------------------------------------------------------------
 
 @kernel
@@ -676,7 +698,7 @@ def cost_steps(costs, cost_data, kinematics, state, scale, with_u):
 
 
 _LOCK = threading.Lock()
-_FUNCTIONS = {}
+_MODULES = {}
 _FINGERPRINT = []
 
 
@@ -757,16 +779,29 @@ def _knot_loop(i):
 def phase_function(steps, clear_at=None):
     """The compiled ``phase(xs, us, models, a, out, mode)`` calling ``steps`` in order, and
     ``_clear(out, mode)`` before step ``clear_at`` (None: never)."""
+    return _phase_module(steps, clear_at).phase
+
+
+def knot_loop(function):
+    """The compiled ``_loop0(xs, us, a, mode)`` calling the user's knot kernel ``function``
+    at every knot (a = (oR, op, J, reference, parameters, r, Rx, Ru), see
+    :mod:`.numba_residual`), in a generated module of its own: one per kernel, whatever
+    the problems it serves."""
+    return _phase_module([Step(None, knot_kernel=function)], None)._loop0
+
+
+def _phase_module(steps, clear_at):
+    """The generated module of ``steps`` (:func:`_source`), imported once per process."""
     source = _source(steps, clear_at)
     users = "".join(_kernel_fingerprint(s.knot_kernel) for s in steps
                     if s.knot_kernel is not None)
     key = hashlib.sha256((_package_fingerprint() + source + users).encode()).hexdigest()[:24]
     with _LOCK:
-        function = _FUNCTIONS.get(key)
-        if function is None:
-            function = _import(key, source)
-            _FUNCTIONS[key] = function
-    return function
+        module = _MODULES.get(key)
+        if module is None:
+            module = _import(key, source)
+            _MODULES[key] = module
+    return module
 
 
 def _import(key, source):
@@ -785,14 +820,16 @@ def _import(key, source):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module.phase
+    return module
 
 
 class FusedPhase:
     """A phase evaluated by one compiled call: ``phase(xs, us, mode)`` (two: the
-    dynamics or the kinematics pass first, see :class:`Step`)."""
+    dynamics or the kinematics pass first, see :class:`Step`); ``model``: the ModelArrays
+    of the interpreter's program when no step uses one (a terminal knot's user residuals
+    alone)."""
 
-    def __init__(self, steps, out, clear_at):
+    def __init__(self, steps, out, clear_at, model=None):
         n = 0
         while n < min(len(steps), clear_at) and steps[n].separate:
             n += 1
@@ -803,7 +840,7 @@ class FusedPhase:
              if step.by_mode[mode] is not None] for mode in (CALC, DIFF, COSTS, TRIAL))
         steps = steps[n:]
         self.out = out
-        items = interpreted(steps, clear_at - n)
+        items = interpreted(steps, clear_at - n, model)
         self.program = None
         if items is not None:
             self.program = _typed_list(items + (out,))
@@ -841,7 +878,7 @@ def lie_scratch(nv):
             np.empty((_N_SCRATCH, 3, 3)), np.empty((1, 6, 6)))
 
 
-# --- the interpreter: one kernel for every composition of built-in blocks ----------------
+# --- the interpreter: one kernel for every composition of blocks -------------------------
 #
 # A generated phase function costs seconds of LLVM work for each new composition (the
 # blocks' code is linked into it and compiled again).  The interpreter is compiled once
@@ -870,7 +907,7 @@ def lie_scratch(nv):
 
 CLEAR_CODE = 0
 _BLOCKS = ("_euler", "_state", "_control", "_frame", "_frame_velocity", "_com",
-           "_contact_wrench", "_cost")
+           "_contact_wrench", "_user", "_cost")
 _SPECS = {
     "_euler": ("b", "i", "f", (2, 3, 3), (2, 3, 3, 2, 2, 2), (2, 3, 3), (1, 1, 1, 1, 2, 3, 3)),
     "_state": ("b", 2, 2, 2, 2, 2, 3, 3, 1, 2, 3),
@@ -879,6 +916,7 @@ _SPECS = {
     "_frame_velocity": (4, 3, 3, 2, "i", 2, 1, "i", 2, 2, 3),
     "_com": (4, 3, 3, 2, 2, 3),
     "_contact_wrench": (2, 3, 3, 4, 3, "i", 2, "i", "I", 2, 2, "i", 2, 3, 3, 2, 3, 3, 2),
+    "_user": ("i", 4, 3, 3, 2, 1, 2, 3, 3),
     "_cost": ("i", 2, 2, 1, 2, 3, 1, 1, "f", 3, 3, "b", "b", "b"),
 }
 _ITEM_TYPES = {}
@@ -954,6 +992,10 @@ def _interpret(xs, us, holder, mode):
                              _a2(arrays, r[4]), _a3(arrays, r[5])), mode)
         elif code == 7:
             _contact_wrench(xs, us, _operands_contact_wrench(arrays, ints, r), mode)
+        elif code == 8:
+            _user(xs, us, (r[0], _a4(arrays, r[1]), _a3(arrays, r[2]), _a3(arrays, r[3]),
+                           _a2(arrays, r[4]), _a1(arrays, r[5]), _a2(arrays, r[6]),
+                           _a3(arrays, r[7]), _a3(arrays, r[8])), mode)
         else:
             _cost(_operands_cost(arrays, floats, r), out, mode)
 
@@ -1069,14 +1111,16 @@ class _Operands:
                 self.arrays)
 
 
-def interpreted(steps, clear_at):
+def interpreted(steps, clear_at, model=None):
     """(model, rows, floats, ints, arrays) running ``steps`` in the interpreter
     (append ``out`` for the holder of :func:`_interpret`), or None when a step is not one
-    of its blocks, has arguments of another type, or the steps use no model or several
-    (the generated function takes them)."""
+    of its blocks, has arguments of another type, or the steps use several models, or
+    none and no ``model`` is given (the generated function takes them)."""
     if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):
         return None
     models, _ = _model_indices(steps)
+    if not models and model is not None:
+        models = (model,)
     if len(models) != 1:
         return None
     if any(numba.typeof(s.args) != _item_type(s.block.__name__) for s in steps):

@@ -23,8 +23,10 @@ Measured (CPU time, interleaved blocks of 100-200 trials, load 8-11): the solo12
 trot (6 contact and impulse phases), a feasible trial 0.79x (0.75-0.82) of the
 phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
 (0.63-0.75); ur5 and panda reaching (one free phase) 0.87x.
-Other horizons (RK schemes, custom dynamics or residuals, actuation of another
-width than the problem's) keep the phase-by-phase trial:
+Other horizons (RK schemes, custom dynamics, residuals without a fused step,
+actuation of another width than the problem's) keep the phase-by-phase trial (a
+user's :class:`~.numba_residual.NumbaResidual` is a block of the programs:
+:func:`.fused._user`):
 :func:`horizon_trial` returns None for them.
 
 The problem's ``calc`` and ``calc_diff`` of a horizon of FreeDynamics phases take the

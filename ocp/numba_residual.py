@@ -16,17 +16,24 @@ The protocol: a module-level function compiled with ``numba.njit(cache=True)`` (
         #     when with_jacobian is True (tangent coordinates of x; entries left alone
         #     keep the zeros they start with)
 
-The phase calls it for every knot inside its compiled loop: a user residual costs what
-the same arithmetic costs in a built-in kernel, with no Python per knot or per call.
-The kernel must be importable by its module and name (a module-level function of an
-importable module, or of the script being run); an edited kernel gets a new phase
-function (its code is part of the phase's hash).  Check its Jacobians with
+A compiled loop over the knots calls it (:func:`.fused.knot_loop`, one per kernel),
+and the phase's interpreter program calls that loop by the address of its compiled
+code (:func:`.fused._user`): a user residual costs what the same arithmetic costs in a
+built-in kernel, with no Python per knot, per call or per phase (the horizon's calc,
+calc_diff and line-search trial stay one compiled call each, :mod:`.horizon`), and a
+new kernel compiles its loop alone.  The kernel must be importable by its module and
+name (a module-level function of an importable module, or of the script being run);
+an edited kernel gets a new loop (its code is part of the loop module's hash).  Check its Jacobians with
 :func:`geppetto.ocp.check_residual`.
 """
+import numba
 import numpy as np
 
-from .fused import Step, phase_function
+from ..dynamics.native import compiled_address
+from .fused import Step, _user, knot_loop
 from .residuals import JACOBIANS, NONE, Residual
+
+_STACK = numba.types.Array(numba.float64, 2, "C")
 
 
 class NumbaResidual(Residual):
@@ -78,16 +85,20 @@ class NumbaResidual(Residual):
         return (oR, op, J, data.reference, self.parameters, data.r, data.Rx, data.Ru)
 
     def fused_step(self, data, kinematics, state):
-        return Step(self._args(data, kinematics), knot_kernel=self.kernel)
+        """The :func:`.fused._user` step: the knot loop of :func:`.fused.knot_loop` called by
+        the address of its specialization for these operands (so the phase stays a
+        program of the interpreter, and the horizon one compiled call)."""
+        args = self._args(data, kinematics)
+        address = compiled_address(knot_loop(self.kernel),
+                                   (_STACK, _STACK, numba.typeof(args), numba.int64))
+        return Step((address,) + args, _user)
 
     def _run(self, data, kinematics, xs, us, mode):
-        """The per-term path: a phase function made of this residual's knot loop alone."""
-        function = getattr(self, "_alone", None)
-        if function is None:
-            function = self._alone = phase_function([Step(None, knot_kernel=self.kernel)])
+        """The per-term path: the knot loop of :func:`.fused.knot_loop` from Python."""
         K = data.r.shape[0]
         us = np.zeros((K, 0)) if us is None else np.ascontiguousarray(us)
-        function(np.ascontiguousarray(xs), us, (), (self._args(data, kinematics),), (), mode)
+        knot_loop(self.kernel)(np.ascontiguousarray(xs), us, self._args(data, kinematics),
+                               np.int64(mode))
 
     def calc(self, data, kinematics, xs, us):
         self._run(data, kinematics, xs, us, 0)

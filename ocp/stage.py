@@ -434,7 +434,7 @@ class TerminalModel:
         terms = cost_steps(self.costs, data.costs, data.kinematics, self.state, 1.0, False)
         if terms is None:
             return None
-        return FusedPhase(steps + terms, out, len(steps))
+        return FusedPhase(steps + terms, out, len(steps), self.state.model.arrays)
 
     def _kinematics(self, data, xs):
         if self._needs_kinematics():

@@ -12,6 +12,7 @@ import pytest
 import geppetto as gp
 from geppetto.examples import custom_residual, reaching
 from geppetto.ocp import fused
+from geppetto.solvers.forward import ForwardPass
 
 TARGET = (0.4, 0.2, 0.4)
 OUTPUTS = ("costs", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu", "xnext")
@@ -102,35 +103,63 @@ def test_fused_equals_per_term(name, frame, integrator):
     _assert_same(ours, reference, 1e-12)
 
 
-def test_fused_phase_interpreted_or_generated():
-    """Built-in terms run in the interpreter (compiled once for every composition); a user
-    kernel gets a generated phase function, written once to the cache folder and shared
-    by the problems of the same structure (other weights and targets)."""
+def test_fused_phase_interpreted_with_user_kernels():
+    """Built-in terms and user kernels run in the interpreter (compiled once for every
+    composition): a user kernel's knot loop is generated once to the cache folder and
+    called by address, one loop for the problems of the same kernel (other targets and
+    knots); a terminal knot whose only cost is a user residual is a program too."""
     robot = gp.robots.load("ur5")
     a, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=5)
     xs, us = _point(a, robot.model, 0)
     a.calc(xs, us)
     assert a.phases[0][3].fused.program is not None
     assert a.terminal_data.fused.program is not None
-    problems = []
+    programs = []
     for target, knots in ((TARGET, 5), ((0.1, 0.3, 0.5), 7)):
         user = custom_residual.user_frame_translation(robot.model, "tool0", target)
         problem, _ = reaching.reaching_problem(robot.model, "tool0", target, robot.q0,
                                                knots=knots, reach=user)
         xs, us = _point(problem, robot.model, 0)
         problem.calc(xs, us)
-        problems.append(problem.phases[0][3].fused)
-    assert problems[0].program is None and problems[0].function is problems[1].function
-    path = problems[0].function.py_func.__code__.co_filename
+        assert problem.terminal_data.fused.program is not None
+        programs.append(problem.phases[0][3].fused.program[0])
+    code = 1 + fused._BLOCKS.index("_user")
+    addresses = [rows[rows[:, 0] == code, 1] for _, rows, *_ in programs]
+    assert len(addresses[0]) == 1 and addresses[0][0] == addresses[1][0] != 0
+    loop = fused.knot_loop(custom_residual.frame_translation)
+    path = loop.py_func.__code__.co_filename
     assert path.startswith(fused.cache_folder())
     with open(path) as handle:
-        assert "_loop1(xs, us, a[1], mode)" in handle.read()
+        assert "_user0(xs[k], us[k], oR[k]" in handle.read()
+    terminals = [gp.ocp.TerminalModel(a.terminal_model.state, [gp.ocp.Cost(reach)])
+                 for reach in (user, gp.ocp.FrameTranslationResidual(robot.model, "tool0",
+                                                                     target))]
+    alone, reference = [gp.ocp.ShootingProblem(a.x0, a.running_models[:2], terminal)
+                        for terminal in terminals]
+    assert alone.calc(xs[:3], us[:2]) == pytest.approx(reference.calc(xs[:3], us[:2]),
+                                                       rel=1e-12)
+    assert alone.terminal_data.fused.program is not None and alone._horizon[0] is not None
+
+
+def _one_call_equals_phase_by_phase(problem, xs, us):
+    """``problem``'s calc and calc_diff took the one-call horizon evaluation
+    (:mod:`geppetto.ocp.horizon`) and equal a twin's evaluated phase by phase, to the bit."""
+    twin = gp.ocp.ShootingProblem(problem.x0, problem.running_models, problem.terminal_model)
+    twin._horizon.append(None)                     # phase by phase
+    for evaluate, names in (("calc", ("costs", "xnext")), ("calc_diff", OUTPUTS)):
+        values = [getattr(p, evaluate)(xs, us) for p in (problem, twin)]
+        assert values[0] == values[1]
+        for name in names:
+            np.testing.assert_array_equal(getattr(problem, name), getattr(twin, name))
+    assert problem._horizon[0] is not None
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])
 def test_numba_residual_equals_built_in(name, frame):
     """The reaching problem with the user kernel of examples/custom_residual equals the
-    built-in one (calc, calc_diff, calc_costs), fused and term by term."""
+    built-in one (calc, calc_diff, calc_costs), fused and term by term; its calc and
+    calc_diff are one compiled call over the horizon, equal to the phase-by-phase path
+    to the bit, and its line-search trial is one call too."""
     robot = gp.robots.load(name)
     user = custom_residual.user_frame_translation(robot.model, frame, TARGET)
     built_in, _ = reaching.reaching_problem(robot.model, frame, TARGET, robot.q0, knots=8)
@@ -140,6 +169,8 @@ def test_numba_residual_equals_built_in(name, frame):
     reference = _evaluate(built_in, xs, us)
     _assert_same(_evaluate(ours, xs, us), reference, 1e-12)
     assert isinstance(ours.phases[0][3].fused, fused.FusedPhase)
+    _one_call_equals_phase_by_phase(ours, xs, us)
+    assert ForwardPass(ours).horizon is not None      # the line-search trial: one call
     _assert_same(_evaluate(_per_term(ours), xs, us), reference, 1e-12)
 
 
