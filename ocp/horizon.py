@@ -113,7 +113,7 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
     degenerate).  ``holder.item`` = (model, order (phases, 2): each phase's kind
     (FREE_PHASE, CONTACT_PHASE) and index in ``free`` or ``contact``, the terminal knot's
     kinematics step arguments, its no_controls, its cost program, the knots' costs
-    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the entries of
+    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the held entries of
     :func:`_free_phase` and :func:`_contact_phase`, or None when the horizon has no
     phase of that kind (the branch is then compiled out).  They hold what does not
     change between trials: a call unboxes three objects instead of ~80 arrays, and
@@ -129,10 +129,11 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
             if free is not None:
-                failed, stop = _free_phase(m, free[order[p, 1]], inputs, predicted, outputs,
+                failed, stop = _free_phase(m, free[order[p, 1]].item, inputs, predicted, outputs,
                                            ws)
         elif contact is not None:
-            failed, stop = _contact_phase(contact[order[p, 1]], inputs, predicted, outputs)
+            failed, stop = _contact_phase(contact[order[p, 1]].item, inputs, predicted,
+                                          outputs)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
@@ -214,10 +215,11 @@ def _contact_entry(model, start, stop, data, workspace, nu):
 
 
 def _entries(entries):
-    """A typed List of ``entries`` (of one type), or None when there are none."""
+    """A typed List of ``entries`` (of one type), each held (its List methods then
+    compile for one reference, not for the entry's arrays), or None when there are none."""
     if not entries:
         return None
-    return typed_list(entries)
+    return typed_list([held(entry) for entry in entries])
 
 
 def horizon_trial(problem, workspaces):
@@ -263,7 +265,7 @@ def horizon_trial(problem, workspaces):
 @kernel
 def _evaluate(holder, free, xs, us, mode):
     """CALC or DIFF (``mode``) of a horizon of FreeDynamics phases: for each phase
-    ``free[p]`` = (start, stop, the arguments of :func:`.fused._free_field`, the cost
+    ``free[p].item`` = (start, stop, the arguments of :func:`.fused._free_field`, the cost
     program), the lanes' dynamics then the program (Euler step and costs) on its knots;
     then the terminal knot's kinematics pass and program.  ``holder.item`` = (model, the
     terminal kinematics step's held arguments, its no_controls, its program, the
@@ -273,7 +275,7 @@ def _evaluate(holder, free, xs, us, mode):
     m, kinematics, no_controls, terminal_program, address = holder.item
     N = us.shape[0]
     for p in range(len(free)):
-        start, stop, args, program = free[p]
+        start, stop, args, program = free[p].item
         call_native(address[0], (xs[start:stop], us[start:stop], m, args, mode))
         call_native(address[1], (xs[start:stop], us[start:stop], program, mode))
     call_native(address[2], (xs[N:], no_controls, kinematics, mode))
