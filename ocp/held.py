@@ -10,7 +10,13 @@ before, whose methods (new list, append, pop, getitem: their code grows with the
 item's reference counting, one increment per array) Numba compiled again for every
 item type, about 5.5 s each, seven item types in the first ur5 solve.  The
 structure's constructor :func:`_held` compiles once per item type, is cached, and
-holds only one reference.
+holds only one reference.  Measured on the first FDDP solve of the ur5 reaching task
+(30 knots, an empty cache, CPU time, load 11-13): the List methods 46.3 s before
+(getitem 20.3 over 14 specializations, pop 8.7, the list's making 8.0 + 1.3, append
+4.7 + 3.4), the holders 8.1 s now (:func:`_held` 5.0 over six item types, its
+constructor 3.2); the solve 257.6 s -> 224.9 s.  Passed to a kernel from Python, a
+Held costs 0.82 us per call where the typed List cost 1.5-1.9 us (an item holding
+ur5's ModelArrays and ten arrays; thread CPU time, interleaved, load 16).
 
 A genuine list (the phases of a horizon, the blocks of a constrained solver) is a
 typed List (:func:`typed_list`) of items of one type; a list of held items
