@@ -223,7 +223,7 @@ MAIN_JOB_STAGES = ("the robot and the quasi-static guess", "costs (calc_costs)",
                    "FDDP (backward pass, forward pass)",
                    "kinematics of the animation and the plots", "the full problem")
 # compiled by a second process on a cold cache, in this order, beside the stages before
-# the first of them: calc_costs compiles the phases' typed Lists, the kinematics and the
+# the first of them: calc_costs compiles the phases' holders, the kinematics and the
 # cost interpreter, the trial its one-call kernel over them and the one-state ABA rollout
 # (ShootingProblem.rollout runs the same compiled rollout: stage 3 stays here, where the
 # trial compiled it); calc_diff the lanes' ABA and its derivatives; the plots' kinematics

@@ -22,7 +22,8 @@ import numba
 import numpy as np
 
 from ..dynamics.config import kernel
-from .fused import DIFF, _interpret, _push, _typed_list, interpreted
+from .fused import DIFF, _interpret, interpreted
+from .held import held, typed_list
 
 
 @kernel
@@ -59,15 +60,13 @@ def _steps(model, data):
 
 
 def _program(steps):
-    """The interpreter program of ``steps`` (a typed List holding its tuple), or None."""
+    """The interpreter program of ``steps`` (its tuple held: :func:`.held.held`), or None."""
     items = interpreted(steps, None)
     if items is None:
         return None
     nowhere = (np.zeros(0), np.zeros((0, 0)), np.zeros((0, 0)), np.zeros((0, 0, 0)),
                np.zeros((0, 0, 0)), np.zeros((0, 0, 0)))       # no accumulation
-    program = _typed_list(items + (nowhere,))
-    _push(program, items + (nowhere,))
-    return program
+    return held(items + (nowhere,))
 
 
 class HorizonConstraints:
@@ -94,7 +93,7 @@ class HorizonConstraints:
             program = None if made is None else _program(made[0])
             if program is not None and compiled and \
                     numba.typeof(program) != numba.typeof(compiled[0][0]):
-                program = None          # another model type: one typed List holds one
+                program = None          # another model type: one typed List holds one type
             if program is None:
                 self.python.append((model, start, stop, data))
                 for cd in data.constraints:
@@ -104,9 +103,7 @@ class HorizonConstraints:
                 compiled.append((program, start, stop))
                 self.sources.update(zip(map(id, data.constraints), made[1]))
         if compiled:
-            self.programs = _typed_list(compiled[0][0])
-            for program, _, _ in compiled:
-                _push(self.programs, program)
+            self.programs = typed_list([program for program, _, _ in compiled])
             self.windows = np.array([(a, b) for _, a, b in compiled], dtype=np.int64)
 
     def evaluate(self, xs, us, mode):

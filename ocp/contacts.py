@@ -55,7 +55,6 @@ the stamp, from its step's solve: the trial's costs read them.  The fused phase'
 residual steps read the forces of the Data directly (the stage's own).
 """
 import numpy as np
-from numba.typed import List
 
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constrained_workspace,
@@ -69,7 +68,7 @@ from ..dynamics.rnea import generalized_gravity
 from .contact_step import (CONTACT_SCHEMES, DERIVATIVES, EMPTY, VALUES, _contact_jacobians,
                            contact_step_workspace, solved_store)
 from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
-from .fused import held
+from .held import Held, held
 from .residuals import Residual
 from .stage import StageModel
 from .trial import IMPULSE, no_kinematics, rollout_contact, rollout_python
@@ -288,7 +287,7 @@ class ContactDynamics:
 
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_contact`)."""
-        if isinstance(workspace, List):     # held by trial_workspace: a jitted step
+        if isinstance(workspace, Held):     # held by trial_workspace: a jitted step
             return rollout_contact(workspace, inputs, x_start, outputs)
         return rollout_python(integrator, inputs, x_start, outputs, workspace)
 

@@ -55,7 +55,6 @@ import threading
 
 import numba
 import numpy as np
-from numba.typed import List
 
 from ..dynamics.derivative_lanes import aba_tiles
 from ..dynamics.config import inline_kernel, kernel
@@ -70,6 +69,7 @@ from ..dynamics.liegroups import _integrate
 from ..dynamics.one_state import call_native
 from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
+from .held import held, typed_list
 from .integrators import _semi_implicit_jacobian
 from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
                         JACOBIANS, PLACEMENTS)
@@ -243,9 +243,9 @@ def _contact_field(xs, us, holder, mode):
     D v), f = (v, ddq) (the values in COSTS mode too: the force residuals read lambda,
     the kinematic ones the placements and Jacobians the solve leaves; TRIAL mode runs
     nothing: the rollout stored them).  Stamps the data with (xs, us) and VALUES; returns
-    whether the contacts are regular at every knot.  ``holder[0]`` = (model, arguments)
+    whether the contacts are regular at every knot.  ``holder.item`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
-    m, a = holder[0]
+    m, a = holder.item
     ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -275,7 +275,7 @@ def _contact_field_diff(xs, us, holder, mode):
     the accepted trial of a DDP iteration) takes it (placements, Jacobians, M, ddq,
     lambda, the KKT factors: the same kernel on the same point, so the same bits) and
     only differentiates, as Crocoddyl's calcDiff reuses its calc."""
-    m, a = holder[0]
+    m, a = holder.item
     ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -323,10 +323,10 @@ def _take_solve(solved, k, liR, lip, oR, op, J, M, ddq, lam):
 def _impulse_field(xs, us, holder, mode):
     """ImpulseDynamics' CALC and COSTS block: v+, Lambda = impulse_dynamics(q, v), f = (0,
     v+ - v); modes and return as :func:`_contact_field` (DIFF mode runs
-    :func:`_impulse_field_diff`).  ``holder[0]`` = (model, (model without gravity,
+    :func:`_impulse_field_diff`).  ``holder.item`` = (model, (model without gravity,
     constraints, constraints without Baumgarte gains, restitution, settings, scratch,
     Data arrays, outputs, stamp, workspace))."""
-    m, a = holder[0]
+    m, a = holder.item
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -350,7 +350,7 @@ def _impulse_field_diff(xs, us, holder, mode):
     [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq, dLambda_dv], lambda_u = 0 (see
     :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
     and the constraints without Baumgarte gains, the derivatives' kernel)."""
-    m, a = holder[0]
+    m, a = holder.item
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -417,8 +417,8 @@ def _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc):
 @kernel
 def _kinematics(xs, us, holder, mode):
     """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
-    terminal knot's pass); ``holder[0]`` = (model, arguments) (:func:`held`)."""
-    m, a = holder[0]
+    terminal knot's pass); ``holder.item`` = (model, arguments) (:func:`held`)."""
+    m, a = holder.item
     level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 
@@ -843,8 +843,7 @@ class FusedPhase:
         items = interpreted(steps, clear_at - n, model)
         self.program = None
         if items is not None:
-            self.program = _typed_list(items + (out,))
-            _push(self.program, items + (out,))
+            self.program = held(items + (out,))
         else:
             self.function = phase_function(steps, clear_at - n)
             self.models = _model_indices(steps)[0]
@@ -968,10 +967,10 @@ def _a4(arrays, i):
 
 @kernel
 def _interpret(xs, us, holder, mode):
-    """Run the program of ``holder[0]`` = (model, rows, floats, ints, arrays, out)
-    (see the layout above).  One typed List holds them all: a call unboxes one object
-    instead of a dozen."""
-    m, rows, floats, ints, arrays, out = holder[0]
+    """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, out)
+    (see the layout above).  One :class:`.held.Held` holds them all: a call unboxes one
+    object instead of a dozen."""
+    m, rows, floats, ints, arrays, out = holder.item
     for i in range(rows.shape[0]):
         code, r = rows[i, 0], rows[i, 1:]
         if code == CLEAR_CODE:
@@ -1056,37 +1055,12 @@ def _operands_cost(A, floats, r):
             _a3(A, r[10]), r[11] != 0, r[12] != 0, r[13] != 0)
 
 
-@kernel
-def _typed_list(prototype):
-    """An empty typed List for items of the prototype's type (compiled here and cached:
-    typed Lists made from Python compile their methods in every process)."""
-    items = List()
-    items.append(prototype)
-    items.pop()
-    return items
-
-
-@kernel
-def _push(items, item):
-    items.append(item)
-
-
-def held(item):
-    """A typed List holding ``item`` alone: a kernel called from Python with it unboxes
-    one object, where a tuple of tuples of arrays (a model's ModelArrays, a block's
-    scratch) costs Numba's dispatcher microseconds to type on every call."""
-    holder = _typed_list(item)
-    _push(holder, item)
-    return holder
-
-
 class _Operands:
     """The containers of a program's operands (see the layout above), filled step by
     step."""
 
     def __init__(self):
-        self.arrays = _typed_list(np.zeros((1, 1, 1, 1)))
-        self.count, self.floats, self.ints = 0, [], []
+        self.arrays, self.floats, self.ints = [], [], []
 
     def columns(self, spec, value):
         """The row's columns of the operand ``value`` of type ``spec`` (nested tuples
@@ -1101,14 +1075,13 @@ class _Operands:
         if spec == "I":
             self.ints += [int(i) for i in value]
             return [len(self.ints) - len(value), len(value)]
-        _push(self.arrays, value.reshape((1,) * (4 - value.ndim) + value.shape))   # a view
-        self.count += 1
-        return [self.count - 1]
+        self.arrays.append(value.reshape((1,) * (4 - value.ndim) + value.shape))   # a view
+        return [len(self.arrays) - 1]
 
     def tables(self):
         """(floats, ints, arrays)."""
         return (np.array(self.floats, dtype=float), np.array(self.ints, dtype=np.int64),
-                self.arrays)
+                typed_list(self.arrays))
 
 
 def interpreted(steps, clear_at, model=None):

@@ -17,8 +17,8 @@ kernel, :func:`_trial`:
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
 the phase-by-phase trial (the same knots' costs; their sum is taken in order),
-with the model, the programs and the scratch unboxed once per trial (from typed
-Lists) instead of once per kernel (for a contact horizon, twice per phase).
+with the model, the programs and the scratch unboxed once per trial (held, and in
+typed Lists) instead of once per kernel (for a contact horizon, twice per phase).
 Measured (CPU time, interleaved blocks of 100-200 trials, load 8-11): the solo12
 trot (6 contact and impulse phases), a feasible trial 0.79x (0.75-0.82) of the
 phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
@@ -46,15 +46,14 @@ phase-by-phase time: 179 us instead of 207 us at load 12.
 """
 import numba
 import numpy as np
-from numba.typed import List
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.native import compiled_address
 from ..dynamics.one_state import call_native
 from ..dynamics.validation import _compiled_entry, all_finite
 from .dynamics import FreeDynamics
-from .fused import (CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, _push,
-                    _typed_list, kinematics_step)
+from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
+from .held import Held, held, typed_list
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -113,16 +112,16 @@ def _contact_phase(entry, inputs, predicted, outputs):
 def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
     """One trial (see the module docstring): returns (failed, cost, dv), failed -1 or the
     knot where the state or the controls became non-finite (or the contacts
-    degenerate).  ``holder[0]`` = (model, order (phases, 2): each phase's kind
+    degenerate).  ``holder.item`` = (model, order (phases, 2): each phase's kind
     (FREE_PHASE, CONTACT_PHASE) and index in ``free`` or ``contact``, the terminal knot's
     kinematics step arguments, its no_controls, its cost program, the knots' costs
-    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the entries of
+    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the held entries of
     :func:`_free_phase` and :func:`_contact_phase`, or None when the horizon has no
-    phase of that kind (the branch is then compiled out).  Typed Lists hold what does
-    not change between trials: a call unboxes three objects instead of ~80 arrays, and
+    phase of that kind (the branch is then compiled out).  They hold what does not
+    change between trials: a call unboxes three objects instead of ~80 arrays, and
     resolves no tuple types (measured on ur5: the dispatch of the same arguments as a
     tuple, 10 us and 12 kB of Python objects per call)."""
-    m, order, kinematics, no_controls, terminal_program, costs, ws = holder[0]
+    m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
@@ -132,10 +131,11 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
             if free is not None:
-                failed, stop = _free_phase(m, free[order[p, 1]], inputs, predicted, outputs,
+                failed, stop = _free_phase(m, free[order[p, 1]].item, inputs, predicted, outputs,
                                            ws)
         elif contact is not None:
-            failed, stop = _contact_phase(contact[order[p, 1]], inputs, predicted, outputs)
+            failed, stop = _contact_phase(contact[order[p, 1]].item, inputs, predicted,
+                                          outputs)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
@@ -168,8 +168,7 @@ class HorizonTrial:
         self.problem = problem
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
                                                                           workspace)
-        self.holder = _typed_list(plan)
-        _push(self.holder, plan)
+        self.holder = held(plan)
         self.free, self.contact = free, contact
 
     def __call__(self, inputs, outputs, Vxx, merit_gaps):
@@ -207,7 +206,7 @@ def _contact_entry(model, start, stop, data, workspace, nu):
     it needs the phase-by-phase trial (no jitted step, costs on kinematics or forces the
     rollout does not store, or controls of another width than the problem's ``nu``)."""
     dynamics_workspace, stored = workspace
-    if not isinstance(dynamics_workspace, List) or model.nu not in (0, nu):
+    if not isinstance(dynamics_workspace, Held) or model.nu not in (0, nu):
         return None               # RK schemes: stepped in Python
     program = _trial_program(model, data)
     if program is None or (stored is None and (
@@ -218,13 +217,11 @@ def _contact_entry(model, start, stop, data, workspace, nu):
 
 
 def _entries(entries):
-    """A typed List of ``entries`` (of one type), or None when there are none."""
+    """A typed List of ``entries`` (of one type), each held (its List methods then
+    compile for one reference, not for the entry's arrays), or None when there are none."""
     if not entries:
         return None
-    items = _typed_list(entries[0])
-    for entry in entries:
-        _push(items, entry)
-    return items
+    return typed_list([held(entry) for entry in entries])
 
 
 def horizon_trial(problem, workspaces):
@@ -270,17 +267,17 @@ def horizon_trial(problem, workspaces):
 @kernel
 def _evaluate(holder, free, xs, us, mode):
     """CALC or DIFF (``mode``) of a horizon of FreeDynamics phases: for each phase
-    ``free[p]`` = (start, stop, the arguments of :func:`.fused._free_field`, the cost
+    ``free[p].item`` = (start, stop, the arguments of :func:`.fused._free_field`, the cost
     program), the lanes' dynamics then the program (Euler step and costs) on its knots;
-    then the terminal knot's kinematics pass and program.  ``holder[0]`` = (model, the
+    then the terminal knot's kinematics pass and program.  ``holder.item`` = (model, the
     terminal kinematics step's held arguments, its no_controls, its program, the
     addresses of _free_field, _interpret on a running phase, _kinematics and
     _interpret on the terminal knot, for these very argument types: see
     :func:`horizon_evaluation`)."""
-    m, kinematics, no_controls, terminal_program, address = holder[0]
+    m, kinematics, no_controls, terminal_program, address = holder.item
     N = us.shape[0]
     for p in range(len(free)):
-        start, stop, args, program = free[p]
+        start, stop, args, program = free[p].item
         call_native(address[0], (xs[start:stop], us[start:stop], m, args, mode))
         call_native(address[1], (xs[start:stop], us[start:stop], program, mode))
     call_native(address[2], (xs[N:], no_controls, kinematics, mode))
@@ -310,8 +307,7 @@ class HorizonEvaluation:
                                         numba.int64)))
         plan = (arrays, kinematics, no_controls, program,
                 np.array(addresses, dtype=np.int64))
-        self.holder = _typed_list(plan)
-        _push(self.holder, plan)
+        self.holder = held(plan)
         self.free = free
         arguments = (self.holder, free, problem.xnext, problem.xnext, CALC)
         _evaluate.compile(tuple(typeof(a) for a in arguments))

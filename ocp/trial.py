@@ -180,8 +180,8 @@ def free_rollout(dynamics, integrator, us, xs):
 
 @kernel
 def rollout_contact(holder, inputs, x_start, outputs):
-    """The trial of a phase of contact knots or impacts; ``holder[0]`` = (model arrays,
-    constraint arrays, stage, ws, store) (a typed List: see :func:`.fused.held`);
+    """The trial of a phase of contact knots or impacts; ``holder.item`` = (model arrays,
+    constraint arrays, stage, ws, store) (see :func:`.held.held`);
     ``stage`` = (B, damping,
     (mu, max_iterations, accuracy), scheme, dt, restitution) with scheme a
     :data:`~.contact_step.CONTACT_SCHEMES` value or IMPULSE; ``ws`` from
@@ -195,7 +195,7 @@ def rollout_contact(holder, inputs, x_start, outputs):
     kinematics nor dynamics.  A contact step solves into knot t's arrays of ``solved``
     (:func:`~.contact_step.solved_store`, stamped with the knot's point; no knots: not
     kept), whose derivatives ``calc_diff`` then takes without solving again."""
-    m, ca, stage, ws, store = holder[0]
+    m, ca, stage, ws, store = holder.item
     B, damping, settings, scheme, dt, restitution = stage
     kinematics, lam, stamp_xs, stamp_us, holding, solved = store
     forces = lam.shape[0] > 0

@@ -83,7 +83,8 @@ import numpy as np
 from ..dynamics.config import kernel
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.costs import _nonzero_columns
-from ..ocp.fused import CALC, DIFF, _push, _typed_list
+from ..ocp.fused import CALC, DIFF
+from ..ocp.held import typed_list
 from .callbacks import CallbackVerbose
 from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
@@ -360,10 +361,7 @@ class ALDDP:
             return None
         items = [b.item(lam, lam_hat, scale, self.constraints.sources) for b, lam, lam_hat, scale
                  in zip(self.blocks, self.lam, self.lam_hat, self.scales)]
-        typed = _typed_list(items[0])
-        for item in items:
-            _push(typed, item)
-        return typed
+        return typed_list(items)
 
     def _al_terms(self, xs, us, mu, with_derivatives):
         """(sum psi, the largest violation) at (xs, us), whose constraint residuals the

@@ -94,7 +94,8 @@ import numpy as np
 from ..dynamics.config import kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
 from ..ocp.constraints import HorizonConstraints
-from ..ocp.fused import CALC, DIFF, _push, _typed_list
+from ..ocp.fused import CALC, DIFF
+from ..ocp.held import typed_list
 from .alddp import ConstrainedResult, _add_row, _Block, constraint_blocks
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
@@ -569,13 +570,17 @@ class CSQP:
         self.y, self.z, self.rho = ([np.zeros(s) for s in shapes] for _ in range(3))
         self.equality = [np.broadcast_to(b.lower == b.upper, s) for b, s in
                          zip(self.blocks, shapes)]
-        self.typed_blocks = self._typed(self.y, self.z, self.rho)
+        self.items = self._items(self.y, self.z, self.rho)
+        self.typed_blocks = typed_list(self.items)
         self._polished = [np.zeros(s) for s in shapes for _ in range(3)]
-        # the same rows (their r, R arrays) with polishing's y, z, rho
-        self.typed_polished = _typed_list(self.typed_blocks[0])
-        for item, y, z, rho in zip(self.typed_blocks, self._polished[0::3],
-                                   self._polished[1::3], self._polished[2::3]):
-            _push(self.typed_polished, item[:5] + (y, z, rho) + item[8:])
+        # the same rows (their r, R arrays) with polishing's y, z, rho (it runs only with
+        # rows)
+        self.typed_polished = None
+        if self.blocks:
+            self.typed_polished = typed_list([
+                item[:5] + (y, z, rho) + item[8:] for item, y, z, rho in zip(
+                    self.items, self._polished[0::3], self._polished[1::3],
+                    self._polished[2::3])])
         N, ndx, nu = problem.N, problem.ndx, problem.nu
         self.gaps = np.zeros((N + 1, ndx))
         self.H = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu)),
@@ -594,16 +599,12 @@ class CSQP:
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
 
-    def _typed(self, y, z, rho):
+    def _items(self, y, z, rho):
         """The rows' tuples (those of ALDDP's blocks, with y, z, rho in the multiplier
-        slots) in a typed List; an empty control block stands in for none."""
+        slots); an empty control block stands in for none."""
         blocks = self.blocks or [_Block("u", 0, 0, np.zeros(0), np.zeros(0), "none")]
         arrays = zip(y, z, rho) if self.blocks else [(np.zeros((0, 0)),) * 3]
-        items = [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
-        typed = _typed_list(items[0])
-        for item in items:
-            _push(typed, item)
-        return typed
+        return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
     def _factorize(self, blocks):
@@ -722,8 +723,9 @@ class CSQP:
         self.rho_now = self.rho_init
 
     def _start_z(self):
-        """z = v clipped to [l, h] at the iterate (its rows evaluated)."""
-        for item, z in zip(self.typed_blocks, self.z):
+        """z = v clipped to [l, h] at the iterate (its rows evaluated), from the rows'
+        tuples (from Python, a typed List's getitem compiles in every process)."""
+        for item, z in zip(self.items, self.z):
             kind, r, lower, upper, index = item[0], item[2], item[8], item[9], item[10]
             values = r[:, index] if kind == 0 else r
             z[:] = np.clip(values, lower, upper)

@@ -34,7 +34,7 @@ def _trial_plan(problem):
     """(workspaces, one-call trials by nthreads) of ``problem``: the phases' trial scratch
     and the :class:`~geppetto.ocp.horizon.HorizonTrial` built for them, made once per
     problem and shared by the solvers on it, as its data are (one trial at a time).  Built
-    per solver, the one-call trial (typed Lists of the phases' arrays) cost the first
+    per solver, the one-call trial (the phases' arrays, held) cost the first
     trial of each solve by a new solver 2.4-2.5 ms on the ur5 reaching task (100 knots),
     3.8-4.1 ms on the solo12 trot (CPU time, load 11): on ur5 a fifth of a 13-iteration
     FDDP solve."""

@@ -73,7 +73,8 @@ import time
 import numpy as np
 
 from ..dynamics.config import kernel
-from ..ocp.fused import CALC, DIFF, _push, _typed_list
+from ..ocp.fused import CALC, DIFF
+from ..ocp.held import typed_list
 from .alddp import ALDDP, _row_scales
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
@@ -163,9 +164,7 @@ class ProxDDP(ALDDP):
         self.duals = [tuple(np.zeros(b.shape) for _ in range(3)) for b in self.blocks]
         self.typed_duals = None
         if self.blocks:
-            self.typed_duals = _typed_list(self.duals[0])
-            for item in self.duals:
-                _push(self.typed_duals, item)
+            self.typed_duals = typed_list(self.duals)
 
     def _dual_terms(self, mu):
         """(M's dual term, sum mu |lambda+ - lambda|^2, max mu |lambda+ - lambda|) at the
