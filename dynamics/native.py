@@ -11,17 +11,18 @@ compiles in about a second.
 from numba.core import types
 
 
-def compiled_address(function, argument_types):
+def compiled_address(function, argument_types, returns=types.none):
     """The address of the native code of ``function`` (a Numba dispatcher) for exactly
     ``argument_types`` (a tuple of Numba types), compiled (or loaded from the cache)
-    when missing.  Raises TypeError when that specialization returns a value
-    (:func:`~.one_state.call_native` calls for None)."""
+    when missing.  Raises TypeError when that specialization returns another type than
+    ``returns`` (:func:`~.one_state.call_native` calls for None,
+    :func:`~.one_state.call_native_int` for int64)."""
     signature = tuple(argument_types)
     overload = function.overloads.get(signature)
     if overload is None:
         function.compile(signature)
         overload = function.overloads[signature]
-    if overload.signature.return_type != types.none:
+    if overload.signature.return_type != returns:
         raise TypeError(f"{function.__name__} returns {overload.signature.return_type}, "
-                        "expected none")
+                        f"expected {returns}")
     return overload.library.get_pointer_to_function(overload.fndesc.llvm_func_name)

@@ -75,26 +75,46 @@ def _data_ref(liR, lip, oR, op, v, a, a_gf, f, oRf, opf, Ycrb, IA, pA, U, Dinv, 
                    dAdq, dAdv, no_forces)
 
 
+def _native_call(return_type):
+    """The codegen of a call, by address, of a compiled function returning
+    ``return_type``, for the argument types of the tuple it is given."""
+
+    def typer(typingctx, address, arguments):
+        if not isinstance(address, types.Integer) or not isinstance(arguments,
+                                                                    types.BaseTuple):
+            return None
+        argument_types = tuple(arguments.types)
+
+        def codegen(context, builder, signature, llargs):
+            function_type = context.call_conv.get_function_type(return_type, argument_types)
+            function = builder.inttoptr(llargs[0], function_type.as_pointer())
+            values = [builder.extract_value(llargs[1], i) for i in range(len(argument_types))]
+            status, value = context.call_conv.call_function(builder, function, return_type,
+                                                            argument_types, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            if return_type == types.none:
+                return context.get_dummy_value()
+            return value
+
+        return return_type(address, arguments), codegen
+
+    return typer
+
+
 @intrinsic
 def call_native(typingctx, address, arguments):
     """``f(*arguments)`` for the compiled function ``f`` at ``address`` (an integer:
     the native function of a Numba specialization for exactly the types of
     ``arguments``, returning None); its exception, if any, propagates."""
-    if not isinstance(address, types.Integer) or not isinstance(arguments, types.BaseTuple):
-        return None
-    argument_types = tuple(arguments.types)
+    return _native_call(types.none)(typingctx, address, arguments)
 
-    def codegen(context, builder, signature, llargs):
-        function_type = context.call_conv.get_function_type(types.none, argument_types)
-        function = builder.inttoptr(llargs[0], function_type.as_pointer())
-        values = [builder.extract_value(llargs[1], i) for i in range(len(argument_types))]
-        status, _ = context.call_conv.call_function(builder, function, types.none,
-                                                    argument_types, values)
-        with cgutils.if_unlikely(builder, status.is_error):
-            context.call_conv.return_status_propagate(builder, status)
-        return context.get_dummy_value()
 
-    return types.none(address, arguments), codegen
+@intrinsic
+def call_native_int(typingctx, address, arguments):
+    """:func:`call_native` for a function returning an int64 (a rollout's failed knot:
+    :func:`~geppetto.dynamics.native.compiled_address` with ``returns=types.int64``)."""
+    return _native_call(types.int64)(typingctx, address, arguments)
 
 
 def native_address(kernel_function, trampoline, model_type, data_type):

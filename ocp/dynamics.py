@@ -16,13 +16,15 @@ derivative of x, in the tangent space at x) and, in ``calc_diff``, to
 - :class:`CustomDynamics`: user-supplied batched functions (see
   :mod:`.custom_dynamics` for the unicycle and the quadrotor).
 """
+import numba
 import numpy as np
 
 from ..dynamics.aba import _aba, _aba_parallel
 from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parallel
 from ..dynamics.model_ref import model_ref
 from ..dynamics.config import num_threads
-from ..dynamics.derivative_lanes import aba_tiles_workspace
+from ..dynamics.derivative_lanes import aba_tiles, aba_tiles_workspace
+from ..dynamics.native import compiled_address
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
@@ -183,9 +185,17 @@ class FreeDynamics:
                    np.zeros((K, nv)))
         arrays = (d.liR, d.lip, d.oR, d.op, d.J, d.IA, d.Ycrb, d.v, d.a, d.pA, d.U, d.Dinv, d.u,
                   d.ddq, d.Minv, d.f, d.tau, d.dtau_dq, d.dtau_dv, d.M, d.ddq_dq, d.ddq_dv)
-        lanes = (aba_tiles_workspace(self.arrays), d.oR.reshape(K, -1), d.op.reshape(K, -1),
-                 d.J.reshape(K, -1), d.Minv.reshape(K, -1), d.ddq_dq.reshape(K, -1),
-                 d.ddq_dv.reshape(K, -1))
+        work, oR, op, J, Minv, ddq_dq, ddq_dv = (
+            aba_tiles_workspace(self.arrays), d.oR.reshape(K, -1), d.op.reshape(K, -1),
+            d.J.reshape(K, -1), d.Minv.reshape(K, -1), d.ddq_dq.reshape(K, -1),
+            d.ddq_dv.reshape(K, -1))
+        # aba_tiles by address (for the types _free_field passes it): linked into
+        # _free_field, its code was optimized again there
+        tiles = (self.arrays, buffers[0], buffers[1], data.tau, True, work, d.ddq, ddq_dq,
+                 ddq_dv, Minv, oR, op, J)
+        address = np.array([compiled_address(aba_tiles, tuple(numba.typeof(a) for a in tiles))],
+                           dtype=np.int64)
+        lanes = (work, oR, op, J, Minv, ddq_dq, ddq_dv, address)
         return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
                      arrays, (data.f, data.f_x, data.f_u), lanes), _free_field,
                     model=self.arrays, separate=True,

@@ -56,7 +56,6 @@ import threading
 import numba
 import numpy as np
 
-from ..dynamics.derivative_lanes import aba_tiles
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_derivatives_state,
                                              _constraint_dynamics_state,
@@ -107,13 +106,14 @@ def _free_field(xs, us, m, a, mode):
     :meth:`.dynamics.FreeDynamics.calc_diff`): the CALC and DIFF block of the step (COSTS
     mode runs :func:`_free_kinematics`, TRIAL mode nothing: see :class:`Step`).  It runs
     the phase's knots across SIMD lanes
-    (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`), which also leave the
+    (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`, called by its address in
+    ``lanes``: see :meth:`.dynamics.FreeDynamics.fused_step`), which also leave the
     placements and world Jacobians the residuals read in the Data."""
     B, damping, level, buf, d, out, lanes = a
     qs, vs, tau, f_ext, zeros = buf
     liR, lip, oR, op, J, IA, Ycrb, v, acc, pA, U, Dinv, u, ddq, Minv, fj, tau_id, \
         dtau_dq, dtau_dv, M, ddq_dq, ddq_dv = d
-    work, oR_flat, op_flat, J_flat, Minv_flat, ddq_dq_flat, ddq_dv_flat = lanes
+    work, oR_flat, op_flat, J_flat, Minv_flat, ddq_dq_flat, ddq_dv_flat, tiles = lanes
     f, f_x, f_u = out
     K = xs.shape[0]
     nv = m.nv
@@ -124,8 +124,8 @@ def _free_field(xs, us, m, a, mode):
             for j in range(B.shape[1]):
                 s += B[i, j] * us[k, j]
             tau[k, i] = s - damping[i] * vs[k, i]
-    aba_tiles(m, qs, vs, tau, mode == DIFF, work, ddq, ddq_dq_flat, ddq_dv_flat, Minv_flat,
-              oR_flat, op_flat, J_flat)
+    call_native(tiles[0], (m, qs, vs, tau, mode == DIFF, work, ddq, ddq_dq_flat, ddq_dv_flat,
+                           Minv_flat, oR_flat, op_flat, J_flat))
     for k in range(K):
         for i in range(nv):
             f[k, i] = vs[k, i]

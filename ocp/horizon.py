@@ -28,6 +28,13 @@ actuation of another width than the problem's) keep the phase-by-phase trial (a
 user's :class:`~.numba_residual.NumbaResidual` is a block of the programs:
 :func:`.fused._user`):
 :func:`horizon_trial` returns None for them.
+:func:`_trial` reaches the rollouts, the cost programs and the terminal kinematics
+pass by their addresses (:func:`~geppetto.dynamics.one_state.call_native`), as
+:func:`_evaluate` below does: linked into it, their code (ABA, the interpreter) was
+optimized again at its compile (12.7 s of CPU at the first ur5 solve).  The addresses
+are those of the callees' specializations for the types :func:`_trial` passes them,
+which depend on the types of the solver's arrays: :meth:`HorizonTrial.plan` resolves
+them once per argument fingerprint.
 
 The problem's ``calc`` and ``calc_diff`` of a horizon of FreeDynamics phases take the
 same road (:func:`horizon_evaluation`, :func:`_evaluate`): each phase's lanes'
@@ -46,11 +53,14 @@ phase-by-phase time: 179 us instead of 207 us at load 12.
 """
 import numba
 import numpy as np
+from numba.core import types
+from numba.core.registry import cpu_target
+from numba.core.typing.arraydecl import get_array_index_type
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.native import compiled_address
-from ..dynamics.one_state import call_native
-from ..dynamics.validation import _compiled_entry, all_finite
+from ..dynamics.one_state import call_native, call_native_int
+from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerprint
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
 from .held import Held, held, typed_list
@@ -63,53 +73,59 @@ FREE_PHASE, CONTACT_PHASE = 0, 1
 
 
 @inline_kernel
-def _free_phase(m, entry, inputs, predicted, outputs, ws):
-    """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
-    dt, kinematics, program): its rollout from ``predicted``, then its costs; returns
-    (the knot that failed or -1, stop)."""
-    start, stop, B, damping, scheme, dt, stored, program = entry
+def _window(inputs, start, stop):
+    """The trial inputs of knots start..stop (the phase's window of :mod:`.trial`)."""
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
+    return (xs[start:stop], us[start:stop], k[start:stop], K[start:stop], gaps[start:stop],
+            lower[start:stop], upper[start:stop], alpha, use_gaps, boxed)
+
+
+@inline_kernel
+def _free_phase(m, entry, address, inputs, predicted, outputs, ws):
+    """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
+    dt, kinematics, program): its rollout from ``predicted``, then its costs, by the
+    addresses ``address`` = (:func:`.trial.rollout_free`, :func:`.fused._interpret`);
+    returns (the knot that failed or -1, stop)."""
+    start, stop, B, damping, scheme, dt, stored, program = entry
     xs_try, us_try, xnext = outputs
-    window = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
-              gaps[start:stop], lower[start:stop], upper[start:stop], alpha, use_gaps, boxed)
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
-    failed = rollout_free(m, B, damping, scheme, dt, window, predicted, out, ws, stored)
+    failed = call_native_int(address[0], (m, B, damping, scheme, dt, _window(
+        inputs, start, stop), predicted, out, ws, stored))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
         if not all_finite(us_try[t]):
             return t, stop
-    _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
+    call_native(address[1], (xs_try[start:stop], us_try[start:stop], program, TRIAL))
     return -1, stop
 
 
 @inline_kernel
-def _contact_phase(entry, inputs, predicted, outputs):
+def _contact_phase(entry, address, inputs, predicted, outputs):
     """The trial of a contact or impulse phase ``entry`` = (start, stop, workspace (the
     held tuple of :func:`.trial.rollout_contact`), program, actuated, no_controls (K, 0)):
-    its rollout, then its costs (on ``no_controls`` when the knots have none: impulses);
-    returns (the knot that failed or -1, stop)."""
+    its rollout, then its costs (on ``no_controls`` when the knots have none: impulses),
+    by the addresses ``address`` = (:func:`.trial.rollout_contact`,
+    :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
     start, stop, workspace, program, actuated, no_controls = entry
-    xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
-    window = (xs[start:stop], us[start:stop], k[start:stop], K[start:stop],
-              gaps[start:stop], lower[start:stop], upper[start:stop], alpha, use_gaps, boxed)
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
-    failed = rollout_contact(workspace, window, predicted, out)
+    failed = call_native_int(address[0], (workspace, _window(inputs, start, stop), predicted,
+                                          out))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
         if not all_finite(us_try[t]):
             return t, stop
     if actuated:
-        _interpret(xs_try[start:stop], us_try[start:stop], program, TRIAL)
+        call_native(address[1], (xs_try[start:stop], us_try[start:stop], program, TRIAL))
     else:
-        _interpret(xs_try[start:stop], no_controls, program, TRIAL)
+        call_native(address[1], (xs_try[start:stop], no_controls, program, TRIAL))
     return -1, stop
 
 
 @kernel
-def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
+def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps):
     """One trial (see the module docstring): returns (failed, cost, dv), failed -1 or the
     knot where the state or the controls became non-finite (or the contacts
     degenerate).  ``holder.item`` = (model, order (phases, 2): each phase's kind
@@ -120,7 +136,11 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
     phase of that kind (the branch is then compiled out).  They hold what does not
     change between trials: a call unboxes three objects instead of ~80 arrays, and
     resolves no tuple types (measured on ur5: the dispatch of the same arguments as a
-    tuple, 10 us and 12 kB of Python objects per call)."""
+    tuple, 10 us and 12 kB of Python objects per call).  ``address`` (phases + 1, 2):
+    row p the addresses of phase p's rollout and cost program, the last row those of
+    the terminal knot's kinematics pass and cost program, compiled for the types of
+    these arguments (:meth:`HorizonTrial.plan`): linked into this kernel, their code
+    was optimized again at its compile."""
     m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
@@ -131,19 +151,20 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
             if free is not None:
-                failed, stop = _free_phase(m, free[order[p, 1]].item, inputs, predicted, outputs,
-                                           ws)
+                failed, stop = _free_phase(m, free[order[p, 1]].item, address[p], inputs,
+                                           predicted, outputs, ws)
         elif contact is not None:
-            failed, stop = _contact_phase(contact[order[p, 1]].item, inputs, predicted,
-                                          outputs)
+            failed, stop = _contact_phase(contact[order[p, 1]].item, address[p], inputs,
+                                          predicted, outputs)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
-    _kinematics(xs_try[N:], no_controls, kinematics, CALC)
-    _interpret(xs_try[N:], no_controls, terminal_program, CALC)
+    terminal = address[order.shape[0]]
+    call_native(terminal[0], (xs_try[N:], no_controls, kinematics, CALC))
+    call_native(terminal[1], (xs_try[N:], no_controls, terminal_program, CALC))
     cost = 0.0
     for t in range(costs.shape[0]):
         cost += costs[t]
@@ -159,21 +180,83 @@ def _trial(holder, free, contact, inputs, x0, outputs, Vxx, merit_gaps):
     return -1, cost, dv
 
 
+def _indexed(array_type, index_type):
+    """The Numba type of ``array[index]`` in compiled code (index an integer or a slice
+    without step)."""
+    return get_array_index_type(array_type, index_type).result
+
+
 class HorizonTrial:
     """The trial of :func:`_trial` on ``problem`` (built by :func:`horizon_trial`):
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, order, free, contact, terminal, workspace):
+    def __init__(self, problem, order, free, contact, terminal, workspace, entries):
+        """``entries``: each phase's entry (of :func:`_free_phase` or
+        :func:`_contact_phase`), in ``order``."""
         self.problem = problem
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
                                                                           workspace)
         self.holder = held(plan)
         self.free, self.contact = free, contact
+        self.order, self.entries, self.terminal = order, entries, terminal
+        self.arrays, self.workspace = plan[0], workspace
+        self.plans = {}                # {fingerprint of the trial's arguments: plan}
 
     def __call__(self, inputs, outputs, Vxx, merit_gaps):
-        return _trial(self.holder, self.free, self.contact, inputs, self.problem.x0, outputs,
-                      Vxx, merit_gaps)
+        arguments = (inputs, outputs, Vxx)
+        key = compute_fingerprint(arguments)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self.plan(inputs, outputs, Vxx, merit_gaps)
+        entry, address = plan
+        return entry(self.holder, self.free, self.contact, address, inputs, self.problem.x0,
+                     outputs, Vxx, merit_gaps)
+
+    def plan(self, inputs, outputs, Vxx, merit_gaps):
+        """(:func:`_trial`'s compiled entry, its addresses) for the types of these
+        arguments: each callee's specialization for the types it is given in
+        :func:`_trial` (windows of the inputs and outputs, the predicted state)."""
+        typeof = numba.typeof
+        rows, stack = types.slice2_type, types.int64
+        input_types, output_types = typeof(inputs), typeof(outputs)
+        window = types.Tuple([_indexed(t, rows) for t in input_types.types[:7]]
+                             + list(input_types.types[7:]))
+        out = types.Tuple([_indexed(t, rows) for t in output_types.types])
+        x0 = typeof(self.problem.x0)
+        predicted = cpu_target.typing_context.unify_types(
+            x0, _indexed(output_types.types[2], stack))
+        xs_try, us_try = out.types[0], out.types[1]
+        # the typed Lists' item types: their first entry's
+        first = {kind: typeof(self.entries[index]).types for index, (kind, _) in
+                 reversed(list(enumerate(self.order)))}
+        addresses = []
+        for (kind, _), entry in zip(self.order, self.entries):
+            entry_types = first[kind]
+            if kind == FREE_PHASE:
+                B, damping, scheme, dt, stored, program = entry_types[2:]
+                rollout = compiled_address(rollout_free, (
+                    typeof(self.arrays), B, damping, scheme, dt, window, predicted, out,
+                    typeof(self.workspace), stored), returns=types.int64)
+                controls = us_try
+            else:
+                workspace, program, no_controls = (entry_types[2], entry_types[3],
+                                                   entry_types[5])
+                rollout = compiled_address(rollout_contact, (workspace, window, predicted, out),
+                                           returns=types.int64)
+                controls = us_try if entry[4] else no_controls
+            addresses.append((rollout, compiled_address(_interpret, (
+                xs_try, controls, program, types.int64))))
+        kinematics, no_controls, program = (typeof(a) for a in self.terminal)
+        terminal = _indexed(output_types.types[0], types.slice2_type)
+        addresses.append((
+            compiled_address(_kinematics, (terminal, no_controls, kinematics, types.int64)),
+            compiled_address(_interpret, (terminal, no_controls, program, types.int64))))
+        address = np.array(addresses, dtype=np.int64)
+        arguments = (self.holder, self.free, self.contact, address, inputs, self.problem.x0,
+                     outputs, Vxx, merit_gaps)
+        _trial.compile(tuple(typeof(a) for a in arguments))
+        return _compiled_entry(_trial, arguments), address
 
 
 def _trial_program(model, data):
@@ -258,8 +341,10 @@ def horizon_trial(problem, workspaces):
     else:                          # no kinematic cost: a pass of level 0 (copies q only)
         kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
     terminal = (kinematics, terminal_data.no_controls, phase.program)
+    entries = [kinds[kind][index] for kind, index in order]
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
-                        _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx))
+                        _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx),
+                        entries)
 
 
 # --- calc / calc_diff of the whole horizon in one compiled call ------------------------

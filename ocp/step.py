@@ -101,36 +101,62 @@ def euler_increment(scheme, dt, v, ddq, w):
 
 
 @inline_kernel
-def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
-    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value)."""
-    k, w, xi = ws[1]
-    nv = m.nv
-    _tangent_field(m, B, damping, x, u, k[0], ws)
+def stage_count(scheme):
+    """The number of field evaluations of a step of ``scheme`` (a SCHEME_CODES value)."""
+    if scheme <= 1:
+        return 1
+    if scheme == 2:
+        return 2
+    if scheme == 3:
+        return 4
+    return 3
+
+
+@inline_kernel
+def stage_offset(scheme, dt, stage, k, w):
+    """w (2 nv,) = c dt k[stage - 1]: the tangent step from x to the point of Runge-Kutta
+    stage ``stage`` >= 1 (c = 1/2 for rk2; 1/2, 1/2, 1 for rk4; 1/3, 2/3 for rk3)."""
+    if scheme == 2:
+        c = 0.5
+    elif scheme == 3:
+        c = 1.0 if stage == 3 else 0.5
+    else:
+        c = stage / 3.0
+    for i in range(w.shape[0]):
+        w[i] = c * dt * k[stage - 1, i]
+
+
+@inline_kernel
+def step_increment(scheme, dt, k, w):
+    """w (2 nv,) = dt sum_i b_i k_i of a step of ``scheme`` from the stages' fields k
+    (stages, 2 nv) (:func:`euler_increment` for the Euler schemes)."""
+    n = w.shape[0]
+    nv = n // 2
     if scheme <= 1:
         euler_increment(scheme, dt, k[0, :nv], k[0, nv:], w)
     elif scheme == 2:
-        for i in range(2 * nv):
-            w[i] = 0.5 * dt * k[0, i]
-        _state_integrate(m, x, w, xi, ws)
-        _tangent_field(m, B, damping, xi, u, k[1], ws)
-        for i in range(2 * nv):
+        for i in range(n):
             w[i] = dt * k[1, i]
     elif scheme == 3:
-        for stage in range(1, 4):
-            c = 1.0 if stage == 3 else 0.5
-            for i in range(2 * nv):
-                w[i] = c * dt * k[stage - 1, i]
-            _state_integrate(m, x, w, xi, ws)
-            _tangent_field(m, B, damping, xi, u, k[stage], ws)
-        for i in range(2 * nv):
+        for i in range(n):
             w[i] = dt / 6.0 * (k[0, i] + 2.0 * k[1, i] + 2.0 * k[2, i] + k[3, i])
     else:
-        for stage in range(1, 3):
-            c = stage / 3.0
-            for i in range(2 * nv):
-                w[i] = c * dt * k[stage - 1, i]
-            _state_integrate(m, x, w, xi, ws)
-            _tangent_field(m, B, damping, xi, u, k[stage], ws)
-        for i in range(2 * nv):
+        for i in range(n):
             w[i] = dt / 4.0 * (k[0, i] + 3.0 * k[2, i])
+
+
+@inline_kernel
+def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
+    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value).
+    The stages' fields are evaluated at one call site of :func:`_tangent_field` (one
+    inlined copy of ABA: a call site per scheme compiled it four times)."""
+    k, w, xi = ws[1]
+    for stage in range(stage_count(scheme)):
+        point = x
+        if stage > 0:
+            stage_offset(scheme, dt, stage, k, w)
+            _state_integrate(m, x, w, xi, ws)
+            point = xi
+        _tangent_field(m, B, damping, point, u, k[stage], ws)
+    step_increment(scheme, dt, k, w)
     _state_integrate(m, x, w, xnext, ws)

@@ -751,6 +751,15 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
     assert len(problem.phases) == 2
     trials, point = _trials_both_ways(problem, 11, use_gaps, 20.0)
     _assert_same_trials(problem, trials, point, 20.0)
+    # the one call reached the phases' rollout by its address, whose return type the
+    # lookup checks (call_native_int calls for int64, call_native for None)
+    from numba.core import types
+    from geppetto.dynamics.native import compiled_address
+    from geppetto.ocp.trial import rollout_free
+    signature = next(iter(rollout_free.overloads))
+    assert compiled_address(rollout_free, signature, returns=types.int64) > 0
+    with pytest.raises(TypeError, match="rollout_free returns int64, expected none"):
+        compiled_address(rollout_free, signature)
     if use_gaps:      # calc / calc_diff of the horizon in one call (ocp.horizon._evaluate)
         _assert_one_call_evaluation(problem, point[0], problem.quasi_static(point[0]))
     rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
