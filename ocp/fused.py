@@ -841,9 +841,12 @@ class FusedPhase:
         steps = steps[n:]
         self.out = out
         items = interpreted(steps, clear_at - n, model)
-        self.program = None
+        self.program = self.items = None
         if items is not None:
-            self.program = held(items + (out,))
+            # the program for the kernels, and its (model, rows, floats, ints, arrays, out)
+            # as Python objects for inspection (a Held is not read from Python)
+            self.items = items + (out,)
+            self.program = held(self.items)
         else:
             self.function = phase_function(steps, clear_at - n)
             self.models = _model_indices(steps)[0]

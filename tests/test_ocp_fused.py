@@ -122,7 +122,7 @@ def test_fused_phase_interpreted_with_user_kernels():
         xs, us = _point(problem, robot.model, 0)
         problem.calc(xs, us)
         assert problem.terminal_data.fused.program is not None
-        programs.append(problem.phases[0][3].fused.program[0])
+        programs.append(problem.phases[0][3].fused.items)
     code = 1 + fused._BLOCKS.index("_user")
     addresses = [rows[rows[:, 0] == code, 1] for _, rows, *_ in programs]
     assert len(addresses[0]) == 1 and addresses[0][0] == addresses[1][0] != 0
