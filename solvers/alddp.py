@@ -141,29 +141,44 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
         for k in range(lam.shape[0]):
             n = start + k
             for i in range(lam.shape[1]):
-                j = index[i] if kind == 0 else i
-                if kind == 1:
-                    r[k, i] = us[n, i]
-                elif kind == 2:
-                    r[k, i] = xs[n, index[i]]
-                violation = max(violation, lower[i] - r[k, j], r[k, j] - upper[i])
+                value = _row_residual(kind, r, index, k, i, n, xs, us)
+                violation = max(violation, lower[i] - value, value - upper[i])
                 mu_row = mu * scale[k, i]
-                w = 1.0 / mu_row
-                s = r[k, j] + mu_row * lam[k, i]
+                s = value + mu_row * lam[k, i]
                 h = (s - min(max(s, lower[i]), upper[i])) / mu_row
                 lam_hat[k, i] = h
                 total += 0.5 * mu_row * (h * h - lam[k, i] * lam[k, i])
-                if not with_derivatives or h == 0.0:
-                    continue
-                if kind == 1:
-                    Lu[n, i] += h
-                    Luu[n, i, i] += w
-                elif kind == 2:
-                    Lx[n, dx_index[i]] += h
-                    Lxx[n, dx_index[i], dx_index[i]] += w
-                else:
-                    _add_row(Rx[k, j], Ru[k, j], h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu)
+                if with_derivatives and h != 0.0:
+                    _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, n, h, 1.0 / mu_row,
+                                   cx, cu, Lx, Lu, Lxx, Luu, Lxu)
     return total, violation
+
+
+@kernel
+def _row_residual(kind, r, index, k, i, n, xs, us):
+    """The value of row i of a block (see :func:`_augmented_lagrangian`) at its knot k
+    (knot n of the horizon): r[k, index[i]] of a residual (evaluated), u_i (kind 1) or
+    x_index[i] (kind 2), which it writes into r[k, i] first."""
+    if kind == 0:
+        return r[k, index[i]]
+    value = us[n, i] if kind == 1 else xs[n, index[i]]
+    r[k, i] = value
+    return value
+
+
+@kernel
+def _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, n, h, w, cx, cu, Lx, Lu, Lxx, Luu,
+                   Lxu):
+    """Row i of a block at its knot k (knot n), Jacobian row R_i: L += h R_i and the
+    Hessian's w R_i^T R_i (unit rows for the control and state bounds)."""
+    if kind == 1:
+        Lu[n, i] += h
+        Luu[n, i, i] += w
+    elif kind == 2:
+        Lx[n, dx_index[i]] += h
+        Lxx[n, dx_index[i], dx_index[i]] += w
+    else:
+        _add_row(Rx[k, index[i]], Ru[k, index[i]], h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu)
 
 
 @kernel
@@ -205,6 +220,17 @@ def _add_row(rx, ru, h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu):
         Lu[n, a] += h * ru[a]
         for q in range(nu):
             Luu[n, a, cu[q]] += w * ru[a] * ru[cu[q]]
+
+
+def record_iteration(solver, keys, history, callbacks, iteration, record, t0):
+    """An iteration's ``record`` (its entries of ``keys``, and the time since t0) into
+    ``history`` and to the callbacks (ALDDP, ProxDDP and CSQP)."""
+    record = {key: record[key] for key in keys if key != "time"}
+    record["time"] = time.perf_counter() - t0
+    for key in keys:
+        history[key].append(record[key])
+    for callback in callbacks:
+        callback(solver, iteration, record)
 
 
 class _Block:
@@ -304,6 +330,11 @@ class ALDDP:
     or have none, and run as without (``benchmarks/constrained_notes.md``).
     """
 
+    history_keys = _HISTORY_KEYS
+    # the line search: a refused search from a feasible iterate takes the smallest step
+    # (ProxDDP's option), a search shown hopeless (_hopeless) ends there
+    take_smallest_step, ends_hopeless_search = False, True
+
     def __init__(self, problem, th_stop=1e-10, th_constraint=1e-8, mu_init=1e-2,
                  mu_factor=0.1, mu_min=1e-10, omega_init=1e-2, eta_init=1e-2,
                  infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
@@ -392,7 +423,12 @@ class ALDDP:
         """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
         multipliers of a previous result (``result.multipliers``) and its ``mu``.
         ``max_iter`` counts Riccati iterations over all outer updates.  Returns a
-        :class:`ConstrainedResult`; never raises from inside a kernel."""
+        :class:`ConstrainedResult`; never raises from inside a kernel.
+
+        The loop is ALDDP's and ProxDDP's: what differs is in the methods
+        :meth:`_start_multipliers`, :meth:`_dual_terms`, :meth:`_update_multipliers`,
+        :meth:`_trial_merit`, :meth:`_accept_multipliers`, :meth:`_multipliers` and the
+        line search's options (``warm_line_search``, ``take_smallest_step``)."""
         problem, inner = self.problem, self.inner
         start_time = time.perf_counter()
         xs, us = inner._initial_guess(xs, us)
@@ -401,19 +437,21 @@ class ALDDP:
             if self.dual_warm_start == "shift":
                 for m in multipliers:
                     m[:-1] = m[1:].copy()
-        for lam, start in zip(self.lam, self._initial_multipliers(multipliers)):
-            lam[:] = start
+        self._start_multipliers(self._initial_multipliers(multipliers))
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
             raise ValueError(f"mu must be finite and positive, got {mu}")
         mu = max(mu, self.mu_min)
         omega, eta = self._tolerances(mu)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
-        history = {key: [] for key in _HISTORY_KEYS}
+        history = {key: [] for key in self.history_keys}
         feasible = bool(is_feasible)
         preg = inner.reg_init
         status, converged, stop, outer, iteration = "max_iter", False, np.inf, 0, 0
-        cost, violation = np.nan, np.inf
+        cost, violation, al_value = np.nan, np.inf, 0.0
+        # the dual terms at the iterate: (merit's dual term, sum mu |lambda+ - lambda|^2,
+        # max mu |lambda+ - lambda|), zeros in ALDDP
+        dual = (0.0, 0.0, 0.0)
         reference = (np.inf, mu)        # (violation, mu) when the violation last halved
         gaps = np.zeros((problem.N + 1, problem.ndx))
         recalc, last_stop, stepped_from_feasible, stepped = True, np.inf, False, False
@@ -435,6 +473,7 @@ class ALDDP:
                 if iteration == 1 and self.scale_rows and self.typed_blocks is not None:
                     _row_scales(self.typed_blocks, self.scale_max)      # fixed for this solve
                 al_value, violation = self._al_terms(xs, us, mu, True)
+                dual = self._dual_terms(mu)
                 recalc = False
             # the inner solve is done when the last step, accepted, started from a
             # feasible iterate whose stop value was below omega (Crocoddyl's test, at the
@@ -444,8 +483,10 @@ class ALDDP:
             # converged only from such a stop value, but updated on any, the outer loop
             # shrank mu to 1e-9 on inner solves that had not converged and stalled 2e-4
             # above IPOPT's cost; updated on these only, it converges (module docstring).
+            # ProxDDP also waits for its dual residual below omega (BCL's test on the
+            # primal-dual iterate).
             if stepped_from_feasible and stepped and last_stop < omega \
-                    and last_preg <= self.th_reg:
+                    and last_preg <= self.th_reg and dual[2] < max(omega, self.th_constraint):
                 if violation <= self.th_constraint and last_stop < self.th_stop:
                     status, converged = "converged", True
                     iteration -= 1
@@ -459,14 +500,14 @@ class ALDDP:
                     status = "infeasible"       # penalty x infeasible_ratio, violation kept
                     break
                 if violation <= eta or mu <= self.mu_min:
-                    for lam, lam_hat in zip(self.lam, self.lam_hat):
-                        lam[:] = lam_hat
+                    self._update_multipliers()
                     eta = max(eta * mu ** 0.9, self.th_constraint)
                     omega = max(omega * mu, self.th_stop)
                 else:
                     mu = max(mu * self.mu_factor, self.mu_min)
                     omega, eta = self._tolerances(mu)
                 al_value = self._al_terms(xs, us, mu, True)[0]      # the new subproblem
+                dual = self._dual_terms(mu)
             box = self._hold_bounds(feasible, us)
             while True:
                 failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
@@ -478,41 +519,20 @@ class ALDDP:
                     break
                 if preg >= inner.reg_max:
                     status = "regularization at maximum: Quu not positive definite"
-                    return self._result(xs, us, cost, iteration - 1, False, status, self.lam, mu,
-                                        stop, outer, history)
+                    return self._result(xs, us, cost, iteration - 1, False, status, mu, stop,
+                                        outer, history)
                 preg = inner._increased(preg)
             dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
-            merit = cost + al_value
-            accepted, missed_before, hopeless = None, np.nan, False
-            for index in range(first_trial, len(inner.alphas)):
-                alpha = inner.alphas[index]
-                trial = inner.try_step(xs, us, gaps, alpha, feasible)
-                if trial is None:
-                    continue
-                try:
-                    self.constraints.evaluate(trial[0], trial[1], CALC)
-                except KERNEL_ERRORS:
-                    continue
-                trial_merit = trial[3] + self._al_terms(trial[0], trial[1], mu, False)[0]
-                if not np.isfinite(trial_merit):
-                    continue
-                d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
-                dv_exp = alpha * (d1 + 0.5 * alpha * d2)
-                dv = merit - trial_merit
-                if inner.accepts(d1, dv_exp, dv, feasible):
-                    accepted = (alpha, trial, d1, dv_exp, dv, index)
-                    break
-                missed = (dv_exp - dv) / (alpha * alpha)
-                if feasible and self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
-                    hopeless = True
-                    break
-                missed_before = missed
+            merit = cost + al_value + dual[0]
+            accepted, refused, hopeless = self._line_search(xs, us, gaps, feasible, dg, dq,
+                                                            merit, mu, first_trial, dual[1])
             gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv, index = accepted
                 problem.xnext[:] = xnext
-                stepped_from_feasible, stepped = feasible, True
+                self._accept_multipliers()
+                stepped_from_feasible, stepped = feasible, not refused
                 feasible = inner.feasible_after(feasible, alpha)
                 recalc = True
                 # crawling (alpha <= 1/8 twice in a row): the next line search starts a
@@ -529,22 +549,105 @@ class ALDDP:
                 # lam_hat and the kinematics, which the next recalc (after an accepted
                 # step) and the outer updates (only then) read again
             last_stop, last_preg = stop, preg
-            if alpha > inner.th_stepdec:
+            if alpha > inner.th_stepdec and not refused:
                 preg = max(preg / inner.reg_factor, inner.reg_min)
-            if alpha <= inner.th_stepinc:
+            if alpha <= inner.th_stepinc or refused:
                 preg = inner._increased(preg)
             if hopeless:        # one more reg_factor (measured: see _hopeless)
                 preg = inner._increased(preg)
-            self._record(history, callbacks, iteration, cost, merit, stop, d1, preg, alpha,
-                         gap_norm, violation, mu, dv_exp, dv, t0)
-            if accepted is None and preg >= inner.reg_max:
+            self._record(history, callbacks, iteration, dict(
+                cost=cost, merit=merit, stop=stop, grad=d1, preg=preg, step=alpha,
+                gaps=gap_norm, violation=violation, mu=mu, dual=dual[2], dV_exp=dv_exp,
+                dV=dv), t0)
+            if refused and preg >= inner.reg_max:
                 status = "no step accepted at maximum regularization"
                 break
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-        return self._result(xs, us, cost, iteration, converged, status, self.lam, mu, stop, outer,
+        return self._result(xs, us, cost, iteration, converged, status, mu, stop, outer,
                             history)
+
+    def _line_search(self, xs, us, gaps, feasible, dg, dq, merit, mu, first, dual_full):
+        """FDDP's trials of ``alphas`` from index ``first``, judged on the merit
+        (:meth:`_trial_merit`), FDDP's expected decrease with the dual term's
+        (``dual_full`` = sum mu |lambda+ - lambda|^2: d1 + it, d2 - it; 0 in ALDDP).
+        A search that :meth:`_hopeless` shows hopeless ends there (ALDDP: ``hopeless``,
+        preg grows by one more factor) or goes on to the smallest step (ProxDDP with
+        ``take_smallest_step``), which a refused search from a feasible iterate takes.
+        Returns (accepted: (alpha, trial, d1, dv_exp, dv, index) or None, refused:
+        whether no trial passed the test, hopeless)."""
+        inner = self.inner
+        alphas = inner.alphas
+        last = len(alphas) - 1
+        jump = self.take_smallest_step
+        accepted, smallest, hopeless, missed_before = None, None, False, np.nan
+        index = first
+        while index <= last:
+            alpha = alphas[index]
+            trial = inner.try_step(xs, us, gaps, alpha, feasible)
+            trial_merit = np.nan if trial is None else \
+                self._trial_merit(xs, us, trial, mu, alpha)
+            if not np.isfinite(trial_merit):
+                index += 1
+                continue
+            d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
+            d1, d2 = d1 + dual_full, d2 - dual_full
+            dv_exp = alpha * (d1 + 0.5 * alpha * d2)
+            dv = merit - trial_merit
+            if inner.accepts(d1, dv_exp, dv, feasible):
+                accepted = (alpha, trial, d1, dv_exp, dv, index)
+                break
+            if index == last:
+                smallest = (alpha, trial, d1, dv_exp, dv, index)
+                if jump:
+                    break
+            missed = (dv_exp - dv) / (alpha * alpha)
+            if feasible and (jump or self.ends_hopeless_search) and \
+                    self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
+                if not jump:
+                    hopeless = True
+                    break
+                index = last        # no step of alphas passes: on to the smallest
+                continue
+            missed_before = missed
+            index += 1
+        refused = accepted is None
+        if refused and feasible and self.take_smallest_step and smallest is not None:
+            accepted = smallest
+        return accepted, refused, hopeless
+
+    # -- what ProxDDP changes ----------------------------------------------------------
+    def _start_multipliers(self, starts):
+        """The multipliers of the solve's start (lambda)."""
+        for lam, start in zip(self.lam, starts):
+            lam[:] = start
+
+    def _dual_terms(self, mu):
+        """ProxDDP's dual terms at the iterate (ALDDP's multipliers are no iterates)."""
+        return 0.0, 0.0, 0.0
+
+    def _update_multipliers(self):
+        """The outer loop's multiplier update: lambda <- lambda_hat (first order)."""
+        for lam, lam_hat in zip(self.lam, self.lam_hat):
+            lam[:] = lam_hat
+
+    def _trial_merit(self, xs, us, trial, mu, alpha):
+        """The merit at a trial (xs_try, us_try, xnext, cost) of step alpha: cost + sum
+        psi; nan when its constraints cannot be evaluated."""
+        xs_try, us_try, _, cost = trial
+        try:
+            self.constraints.evaluate(xs_try, us_try, CALC)
+        except KERNEL_ERRORS:
+            return np.nan
+        return cost + self._al_terms(xs_try, us_try, mu, False)[0]
+
+    def _accept_multipliers(self):
+        """After an accepted step (ProxDDP: the trial's multipliers)."""
+
+    def _multipliers(self):
+        """The multipliers a result returns (and the next solve's warm start)."""
+        return self.lam
 
     def _hopeless(self, d1, d2, dv_exp, dv, missed, missed_before):
         """Whether a refused trial of a line search (from a feasible iterate) shows that
@@ -613,18 +716,10 @@ class ALDDP:
             out.append(lam)
         return out
 
-    def _record(self, history, callbacks, iteration, cost, merit, stop, grad, preg, step, gaps,
-                violation, mu, dv_exp, dv, t0):
-        record = dict(cost=cost, merit=merit, stop=stop, grad=grad, preg=preg, step=step,
-                      gaps=gaps, violation=violation, mu=mu, dV_exp=dv_exp, dV=dv,
-                      time=time.perf_counter() - t0)
-        for key in _HISTORY_KEYS:
-            history[key].append(record[key])
-        for callback in callbacks:
-            callback(self, iteration, record)
+    def _record(self, history, callbacks, iteration, record, t0):
+        record_iteration(self, self.history_keys, history, callbacks, iteration, record, t0)
 
-    def _result(self, xs, us, cost, iterations, converged, status, lam, mu, stop, outer,
-                history):
+    def _result(self, xs, us, cost, iterations, converged, status, mu, stop, outer, history):
         problem = self.problem
         if np.isfinite(cost):
             problem.calc(xs, us)
@@ -633,6 +728,7 @@ class ALDDP:
             violation = float(self._al_terms(xs, us, mu, False)[1])
         else:
             gaps = violation = np.inf
+        lam = self._multipliers()
         self.multipliers, self.mu = [m.copy() for m in lam], mu
         return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=self.inner.K.copy(),
                                  k=self.inner.k.copy(), cost=float(cost), iterations=iterations,

@@ -96,7 +96,8 @@ from ..dynamics.linalg import cholesky_factor, cholesky_solve
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
-from .alddp import ConstrainedResult, _add_row, _Block, constraint_blocks
+from .alddp import (ConstrainedResult, _add_row_terms, _Block, _row_residual,
+                    constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
 from .riccati import backward_pass
@@ -194,17 +195,11 @@ def _residuals(blocks, xs, us):
     (largest violation, sum of violations) of all rows at the residuals evaluated."""
     largest, total = 0.0, 0.0
     for b in range(len(blocks)):
-        block = blocks[b]
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
         for k in range(y.shape[0]):
-            n = start + k
             for i in range(y.shape[1]):
-                j = index[i] if kind == 0 else i
-                if kind == 1:
-                    r[k, i] = us[n, i]
-                elif kind == 2:
-                    r[k, i] = xs[n, index[i]]
-                v = max(lower[i] - r[k, j], r[k, j] - upper[i], 0.0)
+                value = _row_residual(kind, r, index, k, i, start + k, xs, us)
+                v = max(lower[i] - value, value - upper[i], 0.0)
                 largest = max(largest, v)
                 total += v
     return largest, total
@@ -221,21 +216,12 @@ def _hessian(blocks, L, H):
     cx = np.empty(Hxx.shape[1], dtype=np.int64)
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
-        block = blocks[b]
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
         for k in range(y.shape[0]):
-            n = start + k
             for i in range(y.shape[1]):
-                w = rho[k, i]
-                if w == 0.0:
-                    continue
-                if kind == 1:
-                    Huu[n, i, i] += w
-                elif kind == 2:
-                    Hxx[n, dx_index[i], dx_index[i]] += w
-                else:
-                    _add_row(Rx[k, index[i]], Ru[k, index[i]], 0.0, w, n, cx, cu, gx, gu,
-                             Hxx, Huu, Hxu)
+                if rho[k, i] != 0.0:        # the gradient g is rewritten by _gradient
+                    _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, start + k, 0.0,
+                                   rho[k, i], cx, cu, gx, gu, Hxx, Huu, Hxu)
 
 
 @kernel
@@ -841,11 +827,7 @@ class CSQP:
         return self._evaluate(np.ascontiguousarray(xs), np.ascontiguousarray(us), CALC)[3]
 
     def _record(self, history, callbacks, iteration, record, t0):
-        record["time"] = time.perf_counter() - t0
-        for key in _HISTORY_KEYS:
-            history[key].append(record[key])
-        for callback in callbacks:
-            callback(self, iteration, record)
+        record_iteration(self, _HISTORY_KEYS, history, callbacks, iteration, record, t0)
 
     def _result(self, xs, us, cost, iterations, converged, status, stop, history):
         if np.isfinite(cost):

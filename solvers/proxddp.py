@@ -68,17 +68,13 @@ Converged, ``infeasible`` and the result: as ALDDP's; ``result.multipliers`` are
 multipliers lambda (warm start: ``solve(..., multipliers=result.multipliers,
 mu=result.mu)``).
 """
-import time
-
 import numpy as np
 
 from ..dynamics.config import kernel
-from ..ocp.fused import CALC, DIFF
+from ..ocp.fused import CALC
 from ..ocp.held import typed_list
-from .alddp import ALDDP, _row_scales
-from .callbacks import CallbackVerbose
+from .alddp import ALDDP
 from .forward import KERNEL_ERRORS
-from .riccati import backward_pass
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dual", "dV_exp", "dV", "time")
@@ -156,15 +152,39 @@ class ProxDDP(ALDDP):
     iterate takes the smallest step of ``alphas``.
     """
 
+    history_keys = _HISTORY_KEYS
+    ends_hopeless_search = False        # a hopeless search goes on to the smallest step
+
     def __init__(self, problem, take_smallest_step=True, **options):
         super().__init__(problem, **options)
         self.take_smallest_step = bool(take_smallest_step)
+        self.warm_line_search = False   # every search starts at alpha = 1 (measured)
         # per block: the multipliers lambda (the iterate), lambda+ at the iterate, and a
         # trial's multipliers
         self.duals = [tuple(np.zeros(b.shape) for _ in range(3)) for b in self.blocks]
         self.typed_duals = None
         if self.blocks:
             self.typed_duals = typed_list(self.duals)
+
+    # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
+    # estimate lambda_e start at the given multipliers; the outer update is the Newton
+    # one (lambda_e <- lambda), the merit has the dual term, an accepted trial's
+    # multipliers are the next lambda, and a result returns lambda
+    def _start_multipliers(self, starts):
+        for lam_e, (lam, _, _), start in zip(self.lam, self.duals, starts):
+            lam_e[:] = start
+            lam[:] = start
+
+    def _update_multipliers(self):
+        for lam_e, (lam, _, _) in zip(self.lam, self.duals):
+            lam_e[:] = lam                      # Newton multipliers
+
+    def _accept_multipliers(self):
+        for lam, _, trial_lam in self.duals:
+            lam[:] = trial_lam
+
+    def _multipliers(self):
+        return [lam for lam, _, _ in self.duals]
 
     def _dual_terms(self, mu):
         """(M's dual term, sum mu |lambda+ - lambda|^2, max mu |lambda+ - lambda|) at the
@@ -188,163 +208,3 @@ class ProxDDP(ALDDP):
         dual = _trial_duals(self.typed_blocks, self.typed_duals, mu, dxs, us_try - us, alpha)
         return cost + al_value + dual
 
-    def solve(self, xs=None, us=None, multipliers=None, mu=None, max_iter=500,
-              time_limit=None, verbose=False, callbacks=(), is_feasible=False):
-        """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
-        multipliers of a previous result (``result.multipliers``, both lambda and
-        lambda_e start there) and its ``mu``.  Returns a :class:`~.alddp.
-        ConstrainedResult`; never raises from inside a kernel."""
-        problem, inner = self.problem, self.inner
-        start_time = time.perf_counter()
-        xs, us = inner._initial_guess(xs, us)
-        if multipliers is None and self.dual_warm_start and self.multipliers is not None:
-            multipliers = [m.copy() for m in self.multipliers]
-            if self.dual_warm_start == "shift":
-                for m in multipliers:
-                    m[:-1] = m[1:].copy()
-        for lam_e, (lam, _, _), start in zip(self.lam, self.duals,
-                                             self._initial_multipliers(multipliers)):
-            lam_e[:] = start
-            lam[:] = start
-        mu = self.mu_init if mu is None else float(mu)
-        if not (np.isfinite(mu) and mu > 0.0):
-            raise ValueError(f"mu must be finite and positive, got {mu}")
-        mu = max(mu, self.mu_min)
-        omega, eta = self._tolerances(mu)
-        callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
-        history = {key: [] for key in _HISTORY_KEYS}
-        feasible = bool(is_feasible)
-        preg = inner.reg_init
-        status, converged, stop, outer, iteration = "max_iter", False, np.inf, 0, 0
-        cost, violation, al_value, dual_value = np.nan, np.inf, 0.0, 0.0
-        dual_full, dual_error = 0.0, 0.0
-        reference = (np.inf, mu)        # (violation, mu) when the violation last halved
-        gaps = np.zeros((problem.N + 1, problem.ndx))
-        recalc, last_stop, stepped_from_feasible, stepped = True, np.inf, False, False
-        last_preg = preg
-        while iteration < max_iter:
-            iteration += 1
-            t0 = time.perf_counter()
-            if recalc:
-                try:
-                    cost = problem.calc_diff(xs, us, validate=False)    # our own iterates
-                    self.constraints.evaluate(xs, us, DIFF)
-                except KERNEL_ERRORS as error:
-                    status = f"the dynamics failed at the current iterate ({type(error).__name__})"
-                    break
-                gaps = problem.gaps(xs, inner.gaps)
-                if feasible:
-                    gaps[:] = 0.0
-                if iteration == 1 and self.scale_rows and self.typed_blocks is not None:
-                    _row_scales(self.typed_blocks, self.scale_max)      # fixed for this solve
-                al_value, violation = self._al_terms(xs, us, mu, True)
-                dual_value, dual_full, dual_error = self._dual_terms(mu)
-                recalc = False
-            # BCL, on ALDDP's gate (see ALDDP.solve) and the dual residual below omega
-            if stepped_from_feasible and stepped and last_stop < omega \
-                    and last_preg <= self.th_reg and dual_error < max(omega, self.th_constraint):
-                if violation <= self.th_constraint and last_stop < self.th_stop:
-                    status, converged = "converged", True
-                    iteration -= 1
-                    break
-                outer += 1
-                if violation <= 0.5 * reference[0]:        # progress: a new reference
-                    reference = (violation, mu)
-                elif violation > eta and reference[1] / mu >= self.infeasible_ratio * (
-                        1.0 - 1e-12):
-                    status = "infeasible"       # penalty x infeasible_ratio, violation kept
-                    break
-                if violation <= eta or mu <= self.mu_min:
-                    for lam_e, (lam, _, _) in zip(self.lam, self.duals):
-                        lam_e[:] = lam                      # Newton multipliers
-                    eta = max(eta * mu ** 0.9, self.th_constraint)
-                    omega = max(omega * mu, self.th_stop)
-                else:
-                    mu = max(mu * self.mu_factor, self.mu_min)
-                    omega, eta = self._tolerances(mu)
-                al_value = self._al_terms(xs, us, mu, True)[0]      # the new subproblem
-                dual_value, dual_full, dual_error = self._dual_terms(mu)
-            box = self._hold_bounds(feasible, us)
-            while True:
-                failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
-                                       self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
-                                       box, us, inner.u_lower, inner.u_upper, inner.Vx,
-                                       inner.Vxx, inner.Qu, inner.Quu, inner.k, inner.K,
-                                       inner.Quuk)
-                if failed < 0:
-                    break
-                if preg >= inner.reg_max:
-                    status = "regularization at maximum: Quu not positive definite"
-                    return self._proximal_result(xs, us, cost, iteration - 1, False, status, mu,
-                                                 stop, outer, history)
-                preg = inner._increased(preg)
-            dg, dq = inner.expected_terms(gaps, feasible)
-            stop = abs(dg + 0.5 * dq)
-            merit = cost + al_value + dual_value
-            accepted, smallest, missed_before = None, None, np.nan
-            index, last = 0, len(inner.alphas) - 1
-            while index <= last:
-                alpha = inner.alphas[index]
-                trial = inner.try_step(xs, us, gaps, alpha, feasible)
-                trial_merit = self._trial_merit(xs, us, trial, mu, alpha) if trial else np.nan
-                if not np.isfinite(trial_merit):
-                    index += 1
-                    continue
-                d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
-                d1, d2 = d1 + dual_full, d2 - dual_full
-                dv_exp = alpha * (d1 + 0.5 * alpha * d2)
-                dv = merit - trial_merit
-                if inner.accepts(d1, dv_exp, dv, feasible):
-                    accepted = (alpha, trial, d1, dv_exp, dv)
-                    break
-                if index == last:
-                    smallest = (alpha, trial, d1, dv_exp, dv)
-                    break
-                missed = (dv_exp - dv) / (alpha * alpha)
-                if feasible and self.take_smallest_step and \
-                        self._hopeless(d1, d2, dv_exp, dv, missed, missed_before):
-                    index = last        # no step of alphas passes: on to the smallest
-                    continue
-                missed_before = missed
-                index += 1
-            refused = accepted is None
-            if refused and feasible and self.take_smallest_step and smallest is not None:
-                accepted = smallest
-            gap_norm = 0.0 if feasible else float(np.max(np.abs(gaps)))
-            if accepted is not None:
-                alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
-                problem.xnext[:] = xnext
-                for lam, _, trial_lam in self.duals:
-                    lam[:] = trial_lam
-                stepped_from_feasible, stepped = feasible, not refused
-                feasible = inner.feasible_after(feasible, alpha)
-                recalc = True
-            else:
-                alpha, d1, dv_exp, dv = inner.alphas[-1], dg, np.nan, np.nan
-                stepped_from_feasible, stepped = feasible, False
-            last_stop, last_preg = stop, preg
-            if alpha > inner.th_stepdec and not refused:
-                preg = max(preg / inner.reg_factor, inner.reg_min)
-            if alpha <= inner.th_stepinc or refused:
-                preg = inner._increased(preg)
-            record = dict(cost=cost, merit=merit, stop=stop, grad=d1, preg=preg, step=alpha,
-                          gaps=gap_norm, violation=violation, mu=mu, dual=dual_error,
-                          dV_exp=dv_exp, dV=dv, time=time.perf_counter() - t0)
-            for key in _HISTORY_KEYS:
-                history[key].append(record[key])
-            for callback in callbacks:
-                callback(self, iteration, record)
-            if refused and preg >= inner.reg_max:
-                status = "no step accepted at maximum regularization"
-                break
-            if time_limit is not None and time.perf_counter() - start_time > time_limit:
-                status = "time_limit"
-                break
-        return self._proximal_result(xs, us, cost, iteration, converged, status, mu, stop,
-                                     outer, history)
-
-    def _proximal_result(self, xs, us, cost, iterations, converged, status, mu, stop, outer,
-                         history):
-        """ALDDP's result with the multipliers lambda."""
-        return self._result(xs, us, cost, iterations, converged, status,
-                            [lam for lam, _, _ in self.duals], mu, stop, outer, history)
