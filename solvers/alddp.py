@@ -138,10 +138,11 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
     cu = np.empty(Lu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, lam, lam_hat, scale, lower, upper, index, dx_index = blocks[b]
+        _bound_residuals(kind, start, r, index, xs, us)
+        curvature = np.zeros(lam.shape) if with_derivatives else lam_hat
         for k in range(lam.shape[0]):
-            n = start + k
             for i in range(lam.shape[1]):
-                value = _row_residual(kind, r, index, k, i, n, xs, us)
+                value = r[k, index[i]] if kind == 0 else r[k, i]
                 violation = max(violation, lower[i] - value, value - upper[i])
                 mu_row = mu * scale[k, i]
                 s = value + mu_row * lam[k, i]
@@ -149,36 +150,46 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
                 lam_hat[k, i] = h
                 total += 0.5 * mu_row * (h * h - lam[k, i] * lam[k, i])
                 if with_derivatives and h != 0.0:
-                    _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, n, h, 1.0 / mu_row,
-                                   cx, cu, Lx, Lu, Lxx, Luu, Lxu)
+                    curvature[k, i] = 1.0 / mu_row
+        if with_derivatives:
+            _add_rows(kind, start, Rx, Ru, index, dx_index, lam_hat, curvature, cx, cu, Lx, Lu,
+                      Lxx, Luu, Lxu)
     return total, violation
 
 
 @kernel
-def _row_residual(kind, r, index, k, i, n, xs, us):
-    """The value of row i of a block (see :func:`_augmented_lagrangian`) at its knot k
-    (knot n of the horizon): r[k, index[i]] of a residual (evaluated), u_i (kind 1) or
-    x_index[i] (kind 2), which it writes into r[k, i] first."""
+def _bound_residuals(kind, start, r, index, xs, us):
+    """The values of a bound block's rows (see :func:`_augmented_lagrangian`) into r:
+    the controls u_i (kind 1) or the states x_index[i] (kind 2) at its knots (a
+    residual's, kind 0, are evaluated).  One call per block: a per-row helper, even
+    inlined, made the AL kernel 4x slower (its arrays' reference counts, measured)."""
     if kind == 0:
-        return r[k, index[i]]
-    value = us[n, i] if kind == 1 else xs[n, index[i]]
-    r[k, i] = value
-    return value
+        return
+    for k in range(r.shape[0]):
+        n = start + k
+        for i in range(r.shape[1]):
+            r[k, i] = us[n, i] if kind == 1 else xs[n, index[i]]
 
 
 @kernel
-def _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, n, h, w, cx, cu, Lx, Lu, Lxx, Luu,
-                   Lxu):
-    """Row i of a block at its knot k (knot n), Jacobian row R_i: L += h R_i and the
-    Hessian's w R_i^T R_i (unit rows for the control and state bounds)."""
-    if kind == 1:
-        Lu[n, i] += h
-        Luu[n, i, i] += w
-    elif kind == 2:
-        Lx[n, dx_index[i]] += h
-        Lxx[n, dx_index[i], dx_index[i]] += w
-    else:
-        _add_row(Rx[k, index[i]], Ru[k, index[i]], h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu)
+def _add_rows(kind, start, Rx, Ru, index, dx_index, h, w, cx, cu, Lx, Lu, Lxx, Luu, Lxu):
+    """Over the rows of a block (see :func:`_augmented_lagrangian`) with w[k, i] != 0,
+    at knot n = start + k, Jacobian row R_i: L += h R_i and the Hessian's w R_i^T R_i
+    (unit rows for the control and state bounds)."""
+    for k in range(w.shape[0]):
+        n = start + k
+        for i in range(w.shape[1]):
+            if w[k, i] == 0.0:
+                continue
+            if kind == 1:
+                Lu[n, i] += h[k, i]
+                Luu[n, i, i] += w[k, i]
+            elif kind == 2:
+                Lx[n, dx_index[i]] += h[k, i]
+                Lxx[n, dx_index[i], dx_index[i]] += w[k, i]
+            else:
+                _add_row(Rx[k, index[i]], Ru[k, index[i]], h[k, i], w[k, i], n, cx, cu, Lx,
+                         Lu, Lxx, Luu, Lxu)
 
 
 @kernel

@@ -96,7 +96,7 @@ from ..dynamics.linalg import cholesky_factor, cholesky_solve
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
-from .alddp import (ConstrainedResult, _add_row_terms, _Block, _row_residual,
+from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
@@ -196,9 +196,10 @@ def _residuals(blocks, xs, us):
     largest, total = 0.0, 0.0
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        _bound_residuals(kind, start, r, index, xs, us)
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
-                value = _row_residual(kind, r, index, k, i, start + k, xs, us)
+                value = r[k, index[i]] if kind == 0 else r[k, i]
                 v = max(lower[i] - value, value - upper[i], 0.0)
                 largest = max(largest, v)
                 total += v
@@ -217,11 +218,9 @@ def _hessian(blocks, L, H):
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
-        for k in range(y.shape[0]):
-            for i in range(y.shape[1]):
-                if rho[k, i] != 0.0:        # the gradient g is rewritten by _gradient
-                    _add_row_terms(kind, Rx, Ru, index, dx_index, k, i, start + k, 0.0,
-                                   rho[k, i], cx, cu, gx, gu, Hxx, Huu, Hxu)
+        # the gradient g is rewritten by _gradient: no linear terms here
+        _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), rho, cx, cu, gx,
+                  gu, Hxx, Huu, Hxu)
 
 
 @kernel

@@ -75,6 +75,7 @@ from ..ocp.fused import CALC
 from ..ocp.held import typed_list
 from .alddp import ALDDP
 from .forward import KERNEL_ERRORS
+from .nlp import _vector_coordinates
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation", "mu",
                  "dual", "dV_exp", "dV", "time")
@@ -103,13 +104,18 @@ def _dual_residual(blocks, duals, mu):
 
 
 @kernel
-def _trial_duals(blocks, duals, mu, dxs, dus, alpha):
+def _trial_duals(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha):
     """The trial's multipliers lambda + alpha (plus - lambda) + D R (dx, du) / mu_row
     (D = 1 where plus != 0: the rows active at the iterate; R its Jacobians, which the
     trial's evaluation (CALC) left) into ``trial``, and the dual term sum mu_row / 2
-    |lambda+ - trial|^2 with the trial's lambda+ (``lam_hat``, written before)."""
+    |lambda+ - trial|^2 with the trial's lambda+ (``lam_hat``, written before).
+
+    (dx, du) = (xs_try (-) xs, us_try - us): dx from ``dxs`` (N+1, ndx), or, where the
+    whole state adds (``dxs`` of no rows), xs_try - xs read on the rows' knots (the
+    difference of the whole horizon cost a third of this trial's constraint terms)."""
     total = 0.0
-    N = dus.shape[0]
+    N = us.shape[0]
+    additive = dxs.shape[0] == 0
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, lam_e, lam_hat, scale, lower, upper, index, dx_index = \
             blocks[b]
@@ -121,17 +127,18 @@ def _trial_duals(blocks, duals, mu, dxs, dus, alpha):
                 value = lam[k, i] + alpha * (plus[k, i] - lam[k, i])
                 if plus[k, i] != 0.0:
                     if kind == 1:
-                        moved = dus[n, i]
-                    elif kind == 2:
-                        moved = dxs[n, dx_index[i]]
+                        moved = us_try[n, i] - us[n, i]
+                    elif kind == 2:     # a coordinate where x (+) dx adds
+                        moved = xs_try[n, index[i]] - xs[n, index[i]]
                     else:
                         j = index[i]
                         moved = 0.0
                         for a in range(Rx.shape[2]):
-                            moved += Rx[k, j, a] * dxs[n, a]
+                            dx = xs_try[n, a] - xs[n, a] if additive else dxs[n, a]
+                            moved += Rx[k, j, a] * dx
                         if n < N:
                             for a in range(Ru.shape[2]):
-                                moved += Ru[k, j, a] * dus[n, a]
+                                moved += Ru[k, j, a] * (us_try[n, a] - us[n, a])
                     value += moved / mu_row
                 trial[k, i] = value
                 e = lam_hat[k, i] - value
@@ -165,6 +172,12 @@ class ProxDDP(ALDDP):
         self.typed_duals = None
         if self.blocks:
             self.typed_duals = typed_list(self.duals)
+        # whether x (+) dx = x + dx on every coordinate (no Lie group: revolute and
+        # prismatic joints): a trial's dx is then read by _trial_duals
+        x_index, dx_index = _vector_coordinates(problem.state)
+        self.additive = problem.nx == problem.ndx == len(x_index) and bool(
+            np.all(x_index == np.arange(problem.nx)) and np.all(dx_index == x_index))
+        self.no_dxs = np.zeros((0, problem.ndx))
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -204,7 +217,8 @@ class ProxDDP(ALDDP):
         except KERNEL_ERRORS:
             return np.nan
         al_value = self._al_terms(xs_try, us_try, mu, False)[0]
-        dxs = self.problem.state.difference(xs, xs_try)
-        dual = _trial_duals(self.typed_blocks, self.typed_duals, mu, dxs, us_try - us, alpha)
+        dxs = self.no_dxs if self.additive else self.problem.state.difference(xs, xs_try)
+        dual = _trial_duals(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs, us,
+                            us_try, alpha)
         return cost + al_value + dual
 
