@@ -139,7 +139,7 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, lam, lam_hat, scale, lower, upper, index, dx_index = blocks[b]
         _bound_residuals(kind, start, r, index, xs, us)
-        curvature = np.zeros(lam.shape) if with_derivatives else lam_hat
+        curvature = np.empty(lam.shape) if with_derivatives else lam_hat
         for k in range(lam.shape[0]):
             for i in range(lam.shape[1]):
                 value = r[k, index[i]] if kind == 0 else r[k, i]
@@ -149,8 +149,8 @@ def _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu
                 h = (s - min(max(s, lower[i]), upper[i])) / mu_row
                 lam_hat[k, i] = h
                 total += 0.5 * mu_row * (h * h - lam[k, i] * lam[k, i])
-                if with_derivatives and h != 0.0:
-                    curvature[k, i] = 1.0 / mu_row
+                if with_derivatives:        # D / mu_row, D = 1 where s is outside
+                    curvature[k, i] = 1.0 / mu_row if h != 0.0 else 0.0
         if with_derivatives:
             _add_rows(kind, start, Rx, Ru, index, dx_index, lam_hat, curvature, cx, cu, Lx, Lu,
                       Lxx, Luu, Lxu)
