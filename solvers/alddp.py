@@ -73,7 +73,10 @@ residuals (and Jacobians) by the phase interpreter's residual blocks
 ``calc_diff`` or the line search's cost evaluation left), then the AL terms of every
 block (:func:`_augmented_lagrangian`); no Python per phase or per constraint (a
 stage whose constraints have no fused step, such as a ControlResidual alone or a
-contact force, is evaluated from Python after the call).
+contact force, is evaluated from Python after the call).  ``solve`` is ProxDDP's loop
+too (what differs is in the methods after ``_line_search``); CSQP shares the rows
+(:func:`constraint_blocks`), the block kernels :func:`_bound_residuals` and
+:func:`_add_rows`, and :func:`record_iteration`.
 """
 import time
 from dataclasses import dataclass

@@ -60,9 +60,18 @@ iterations, ur5 "vbound" 29 / 20 (ALDDP 122 / 60), "torque" 40 / 14 (94 / 14), p
 "vbound" 106 / 43 (192 / 150), "torque" 312 / 37 (434 / 37), at ALDDP's costs (1e-8);
 without ``take_smallest_step`` 47 / 55, 89 / 14, 189 / 167, 344 / 37.  The tuned tasks
 take a few more (plane 21 / 16, 19 / 15; stiff 79 / 75, 98 / 58).  CPU time against
-IPOPT (Gauss-Newton): ur5 "vbound" 0.07x / 0.19x, panda "vbound" 1.24x / 0.41x; per
-iteration 1.2-1.75x FDDP's (2.4x on ur5 "torque" from the guess): more trials per
-iteration, and a calc_diff on every one.
+IPOPT (Gauss-Newton): ur5 "vbound" 0.07x / 0.19x, panda "vbound" 1.24x / 0.41x.  Per
+iteration, against FDDP on the same problem without the constraints (2026-11-27, medians
+of 6 interleaved rounds in one process, load 9-11): 1.08-1.70x, above 1.5x only where the
+line search crawls (ur5 stiff from the guess 1.55x, ur5 / panda "torque" from the guess
+1.65x / 1.70x: about 3 trials per iteration, and a calc_diff after every smallest step);
+a trial's constraint terms are 3 compiled calls (the rows, the AL terms, the trial's
+multipliers, :func:`_trial_duals`, which reads dx = xs_try - xs itself where the whole
+state adds: 18 us a trial on panda, 62 us with the horizon's state difference).
+
+The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
+outer update, the trial merit, the accepted step's multipliers and the line search's
+options (``take_smallest_step``, no ``warm_line_search``).
 
 Converged, ``infeasible`` and the result: as ALDDP's; ``result.multipliers`` are the
 multipliers lambda (warm start: ``solve(..., multipliers=result.multipliers,

@@ -19,6 +19,7 @@ import pytest
 import geppetto as gp
 from geppetto import ocp
 from geppetto.dynamics.config import kernel
+from geppetto.ocp.fused import DIFF
 
 
 @kernel
@@ -264,6 +265,38 @@ def test_trial_constraints_read_the_trial_kinematics():
     fresh = values(True)
     np.testing.assert_allclose(trial, fresh, rtol=0.0, atol=1e-14)
     assert np.max(np.abs(stale - fresh)) > 1e-3          # without calc_costs: other's
+
+
+def test_proximal_trial_multipliers_read_dx_where_the_state_adds():
+    """ProxDDP's trial multipliers (lambda + alpha (lambda+ - lambda) + D R (dx, du) / mu)
+    with dx read as xs_try - xs in the kernel, where the whole state adds (ur5: revolute
+    joints), equal those from the horizon's state difference to the last bit, on a trial
+    where rows of the plane and of the terminal equality are active."""
+    problem, _ = _constrained_reach(10, plane_z=0.6)
+    solver = gp.solvers.ProxDDP(problem)
+    assert solver.additive
+    rng = np.random.default_rng(5)
+    start = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs = start + 0.1 * rng.standard_normal(start.shape)
+    us = rng.standard_normal((problem.N, problem.nu))
+    xs_try, us_try = xs + 0.01 * rng.standard_normal(xs.shape), us + 0.01
+    mu = 1e-2
+    problem.calc_diff(xs, us)
+    solver.constraints.evaluate(xs, us, DIFF)
+    solver._al_terms(xs, us, mu, True)
+    solver._dual_terms(mu)                             # lambda+ at the iterate
+    assert all(np.count_nonzero(plus) for _, plus, _ in solver.duals)
+    problem.calc_costs(xs_try, us_try)                 # the trial's kinematics
+    merits, multipliers = [], []
+    for additive in (True, False):
+        solver.additive = additive
+        merits.append(solver._trial_merit(xs, us, (xs_try, us_try, None, 0.0), mu, 0.5))
+        multipliers.append(np.concatenate([trial.ravel() for _, _, trial in solver.duals]))
+    assert merits[0] == merits[1]
+    np.testing.assert_array_equal(multipliers[0], multipliers[1])
+    moved = multipliers[0] - np.concatenate([(lam + 0.5 * (plus - lam)).ravel()
+                                             for lam, plus, _ in solver.duals])
+    assert np.max(np.abs(moved)) > 1e-3                # the feedback term D R (dx, du) / mu
 
 
 def test_horizon_constraints_equal_the_per_term_path():
