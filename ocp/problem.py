@@ -435,9 +435,10 @@ class ShootingProblem:
         """[(phases, terminal)] of ``n`` chunks of contiguous knots, the terminal knot in
         the last: ``phases`` [(model, start, stop, data)] are the problem's phases, or
         parts of a phase cut at a chunk boundary (each part its own data, its references
-        copied from the phase's, its weights bound to the costs).  A phase with
-        constraints or references given per knot is not cut (:func:`_can_cut`): it goes
-        whole to the chunk of its middle knot.  The N + 1 knots are first shared
+        copied from the phase's, those given per knot its knots' rows, its weights bound
+        to the costs, its contact data reading the phase's store of the trial's solves).
+        A phase with constraints, or with a residual that keeps no reference, is not cut
+        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries

@@ -286,9 +286,10 @@ def _box_gains(Qxu, free, nu, n_free, L, K, t):
     rows zero.  Qxu_f^T is gathered into the leading n_free rows of K[t] and solved there
     for all ndx columns at once (the row form of :func:`cholesky_solve`, contiguous;
     each entry the same operations in the same order as a solve per column, so the
-    same bits: 4.99 -> 4.1 ms per backward pass of the talos squat, measured), then
-    each row moves down to its control's index (the last first: a free control's row
-    index is at least its rank among the free ones)."""
+    same bits; the talos squat's BoxFDDP backward pass at the solution, feasible, every
+    knot boxed: 4.99 -> 3.15 ms of CPU, load 10.5), then each row moves down to its
+    control's index (the last first: a free control's row index is at least its rank
+    among the free ones)."""
     ndx = Qxu.shape[0]
     Kt = K[t]
     a = 0
