@@ -37,6 +37,7 @@ from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import horizon_evaluation
 from .parallel import ParallelRegion, Progress
+from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
 from .trial import free_rollout
@@ -115,10 +116,23 @@ PIECES = 4        # parts of each chunk below the last (see ShootingProblem._bui
 
 def _can_cut(model):
     """Whether a phase of ``model`` can be cut in parts with their own data: no
-    constraints (:meth:`ShootingProblem.constraints` reads the phase's data), no reference
-    given per knot (its stage's data are made for its own number of knots)."""
-    return not model.constraints and not any(
-        term.residual.has_knot_references() for term in model.costs)
+    constraints (:meth:`ShootingProblem.constraints` reads the phase's data), and every
+    cost's residual keeps its references (a part takes the rows of its knots of those
+    given per knot: :func:`.residuals.knot_window`)."""
+    return not model.constraints and all(
+        getattr(term.residual, name, None) is not None
+        for term in model.costs for name in term.residual.reference_attributes)
+
+
+def _share_trial_solves(whole, part, a, b):
+    """The contact data of ``part`` (knots a:b of the phase of ``whole``, relative to its
+    first) read the whole phase's store of the trial rollout's solves (views of its rows,
+    :func:`.contact_step.solved_store`): the line search's rollout writes the whole
+    phase's store, and calc_diff at the accepted trial then reuses each knot's solve on
+    the part as on the whole phase (Crocoddyl's calcDiff reusing its calc)."""
+    forces = getattr(whole.kinematics, "contact", None)
+    if forces is not None and forces.solved[0].shape[0]:
+        part.kinematics.contact.solved = tuple(rows[a:b] for rows in forces.solved)
 
 
 def _balanced_bounds(knots, cpu):
@@ -421,9 +435,10 @@ class ShootingProblem:
         """[(phases, terminal)] of ``n`` chunks of contiguous knots, the terminal knot in
         the last: ``phases`` [(model, start, stop, data)] are the problem's phases, or
         parts of a phase cut at a chunk boundary (each part its own data, its references
-        copied from the phase's, its weights bound to the costs).  A phase with
-        constraints or references given per knot is not cut (:func:`_can_cut`): it goes
-        whole to the chunk of its middle knot.  The N + 1 knots are first shared
+        copied from the phase's, those given per knot its knots' rows, its weights bound
+        to the costs, its contact data reading the phase's store of the trial's solves).
+        A phase with constraints, or with a residual that keeps no reference, is not cut
+        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
@@ -453,7 +468,8 @@ class ShootingProblem:
                 continue
             edges = [start] + cuts + [stop]
             for a, b in zip(edges[:-1], edges[1:]):
-                chunks[chunk(a)].append((model, a, b, self._part_data(data, start, a, b)))
+                chunks[chunk(a)].append((model, a, b, self._part_data(data, start, stop, a,
+                                                                      b)))
         self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
         self._bounds[n] = bounds
 
@@ -480,14 +496,17 @@ class ShootingProblem:
         region = self._regions.get(self.nthreads)
         return list(region.cpu) if region is not None else []
 
-    def _part_data(self, data, start, a, b):
+    def _part_data(self, data, start, stop, a, b):
         """The data of knots a:b of the phase of ``data`` (knots start:stop), its
-        references those of ``data``."""
+        references those of ``data``, its store of the trial's solves a view of
+        ``data``'s (:func:`_share_trial_solves`)."""
         runs = [(model, max(ra + start, a) - a, min(rb + start, b) - a)
                 for model, ra, rb in data.runs if ra + start < b and rb + start > a]
-        part = self._phase_data(runs, a, b)
+        with knot_window(a - start, stop - start):
+            part = self._phase_data(runs, a, b)
         for whole, piece in zip(data.costs, part.costs):
             _copy_part_references(whole.residual, piece.residual, a - start, b - start)
+        _share_trial_solves(data, part, a - start, b - start)
         return part
 
     def _copy_prediction(self, data, start, stop, with_derivatives):

@@ -20,6 +20,8 @@ stage: the contract "calc_diff uses what the stage computed" of Crocoddyl.
   accelerations: an inverse-dynamics formulation), Rx = dtau/dx, Ru = M
 """
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 from numba import prange
@@ -45,12 +47,34 @@ class ResidualData:
         self.reference = reference
 
 
+# (first, knots) within :func:`knot_window`, else None
+_KNOT_WINDOW = ContextVar("knot_window", default=None)
+
+
+@contextmanager
+def knot_window(first, knots):
+    """Within it, a reference given per knot of a phase of ``knots`` knots makes the data
+    of that phase's knots first .. first + K (``create_data(K, ...)``): the data of a part
+    of the phase (``ShootingProblem.parallel_plan`` cuts phases at chunk boundaries)."""
+    token = _KNOT_WINDOW.set((int(first), int(knots)))
+    try:
+        yield
+    finally:
+        _KNOT_WINDOW.reset(token)
+
+
 def _per_knot(value, shape, K, name):
     """``value`` of shape ``shape`` or (K,) + shape, as a new contiguous (K,) + shape
-    array (owned and writable: ``ShootingProblem.set_reference`` writes into it)."""
+    array (owned and writable: ``ShootingProblem.set_reference`` writes into it); within
+    :func:`knot_window` (first, knots), also (knots,) + shape, of which rows first ..
+    first + K are taken."""
     arr = np.asarray(value, dtype=float)
+    window = _KNOT_WINDOW.get()
     if arr.shape == tuple(shape):
         arr = np.broadcast_to(arr, (K,) + tuple(shape))
+    elif window is not None and arr.shape == (window[1],) + tuple(shape) and \
+            window[0] + K <= window[1]:
+        arr = arr[window[0]:window[0] + K]
     elif arr.shape != (K,) + tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)} or {(K,) + tuple(shape)} "
                          f"(one per knot of the phase), got {arr.shape}")

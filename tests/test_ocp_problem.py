@@ -162,9 +162,10 @@ def test_threads_give_the_same_arrays():
 
 
 def test_threads_run_phases_at_once():
-    """Phases with references per knot are not cut; on two threads the Euler phase and
-    the RK4 one (its per-term path) run at once, each on its own data: the arrays of one
-    thread, to the bit."""
+    """Phases with references per knot (placements, rotations, velocities, controls) are
+    cut as the others, each part with its knots' references; on two threads the Euler
+    phase and the RK4 one (its per-term path) run at once, each part on its own data:
+    the arrays of one thread, to the bit."""
     problem, xs, us = _two_phase_problem("panda", N1=3, N2=5)
     names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
     results = []
@@ -177,7 +178,8 @@ def test_threads_run_phases_at_once():
         problem.nthreads = 1
     knots = [[(start, stop) for _, start, stop, _ in phases]
              for phases, _ in problem.parallel_plan(2)]
-    assert knots == [[(0, 3)], [(3, 8)]]
+    # knots 0-3 in PIECES = 4 parts, the RK4 phase cut at the chunk boundary (knot 4)
+    assert knots == [[(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8)]]
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
 
