@@ -246,7 +246,7 @@ def _contact_field(xs, us, holder, mode):
     whether the contacts are regular at every knot.  ``holder.item`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
     m, a = holder.item
-    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
+    ca, B, damping, settings, buf, d, out, stamp, ws, _, _, _ = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
