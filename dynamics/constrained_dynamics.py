@@ -272,32 +272,44 @@ def _side_by_side(left, right, rows, n, out):
 
 
 @kernel
-def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, dc_dv, Z, C, X,
-                           dlam, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau):
+def _kkt_derivatives_joint(m, L, Y, G, mu, iterations, dtau_dq, dtau_dv, dc_dq, dc_dv, joint):
     """The three derivative pairs (q, v, tau) of one state in one pass of
-    :func:`_kkt_derivatives_of` over the 3 nv columns [dR1/dq, dR1/dv, -I] and
-    [dR2/dq, dR2/dv, 0]: rows three times as long, so that the row operations run on
-    full SIMD vectors (two 18-column passes and a triangular one on solo12 were 12.0
-    of its 40 us).  Z (nv, W), C, X, dlam (nc, W) scratch, W >= 3 nv: the columns
-    past 3 nv are zero (derivatives_workspace rounds W up to whole vector iterations).
-    Each entry is the arithmetic of a pass on its own columns, so the same bits; the
-    -I block's solve L^-T (-I) runs on its known zeros too (they stay zero)."""
-    nv, nc = m.nv, Y.shape[1]
+    :func:`_kkt_derivatives_of` over the 2 nv + n columns [dR1/dq, dR1/dv, -E] and
+    [dR2/dq, dR2/dv, 0], with E (nv, n) the columns ``columns`` of the identity: all
+    of them for dtau (n = nv), or the actuated dofs' when the actuation B selects them
+    (then the third block is d/du = d/dtau B itself, no product with B).  Rows this
+    long run on full SIMD vectors (two 18-column passes and a triangular one on solo12
+    were 12.0 of its 40 us).  ``joint`` = (Z (nv, W), C, X, dlam (nc, W), columns), W >=
+    2 nv + n: the columns past it are zero (:func:`derivatives_workspace` rounds W up
+    to whole vector iterations).  Leaves [ddq_dq, ddq_dv, ddq_dE] in Z and [dlam_dq,
+    dlam_dv, dlam_dE] in dlam (:func:`_joint_outputs`).  Each entry is the arithmetic
+    of a pass on its own columns, so the same bits whatever the other columns; the -E
+    block's solve L^-T (-E) runs on its known zeros too (they stay zero)."""
+    Z, C, X, dlam, columns = joint
+    nv = m.nv
     _side_by_side(dtau_dq, dtau_dv, nv, nv, Z)
-    for t in range(nv):
-        Z[t, 2 * nv + t] = -1.0
-    _side_by_side(dc_dq, dc_dv, nc, nv, C)
+    for c in range(columns.shape[0]):
+        Z[columns[c], 2 * nv + c] = -1.0
+    _side_by_side(dc_dq, dc_dv, Y.shape[1], nv, C)
     ltl_solve_transpose(m, L, Z)
     _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, C, Z, dlam, X)
+
+
+@inline_kernel
+def _joint_outputs(nv, joint, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau):
+    """The six derivatives that :func:`_kkt_derivatives_joint` left in ``joint``."""
+    Z, dlam, n = joint[0], joint[3], joint[4].shape[0]
     for t in range(nv):
         for c in range(nv):
             ddq_dq[t, c] = Z[t, c]
             ddq_dv[t, c] = Z[t, nv + c]
+        for c in range(n):
             ddq_dtau[t, c] = Z[t, 2 * nv + c]
-    for a in range(nc):
+    for a in range(dlam.shape[0]):
         for c in range(nv):
             dlam_dq[a, c] = dlam[a, c]
             dlam_dv[a, c] = dlam[a, nv + c]
+        for c in range(n):
             dlam_dtau[a, c] = dlam[a, 2 * nv + c]
 
 
@@ -354,17 +366,18 @@ def constrained_workspace(m, ca):
 
 
 @kernel
-def derivatives_workspace(m, ca):
+def derivatives_workspace(m, ca, columns):
     """Scratch of the derivatives of one state: f_ext, dR1 (dtau_dq, dtau_dv), dR2
     (dc_dq, dc_dv), Z, X, a velocity, tau, the RNEA derivatives' scratch, and the joint
-    KKT pass' Z (nv, 3 nv), C, X, dlam (nc, 3 nv)."""
+    KKT pass' Z (nv, W), C, X, dlam (nc, W) and ``columns`` (:func:`_kkt_derivatives_joint`:
+    ``np.arange(nv)`` for the derivatives in tau), W = 2 nv + len(columns) rounded up."""
     nv, nc = m.nv, ca.nrows
-    width = (3 * nv + 15) // 16 * 16   # whole vector iterations: no scalar remainder
+    width = (2 * nv + columns.shape[0] + 15) // 16 * 16   # whole vector iterations
     return (np.empty((m.njoints, 6)), np.empty((nv, nv)), np.empty((nv, nv)), np.empty((nc, nv)),
             np.empty((nc, nv)), np.empty((nv, nv)), np.empty((nc, nv)), np.empty(nv),
             np.empty(nv), rnea_derivatives_workspace(m),
             (np.zeros((nv, width)), np.zeros((nc, width)), np.empty((nc, width)),
-             np.empty((nc, width))))
+             np.empty((nc, width)), columns))
 
 
 @kernel
@@ -473,19 +486,31 @@ def constraint_dynamics_derivatives_solved(m, ca, v, mu, n_it, oR, op, J, oY, M,
                                            ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,
                                            dlam_dtau, ws, dws):
     """The six derivatives of one state at its solution (ddq, lambda) of ``n_it``
-    iterations, from the solve's placements oR, op, world Jacobians J and the factors in
-    ``kkt`` (L, Jc, gamma, Y, G, ...: ws[2] after the solve, or a copy kept since); ws'
-    constraint frames (cR1, cp1, cR2, cp2) must be this state's (the solve leaves them,
+    iterations (:func:`constraint_dynamics_derivatives_kkt`, then copied out of its
+    joint pass); ddq_dtau, dlam_dtau in the columns of dws' ``columns`` (all of tau for
+    :func:`derivatives_workspace` (m, ca, np.arange(nv))).  Inlined (see
+    :func:`_force_residual_derivatives`)."""
+    constraint_dynamics_derivatives_kkt(m, ca, v, mu, n_it, oR, op, J, oY, M, ddq, lam, kkt,
+                                        ws, dws)
+    _joint_outputs(m.nv, dws[10], ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau)
+
+
+@inline_kernel
+def constraint_dynamics_derivatives_kkt(m, ca, v, mu, n_it, oR, op, J, oY, M, ddq, lam, kkt, ws,
+                                        dws):
+    """The derivatives of one state at its solution (ddq, lambda) of ``n_it`` iterations,
+    left in the joint KKT pass' arrays of ``dws`` (:func:`_kkt_derivatives_joint`), from
+    the solve's placements oR, op, world Jacobians J and the factors in ``kkt`` (L, Jc,
+    gamma, Y, G, ...: ws[2] after the solve, or a copy kept since); ws' constraint frames
+    (cR1, cp1, cR2, cp2) must be this state's (the solve leaves them,
     :func:`~.constraints.constraint_placements_state` makes them again).  Inlined (see
     :func:`_force_residual_derivatives`)."""
     _, dtau_dq, dtau_dv, dc_dq, dc_dv, _, _, _, _, _, joint = dws
-    L, Y, G = kkt[0], kkt[3], kkt[4]
     _force_residual_derivatives(m, ca, v, ddq, lam, oR, op, J, oY, M, ws, dws)
     _remove_gravity_term(m, ws[0][4])  # the motions at (v, ddq) of the RNEA derivatives
     _constraint_residual_derivatives(m, ca, J, ws, dws)
-    Z3, C3, X3, dlam3 = joint
-    _kkt_derivatives_joint(m, L, Y, G, mu, n_it, dtau_dq, dtau_dv, dc_dq, dc_dv, Z3, C3, X3,
-                           dlam3, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau)
+    _kkt_derivatives_joint(m, kkt[0], kkt[3], kkt[4], mu, n_it, dtau_dq, dtau_dv, dc_dq, dc_dv,
+                           joint)
 
 
 @kernel
@@ -493,7 +518,7 @@ def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, l
                                      J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv, ddq_dtau,
                                      dlam_dq, dlam_dv, dlam_dtau):
     ws = constrained_workspace(m, ca)
-    dws = derivatives_workspace(m, ca)
+    dws = derivatives_workspace(m, ca, np.arange(m.nv))
     regular = True
     for k in range(q.shape[0]):
         iterations[k], ok = _constraint_dynamics_derivatives_state(
@@ -527,7 +552,7 @@ def constraint_dynamics_derivatives_parallel(m, ca, q, v, tau, mu, max_iter, acc
     K = q.shape[0]
     for chunk in prange(n_chunks):
         ws = constrained_workspace(m, ca)
-        dws = derivatives_workspace(m, ca)
+        dws = derivatives_workspace(m, ca, np.arange(m.nv))
         for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
             iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
                 m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k],
@@ -585,7 +610,7 @@ def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_ite
                                   dv_dv, dimpulse_dq, dimpulse_dv):
     """m0, ca0: the model without gravity and the constraints without Baumgarte gains."""
     ws = constrained_workspace(m, ca)
-    dws = derivatives_workspace(m, ca)
+    dws = derivatives_workspace(m, ca, np.arange(m.nv))
     _, dtau_dq, _, dc_dq, _, Z, X, w_vel, _, _, _ = dws
     zeros, dv = ws[0][2], ws[0][7]
     L, Jc, _, Y, G, _ = ws[2]

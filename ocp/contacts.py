@@ -80,7 +80,10 @@ class ContactDynamicsData(DynamicsData):
     Besides f (K, ndx), f_x (K, ndx, ndx), f_u (K, ndx, nu) and the model Data
     ``dynamics`` (placements, J, M, ddq of every knot): ``lam`` (K, nc),
     ``lam_x`` (K, nc, ndx), ``lam_u`` (K, nc, nu), the raw partials
-    ``ddq_dtau`` (K, nv, nv), ``dlam_dq``, ``dlam_dv``, ``dlam_dtau`` (K, nc, nv),
+    ``ddq_dtau`` (K, nv, nv), ``dlam_dq``, ``dlam_dv``, ``dlam_dtau`` (K, nc, nv)
+    (with ``dynamics.ddq_dq``, ``dynamics.ddq_dv``: filled by :meth:`ContactDynamics.
+    calc_diff`, not by the fused phase when the actuation selects dofs without damping,
+    which writes f_x, f_u, lam_x, lam_u from its KKT pass in u directly),
     and the stamp: ``xs``, ``us`` and ``evaluated`` (EMPTY, VALUES or
     DERIVATIVES; ``holding`` (1,) stores it, for the phase kernels).
     ``dynamics.contact`` points back to this object.
@@ -239,15 +242,31 @@ class ContactDynamics:
         out = (data.f, data.f_x, data.f_u, data.lam, data.lam_x, data.lam_u, d.ddq_dq,
                d.ddq_dv, data.ddq_dtau, data.dlam_dq, data.dlam_dv, data.dlam_dtau,
                data.iterations, data.regular)
+        columns = self._actuated_dofs()
+        direct = columns is not None
+        if not direct:
+            columns = np.arange(nv)
         arguments = (ca, np.ascontiguousarray(self.actuation.B),
                      np.ascontiguousarray(self.damping), self._fused_settings(), buffers,
                      arrays, out, (data.xs, data.us, data.holding),
-                     constrained_workspace(self.arrays, ca), derivatives_workspace(self.arrays, ca),
-                     data.solved)
+                     constrained_workspace(self.arrays, ca),
+                     derivatives_workspace(self.arrays, ca, columns), data.solved, direct)
         return Step(held((self.arrays, arguments)), _contact_field, separate=True,
                     failed=lambda: self._check_regular(data),
                     by_mode={CALC: _contact_field, DIFF: _contact_field_diff,
                              COSTS: _contact_field})
+
+    def _actuated_dofs(self):
+        """The dofs that the actuation B selects (B[:, c] the unit vector of dof
+        columns[c]), or None when B is not such a selection or the joints are damped: then
+        the fused calc_diff forms d/du = d/dtau B (:func:`.fused._contact_field_diff`)."""
+        B = np.asarray(self.actuation.B)
+        if np.any(np.asarray(self.damping) != 0.0) or not np.all((B == 0.0) | (B == 1.0)):
+            return None
+        if not np.all(np.count_nonzero(B, axis=0) == 1):
+            return None
+        columns = np.argmax(B, axis=0).astype(np.int64)
+        return columns if len(set(columns.tolist())) == len(columns) else None
 
     def _fused_settings(self):
         return float(self.mu), int(self.max_iterations), float(self.accuracy)

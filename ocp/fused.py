@@ -57,10 +57,10 @@ import numba
 import numpy as np
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.constrained_dynamics import (_constraint_dynamics_derivatives_state,
-                                             _constraint_dynamics_state,
+from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
                                              _impulse_dynamics_derivatives, _impulse_state,
-                                             constraint_dynamics_derivatives_solved)
+                                             _joint_outputs,
+                                             constraint_dynamics_derivatives_kkt)
 from ..dynamics.constraints import constraint_placements_state
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
@@ -246,7 +246,7 @@ def _contact_field(xs, us, holder, mode):
     whether the contacts are regular at every knot.  ``holder.item`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
     m, a = holder.item
-    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
+    ca, B, damping, settings, buf, d, out, stamp, ws, _, _, _ = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
@@ -274,36 +274,83 @@ def _contact_field_diff(xs, us, holder, mode):
     trial rollout kept at this very point (``solved``, :func:`.contact_step.solved_at`:
     the accepted trial of a DDP iteration) takes it (placements, Jacobians, M, ddq,
     lambda, the KKT factors: the same kernel on the same point, so the same bits) and
-    only differentiates, as Crocoddyl's calcDiff reuses its calc."""
+    only differentiates, as Crocoddyl's calcDiff reuses its calc.  ``direct`` (the
+    actuation selects dofs, no damping: :meth:`.contacts.ContactDynamics.fused_step`):
+    the KKT pass differentiates in u itself (d/dtau B, the actuated dofs' columns of
+    d/dtau) and each knot's f_x, f_u, lambda_x, lambda_u are written from it at once
+    (:func:`_contact_rows`), without the raw partials (ddq_dq ... dlam_dtau, not
+    filled) or the products with B; otherwise the raw partials, then
+    :func:`.contact_step._contact_jacobians`."""
     m, a = holder.item
-    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved = a
+    ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved, direct = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
     f, f_x, f_u, lam, lam_x, lam_u, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, \
         iterations, regular = out
     mu, max_iterations, accuracy = settings
     _torques(xs, us, m, B, damping, qs, vs, tau)
+    kkt_ws = ws[2]
     ok = True
     for k in range(xs.shape[0]):
+        kkt = kkt_ws
         if solved_at(solved, k, xs[k], us[k]):
             iterations[k], regular[k] = solved[11][k], True
             _take_solve(solved, k, liR[k], lip[k], oR[k], op[k], J[k], M[k], ddq[k], lam[k])
-            con, kkt = ws[1], ws[2]
+            con = ws[1]
             constraint_placements_state(ca, oR[k], op[k], con[0], con[1], con[2], con[3])
-            constraint_dynamics_derivatives_solved(
-                m, ca, vs[k], mu, iterations[k], oR[k], op[k], J[k], oY[k], M[k], ddq[k],
-                lam[k], (solved[8][k], kkt[1], kkt[2], solved[9][k], solved[10][k], kkt[5]),
-                ddq_dq[k], ddq_dv[k], ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+            kkt = (solved[8][k], kkt_ws[1], kkt_ws[2], solved[9][k], solved[10][k], kkt_ws[5])
         else:
-            iterations[k], regular[k] = _constraint_dynamics_derivatives_state(
+            iterations[k], regular[k] = _constraint_dynamics_state(
                 m, ca, qs[k], vs[k], tau[k], mu, max_iterations, accuracy, liR[k], lip[k],
-                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k],
-                ddq_dtau[k], dlam_dq[k], dlam_dv[k], dlam_dtau[k], ws, dws)
+                oR[k], op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
         ok = ok and regular[k]
-    _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
-                       damping, f, f_x, f_u, lam_x, lam_u)
+        constraint_dynamics_derivatives_kkt(m, ca, vs[k], mu, iterations[k], oR[k], op[k], J[k],
+                                            oY[k], M[k], ddq[k], lam[k], kkt, ws, dws)
+        if direct:
+            _contact_rows(m.nv, vs[k], ddq[k], dws[10], f[k], f_x[k], f_u[k], lam_x[k],
+                          lam_u[k])
+        else:
+            _joint_outputs(m.nv, dws[10], ddq_dq[k], ddq_dv[k], ddq_dtau[k], dlam_dq[k],
+                           dlam_dv[k], dlam_dtau[k])
+    if not direct:
+        _contact_jacobians(vs, ddq, ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, B,
+                           damping, f, f_x, f_u, lam_x, lam_u)
     _stamp(xs, us, stamp, mode)
     return ok
+
+
+@inline_kernel
+def _contact_rows(nv, v, ddq, joint, f, f_x, f_u, lam_x, lam_u):
+    """One knot's f = (v, ddq), f_x = [[0, I], [ddq_dq, ddq_dv]], f_u = [[0], [ddq_du]],
+    lam_x = [dlam_dq, dlam_dv], lam_u = dlam_du from the joint KKT pass in u
+    (``joint``, :func:`~geppetto.dynamics.constrained_dynamics._kkt_derivatives_joint`
+    with the actuated dofs' columns; no damping): contiguous row copies.  The values of
+    :func:`.contact_step._contact_jacobians` with B selecting those dofs and D = 0 (its
+    sums over the rows of B add zeros to the one term; ``0.0 +`` keeps the sign of
+    their zeros)."""
+    Z, dlam, n = joint[0], joint[3], f_u.shape[1]
+    for i in range(nv):
+        f[i] = v[i]
+        f[nv + i] = ddq[i]
+    for i in range(nv):
+        row = f_x[i]
+        for j in range(2 * nv):
+            row[j] = 0.0
+        row[nv + i] = 1.0
+        for c in range(n):
+            f_u[i, c] = 0.0
+    for i in range(nv):
+        row, z = f_x[nv + i], Z[i]
+        for j in range(2 * nv):
+            row[j] = z[j]
+        for c in range(n):
+            f_u[nv + i, c] = 0.0 + z[2 * nv + c]
+    for a in range(dlam.shape[0]):
+        row, z = lam_x[a], dlam[a]
+        for j in range(2 * nv):
+            row[j] = z[j]
+        for c in range(n):
+            lam_u[a, c] = 0.0 + z[2 * nv + c]
 
 
 @inline_kernel

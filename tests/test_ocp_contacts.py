@@ -565,6 +565,36 @@ def test_contact_trial_stores_what_its_costs_read():
             _check_calc_diff_reuses_the_trial_solve(stage, data, xs_try, us_try)
 
 
+@pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
+def test_fused_contact_derivatives_match_the_raw_partials(case):
+    """The fused phase's calc_diff of a contact stage (one thread) equals the per-term
+    ContactDynamics.calc_diff (raw partials, then f_u = ddq_dtau B, lam_u = dlam_dtau B):
+    with a floating base and no damping ("local") the fused KKT pass differentiates in u
+    directly (the actuated dofs' columns, no product with B) and writes f_x, f_u, lam_x,
+    lam_u per knot; with damping it takes the raw partials.  Also at a point the trial
+    did not solve (the solve done again)."""
+    dynamics = contact_dynamics(**DYNAMICS_CASES[case])
+    nv = dynamics.model.nv
+    direct = dynamics._actuated_dofs()
+    if case == "local":
+        np.testing.assert_array_equal(direct, np.arange(6, nv))
+    else:
+        assert direct is None
+    xs, us = perturbed_states(dynamics, seed=3)
+    stage = ocp.StageModel(dynamics, [ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)],
+                           dt=0.01)
+    data = stage.create_data(K, _stage_outputs(K, stage.state.ndx, stage.nu))
+    stage.calc_diff(data, xs, us)
+    assert isinstance(data.fused, ocp.fused.FusedPhase)
+    fused = data.kinematics.contact
+    reference = dynamics.create_data(K)
+    dynamics.calc_diff(reference, xs, us)
+    for name in ("f", "f_x", "f_u", "lam", "lam_x", "lam_u"):
+        np.testing.assert_allclose(getattr(fused, name), getattr(reference, name), rtol=0,
+                                   atol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(fused.f_x[:, :nv, nv:], np.repeat(np.eye(nv)[None], K, 0))
+
+
 def _check_calc_diff_reuses_the_trial_solve(stage, data, xs, us):
     """calc_diff at the trial point takes each knot's solve that the rollout kept (the
     stamp holds the point) and gives the same bits as with the solve done again (stamp
