@@ -60,6 +60,13 @@ def world_jacobian_and_inertias(m, oR, op, J, oY):
 
 @inline_kernel
 def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
+    """:func:`_crba_forward` filling liMi (liR, lip), as constraint and impulse dynamics
+    document."""
+    _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, True)
+
+
+@inline_kernel
+def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local):
     """One joint at a time: liMi and oMi (oR, op), the world Jacobian columns J (6, nv),
     J_c = oMi.act(S_c), and the ten parameters of the body's inertia in the world, Yc
     (njoints, 10) = (m, h, upper triangle of I) of oMi.act(Y_i), on locals (the 6x6
@@ -71,7 +78,8 @@ def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
     When its jointPlacement has no rotation (all of talos's joints, all but the
     feet of solo12, anymal, go1 and bolt), oMi is its parent's with two columns
     mixed by (cos, sin): :func:`.joints.revolute_child_placement`, 12 products
-    instead of 39, the same bits.
+    instead of 39, the same bits; its liMi is written only when ``fill_local`` (CRBA
+    itself never reads it).
     Every other joint goes through the compiled call :func:`_general_joint_pass`:
     inlined, its branches kept Numba from pruning the reference counts of the
     arrays it takes (seven atomic increments and decrements per joint and state;
@@ -88,7 +96,8 @@ def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
             else:
                 c, s = q[o], q[o + 1]
             if is_identity_rotation(jR, i):
-                revolute_child_placement(jp, parents[i], i, k, c, s, liR, lip, oR, op)
+                revolute_child_placement(jp, parents[i], i, k, c, s, liR, lip, oR, op,
+                                         fill_local)
             else:
                 revolute_placement(jR, jp, i, k, c, s, liR, lip)
                 compose(oR, op, parents[i], liR, lip, i, oR, op, i)
@@ -332,7 +341,7 @@ def _crba(model, q, oR, op, M):
     lip, Yc = borrowed(scratch[3]), borrowed(scratch[4])
     J, Ms = borrowed(scratch[5]), borrowed(scratch[6])
     for k in range(q.shape[0]):
-        _crba_forward_pass(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc)
+        _crba_forward(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc, False)
         _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
         copy_matrix(Ms, M[k])
     keep_alive(scratch)

@@ -149,7 +149,7 @@ def is_identity_rotation(R, i):
 
 
 @inline_kernel
-def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op):
+def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op, fill_local):
     """liMi = (Rk, jp) and oMi = oM(par) * liMi for a revolute joint i about the
     coordinate axis k whose jointPlacement has no rotation (:func:`is_identity_rotation`),
     Rk the rotation by the angle (c, s) = (cos, sin): oMi's columns a, b are those of
@@ -158,8 +158,9 @@ def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op):
 
     Equal to revolute_placement then compose to the bit, up to the sign of an exact
     zero: there each entry is a dot product whose third term is a product by an
-    entry 0 of Rk (x + 0 = x), and x c + y s = y s + x c.  Inputs read before any
-    store."""
+    entry 0 of Rk (x + 0 = x), and x c + y s = y s + x c.  liMi is written only when
+    ``fill_local`` (a constant in each caller: CRBA's scratch liMi is never read).
+    Inputs read before any store."""
     a = 1 if k == 0 else (2 if k == 1 else 0)
     b = 3 - k - a
     x0, y0, z0 = oR[par, 0, a], oR[par, 0, b], oR[par, 0, k]
@@ -174,10 +175,11 @@ def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op):
     oR[i, 0, a], oR[i, 0, b], oR[i, 0, k] = x0 * c + y0 * s, y0 * c - x0 * s, z0
     oR[i, 1, a], oR[i, 1, b], oR[i, 1, k] = x1 * c + y1 * s, y1 * c - x1 * s, z1
     oR[i, 2, a], oR[i, 2, b], oR[i, 2, k] = x2 * c + y2 * s, y2 * c - x2 * s, z2
-    liR[i, a, a], liR[i, a, b], liR[i, a, k] = c, -s, 0.0
-    liR[i, b, a], liR[i, b, b], liR[i, b, k] = s, c, 0.0
-    liR[i, k, a], liR[i, k, b], liR[i, k, k] = 0.0, 0.0, 1.0
-    lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
+    if fill_local:
+        liR[i, a, a], liR[i, a, b], liR[i, a, k] = c, -s, 0.0
+        liR[i, b, a], liR[i, b, b], liR[i, b, k] = s, c, 0.0
+        liR[i, k, a], liR[i, k, b], liR[i, k, k] = 0.0, 0.0, 1.0
+        lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
 
 
 @kernel
