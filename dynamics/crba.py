@@ -363,16 +363,14 @@ def crba(model, data, q):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.crba(model, data, q)
-    out = np.empty((1, model.nv, model.nv))
-    if one_state(_crba_one, _crba, model, data, q, extra=(out,)):
-        return out[0]
+    if one_state(_crba_one, _crba, model, data, q):
+        return data.M[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
     if K == 1:
         call_kernel(_crba, model, qs, data.oR, data.op, data.M)
-        out[0] = data.M[0]
-    else:
-        out = np.empty((K, model.nv, model.nv))
-        call_kernel(_crba, model, qs, data.oR, data.op, out)
-    return out[0] if single else out
+        return result(data.M, K, single).copy()
+    out = np.empty((K, model.nv, model.nv))
+    call_kernel(_crba, model, qs, data.oR, data.op, out)
+    return out

@@ -33,7 +33,6 @@ from numba.experimental import structref
 from numba.extending import intrinsic
 
 from .config import kernel
-from .linalg import copy_matrix
 from .model_ref import model_arrays, model_ref
 from .native import compiled_address
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
@@ -155,14 +154,12 @@ def _aba_one(address, model, data, q, v, tau, starts, lengths):
 
 
 @kernel
-def _crba_one(address, model, data, q, out, starts, lengths):
-    """crba of one state into ``data``, and M copied into ``out`` (1, nv, nv), the array
-    the public function returns; False when q is not valid."""
+def _crba_one(address, model, data, q, starts, lengths):
+    """crba of one state into ``data``; False when q is not valid."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
     call_native(address, (model, q[None], d.oR, d.op, d.M))
-    copy_matrix(d.M[0], out[0])
     return True
 
 
