@@ -354,9 +354,10 @@ def crba(model, data, q):
     call changes it).  Fills ``data.oR, op`` (oMi); ``data.M`` too when the call is
     for one state (``q`` (nq,) or a stack of one), as ``pin.crba`` does.  For a
     stack of K > 1 states the kernel writes M straight into the array it returns and
-    ``data.M`` is left as it was: filling both meant writing every state's M twice
-    or copying the stack on return (solo12 and talos, 1000 states: 0.79-0.93x the
-    time without the copy).  liMi, the world Jacobian and the composite inertias are
+    ``data.M`` is left as it was: filling both means writing every state's M twice
+    or copying the stack on return, and writing only the returned array took
+    0.79-0.93x the time of filling data.M and copying it (solo12, talos, go1, 1000
+    states, load 10).  liMi, the world Jacobian and the composite inertias are
     scratch, not filled (as Pinocchio's crba in its default LOCAL convention fills
     neither ``J`` nor ``oYcrb``; ``compute_joint_jacobians`` fills ``data.J``).
     Armature is added on the diagonal.
