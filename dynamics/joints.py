@@ -139,6 +139,49 @@ def revolute_placement(jR, jp, i, k, c, s, liR, lip):
     lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
 
 
+@inline_kernel
+def is_identity_rotation(R, i):
+    """True when R[i] (3, 3) is exactly the identity (a jointPlacement without rotation:
+    all joints but the feet on solo12, anymal, go1 and bolt, all of talos's)."""
+    return (R[i, 0, 0] == 1.0 and R[i, 1, 1] == 1.0 and R[i, 2, 2] == 1.0
+            and R[i, 0, 1] == 0.0 and R[i, 0, 2] == 0.0 and R[i, 1, 0] == 0.0
+            and R[i, 1, 2] == 0.0 and R[i, 2, 0] == 0.0 and R[i, 2, 1] == 0.0)
+
+
+@inline_kernel
+def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op, fill_local):
+    """liMi = (Rk, jp) and oMi = oM(par) * liMi for a revolute joint i about the
+    coordinate axis k whose jointPlacement has no rotation (:func:`is_identity_rotation`),
+    Rk the rotation by the angle (c, s) = (cos, sin): oMi's columns a, b are those of
+    oM(par) mixed by (c, s), its column k copied (12 products instead of the 39 of
+    :func:`revolute_placement` then :func:`compose`), its translation as compose's.
+
+    Equal to revolute_placement then compose to the bit, up to the sign of an exact
+    zero: there each entry is a dot product whose third term is a product by an
+    entry 0 of Rk (x + 0 = x), and x c + y s = y s + x c.  liMi is written only when
+    ``fill_local`` (a constant in each caller: CRBA's scratch liMi is never read).
+    Inputs read before any store."""
+    a = 1 if k == 0 else (2 if k == 1 else 0)
+    b = 3 - k - a
+    x0, y0, z0 = oR[par, 0, a], oR[par, 0, b], oR[par, 0, k]
+    x1, y1, z1 = oR[par, 1, a], oR[par, 1, b], oR[par, 1, k]
+    x2, y2, z2 = oR[par, 2, a], oR[par, 2, b], oR[par, 2, k]
+    # compose's translation, in its order: t + R(par) jp
+    p0, p1, p2 = jp[i, 0], jp[i, 1], jp[i, 2]
+    u0 = op[par, 0] + oR[par, 0, 0] * p0 + oR[par, 0, 1] * p1 + oR[par, 0, 2] * p2
+    u1 = op[par, 1] + oR[par, 1, 0] * p0 + oR[par, 1, 1] * p1 + oR[par, 1, 2] * p2
+    u2 = op[par, 2] + oR[par, 2, 0] * p0 + oR[par, 2, 1] * p1 + oR[par, 2, 2] * p2
+    op[i, 0], op[i, 1], op[i, 2] = u0, u1, u2
+    oR[i, 0, a], oR[i, 0, b], oR[i, 0, k] = x0 * c + y0 * s, y0 * c - x0 * s, z0
+    oR[i, 1, a], oR[i, 1, b], oR[i, 1, k] = x1 * c + y1 * s, y1 * c - x1 * s, z1
+    oR[i, 2, a], oR[i, 2, b], oR[i, 2, k] = x2 * c + y2 * s, y2 * c - x2 * s, z2
+    if fill_local:
+        liR[i, a, a], liR[i, a, b], liR[i, a, k] = c, -s, 0.0
+        liR[i, b, a], liR[i, b, b], liR[i, b, k] = s, c, 0.0
+        liR[i, k, a], liR[i, k, b], liR[i, k, k] = 0.0, 0.0, 1.0
+        lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
+
+
 @kernel
 def placements(m, q, XR, Xp, liR, lip, oR, op):
     """liMi = jointPlacement * XJ(q) and oMi = oM(parent) * liMi of every joint, one

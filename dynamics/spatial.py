@@ -189,14 +189,16 @@ def inertia_to_world_values(Rs, ps, Ys, i):
     t20 = r20 * i00 + r21 * i01 + r22 * i02
     t21 = r20 * i01 + r21 * i11 + r22 * i12
     t22 = r20 * i02 + r21 * i12 + r22 * i22
-    # shift from p to the origin: + m (|p|^2 1 - p p^T) + 2 (p.g) 1 - p g^T - g p^T
-    d = m * (p0 * p0 + p1 * p1 + p2 * p2) + 2.0 * (p0 * g0 + p1 * g1 + p2 * g2)
-    a00 = t00 * r00 + t01 * r01 + t02 * r02 + d - m * p0 * p0 - 2.0 * p0 * g0
-    a01 = t00 * r10 + t01 * r11 + t02 * r12 - m * p0 * p1 - p0 * g1 - g0 * p1
-    a02 = t00 * r20 + t01 * r21 + t02 * r22 - m * p0 * p2 - p0 * g2 - g0 * p2
-    a11 = t10 * r10 + t11 * r11 + t12 * r12 + d - m * p1 * p1 - 2.0 * p1 * g1
-    a12 = t10 * r20 + t11 * r21 + t12 * r22 - m * p1 * p2 - p1 * g2 - g1 * p2
-    a22 = t20 * r20 + t21 * r21 + t22 * r22 + d - m * p2 * p2 - 2.0 * p2 * g2
+    # shift from p to the origin: + m (|p|^2 1 - p p^T) + 2 (p.g) 1 - p g^T - g p^T,
+    # written with H = g + m p: the diagonal entry (0, 0) is p1 (H1 + g1) + p2 (H2 + g2)
+    # and the entry (0, 1) is -(p0 H1 + g0 p1) (9 products instead of 32)
+    P0, P1, P2 = p0 * (H0 + g0), p1 * (H1 + g1), p2 * (H2 + g2)
+    a00 = t00 * r00 + t01 * r01 + t02 * r02 + (P1 + P2)
+    a01 = t00 * r10 + t01 * r11 + t02 * r12 - (p0 * H1 + g0 * p1)
+    a02 = t00 * r20 + t01 * r21 + t02 * r22 - (p0 * H2 + g0 * p2)
+    a11 = t10 * r10 + t11 * r11 + t12 * r12 + (P0 + P2)
+    a12 = t10 * r20 + t11 * r21 + t12 * r22 - (p1 * H2 + g1 * p2)
+    a22 = t20 * r20 + t21 * r21 + t22 * r22 + (P0 + P1)
     return m, H0, H1, H2, a00, a01, a02, a11, a12, a22
 
 

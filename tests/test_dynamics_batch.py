@@ -31,7 +31,7 @@ CALLS = {
                                   _take(d.v, s), _take(d.oR, s), _take(d.op, s)),
     "nonlinear_effects": lambda m, d, s: gd.nonlinear_effects(m, d, s.q, s.v),
     "generalized_gravity": lambda m, d, s: gd.generalized_gravity(m, d, s.q),
-    "crba": lambda m, d, s: (gd.crba(m, d, s.q), _take(d.M, s)),
+    "crba": lambda m, d, s: (gd.crba(m, d, s.q), _take(d.oR, s), _take(d.op, s)),
     "aba": lambda m, d, s: gd.aba(m, d, s.q, s.v, s.tau),
     "aba_f_ext": lambda m, d, s: (gd.aba(m, d, s.q, s.v, s.tau, s.f_ext), _take(d.ddq, s)),
     "compute_minverse": lambda m, d, s: (gd.compute_minverse(m, d, s.q), _take(d.Minv, s)),
@@ -99,6 +99,26 @@ def test_stack_of_one_keeps_the_axis(case, stack, name, assert_close):
     for j, out in enumerate(batched):
         assert out.shape == (1,) + single[j].shape, f"{name} output {j}"
         assert_close(out[0], single[j], RTOL, f"{name} output {j}")
+
+
+def test_crba_returns_its_own_array(case, stack, assert_close):
+    """crba returns a new array that no later call on the same Data changes (a stack is
+    written straight into it, not into data.M); data.M holds M after a one-state call."""
+    m, d = case.model, case.data()
+    first = gd.crba(m, d, stack.q)
+    kept = first.copy()
+    reversed_stack = np.ascontiguousarray(stack.q[::-1])
+    second = gd.crba(m, d, reversed_stack)
+    one = gd.crba(m, d, stack.q[1])
+    one_kept = one.copy()
+    gd.crba(m, d, stack.q[2])
+    gd.crba(m, d, stack.q[:1])
+    assert np.array_equal(first, kept)
+    assert np.array_equal(one, one_kept)
+    assert_close(d.M[0], first[0], 0.0, "data.M after a stack of one")
+    for k in range(K):
+        assert_close(second[K - 1 - k], first[k], 0.0, f"reversed stack, state {k}")
+    assert_close(one, first[1], RTOL, "one state")
 
 
 def test_single_arguments_broadcast_over_a_stack(case, stack, assert_close):
