@@ -56,6 +56,20 @@ def step_workspace(m, nx):
 
 
 @inline_kernel
+def _tangent_field(m, B, damping, x, u, out, ws):
+    """out (2 nv,) = f(x, u) = (v, ABA(q, v, B u - D v))."""
+    dyn, stages, aba_ws, lie_ws = ws
+    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau = dyn
+    nq, nv = m.nq, m.nv
+    actuated_torque(m, B, damping, x, u, tau)
+    _aba_state(m, x[:nq], x[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
+               uu, ddq, aba_ws)
+    for i in range(nv):
+        out[i] = x[nq + i]
+        out[nv + i] = ddq[i]
+
+
+@inline_kernel
 def state_integrate(m, x, w, out, s4, t4, s3):
     """out = x (+) w for x = (q, v), w = (dq, dv); s4, t4, s3 the Lie-group scratch."""
     nq, nv = m.nq, m.nv
@@ -132,44 +146,17 @@ def step_increment(scheme, dt, k, w):
 
 
 @inline_kernel
-def step_stages(m, B, damping, scheme, dt, x, u, xnext, fields, w, xi, liR, lip, oR, op, J,
-                oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau, aba_ws, s4, t4, s3):
-    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES
-    value), on the arrays of a step workspace unpacked (:func:`step_workspace`: its
-    stage vectors fields (4, 2 nv), w (2 nv,), xi (nx,); its per-state dynamics arrays;
-    the ABA scratch ``aba_ws``; the Lie-group scratch s4, t4, s3).
-
-    The one stage loop of :func:`free_step` and :func:`.trial.rollout_free`.  The
-    arrays come unpacked because an inlined helper given a tuple of arrays takes and
-    releases a reference to each of them at every call (here, every knot of a
-    rollout).  The stages' fields f(point, u) = (v, ABA(q, v, B u - D v)) are
-    evaluated at one call site of ABA (a call site per scheme inlined ABA four or
-    five times into each caller: the rollout's compile at the first ur5 solve took
-    35.3 s of CPU, 9.2 s with one)."""
-    nq, nv = m.nq, m.nv
+def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
+    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value).
+    The stages' fields are evaluated at one call site of :func:`_tangent_field` (one
+    inlined copy of ABA: a call site per scheme compiled it four times)."""
+    k, w, xi = ws[1]
     for stage in range(stage_count(scheme)):
         point = x
         if stage > 0:
-            stage_offset(scheme, dt, stage, fields, w)
-            state_integrate(m, x, w, xi, s4, t4, s3)
+            stage_offset(scheme, dt, stage, k, w)
+            _state_integrate(m, x, w, xi, ws)
             point = xi
-        actuated_torque(m, B, damping, point, u, tau)
-        _aba_state(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA,
-                   U, Dinv, uu, ddq, aba_ws)
-        for i in range(nv):
-            fields[stage, i] = point[nq + i]
-            fields[stage, nv + i] = ddq[i]
-    step_increment(scheme, dt, fields, w)
-    state_integrate(m, x, w, xnext, s4, t4, s3)
-
-
-@inline_kernel
-def free_step(m, B, damping, scheme, dt, x, u, xnext, ws):
-    """xnext = F(x, u) for one state with the integrator ``scheme`` (a SCHEME_CODES value)
-    and the workspace ``ws`` of :func:`step_workspace` (:func:`step_stages`)."""
-    dyn, stages, aba_ws, lie = ws
-    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau = dyn
-    fields, w, xi = stages
-    s4, t4, s3 = lie
-    step_stages(m, B, damping, scheme, dt, x, u, xnext, fields, w, xi, liR, lip, oR, op, J, oY,
-                ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau, aba_ws, s4, t4, s3)
+        _tangent_field(m, B, damping, point, u, k[stage], ws)
+    step_increment(scheme, dt, k, w)
+    _state_integrate(m, x, w, xnext, ws)

@@ -27,12 +27,14 @@ state became non-finite or the contacts degenerate.
 """
 import numpy as np
 
+from ..dynamics.aba import _aba_state
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
 from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
 from .residuals import JACOBIANS
-from .step import state_integrate, step_stages
+from .step import (actuated_torque, stage_count, stage_offset, state_integrate,
+                   step_increment)
 
 IMPULSE = -1
 
@@ -111,9 +113,17 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     given the model tuple or a tuple of tuples (``ws``, ``inputs``) takes a reference
     to each of their arrays at every knot, and as compiled calls they were no faster
     (measured on ur5, 100 knots, load 15, in one process: 2.55 -> 2.11 us per knot,
-    the same bits).  The step is :func:`~.step.step_stages`, the stage loop of
-    :func:`~.step.free_step` too, given the workspace's arrays unpacked: its stages'
-    fields at one call site of ABA."""
+    the same bits).  The step is :func:`~.step.free_step`'s, written out the same way:
+    its stages' fields at one call site of ABA (a call site per scheme inlined ABA
+    five times into this kernel: its compile at the first ur5 solve took 35.3 s of CPU,
+    9.2 s with one, measured in one run at load 10-12).  One inlined stage-loop
+    function serving both, given the workspace's arrays unpacked (30 arguments), was
+    slower: an inlined helper takes and releases a reference to each array it is
+    given, unpacked or in a tuple, about 50 per knot; a 100-knot trial took 1.11x
+    (1.05-1.28) of this kernel's time on ur5 with Euler, 1.07x (1.02-1.16) on solo12
+    (free dynamics), 1.00x and 0.98x with RK4 (whose four ABAs share the cost; the
+    same bits; thread CPU time, 15 interleaved blocks of 100 trials in one process,
+    load 9-11)."""
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
     dyn, stages, aba_ws, lie = ws
@@ -121,6 +131,7 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     s4, t4, s3 = lie
     fields, w, xi = stages
     nq, nv = m.nq, m.nv
+    n_stages = stage_count(scheme)
     dx = np.empty(gaps.shape[1])
     store = kinematics[0] > 0 and scheme <= 1
     predicted = x_start
@@ -140,8 +151,26 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
         for i in range(nv):
             dx[nv + i] = x[nq + i] - xs[t, nq + i]
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
-        step_stages(m, B, damping, scheme, dt, x, u, xnext[t], fields, w, xi, liR, lip, oR, op,
-                    J, oY, ov, oa, pA, U, Dinv, uu, ddq, f_ext, tau, aba_ws, s4, t4, s3)
+        # free_step, written out: the stages' fields at one call site of ABA
+        for stage in range(n_stages):
+            point = x
+            if stage > 0:
+                stage_offset(scheme, dt, stage, fields, w)
+                integrate_state(m, x[:nq], w[:nv], xi[:nq], s4, t4, s3)
+                for i in range(nv):
+                    xi[nq + i] = x[nq + i] + w[nv + i]
+                point = xi
+            actuated_torque(m, B, damping, point, u, tau)
+            _aba_state(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
+                       pA, U, Dinv, uu, ddq, aba_ws)
+            for i in range(nv):
+                fields[stage, i] = point[nq + i]
+                fields[stage, nv + i] = ddq[i]
+        step_increment(scheme, dt, fields, w)
+        xn = xnext[t]                       # state_integrate, written out
+        integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
+        for i in range(nv):
+            xn[nq + i] = x[nq + i] + w[nv + i]
         if not all_finite(xnext[t]):
             return t
         if store:
