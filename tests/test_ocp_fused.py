@@ -138,7 +138,8 @@ def test_fused_phase_interpreted_with_user_kernels():
                         for terminal in terminals]
     assert alone.calc(xs[:3], us[:2]) == pytest.approx(reference.calc(xs[:3], us[:2]),
                                                        rel=1e-12)
-    assert alone.terminal_data.fused.program is not None and alone.horizon_evaluation is not None
+    assert alone.terminal_data.fused.program is not None
+    assert alone.horizon_evaluation is not None
 
 
 def _one_call_equals_phase_by_phase(problem, xs, us):

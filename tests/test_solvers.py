@@ -741,11 +741,11 @@ def _assert_callees_of_other_types_fail(problem, xs, us):
     trial_arguments = (xs, us, (np.zeros((N, nu)), np.zeros((N, nu, ndx))),
                        (np.full((N, nu), -np.inf), np.full((N, nu), np.inf)), 1.0, False,
                        False, np.zeros((N + 1, ndx)))
+    forward.horizon.plans.clear()              # the plan of these arguments alone
     cost, trial = problem.calc(xs, us), forward(*trial_arguments)[3]
-    tables = [problem.horizon_evaluation.address] + [
-        address for _, address in forward.horizon.plans.values()]
-    for table, run in zip(tables, [lambda: problem.calc(xs, us)]
-                          + [lambda: forward(*trial_arguments)] * (len(tables) - 1)):
+    (_, trial_table), = forward.horizon.plans.values()
+    for table, run in ((problem.horizon_evaluation.address, lambda: problem.calc(xs, us)),
+                       (trial_table, lambda: forward(*trial_arguments))):
         saved = table.copy()
         table[0, 0] = table[0, 1]              # _interpret where the first callee is called
         try:
