@@ -237,9 +237,10 @@ class HorizonTrial:
                      outputs, Vxx, merit_gaps)
 
     def plan(self, inputs, outputs, Vxx, merit_gaps):
-        """(:func:`_trial`'s compiled entry, its addresses) for the types of these
-        arguments: each callee's specialization for the types it is given in
-        :func:`_trial` (windows of the inputs and outputs, the predicted state)."""
+        """(:func:`_trial`'s compiled entry, its (address, key) table of :func:`_addresses`)
+        for the types of these arguments: each callee's specialization for the types it
+        is given in :func:`_trial` (windows of the inputs and outputs, the predicted
+        state), worked out here and checked at each call."""
         typeof = numba.typeof
         input_types, output_types = typeof(inputs), typeof(outputs)
         window = types.Tuple([_rows(t) for t in input_types.types[:7]]
