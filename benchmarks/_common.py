@@ -157,6 +157,30 @@ def describe_machine(info):
             f"load average {info['load_average_1min']:.1f}")
 
 
+def beside_pinocchio():
+    """(pinocchio or None, the machine of :func:`machine` with its version, why
+    Pinocchio's C++ is not timed or None) for a benchmark beside Pinocchio: prints the
+    machine and what is left out (Pinocchio not installed: its columns stay empty),
+    and builds the C++ harness (:mod:`.pinocchio_cpp`) when it can be."""
+    from . import pinocchio_cpp
+    try:
+        import pinocchio as pin
+    except ImportError:
+        pin = None
+    info = machine(pinocchio=pin.__version__ if pin else "not installed")
+    load = os.getloadavg()
+    print(f"machine: {describe_machine(info)}\nload average at start (1, 5, 15 min): "
+          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
+    if pin is None:
+        print("Pinocchio is not installed (pip install pin): its columns are left empty")
+    cpp_skipped = pinocchio_cpp.unavailable()
+    if cpp_skipped:
+        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
+    else:
+        pinocchio_cpp.build()
+    return pin, info, cpp_skipped
+
+
 def capture_kernel_call(public_function, kernel_name, *args, **kwargs):
     """The kernel that ``public_function(*args, **kwargs)`` calls, and its arguments.
 

@@ -75,7 +75,7 @@ def compare(name, blocks, repeats, calls):
         ratios.append(t["user"]["cpu_median"] / t["built-in"]["cpu_median"])
         times.append((t["built-in"]["cpu_median"], t["user"]["cpu_median"]))
     # whether each problem's calc_diff was one compiled call over the horizon
-    one_call = [p._horizon[0] is not None for p in (built_in, user)]
+    one_call = [p.horizon_evaluation is not None for p in (built_in, user)]
     return dict(robot=name, agreement=error, one_call=one_call,
                 ratio_median=statistics.median(ratios),
                 ratio_min=min(ratios), ratio_max=max(ratios),

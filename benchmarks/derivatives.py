@@ -534,22 +534,8 @@ def main(argv=None):
     options = parser.parse_args(argv)
     _common.run_single_threaded("geppetto.benchmarks.derivatives")
     started = time.perf_counter()
-    try:
-        import pinocchio as pin
-    except ImportError:
-        pin = None
-    info = _common.machine(pinocchio=pin.__version__ if pin else "not installed")
+    pin, info, cpp_skipped = _common.beside_pinocchio()
     machine_line = _common.describe_machine(info)
-    load = os.getloadavg()
-    print(f"machine: {machine_line}\nload average at start (1, 5, 15 min): "
-          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", flush=True)
-    if pin is None:
-        print("Pinocchio is not installed (pip install pin): its columns are left empty")
-    cpp_skipped = pinocchio_cpp.unavailable()
-    if cpp_skipped:
-        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
-    else:
-        pinocchio_cpp.build()
     rng = np.random.default_rng(options.seed)
     rows = [benchmark_robot(name, options.states, options.repeats, options.fd_repeats, pin,
                             rng, cpp=cpp_skipped is None) for name in options.robots]

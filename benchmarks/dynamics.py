@@ -365,20 +365,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args(argv)
     _common.run_single_threaded("geppetto.benchmarks.dynamics")
-    try:
-        import pinocchio as pin
-    except ImportError:
-        pin = None
-    info = _common.machine(pinocchio=pin.__version__ if pin else "not installed")
+    pin, info, cpp_skipped = _common.beside_pinocchio()
     machine_line = _common.describe_machine(info)
-    print(f"machine: {machine_line}", flush=True)
-    if pin is None:
-        print("Pinocchio is not installed (pip install pin): its columns are left empty")
-    cpp_skipped = pinocchio_cpp.unavailable()
-    if cpp_skipped:
-        print(f"Pinocchio's C++ is not timed: {cpp_skipped}")
-    else:
-        pinocchio_cpp.build()
     rng = np.random.default_rng(options.seed)
     rows = []
     for name in options.robots:

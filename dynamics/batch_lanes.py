@@ -15,10 +15,11 @@ import numpy as np
 from . import mimic
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, act_force_lanes, add_lanes, fill_lanes, force_cross_lanes,
-                         force_to_parent, inertia_times_lanes, inv_act_motion_lanes,
-                         joint_motion_lanes, load_six_lanes, load_tile, motion_cross_lanes,
-                         placement_lanes, store_six_lanes, store_tile, tile_workspace)
+                         UT9, act_force_lanes, add_lanes, dinv_times_lanes, fill_lanes,
+                         force_cross_lanes, force_to_parent, inertia_times_lanes,
+                         inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_tile,
+                         motion_cross_lanes, placement_lanes, store_six_lanes, store_tile,
+                         tile_workspace)
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
 
@@ -306,13 +307,7 @@ def _aba_forward_pass_2_lanes(m, ws, wa, ddqt):
                 if nvi == 1:
                     ddqt[uo + s] = Dinv[I + s] * x
         if nvi > 1:
-            for a in range(nvi):
-                Q = np.uint64((iv + a) * TILE)
-                fill_lanes(ddqt, (iv + a) * TILE, 1, 0.0)
-                for b in range(nvi):
-                    Do, E = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
-                    for s in range(UT):
-                        ddqt[Q + s] += Dinv[Do + s] * e[E + s]
+            dinv_times_lanes(Dinv, iv, nvi, e, ddqt)
         joint_motion_lanes(m.S, iv, nvi, ddqt, acc, bi, True)
 
 

@@ -35,9 +35,9 @@ from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _chec
                           _compact_inertias, _crba_forward_pass_lanes, _invert_spd_lanes)
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, add_lanes, fill_lanes, force_cross_lanes, load_six_lanes, load_tile,
-                         motion_cross_lanes, store_six_lanes, store_six_sum_lanes, store_tile,
-                         tile_workspace)
+                         UT9, add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes,
+                         load_six_lanes, load_tile, motion_cross_lanes, store_six_lanes,
+                         store_six_sum_lanes, store_tile, tile_workspace)
 from .validation import as_configurations, check_invertible
 
 T12 = 12 * TILE
@@ -344,13 +344,7 @@ def _aba_forward_world_lanes(m, ddqt, wd):
                 if nvi == 1:
                     ddqt[Q + s] = Dinv[I + s] * x
         if nvi > 1:
-            for a in range(nvi):
-                Q = np.uint64((iv + a) * TILE)
-                fill_lanes(ddqt, (iv + a) * TILE, 1, 0.0)
-                for b in range(nvi):
-                    Do, E = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
-                    for s in range(UT):
-                        ddqt[Q + s] += Dinv[Do + s] * e[E + s]
+            dinv_times_lanes(Dinv, iv, nvi, e, ddqt)
         _columns_times_lanes(J, iv, nvi, ddqt, oa, bi, True)
 
 

@@ -373,6 +373,20 @@ def fill_lanes(out, bo, rows, value):
             out[O + s] = value
 
 
+@inline_kernel
+def dinv_times_lanes(Dinv, iv, nvi, e, out):
+    """out rows iv .. iv + nvi - 1 = D_i^-1 e for a joint i of nvi dofs (ABA's
+    ddq_i = D_i^-1 (u_i - U_i^T a_i), Featherstone 2008, Table 7.1), every lane:
+    D_i^-1 entry (a, b) at (iv + a) T6 + b T (as ABA's lanes store it), e row b at b T."""
+    for a in range(nvi):
+        Q = np.uint64((iv + a) * TILE)
+        fill_lanes(out, (iv + a) * TILE, 1, 0.0)
+        for b in range(nvi):
+            Do, E = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
+            for s in range(UT):
+                out[Q + s] += Dinv[Do + s] * e[E + s]
+
+
 @kernel
 def load_tile(x, b, n, lanes_major, out):
     """out (size x T) = states b .. b+n-1 of x ((size, K) when lanes_major, else

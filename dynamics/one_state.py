@@ -34,7 +34,7 @@ from numba.extending import intrinsic
 
 from .config import kernel
 from .model_ref import model_arrays, model_ref
-from .native import compiled_address
+from .native import compiled_address, signature_key
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
@@ -75,20 +75,35 @@ def _data_ref(liR, lip, oR, op, v, a, a_gf, f, oRf, opf, Ycrb, IA, pA, U, Dinv, 
                    dAdq, dAdv, no_forces)
 
 
-def _native_call(return_type):
+def _native_call(return_type, checked=False):
     """The codegen of a call, by address, of a compiled function returning
-    ``return_type``, for the argument types of the tuple it is given."""
+    ``return_type``, for the argument types of the tuple it is given; ``checked``: the
+    typer takes (address, key, arguments) and the call raises TypeError when ``key``
+    is not the :func:`~.native.signature_key` of those types."""
 
-    def typer(typingctx, address, arguments):
+    def typer(typingctx, address, *rest):
+        key, arguments = rest if checked else (None, rest[0])
         if not isinstance(address, types.Integer) or not isinstance(arguments,
                                                                     types.BaseTuple):
             return None
+        if checked and not isinstance(key, types.Integer):
+            return None
         argument_types = tuple(arguments.types)
+        expected = signature_key(argument_types) if checked else None
 
         def codegen(context, builder, signature, llargs):
+            if checked:
+                given = context.cast(builder, llargs[1], signature.args[1], types.int64)
+                differs = builder.icmp_signed("!=", given,
+                                              context.get_constant(types.int64, expected))
+                with cgutils.if_unlikely(builder, differs):
+                    context.call_conv.return_user_exc(builder, TypeError, (
+                        "call by address: the callee was compiled for other argument types "
+                        f"than this call passes, {types.Tuple(argument_types)}",))
             function_type = context.call_conv.get_function_type(return_type, argument_types)
             function = builder.inttoptr(llargs[0], function_type.as_pointer())
-            values = [builder.extract_value(llargs[1], i) for i in range(len(argument_types))]
+            packed = llargs[-1]
+            values = [builder.extract_value(packed, i) for i in range(len(argument_types))]
             status, value = context.call_conv.call_function(builder, function, return_type,
                                                             argument_types, values)
             with cgutils.if_unlikely(builder, status.is_error):
@@ -97,6 +112,8 @@ def _native_call(return_type):
                 return context.get_dummy_value()
             return value
 
+        if checked:
+            return return_type(address, key, arguments), codegen
         return return_type(address, arguments), codegen
 
     return typer
@@ -115,6 +132,20 @@ def call_native_int(typingctx, address, arguments):
     """:func:`call_native` for a function returning an int64 (a rollout's failed knot:
     :func:`~geppetto.dynamics.native.compiled_address` with ``returns=types.int64``)."""
     return _native_call(types.int64)(typingctx, address, arguments)
+
+
+@intrinsic
+def call_checked(typingctx, address, key, arguments):
+    """:func:`call_native` of (address, key) from :func:`~.native.callee_address`:
+    raises TypeError, without calling, when the callee was compiled for other types
+    than those of ``arguments``."""
+    return _native_call(types.none, True)(typingctx, address, key, arguments)
+
+
+@intrinsic
+def call_checked_int(typingctx, address, key, arguments):
+    """:func:`call_checked` for a function returning an int64."""
+    return _native_call(types.int64, True)(typingctx, address, key, arguments)
 
 
 def native_address(kernel_function, trampoline, model_type, data_type):

@@ -29,19 +29,22 @@ user's :class:`~.numba_residual.NumbaResidual` is a block of the programs:
 :func:`.fused._user`):
 :func:`horizon_trial` returns None for them.
 :func:`_trial` reaches the rollouts, the cost programs and the terminal kinematics
-pass by their addresses (:func:`~geppetto.dynamics.one_state.call_native`), as
+pass by their addresses (:func:`~geppetto.dynamics.one_state.call_checked`), as
 :func:`_evaluate` below does: linked into it, their code (ABA, the interpreter) was
 optimized again at its compile (12.7 s of CPU at the first ur5 solve).  The addresses
 are those of the callees' specializations for the types :func:`_trial` passes them,
-which depend on the types of the solver's arrays: :meth:`HorizonTrial.plan` resolves
-them once per argument fingerprint.
+which depend on the types of the solver's arrays: :meth:`HorizonTrial.plan` works
+the types out and resolves them once per argument fingerprint, by :func:`_addresses`
+as :class:`HorizonEvaluation` does; each address goes with the key of its callee's
+signature, which the call compares with the types it passes (TypeError if they
+differ: a wrong type worked out here fails clearly instead of misreading arguments).
 
 The problem's ``calc`` and ``calc_diff`` of a horizon of FreeDynamics phases take the
 same road (:func:`horizon_evaluation`, :func:`_evaluate`): each phase's lanes'
 dynamics block and cost program, then the terminal knot's kinematics pass and
 program, in one call, with the same kernels on the same arrays (equal to the bit).
 :func:`_evaluate` reaches those kernels by their addresses
-(:func:`~geppetto.dynamics.one_state.call_native`): linked into it, their code was
+(:func:`~geppetto.dynamics.one_state.call_checked`): linked into it, their code was
 generated and optimized again (31.9 s of CPU at the first solve in a process where
 they were cached).  Called by address, its types do not depend on the robot, the
 costs or the number of phases: it compiles once per machine (8.6 s of CPU at load 9,
@@ -58,8 +61,8 @@ from numba.core.registry import cpu_target
 from numba.core.typing.arraydecl import get_array_index_type
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.native import compiled_address
-from ..dynamics.one_state import call_native, call_native_int
+from ..dynamics.native import callee_address
+from ..dynamics.one_state import call_checked, call_checked_int
 from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerprint
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
@@ -84,19 +87,20 @@ def _window(inputs, start, stop):
 def _free_phase(m, entry, address, inputs, predicted, outputs, ws):
     """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
     dt, kinematics, program): its rollout from ``predicted``, then its costs, by the
-    addresses ``address`` = (:func:`.trial.rollout_free`, :func:`.fused._interpret`);
-    returns (the knot that failed or -1, stop)."""
+    (address, key) rows of ``address`` = (:func:`.trial.rollout_free`,
+    :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
     start, stop, B, damping, scheme, dt, stored, program = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
-    failed = call_native_int(address[0], (m, B, damping, scheme, dt, _window(
-        inputs, start, stop), predicted, out, ws, stored))
+    failed = call_checked_int(address[0, 0], address[0, 1], (
+        m, B, damping, scheme, dt, _window(inputs, start, stop), predicted, out, ws, stored))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
         if not all_finite(us_try[t]):
             return t, stop
-    call_native(address[1], (xs_try[start:stop], us_try[start:stop], program, TRIAL))
+    call_checked(address[1, 0], address[1, 1], (xs_try[start:stop], us_try[start:stop], program,
+                                                 TRIAL))
     return -1, stop
 
 
@@ -105,22 +109,24 @@ def _contact_phase(entry, address, inputs, predicted, outputs):
     """The trial of a contact or impulse phase ``entry`` = (start, stop, workspace (the
     held tuple of :func:`.trial.rollout_contact`), program, actuated, no_controls (K, 0)):
     its rollout, then its costs (on ``no_controls`` when the knots have none: impulses),
-    by the addresses ``address`` = (:func:`.trial.rollout_contact`,
+    by the (address, key) rows of ``address`` = (:func:`.trial.rollout_contact`,
     :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
     start, stop, workspace, program, actuated, no_controls = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
-    failed = call_native_int(address[0], (workspace, _window(inputs, start, stop), predicted,
-                                          out))
+    failed = call_checked_int(address[0, 0], address[0, 1], (
+        workspace, _window(inputs, start, stop), predicted, out))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
         if not all_finite(us_try[t]):
             return t, stop
     if actuated:
-        call_native(address[1], (xs_try[start:stop], us_try[start:stop], program, TRIAL))
+        call_checked(address[1, 0], address[1, 1], (xs_try[start:stop], us_try[start:stop],
+                                                     program, TRIAL))
     else:
-        call_native(address[1], (xs_try[start:stop], no_controls, program, TRIAL))
+        call_checked(address[1, 0], address[1, 1], (xs_try[start:stop], no_controls, program,
+                                                     TRIAL))
     return -1, stop
 
 
@@ -136,11 +142,11 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     phase of that kind (the branch is then compiled out).  They hold what does not
     change between trials: a call unboxes three objects instead of ~80 arrays, and
     resolves no tuple types (measured on ur5: the dispatch of the same arguments as a
-    tuple, 10 us and 12 kB of Python objects per call).  ``address`` (phases + 1, 2):
-    row p the addresses of phase p's rollout and cost program, the last row those of
-    the terminal knot's kinematics pass and cost program, compiled for the types of
-    these arguments (:meth:`HorizonTrial.plan`): linked into this kernel, their code
-    was optimized again at its compile."""
+    tuple, 10 us and 12 kB of Python objects per call).  ``address`` (phases + 1, 2, 2):
+    row p the (address, key) of phase p's rollout and cost program, the last row those
+    of the terminal knot's kinematics pass and cost program, compiled for the types of
+    these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
+    kernel, their code was optimized again at its compile."""
     m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
@@ -163,8 +169,9 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
     terminal = address[order.shape[0]]
-    call_native(terminal[0], (xs_try[N:], no_controls, kinematics, CALC))
-    call_native(terminal[1], (xs_try[N:], no_controls, terminal_program, CALC))
+    call_checked(terminal[0, 0], terminal[0, 1], (xs_try[N:], no_controls, kinematics, CALC))
+    call_checked(terminal[1, 0], terminal[1, 1], (xs_try[N:], no_controls, terminal_program,
+                                                  CALC))
     cost = 0.0
     for t in range(costs.shape[0]):
         cost += costs[t]
@@ -184,6 +191,22 @@ def _indexed(array_type, index_type):
     """The Numba type of ``array[index]`` in compiled code (index an integer or a slice
     without step)."""
     return get_array_index_type(array_type, index_type).result
+
+
+def _rows(array_type):
+    """The Numba type of ``array[start:stop]`` in compiled code (a phase's window)."""
+    return _indexed(array_type, types.slice2_type)
+
+
+def _addresses(rows):
+    """The (rows, callees, 2) int64 table of the (address, key) pairs
+    (:func:`~geppetto.dynamics.native.callee_address`) of ``rows`` of calls (callee,
+    argument types[, return type]), for a kernel that makes them by
+    :func:`~geppetto.dynamics.one_state.call_checked`: a call whose types are not
+    those worked out here raises TypeError instead of running the callee on misread
+    arguments."""
+    return np.array([[callee_address(*call) for call in row] for row in rows],
+                    dtype=np.int64)
 
 
 class HorizonTrial:
@@ -214,45 +237,40 @@ class HorizonTrial:
                      outputs, Vxx, merit_gaps)
 
     def plan(self, inputs, outputs, Vxx, merit_gaps):
-        """(:func:`_trial`'s compiled entry, its addresses) for the types of these
-        arguments: each callee's specialization for the types it is given in
-        :func:`_trial` (windows of the inputs and outputs, the predicted state)."""
+        """(:func:`_trial`'s compiled entry, its (address, key) table of :func:`_addresses`)
+        for the types of these arguments: each callee's specialization for the types it
+        is given in :func:`_trial` (windows of the inputs and outputs, the predicted
+        state), worked out here and checked at each call."""
         typeof = numba.typeof
-        rows, stack = types.slice2_type, types.int64
         input_types, output_types = typeof(inputs), typeof(outputs)
-        window = types.Tuple([_indexed(t, rows) for t in input_types.types[:7]]
+        window = types.Tuple([_rows(t) for t in input_types.types[:7]]
                              + list(input_types.types[7:]))
-        out = types.Tuple([_indexed(t, rows) for t in output_types.types])
-        x0 = typeof(self.problem.x0)
+        out = types.Tuple([_rows(t) for t in output_types.types])
         predicted = cpu_target.typing_context.unify_types(
-            x0, _indexed(output_types.types[2], stack))
-        xs_try, us_try = out.types[0], out.types[1]
+            typeof(self.problem.x0), _indexed(output_types.types[2], types.int64))
+        xs_try, us_try = out.types[0], out.types[1]     # xs_try[N:] is of xs_try's type
         # the typed Lists' item types: their first entry's
         first = {kind: typeof(self.entries[index]).types for index, (kind, _) in
                  reversed(list(enumerate(self.order)))}
-        addresses = []
+        calls = []
         for (kind, _), entry in zip(self.order, self.entries):
             entry_types = first[kind]
             if kind == FREE_PHASE:
                 B, damping, scheme, dt, stored, program = entry_types[2:]
-                rollout = compiled_address(rollout_free, (
-                    typeof(self.arrays), B, damping, scheme, dt, window, predicted, out,
-                    typeof(self.workspace), stored), returns=types.int64)
+                rollout = (rollout_free, (typeof(self.arrays), B, damping, scheme, dt, window,
+                                          predicted, out, typeof(self.workspace), stored),
+                           types.int64)
                 controls = us_try
             else:
                 workspace, program, no_controls = (entry_types[2], entry_types[3],
                                                    entry_types[5])
-                rollout = compiled_address(rollout_contact, (workspace, window, predicted, out),
-                                           returns=types.int64)
+                rollout = (rollout_contact, (workspace, window, predicted, out), types.int64)
                 controls = us_try if entry[4] else no_controls
-            addresses.append((rollout, compiled_address(_interpret, (
-                xs_try, controls, program, types.int64))))
+            calls.append((rollout, (_interpret, (xs_try, controls, program, types.int64))))
         kinematics, no_controls, program = (typeof(a) for a in self.terminal)
-        terminal = _indexed(output_types.types[0], types.slice2_type)
-        addresses.append((
-            compiled_address(_kinematics, (terminal, no_controls, kinematics, types.int64)),
-            compiled_address(_interpret, (terminal, no_controls, program, types.int64))))
-        address = np.array(addresses, dtype=np.int64)
+        calls.append(((_kinematics, (xs_try, no_controls, kinematics, types.int64)),
+                      (_interpret, (xs_try, no_controls, program, types.int64))))
+        address = _addresses(calls)
         arguments = (self.holder, self.free, self.contact, address, inputs, self.problem.x0,
                      outputs, Vxx, merit_gaps)
         _trial.compile(tuple(typeof(a) for a in arguments))
@@ -356,17 +374,20 @@ def _evaluate(holder, free, xs, us, mode):
     program), the lanes' dynamics then the program (Euler step and costs) on its knots;
     then the terminal knot's kinematics pass and program.  ``holder.item`` = (model, the
     terminal kinematics step's held arguments, its no_controls, its program, the
-    addresses of _free_field, _interpret on a running phase, _kinematics and
-    _interpret on the terminal knot, for these very argument types: see
-    :func:`horizon_evaluation`)."""
+    (address, key) table (2, 2, 2) of _free_field and _interpret on a running phase,
+    _kinematics and _interpret on the terminal knot, for these very argument types: see
+    :class:`HorizonEvaluation`)."""
     m, kinematics, no_controls, terminal_program, address = holder.item
+    running, terminal = address[0], address[1]
     N = us.shape[0]
     for p in range(len(free)):
         start, stop, args, program = free[p].item
-        call_native(address[0], (xs[start:stop], us[start:stop], m, args, mode))
-        call_native(address[1], (xs[start:stop], us[start:stop], program, mode))
-    call_native(address[2], (xs[N:], no_controls, kinematics, mode))
-    call_native(address[3], (xs[N:], no_controls, terminal_program, mode))
+        call_checked(running[0, 0], running[0, 1], (xs[start:stop], us[start:stop], m, args,
+                                                    mode))
+        call_checked(running[1, 0], running[1, 1], (xs[start:stop], us[start:stop], program,
+                                                    mode))
+    call_checked(terminal[0, 0], terminal[0, 1], (xs[N:], no_controls, kinematics, mode))
+    call_checked(terminal[1, 0], terminal[1, 1], (xs[N:], no_controls, terminal_program, mode))
 
 
 class HorizonEvaluation:
@@ -380,18 +401,15 @@ class HorizonEvaluation:
         kinematics, no_controls, program = terminal
         entry = entries[0]        # (the typed List's items are not read from Python: its
         free = _entries(entries)  # getitem compiles in every process, a minute)
-        stack = numba.typeof(problem.xnext)                 # float64 2D C
         typeof = numba.typeof
-        addresses = (
-            compiled_address(_free_field, (stack, stack, typeof(arrays), typeof(entry[2]),
-                                         numba.int64)),
-            compiled_address(_interpret, (stack, stack, typeof(entry[3]), numba.int64)),
-            compiled_address(_kinematics, (stack, typeof(no_controls), typeof(kinematics),
-                                         numba.int64)),
-            compiled_address(_interpret, (stack, typeof(no_controls), typeof(program),
-                                        numba.int64)))
-        plan = (arrays, kinematics, no_controls, program,
-                np.array(addresses, dtype=np.int64))
+        rows = _rows(typeof(problem.xnext))    # xs[start:stop], us[start:stop], xs[N:]
+        address = _addresses((
+            ((_free_field, (rows, rows, typeof(arrays), typeof(entry[2]), types.int64)),
+             (_interpret, (rows, rows, typeof(entry[3]), types.int64))),
+            ((_kinematics, (rows, typeof(no_controls), typeof(kinematics), types.int64)),
+             (_interpret, (rows, typeof(no_controls), typeof(program), types.int64)))))
+        plan = (arrays, kinematics, no_controls, program, address)
+        self.address = address    # the table in the holder (the same array)
         self.holder = held(plan)
         self.free = free
         arguments = (self.holder, free, problem.xnext, problem.xnext, CALC)

@@ -24,7 +24,7 @@ out).  The padding of a warm start is ignored (set to zero).
 """
 from bisect import bisect_right
 from contextlib import contextmanager
-from functools import partial
+from functools import cached_property, partial
 
 import numba
 import numpy as np
@@ -251,7 +251,9 @@ class ShootingProblem:
         self._x0_and_next = np.zeros((N + 1, nx))      # gaps(): one difference of N+1 pairs
         self._lie_scratch = (np.empty(4), np.empty(4), np.empty(3))
         self.solver_plans = {}     # what solvers build once per problem and share
-        self._horizon = []         # [the one-call calc / calc_diff or None] once built
+        # calc / calc_diff of the whole horizon in one compiled call where the stages allow
+        # it (:attr:`horizon_evaluation`); False: phase by phase always (for comparisons)
+        self.one_call = True
         self.phases = [(runs[0][0], start, stop, self._phase_data(runs, start, stop))
                        for runs, start, stop in _phases(running_models)]
         # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
@@ -377,15 +379,21 @@ class ShootingProblem:
                 self._rebalance(self.nthreads)
         return float(self.costs.sum())
 
+    @cached_property
+    def horizon_evaluation(self):
+        """The one-call calc / calc_diff of the horizon (:func:`.horizon.horizon_evaluation`),
+        built at its first use (calc and calc_diff use it on one Numba thread), or None
+        when a stage needs the phase-by-phase evaluation."""
+        return horizon_evaluation(self)
+
     def _evaluation(self, xs, us):
-        """The one-call calc / calc_diff of the horizon (:func:`.horizon.horizon_evaluation`,
-        built at the first call, on one Numba thread), or None: phase by phase (also for
-        (xs, us) not C-contiguous float64 stacks, the types it is compiled for).
+        """:attr:`horizon_evaluation` when ``one_call`` is set, else None: phase by phase
+        (also for (xs, us) not C-contiguous float64 stacks, the types it is compiled for).
         Measured on the ur5 MPC horizon (50 knots, CPU time): see the module
         :mod:`.horizon`."""
-        if not self._horizon:
-            self._horizon.append(horizon_evaluation(self))
-        evaluation = self._horizon[0]
+        if not self.one_call:
+            return None
+        evaluation = self.horizon_evaluation
         if evaluation is None or not (_own_stack(xs, (self.N + 1, self.nx))
                                       and _own_stack(us, (self.N, self.nu))):
             return None

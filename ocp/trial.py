@@ -116,7 +116,14 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     the same bits).  The step is :func:`~.step.free_step`'s, written out the same way:
     its stages' fields at one call site of ABA (a call site per scheme inlined ABA
     five times into this kernel: its compile at the first ur5 solve took 35.3 s of CPU,
-    9.2 s with one, measured in one run at load 10-12)."""
+    9.2 s with one, measured in one run at load 10-12).  One inlined stage-loop
+    function serving both, given the workspace's arrays unpacked (30 arguments), was
+    slower: an inlined helper takes and releases a reference to each array it is
+    given, unpacked or in a tuple, about 50 per knot; a 100-knot trial took 1.11x
+    (1.05-1.28) of this kernel's time on ur5 with Euler, 1.07x (1.02-1.16) on solo12
+    (free dynamics), 1.00x and 0.98x with RK4 (whose four ABAs share the cost; the
+    same bits; thread CPU time, 15 interleaved blocks of 100 trials in one process,
+    load 9-11)."""
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
     dyn, stages, aba_ws, lie = ws

@@ -138,20 +138,21 @@ def test_fused_phase_interpreted_with_user_kernels():
                         for terminal in terminals]
     assert alone.calc(xs[:3], us[:2]) == pytest.approx(reference.calc(xs[:3], us[:2]),
                                                        rel=1e-12)
-    assert alone.terminal_data.fused.program is not None and alone._horizon[0] is not None
+    assert alone.terminal_data.fused.program is not None
+    assert alone.horizon_evaluation is not None
 
 
 def _one_call_equals_phase_by_phase(problem, xs, us):
     """``problem``'s calc and calc_diff took the one-call horizon evaluation
     (:mod:`geppetto.ocp.horizon`) and equal a twin's evaluated phase by phase, to the bit."""
     twin = gp.ocp.ShootingProblem(problem.x0, problem.running_models, problem.terminal_model)
-    twin._horizon.append(None)                     # phase by phase
+    twin.one_call = False                          # phase by phase
     for evaluate, names in (("calc", ("costs", "xnext")), ("calc_diff", OUTPUTS)):
         values = [getattr(p, evaluate)(xs, us) for p in (problem, twin)]
         assert values[0] == values[1]
         for name in names:
             np.testing.assert_array_equal(getattr(problem, name), getattr(twin, name))
-    assert problem._horizon[0] is not None
+    assert problem.horizon_evaluation is not None
 
 
 @pytest.mark.parametrize("name, frame", [("ur5", "tool0"), ("panda", "panda_hand")])

@@ -718,7 +718,7 @@ def _assert_one_call_evaluation(problem, xs, us):
     import numba
     from geppetto.ocp.problem import _numba_threads
     twin = gp.ocp.ShootingProblem(problem.x0, problem.running_models, problem.terminal_model)
-    twin._horizon.append(None)                     # phase by phase
+    twin.one_call = False                          # phase by phase
     names = ("costs", "xnext", "Lx", "Lu", "Lxx", "Luu", "Lxu", "Fx", "Fu")
     with _numba_threads(min(2, numba.config.NUMBA_NUM_THREADS)):
         for evaluate in ("calc", "calc_diff"):
@@ -726,7 +726,35 @@ def _assert_one_call_evaluation(problem, xs, us):
             assert values[0] == values[1]
             for name in names:
                 np.testing.assert_array_equal(getattr(problem, name), getattr(twin, name))
-    assert problem._horizon[0] is not None
+    assert problem.horizon_evaluation is not None
+
+
+def _assert_callees_of_other_types_fail(problem, xs, us):
+    """A callee compiled for other argument types than the one call passes it (the cost
+    program's address and key in the slot of the dynamics block, of the rollout) makes
+    calc and the trial raise TypeError before calling it, instead of running it on
+    misread arguments (ocp.horizon._addresses, dynamics.one_state.call_checked); with
+    the table restored, the same values as before."""
+    from geppetto.solvers.forward import ForwardPass
+    N, nu, ndx = problem.N, problem.nu, problem.ndx
+    forward = ForwardPass(problem)
+    trial_arguments = (xs, us, (np.zeros((N, nu)), np.zeros((N, nu, ndx))),
+                       (np.full((N, nu), -np.inf), np.full((N, nu), np.inf)), 1.0, False,
+                       False, np.zeros((N + 1, ndx)))
+    forward.horizon.plans.clear()              # the plan of these arguments alone
+    cost, trial = problem.calc(xs, us), forward(*trial_arguments)[3]
+    (_, trial_table), = forward.horizon.plans.values()
+    for table, run in ((problem.horizon_evaluation.address, lambda: problem.calc(xs, us)),
+                       (trial_table, lambda: forward(*trial_arguments))):
+        saved = table.copy()
+        table[0, 0] = table[0, 1]              # _interpret where the first callee is called
+        try:
+            with pytest.raises(TypeError, match="compiled for other argument types than "
+                                                "this call passes"):
+                run()
+        finally:
+            table[:] = saved
+    assert problem.calc(xs, us) == cost and forward(*trial_arguments)[3] == trial
 
 
 @pytest.mark.parametrize("use_gaps", [False, True])
@@ -762,6 +790,7 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
         compiled_address(rollout_free, signature)
     if use_gaps:      # calc / calc_diff of the horizon in one call (ocp.horizon._evaluate)
         _assert_one_call_evaluation(problem, point[0], problem.quasi_static(point[0]))
+        _assert_callees_of_other_types_fail(problem, point[0], problem.quasi_static(point[0]))
     rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
                               integrator="rk4")
     nu, ndx = rk4.nu, rk4.ndx
