@@ -605,13 +605,25 @@ def _impulse_dynamics(m, ca, q, v, restitution, mu, max_iter, accuracy, liR, lip
 
 
 @kernel
-def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_iter, accuracy, liR,
-                                  lip, oR, op, J, oY, M, v_after, impulse, iterations, dv_dq,
-                                  dv_dv, dimpulse_dq, dimpulse_dv):
-    """m0, ca0: the model without gravity and the constraints without Baumgarte gains."""
-    ws = constrained_workspace(m, ca)
-    dws = derivatives_workspace(m, ca, np.arange(m.nv))
-    _, dtau_dq, _, dc_dq, _, Z, X, w_vel, _, _, _ = dws
+def impulse_derivatives_workspace(m, ca):
+    """Scratch of :func:`impulse_dynamics_derivatives_stack`: the solve's
+    (:func:`constrained_workspace`) and the derivatives' (:func:`derivatives_workspace`
+    with no tau columns: its joint KKT pass carries only the q and v blocks)."""
+    return constrained_workspace(m, ca), derivatives_workspace(m, ca, np.empty(0, np.int64))
+
+
+@kernel
+def impulse_dynamics_derivatives_stack(m, m0, ca, ca0, q, v, restitution, mu, max_iter, accuracy,
+                                       liR, lip, oR, op, J, oY, M, v_after, impulse, iterations,
+                                       dv_dq, dv_dv, dimpulse_dq, dimpulse_dv, ws, dws):
+    """The impulse solve and its derivatives at every knot, in the workspaces ``ws``,
+    ``dws`` of :func:`impulse_derivatives_workspace` (made once by their owner).  m0, ca0:
+    the model without gravity and the constraints without Baumgarte gains.  The q and v
+    derivatives run as one joint KKT pass over [dR/dq, dR/dv] (:func:`_kkt_derivatives_joint`
+    with no tau columns): each column's arithmetic is that of a pass on its own, so the
+    bits of two passes."""
+    dtau_dq, dtau_dv, dc_dq, dc_dv, w_vel, joint = dws[1], dws[2], dws[3], dws[4], dws[7], \
+        dws[10]
     zeros, dv = ws[0][2], ws[0][7]
     L, Jc, _, Y, G, _ = ws[2]
     regular = True
@@ -628,17 +640,31 @@ def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_ite
             w_vel[c] = v_after[k, c] + restitution * v[k, c]
         world_motions(m, zeros, w_vel, 2, False, J[k], ws[0][3], ws[0][4], ws[0][6])
         _constraint_residual_derivatives(m, ca0, J[k], ws, dws)
-        n_it = iterations[k]
-        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, dv_dq[k], dimpulse_dq[k], Z, X)
         # v-: dR1 = -M, dR2 = e Jc
         for r in range(m.nv):
             for c in range(m.nv):
-                dtau_dq[r, c] = -M[k, r, c]
+                dtau_dv[r, c] = -M[k, r, c]
         for a in range(ca.nrows):
             for c in range(m.nv):
-                dc_dq[a, c] = restitution * Jc[a, c]
-        _kkt_derivatives(m, L, Y, G, mu, n_it, dtau_dq, dc_dq, dv_dv[k], dimpulse_dv[k], Z, X)
+                dc_dv[a, c] = restitution * Jc[a, c]
+        _kkt_derivatives_joint(m, L, Y, G, mu, iterations[k], dtau_dq, dtau_dv, dc_dq, dc_dv,
+                               joint)
+        # no tau columns: the third pair of outputs is not written
+        _joint_outputs(m.nv, joint, dv_dq[k], dv_dv[k], dv_dq[k], dimpulse_dq[k],
+                       dimpulse_dv[k], dimpulse_dq[k])
     return regular
+
+
+@kernel
+def _impulse_dynamics_derivatives(m, m0, ca, ca0, q, v, restitution, mu, max_iter, accuracy, liR,
+                                  lip, oR, op, J, oY, M, v_after, impulse, iterations, dv_dq,
+                                  dv_dv, dimpulse_dq, dimpulse_dv):
+    """:func:`impulse_dynamics_derivatives_stack` in workspaces of its own."""
+    ws, dws = impulse_derivatives_workspace(m, ca)
+    return impulse_dynamics_derivatives_stack(m, m0, ca, ca0, q, v, restitution, mu, max_iter,
+                                              accuracy, liR, lip, oR, op, J, oY, M, v_after,
+                                              impulse, iterations, dv_dq, dv_dv, dimpulse_dq,
+                                              dimpulse_dv, ws, dws)
 
 
 # --- Public API -----------------------------------------------------------------

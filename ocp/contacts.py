@@ -59,7 +59,8 @@ import numpy as np
 from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamics_derivatives,
                                              _settings, constrained_workspace,
                                              constraint_dynamics_derivatives_parallel,
-                                             constraint_dynamics_parallel, derivatives_workspace)
+                                             constraint_dynamics_parallel, derivatives_workspace,
+                                             impulse_derivatives_workspace)
 from ..dynamics.config import num_threads
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
@@ -420,7 +421,8 @@ class ImpulseDynamics(ContactDynamics):
         arguments = (self.arrays_without_gravity, ca, self.constraints_without_gains,
                      float(self.restitution), self._fused_settings(),
                      (np.zeros((K, nq)), np.zeros((K, nv))), arrays, out,
-                     (data.xs, data.us, data.holding), constrained_workspace(self.arrays, ca))
+                     (data.xs, data.us, data.holding),
+                     *impulse_derivatives_workspace(self.arrays, ca))
         return Step(held((self.arrays, arguments)), _impulse_field, separate=True,
                     failed=lambda: self._check_regular(data),
                     by_mode={CALC: _impulse_field, DIFF: _impulse_field_diff,

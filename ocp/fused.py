@@ -58,7 +58,7 @@ import numpy as np
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
-                                             _impulse_dynamics_derivatives, _impulse_state,
+                                             _impulse_state, impulse_dynamics_derivatives_stack,
                                              _joint_outputs,
                                              constraint_dynamics_derivatives_kkt)
 from ..dynamics.constraints import constraint_placements_state
@@ -372,9 +372,10 @@ def _impulse_field(xs, us, holder, mode):
     v+ - v); modes and return as :func:`_contact_field` (DIFF mode runs
     :func:`_impulse_field_diff`).  ``holder.item`` = (model, (model without gravity,
     constraints, constraints without Baumgarte gains, restitution, settings, scratch,
-    Data arrays, outputs, stamp, workspace))."""
+    Data arrays, outputs, stamp, solve workspace, derivatives workspace))
+    (:func:`~geppetto.dynamics.constrained_dynamics.impulse_derivatives_workspace`)."""
     m, a = holder.item
-    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
+    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, _ = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
     f, f_x, f_u, lam, lam_x, lam_u, dv_dq, dv_dv, dlam_dq, dlam_dv, iterations, regular = out
@@ -396,18 +397,20 @@ def _impulse_field_diff(xs, us, holder, mode):
     """ImpulseDynamics' DIFF block: the values of :func:`_impulse_field` and f_x = [[0, 0],
     [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq, dLambda_dv], lambda_u = 0 (see
     :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
-    and the constraints without Baumgarte gains, the derivatives' kernel)."""
+    and the constraints without Baumgarte gains, the derivatives' kernel; the workspaces
+    are the step's, made with the data: no allocation per call)."""
     m, a = holder.item
-    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws = a
+    m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, dws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
     f, f_x, f_u, lam, lam_x, lam_u, dv_dq, dv_dv, dlam_dq, dlam_dv, iterations, regular = out
     mu, max_iterations, accuracy = settings
     K, nv = xs.shape[0], m.nv
     _split_states(xs, m.nq, nv, qs, vs)
-    ok = _impulse_dynamics_derivatives(m, m0, ca, ca0, qs, vs, restitution, mu, max_iterations,
-                                       accuracy, liR, lip, oR, op, J, oY, M, v_after, lam,
-                                       iterations, dv_dq, dv_dv, dlam_dq, dlam_dv)
+    ok = impulse_dynamics_derivatives_stack(m, m0, ca, ca0, qs, vs, restitution, mu,
+                                            max_iterations, accuracy, liR, lip, oR, op, J, oY, M,
+                                            v_after, lam, iterations, dv_dq, dv_dv, dlam_dq,
+                                            dlam_dv, ws, dws)
     for k in range(K):
         regular[k] = ok
     _impulse_jump(vs, v_after, f)
