@@ -100,7 +100,13 @@ def test_fused_equals_per_term(name, frame, integrator):
     assert all(isinstance(d.fused, fused.FusedPhase) for *_, d in problem.phases)
     assert isinstance(problem.terminal_data.fused, fused.FusedPhase)
     reference = _evaluate(_per_term(_every_term_problem(model, frame, integrator)), xs, us)
-    _assert_same(ours, reference, 1e-12)
+    # The fused phase differentiates ABA across SIMD lanes in the world frame, the per-term
+    # path with the stack kernel in local frames: two round-off paths through M^-1, so the
+    # bound is the one the loaders' ABA test uses, max(1e-12, 1e-15 cond(M)) (solo12 at
+    # these random states: cond(M) 2.3e4, the two agree to 1.1e-12 relative).
+    data = model.create_data()
+    condition = max(np.linalg.cond(gp.dynamics.crba(model, data, x[:model.nq])) for x in xs)
+    _assert_same(ours, reference, max(1e-12, 1e-15 * condition))
 
 
 def test_fused_phase_interpreted_with_user_kernels():
