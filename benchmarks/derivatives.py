@@ -534,6 +534,7 @@ def main(argv=None):
     options = parser.parse_args(argv)
     _common.run_single_threaded("geppetto.benchmarks.derivatives")
     started = time.perf_counter()
+    load = os.getloadavg()
     pin, info, cpp_skipped = _common.beside_pinocchio()
     machine_line = _common.describe_machine(info)
     rng = np.random.default_rng(options.seed)
