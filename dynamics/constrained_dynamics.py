@@ -211,23 +211,16 @@ def _kkt_solve(m, L, Jc, gamma, z, mu, max_iter, accuracy, Y, G, lam, lam_prev, 
 
 
 @kernel
-def _kkt_derivatives(m, L, Y, G, mu, iterations, dR1, dR2, dddq, dlam, Z, X):
+def _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X):
     """dlam = G^-1 (Jc M^-1 dR1 - dR2) through the proximal iterations, dddq =
-    -M^-1 (dR1 - Jc^T dlam).  dR1 (nv, n), dR2 (nc, n); Z (nv, n), X (nc, n) scratch.
+    -M^-1 (dR1 - Jc^T dlam), from Z = L^-T dR1 (nv, n), which is overwritten; dR2
+    (nc, n), X (nc, n) scratch.
 
     The products with Y run along rows (the column index c innermost, contiguous),
     so that they vectorize; each entry still sums over t (or a) in increasing order,
     as a dot product per entry would.  Y = L^-T Jc^T is zero on the rows of the dofs
     that support no constrained body (talos' arms and the other leg for a sole): the
     products skip them (only the sign of a zero can differ)."""
-    Z[:, :] = dR1
-    ltl_solve_transpose(m, L, Z)
-    _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X)
-
-
-@kernel
-def _kkt_derivatives_of(m, L, Y, G, mu, iterations, Z, dR2, dddq, dlam, X):
-    """:func:`_kkt_derivatives` from Z = L^-T dR1 (nv, n), which is overwritten."""
     nv, nc = Y.shape
     n = Z.shape[1]
     for a in range(nc):
