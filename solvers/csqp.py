@@ -106,12 +106,16 @@ from .riccati import backward_pass
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
 # and the multipliers' wrong sign
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
+# a round of the active-set method whose active set then changes needs only the
+# multipliers' signs: its method of multipliers first runs to this residual
+POLISH_LOOSE_EPS = np.array([1e-10, 0.0])
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
-                 "qp_iterations", "qp_primal", "polished", "rho", "dV_exp", "dV", "time")
+                 "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
+                 "rho", "dV_exp", "dV", "time")
 
 
 # -- constraint rows ---------------------------------------------------------------------
@@ -519,7 +523,10 @@ class CSQP:
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
     iterations between OSQP's rho updates), ``polish`` True (``big`` 1e4 the active
-    rows' penalty, up to ``polish_iter`` 20 sweeps); the line search: ``alphas``
+    rows' penalty, up to ``polish_iter`` 20 sweeps of the method of multipliers per
+    solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
+    corrections after ADMM); ``active_set_rounds`` 20: the primal-dual active-set
+    method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit.  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
@@ -530,10 +537,11 @@ class CSQP:
     def __init__(self, problem, th_stop=1e-6, th_constraint=1e-8, th_gaps=1e-9,
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e4,
-                 polish_iter=20, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5):
+                 polish_iter=20, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
+                 active_set_rounds=20, polish_sigma=1e-8):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
-                            ("sigma", sigma), ("big", big)):
+                            ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma)):
             if not (np.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be finite and positive, got {value}")
         if not 0.0 < alpha < 2.0:
@@ -544,7 +552,8 @@ class CSQP:
         self.rho_init, self.rho_min, self.rho_max = rho_init, rho_min, rho_max
         self.sigma, self.alpha, self.rho_interval = sigma, alpha, int(rho_interval)
         self.polish, self.big, self.polish_iter = bool(polish), big, int(polish_iter)
-        self.polish_rounds = int(polish_rounds)
+        self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
+        self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
         self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
         self.multipliers = None
@@ -592,13 +601,16 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks):
-        """Riccati factorization of the LQ with the rows' rho R^T R and sigma I."""
+    def _factorize(self, blocks, sigma=None):
+        """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
+        the ``sigma`` option)."""
         problem = self.problem
+        self._factorizations += 1
         _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H)
         Hxx, Huu, Hxu, gx, gu = self.H
         failed = backward_pass(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
-                               self.gaps, False, self.sigma, problem.nus, self.no_box,
+                               self.gaps, False, self.sigma if sigma is None else sigma,
+                               problem.nus, self.no_box,
                                self.bounds[0], self.bounds[0], self.bounds[1], self.Vx,
                                self.Vxx, self.Qu, self.Quu, self.k, self.K, self.Quuk)
         if failed >= 0:
@@ -611,14 +623,15 @@ class CSQP:
                 problem.Lx, problem.Lu)
 
     def _solve_qp(self):
-        """ADMM from w = 0 with the kept (y, z); then polishing.  Returns (ADMM
-        iterations, primal residual, whether it met its tolerance, polished)."""
+        """The QP from w = 0: first the primal-dual active-set method (:meth:`_polish`
+        with up to ``active_set_rounds`` corrections) from the last QP's active set (at
+        the first QP: the rows at or past a bound at the iterate, and the equalities);
+        when it cycles or fails, ADMM with polishing.  Returns (ADMM iterations, primal
+        residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
-        # first the active set of the last QP (its y, z kept): near a solution it holds,
-        # and the step needs no ADMM iteration
-        if self.polish and self.blocks and self._warm_active and self._polish(arrays):
+        if self.polish and self.blocks and self._polish(arrays, self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
@@ -630,13 +643,14 @@ class CSQP:
                 self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, count,
                 self.eps)
             total += done
+            self._sweeps += done
             if done < count:
                 solved = True
                 break
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
-                if self._polish(arrays):
+                if self._polish(arrays, self.polish_rounds):
                     return total, 0.0, True, True
                 if not self._factorize(self.typed_blocks):     # ADMM's again
                     return total, np.inf, False, False
@@ -649,35 +663,50 @@ class CSQP:
                 self.rho_now = rho
                 if not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
-        polished = self.polish and self.blocks and self._polish(arrays)
+        polished = self.polish and self.blocks and self._polish(arrays, self.polish_rounds)
         return total, prim, solved, polished
 
-    @property
-    def _warm_active(self):
-        """Whether (y, z) hold a QP's solution (an SQP iteration of this solve ran)."""
-        return self._qp_count > 0
-
-    def _polish(self, arrays):
-        """OSQP's polishing on Riccati sweeps (module docstring), with up to
-        ``polish_rounds`` corrections of the active set; True when kept."""
+    def _polish(self, arrays, rounds):
+        """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
+        13(3) 2002, Algorithm 1; OSQP's polishing, Sec. 4.3, is its first round) on
+        Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
+        on the active rows (:func:`_admm` without projection: the method of multipliers,
+        one factorization and a few sweeps), then make active the inactive rows the
+        step pushes past a bound and inactive the active rows whose multiplier has the
+        wrong sign (:func:`_polish_fix`; eq. (2.3)'s update, which for a bound row is
+        the semismooth Newton step on min(y, c (h - v))), and repeat, up to ``rounds``
+        solves.  A round whose active set will change needs the multipliers' signs
+        only: its method of multipliers stops at the loose tolerance; the step is
+        accepted after a solve to the tight one.  True when kept (the QP's solution in
+        (dx, du), its multipliers in y)."""
         tolerance = max(self.eps[0], 1e-9)
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance)
         pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
-        for _ in range(self.polish_rounds):
-            if not self._factorize(self.typed_polished):
+        sigma = self.polish_sigma
+        for _ in range(rounds):
+            if not self._factorize(self.typed_polished, sigma):
                 return False
-            prim, prim_scale = _admm(self.typed_polished, arrays, self.polish_work, self.sigma,
-                                     1.0, False, self.polish_iter, POLISH_EPS)[1:4:2]
-            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
-                return False
-            if _polish_fix(self.typed_polished, pdx, pdu, self.big, POLISH_TOLERANCE) == 0:
+            for eps in (POLISH_LOOSE_EPS, POLISH_EPS):
+                done, prim, dual, prim_scale, dual_scale = _admm(
+                    self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
+                    self.polish_iter, eps)
+                self._sweeps += done
+                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                    return False
+                changes = _polish_fix(self.typed_polished, pdx, pdu, self.big,
+                                      POLISH_TOLERANCE)
+                if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
+                                   dual <= POLISH_EPS[0] + POLISH_EPS[1] * dual_scale):
+                    break
+            if changes == 0:
                 _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
                 self.dx[:] = pdx
                 self.du[:] = pdu
                 return True
         return False
+
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
         problem = self.problem
@@ -738,7 +767,6 @@ class CSQP:
         start_time = time.perf_counter()
         xs, us = self._initial_guess(xs, us)
         self._start_rows(multipliers)
-        self._qp_count = 0
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
         history = {key: [] for key in _HISTORY_KEYS}
         status, converged, iteration, nu = "max_iter", False, 0, 0.0
@@ -761,8 +789,8 @@ class CSQP:
                 break
             iteration += 1
             t0 = time.perf_counter()
+            self._factorizations = self._sweeps = 0
             qp_iterations, prim, solved, polished = self._solve_qp()
-            self._qp_count += 1
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
                 break
@@ -794,6 +822,7 @@ class CSQP:
             record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
                           step=np.nan, gaps=gap, violation=violation,
                           qp_iterations=qp_iterations, qp_primal=prim, polished=polished,
+                          qp_factorizations=self._factorizations, qp_sweeps=self._sweeps,
                           rho=self.rho_now, dV_exp=np.nan,
                           dV=np.nan, time=0.0)
             if accepted is None:
