@@ -688,8 +688,8 @@ class CSQP:
                     self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
                     self.polish_iter, eps)
                 self._sweeps += done
-                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
-                    return False
+                # active rows that contradict each other leave the method of multipliers
+                # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
                                             POLISH_TOLERANCE)
                 if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
@@ -698,6 +698,8 @@ class CSQP:
             # the rows of knots after the last change are those of this factorization
             t_end = min(last + 1, self.problem.N)
             if changes == 0:
+                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                    return False
                 _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
                 self.dx[:] = pdx
                 self.du[:] = pdu

@@ -99,3 +99,36 @@ def test_contradicting_equalities_are_infeasible():
     result = gp.solvers.CSQP(_lq_problem(terminal_constraints=[one, other])).solve(max_iter=100)
     assert result.status == "infeasible" and not result.converged, result
     assert result.violation > 0.4 and result.iterations <= 10
+
+
+def test_lq_active_set_changes_between_guesses():
+    """|u| <= 0.3, x_0 <= 0.8 and x_1 >= -0.1 on knots 1..11: the first guess (the rows
+    the start violates) is wrong, the primal-dual active-set method adds and drops rows
+    over several solves (one of them with contradicting active rows) and ends at
+    qpOASES's solution of the dense QP (1e-8) without an ADMM iteration."""
+    import casadi
+    knots = range(1, 12)
+    lower_x = np.array([-np.inf, -0.1, -np.inf, -np.inf])
+    upper_x = np.array([0.8, np.inf, np.inf, np.inf])
+    problem = _lq_problem(control_bounds=(-0.3, 0.3), state_bounds=(lower_x, upper_x),
+                          bounded_knots=knots)
+    H, g, A, b, X, U = _dense(problem)
+    lower, upper = np.full(H.shape[0], -np.inf), np.full(H.shape[0], np.inf)
+    for k in knots:
+        lower[U(k)], upper[U(k)] = -0.3, 0.3
+        lower[X(k)], upper[X(k)] = lower_x, upper_x
+    qp = casadi.conic("qp", "qpoases", dict(h=casadi.DM(H).sparsity(),
+                                             a=casadi.DM(A).sparsity()),
+                      dict(printLevel="none"))
+    reference = qp(h=H, g=g, a=A, lba=b, uba=b, lbx=lower, ubx=upper)
+    assert qp.stats()["success"]
+    xs_ref, us_ref = _split(problem, np.array(reference["x"]).ravel(), X, U)
+    result = gp.solvers.CSQP(problem).solve(max_iter=20)
+    assert result.converged and result.iterations == 1, result
+    assert result.history["qp_iterations"] == [0]            # no ADMM iteration
+    assert result.history["qp_factorizations"][0] >= 5       # the active set moved
+    assert result.violation < 1e-10
+    np.testing.assert_allclose(result.xs, xs_ref, rtol=0.0, atol=1e-8)
+    np.testing.assert_allclose(result.us, us_ref, rtol=0.0, atol=1e-8)
+    assert np.abs(us_ref[list(knots)]).max() > 0.3 - 1e-9      # control bounds active
+    assert xs_ref[list(knots), 1].min() < -0.1 + 1e-9         # the state bound active
