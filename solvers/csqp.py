@@ -1,10 +1,14 @@
-"""CSQP: a stagewise SQP whose QP subproblem is solved by ADMM on Riccati sweeps.
+"""CSQP: a stagewise SQP whose QP subproblem is solved on Riccati sweeps by a primal-dual
+active-set method, with ADMM as its fallback.
 
 Jordana, Kleff, Meduri, Carpentier, Mansard & Righetti, "Stagewise Implementations
 of Sequential Quadratic Programming for Model-Predictive Control" (2023; mim_solvers'
 ``SolverCSQP``), with OSQP's ADMM (Stellato, Banjac, Goulart, Bemporad & Boyd,
 "OSQP: an operator splitting solver for quadratic programs", Math. Prog. Comp. 2020,
-Algorithm 1, Sec. 5.2 for the step size rho, Sec. 4.3 for polishing).
+Algorithm 1, Sec. 5.2 for the step size rho, Sec. 4.3 for polishing) and the
+primal-dual active-set method (Hintermueller, Ito & Kunisch, "The primal-dual active
+set strategy as a semismooth Newton method", SIAM J. Optim. 13(3), 2002; its Newton
+view of a proximal QP as in ProxQP, Bambade, El-Kazdadi, Taylor & Carpentier, RSS 2022).
 
 Notation (Crocoddyl's, as :mod:`.riccati`): at the iterate (xs, us) with the gaps f_t
 (f_0 = x0 (-) x_0, f_{t+1} = F(x_t, u_t) (-) x_{t+1}), the Gauss-Newton LQ
@@ -32,12 +36,22 @@ factorization's O(N ndx^3); the factorization is redone only when rho changes (O
 rule: rho <- rho sqrt(primal / dual residual, each relative to its scale), applied when
 it moves rho by more than 5x).  Equality rows (l = h) get 1e3 rho (OSQP).
 
-Polishing (OSQP Sec. 4.3): on the rows ADMM found active (z at a bound, the sign of y
-agreeing), the equality-constrained LQ is solved by the method of multipliers with a
-large penalty (one factorization, a few sweeps); the polished step is kept when the
-inactive rows hold and the active multipliers have the right sign.  It makes each SQP
-step the exact QP solution once the active set is found, where ADMM alone reaches
-its tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
+The QP is first solved by the primal-dual active-set method (:meth:`CSQP._polish`):
+from the last QP's active set (at the first QP: the rows at or past a bound at the
+iterate, and the equalities), the equality-constrained LQ on the active rows is solved
+by the method of multipliers with a large penalty ``big`` and a small proximal weight
+``polish_sigma`` (one Riccati factorization, a few sweeps); then the inactive rows the
+step pushes past a bound become active, the active rows whose multiplier has the wrong
+sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(y,
+c (h - v))), and again, until the active set holds (the step is the QP's exact
+solution) or ``active_set_rounds`` solves.  A round refactorizes only the knots up to
+its last changed row (the recursion above is unchanged: :func:`.riccati.
+backward_range`).  Near a solution the active set holds at the first solve.  When the
+rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
+first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
+``polish_rounds`` solves) at every rho check.  Either way each SQP step is the exact
+QP solution once the active set is found, where ADMM alone reaches its tolerance only
+(mim_solvers' stall at KKT 5e-6, issue 19).
 
 The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
 backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
@@ -55,7 +69,7 @@ factorization and a few sweeps): 229; the last QP's active set polished before a
 ADMM iteration (near a solution it holds): 125.  One typed-List read per block instead
 of one per row in the ADMM kernels: the kernel time per ADMM iteration / 2.6.
 
-Measured (the first version of this solver's benchmark, since part of
+Measured with ADMM first (the first version of this solver's benchmark, since part of
 ``benchmarks/constrained.py``, at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
 cores, CPU time of the thread, medians of 3 interleaved rounds; SQP iterations (ADMM
 iterations), cost relative to IPOPT's (analytical, Gauss-Newton) from the same start,
@@ -76,9 +90,37 @@ friction cones (tests/test_constrained_solver's, from FDDP's optimum): 2 SQP
 iterations (375 ADMM), ALDDP's cost to 1e-10, 79 ms against ALDDP's 58 ms (28
 iterations).
 
-The active rows' penalty in polishing, ``big``: 1e6 left the equality LQ of the tests
-1.3e-10 from the dense KKT solution (the factorization of a Quu with 1e6 entries), 1e4
-9e-13, the same SQP and ADMM iterations on ur5 "vbound" and panda "stiff".
+The active-set method first (2026-11-27, load 4.4-5.9 on the 2 cores, CPU time of the
+thread, 5 interleaved rounds against the ADMM-first module of commit 1232e6e loaded
+under another name, 100 knots; SQP iterations, Riccati factorizations / sweeps over
+the solve, time new / old, median (range)): the 16 runs of ``benchmarks/constrained.py
+--solvers CSQP`` converge with no ADMM iteration, at the same SQP iterations but panda
+"torque" (48 / 53 against 49 / 45), every cost within 2.7e-11 (relative) of the
+ADMM-first one.  panda "vbound" from the guess: 12 iterations, 34 factorizations (13,
+6, 3, 3, 2, then one per QP) / 92 sweeps, 52 ms against 414 ms, 0.13x (0.12-0.14);
+0.177x (0.165-0.187) IPOPT's time (interleaved, 5 rounds, 49 ms against 277 ms),
+from FDDP's optimum 0.67x (0.61-0.68).  ur5 vbound 0.16x / 0.31x, torque 0.10x /
+0.38x, plane 0.53x / 0.64x, stiff 0.70x / 0.70x; panda plane 0.78x / 0.81x, stiff
+0.72x / 0.68x, torque 0.047x / 0.040x, the same worse local optimum 0.2271809 from
+both starts (ALDDP, ProxDDP, IPOPT: 0.1342558): the QP is not the cause.  solo12 on
+four feet with hard friction cones: 2 SQP iterations (7 + 1 factorizations), 5 ms
+against 54 ms.  First-solve compile (ur5 20 knots, csqp's cache removed): 15.8-16.0 s
+-> 16.3-17.0 s.
+
+What decided the options (panda "vbound" from the guess unless named): ``polish_sigma``
+1e-8 instead of the ADMM's sigma 1e-6 (which equals that task's Luu, so that the
+method of multipliers crawled as a proximal point method): 566 -> 193 sweeps, 98 ->
+62 ms (one run each); ``big`` 1e5 instead of 1e4: 150 -> 92 sweeps (the equality LQ of the tests
+6.7e-12 from the dense KKT solution against 9e-13; 1e6: 1.6e-10); ``polish_iter`` 50
+instead of 20: ur5 "vbound"'s first QP needs 37 sweeps on its first active set (with
+20 the method gave up and ADMM ran 550 iterations: 144 -> 35 ms);
+``active_set_rounds`` 30 instead of 20: panda "plane" and "stiff" from FDDP's optimum
+need 28 solves in the first QP, where the plane's rows leave the active set two per
+solve (an active arc's multipliers have the wrong sign at its two ends only); the
+loose first pass of a round: 193 -> 150 sweeps; the partial refactorization: the QP
+time of the solve 24.9 -> 20.4 ms (one run each, load 5.3-5.6).  ADMM first
+(``active_set_rounds`` 0, then with ``polish_iter`` 20 and ``big`` 1e4): 6.1 s over
+the 16 runs against 2.0 s with 20 active-set rounds.
 
 Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
 (panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
