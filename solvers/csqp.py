@@ -110,15 +110,15 @@ against 54 ms.  First-solve compile (ur5 20 knots, csqp's cache removed): 15.8-1
 What decided the options (panda "vbound" from the guess unless named): ``polish_sigma``
 1e-8 instead of the ADMM's sigma 1e-6 (which equals that task's Luu, so that the
 method of multipliers crawled as a proximal point method): 566 -> 193 sweeps, 98 ->
-62 ms (one run each); ``big`` 1e5 instead of 1e4: 150 -> 92 sweeps (the equality LQ of the tests
-6.7e-12 from the dense KKT solution against 9e-13; 1e6: 1.6e-10); ``polish_iter`` 50
-instead of 20: ur5 "vbound"'s first QP needs 37 sweeps on its first active set (with
-20 the method gave up and ADMM ran 550 iterations: 144 -> 35 ms);
-``active_set_rounds`` 30 instead of 20: panda "plane" and "stiff" from FDDP's optimum
-need 28 solves in the first QP, where the plane's rows leave the active set two per
-solve (an active arc's multipliers have the wrong sign at its two ends only); the
-loose first pass of a round: 193 -> 150 sweeps; the partial refactorization: the QP
-time of the solve 24.9 -> 20.4 ms (one run each, load 5.3-5.6).  ADMM first
+62 ms (one run each); ``big`` 1e5 instead of 1e4: 150 -> 92 sweeps (the equality LQ
+of the tests 6.7e-12 from the dense KKT solution against 9e-13; 1e6: 1.6e-10);
+``polish_iter`` 50 instead of 20: ur5 "vbound"'s first QP needs 37 sweeps on its
+first active set (with 20 the method gave up and ADMM ran 550 iterations: 144 -> 35
+ms); ``active_set_rounds`` 30 instead of 20: panda "plane" and "stiff" from FDDP's
+optimum need 28 solves in the first QP, where the plane's rows leave the active set
+two per solve (an active arc's multipliers have the wrong sign at its two ends only);
+the loose first pass of a round: 193 -> 150 sweeps; the partial refactorization: the
+QP time of the solve 24.9 -> 20.4 ms (one run each, load 5.3-5.6).  ADMM first
 (``active_set_rounds`` 0, then with ``polish_iter`` 20 and ``big`` 1e4): 6.1 s over
 the 16 runs against 2.0 s with 20 active-set rounds.
 
@@ -555,10 +555,10 @@ class CSQP:
     the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
-    iterations between OSQP's rho updates), ``polish`` True (``big`` 1e4 the active
-    rows' penalty, up to ``polish_iter`` 20 sweeps of the method of multipliers per
+    iterations between OSQP's rho updates), ``polish`` True (``big`` 1e5 the active
+    rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
-    corrections after ADMM); ``active_set_rounds`` 20: the primal-dual active-set
+    corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit.  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
@@ -705,13 +705,13 @@ class CSQP:
 
     def _polish(self, arrays, rounds):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
-        13(3) 2002, Algorithm 1; OSQP's polishing, Sec. 4.3, is its first round) on
+        13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
         Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
         on the active rows (:func:`_admm` without projection: the method of multipliers,
         one factorization and a few sweeps), then make active the inactive rows the
         step pushes past a bound and inactive the active rows whose multiplier has the
-        wrong sign (:func:`_polish_fix`; eq. (2.3)'s update, which for a bound row is
-        the semismooth Newton step on min(y, c (h - v))), and repeat, up to ``rounds``
+        wrong sign (:func:`_polish_fix`; their update, which for a bound row is the
+        semismooth Newton step on min(y, c (h - v))), and repeat, up to ``rounds``
         solves.  A round whose active set will change needs the multipliers' signs
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
