@@ -551,7 +551,7 @@ def test_a_one_state_kernel_of_other_types_raises(case):
     own, (_, *other) = entries[_rnea_one], entries[_aba_one]
     entries[_rnea_one] = (own[0], *other)
     with pytest.raises(TypeError, match="compiled for other argument types than this call "
-                                        r"passes, Tuple\(ModelRef"):
+                                        r"passes, Tuple\(numba\.ModelRefType"):
         gd.rnea(m, data, q, v, tau)
     entries[_rnea_one] = own
     assert np.array_equal(gd.rnea(m, data, q, v, tau), expected)
