@@ -30,17 +30,9 @@ import numpy as np
 
 import geppetto as gp
 from geppetto.examples._common import CompileProgress, written_since
+from geppetto.solvers.plots import dof_labels
 
 TIMING_STATES = 200
-
-
-def dof_labels(model):
-    """One label per velocity coordinate: the joint name, with an index for multi-dof joints."""
-    labels = []
-    for i in range(1, model.njoints):
-        n = int(model.nvs[i])
-        labels += [model.names[i]] if n == 1 else [f"{model.names[i]}[{k}]" for k in range(n)]
-    return labels
 
 
 def q_by_dof(model, q):

@@ -80,11 +80,60 @@ MAX_ITER = 200
 TARGET_ITERATIONS = 0.2  # relative
 TARGET_COST = 1e-6  # relative
 
-CROCODDYL_SOLVER_SCRIPT = CROCODDYL_REACHING + TIMING_SOURCE + '''
+# Crocoddyl's side of both scripts below: a solve's total time over repeats and its split
+# (calls per solve of calcDiff, backwardPass and tryStep from Crocoddyl's profiler, then
+# the time per call of each), on time_runs (TIMING_SOURCE)
+CROCODDYL_SPLIT_SOURCE = TIMING_SOURCE + '''
 import gc
 import statistics
 import time
 
+
+def per_call(run, repeats, calls):
+    def loop():
+        for _ in range(calls):
+            run()
+    loop()
+    return time_runs({"run": loop}, calls, repeats)["run"]
+
+
+def total_times(solve_once, repeats):
+    """{best, median, cpu_best} seconds of solve_once(), which returns (..., wall, cpu),
+    over ``repeats`` calls with the garbage collector off."""
+    walls, cpus = [], []
+    for _ in range(repeats):
+        gc.disable()
+        wall, cpu = solve_once()[-2:]
+        gc.enable()
+        walls.append(wall)
+        cpus.append(cpu)
+    return dict(best=min(walls), median=statistics.median(walls), cpu_best=min(cpus))
+
+
+def solver_split(solver, solve_once, repeats, calls):
+    """The calls per solve (one solve_once() under Crocoddyl's profiler) of calcDiff,
+    backwardPass and tryStep and their total time there, then ``solver``'s time per
+    call of each (per_call)."""
+    crocoddyl.stop_watch_reset_all()
+    crocoddyl.enable_profiler()
+    solve_once()
+    crocoddyl.disable_profiler()
+    names = dict(calc_diff="SolverDDP::calcDiff", backward="SolverDDP::backwardPass",
+                 forward="SolverDDP::tryStep")
+    counts = {key: round(crocoddyl.stop_watch_get_total_time(name)
+                         / crocoddyl.stop_watch_get_average_time(name))
+              for key, name in names.items()}
+    profiled = {key: crocoddyl.stop_watch_get_total_time(name) for key, name in names.items()}
+    solver.calcDiff()
+    per = {key: per_call(run, repeats, calls) for key, run in (
+        ("calc_diff", solver.calcDiff), ("backward", solver.backwardPass),
+        ("forward", lambda: solver.tryStep(1.0)))}
+    return dict(calls_per_solve=counts, per_call_s={k: v["best"] for k, v in per.items()},
+                per_call_cpu_s={k: v["cpu_best"] for k, v in per.items()},
+                profiled_total_s=profiled)
+'''
+
+CROCODDYL_SOLVER_SCRIPT = CROCODDYL_REACHING + CROCODDYL_SPLIT_SOURCE + '''
 
 def initial_guess(problem, x0, knots):
     xs = [x0.copy() for _ in range(knots + 1)]
@@ -102,14 +151,6 @@ def solve(problem, x0, task, payload, callbacks=()):
     return solver, converged, time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def per_call(run, repeats=20, calls=5):
-    def loop():
-        for _ in range(calls):
-            run()
-    loop()
-    return time_runs({"run": loop}, calls, repeats)["run"]
-
-
 payload = json.load(sys.stdin)
 result = dict(versions=versions(), robots={})
 for task in payload["tasks"]:
@@ -120,30 +161,8 @@ for task in payload["tasks"]:
                iterations=len(logger.costs), history=dict(
                    cost=list(logger.costs), stop=list(logger.stops), step=list(logger.steps),
                    grad=list(logger.grads), preg=list(logger.pregs)))
-    walls, cpus = [], []
-    for _ in range(payload["repeats"]):
-        gc.disable()
-        _, _, wall, cpu = solve(problem, x0, task, payload)
-        gc.enable()
-        walls.append(wall)
-        cpus.append(cpu)
-    row["total_s"] = dict(best=min(walls), median=statistics.median(walls), cpu_best=min(cpus))
-    crocoddyl.stop_watch_reset_all()
-    crocoddyl.enable_profiler()
-    solve(problem, x0, task, payload)
-    crocoddyl.disable_profiler()
-    names = dict(calc_diff="SolverDDP::calcDiff", backward="SolverDDP::backwardPass",
-                 forward="SolverDDP::tryStep")
-    counts = {key: round(crocoddyl.stop_watch_get_total_time(name)
-                         / crocoddyl.stop_watch_get_average_time(name))
-              for key, name in names.items()}
-    profiled = {key: crocoddyl.stop_watch_get_total_time(name) for key, name in names.items()}
-    solver.calcDiff()
-    per = dict(calc_diff=per_call(solver.calcDiff), backward=per_call(solver.backwardPass),
-               forward=per_call(lambda: solver.tryStep(1.0)))
-    row["split"] = dict(calls_per_solve=counts, per_call_s={k: v["best"] for k, v in per.items()},
-                        per_call_cpu_s={k: v["cpu_best"] for k, v in per.items()},
-                        profiled_total_s=profiled)
+    row["total_s"] = total_times(lambda: solve(problem, x0, task, payload), payload["repeats"])
+    row["split"] = solver_split(solver, lambda: solve(problem, x0, task, payload), 20, 5)
     result["robots"][task["robot"]] = row
 print(json.dumps(result))
 '''
@@ -307,20 +326,8 @@ def crocoddyl_split(row):
 # -- problems with contacts, built on both sides from tests/crocoddyl_problems.py --------
 EXTRA_PROBLEMS = ("solo12_trot", "talos_squat")
 
-CROCODDYL_PROBLEMS_TIMING = TIMING_SOURCE + """
-import gc
-import statistics
-import time
-
+CROCODDYL_PROBLEMS_TIMING = CROCODDYL_SPLIT_SOURCE + """
 SOLVERS = dict(FDDP=crocoddyl.SolverFDDP, BoxFDDP=crocoddyl.SolverBoxFDDP)
-
-
-def per_call(run, repeats=10, calls=3):
-    def loop():
-        for _ in range(calls):
-            run()
-    loop()
-    return time_runs({"run": loop}, calls, repeats)["run"]
 
 
 def solve(problem, task, xs, us, payload, callbacks=()):
@@ -342,28 +349,9 @@ for task in payload["tasks"]:
     solver, _, _ = solve(problem, task, xs, us, payload, [logger])
     row = dict(cost=float(solver.cost), iterations=len(logger.costs),
                history=dict(cost=list(logger.costs)))
-    walls, cpus = [], []
-    for _ in range(payload["repeats"]):
-        gc.disable()
-        _, wall, cpu = solve(problem, task, xs, us, payload)
-        gc.enable()
-        walls.append(wall)
-        cpus.append(cpu)
-    row["total_s"] = dict(best=min(walls), median=statistics.median(walls), cpu_best=min(cpus))
-    crocoddyl.stop_watch_reset_all()
-    crocoddyl.enable_profiler()
-    solve(problem, task, xs, us, payload)
-    crocoddyl.disable_profiler()
-    names = dict(calc_diff="SolverDDP::calcDiff", backward="SolverDDP::backwardPass",
-                 forward="SolverDDP::tryStep")
-    counts = {key: round(crocoddyl.stop_watch_get_total_time(name)
-                         / crocoddyl.stop_watch_get_average_time(name))
-              for key, name in names.items()}
-    solver.calcDiff()
-    per = dict(calc_diff=per_call(solver.calcDiff), backward=per_call(solver.backwardPass),
-               forward=per_call(lambda: solver.tryStep(1.0)))
-    row["split"] = dict(calls_per_solve=counts, per_call_s={k: v["best"] for k, v in per.items()},
-                        per_call_cpu_s={k: v["cpu_best"] for k, v in per.items()})
+    row["total_s"] = total_times(lambda: solve(problem, task, xs, us, payload),
+                                 payload["repeats"])
+    row["split"] = solver_split(solver, lambda: solve(problem, task, xs, us, payload), 10, 3)
     result["problems"][task["name"]] = row
 print(json.dumps(result))
 """

@@ -3,31 +3,35 @@
 A kernel that calls another kernel as a Numba function links the callee's code into
 its own and LLVM optimizes it again (measured on the ur5 MPC horizon: a kernel calling
 the lanes' dynamics block and the term interpreter took 31.9 s of CPU to compile,
-where its callees were cached).  :func:`~.one_state.call_native` calls instead the
-callee's specialization already compiled (or loaded from the cache) by its address,
-which :func:`compiled_address` looks up once per process and signature: the caller
-compiles in about a second.
+where its callees were cached).  :func:`call_checked` calls instead the callee's
+specialization already compiled (or loaded from the cache) by its address, which
+:func:`callee_address` looks up once per process and signature: the caller compiles in
+about a second.
 
 The address says nothing of the types its code expects: a caller that passes other
 types (another array layout, another tuple) than those the callee was compiled for
-would run it on misread arguments.  Where the caller's Python side works the types
-out itself (:mod:`geppetto.ocp.horizon`), :func:`callee_address` returns the
-address with the key of the callee's signature (:func:`signature_key`), and the
-caller calls through :func:`~.one_state.call_checked`, which compares it with the
-key of the types it passes (a constant of its compiled code) and raises TypeError
-on a mismatch, before the call.
+would run it on misread arguments.  So every call by address goes through
+:func:`call_checked` (:func:`call_checked_int` for a callee returning an int64), on
+the (address, key) pair of :func:`callee_address`: the key names the callee's
+argument types (:func:`signature_key`), the call compares it with the key of the
+types it passes (a constant of its compiled code) and raises TypeError on a mismatch,
+before the call.  The callers: the one-state trampolines
+(:mod:`~geppetto.dynamics.one_state`), the lanes' ABA block of a fused phase and a
+user residual's knot loop (:mod:`geppetto.ocp.fused`), the one-call horizon
+(:mod:`geppetto.ocp.horizon`).  The check costs one compare of two integers.
 """
 import hashlib
 
-from numba.core import types
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 
 def compiled_address(function, argument_types, returns=types.none):
     """The address of the native code of ``function`` (a Numba dispatcher) for exactly
     ``argument_types`` (a tuple of Numba types), compiled (or loaded from the cache)
     when missing.  Raises TypeError when that specialization returns another type than
-    ``returns`` (:func:`~.one_state.call_native` calls for None,
-    :func:`~.one_state.call_native_int` for int64)."""
+    ``returns`` (:func:`call_checked` calls for None, :func:`call_checked_int` for
+    int64)."""
     signature = tuple(argument_types)
     overload = function.overloads.get(signature)
     if overload is None:
@@ -50,6 +54,60 @@ def signature_key(argument_types):
 def callee_address(function, argument_types, returns=types.none):
     """(address, key) of ``function``'s specialization for ``argument_types``
     (:func:`compiled_address`) and the :func:`signature_key` of the argument types
-    of that specialization, for :func:`~.one_state.call_checked`."""
+    of that specialization, for :func:`call_checked`."""
     address = compiled_address(function, argument_types, returns)
     return address, signature_key(function.overloads[tuple(argument_types)].signature.args)
+
+
+def _checked_call(return_type):
+    """The typer of a call, by (address, key), of a compiled function returning
+    ``return_type``, for the argument types of the tuple it is given: the codegen
+    raises TypeError when ``key`` is not the :func:`signature_key` of those types,
+    else calls the function in Numba's calling convention (its exception, if any,
+    propagates)."""
+
+    def typer(typingctx, address, key, arguments):
+        if not (isinstance(address, types.Integer) and isinstance(key, types.Integer)
+                and isinstance(arguments, types.BaseTuple)):
+            return None
+        argument_types = tuple(arguments.types)
+        expected = signature_key(argument_types)
+
+        def codegen(context, builder, signature, llargs):
+            given = context.cast(builder, llargs[1], signature.args[1], types.int64)
+            differs = builder.icmp_signed("!=", given,
+                                          context.get_constant(types.int64, expected))
+            with cgutils.if_unlikely(builder, differs):
+                context.call_conv.return_user_exc(builder, TypeError, (
+                    "call by address: the callee was compiled for other argument types "
+                    f"than this call passes, {types.Tuple(argument_types)}",))
+            function_type = context.call_conv.get_function_type(return_type, argument_types)
+            function = builder.inttoptr(llargs[0], function_type.as_pointer())
+            packed = llargs[2]
+            values = [builder.extract_value(packed, i) for i in range(len(argument_types))]
+            status, value = context.call_conv.call_function(builder, function, return_type,
+                                                            argument_types, values)
+            with cgutils.if_unlikely(builder, status.is_error):
+                context.call_conv.return_status_propagate(builder, status)
+            if return_type == types.none:
+                return context.get_dummy_value()
+            return value
+
+        return return_type(address, key, arguments), codegen
+
+    return typer
+
+
+@intrinsic
+def call_checked(typingctx, address, key, arguments):
+    """``f(*arguments)`` for the compiled function ``f`` of (address, key) from
+    :func:`callee_address` (returning None); raises TypeError, without calling, when
+    ``f`` was compiled for other types than those of ``arguments``."""
+    return _checked_call(types.none)(typingctx, address, key, arguments)
+
+
+@intrinsic
+def call_checked_int(typingctx, address, key, arguments):
+    """:func:`call_checked` for a function returning an int64 (a rollout's failed knot:
+    :func:`callee_address` with ``returns=types.int64``)."""
+    return _checked_call(types.int64)(typingctx, address, key, arguments)

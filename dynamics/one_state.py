@@ -18,23 +18,23 @@ that names the argument.  The public function returns a copy of the result from
 The trampoline does not link the kernel into its own code (that compiled the
 kernel a second time: 5 s for rnea, 20 s for aba_derivatives on ur5, measured at
 load 7): it calls the kernel's compiled specialization by its address
-(:func:`call_native`, Numba's own calling convention; an exception raised in the
-kernel propagates), looked up once per process and kernel by
-:func:`native_address` for the exact argument types the trampoline passes,
-declared beside it in :data:`ONE_STATE_ARGUMENTS`.  A trampoline compiles in
+(:func:`~.native.call_checked`, Numba's own calling convention; an exception raised
+in the kernel propagates), looked up once per process and kernel by
+:func:`native_callee` for the exact argument types the trampoline passes,
+declared beside it in :data:`ONE_STATE_ARGUMENTS`; the call raises TypeError when
+those are not the types the trampoline passes.  A trampoline compiles in
 about a second; the cache keeps it.  Assigning a new array to a Data field is not
 seen by the DataRef (write into ``data.M[...]`` instead); ``Data.resize`` drops
 it.
 """
 import numba
 import numpy as np
-from numba.core import cgutils, types
+from numba.core import types
 from numba.experimental import structref
-from numba.extending import intrinsic
 
 from .config import kernel
 from .model_ref import model_arrays, model_ref
-from .native import compiled_address, signature_key
+from .native import call_checked, callee_address
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
@@ -75,161 +75,90 @@ def _data_ref(liR, lip, oR, op, v, a, a_gf, f, oRf, opf, Ycrb, IA, pA, U, Dinv, 
                    dAdq, dAdv, no_forces)
 
 
-def _native_call(return_type, checked=False):
-    """The codegen of a call, by address, of a compiled function returning
-    ``return_type``, for the argument types of the tuple it is given; ``checked``: the
-    typer takes (address, key, arguments) and the call raises TypeError when ``key``
-    is not the :func:`~.native.signature_key` of those types."""
-
-    def typer(typingctx, address, *rest):
-        key, arguments = rest if checked else (None, rest[0])
-        if not isinstance(address, types.Integer) or not isinstance(arguments,
-                                                                    types.BaseTuple):
-            return None
-        if checked and not isinstance(key, types.Integer):
-            return None
-        argument_types = tuple(arguments.types)
-        expected = signature_key(argument_types) if checked else None
-
-        def codegen(context, builder, signature, llargs):
-            if checked:
-                given = context.cast(builder, llargs[1], signature.args[1], types.int64)
-                differs = builder.icmp_signed("!=", given,
-                                              context.get_constant(types.int64, expected))
-                with cgutils.if_unlikely(builder, differs):
-                    context.call_conv.return_user_exc(builder, TypeError, (
-                        "call by address: the callee was compiled for other argument types "
-                        f"than this call passes, {types.Tuple(argument_types)}",))
-            function_type = context.call_conv.get_function_type(return_type, argument_types)
-            function = builder.inttoptr(llargs[0], function_type.as_pointer())
-            packed = llargs[-1]
-            values = [builder.extract_value(packed, i) for i in range(len(argument_types))]
-            status, value = context.call_conv.call_function(builder, function, return_type,
-                                                            argument_types, values)
-            with cgutils.if_unlikely(builder, status.is_error):
-                context.call_conv.return_status_propagate(builder, status)
-            if return_type == types.none:
-                return context.get_dummy_value()
-            return value
-
-        if checked:
-            return return_type(address, key, arguments), codegen
-        return return_type(address, arguments), codegen
-
-    return typer
-
-
-@intrinsic
-def call_native(typingctx, address, arguments):
-    """``f(*arguments)`` for the compiled function ``f`` at ``address`` (an integer:
-    the native function of a Numba specialization for exactly the types of
-    ``arguments``, returning None); its exception, if any, propagates."""
-    return _native_call(types.none)(typingctx, address, arguments)
-
-
-@intrinsic
-def call_native_int(typingctx, address, arguments):
-    """:func:`call_native` for a function returning an int64 (a rollout's failed knot:
-    :func:`~geppetto.dynamics.native.compiled_address` with ``returns=types.int64``)."""
-    return _native_call(types.int64)(typingctx, address, arguments)
-
-
-@intrinsic
-def call_checked(typingctx, address, key, arguments):
-    """:func:`call_native` of (address, key) from :func:`~.native.callee_address`:
-    raises TypeError, without calling, when the callee was compiled for other types
-    than those of ``arguments``."""
-    return _native_call(types.none, True)(typingctx, address, key, arguments)
-
-
-@intrinsic
-def call_checked_int(typingctx, address, key, arguments):
-    """:func:`call_checked` for a function returning an int64."""
-    return _native_call(types.int64, True)(typingctx, address, key, arguments)
-
-
-def native_address(kernel_function, trampoline, model_type, data_type):
-    """The address of ``kernel_function``'s native code for the arguments
+def native_callee(kernel_function, trampoline, model_type, data_type):
+    """(address, key) of ``kernel_function``'s native code for the arguments
     ``trampoline`` passes it (:data:`ONE_STATE_ARGUMENTS`; ``model_type`` the type of
     its model argument, a ModelRef's or the ModelArrays tuple's), compiled (or loaded
-    from the cache) when missing.  Raises TypeError when that specialization returns
-    a value (the trampolines call for None)."""
+    from the cache) when missing (:func:`~.native.callee_address`).  Raises TypeError
+    when that specialization returns a value (the trampolines call for None)."""
     _, inputs, arguments = ONE_STATE_ARGUMENTS[trampoline]
     signature = ((model_type,) + (_STACK,) * inputs
                  + tuple(data_type.field_dict[a] if isinstance(a, str) else a
                          for a in arguments))
-    return compiled_address(kernel_function, signature)
+    return callee_address(kernel_function, signature)
 
 
 @kernel
-def _rnea_one(address, model, data, q, v, a, starts, lengths):
+def _rnea_one(address, key, model, data, q, v, a, starts, lengths):
     """rnea of one state into ``data``; False when an input is not valid."""
     if not _are_valid(model, q, v, a, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], v[None], a[None], d.no_forces, d.liR, d.lip, d.oR,
-                          d.op, d.v, d.a_gf, d.f, d.tau))
+    call_checked(address, key, (model, q[None], v[None], a[None], d.no_forces, d.liR, d.lip, d.oR,
+                                d.op, d.v, d.a_gf, d.f, d.tau))
     return True
 
 
 @kernel
-def _aba_one(address, model, data, q, v, tau, starts, lengths):
+def _aba_one(address, key, model, data, q, v, tau, starts, lengths):
     """aba of one state into ``data``; False when an input is not valid or M(q) is
     singular (ddq not finite)."""
     if not _are_valid(model, q, v, tau, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip, d.oR,
-                          d.op, d.J, d.IA, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq))
+    call_checked(address, key, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip,
+                                d.oR, d.op, d.J, d.IA, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u,
+                                d.ddq))
     return all_finite(d.ddq[0])
 
 
 @kernel
-def _crba_one(address, model, data, q, starts, lengths):
+def _crba_one(address, key, model, data, q, starts, lengths):
     """crba of one state into ``data``; False when q is not valid."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], d.oR, d.op, d.M))
+    call_checked(address, key, (model, q[None], d.oR, d.op, d.M))
     return True
 
 
 @kernel
-def _compute_minverse_one(address, model, data, q, starts, lengths):
+def _compute_minverse_one(address, key, model, data, q, starts, lengths):
     """compute_minverse of one state into ``data``; False when q is not valid or M(q)
     is singular (D^-1 not finite)."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], d.oR, d.op, d.U, d.Dinv, d.Minv))
+    call_checked(address, key, (model, q[None], d.oR, d.op, d.U, d.Dinv, d.Minv))
     return all_finite(d.Dinv[0].reshape(-1))
 
 
 @kernel
-def _rnea_derivatives_one(address, model, data, q, v, a, out, starts, lengths):
+def _rnea_derivatives_one(address, key, model, data, q, v, a, out, starts, lengths):
     """rnea_derivatives of one state into ``data``, and dtau_dq, dtau_dv, M copied into
     ``out`` (3, nv, nv); False when an input is not valid."""
     if not _are_valid(model, q, v, a, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], v[None], a[None], d.no_forces, d.liR, d.lip, d.oR,
-                          d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.of, d.tau, d.dtau_dq, d.dtau_dv,
-                          d.M, d.v, d.a, d.oa))
+    call_checked(address, key, (model, q[None], v[None], a[None], d.no_forces, d.liR, d.lip, d.oR,
+                                d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.of, d.tau, d.dtau_dq,
+                                d.dtau_dv, d.M, d.v, d.a, d.oa))
     _copy_results(d.dtau_dq, d.dtau_dv, d.M, out)
     return True
 
 
 @kernel
-def _aba_derivatives_one(address, model, data, q, v, tau, out, starts, lengths):
+def _aba_derivatives_one(address, key, model, data, q, v, tau, out, starts, lengths):
     """aba_derivatives of one state into ``data``, and ddq_dq, ddq_dv, Minv copied into
     ``out`` (3, nv, nv); False when an input is not valid or M(q) is singular (D^-1 not
     finite, as :func:`_compute_minverse_one`: nv numbers, not M^-1's nv^2)."""
     if not _are_valid(model, q, v, tau, starts, lengths):
         return False
     d = data
-    call_native(address, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip, d.oR,
-                          d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq,
-                          d.Minv, d.of, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv))
+    call_checked(address, key, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip,
+                                d.oR, d.op, d.J, d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u,
+                                d.ddq, d.Minv, d.of, d.tau, d.dtau_dq, d.dtau_dv, d.ddq_dq,
+                                d.ddq_dv))
     _copy_results(d.ddq_dq, d.ddq_dv, d.Minv, out)
     return all_finite(d.Dinv[0].reshape(-1))
 
@@ -254,49 +183,49 @@ def _copy_results(x, y, z, out):
 
 
 @kernel
-def _forward_kinematics_one(address, model, data, q, v, a, order, starts, lengths):
+def _forward_kinematics_one(address, key, model, data, q, v, a, order, starts, lengths):
     """forward_kinematics of one state into ``data`` (``order`` 0: placements, 1: and
     velocities, 2: and accelerations; v, a zeros when not given); False when an input
     is not valid."""
     if not _are_valid(model, q, v, a, starts, lengths):
         return False
     d = data
-    call_native(address, (model_arrays(model), q[None], v[None], a[None], order, d.liR, d.lip,
-                          d.oR, d.op, d.v, d.a))
+    call_checked(address, key, (model_arrays(model), q[None], v[None], a[None], order, d.liR,
+                                d.lip, d.oR, d.op, d.v, d.a))
     return True
 
 
 @kernel
-def _frame_jacobian_one(address, model, data, q, frame, reference, out, starts, lengths):
+def _frame_jacobian_one(address, key, model, data, q, frame, reference, out, starts, lengths):
     """frame_jacobian of one state into ``out`` (6, nv) and ``data`` (``frame`` and
     ``reference`` checked by the caller); False when q is not valid."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_native(address, (model_arrays(model), q[None], frame, reference, d.liR, d.lip, d.oR,
-                          d.op, d.oRf, d.opf, d.J, out[None]))
+    call_checked(address, key, (model_arrays(model), q[None], frame, reference, d.liR, d.lip, d.oR,
+                                d.op, d.oRf, d.opf, d.J, out[None]))
     return True
 
 
 @kernel
-def _center_of_mass_one(address, model, data, q, with_jacobian, starts, lengths):
+def _center_of_mass_one(address, key, model, data, q, with_jacobian, starts, lengths):
     """center_of_mass (with_jacobian: and its Jacobian) of one state into ``data``;
     False when q is not valid."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_native(address, (model_arrays(model), q[None], with_jacobian, d.liR, d.lip, d.oR,
-                          d.op, d.J, d.mass, d.com, d.Jcom))
+    call_checked(address, key, (model_arrays(model), q[None], with_jacobian, d.liR, d.lip, d.oR,
+                                d.op, d.J, d.mass, d.com, d.Jcom))
     return True
 
 
 @kernel
-def _integrate_one(address, model, q, v, out, starts, lengths):
+def _integrate_one(address, key, model, q, v, out, starts, lengths):
     """integrate of one state into ``out`` (nq,); False when an input is not valid."""
     if not _are_valid(model, q, v, v, starts, lengths):
         return False
-    call_native(address, (model_arrays(model), q[None], v[None], out[None], np.empty(4),
-                          np.empty(4), np.empty(3)))
+    call_checked(address, key, (model_arrays(model), q[None], v[None], out[None], np.empty(4),
+                                np.empty(4), np.empty(3)))
     return True
 
 
@@ -371,13 +300,13 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra
         if entry is None:
             return False
         kept.entries[trampoline] = entry
-    call, address = entry
+    call, address, key = entry
     if v is None:
-        done = call(address, kept.model_ref, kept.data_ref, q, *extra, kept.starts,
+        done = call(address, key, kept.model_ref, kept.data_ref, q, *extra, kept.starts,
                     kept.lengths)
     else:
-        done = call(address, kept.model_ref, kept.data_ref, q, v, u, *extra, kept.starts,
-                    kept.lengths)
+        done = call(address, key, kept.model_ref, kept.data_ref, q, v, u, *extra,
+                    kept.starts, kept.lengths)
     if done:
         data._last_K, data._last_single, data._has_placements = 1, True, True
     return done
@@ -402,8 +331,8 @@ def model_one_state(trampoline, kernel_function, model, q, v, out):
         if entry is None:
             return False
         kept.entries[trampoline] = entry
-    call, address = entry
-    return call(address, kept.model_ref, q, v, out, kept.starts, kept.lengths)
+    call, address, key = entry
+    return call(address, key, kept.model_ref, q, v, out, kept.starts, kept.lengths)
 
 
 class _OneState:
@@ -450,27 +379,28 @@ def _none():
 
 
 def _entry(trampoline, kernel_function, model, ref, data, extra):
-    """(the trampoline's compiled entry point, the kernel's native address) for the
-    types of ``ref`` and ``data`` (the model's ModelRef, a DataRef) and ``extra``,
-    shared by all models and Data of the same types; None when ``kernel_function`` is
-    no Numba dispatcher (a benchmark's recorder in its place)."""
+    """(the trampoline's compiled entry point, the kernel's (address, key):
+    :func:`native_callee`) for the types of ``ref`` and ``data`` (the model's
+    ModelRef, a DataRef) and ``extra``, shared by all models and Data of the same
+    types; None when ``kernel_function`` is no Numba dispatcher (a benchmark's
+    recorder in its place)."""
     if not hasattr(kernel_function, "overloads"):
         return None
     takes, inputs, _ = ONE_STATE_ARGUMENTS[trampoline]
     model_type = numba.typeof(ref if takes == "ref" else model.arrays)
     data_type = None if data is None else numba.typeof(data)
-    key = (trampoline, model_type, data_type)
-    entry = _ENTRIES.get(key)
+    types_key = (trampoline, model_type, data_type)
+    entry = _ENTRIES.get(types_key)
     if entry is None:
-        address = native_address(kernel_function, trampoline, model_type, data_type)
+        callee = native_callee(kernel_function, trampoline, model_type, data_type)
         no_blocks = np.empty(0, dtype=np.int64)
         references = (ref,) if data is None else (ref, data)
-        arguments = ((address,) + references + (np.empty(1),) * inputs + tuple(extra)
+        arguments = (callee + references + (np.empty(1),) * inputs + tuple(extra)
                      + (no_blocks, no_blocks))
         trampoline.compile(tuple(numba.typeof(x) for x in arguments))
-        entry = _ENTRIES[key] = (_compiled_entry(trampoline, arguments), address)
+        entry = _ENTRIES[types_key] = (_compiled_entry(trampoline, arguments),) + callee
     return entry
 
 
-# {(trampoline, ModelRef type, DataRef type): (entry point, kernel address)}
+# {(trampoline, ModelRef type, DataRef type): (entry point, kernel address, its key)}
 _ENTRIES = {}

@@ -83,6 +83,13 @@ def show(robot, xs, dt, out, name, live, camera_position=None):
             input("press Enter to close the viewer ")
 
 
+def standing_guess(problem):
+    """(xs, us): every knot at the problem's x0 and the quasi-static controls holding
+    it there, the legged examples' initial guess."""
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    return xs, problem.quasi_static(xs)
+
+
 def show_and_plot(robot, result, dt, out, name, live, reduced, camera_position, end_effector,
                   end_effector_plot, u_bounds=None):
     """What the legged examples do with a solution: print it, export (and play) the

@@ -56,8 +56,7 @@ def main(reduced=False, out="geppetto-examples/solo12_jump", live=False):
     terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(x_reg.residual, x_reg.activation,
                                                         weight=1e3)])
     problem = gp.ocp.ShootingProblem(x0, stages, terminal)
-    xs = np.repeat(x0[None], problem.N + 1, axis=0)
-    result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs),
+    result = gp.solvers.FDDP(problem).solve(*_common.standing_guess(problem),
                                             max_iter=15 if reduced else 100, verbose=True)
     _common.show_and_plot(robot, result, dt, out, "solo12_jump", live, reduced, (1.0, -1.5, 0.6),
                           "FL_FOOT", "front_left_foot.png")

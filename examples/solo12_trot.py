@@ -110,8 +110,7 @@ def main(reduced=False, out="geppetto-examples/solo12_trot", live=False):
     x0 = np.r_[robot.q0, np.zeros(model.nv)]
     step_knots, dt = (8, 0.03) if reduced else (25, 0.01)
     problem = trotting_problem(model, x0, step_knots=step_knots, dt=dt)
-    xs = np.repeat(x0[None], problem.N + 1, axis=0)
-    result = gp.solvers.FDDP(problem).solve(xs, problem.quasi_static(xs),
+    result = gp.solvers.FDDP(problem).solve(*_common.standing_guess(problem),
                                             max_iter=10 if reduced else 100, verbose=True)
     _common.show_and_plot(robot, result, dt, out, "solo12_trot", live, reduced, (1.0, -1.5, 0.8),
                           "FL_FOOT", "front_left_foot.png")

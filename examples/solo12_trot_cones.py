@@ -72,8 +72,7 @@ def main(reduced=False, out="geppetto-examples/solo12_trot_cones", live=False):
     x0 = np.r_[robot.q0, np.zeros(model.nv)]
     step_knots, dt = (8, 0.03) if reduced else (25, 0.01)
     problem, soft = hard_cones(trotting_problem(model, x0, step_knots=step_knots, dt=dt))
-    xs = np.repeat(x0[None], problem.N + 1, axis=0)
-    free = gp.solvers.FDDP(soft).solve(xs, soft.quasi_static(xs), max_iter=200)
+    free = gp.solvers.FDDP(soft).solve(*_common.standing_guess(soft), max_iter=200)
     lowest = min(r.min() for r in cone_rows(problem, free.xs, free.us))
     print(f"FDDP without the cones: {free}; lowest cone row {lowest:.3e}")
     solver = gp.solvers.ALDDP(problem, th_constraint=1e-7)

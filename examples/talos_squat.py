@@ -47,9 +47,8 @@ def main(reduced=False, out="geppetto-examples/talos_squat", live=False):
     terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(x_reg.residual, x_reg.activation,
                                                         weight=100.0)])
     problem = gp.ocp.ShootingProblem(x0, [running] * N, terminal)
-    xs = np.repeat(x0[None], problem.N + 1, axis=0)
     result = gp.solvers.BoxFDDP(problem).solve(
-        xs, problem.quasi_static(xs), max_iter=10 if reduced else 100, verbose=True)
+        *_common.standing_guess(problem), max_iter=10 if reduced else 100, verbose=True)
     _common.show_and_plot(robot, result, dt, out, "talos_squat", live, reduced, (2.5, -2.0, 1.2),
                           "base_link", "base_path.png", u_bounds=(-limit, limit))
     return problem, result

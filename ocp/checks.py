@@ -124,13 +124,19 @@ def _controls(us, K, nu, name="us"):
 
 # --- dynamics and integrators ------------------------------------------------------------
 
+def _inputs(model, xs, us):
+    """(xs (K, nx), us (K, nu), its data for K knots) of a dynamics or an integrator at
+    states xs (K, nx) or (nx,) and controls us (K, nu) or (nu,), checked."""
+    xs = _states(model.state, xs)
+    us = _controls(us, xs.shape[0], model.nu)
+    return xs, us, model.create_data(xs.shape[0])
+
+
 def dynamics_derivatives_fd(dynamics, xs, us, step=STEP):
     """Numerical (f_x (K, ndx, ndx), f_u (K, ndx, nu)) of a dynamics object at
     states xs (K, nx) or (nx,) and controls us (K, nu) or (nu,)."""
     state = dynamics.state
-    xs = _states(state, xs)
-    us = _controls(us, xs.shape[0], dynamics.nu)
-    data = dynamics.create_data(xs.shape[0])
+    xs, us, data = _inputs(dynamics, xs, us)
 
     def f(x, u):
         return dynamics.calc(data, np.ascontiguousarray(x), u).copy()
@@ -151,10 +157,7 @@ def check_dynamics(dynamics, xs, us, step=STEP):
     xs : (K, nx) or (nx,) states.  us : (K, nu) or (nu,) controls.
     step : base step h of the central differences.
     """
-    state = dynamics.state
-    xs = _states(state, xs)
-    us = _controls(us, xs.shape[0], dynamics.nu)
-    data = dynamics.create_data(xs.shape[0])
+    xs, us, data = _inputs(dynamics, xs, us)
     _, f_x, f_u = (a.copy() for a in dynamics.calc_diff(data, xs, us))
     num_x, num_u = dynamics_derivatives_fd(dynamics, xs, us, step)
     return DynamicsCheck(scaled_error(f_x, num_x), scaled_error(f_u, num_u))
@@ -170,9 +173,7 @@ def integrator_derivatives_fd(integrator, xs, us, step=STEP):
     StageModel), each column a tangent vector at the unperturbed x' = F(x, u)."""
     integrator = _integrator(integrator)
     state = integrator.state
-    xs = _states(state, xs)
-    us = _controls(us, xs.shape[0], integrator.nu)
-    data = integrator.create_data(xs.shape[0])
+    xs, us, data = _inputs(integrator, xs, us)
 
     def F(x, u):
         return integrator.calc(data, np.ascontiguousarray(x), u).copy()
@@ -190,9 +191,7 @@ def check_integrator(integrator, xs, us, step=STEP):
     :class:`~.stage.StageModel`; xs (K, nx), us (K, nu) (or one of each).
     """
     integrator = _integrator(integrator)
-    xs = _states(integrator.state, xs)
-    us = _controls(us, xs.shape[0], integrator.nu)
-    data = integrator.create_data(xs.shape[0])
+    xs, us, data = _inputs(integrator, xs, us)
     _, Fx, Fu = (a.copy() for a in integrator.calc_diff(data, xs, us))
     num_x, num_u = integrator_derivatives_fd(integrator, xs, us, step)
     return IntegratorCheck(scaled_error(Fx, num_x), scaled_error(Fu, num_u))

@@ -726,7 +726,31 @@ def _surface_basis(normal):
     return n, t1, np.cross(n, t1)
 
 
-class FrictionConeResidual(_ContactResidual):
+class _LinearForceResidual(_ContactResidual):
+    """Base: r = A w[:n] (``self.A`` (nr, n), no reference) of the force w of
+    :meth:`_force_in` in the axes of ``world``."""
+
+    def reference_shape(self):
+        return (0,)
+
+    def _map(self):
+        return self.A
+
+    def calc(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, VALUES)
+        w = self._force_in(out, self.world, False)[0]
+        np.matmul(w[:, :self.A.shape[1]], self.A.T, out=data.r)
+
+    def calc_diff(self, data, kinematics, xs, us):
+        out = self._outputs(kinematics, xs, us, DERIVATIVES)
+        w, w_x, w_u = self._force_in(out, self.world, True)
+        n = self.A.shape[1]
+        np.matmul(w[:, :n], self.A.T, out=data.r)
+        np.matmul(self.A, w_x[:, :n], out=data.Rx)
+        np.matmul(self.A, w_u[:, :n], out=data.Ru)
+
+
+class FrictionConeResidual(_LinearForceResidual):
     """Linearized Coulomb cone of one contact: 5 rows, each >= 0 inside the cone.
 
     With f the linear contact force in the world (lambda_c[:3], rotated by the
@@ -759,24 +783,6 @@ class FrictionConeResidual(_ContactResidual):
         lower = np.zeros(self.nr)
         lower[-1] = float(min_force)
         self.bounds = (lower, np.full(self.nr, np.inf))
-
-    def reference_shape(self):
-        return (0,)
-
-    def _map(self):
-        return self.A
-
-    def calc(self, data, kinematics, xs, us):
-        out = self._outputs(kinematics, xs, us, VALUES)
-        f = self._force_in(out, True, False)[0][:, :3]
-        np.matmul(f, self.A.T, out=data.r)
-
-    def calc_diff(self, data, kinematics, xs, us):
-        out = self._outputs(kinematics, xs, us, DERIVATIVES)
-        f, f_x, f_u = self._force_in(out, True, True)
-        np.matmul(f[:, :3], self.A.T, out=data.r)
-        np.matmul(self.A, f_x[:, :3], out=data.Rx)
-        np.matmul(self.A, f_u[:, :3], out=data.Ru)
 
 
 class SmoothFrictionConeResidual(_ContactResidual):
@@ -844,7 +850,7 @@ class SmoothFrictionConeResidual(_ContactResidual):
         np.einsum("ka,kac->kc", dr_df, f_u[:, :3], out=data.Ru[:, 0])
 
 
-class CenterOfPressureResidual(_ContactResidual):
+class CenterOfPressureResidual(_LinearForceResidual):
     """Centre of pressure of a 6D contact inside a rectangle of the contact frame:
     4 rows, each >= 0 when the CoP lies inside (for a positive normal force).
 
@@ -879,20 +885,3 @@ class CenterOfPressureResidual(_ContactResidual):
         self.bounds = (np.zeros(self.nr), np.full(self.nr, np.inf))
 
     world = False
-
-    def reference_shape(self):
-        return (0,)
-
-    def _map(self):
-        return self.A
-
-    def calc(self, data, kinematics, xs, us):
-        out = self._outputs(kinematics, xs, us, VALUES)
-        np.matmul(self._force_in(out, False, False)[0], self.A.T, out=data.r)
-
-    def calc_diff(self, data, kinematics, xs, us):
-        out = self._outputs(kinematics, xs, us, DERIVATIVES)
-        w, w_x, w_u = self._force_in(out, False, True)
-        np.matmul(w, self.A.T, out=data.r)
-        np.matmul(self.A, w_x, out=data.Rx)
-        np.matmul(self.A, w_u, out=data.Ru)

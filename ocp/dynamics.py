@@ -24,7 +24,7 @@ from ..dynamics.aba_derivatives import _aba_derivatives, _aba_derivatives_parall
 from ..dynamics.model_ref import model_ref
 from ..dynamics.config import num_threads
 from ..dynamics.derivative_lanes import aba_tiles, aba_tiles_workspace
-from ..dynamics.native import compiled_address
+from ..dynamics.native import callee_address
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
@@ -189,13 +189,13 @@ class FreeDynamics:
             aba_tiles_workspace(self.arrays), d.oR.reshape(K, -1), d.op.reshape(K, -1),
             d.J.reshape(K, -1), d.Minv.reshape(K, -1), d.ddq_dq.reshape(K, -1),
             d.ddq_dv.reshape(K, -1))
-        # aba_tiles by address (for the types _free_field passes it): linked into
+        # aba_tiles by (address, key) (for the types _free_field passes it): linked into
         # _free_field, its code was optimized again there
         tiles = (self.arrays, buffers[0], buffers[1], data.tau, True, work, d.ddq, ddq_dq,
                  ddq_dv, Minv, oR, op, J)
-        address = np.array([compiled_address(aba_tiles, tuple(numba.typeof(a) for a in tiles))],
-                           dtype=np.int64)
-        lanes = (work, oR, op, J, Minv, ddq_dq, ddq_dv, address)
+        callee = np.array(callee_address(aba_tiles, tuple(numba.typeof(a) for a in tiles)),
+                          dtype=np.int64)
+        lanes = (work, oR, op, J, Minv, ddq_dq, ddq_dv, callee)
         return Step((self.actuation.B, np.ascontiguousarray(self.damping), int(level), buffers,
                      arrays, (data.f, data.f_x, data.f_u), lanes), _free_field,
                     model=self.arrays, separate=True,

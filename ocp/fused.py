@@ -65,7 +65,7 @@ from ..dynamics.constraints import constraint_placements_state
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.liegroup_derivatives import _difference_stack, _lie_jacobians
 from ..dynamics.liegroups import _integrate
-from ..dynamics.one_state import call_native
+from ..dynamics.native import call_checked
 from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
 from .held import held, typed_list
@@ -106,8 +106,8 @@ def _free_field(xs, us, m, a, mode):
     :meth:`.dynamics.FreeDynamics.calc_diff`): the CALC and DIFF block of the step (COSTS
     mode runs :func:`_free_kinematics`, TRIAL mode nothing: see :class:`Step`).  It runs
     the phase's knots across SIMD lanes
-    (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`, called by its address in
-    ``lanes``: see :meth:`.dynamics.FreeDynamics.fused_step`), which also leave the
+    (:func:`~geppetto.dynamics.derivative_lanes.aba_tiles`, called by its (address, key)
+    in ``lanes``: see :meth:`.dynamics.FreeDynamics.fused_step`), which also leave the
     placements and world Jacobians the residuals read in the Data."""
     B, damping, level, buf, d, out, lanes = a
     qs, vs, tau, f_ext, zeros = buf
@@ -124,8 +124,8 @@ def _free_field(xs, us, m, a, mode):
             for j in range(B.shape[1]):
                 s += B[i, j] * us[k, j]
             tau[k, i] = s - damping[i] * vs[k, i]
-    call_native(tiles[0], (m, qs, vs, tau, mode == DIFF, work, ddq, ddq_dq_flat, ddq_dv_flat,
-                           Minv_flat, oR_flat, op_flat, J_flat))
+    call_checked(tiles[0], tiles[1], (m, qs, vs, tau, mode == DIFF, work, ddq, ddq_dq_flat,
+                                      ddq_dv_flat, Minv_flat, oR_flat, op_flat, J_flat))
     for k in range(K):
         for i in range(nv):
             f[k, i] = vs[k, i]
@@ -635,15 +635,16 @@ def _linear_map(A, w, w_x, w_u, ref, k, with_derivatives, r, Rx, Ru):
 
 @kernel
 def _user(xs, us, a, mode):
-    """A user residual (:class:`~.numba_residual.NumbaResidual`): ``a`` = (address, oR, op,
-    J, reference, parameters, r, Rx, Ru), ``address`` that of the compiled knot loop of
-    the user's kernel (:func:`knot_loop`) for C-contiguous xs, us, these operands' types
-    and an int64 mode (:meth:`.numba_residual.NumbaResidual.fused_step` looks it up).
-    Called by address, the user's code is not linked into this block nor into the
-    interpreter: their types, and so their compiled code, do not depend on it."""
-    address, oR, op, J, reference, parameters, r, Rx, Ru = a
-    call_native(address, (np.ascontiguousarray(xs), np.ascontiguousarray(us),
-                          (oR, op, J, reference, parameters, r, Rx, Ru), mode))
+    """A user residual (:class:`~.numba_residual.NumbaResidual`): ``a`` = (address, key,
+    oR, op, J, reference, parameters, r, Rx, Ru), (address, key) those of the compiled
+    knot loop of the user's kernel (:func:`knot_loop`) for C-contiguous xs, us, these
+    operands' types and an int64 mode (:meth:`.numba_residual.NumbaResidual.fused_step`
+    looks them up; :func:`~geppetto.dynamics.native.call_checked`).  Called by address,
+    the user's code is not linked into this block nor into the interpreter: their types,
+    and so their compiled code, do not depend on it."""
+    address, key, oR, op, J, reference, parameters, r, Rx, Ru = a
+    call_checked(address, key, (np.ascontiguousarray(xs), np.ascontiguousarray(us),
+                                (oR, op, J, reference, parameters, r, Rx, Ru), mode))
 
 
 # --- costs ---------------------------------------------------------------------------
@@ -968,7 +969,7 @@ _SPECS = {
     "_frame_velocity": (4, 3, 3, 2, "i", 2, 1, "i", 2, 2, 3),
     "_com": (4, 3, 3, 2, 2, 3),
     "_contact_wrench": (2, 3, 3, 4, 3, "i", 2, "i", "I", 2, 2, "i", 2, 3, 3, 2, 3, 3, 2),
-    "_user": ("i", 4, 3, 3, 2, 1, 2, 3, 3),
+    "_user": ("i", "i", 4, 3, 3, 2, 1, 2, 3, 3),
     "_cost": ("i", 2, 2, 1, 2, 3, 1, 1, "f", 3, 3, "b", "b", "b"),
 }
 _ITEM_TYPES = {}
@@ -1045,9 +1046,9 @@ def _interpret(xs, us, holder, mode):
         elif code == 7:
             _contact_wrench(xs, us, _operands_contact_wrench(arrays, ints, r), mode)
         elif code == 8:
-            _user(xs, us, (r[0], _a4(arrays, r[1]), _a3(arrays, r[2]), _a3(arrays, r[3]),
-                           _a2(arrays, r[4]), _a1(arrays, r[5]), _a2(arrays, r[6]),
-                           _a3(arrays, r[7]), _a3(arrays, r[8])), mode)
+            _user(xs, us, (r[0], r[1], _a4(arrays, r[2]), _a3(arrays, r[3]),
+                           _a3(arrays, r[4]), _a2(arrays, r[5]), _a1(arrays, r[6]),
+                           _a2(arrays, r[7]), _a3(arrays, r[8]), _a3(arrays, r[9])), mode)
         else:
             _cost(_operands_cost(arrays, floats, r), out, mode)
 

@@ -29,7 +29,7 @@ user's :class:`~.numba_residual.NumbaResidual` is a block of the programs:
 :func:`.fused._user`):
 :func:`horizon_trial` returns None for them.
 :func:`_trial` reaches the rollouts, the cost programs and the terminal kinematics
-pass by their addresses (:func:`~geppetto.dynamics.one_state.call_checked`), as
+pass by their addresses (:func:`~geppetto.dynamics.native.call_checked`), as
 :func:`_evaluate` below does: linked into it, their code (ABA, the interpreter) was
 optimized again at its compile (12.7 s of CPU at the first ur5 solve).  The addresses
 are those of the callees' specializations for the types :func:`_trial` passes them,
@@ -44,7 +44,7 @@ same road (:func:`horizon_evaluation`, :func:`_evaluate`): each phase's lanes'
 dynamics block and cost program, then the terminal knot's kinematics pass and
 program, in one call, with the same kernels on the same arrays (equal to the bit).
 :func:`_evaluate` reaches those kernels by their addresses
-(:func:`~geppetto.dynamics.one_state.call_checked`): linked into it, their code was
+(:func:`~geppetto.dynamics.native.call_checked`): linked into it, their code was
 generated and optimized again (31.9 s of CPU at the first solve in a process where
 they were cached).  Called by address, its types do not depend on the robot, the
 costs or the number of phases: it compiles once per machine (8.6 s of CPU at load 9,
@@ -61,8 +61,7 @@ from numba.core.registry import cpu_target
 from numba.core.typing.arraydecl import get_array_index_type
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.native import callee_address
-from ..dynamics.one_state import call_checked, call_checked_int
+from ..dynamics.native import call_checked, call_checked_int, callee_address
 from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerprint
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
@@ -202,7 +201,7 @@ def _addresses(rows):
     """The (rows, callees, 2) int64 table of the (address, key) pairs
     (:func:`~geppetto.dynamics.native.callee_address`) of ``rows`` of calls (callee,
     argument types[, return type]), for a kernel that makes them by
-    :func:`~geppetto.dynamics.one_state.call_checked`: a call whose types are not
+    :func:`~geppetto.dynamics.native.call_checked`: a call whose types are not
     those worked out here raises TypeError instead of running the callee on misread
     arguments."""
     return np.array([[callee_address(*call) for call in row] for row in rows],

@@ -29,7 +29,7 @@ an edited kernel gets a new loop (its code is part of the loop module's hash).  
 import numba
 import numpy as np
 
-from ..dynamics.native import compiled_address
+from ..dynamics.native import callee_address
 from .fused import Step, _user, knot_loop
 from .residuals import JACOBIANS, NONE, Residual
 
@@ -86,12 +86,12 @@ class NumbaResidual(Residual):
 
     def fused_step(self, data, kinematics, state):
         """The :func:`.fused._user` step: the knot loop of :func:`.fused.knot_loop` called by
-        the address of its specialization for these operands (so the phase stays a
+        the (address, key) of its specialization for these operands (so the phase stays a
         program of the interpreter, and the horizon one compiled call)."""
         args = self._args(data, kinematics)
-        address = compiled_address(knot_loop(self.kernel),
-                                   (_STACK, _STACK, numba.typeof(args), numba.int64))
-        return Step((address,) + args, _user)
+        callee = callee_address(knot_loop(self.kernel),
+                                (_STACK, _STACK, numba.typeof(args), numba.int64))
+        return Step(callee + args, _user)
 
     def _run(self, data, kinematics, xs, us, mode):
         """The per-term path: the knot loop of :func:`.fused.knot_loop` from Python."""

@@ -79,7 +79,7 @@ def _finish(figure, path, title, grid=None):
     return figure
 
 
-def _dof_labels(model):
+def dof_labels(model):
     """One label per velocity coordinate: the joint name, indexed for multi-dof joints."""
     labels = []
     for i in range(1, model.njoints):
@@ -92,7 +92,7 @@ def _scalar_dofs(model):
     """[(label, q index, v index, (q unit, v unit, effort unit))] of the coordinates
     with nq_i == nv_i (a plot of q makes sense for them: revolute, prismatic,
     translation joints; not for quaternions or (cos, sin) pairs)."""
-    labels, out = _dof_labels(model), []
+    labels, out = dof_labels(model), []
     for i in range(1, model.njoints):
         if model.nqs[i] == model.nvs[i]:
             units = UNITS.get(int(model.joint_types[i]), ("", "", ""))

@@ -24,11 +24,14 @@ from geppetto.ocp.fused import DIFF
 
 @kernel
 def _double_integrator(xs, us, params, f):
+    """A damped planar double integrator, dv/dt = u - params[0] v; a knot without
+    controls (us (K, 0)) coasts, u = 0."""
     for k in range(xs.shape[0]):
         f[k, 0] = xs[k, 2]
         f[k, 1] = xs[k, 3]
-        f[k, 2] = us[k, 0] - params[0] * xs[k, 2]
-        f[k, 3] = us[k, 1] - params[0] * xs[k, 3]
+        for i in range(2):
+            u = us[k, i] if us.shape[1] > 0 else 0.0
+            f[k, 2 + i] = u - params[0] * xs[k, 2 + i]
 
 
 @kernel
@@ -41,8 +44,9 @@ def _double_integrator_diff(xs, us, params, f, f_x, f_u):
         f_x[k, 2, 2] = -params[0]
         f_x[k, 3, 3] = -params[0]
         f_u[k, :, :] = 0.0
-        f_u[k, 2, 0] = 1.0
-        f_u[k, 3, 1] = 1.0
+        if us.shape[1] > 0:
+            f_u[k, 2, 0] = 1.0
+            f_u[k, 3, 1] = 1.0
 
 
 X0 = np.array([1.0, -0.5, 0.2, 0.3])
@@ -103,25 +107,29 @@ def _split(problem, z, X, U):
             np.array([z[U(k)] for k in range(problem.N)]))
 
 
-@SOLVERS
-def test_lq_terminal_equality_matches_kkt(solver_class):
-    """x_N = (0, 0, 0, 0) exactly and u_3[0] = 0.5 (a path equality): the KKT solution."""
+def _terminal_equality_kkt():
+    """(problem, xs, us): x_N = (0, 0, 0, 0) exactly and u_3[0] = 0.5 (a path equality)
+    on :func:`_lq_problem`, and its solution by the dense KKT system."""
     goal = np.zeros(4)
     problem = _lq_problem(terminal_constraints=[ocp.Constraint(
         ocp.StateResidual(ocp.StateVector(4), goal), 0.0, 0.0)],
         stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.5, 0.0]), [0.0, -np.inf],
                                           [0.0, np.inf])], bounded_knots=(3,))
     H, g, A, b, X, U = _dense(problem)
-    n, m = problem.ndx, problem.nu
+    n = problem.ndx
     C = np.zeros((n + 1, H.shape[0]))
     C[:n, X(problem.N)] = np.eye(n)
     C[n, U(3).start] = 1.0
-    d = np.concatenate([goal, [0.5]])
-    E = np.vstack([A, C])
-    e = np.concatenate([b, d])
+    E, e = np.vstack([A, C]), np.concatenate([b, goal, [0.5]])
     kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
     z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
-    xs_ref, us_ref = _split(problem, z, X, U)
+    return (problem,) + _split(problem, z, X, U)
+
+
+@SOLVERS
+def test_lq_terminal_equality_matches_kkt(solver_class):
+    """x_N = (0, 0, 0, 0) exactly and u_3[0] = 0.5 (a path equality): the KKT solution."""
+    problem, xs_ref, us_ref = _terminal_equality_kkt()
     result = solver_class(problem, th_constraint=1e-12).solve(max_iter=200)
     assert result.converged, result
     assert result.violation < 1e-12
@@ -477,40 +485,26 @@ def test_infeasible_start_time_limit_and_callbacks(solver_class):
     reference = solver.solve(max_iter=300)
     assert reference.converged, reference
     assert np.max(np.abs(reference.us)) > 4.0 - 1e-8       # the bounds are active
+    _assert_same_solution_from_gaps(solver, reference, 300, ("violation", "mu", "cost", "stop"))
+
+
+def _assert_same_solution_from_gaps(solver, reference, max_iter, record_keys):
+    """From a seeded random start with gaps, ``solver`` converges to ``reference``'s
+    solution (1e-9), its callbacks get one record per iteration (with ``record_keys``),
+    and time_limit = 0 stops after one iteration with status "time_limit"."""
     rng = np.random.default_rng(19)
-    xs = X0 + rng.standard_normal((problem.N + 1, 4))
-    us = rng.standard_normal((problem.N, 2))
+    xs = X0 + rng.standard_normal((solver.problem.N + 1, 4))
+    us = rng.standard_normal((solver.problem.N, 2))
     records = []
-    result = solver.solve(xs, us, max_iter=300,
+    result = solver.solve(xs, us, max_iter=max_iter,
                           callbacks=[lambda s, i, record: records.append(record)])
-    assert result.converged, result
-    assert result.history["gaps"][0] > 0.1
+    assert result.converged and result.history["gaps"][0] > 0.1, result
     np.testing.assert_allclose(result.xs, reference.xs, atol=1e-9)
     np.testing.assert_allclose(result.us, reference.us, atol=1e-9)
     assert len(records) == result.iterations
-    assert {"violation", "mu", "cost", "stop"} <= set(records[-1])
-    stopped = solver.solve(xs, us, max_iter=300, time_limit=0.0)
+    assert set(record_keys) <= set(records[-1])
+    stopped = solver.solve(xs, us, max_iter=max_iter, time_limit=0.0)
     assert stopped.status == "time_limit" and stopped.iterations == 1
-
-
-@kernel
-def _coast(xs, us, params, f):
-    for k in range(xs.shape[0]):
-        f[k, 0] = xs[k, 2]
-        f[k, 1] = xs[k, 3]
-        f[k, 2] = -params[0] * xs[k, 2]
-        f[k, 3] = -params[0] * xs[k, 3]
-
-
-@kernel
-def _coast_diff(xs, us, params, f, f_x, f_u):
-    _coast(xs, us, params, f)
-    for k in range(xs.shape[0]):
-        f_x[k, :, :] = 0.0
-        f_x[k, 0, 2] = 1.0
-        f_x[k, 1, 3] = 1.0
-        f_x[k, 2, 2] = -params[0]
-        f_x[k, 3, 3] = -params[0]
 
 
 @SOLVERS
@@ -518,8 +512,9 @@ def test_knots_without_controls_match_kkt(solver_class):
     """Knots 4 and 5 coast (nu = 0, padded controls): with a terminal equality the
     solution is the dense KKT one (the padded controls fixed at zero), to 1e-10."""
     base = _lq_problem()
-    coast = ocp.StageModel(ocp.CustomDynamics(4, 0, _coast, _coast_diff, params=[0.3], nq=2),
-                           [base.running_models[0].costs[0]], dt=0.1)
+    coasting = ocp.CustomDynamics(4, 0, _double_integrator, _double_integrator_diff,
+                                  params=[0.3], nq=2)
+    coast = ocp.StageModel(coasting, [base.running_models[0].costs[0]], dt=0.1)
     models = [coast if k in (4, 5) else base.running_models[k] for k in range(base.N)]
     goal = np.array([0.1, 0.0, 0.0, 0.0])
     terminal = ocp.TerminalModel(base.state, base.terminal_model.costs, [ocp.Constraint(

@@ -15,25 +15,13 @@ import numpy as np
 import geppetto as gp
 from geppetto import ocp
 
-from test_constrained_solver import X0, _dense, _lq_problem, _split
+from test_constrained_solver import (X0, _assert_same_solution_from_gaps, _dense, _lq_problem,
+                                     _split, _terminal_equality_kkt)
 
 
 def test_lq_terminal_equality_matches_kkt():
     """x_N = 0 exactly and u_3[0] = 0.5: the dense KKT solution, one SQP step."""
-    goal = np.zeros(4)
-    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
-        ocp.StateResidual(ocp.StateVector(4), goal), 0.0, 0.0)],
-        stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.5, 0.0]), [0.0, -np.inf],
-                                          [0.0, np.inf])], bounded_knots=(3,))
-    H, g, A, b, X, U = _dense(problem)
-    n = problem.ndx
-    C = np.zeros((n + 1, H.shape[0]))
-    C[:n, X(problem.N)] = np.eye(n)
-    C[n, U(3).start] = 1.0
-    E, e = np.vstack([A, C]), np.concatenate([b, goal, [0.5]])
-    kkt = np.block([[H, E.T], [E, np.zeros((E.shape[0], E.shape[0]))]])
-    z = np.linalg.solve(kkt, np.concatenate([-g, e]))[:H.shape[0]]
-    xs_ref, us_ref = _split(problem, z, X, U)
+    problem, xs_ref, us_ref = _terminal_equality_kkt()
     result = gp.solvers.CSQP(problem).solve(max_iter=20)
     assert result.converged and result.iterations == 1, result
     assert result.history["polished"] == [True]
@@ -73,17 +61,8 @@ def test_lq_inequalities_match_qp_from_any_start():
     np.testing.assert_allclose(result.us, us_ref, atol=1e-6)
     assert abs(result.cost - problem.calc(xs_ref, us_ref)) < 1e-7 * result.cost
     assert np.abs(result.us[list(knots)]).max() > 0.4 - 1e-9       # bounds active
-    rng = np.random.default_rng(19)
-    xs, us = X0 + rng.standard_normal((problem.N + 1, 4)), rng.standard_normal((problem.N, 2))
-    records = []
-    again = solver.solve(xs, us, max_iter=20, callbacks=[lambda s, i, r: records.append(r)])
-    assert again.converged and again.history["gaps"][0] > 0.1, again
-    np.testing.assert_allclose(again.xs, result.xs, atol=1e-9)
-    np.testing.assert_allclose(again.us, result.us, atol=1e-9)
-    assert len(records) == again.iterations
-    assert {"violation", "qp_iterations", "cost", "stop"} <= set(records[-1])
-    stopped = solver.solve(xs, us, max_iter=20, time_limit=0.0)
-    assert stopped.status == "time_limit" and stopped.iterations == 1
+    _assert_same_solution_from_gaps(solver, result, 20, ("violation", "qp_iterations", "cost",
+                                                         "stop"))
     warm = solver.solve(result.xs, result.us, multipliers=result.multipliers)
     assert warm.converged and warm.iterations == 0, warm
 

@@ -78,35 +78,37 @@ def robot_case(request, load_case):
 
 # --- Pinocchio ------------------------------------------------------------------
 
-@pytest.mark.parametrize("with_f_ext", [False, True], ids=["no_f_ext", "f_ext"])
-def test_rnea_derivatives_match_pinocchio(case, states, with_f_ext, assert_close):
+def _assert_derivatives_equal_pinocchio(case, states, with_f_ext, assert_close, ours, theirs,
+                                        u, names, expected):
+    """``ours`` (rnea_derivatives or aba_derivatives of the third input ``u``), then the
+    value it leaves in the Data, equal Pinocchio's ``theirs`` at every state:
+    ``expected(pin data)`` gives Pinocchio's four, ``names`` ours (the last a Data field)."""
     m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
     s = states
     for k in range(N_STATES):
         f_ext = s.f_ext[k] if with_f_ext else None
         extra = (pin_forces(f_ext),) if with_f_ext else ()
-        dtau_dq, dtau_dv, dtau_da = gd.rnea_derivatives(m, d, s.q[k], s.v[k], s.a[k], f_ext)
-        pin.computeRNEADerivatives(pm, pd, s.q[k], s.v[k], s.a[k], *extra)
-        assert_close(dtau_dq, pd.dtau_dq, RTOL_PIN, f"dtau_dq state {k}")
-        assert_close(dtau_dv, pd.dtau_dv, RTOL_PIN, f"dtau_dv state {k}")
-        assert_close(dtau_da, symmetrized_upper(pd.M), RTOL_PIN, f"dtau_da state {k}")
-        assert_close(d.tau[0], pd.tau, RTOL_PIN, f"data.tau state {k}")
+        derivatives = ours(m, d, s.q[k], s.v[k], u[k], f_ext)
+        theirs(pm, pd, s.q[k], s.v[k], u[k], *extra)
+        values = tuple(derivatives) + (getattr(d, names[-1])[0],)
+        for name, value, reference in zip(names, values, expected(pd)):
+            assert_close(value, reference, RTOL_PIN, f"{name} state {k}")
+
+
+@pytest.mark.parametrize("with_f_ext", [False, True], ids=["no_f_ext", "f_ext"])
+def test_rnea_derivatives_match_pinocchio(case, states, with_f_ext, assert_close):
+    _assert_derivatives_equal_pinocchio(
+        case, states, with_f_ext, assert_close, gd.rnea_derivatives, pin.computeRNEADerivatives,
+        states.a, ("dtau_dq", "dtau_dv", "dtau_da", "tau"),
+        lambda pd: (pd.dtau_dq, pd.dtau_dv, symmetrized_upper(pd.M), pd.tau))
 
 
 @pytest.mark.parametrize("with_f_ext", [False, True], ids=["no_f_ext", "f_ext"])
 def test_aba_derivatives_match_pinocchio(case, states, with_f_ext, assert_close):
-    m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
-    s = states
-    for k in range(N_STATES):
-        f_ext = s.f_ext[k] if with_f_ext else None
-        extra = (pin_forces(f_ext),) if with_f_ext else ()
-        dddq_dq, dddq_dv, dddq_dtau = gd.aba_derivatives(m, d, s.q[k], s.v[k], s.tau[k],
-                                                         f_ext)
-        pin.computeABADerivatives(pm, pd, s.q[k], s.v[k], s.tau[k], *extra)
-        assert_close(dddq_dq, pd.ddq_dq, RTOL_PIN, f"dddq_dq state {k}")
-        assert_close(dddq_dv, pd.ddq_dv, RTOL_PIN, f"dddq_dv state {k}")
-        assert_close(dddq_dtau, symmetrized_upper(pd.Minv), RTOL_PIN, f"dddq_dtau state {k}")
-        assert_close(d.ddq[0], pd.ddq, RTOL_PIN, f"data.ddq state {k}")
+    _assert_derivatives_equal_pinocchio(
+        case, states, with_f_ext, assert_close, gd.aba_derivatives, pin.computeABADerivatives,
+        states.tau, ("dddq_dq", "dddq_dv", "dddq_dtau", "ddq"),
+        lambda pd: (pd.ddq_dq, pd.ddq_dv, symmetrized_upper(pd.Minv), pd.ddq))
 
 
 def test_aba_derivative_f_ext_matches_pinocchio(case, states, assert_close):
@@ -127,26 +129,30 @@ def test_aba_derivative_f_ext_matches_pinocchio(case, states, assert_close):
 
 # --- Central finite differences on the manifold ----------------------------------
 
-def test_rnea_derivatives_match_finite_differences(case, states):
+def _assert_derivatives_match_finite_differences(case, states, function, derivatives,
+                                                 finite_differences, u, names):
+    """``derivatives`` of ``function`` (rnea or aba, third input ``u``) at every state
+    equal their central differences."""
     m, d = case.model, case.data()
     s = states
-    analytical = gd.rnea_derivatives(m, d, s.q, s.v, s.a, s.f_ext)
-    tau = gd.rnea(m, d, s.q, s.v, s.a, s.f_ext)
-    numerical = rnea_derivatives_fd(m, d, s.q, s.v, s.a, s.f_ext, method="central")
-    for name, ours, fd in zip(("dtau_dq", "dtau_dv", "dtau_da"), analytical, numerical):
+    analytical = derivatives(m, d, s.q, s.v, u, s.f_ext)
+    value = function(m, d, s.q, s.v, u, s.f_ext)
+    numerical = finite_differences(m, d, s.q, s.v, u, s.f_ext, method="central")
+    for name, ours, fd in zip(names, analytical, numerical):
         for k in range(N_STATES):
-            assert_fd_close(ours[k], fd[k], tau[k], f"{name} state {k}")
+            assert_fd_close(ours[k], fd[k], value[k], f"{name} state {k}")
+
+
+def test_rnea_derivatives_match_finite_differences(case, states):
+    _assert_derivatives_match_finite_differences(
+        case, states, gd.rnea, gd.rnea_derivatives, rnea_derivatives_fd, states.a,
+        ("dtau_dq", "dtau_dv", "dtau_da"))
 
 
 def test_aba_derivatives_match_finite_differences(case, states):
-    m, d = case.model, case.data()
-    s = states
-    analytical = gd.aba_derivatives(m, d, s.q, s.v, s.tau, s.f_ext)
-    ddq = gd.aba(m, d, s.q, s.v, s.tau, s.f_ext)
-    numerical = aba_derivatives_fd(m, d, s.q, s.v, s.tau, s.f_ext, method="central")
-    for name, ours, fd in zip(("dddq_dq", "dddq_dv", "dddq_dtau"), analytical, numerical):
-        for k in range(N_STATES):
-            assert_fd_close(ours[k], fd[k], ddq[k], f"{name} state {k}")
+    _assert_derivatives_match_finite_differences(
+        case, states, gd.aba, gd.aba_derivatives, aba_derivatives_fd, states.tau,
+        ("dddq_dq", "dddq_dv", "dddq_dtau"))
 
 
 def test_derivatives_wrt_q_match_generic_manifold_jacobian(case, states):

@@ -53,15 +53,21 @@ def test_neutral(case):
     np.testing.assert_array_equal(gd.neutral(case.model), pin.neutral(case.pin_model))
 
 
-def test_rnea(case, states, assert_close):
+def _assert_equals_pinocchio(case, states, assert_close, name, ours, theirs, u):
+    """``ours(model, data, q, v, u[, f_ext])`` equals Pinocchio's ``theirs`` at every
+    state, without and with external forces."""
     m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
     s = states
     for k in range(N_STATES):
-        assert_close(gd.rnea(m, d, s.q[k], s.v[k], s.a[k]),
-                     pin.rnea(pm, pd, s.q[k], s.v[k], s.a[k]), RTOL, f"rnea state {k}")
-        assert_close(gd.rnea(m, d, s.q[k], s.v[k], s.a[k], s.f_ext[k]),
-                     pin.rnea(pm, pd, s.q[k], s.v[k], s.a[k], pin_forces(s.f_ext[k])),
-                     RTOL, f"rnea with f_ext, state {k}")
+        assert_close(ours(m, d, s.q[k], s.v[k], u[k]), theirs(pm, pd, s.q[k], s.v[k], u[k]),
+                     RTOL, f"{name} state {k}")
+        assert_close(ours(m, d, s.q[k], s.v[k], u[k], s.f_ext[k]),
+                     theirs(pm, pd, s.q[k], s.v[k], u[k], pin_forces(s.f_ext[k])),
+                     RTOL, f"{name} with f_ext, state {k}")
+
+
+def test_rnea(case, states, assert_close):
+    _assert_equals_pinocchio(case, states, assert_close, "rnea", gd.rnea, pin.rnea, states.a)
 
 
 def test_nonlinear_effects_and_gravity(case, states, assert_close):
@@ -107,14 +113,7 @@ def test_crba_and_minverse_fill_what_they_document(case, states, assert_close):
 
 
 def test_aba(case, states, assert_close):
-    m, d, pm, pd = case.model, case.data(), case.pin_model, case.pin_data()
-    s = states
-    for k in range(N_STATES):
-        assert_close(gd.aba(m, d, s.q[k], s.v[k], s.tau[k]),
-                     pin.aba(pm, pd, s.q[k], s.v[k], s.tau[k]), RTOL, f"aba state {k}")
-        assert_close(gd.aba(m, d, s.q[k], s.v[k], s.tau[k], s.f_ext[k]),
-                     pin.aba(pm, pd, s.q[k], s.v[k], s.tau[k], pin_forces(s.f_ext[k])),
-                     RTOL, f"aba with f_ext, state {k}")
+    _assert_equals_pinocchio(case, states, assert_close, "aba", gd.aba, pin.aba, states.tau)
 
 
 def test_compute_minverse(case, states, assert_close):

@@ -532,3 +532,26 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
     for model in (m, pickle.loads(pickle.dumps(m))):
         assert np.array_equal(gd.integrate(model, x["q"][0], x["v"][0]), expected)
     assert m.__dict__["_one_state"].entries  # integrate's one-call path was taken
+
+
+def test_a_one_state_kernel_of_other_types_raises(case):
+    """The one-call path calls its kernel by (address, key) (dynamics/native.py:
+    call_checked): rnea's trampoline given aba's kernel, compiled for other argument
+    types, raises TypeError naming the types instead of running it on misread
+    arguments; with its own kernel back, the same values as before."""
+    from geppetto.dynamics.one_state import _aba_one, _rnea_one
+
+    m = case.model
+    x = _arguments(case)
+    q, v, tau = x["q"], x["v"], x["tau"]
+    data = case.data()
+    expected = gd.rnea(m, data, q, v, tau).copy()
+    gd.aba(m, data, q, v, tau)
+    entries = data.__dict__["_one_state"].entries
+    own, (_, *other) = entries[_rnea_one], entries[_aba_one]
+    entries[_rnea_one] = (own[0], *other)
+    with pytest.raises(TypeError, match="compiled for other argument types than this call "
+                                        r"passes, Tuple\(numba\.ModelRefType"):
+        gd.rnea(m, data, q, v, tau)
+    entries[_rnea_one] = own
+    assert np.array_equal(gd.rnea(m, data, q, v, tau), expected)

@@ -174,39 +174,42 @@ def test_aba_f_ext(load_case):
 
 # --- RNEA / ABA kernels against Pinocchio -------------------------------------------
 
-@pytest.mark.parametrize("method", ("central", "forward"))
-@pytest.mark.parametrize("name", MODELS)
-def test_rnea_derivatives_fd(load_case, name, method):
+def _assert_fd_equals_pinocchio(load_case, name, method, seed, finite_differences, u_name,
+                                value, derivatives, exact, labels):
+    """The finite differences (``finite_differences``, third input the states' ``u_name``)
+    equal Pinocchio's derivatives at 4 states: ``value`` and ``derivatives`` Pinocchio's
+    functions, ``exact(pin data)`` its three results."""
     case = load_case(name)
     model, pm = case.model, case.pin_model
     data, pd = case.data(), case.pin_data()
-    s = case.states(4, seed=4)
-    dq, dv, da = rnea_derivatives_fd(model, data, s.q, s.v, s.a, s.f_ext, method=method)
-    assert dq.shape == (4, model.nv, model.nv)
+    s = case.states(4, seed=seed)
+    u = getattr(s, u_name)
+    fds = finite_differences(model, data, s.q, s.v, u, s.f_ext, method=method)
+    assert fds[0].shape == (4, model.nv, model.nv)
     for k in range(4):
-        tau = pin.rnea(pm, pd, s.q[k], s.v[k], s.a[k], [pin.Force(f) for f in s.f_ext[k]])
-        pin.computeRNEADerivatives(pm, pd, s.q[k], s.v[k], s.a[k],
-                                   [pin.Force(f) for f in s.f_ext[k]])
-        for fd, exact, label in ((dq[k], pd.dtau_dq, "dtau_dq"), (dv[k], pd.dtau_dv, "dtau_dv"),
-                                 (da[k], upper_to_full(pd.M), "dtau_da")):
-            assert_fd_close(fd, exact, tau, method, f"{name} {label} state {k}")
+        forces = [pin.Force(f) for f in s.f_ext[k]]
+        y = value(pm, pd, s.q[k], s.v[k], u[k], forces)
+        derivatives(pm, pd, s.q[k], s.v[k], u[k], forces)
+        for fd, reference, label in zip(fds, exact(pd), labels):
+            assert_fd_close(fd[k], reference, y, method, f"{name} {label} state {k}")
+
+
+@pytest.mark.parametrize("method", ("central", "forward"))
+@pytest.mark.parametrize("name", MODELS)
+def test_rnea_derivatives_fd(load_case, name, method):
+    _assert_fd_equals_pinocchio(load_case, name, method, 4, rnea_derivatives_fd, "a", pin.rnea,
+                                pin.computeRNEADerivatives,
+                                lambda pd: (pd.dtau_dq, pd.dtau_dv, upper_to_full(pd.M)),
+                                ("dtau_dq", "dtau_dv", "dtau_da"))
 
 
 @pytest.mark.parametrize("method", ("central", "forward"))
 @pytest.mark.parametrize("name", MODELS)
 def test_aba_derivatives_fd(load_case, name, method):
-    case = load_case(name)
-    model, pm = case.model, case.pin_model
-    data, pd = case.data(), case.pin_data()
-    s = case.states(4, seed=5)
-    dq, dv, dtau = aba_derivatives_fd(model, data, s.q, s.v, s.tau, s.f_ext, method=method)
-    for k in range(4):
-        forces = [pin.Force(f) for f in s.f_ext[k]]
-        ddq = pin.aba(pm, pd, s.q[k], s.v[k], s.tau[k], forces)
-        pin.computeABADerivatives(pm, pd, s.q[k], s.v[k], s.tau[k], forces)
-        for fd, exact, label in ((dq[k], pd.ddq_dq, "dddq_dq"), (dv[k], pd.ddq_dv, "dddq_dv"),
-                                 (dtau[k], upper_to_full(pd.Minv), "dddq_dtau")):
-            assert_fd_close(fd, exact, ddq, method, f"{name} {label} state {k}")
+    _assert_fd_equals_pinocchio(load_case, name, method, 5, aba_derivatives_fd, "tau", pin.aba,
+                                pin.computeABADerivatives,
+                                lambda pd: (pd.ddq_dq, pd.ddq_dv, upper_to_full(pd.Minv)),
+                                ("dddq_dq", "dddq_dv", "dddq_dtau"))
 
 
 def test_against_analytical_derivatives(load_case):

@@ -327,21 +327,8 @@ def test_touchdown_problem_fddp():
     """Flight (floating base, no contact) for 3 knots, a touchdown impulse, then 4
     stance knots: FDDP from zero controls ends feasible with the cost decreased, and
     the feet stop at the impact (restitution 0)."""
-    model = solo12().model
-    stance = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
-    flight = ocp.FreeDynamics(model, ocp.Actuation.floating_base(model))
-    impulse = ocp.ImpulseDynamics(model, stance.constraints)
-    x0 = standing_state()
-    x0[model.nq + 2] = -0.3                     # falling at 0.3 m/s
-    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
-    x_reg = ocp.Cost(ocp.StateResidual(stance.state, standing_state()),
-                     ocp.WeightedQuadratic(weights))
-    u_reg = ocp.Cost(ocp.ControlResidual(stance.nu), weight=1e-3)
-    models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
-              + [ocp.StageModel(impulse, [x_reg], dt=1.0)]
-              + [ocp.StageModel(stance, [x_reg, u_reg], dt=0.02)] * 4)
-    terminal = ocp.TerminalModel(stance.state, [x_reg])
-    problem = ocp.ShootingProblem(x0, models, terminal)
+    problem = touchdown_problem(targets=False)
+    model, x0, stance = solo12().model, problem.x0, problem.running_models[-1].dynamics
     N = problem.N
     us = np.zeros((N, stance.nu))
     initial = problem.calc(problem.rollout(us), us)
@@ -668,8 +655,10 @@ def test_row_sparse_accumulation_matches_the_dense_one():
     np.testing.assert_array_equal(rows.Lxx, np.swapaxes(rows.Lxx, 1, 2))
 
 
-def touchdown_problem():
-    """Flight (3 knots), a touchdown impulse, stance (4 knots), from a falling state."""
+def touchdown_problem(targets=True):
+    """Flight (3 knots), a touchdown impulse, stance (4 knots), from a falling state;
+    ``targets``: with a foot target at the impulse and friction cones in stance, beside
+    the state and control regularizations."""
     model = solo12().model
     stance = contact_dynamics(reference=LOCAL_WORLD_ALIGNED)
     flight = ocp.FreeDynamics(model, ocp.Actuation.floating_base(model))
@@ -682,10 +671,12 @@ def touchdown_problem():
     u_reg = ocp.Cost(ocp.ControlResidual(stance.nu), weight=1e-3)
     foot = ocp.Cost(ocp.FrameTranslationResidual(model, "FL_FOOT", [0.2, 0.15, 0.0]), weight=10.0)
     cone = ocp.FrictionConeResidual(stance, 0, mu=0.7)
+    at_impulse = [foot] if targets else []
+    in_stance = [ocp.Cost(cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0)] if targets \
+        else []
     models = ([ocp.StageModel(flight, [x_reg, u_reg], dt=0.01)] * 3
-              + [ocp.StageModel(impulse, [x_reg, foot], dt=1.0)]
-              + [ocp.StageModel(stance, [x_reg, u_reg, ocp.Cost(
-                  cone, ocp.QuadraticBarrier(*cone.bounds), weight=10.0)], dt=0.02)] * 4)
+              + [ocp.StageModel(impulse, [x_reg] + at_impulse, dt=1.0)]
+              + [ocp.StageModel(stance, [x_reg, u_reg] + in_stance, dt=0.02)] * 4)
     terminal = ocp.TerminalModel(stance.state, [x_reg])
     return ocp.ShootingProblem(x0, models, terminal)
 

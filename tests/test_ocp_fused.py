@@ -181,6 +181,37 @@ def test_numba_residual_equals_built_in(name, frame):
     _assert_same(_evaluate(_per_term(ours), xs, us), reference, 1e-12)
 
 
+def test_fused_callees_of_other_types_raise():
+    """A fused phase calls the lanes' ABA block and a user kernel's knot loop by
+    (address, key) (geppetto.dynamics.native.call_checked): each given the other's
+    callee, compiled for other argument types, raises TypeError naming the types
+    before calling it, phase by phase and in the one-call horizon; with their own
+    callees back, the same cost to the bit."""
+    robot = gp.robots.load("ur5")
+    user = custom_residual.user_frame_translation(robot.model, "tool0", TARGET)
+    problem, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0, knots=4,
+                                           reach=user)
+    xs, us = _point(problem, robot.model, 0)
+    cost = problem.calc(xs, us)
+    phase = problem.phases[0][3].fused
+    lanes = phase.first[0][2][-1][-1]              # _free_field's callee: aba_tiles
+    rows = phase.items[1]
+    knot_loop = rows[np.flatnonzero(rows[:, 0] == 1 + fused._BLOCKS.index("_user"))[0], 1:3]
+    saved = lanes.copy(), knot_loop.copy()
+    for one_call in (True, False):
+        problem.one_call = one_call
+        for target, source, callee in ((lanes, saved[1], r"Tuple\(ModelArrays"),
+                                       (knot_loop, saved[0], r"Tuple\(array\(float64")):
+            target[:] = source
+            try:
+                with pytest.raises(TypeError, match="compiled for other argument types than "
+                                                    "this call passes, " + callee):
+                    problem.calc(xs, us)
+            finally:
+                lanes[:], knot_loop[:] = saved
+        assert problem.calc(xs, us) == cost
+
+
 def test_numba_residual_finite_differences():
     model = gp.robots.load("panda").model
     user = custom_residual.user_frame_translation(model, "panda_hand", TARGET)

@@ -229,6 +229,16 @@ def _arm_point(K, seed):
     return robot, xs, 3.0 * rng.standard_normal((K, robot.model.nv)), rng
 
 
+def _arm_stage_inputs(K, seed):
+    """(robot, its FreeDynamics, x0, :func:`_arm_costs`, xs, us) at the seeded random
+    point of :func:`_arm_point`."""
+    robot, xs, us, rng = _arm_point(K, seed)
+    model = robot.model
+    dynamics = ocp.FreeDynamics(model)
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    return robot, dynamics, x0, _arm_costs(model, dynamics.state, x0, rng), xs, us
+
+
 def _stage_outputs(stage, xs, us, with_derivatives):
     K, ndx, nu = xs.shape[0], stage.state.ndx, stage.nu
     out = ocp.stage.StageOutputs(np.zeros(K), np.zeros((K, ndx)), np.zeros((K, nu)),
@@ -242,11 +252,7 @@ def _stage_outputs(stage, xs, us, with_derivatives):
 @pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
 def test_rk_running_cost_is_the_quadrature_over_the_stage_points(scheme):
     K = 3
-    robot, xs, us, rng = _arm_point(K, 1)
-    model = robot.model
-    dynamics = ocp.FreeDynamics(model)
-    x0 = np.r_[robot.q0, np.zeros(model.nv)]
-    costs = _arm_costs(model, dynamics.state, x0, rng)
+    _, dynamics, _, costs, xs, us = _arm_stage_inputs(K, 1)
     dt = 0.05
     stage = ocp.StageModel(dynamics, costs, dt=dt, integrator=scheme)
     knot = ocp.StageModel(dynamics, costs, dt=dt, integrator=scheme, cost_quadrature=False)
@@ -271,12 +277,8 @@ def test_rk_cost_derivatives_against_finite_differences(scheme):
     dt sum_j b_j w J_j^T A J_j with J_j the Jacobian of r(y_j(x, u), u) by central
     differences (Quadratic / WeightedQuadratic activations: A constant)."""
     K = 2
-    robot, xs, us, rng = _arm_point(K, 2)
-    model = robot.model
-    dynamics = ocp.FreeDynamics(model)
+    _, dynamics, _, costs, xs, us = _arm_stage_inputs(K, 2)
     state = dynamics.state
-    x0 = np.r_[robot.q0, np.zeros(model.nv)]
-    costs = _arm_costs(model, state, x0, rng)
     stage = ocp.StageModel(dynamics, costs, dt=0.05, integrator=scheme)
     out, _ = _stage_outputs(stage, xs, us, True)
     step = 1e-6
@@ -479,11 +481,7 @@ def test_euler_and_rk_stages_match_crocoddyl():
     central differences, test_ocp_derivatives.py and the test above.)"""
     from geppetto.benchmarks import crocoddyl_env
     K = 3
-    robot, xs, us, rng = _arm_point(K, 7)
-    model = robot.model
-    dynamics = ocp.FreeDynamics(model)
-    x0 = np.r_[robot.q0, np.zeros(model.nv)]
-    costs = _arm_costs(model, dynamics.state, x0, rng)
+    robot, dynamics, x0, costs, xs, us = _arm_stage_inputs(K, 7)
     target = costs[0].residual.reference
     speed_weights = costs[1].activation.weights
     u_ref = costs[3].residual.reference

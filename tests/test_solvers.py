@@ -733,7 +733,7 @@ def _assert_callees_of_other_types_fail(problem, xs, us):
     """A callee compiled for other argument types than the one call passes it (the cost
     program's address and key in the slot of the dynamics block, of the rollout) makes
     calc and the trial raise TypeError before calling it, instead of running it on
-    misread arguments (ocp.horizon._addresses, dynamics.one_state.call_checked); with
+    misread arguments (ocp.horizon._addresses, dynamics.native.call_checked); with
     the table restored, the same values as before."""
     from geppetto.solvers.forward import ForwardPass
     N, nu, ndx = problem.N, problem.nu, problem.ndx
@@ -780,7 +780,7 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
     trials, point = _trials_both_ways(problem, 11, use_gaps, 20.0)
     _assert_same_trials(problem, trials, point, 20.0)
     # the one call reached the phases' rollout by its address, whose return type the
-    # lookup checks (call_native_int calls for int64, call_native for None)
+    # lookup checks (call_checked_int calls for int64, call_checked for None)
     from numba.core import types
     from geppetto.dynamics.native import compiled_address
     from geppetto.ocp.trial import rollout_free

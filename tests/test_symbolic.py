@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("casadi")
 
 import geppetto as gp                                   # noqa: E402
+from conftest import _assert_close as assert_close      # noqa: E402
 from geppetto.dynamics import derivative_check, symbolic  # noqa: E402
 
 VALUE_TOLERANCE = 1e-12
@@ -48,15 +49,6 @@ def random_states(model, n, seed):
     q1 = gp.dynamics.random_configuration(model, rng, size=n)
     v, a = rng.standard_normal((n, model.nv)), rng.standard_normal((n, model.nv))
     return q, q1, v, a
-
-
-def assert_close(actual, desired, tolerance, what):
-    actual, desired = np.asarray(actual, dtype=float), np.asarray(desired, dtype=float)
-    assert actual.shape == desired.shape, f"{what}: shape {actual.shape} != {desired.shape}"
-    scale = max(1.0, float(np.max(np.abs(desired))))
-    error = float(np.max(np.abs(actual - desired)))
-    assert error <= tolerance * scale, (
-        f"{what}: max |casadi - numba| = {error:.2e} > {tolerance:.0e} * {scale:.2e}")
 
 
 def test_every_joint_type_is_covered():

@@ -28,6 +28,7 @@ import pytest
 ca = pytest.importorskip("casadi")
 
 import geppetto as gp                                   # noqa: E402
+from conftest import _assert_close as assert_close      # noqa: E402
 from geppetto.dynamics import (LOCAL, LOCAL_WORLD_ALIGNED, derivative_check,  # noqa: E402
                                finite_differences, symbolic, symbolic_constrained)
 from geppetto.dynamics.constrained_dynamics import (  # noqa: E402
@@ -79,15 +80,6 @@ def random_states(model, n, seed):
     rng = np.random.default_rng(seed)
     q = gp.dynamics.random_configuration(model, rng, size=n)
     return q, rng.standard_normal((n, model.nv)), rng.standard_normal((n, model.nv))
-
-
-def assert_close(actual, desired, tolerance, what):
-    actual, desired = np.asarray(actual, dtype=float), np.asarray(desired, dtype=float)
-    assert actual.shape == desired.shape, f"{what}: shape {actual.shape} != {desired.shape}"
-    scale = max(1.0, float(np.max(np.abs(desired))))
-    error = float(np.max(np.abs(actual - desired)))
-    assert error <= tolerance * scale, (
-        f"{what}: max |casadi - reference| = {error:.2e} > {tolerance:.0e} * {scale:.2e}")
 
 
 def compare_constraint_dynamics(model, cs, q, v, tau, settings, derivatives=True):
