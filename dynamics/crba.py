@@ -15,7 +15,7 @@ from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .joints import (compose, coordinate_axis, is_identity_rotation, joint_transform,
                      placements, quaternion_to_rotation, revolute_child_placement,
-                     revolute_placement)
+                     revolute_placement, sincos_table)
 from .kinematics import jacobian_column
 from .model_ref import model_arrays
 from .linalg import copy_matrix
@@ -23,6 +23,10 @@ from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .spatial import inertia_to_world, inertia_to_world_values, rigid_inertia_values_times
 from .one_state import _crba_one, one_state
 from .validation import as_configurations, call_kernel, check_data, result
+
+
+# States whose joint angles' cosines and sines CRBA computes in one vectorized loop
+SINCOS_BLOCK = 8
 
 
 @kernel
@@ -62,11 +66,11 @@ def world_jacobian_and_inertias(m, oR, op, J, oY):
 def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
     """:func:`_crba_forward` filling liMi (liR, lip), as constraint and impulse dynamics
     document."""
-    _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, True)
+    _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, True, J, 0, False)
 
 
 @inline_kernel
-def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local):
+def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from_table):
     """One joint at a time: liMi and oMi (oR, op), the world Jacobian columns J (6, nv),
     J_c = oMi.act(S_c), and the ten parameters of the body's inertia in the world, Yc
     (njoints, 10) = (m, h, upper triangle of I) of oMi.act(Y_i), on locals (the 6x6
@@ -92,7 +96,10 @@ def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local):
         if k >= 0:
             o = idx_q[i]
             if t == REVOLUTE:
-                c, s = math.cos(q[o]), math.sin(q[o])
+                if from_table:
+                    c, s = cs[0, b + o], cs[1, b + o]
+                else:
+                    c, s = math.cos(q[o]), math.sin(q[o])
             else:
                 c, s = q[o], q[o + 1]
             if is_identity_rotation(jR, i):
@@ -336,14 +343,21 @@ def _crba(model, q, oR, op, M):
     q, oR, op, M = borrowed(q), borrowed(oR), borrowed(op), borrowed(M)
     scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
                np.empty((m.njoints, 3)), np.empty((m.njoints, 10)), np.empty((6, m.nv)),
-               np.zeros((m.nv, m.nv)))  # Ms: entries of dofs on separate branches stay 0
+               np.zeros((m.nv, m.nv)),  # Ms: entries of dofs on separate branches stay 0
+               np.empty((2, SINCOS_BLOCK * m.nq)))
     XR, Xp, liR = borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2])
     lip, Yc = borrowed(scratch[3]), borrowed(scratch[4])
-    J, Ms = borrowed(scratch[5]), borrowed(scratch[6])
-    for k in range(q.shape[0]):
-        _crba_forward(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc, False)
-        _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
-        copy_matrix(Ms, M[k])
+    J, Ms, cs = borrowed(scratch[5]), borrowed(scratch[6]), borrowed(scratch[7])
+    K, nq = q.shape[0], m.nq
+    q_flat = q.reshape(K * nq)
+    for k0 in range(0, K, SINCOS_BLOCK):
+        k1 = min(k0 + SINCOS_BLOCK, K)
+        sincos_table(q_flat, k0 * nq, k1 * nq, cs)
+        for k in range(k0, k1):
+            _crba_forward(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc, False, cs,
+                          (k - k0) * nq, True)
+            _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
+            copy_matrix(Ms, M[k])
     keep_alive(scratch)
 
 

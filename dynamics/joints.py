@@ -13,6 +13,8 @@ per-joint loop nor passes array slices to helpers.
 """
 import math
 
+import numpy as np
+
 from .config import inline_kernel, kernel
 from .model import (REVOLUTE, REVOLUTE_UNBOUNDED, PRISMATIC, FREE_FLYER,
                     SPHERICAL, PLANAR, TRANSLATION)
@@ -30,6 +32,64 @@ def quaternion_to_rotation(x, y, z, w, R):
     R[0, 2, 0] = 2.0 * (x * z - y * w)
     R[0, 2, 1] = 2.0 * (y * z + x * w)
     R[0, 2, 2] = 1.0 - 2.0 * (x * x + y * y)
+
+
+# Cody-Waite split of pi/2 and the Cephes sin/cos coefficients on [-pi/4, pi/4] (Moshier
+# 1989), the constants of :func:`.lane_tiles.sincos_lanes`; beyond SINCOS_RANGE libm.
+PIO2_1 = 1.5707963267341256e+00
+PIO2_2 = 6.0771005065061922e-11
+PIO2_3 = 2.0222662487959506e-21
+SIN_COEFFICIENTS = (1.58962301576546568060e-10, -2.50507477628578072866e-8,
+                    2.75573136213857245213e-6, -1.98412698295895385996e-4,
+                    8.33333333332211858878e-3, -1.66666666666666307295e-1)
+COS_COEFFICIENTS = (-1.13585365213876817300e-11, 2.08757008419747316778e-9,
+                    -2.75573141792967388112e-7, 2.48015872888517045348e-5,
+                    -1.38888888888730564116e-3, 4.16666666666665929218e-2)
+SINCOS_RANGE = 1e5
+
+
+@inline_kernel
+def sincos_values(x):
+    """(cos x, sin x) without a branch or a call, so that a loop of it vectorizes: x
+    reduced by the nearest multiple n of pi/2 (Cody-Waite, three parts of pi/2), the
+    Cephes polynomials on [-pi/4, pi/4], the quadrant n mod 4 picking and negating
+    them.  Within about 1 ulp of libm for |x| <= SINCOS_RANGE (not beyond: the
+    callers use libm there); the arithmetic of :func:`.lane_tiles.sincos_lanes`, to
+    the bit."""
+    S, C = SIN_COEFFICIENTS, COS_COEFFICIENTS
+    n = math.floor(x * 0.6366197723675814 + 0.5)  # nearest multiple of pi/2
+    r = ((x - n * PIO2_1) - n * PIO2_2) - n * PIO2_3
+    z = r * r
+    ps = r + r * z * (((((S[0] * z + S[1]) * z + S[2]) * z + S[3]) * z + S[4]) * z + S[5])
+    pc = 1.0 - 0.5 * z + z * z * (((((C[0] * z + C[1]) * z + C[2]) * z + C[3]) * z
+                                   + C[4]) * z + C[5])
+    k = n - 4.0 * math.floor(n * 0.25)  # quadrant 0..3
+    swap = k == 1.0 or k == 3.0
+    sn = pc if swap else ps
+    cn = ps if swap else pc
+    return -cn if (k == 1.0 or k == 2.0) else cn, -sn if k >= 2.0 else sn
+
+
+@inline_kernel
+def sincos_table(x, start, stop, cs):
+    """cs[0, j], cs[1, j] = cos, sin of x[start + j] for the entries start .. stop of
+    the flat array x: a loop that LLVM vectorizes (:func:`sincos_values`; 1.5-3.6 ns
+    per entry against about 50 ns for libm's sin and cos), libm for the entries
+    beyond SINCOS_RANGE (and NaN)."""
+    b, n = np.uint64(start), np.uint64(stop - start)
+    near = 0
+    for j in range(n):
+        v = x[b + j]
+        c, s = sincos_values(v)
+        cs[0, j] = c
+        cs[1, j] = s
+        near += 1 if abs(v) <= SINCOS_RANGE else 0
+    if near < n:
+        for j in range(n):
+            v = x[b + j]
+            if not abs(v) <= SINCOS_RANGE:
+                cs[0, j] = math.cos(v)
+                cs[1, j] = math.sin(v)
 
 
 @inline_kernel
