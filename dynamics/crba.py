@@ -20,6 +20,7 @@ from .kinematics import jacobian_column
 from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
+from .streaming import STREAM_BYTES, store_fence, stream_copy
 from .spatial import inertia_to_world, inertia_to_world_values, rigid_inertia_values_times
 from .one_state import _crba_one, one_state
 from .validation import as_configurations, call_kernel, check_data, result
@@ -348,8 +349,9 @@ def _crba(model, q, oR, op, M):
     XR, Xp, liR = borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2])
     lip, Yc = borrowed(scratch[3]), borrowed(scratch[4])
     J, Ms, cs = borrowed(scratch[5]), borrowed(scratch[6]), borrowed(scratch[7])
-    K, nq = q.shape[0], m.nq
-    q_flat = q.reshape(K * nq)
+    K, nq, nv2 = q.shape[0], m.nq, m.nv * m.nv
+    q_flat, Ms_flat, M_flat = q.reshape(K * nq), Ms.reshape(nv2), M.reshape(K * nv2)
+    stream = K * nv2 * 8 > STREAM_BYTES
     for k0 in range(0, K, SINCOS_BLOCK):
         k1 = min(k0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, k0 * nq, k1 * nq, cs)
@@ -357,7 +359,12 @@ def _crba(model, q, oR, op, M):
             _crba_forward(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc, False, cs,
                           (k - k0) * nq, True)
             _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
-            copy_matrix(Ms, M[k])
+            if stream:
+                stream_copy(Ms_flat, M_flat, k * nv2)
+            else:
+                copy_matrix(Ms, M[k])
+    if stream:
+        store_fence()
     keep_alive(scratch)
 
 
