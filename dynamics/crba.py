@@ -14,12 +14,12 @@ from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .joints import (compose, coordinate_axis, is_identity_rotation, joint_transform,
-                     placements, quaternion_to_rotation, revolute_child_placement,
-                     revolute_placement, sincos_table)
+                     placements, prismatic_placement, quaternion_to_rotation,
+                     revolute_child_placement, revolute_placement, sincos_table)
 from .kinematics import jacobian_column
 from .model_ref import model_arrays
 from .linalg import copy_matrix
-from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
+from .model import FREE_FLYER, PRISMATIC, REVOLUTE, REVOLUTE_UNBOUNDED
 from .streaming import STREAM_BYTES, store_fence, stream_copy
 from .spatial import inertia_to_world, inertia_to_world_values, rigid_inertia_values_times
 from .one_state import _crba_one, one_state
@@ -113,6 +113,10 @@ def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from
         elif t == FREE_FLYER and parents[i] == 0:
             _root_free_flyer_pass(jR, jp, i, q, idx_q[i], idx_v[i], XR, Xp, liR, lip, oR,
                                   op, J)
+        elif t == PRISMATIC:
+            prismatic_placement(jR, jp, axes, i, q[idx_q[i]], liR, lip)
+            compose(oR, op, parents[i], liR, lip, i, oR, op, i)
+            prismatic_jacobian_column(oR, axes, i, idx_v[i], J)
         else:
             _general_joint_pass(t, axes, jR, jp, S, i, parents[i], idx_v[i], nvs[i], q,
                                 idx_q[i], XR, Xp, liR, lip, oR, op, J)
@@ -165,6 +169,20 @@ def axis_jacobian_column(oR, op, i, k, c, J):
     J[3, c] = w0
     J[4, c] = w1
     J[5, c] = w2
+
+
+@inline_kernel
+def prismatic_jacobian_column(oR, axes, i, c, J):
+    """J[:, c] = oMi.act(S_c) for S_c = [a; 0], a = axes[i] (a prismatic joint): [R a; 0],
+    R = oR[i] (what :func:`jacobian_column` computes, without its products by the zeros
+    of S_c: the same values up to the sign of an exact zero)."""
+    a0, a1, a2 = axes[i, 0], axes[i, 1], axes[i, 2]
+    J[0, c] = oR[i, 0, 0] * a0 + oR[i, 0, 1] * a1 + oR[i, 0, 2] * a2
+    J[1, c] = oR[i, 1, 0] * a0 + oR[i, 1, 1] * a1 + oR[i, 1, 2] * a2
+    J[2, c] = oR[i, 2, 0] * a0 + oR[i, 2, 1] * a1 + oR[i, 2, 2] * a2
+    J[3, c] = 0.0
+    J[4, c] = 0.0
+    J[5, c] = 0.0
 
 
 @inline_kernel
