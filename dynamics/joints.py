@@ -179,6 +179,16 @@ def coordinate_axis(axes, i):
 
 
 @inline_kernel
+def rotated_pair(x, y, c, s):
+    """(c x + s y, c y - s x): the entries of a row's columns a and b of R times the
+    rotation by the angle (c, s) = (cos, sin) about the coordinate axis k (columns a,
+    b the two others, in cyclic order).  Takes and returns values, no arrays: the
+    straight-line code of :func:`revolute_placement` and
+    :func:`revolute_child_placement` keeps no reference counting."""
+    return c * x + s * y, c * y - s * x
+
+
+@inline_kernel
 def revolute_placement(jR, jp, i, k, c, s, liR, lip):
     """liMi = jointPlacement * (rotation about the coordinate axis k by the angle
     (c, s) = (cos, sin)): two columns of jR mixed, the third copied, no translation
@@ -193,9 +203,9 @@ def revolute_placement(jR, jp, i, k, c, s, liR, lip):
     x1, y1, z1 = jR[i, 1, a], jR[i, 1, b], jR[i, 1, k]
     x2, y2, z2 = jR[i, 2, a], jR[i, 2, b], jR[i, 2, k]
     p0, p1, p2 = jp[i, 0], jp[i, 1], jp[i, 2]
-    liR[i, 0, a], liR[i, 0, b], liR[i, 0, k] = c * x0 + s * y0, c * y0 - s * x0, z0
-    liR[i, 1, a], liR[i, 1, b], liR[i, 1, k] = c * x1 + s * y1, c * y1 - s * x1, z1
-    liR[i, 2, a], liR[i, 2, b], liR[i, 2, k] = c * x2 + s * y2, c * y2 - s * x2, z2
+    (liR[i, 0, a], liR[i, 0, b]), liR[i, 0, k] = rotated_pair(x0, y0, c, s), z0
+    (liR[i, 1, a], liR[i, 1, b]), liR[i, 1, k] = rotated_pair(x1, y1, c, s), z1
+    (liR[i, 2, a], liR[i, 2, b]), liR[i, 2, k] = rotated_pair(x2, y2, c, s), z2
     lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
 
 
@@ -252,9 +262,9 @@ def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op, fill_local):
     u1 = op[par, 1] + oR[par, 1, 0] * p0 + oR[par, 1, 1] * p1 + oR[par, 1, 2] * p2
     u2 = op[par, 2] + oR[par, 2, 0] * p0 + oR[par, 2, 1] * p1 + oR[par, 2, 2] * p2
     op[i, 0], op[i, 1], op[i, 2] = u0, u1, u2
-    oR[i, 0, a], oR[i, 0, b], oR[i, 0, k] = x0 * c + y0 * s, y0 * c - x0 * s, z0
-    oR[i, 1, a], oR[i, 1, b], oR[i, 1, k] = x1 * c + y1 * s, y1 * c - x1 * s, z1
-    oR[i, 2, a], oR[i, 2, b], oR[i, 2, k] = x2 * c + y2 * s, y2 * c - x2 * s, z2
+    (oR[i, 0, a], oR[i, 0, b]), oR[i, 0, k] = rotated_pair(x0, y0, c, s), z0
+    (oR[i, 1, a], oR[i, 1, b]), oR[i, 1, k] = rotated_pair(x1, y1, c, s), z1
+    (oR[i, 2, a], oR[i, 2, b]), oR[i, 2, k] = rotated_pair(x2, y2, c, s), z2
     if fill_local:
         liR[i, a, a], liR[i, a, b], liR[i, a, k] = c, -s, 0.0
         liR[i, b, a], liR[i, b, b], liR[i, b, k] = s, c, 0.0
