@@ -368,7 +368,9 @@ def _crba(model, q, oR, op, M):
     lip, Yc = borrowed(scratch[3]), borrowed(scratch[4])
     J, Ms, cs = borrowed(scratch[5]), borrowed(scratch[6]), borrowed(scratch[7])
     K, nq, nv2 = q.shape[0], m.nq, m.nv * m.nv
-    q_flat, Ms_flat, M_flat = q.reshape(K * nq), Ms.reshape(nv2), M.reshape(K * nv2)
+    # M may hold more states than q (a one-state call writes into data.M[:1])
+    q_flat, Ms_flat = q.reshape(K * nq), Ms.reshape(nv2)
+    M_flat = M.reshape(M.shape[0] * nv2)
     stream = K * nv2 * 8 > STREAM_BYTES
     for k0 in range(0, K, SINCOS_BLOCK):
         k1 = min(k0 + SINCOS_BLOCK, K)
