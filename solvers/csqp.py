@@ -756,7 +756,29 @@ class CSQP:
         if us is None:
             us = problem.quasi_static(xs)
         xs, us = problem._validate(xs, us)
-        return np.array(xs, dtype=float, order="C"), np.array(us, dtype=float, order="C")
+        xs, us = np.array(xs, dtype=float, order="C"), np.array(us, dtype=float, order="C")
+        self._project_start(xs, us)
+        return xs, us
+
+    def _project_start(self, xs, us):
+        """The start projected onto the box bounds, in place: each control onto its
+        control bounds, each bounded state coordinate (where x (+) dx adds) onto its
+        state bounds, as IPOPT projects its start into the variables' bounds (Waechter &
+        Biegler, Math. Prog. 106, 2006, Sec. 3.6).  A box row is linear in (x, u): the
+        projection reaches it exactly, where the first QP's step would reach it through
+        the dynamics linearized at the unprojected start.  Measured on panda "torque"
+        (the quasi-static guess at 22 N m against 12 N m bounds): that first full step
+        left gaps of 3.4 and the iterates in a worse local optimum (0.2271809); from the
+        projected start (gaps where the projection moved a control) CSQP ends at
+        0.1342558, ALDDP's and IPOPT's (module docstring).  A start inside its bounds
+        is unchanged."""
+        for block in self.blocks:
+            rows = slice(block.start, block.stop)
+            if block.kind == "u":
+                us[rows, :block.m] = np.clip(us[rows, :block.m], block.lower, block.upper)
+            elif block.kind == "x":
+                xs[rows, block.x_index] = np.clip(xs[rows, block.x_index], block.lower,
+                                                  block.upper)
 
     def _start_rows(self, multipliers):
         """y from ``multipliers`` (or zeros), rho_init on the rows (1e3 rho_init on
