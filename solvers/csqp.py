@@ -122,6 +122,32 @@ QP time of the solve 24.9 -> 20.4 ms (one run each, load 5.3-5.6).  ADMM first
 (``active_set_rounds`` 0, then with ``polish_iter`` 20 and ``big`` 1e4): 6.1 s over
 the 16 runs against 2.0 s with 20 active-set rounds.
 
+Why panda "torque" ended at a worse local optimum, and the start projected onto the box
+bounds (2026-11-27, 100 knots; traces of the SQP iterates): from the quasi-static
+guess (torques to 22 N m against the 12 N m bounds, violation sum 1.0e3, no gaps) the
+first QP moves the controls onto their bounds, |du| up to 34 N m (229 control rows
+active), and the states with them through the dynamics linearized at the guess (|dx|
+up to 35); the l1 merit (nu 2.16) accepts the full step, which removes the bound
+violation exactly (the rows are linear) and leaves gaps of 3.4 (sum 645): cost 42.5
+-> 23.9.  Iterations 2-5 (steps 1/2) close gaps of 5.0 -> 1.6 and reach cost 0.50 in
+the basin of 0.2271809 (converged in 48 iterations; from FDDP's optimum, also outside
+the bounds, in 53).  Neither a fixed Levenberg-Marquardt term on the QP's Hessian
+(1e-6: the same optimum in 54 iterations; 1e-4 .. 1: max_iter 500 at cost 1.6-5.6)
+nor the QP solver (ADMM: the same optimum) changes that.  Projecting the start onto
+the control and state bounds (:meth:`CSQP._project_start`, as IPOPT projects its
+start into the variables' bounds) removes the violation without the linearization:
+the projected guess has gaps of 0.51 (sum 109), the first steps are 1/2 and 1/4, and
+CSQP converges at 0.1342558261 (ALDDP 0.1342558261, ProxDDP 0.1342558, IPOPT
+0.1342563 "acceptable") in 97 iterations from the guess and 29 from FDDP's optimum.
+A projection of the controls with the states rolled out instead (no gaps) ended at
+0.3034382 (max_iter 500): the gaps of the projected multiple-shooting start are the
+better start.  The 15 other runs are unchanged (a start inside its bounds is not
+moved; ur5 "torque" and both "vbound" from FDDP's optimum are projected: the same
+iterations, costs within 1.4e-11 relative).  It is a choice of start, not a
+globalization: on the same task with 20 knots it ends 0.8% above the unprojected
+start's optimum (1.5245 against 1.5130; IPOPT from the guess: max_iter 500 at 13.6),
+with 60 knots 15% below (0.4632 against 0.5440; IPOPT: max_iter 500 at 0.4628).
+
 Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
 (panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
 full Gauss-Newton step (the Maratos effect: Nocedal & Wright Sec. 15.4), which calls
@@ -756,7 +782,29 @@ class CSQP:
         if us is None:
             us = problem.quasi_static(xs)
         xs, us = problem._validate(xs, us)
-        return np.array(xs, dtype=float, order="C"), np.array(us, dtype=float, order="C")
+        xs, us = np.array(xs, dtype=float, order="C"), np.array(us, dtype=float, order="C")
+        self._project_start(xs, us)
+        return xs, us
+
+    def _project_start(self, xs, us):
+        """The start projected onto the box bounds, in place: each control onto its
+        control bounds, each bounded state coordinate (where x (+) dx adds) onto its
+        state bounds, as IPOPT projects its start into the variables' bounds (Waechter &
+        Biegler, Math. Prog. 106, 2006, Sec. 3.6).  A box row is linear in (x, u): the
+        projection reaches it exactly, where the first QP's step would reach it through
+        the dynamics linearized at the unprojected start.  Measured on panda "torque"
+        (the quasi-static guess at 22 N m against 12 N m bounds): that first full step
+        left gaps of 3.4 and the iterates in a worse local optimum (0.2271809); from the
+        projected start (gaps where the projection moved a control) CSQP ends at
+        0.1342558, ALDDP's and IPOPT's (module docstring).  A start inside its bounds
+        is unchanged."""
+        for block in self.blocks:
+            rows = slice(block.start, block.stop)
+            if block.kind == "u":
+                us[rows, :block.m] = np.clip(us[rows, :block.m], block.lower, block.upper)
+            elif block.kind == "x":
+                xs[rows, block.x_index] = np.clip(xs[rows, block.x_index], block.lower,
+                                                  block.upper)
 
     def _start_rows(self, multipliers):
         """y from ``multipliers`` (or zeros), rho_init on the rows (1e3 rho_init on
@@ -801,7 +849,8 @@ class CSQP:
     def solve(self, xs=None, us=None, multipliers=None, max_iter=100, time_limit=None,
               verbose=False, callbacks=()):
         """Solve from the warm start (xs, us) (default: x0 everywhere and the quasi-static
-        controls), gaps allowed, and the rows' multipliers of a previous result.  Returns
+        controls; projected onto the control and state bounds: :meth:`_project_start`),
+        gaps allowed, and the rows' multipliers of a previous result.  Returns
         a :class:`~.alddp.ConstrainedResult` (its ``mu``: the last rho); never raises
         from inside a kernel."""
         problem = self.problem
