@@ -67,6 +67,7 @@ from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerpri
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
 from .held import Held, held, typed_list
+from .parallel import PROGRESS, store_release
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -137,7 +138,9 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     degenerate).  ``holder.item`` = (model, order (phases, 2): each phase's kind
     (FREE_PHASE, CONTACT_PHASE) and index in ``free`` or ``contact``, the terminal knot's
     kinematics step arguments, its no_controls, its cost program, the knots' costs
-    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the held entries of
+    (N+1,), scratch, the signal (2,) int64 whose PROGRESS entry gets each phase's stop
+    once its rollout and costs are done: :meth:`.problem.ShootingProblem.speculate`);
+    ``free`` and ``contact`` typed Lists of the held entries of
     :func:`_free_phase` and :func:`_contact_phase`, or None when the horizon has no
     phase of that kind (the branch is then compiled out).  They hold what does not
     change between trials: a call unboxes three objects instead of ~80 arrays, and
@@ -147,7 +150,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     of the terminal knot's kinematics pass and cost program, compiled for the types of
     these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
     kernel, their code was optimized again at its compile."""
-    m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
+    m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
@@ -165,6 +168,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
+        store_release(signal, PROGRESS, stop)   # knots < stop done: a speculating worker
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
@@ -214,12 +218,12 @@ class HorizonTrial:
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, order, free, contact, terminal, workspace, entries):
+    def __init__(self, problem, order, free, contact, terminal, workspace, entries, signal):
         """``entries``: each phase's entry (of :func:`_free_phase` or
-        :func:`_contact_phase`), in ``order``."""
+        :func:`_contact_phase`), in ``order``; ``signal``: see :func:`_trial`."""
         self.problem = problem
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
-                                                                          workspace)
+                                                                          workspace, signal)
         self.holder = held(plan)
         self.free, self.contact = free, contact
         self.order, self.entries, self.terminal = order, entries, terminal
@@ -325,16 +329,20 @@ def _entries(entries):
     return typed_list([held(entry) for entry in entries])
 
 
-def horizon_trial(problem, workspaces):
+def horizon_trial(problem, workspaces, phases=None, signal=None):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
     ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
     :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
-    terminal knot without fused costs."""
+    terminal knot without fused costs.  ``phases``: the problem's (default) or the
+    parts of a parallel plan (:meth:`.problem.ShootingProblem.trial_phases`), each
+    publishing its stop in ``signal`` (default: an array of its own)."""
+    phases = problem.phases if phases is None else phases
+    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
     order, kinds = [], ([], [])
-    for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
+    for (model, start, stop, data), workspace in zip(phases, workspaces):
         if getattr(model.dynamics, "arrays", None) is not arrays:
             return None
         if type(model.dynamics) is FreeDynamics:
@@ -362,7 +370,7 @@ def horizon_trial(problem, workspaces):
     entries = [kinds[kind][index] for kind, index in order]
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
                         _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx),
-                        entries)
+                        entries, signal)
 
 
 # --- calc / calc_diff of the whole horizon in one compiled call ------------------------

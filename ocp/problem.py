@@ -22,6 +22,7 @@ controls in ``us[k, :nus[k]]`` and zeros after them (``Lu``, ``Luu``,
 ``Lxu``, ``Fu`` likewise; the solvers' Riccati recursion leaves the padding
 out).  The padding of a warm start is ignored (set to zero).
 """
+import time
 from bisect import bisect_right
 from contextlib import contextmanager
 from functools import cached_property, partial
@@ -36,7 +37,8 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import horizon_evaluation
-from .parallel import ParallelRegion, Progress
+from .parallel import (ACCEPTED, DECISION, PROGRESS, REJECTED, UNDECIDED, ParallelRegion,
+                       Progress, Speculation, wait_for_knot)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -73,6 +75,10 @@ def _multibody_gaps(model, x0, xnext, xs, out, scratch):
             difference_state(m, xs[t, :nq], x1[:nq], out[t, :nv], s4, t4, s3)
         for i in range(nv):
             out[t, nv + i] = x1[nq + i] - xs[t, nq + i]
+
+
+def _no_then(knot):
+    """``then`` of a calc_diff that takes up a speculation without one (nothing to do)."""
 
 
 def _own_stack(array, shape):
@@ -261,6 +267,10 @@ class ShootingProblem:
         self._plans, self._bounds, self._regions, self._parallel_calls = {}, {}, {}, {}
         # wall-clock seconds the last parallel calc_diff's ``then`` waited for the knots below
         self.pipeline_wait = 0.0
+        # the line-search trial's progress and the solver's decision (.parallel.PROGRESS,
+        # DECISION), and the calc_diff started at that trial (:meth:`speculate`)
+        self.trial_signal = np.zeros(2, dtype=np.int64)
+        self._speculation = None
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -365,19 +375,136 @@ class ShootingProblem:
             elif self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
-                plan = self.parallel_plan(self.nthreads)
-                progress = None
-                if then is not None:
-                    progress = Progress([phases[0][1] if phases else self.N
-                                         for phases, _ in plan])
+                speculation = self._speculation
+                if speculation is not None and not (speculation.accepted and
+                                                    speculation.xs is xs and speculation.us is us):
+                    self.settle_speculation()
+                    speculation = None
+                self._speculation = None
+                if speculation is not None:     # worker 0 is on its chunk since the trial
+                    plan, progress = speculation.plan, speculation.progress
+                    then = then if then is not None else _no_then
+                else:
+                    plan = self.parallel_plan(self.nthreads)
+                    progress = None
+                    if then is not None:
+                        progress = Progress([phases[0][1] if phases else self.N
+                                             for phases, _ in plan])
                 tasks = [partial(self._calc_diff_chunk, phases, False, xs, us, None, progress, i)
                          for i, (phases, _) in enumerate(plan[:-1])]
-                self._regions[self.nthreads](
-                    [partial(self._calc_diff_chunk, plan[-1][0], True, xs, us, then, progress)]
-                    + tasks)
+                if speculation is not None:
+                    tasks[0] = None
+                region = self._regions[self.nthreads]
+                region([partial(self._calc_diff_chunk, plan[-1][0], True, xs, us, then, progress)]
+                       + tasks)
+                if speculation is not None:
+                    region.cpu[1] = speculation.cpu     # its work after the trial (balance)
                 self.pipeline_wait = progress.waited if progress is not None else 0.0
                 self._rebalance(self.nthreads)
         return float(self.costs.sum())
+
+    # -- calc_diff during the line search ----------------------------------------------
+    def speculate(self, xs, us):
+        """Start calc_diff at the trial (xs, us) that the line search is about to roll out
+        (a solver's one-call trial over :meth:`trial_phases`, which publishes its progress
+        in ``trial_signal``): worker 0 evaluates the first chunk's parts of the parallel
+        plan as the trial finishes their knots, until the solver decides
+        (:meth:`accept_speculation`: it goes on with the rest of its chunk from the top
+        down, and the next :meth:`calc_diff` at these very (xs, us) takes it up as its
+        region, the calling thread on the last chunk; otherwise
+        :meth:`discard_speculation`).  Returns whether it started (``nthreads`` > 1 and a
+        first chunk with knots).  The kernels and their order per knot are those of
+        calc_diff: the results are the same to the bit; a dropped trial leaves the
+        derivative arrays of some knots at the trial (the solver evaluates again)."""
+        self.settle_speculation()
+        if self.nthreads < 2:
+            return False
+        plan = self.parallel_plan(self.nthreads)
+        if not plan[0][0]:
+            return False
+        signal = self.trial_signal
+        signal[PROGRESS], signal[DECISION] = 0, UNDECIDED
+        speculation = Speculation(xs, us, plan, Progress([phases[0][1] if phases else self.N
+                                                          for phases, _ in plan]))
+        self._regions[self.nthreads].start(0, partial(self._speculative_chunk, speculation))
+        self._speculation = speculation
+        return True
+
+    def speculating(self, xs):
+        """Whether a calc_diff started by :meth:`speculate` at the trial ``xs`` runs."""
+        return self._speculation is not None and self._speculation.xs is xs
+
+    def accept_speculation(self):
+        """The trial of the running speculation is the next iterate: its worker goes on."""
+        self._speculation.accepted = True
+        self.trial_signal[DECISION] = ACCEPTED
+
+    def discard_speculation(self):
+        """Drop the running speculation, if any (wait for the part its worker is on,
+        before another trial writes the stores it reads); returns whether there was one."""
+        if self._speculation is None or self._speculation.accepted:
+            return False
+        self.trial_signal[DECISION] = REJECTED
+        self.settle_speculation()
+        return True
+
+    def settle_speculation(self):
+        """End the running speculation, if any: dropped unless accepted, and waited for
+        (an accepted one completes its chunk: a solve that stops after that trial)."""
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:
+            return
+        if self.trial_signal[DECISION] == UNDECIDED:
+            self.trial_signal[DECISION] = REJECTED
+        try:
+            self._regions[self.nthreads].wait(0)
+        except Exception:       # at a point no iterate takes: nothing to report
+            pass
+
+    def trial_phases(self, n):
+        """The phases of the parallel plan of ``n`` chunks in the order of their knots (the
+        parts of a cut phase with the data of :meth:`parallel_plan`), and the plan: the
+        one-call trial built on them publishes its progress at each part's last knot
+        (the granularity :meth:`speculate` needs)."""
+        plan = self.parallel_plan(n)
+        phases = sorted((phase for chunk, _ in plan for phase in chunk), key=lambda p: p[1])
+        return phases, plan
+
+    def _speculative_chunk(self, speculation):
+        """Worker 0's task of :meth:`speculate`: the first chunk's parts from the bottom
+        up as the trial publishes their knots; once the solver has decided, if it took
+        the trial, the parts left from the top down, each reported to the region's
+        ``progress`` (the backward pass follows), as :meth:`_calc_diff_chunk` does."""
+        signal, parts = self.trial_signal, speculation.parts
+        xs, us = speculation.xs, speculation.us
+        done = 0
+        try:
+            while done < len(parts):
+                model, start, stop, data = parts[done]
+                if wait_for_knot(signal, stop) < stop or signal[DECISION] != UNDECIDED:
+                    break
+                self._calc_diff_phase(model, start, stop, data, xs, us)
+                done += 1
+        except BaseException as error:      # raised below if the trial is taken
+            speculation.error = error
+        wait_for_knot(signal, self.N + 2)
+        speculation.done = done
+        if signal[DECISION] != ACCEPTED:
+            return
+        cpu = time.thread_time()
+        progress = speculation.progress
+        try:
+            if speculation.error is not None:
+                raise speculation.error
+            for model, start, stop, data in reversed(parts[done:]):
+                self._calc_diff_phase(model, start, stop, data, xs, us)
+                progress.done(0, start)
+            progress.done(0, progress.starts[0])
+        except BaseException:
+            progress.abort()
+            raise
+        finally:
+            speculation.cpu = time.thread_time() - cpu
 
     @cached_property
     def horizon_evaluation(self):

@@ -66,18 +66,35 @@ class ForwardPass:
         self.gap_shift = np.empty((1, problem.ndx))
         self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
         self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
+        # the next one-call trial starts a calc_diff at its point (on nthreads > 1: the
+        # solver sets it for the first trial of a line search, :meth:`__call__` clears it)
+        self.speculate = False
 
     @property
     def horizon(self):
         """The one-call trial for the problem's ``nthreads`` (built at the first trial,
-        kept by the problem), or None: the phase-by-phase trial."""
+        kept by the problem), or None: the phase-by-phase trial.  On n > 1 threads it
+        runs over the parts of the problem's parallel plan
+        (:meth:`~geppetto.ocp.ShootingProblem.trial_phases`), publishing its progress
+        for the calc_diff started at the trial (:meth:`~geppetto.ocp.ShootingProblem.
+        speculate`); built again when the plan's chunks move."""
         if not self.one_call:
             return None
         problem = self.problem
-        if problem.nthreads not in self._horizons:
+        n = problem.nthreads
+        if n == 1:
+            if n not in self._horizons:
+                with _numba_threads(1):
+                    self._horizons[n] = horizon_trial(problem, self.workspaces)
+            return self._horizons[n]
+        phases, plan = problem.trial_phases(n)
+        built = self._horizons.get(n)
+        if built is None or built[0] is not plan:
             with _numba_threads(1):
-                self._horizons[problem.nthreads] = horizon_trial(problem, self.workspaces)
-        return self._horizons[problem.nthreads]
+                workspaces = [model.trial_workspace(data) for model, _, _, data in phases]
+                built = self._horizons[n] = (plan, horizon_trial(
+                    problem, workspaces, phases, problem.trial_signal))
+        return built[1]
 
     def _free_set(self, xs):
         """The index of the buffer set that does not hold the iterate ``xs``."""
@@ -106,10 +123,13 @@ class ForwardPass:
         u_lower, u_upper = bounds
         which = self._free_set(xs)
         xs_try, us_try, xnext = self.buffers[which]
+        speculate, self.speculate = self.speculate, False
         horizon = self.horizon
         if horizon is not None:
             inputs = (xs, us, k, K, gaps, u_lower, u_upper, float(alpha), bool(use_gaps),
                       bool(boxed))
+            if speculate:
+                problem.speculate(xs_try, us_try)
             return self._one_call(horizon, inputs, self.buffers[which], Vxx)
         predicted = problem.x0
         with _numba_threads(1):
