@@ -91,7 +91,7 @@ class ParallelRegion:
 
     def start(self, i, task):
         """Start ``task`` on worker i (chunk i + 1 of a region) ahead of the region: the
-        region's ``tasks[i + 1]`` is then None (:meth:`__call__` waits for this one)."""
+        region's ``tasks[i + 1]`` is then None (waited for by :meth:`wait`)."""
         self._ensure_workers()
         self._workers[i].start(task)
 
@@ -101,6 +101,8 @@ class ParallelRegion:
         self._workers[i].wait()
 
     def __call__(self, tasks):
+        """``tasks[i]`` None (i > 0): worker i - 1 runs a task started by :meth:`start`,
+        not waited for here (its ``cpu`` entry is left as it is)."""
         if len(tasks) != self.n:
             raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
         self._ensure_workers()
@@ -115,6 +117,8 @@ class ParallelRegion:
             error = raised
         self.cpu[0] = time.thread_time() - cpu
         for i, worker in enumerate(self._workers):
+            if tasks[i + 1] is None:
+                continue
             try:
                 worker.wait()
             except BaseException as raised:
@@ -176,8 +180,8 @@ class Progress:
 # and the loads acquire: what the trial wrote for those knots (states, controls, the
 # contact solves' store) is visible to the worker once it sees the knot (and the compiler
 # cannot move the store across the opaque calls of the phases around it).
-PROGRESS, DECISION = 0, 1
-UNDECIDED, ACCEPTED, REJECTED = 0, 1, 2
+PROGRESS, DECISION, STOP = 0, 1, 2
+UNDECIDED, ACCEPTED, REJECTED, PARKED = 0, 1, 2, 3
 
 
 def _item_pointer(context, builder, array_type, array, index):
@@ -217,24 +221,33 @@ def load_acquire(typingctx, array, index):
 
 @kernel
 def wait_for_knot(signal, knot):
-    """Spin (without the GIL) until the trial published ``knot`` or the solver decided;
-    returns the knot published last."""
-    while load_acquire(signal, DECISION) == UNDECIDED:
+    """Spin (without the GIL) until the trial published ``knot``, the solver decided or
+    the worker is stopped; returns the knot published last."""
+    while load_acquire(signal, DECISION) == UNDECIDED and load_acquire(signal, STOP) == 0:
         if load_acquire(signal, PROGRESS) >= knot:
             break
     return load_acquire(signal, PROGRESS)
 
 
+@kernel
+def wait_while_parked(signal):
+    """Spin (without the GIL) while the worker is parked: until the next trial starts
+    (DECISION UNDECIDED) or the worker is stopped."""
+    while load_acquire(signal, DECISION) == PARKED and load_acquire(signal, STOP) == 0:
+        pass
+
+
 class Speculation:
     """A calc_diff at a line search's trial (xs, us) started while the trial is rolled
-    out (:meth:`.problem.ShootingProblem.speculate`): ``plan`` the parallel plan it follows,
-    ``parts`` the phases of its first chunk (worker 0's), ``progress`` the region's
-    :class:`Progress`; set by the worker: ``done`` the parts evaluated before the
-    decision, ``error`` what one raised, ``cpu`` its CPU seconds after the decision
-    (the region's share, for the chunk balance)."""
+    out (:meth:`.problem.ShootingProblem.speculate`), or a region's calc_diff whose
+    worker 0 then waits for the next trial (``accepted`` from the start): ``plan`` the
+    parallel plan it follows, ``parts`` the phases of its first chunk (worker 0's),
+    ``progress`` the region's :class:`Progress`; set by the worker: ``done`` the parts
+    evaluated before the decision, ``error`` what one raised, ``cpu`` its CPU seconds
+    after the decision (the region's share, for the chunk balance)."""
 
-    def __init__(self, xs, us, plan, progress):
+    def __init__(self, xs, us, plan, progress, accepted=False):
         self.xs, self.us, self.plan, self.progress = xs, us, plan, progress
         self.parts = plan[0][0]
         self.done, self.error, self.cpu = 0, None, 0.0
-        self.accepted = False
+        self.accepted = accepted

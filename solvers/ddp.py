@@ -116,6 +116,10 @@ class DDP:
     Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
+    # on nthreads > 1, calc_diff starts during the first trial of each line search
+    # (:meth:`iterate`); False: after the line search (for comparisons)
+    speculative = True
+
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
@@ -240,7 +244,7 @@ class DDP:
     def _iterate(self, xs, us, max_iter, deadline, is_feasible, callbacks, history):
         """:meth:`iterate`'s loop."""
         problem = self.problem
-        speculative = problem.nthreads > 1
+        speculative = problem.nthreads > 1 and self.speculative
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
         preg = self.reg_init
@@ -260,7 +264,8 @@ class DDP:
                         tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
                     self._pending_xnext = None          # calc_diff writes every row
                     try:
-                        cost = problem.calc_diff(xs, us, validate=False, then=tail)
+                        cost = problem.calc_diff(xs, us, validate=False, then=tail,
+                                                 speculate_next=speculative)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
