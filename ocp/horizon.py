@@ -12,7 +12,7 @@ kernel, :func:`_trial`:
                      the phase's cost program in TRIAL mode                  (.fused)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
-    cost = sum of the knots' costs,
+    cost = sum of the knots' costs (in order, each phase's as it ends),
     dv = -sum_t f_t . Vxx_t (x_t (-) x_t^try)   (FDDP's gap term, when asked)
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
@@ -156,6 +156,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     xnext = outputs[2]
     N = xnext.shape[0]
     predicted = x0
+    cost, summed = 0.0, 0     # the knots' costs summed in order as their phases end
     for p in range(order.shape[0]):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
@@ -168,7 +169,12 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
-        store_release(signal, PROGRESS, stop)   # knots < stop done: a speculating worker
+        for t in range(summed, stop):
+            cost += costs[t]
+        summed = stop
+        # knots < stop done: a worker's calc_diff there (:meth:`.problem.ShootingProblem.
+        # speculate`) rewrites their costs, accumulating (summed before)
+        store_release(signal, PROGRESS, stop)
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
@@ -176,8 +182,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     call_checked(terminal[0, 0], terminal[0, 1], (xs_try[N:], no_controls, kinematics, CALC))
     call_checked(terminal[1, 0], terminal[1, 1], (xs_try[N:], no_controls, terminal_program,
                                                   CALC))
-    cost = 0.0
-    for t in range(costs.shape[0]):
+    for t in range(summed, costs.shape[0]):
         cost += costs[t]
     dv = 0.0
     if merit_gaps:

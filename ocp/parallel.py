@@ -231,10 +231,18 @@ def wait_for_knot(signal, knot):
 
 @kernel
 def wait_while_parked(signal):
-    """Spin (without the GIL) while the worker is parked: until the next trial starts
-    (DECISION UNDECIDED) or the worker is stopped."""
-    while load_acquire(signal, DECISION) == PARKED and load_acquire(signal, STOP) == 0:
-        pass
+    """Spin (without the GIL) while the worker is parked: until the next trial has
+    published its first part (the calling thread is then in the trial's compiled call,
+    without the GIL, which the worker then takes at once: returning at the trial's start
+    instead, it waited for the GIL behind the calling thread's Python, asleep, and woke
+    up milliseconds later on a loaded machine), the solver decided, or the worker is
+    stopped."""
+    while load_acquire(signal, STOP) == 0:
+        decision = load_acquire(signal, DECISION)
+        if decision == PARKED:
+            continue
+        if decision != UNDECIDED or load_acquire(signal, PROGRESS) > 0:
+            break
 
 
 class Speculation:
