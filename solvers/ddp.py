@@ -117,8 +117,12 @@ class DDP:
     """
 
     # on nthreads > 1, calc_diff starts during the first trial of each line search
-    # (:meth:`iterate`); False: after the line search (for comparisons)
-    speculative = True
+    # (:meth:`iterate`).  Off by default: measured (2 cores, wall clock per iteration, one
+    # thread over two) it gained on the solo12 trot (1.27x against 1.08-1.22x without,
+    # SCHED_FIFO so that the other load left both cores free) but not on the talos squat
+    # (1.25-1.32x against 1.32-1.41x), and on a loaded machine its worker, spinning while
+    # it waits for the trial, lost a third (0.66x of the time without at load 6)
+    speculative = False
 
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
@@ -245,6 +249,7 @@ class DDP:
         """:meth:`iterate`'s loop."""
         problem = self.problem
         speculative = problem.nthreads > 1 and self.speculative
+        self.forward_pass.by_parts = speculative
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
         preg = self.reg_init

@@ -66,15 +66,18 @@ class ForwardPass:
         self.gap_shift = np.empty((1, problem.ndx))
         self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
         self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
-        # the next one-call trial starts a calc_diff at its point (on nthreads > 1: the
-        # solver sets it for the first trial of a line search, :meth:`__call__` clears it)
+        # on nthreads > 1, the one-call trial over the parts of the parallel plan
+        # (``by_parts``, set by a speculating solver) and whether the next one starts a
+        # calc_diff at its point (``speculate``: the first trial of a line search,
+        # cleared by :meth:`__call__`)
+        self.by_parts = False
         self.speculate = False
 
     @property
     def horizon(self):
         """The one-call trial for the problem's ``nthreads`` (built at the first trial,
-        kept by the problem), or None: the phase-by-phase trial.  On n > 1 threads it
-        runs over the parts of the problem's parallel plan
+        kept by the problem), or None: the phase-by-phase trial.  With ``by_parts`` on
+        n > 1 threads it runs over the parts of the problem's parallel plan
         (:meth:`~geppetto.ocp.ShootingProblem.trial_phases`), publishing its progress
         for the calc_diff started at the trial (:meth:`~geppetto.ocp.ShootingProblem.
         speculate`); built again when the plan's chunks move."""
@@ -82,11 +85,11 @@ class ForwardPass:
             return None
         problem = self.problem
         n = problem.nthreads
-        if n == 1:
-            if n not in self._horizons:
+        if n == 1 or not self.by_parts:
+            if "phases" not in self._horizons:
                 with _numba_threads(1):
-                    self._horizons[n] = horizon_trial(problem, self.workspaces)
-            return self._horizons[n]
+                    self._horizons["phases"] = horizon_trial(problem, self.workspaces)
+            return self._horizons["phases"]
         phases, plan = problem.trial_phases(n)
         built = self._horizons.get(n)
         if built is None or built[0] is not plan:
@@ -128,7 +131,7 @@ class ForwardPass:
         if horizon is not None:
             inputs = (xs, us, k, K, gaps, u_lower, u_upper, float(alpha), bool(use_gaps),
                       bool(boxed))
-            if speculate:
+            if speculate and self.by_parts:
                 problem.speculate(xs_try, us_try)
             return self._one_call(horizon, inputs, self.buffers[which], Vxx)
         predicted = problem.x0
