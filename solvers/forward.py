@@ -31,7 +31,7 @@ KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemErr
 
 
 def _trial_plan(problem):
-    """(workspaces, one-call trials by nthreads) of ``problem``: the phases' trial scratch
+    """(workspaces, one-call trials: key 1 over its phases, ("parts", n) over the parts of its plan of n chunks) of ``problem``: the phases' trial scratch
     and the :class:`~geppetto.ocp.horizon.HorizonTrial` built for them, made once per
     problem and shared by the solvers on it, as its data are (one trial at a time).  Built
     per solver, the one-call trial (the phases' arrays, held) cost the first
@@ -85,17 +85,17 @@ class ForwardPass:
             return None
         problem = self.problem
         n = problem.nthreads
-        if n == 1 or not self.by_parts:
-            if "phases" not in self._horizons:
+        if n == 1 or not self.by_parts:       # the problem's phases (key 1: any n)
+            if 1 not in self._horizons:
                 with _numba_threads(1):
-                    self._horizons["phases"] = horizon_trial(problem, self.workspaces)
-            return self._horizons["phases"]
+                    self._horizons[1] = horizon_trial(problem, self.workspaces)
+            return self._horizons[1]
         phases, plan = problem.trial_phases(n)
-        built = self._horizons.get(n)
+        built = self._horizons.get(("parts", n))
         if built is None or built[0] is not plan:
             with _numba_threads(1):
                 workspaces = [model.trial_workspace(data) for model, _, _, data in phases]
-                built = self._horizons[n] = (plan, horizon_trial(
+                built = self._horizons["parts", n] = (plan, horizon_trial(
                     problem, workspaces, phases, problem.trial_signal))
         return built[1]
 
