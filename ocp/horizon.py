@@ -12,7 +12,7 @@ kernel, :func:`_trial`:
                      the phase's cost program in TRIAL mode                  (.fused)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
-    cost = sum of the knots' costs (in order, each phase's as it ends),
+    cost = sum of the knots' costs,
     dv = -sum_t f_t . Vxx_t (x_t (-) x_t^try)   (FDDP's gap term, when asked)
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
@@ -67,7 +67,6 @@ from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerpri
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
 from .held import Held, held, typed_list
-from .parallel import PROGRESS, store_release
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -138,9 +137,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     degenerate).  ``holder.item`` = (model, order (phases, 2): each phase's kind
     (FREE_PHASE, CONTACT_PHASE) and index in ``free`` or ``contact``, the terminal knot's
     kinematics step arguments, its no_controls, its cost program, the knots' costs
-    (N+1,), scratch, the signal (2,) int64 whose PROGRESS entry gets each phase's stop
-    once its rollout and costs are done: :meth:`.problem.ShootingProblem.speculate`);
-    ``free`` and ``contact`` typed Lists of the held entries of
+    (N+1,), scratch); ``free`` and ``contact`` typed Lists of the held entries of
     :func:`_free_phase` and :func:`_contact_phase`, or None when the horizon has no
     phase of that kind (the branch is then compiled out).  They hold what does not
     change between trials: a call unboxes three objects instead of ~80 arrays, and
@@ -150,13 +147,12 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     of the terminal knot's kinematics pass and cost program, compiled for the types of
     these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
     kernel, their code was optimized again at its compile."""
-    m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
+    m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
     N = xnext.shape[0]
     predicted = x0
-    cost, summed = 0.0, 0     # the knots' costs summed in order as their phases end
     for p in range(order.shape[0]):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
@@ -169,12 +165,6 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
-        for t in range(summed, stop):
-            cost += costs[t]
-        summed = stop
-        # knots < stop done: a worker's calc_diff there (:meth:`.problem.ShootingProblem.
-        # speculate`) rewrites their costs, accumulating (summed before)
-        store_release(signal, PROGRESS, stop)
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
@@ -182,7 +172,8 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     call_checked(terminal[0, 0], terminal[0, 1], (xs_try[N:], no_controls, kinematics, CALC))
     call_checked(terminal[1, 0], terminal[1, 1], (xs_try[N:], no_controls, terminal_program,
                                                   CALC))
-    for t in range(summed, costs.shape[0]):
+    cost = 0.0
+    for t in range(costs.shape[0]):
         cost += costs[t]
     dv = 0.0
     if merit_gaps:
@@ -223,12 +214,12 @@ class HorizonTrial:
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, order, free, contact, terminal, workspace, entries, signal):
+    def __init__(self, problem, order, free, contact, terminal, workspace, entries):
         """``entries``: each phase's entry (of :func:`_free_phase` or
-        :func:`_contact_phase`), in ``order``; ``signal``: see :func:`_trial`."""
+        :func:`_contact_phase`), in ``order``."""
         self.problem = problem
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
-                                                                          workspace, signal)
+                                                                          workspace)
         self.holder = held(plan)
         self.free, self.contact = free, contact
         self.order, self.entries, self.terminal = order, entries, terminal
@@ -334,20 +325,16 @@ def _entries(entries):
     return typed_list([held(entry) for entry in entries])
 
 
-def horizon_trial(problem, workspaces, phases=None, signal=None):
+def horizon_trial(problem, workspaces):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
     ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
     :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
-    terminal knot without fused costs.  ``phases``: the problem's (default) or the
-    parts of a parallel plan (:meth:`.problem.ShootingProblem.trial_phases`), each
-    publishing its stop in ``signal`` (default: an array of its own)."""
-    phases = problem.phases if phases is None else phases
-    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
+    terminal knot without fused costs."""
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
     order, kinds = [], ([], [])
-    for (model, start, stop, data), workspace in zip(phases, workspaces):
+    for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
         if getattr(model.dynamics, "arrays", None) is not arrays:
             return None
         if type(model.dynamics) is FreeDynamics:
@@ -375,7 +362,7 @@ def horizon_trial(problem, workspaces, phases=None, signal=None):
     entries = [kinds[kind][index] for kind, index in order]
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
                         _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx),
-                        entries, signal)
+                        entries)
 
 
 # --- calc / calc_diff of the whole horizon in one compiled call ------------------------

@@ -17,10 +17,6 @@ import threading
 import time
 
 import numba
-from numba.core import cgutils, types
-from numba.extending import intrinsic
-
-from ..dynamics.config import kernel
 
 
 class _Worker:
@@ -85,30 +81,13 @@ class ParallelRegion:
         for worker in self._workers:
             worker.close()
 
-    def _ensure_workers(self):
-        while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker())
-
-    def start(self, i, task):
-        """Start ``task`` on worker i (chunk i + 1 of a region) ahead of the region: the
-        region's ``tasks[i + 1]`` is then None (waited for by :meth:`wait`)."""
-        self._ensure_workers()
-        self._workers[i].start(task)
-
-    def wait(self, i):
-        """Wait for the task started on worker i by :meth:`start` (its exception raised
-        again)."""
-        self._workers[i].wait()
-
     def __call__(self, tasks):
-        """``tasks[i]`` None (i > 0): worker i - 1 runs a task started by :meth:`start`,
-        not waited for here (its ``cpu`` entry is left as it is)."""
         if len(tasks) != self.n:
             raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
-        self._ensure_workers()
+        while len(self._workers) < self.n - 1:
+            self._workers.append(_Worker())
         for worker, task in zip(self._workers, tasks[1:]):
-            if task is not None:        # else started ahead (:meth:`start`)
-                worker.start(task)
+            worker.start(task)
         cpu = time.thread_time()
         error = None
         try:
@@ -117,8 +96,6 @@ class ParallelRegion:
             error = raised
         self.cpu[0] = time.thread_time() - cpu
         for i, worker in enumerate(self._workers):
-            if tasks[i + 1] is None:
-                continue
             try:
                 worker.wait()
             except BaseException as raised:
@@ -169,93 +146,3 @@ class Progress:
                     self._condition.wait()
                 self.waited += time.perf_counter() - start
             return knot if self.aborted else self._frontier()
-
-
-# -- a calc_diff started during the line-search trial it evaluates ---------------------
-#
-# The trial's one compiled call (:func:`.horizon._trial`) publishes in ``signal[PROGRESS]``
-# the knot below which its rollout and costs are done (after each of its phases); a
-# worker evaluating calc_diff on those knots waits on it, and on ``signal[DECISION]``,
-# which the solver sets when it takes or drops the trial.  The store is an atomic release
-# and the loads acquire: what the trial wrote for those knots (states, controls, the
-# contact solves' store) is visible to the worker once it sees the knot (and the compiler
-# cannot move the store across the opaque calls of the phases around it).
-PROGRESS, DECISION, STOP = 0, 1, 2
-UNDECIDED, ACCEPTED, REJECTED, PARKED = 0, 1, 2, 3
-
-
-def _item_pointer(context, builder, array_type, array, index):
-    return cgutils.get_item_pointer(context, builder, array_type,
-                                    context.make_array(array_type)(context, builder, array),
-                                    [index])
-
-
-def _int64_vector(array):
-    return isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.int64
-
-
-@intrinsic
-def store_release(typingctx, array, index, value):
-    """array[index] = value, an atomic store with release ordering (an int64 vector)."""
-    if not _int64_vector(array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
-        builder.store_atomic(args[2], pointer, "release", 8)
-        return context.get_dummy_value()
-    return types.void(array, types.intp, types.int64), codegen
-
-
-@intrinsic
-def load_acquire(typingctx, array, index):
-    """array[index], an atomic load with acquire ordering (an int64 vector)."""
-    if not _int64_vector(array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
-        return builder.load_atomic(pointer, "acquire", 8)
-    return types.int64(array, types.intp), codegen
-
-
-@kernel
-def wait_for_knot(signal, knot):
-    """Spin (without the GIL) until the trial published ``knot``, the solver decided or
-    the worker is stopped; returns the knot published last."""
-    while load_acquire(signal, DECISION) == UNDECIDED and load_acquire(signal, STOP) == 0:
-        if load_acquire(signal, PROGRESS) >= knot:
-            break
-    return load_acquire(signal, PROGRESS)
-
-
-@kernel
-def wait_while_parked(signal):
-    """Spin (without the GIL) while the worker is parked: until the next trial has
-    published its first part (the calling thread is then in the trial's compiled call,
-    without the GIL, which the worker then takes at once: returning at the trial's start
-    instead, it waited for the GIL behind the calling thread's Python, asleep, and woke
-    up milliseconds later on a loaded machine), the solver decided, or the worker is
-    stopped."""
-    while load_acquire(signal, STOP) == 0:
-        decision = load_acquire(signal, DECISION)
-        if decision == PARKED:
-            continue
-        if decision != UNDECIDED or load_acquire(signal, PROGRESS) > 0:
-            break
-
-
-class Speculation:
-    """A calc_diff at a line search's trial (xs, us) started while the trial is rolled
-    out (:meth:`.problem.ShootingProblem.speculate`), or a region's calc_diff whose
-    worker 0 then waits for the next trial (``accepted`` from the start): ``plan`` the
-    parallel plan it follows, ``parts`` the phases of its first chunk (worker 0's),
-    ``progress`` the region's :class:`Progress`; set by the worker: ``done`` the parts
-    evaluated before the decision, ``error`` what one raised, ``cpu`` its CPU seconds
-    after the decision (the region's share, for the chunk balance)."""
-
-    def __init__(self, xs, us, plan, progress, accepted=False):
-        self.xs, self.us, self.plan, self.progress = xs, us, plan, progress
-        self.parts = plan[0][0]
-        self.done, self.error, self.cpu = 0, None, 0.0
-        self.accepted = accepted

@@ -22,7 +22,6 @@ controls in ``us[k, :nus[k]]`` and zeros after them (``Lu``, ``Luu``,
 ``Lxu``, ``Fu`` likewise; the solvers' Riccati recursion leaves the padding
 out).  The padding of a warm start is ignored (set to zero).
 """
-import time
 from bisect import bisect_right
 from contextlib import contextmanager
 from functools import cached_property, partial
@@ -37,8 +36,7 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import horizon_evaluation
-from .parallel import (ACCEPTED, DECISION, PARKED, PROGRESS, REJECTED, STOP, UNDECIDED,
-                       ParallelRegion, Progress, Speculation, wait_for_knot, wait_while_parked)
+from .parallel import ParallelRegion, Progress
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -75,10 +73,6 @@ def _multibody_gaps(model, x0, xnext, xs, out, scratch):
             difference_state(m, xs[t, :nq], x1[:nq], out[t, :nv], s4, t4, s3)
         for i in range(nv):
             out[t, nv + i] = x1[nq + i] - xs[t, nq + i]
-
-
-def _no_then(knot):
-    """``then`` of a calc_diff that takes up a speculation without one (nothing to do)."""
 
 
 def _own_stack(array, shape):
@@ -267,12 +261,6 @@ class ShootingProblem:
         self._plans, self._bounds, self._regions, self._parallel_calls = {}, {}, {}, {}
         # wall-clock seconds the last parallel calc_diff's ``then`` waited for the knots below
         self.pipeline_wait = 0.0
-        # the line-search trial's progress, the solver's decision and the stop of worker 0
-        # (.parallel.PROGRESS, DECISION, STOP), the calc_diff started at that trial
-        # (:meth:`speculate`) and whether worker 0 runs :meth:`_worker_loop`
-        self.trial_signal = np.zeros(3, dtype=np.int64)
-        self._speculation = self._worker_speculation = None
-        self._worker_live = False
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -354,7 +342,7 @@ class ShootingProblem:
             self.xnext[:] = xnext
         return float(self.costs.sum())
 
-    def calc_diff(self, xs, us, validate=True, then=None, speculate_next=False):
+    def calc_diff(self, xs, us, validate=True, then=None):
         """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
         ``validate=False``: no input checks, for solvers whose iterates are their own
         (C-contiguous, finite, padding zero).  On ``nthreads`` > 1: one parallel region,
@@ -365,10 +353,7 @@ class ShootingProblem:
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
         knots, with b = 0.  On one thread a horizon of free-dynamics phases is evaluated
         in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
-        the bit.  ``speculate_next`` (nthreads > 1): a solver's line search follows,
-        whose first trial :meth:`speculate` evaluates: worker 0 stays awake for it
-        (:meth:`_worker_loop`).  A calc_diff at the trial of an accepted speculation
-        takes it up as its region."""
+        the bit."""
         if validate:
             xs, us = self._validate(xs, us)
         with _numba_threads(1):
@@ -380,182 +365,19 @@ class ShootingProblem:
             elif self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
-                self._calc_diff_region(xs, us, then, speculate_next)
+                plan = self.parallel_plan(self.nthreads)
+                progress = None
+                if then is not None:
+                    progress = Progress([phases[0][1] if phases else self.N
+                                         for phases, _ in plan])
+                tasks = [partial(self._calc_diff_chunk, phases, False, xs, us, None, progress, i)
+                         for i, (phases, _) in enumerate(plan[:-1])]
+                self._regions[self.nthreads](
+                    [partial(self._calc_diff_chunk, plan[-1][0], True, xs, us, then, progress)]
+                    + tasks)
+                self.pipeline_wait = progress.waited if progress is not None else 0.0
+                self._rebalance(self.nthreads)
         return float(self.costs.sum())
-
-    def _calc_diff_region(self, xs, us, then, speculate_next):
-        """calc_diff on ``nthreads`` > 1 (see :meth:`calc_diff`)."""
-        n = self.nthreads
-        speculation = self._speculation
-        if speculation is None or not (speculation.accepted and speculation.xs is xs
-                                       and speculation.us is us):
-            self.settle_speculation()
-            speculation = None
-            if speculate_next:          # worker 0 on its chunk, then awake for the trial
-                plan = self.parallel_plan(n)
-                if plan[0][0]:
-                    speculation = Speculation(xs, us, plan, self._progress(plan), True)
-                    self._start_worker_loop(speculation)
-        self._speculation = None
-        if speculation is not None:     # worker 0 runs _worker_loop on the first chunk
-            plan, progress = speculation.plan, speculation.progress
-            then = then if then is not None else _no_then
-        else:
-            plan = self.parallel_plan(n)
-            progress = self._progress(plan) if then is not None else None
-        tasks = [partial(self._calc_diff_chunk, phases, False, xs, us, None, progress, i)
-                 for i, (phases, _) in enumerate(plan[:-1])]
-        if speculation is not None:
-            tasks[0] = None
-        region = self._regions[n]
-        region([partial(self._calc_diff_chunk, plan[-1][0], True, xs, us, then, progress)]
-               + tasks)
-        if speculation is not None:
-            if progress.aborted:        # worker 0 failed: its error
-                self._worker_live = False
-                region.wait(0)
-            region.cpu[1] = speculation.cpu     # its work after the trial (balance)
-            if not speculate_next:
-                self.settle_speculation()
-        self.pipeline_wait = progress.waited if progress is not None else 0.0
-        self._rebalance(n)
-
-    def _progress(self, plan):
-        """The :class:`.parallel.Progress` of a region of ``plan``."""
-        return Progress([phases[0][1] if phases else self.N for phases, _ in plan])
-
-    # -- calc_diff during the line search ----------------------------------------------
-    def speculate(self, xs, us):
-        """Start calc_diff at the trial (xs, us) that the line search is about to roll out
-        (a solver's one-call trial over :meth:`trial_phases`, which publishes its progress
-        in ``trial_signal``): worker 0 (awake since the last calc_diff's region when it
-        was asked to be, ``speculate_next``) evaluates the first chunk's parts of the
-        parallel plan as the trial finishes their knots, until the solver decides
-        (:meth:`accept_speculation`: it goes on with the rest of its chunk from the top
-        down, and the next :meth:`calc_diff` at these very (xs, us) takes it up as its
-        region, the calling thread on the last chunk; otherwise
-        :meth:`discard_speculation`).  Returns whether it started (``nthreads`` > 1 and a
-        first chunk with knots).  The kernels and their order per knot are those of
-        calc_diff: the results are the same to the bit; a dropped trial leaves the
-        derivative arrays of some knots at the trial (the solver evaluates again)."""
-        if self._speculation is not None:
-            self.settle_speculation()
-        if self.nthreads < 2:
-            return False
-        plan = self.parallel_plan(self.nthreads)
-        if not plan[0][0]:
-            self.settle_speculation()
-            return False
-        speculation = Speculation(xs, us, plan, self._progress(plan))
-        self.trial_signal[PROGRESS] = 0
-        self._speculation = self._worker_speculation = speculation
-        if self._worker_live:           # parked: it reads it once unparked
-            self.trial_signal[DECISION] = UNDECIDED
-        else:
-            self._start_worker_loop(speculation)
-        return True
-
-    def _start_worker_loop(self, speculation):
-        """Worker 0 on :meth:`_worker_loop` from ``speculation``."""
-        signal = self.trial_signal
-        signal[STOP] = 0
-        signal[DECISION] = ACCEPTED if speculation.accepted else UNDECIDED
-        self._regions[self.nthreads].start(0, partial(self._worker_loop, speculation))
-        self._worker_live = True
-
-    def speculating(self, xs):
-        """Whether a calc_diff started by :meth:`speculate` at the trial ``xs`` runs."""
-        return self._speculation is not None and self._speculation.xs is xs
-
-    def accept_speculation(self):
-        """The trial of the running speculation is the next iterate: its worker goes on."""
-        self._speculation.accepted = True
-        self.trial_signal[DECISION] = ACCEPTED
-
-    def discard_speculation(self):
-        """Drop the running speculation, if any (wait for the part its worker is on,
-        before another trial writes the stores it reads); returns whether there was one."""
-        if self._speculation is None or self._speculation.accepted:
-            return False
-        self.trial_signal[DECISION] = REJECTED
-        self.settle_speculation()
-        return True
-
-    def settle_speculation(self):
-        """Stop worker 0's :meth:`_worker_loop`, if it runs, and wait for it (the part it
-        is on ends first): a running speculation is dropped (an accepted one completes
-        its chunk first)."""
-        self._speculation = None
-        if not self._worker_live:
-            return
-        self._worker_live = False
-        signal = self.trial_signal
-        signal[STOP] = 1
-        try:
-            self._regions[self.nthreads].wait(0)
-        except Exception:       # at a point no iterate takes: nothing to report
-            pass
-        signal[STOP] = 0
-
-    def trial_phases(self, n):
-        """The phases of the parallel plan of ``n`` chunks in the order of their knots (the
-        parts of a cut phase with the data of :meth:`parallel_plan`), and the plan: the
-        one-call trial built on them publishes its progress at each part's last knot
-        (the granularity :meth:`speculate` needs)."""
-        plan = self.parallel_plan(n)
-        phases = sorted((phase for chunk, _ in plan for phase in chunk), key=lambda p: p[1])
-        return phases, plan
-
-    def _worker_loop(self, speculation):
-        """Worker 0's task while a solver speculates (:meth:`speculate`): the first
-        chunk's parts from the bottom up as the trial publishes their knots, until the
-        solver decides; if it took the trial (or the region needs no trial:
-        ``accepted`` from the start), the parts left from the top down, each reported to
-        the region's ``progress`` (the backward pass follows), as
-        :meth:`_calc_diff_chunk` does; then parked (spinning, without the GIL: waking a
-        sleeping thread takes as long as a trial on a loaded machine) until the next
-        trial starts (its speculation in ``_worker_speculation``) or
-        :meth:`settle_speculation` stops it."""
-        signal = self.trial_signal
-        while True:
-            parts, progress = speculation.parts, speculation.progress
-            xs, us = speculation.xs, speculation.us
-            done = 0
-            if not speculation.accepted:
-                try:
-                    while done < len(parts):
-                        model, start, stop, data = parts[done]
-                        if wait_for_knot(signal, stop) < stop or \
-                                signal[DECISION] != UNDECIDED or signal[STOP]:
-                            break
-                        self._calc_diff_phase(model, start, stop, data, xs, us)
-                        done += 1
-                except BaseException as error:      # raised below if the trial is taken
-                    speculation.error = error
-                wait_for_knot(signal, self.N + 2)
-                speculation.done = done
-                if signal[STOP] or signal[DECISION] != ACCEPTED:
-                    return
-            cpu = time.thread_time()
-            first = progress.starts[0]
-            try:
-                if speculation.error is not None:
-                    raise speculation.error
-                for model, start, stop, data in reversed(parts[done:]):
-                    self._calc_diff_phase(model, start, stop, data, xs, us)
-                    if start > first:
-                        progress.done(0, start)
-            except BaseException:
-                progress.abort()
-                raise
-            speculation.cpu = time.thread_time() - cpu
-            signal[DECISION] = PARKED       # before the region can end (its last report)
-            progress.done(0, first)
-            wait_while_parked(signal)
-            if signal[STOP]:
-                return
-            # the next trial's (maybe decided already, even taken up by calc_diff)
-            speculation = self._worker_speculation
 
     @cached_property
     def horizon_evaluation(self):

@@ -116,14 +116,6 @@ class DDP:
     Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
-    # on nthreads > 1, calc_diff starts during the first trial of each line search
-    # (:meth:`iterate`).  Off by default: measured (2 cores, wall clock per iteration, one
-    # thread over two) it gained on the solo12 trot (1.27x against 1.08-1.22x without,
-    # SCHED_FIFO so that the other load left both cores free) but not on the talos squat
-    # (1.25-1.32x against 1.32-1.41x), and on a loaded machine its worker, spinning while
-    # it waits for the trial, lost a third (0.66x of the time without at load 6)
-    speculative = False
-
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
@@ -227,29 +219,8 @@ class DDP:
         of lists (:data:`_HISTORY_KEYS`) that gets each iteration's record, or None
         (no record is built unless there are ``callbacks``).  ``split`` then holds the
         last iteration's seconds (calc_diff, backward, forward, all): the MPC's path,
-        which allocates no arrays.
-
-        On ``problem.nthreads`` > 1 the first trial of each line search starts calc_diff
-        at its point while it is rolled out (:meth:`~geppetto.ocp.ShootingProblem.
-        speculate`): taken, the next calc_diff finishes it; dropped, it is waited for
-        (and when no trial is taken, calc_diff runs again at the iterate: the speculation
-        wrote some knots' derivatives at the trial).  The same kernel calls per knot in
-        the same order: the same iterates, to the bit."""
+        which allocates no arrays."""
         problem = self.problem
-        self._pending_xnext = None
-        try:
-            return self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
-        finally:
-            problem.settle_speculation()
-            if self._pending_xnext is not None:    # no calc_diff took the last trial up
-                problem.xnext[:] = self._pending_xnext
-                self._pending_xnext = None
-
-    def _iterate(self, xs, us, max_iter, deadline, is_feasible, callbacks, history):
-        """:meth:`iterate`'s loop."""
-        problem = self.problem
-        speculative = problem.nthreads > 1 and self.speculative
-        self.forward_pass.by_parts = speculative
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
         preg = self.reg_init
@@ -267,10 +238,8 @@ class DDP:
                 if recalc:
                     if problem.nthreads > 1:     # the backward pass starts in calc_diff
                         tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
-                    self._pending_xnext = None          # calc_diff writes every row
                     try:
-                        cost = problem.calc_diff(xs, us, validate=False, then=tail,
-                                                 speculate_next=speculative)
+                        cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
@@ -298,14 +267,11 @@ class DDP:
             stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
             accepted = None
-            spoiled = False     # a dropped speculation wrote derivatives at its trial
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
                     break
-                self.forward_pass.speculate = speculative and trial_index == 0
                 trial = self.try_step(xs, us, gaps, alpha, feasible)
                 if trial is None:
-                    spoiled = problem.discard_speculation() or spoiled
                     continue
                 d1, d2 = self.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 dv_exp = alpha * (d1 + 0.5 * alpha * d2)
@@ -313,24 +279,16 @@ class DDP:
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
-                spoiled = problem.discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
-                if problem.speculating(xs):
-                    # its worker goes on; the next calc_diff writes every row of xnext
-                    # (copied at the end of the solve if none comes)
-                    problem.accept_speculation()
-                    self._pending_xnext = xnext
-                else:
-                    problem.xnext[:] = xnext     # the trial's dynamics: the new gaps
+                problem.xnext[:] = xnext     # the trial's dynamics: the gaps of the new iterate
                 was_feasible = feasible
                 feasible = self.feasible_after(was_feasible, alpha)
                 recalc = True
             else:
                 alpha, d1, dv_exp, dv = self.alphas[-1], dg, np.nan, np.nan
-                recalc = spoiled
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:

@@ -31,7 +31,7 @@ KERNEL_ERRORS = (ZeroDivisionError, FloatingPointError, OverflowError, SystemErr
 
 
 def _trial_plan(problem):
-    """(workspaces, one-call trials: key 1 over its phases, ("parts", n) over the parts of its plan of n chunks) of ``problem``: the phases' trial scratch
+    """(workspaces, one-call trials by nthreads) of ``problem``: the phases' trial scratch
     and the :class:`~geppetto.ocp.horizon.HorizonTrial` built for them, made once per
     problem and shared by the solvers on it, as its data are (one trial at a time).  Built
     per solver, the one-call trial (the phases' arrays, held) cost the first
@@ -66,38 +66,18 @@ class ForwardPass:
         self.gap_shift = np.empty((1, problem.ndx))
         self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
         self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
-        # on nthreads > 1, the one-call trial over the parts of the parallel plan
-        # (``by_parts``, set by a speculating solver) and whether the next one starts a
-        # calc_diff at its point (``speculate``: the first trial of a line search,
-        # cleared by :meth:`__call__`)
-        self.by_parts = False
-        self.speculate = False
 
     @property
     def horizon(self):
         """The one-call trial for the problem's ``nthreads`` (built at the first trial,
-        kept by the problem), or None: the phase-by-phase trial.  With ``by_parts`` on
-        n > 1 threads it runs over the parts of the problem's parallel plan
-        (:meth:`~geppetto.ocp.ShootingProblem.trial_phases`), publishing its progress
-        for the calc_diff started at the trial (:meth:`~geppetto.ocp.ShootingProblem.
-        speculate`); built again when the plan's chunks move."""
+        kept by the problem), or None: the phase-by-phase trial."""
         if not self.one_call:
             return None
         problem = self.problem
-        n = problem.nthreads
-        if n == 1 or not self.by_parts:       # the problem's phases (key 1: any n)
-            if 1 not in self._horizons:
-                with _numba_threads(1):
-                    self._horizons[1] = horizon_trial(problem, self.workspaces)
-            return self._horizons[1]
-        phases, plan = problem.trial_phases(n)
-        built = self._horizons.get(("parts", n))
-        if built is None or built[0] is not plan:
+        if problem.nthreads not in self._horizons:
             with _numba_threads(1):
-                workspaces = [model.trial_workspace(data) for model, _, _, data in phases]
-                built = self._horizons["parts", n] = (plan, horizon_trial(
-                    problem, workspaces, phases, problem.trial_signal))
-        return built[1]
+                self._horizons[problem.nthreads] = horizon_trial(problem, self.workspaces)
+        return self._horizons[problem.nthreads]
 
     def _free_set(self, xs):
         """The index of the buffer set that does not hold the iterate ``xs``."""
@@ -126,13 +106,10 @@ class ForwardPass:
         u_lower, u_upper = bounds
         which = self._free_set(xs)
         xs_try, us_try, xnext = self.buffers[which]
-        speculate, self.speculate = self.speculate, False
         horizon = self.horizon
         if horizon is not None:
             inputs = (xs, us, k, K, gaps, u_lower, u_upper, float(alpha), bool(use_gaps),
                       bool(boxed))
-            if speculate and self.by_parts:
-                problem.speculate(xs_try, us_try)
             return self._one_call(horizon, inputs, self.buffers[which], Vxx)
         predicted = problem.x0
         with _numba_threads(1):

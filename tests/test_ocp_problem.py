@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from geppetto import ocp
-from geppetto.ocp.parallel import PROGRESS, ParallelRegion, Progress
+from geppetto.ocp.parallel import ParallelRegion, Progress
 from geppetto.ocp.problem import _balanced_bounds
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
@@ -182,44 +182,6 @@ def test_threads_run_phases_at_once():
     assert knots == [[(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8)]]
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
-
-
-def test_speculative_calc_diff_gives_the_same_arrays():
-    """A calc_diff started at a line-search trial (``speculate``: worker 0 evaluates the
-    first chunk's parts as the trial publishes their knots) and taken up by the next
-    calc_diff at that trial gives the arrays of one thread, to the bit; a dropped one is
-    waited for and leaves the next calc_diff (at another point) exact too.  Here the test
-    publishes the trial's progress itself, part by part."""
-    problem, xs, us = _two_phase_problem("panda", N1=3, N2=5)
-    other_xs, other_us = xs + 0.01, us - 0.1
-    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
-    try:
-        problem.calc_diff(xs, us)
-        one = {n: getattr(problem, n).copy() for n in names}
-        problem.nthreads = 2
-        problem.calc_diff(xs, us)             # the plan of two chunks
-        signal = problem.trial_signal
-        for accept in (False, True):
-            point = (xs, us) if accept else (other_xs, other_us)
-            assert problem.speculate(*point)
-            assert problem.speculating(point[0]) and signal[PROGRESS] == 0
-            parts, plan = problem.trial_phases(2)
-            for _, _, stop, _ in parts[:2]:
-                signal[PROGRESS] = stop          # the trial's rollout and costs reached it
-            if accept:
-                problem.accept_speculation()
-                signal[PROGRESS] = problem.N + 1
-            else:
-                assert problem.discard_speculation() and not problem.speculating(point[0])
-            seen = []
-            problem.calc_diff(xs, us, validate=False, then=seen.append)
-            assert seen[0] == plan[-1][0][0][1] and seen[-1] == 0
-            for n in names:
-                np.testing.assert_array_equal(getattr(problem, n), one[n], err_msg=n)
-        assert not problem.discard_speculation()     # nothing runs any more
-    finally:
-        problem.settle_speculation()
-        problem.nthreads = 1
 
 
 def test_balanced_bounds_share_the_measured_work():
