@@ -249,7 +249,8 @@ def test_solver(parity, name, comparison):
 def test_two_threads(parity, name, comparison):
     """On two threads (calc_diff in one parallel region of two chunks, the backward pass
     started on the last chunk's knots while the first is evaluated) the solve is the
-    one-thread solve: the same iterations, the cost of every iterate to 1e-10.  The
+    one-thread solve: the same iterations, the cost of every iterate to 1e-10, the
+    solution and the gains to the bit.  The
     phases cut at the chunks' parts (the trot's swing phases too, whose references are
     given per knot) read the whole phase's store of the trial's contact solves."""
     one = parity.solution(name, "FDDP")
@@ -263,6 +264,8 @@ def test_two_threads(parity, name, comparison):
         problem.nthreads = 1
     assert two.iterations == one.iterations
     np.testing.assert_allclose(two.history["cost"], one.history["cost"], rtol=1e-10, atol=0)
+    for array in ("xs", "us", "K", "k"):    # the same kernel calls in the same order
+        np.testing.assert_array_equal(getattr(two, array), getattr(one, array), err_msg=array)
     wholes = {id(data): (start, stop, data) for _, start, stop, data in problem.phases}
     parts = [(model, start, stop, data) for phases, _ in problem.parallel_plan(2)
              for model, start, stop, data in phases if id(data) not in wholes]
