@@ -399,10 +399,10 @@ def _minverse_backward_lanes(m, wd):
 
 
 @kernel
-def _minverse_forward_lanes(m, lower, wd):
+def _minverse_forward_lanes(m, wd):
     """The ancestors' part: rows of i -= Dinv U_i^T A_par on the columns from i on,
-    A_i = A_par + J_i Minv[dofs of i] (not stored for leaves); then (lower) the lower
-    triangle (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
+    A_i = A_par + J_i Minv[dofs of i] (not stored for leaves), the upper triangle
+    (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
     the tree, not per joint: the joints visited between a joint and its descendant lie
     deeper in its subtree (depth-first order), so a level is overwritten only once no
     descendant reads it; this keeps the columns in the caches (talos: 4.6 MB per tile
@@ -440,8 +440,13 @@ def _minverse_forward_lanes(m, lower, wd):
                                                    J[Ja + UT2 + s] * x, J[Ja + UT3 + s] * x,
                                                    J[Ja + UT4 + s] * x, J[Ja + UT5 + s] * x),
                                         A, Src, keep)
-    if not lower:
-        return
+
+
+@kernel
+def _minverse_lower_lanes(nv, Minv):
+    """The lower triangle of the tile's M^-1 = its upper triangle, every lane (for the
+    products dFD = -M^-1 dID, which read whole rows; M^-1 alone is stored from the
+    upper triangle, :func:`_minverse_lanes`)."""
     for r in range(nv):
         for c in range(r):
             O, P = np.uint64((r * nv + c) * TILE), np.uint64((c * nv + r) * TILE)
@@ -450,12 +455,11 @@ def _minverse_forward_lanes(m, lower, wd):
 
 
 @kernel
-def _minverse_sweeps_lanes(m, lower, wd):
-    """M^-1 from ABA's U and D^-1 of the tile (F zeroed first); the upper triangle,
-    and the lower one too when ``lower``."""
+def _minverse_sweeps_lanes(m, wd):
+    """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)."""
     fill_lanes(wd[22], 0, 6 * m.nv, 0.0)
     _minverse_backward_lanes(m, wd)
-    _minverse_forward_lanes(m, lower, wd)
+    _minverse_forward_lanes(m, wd)
 
 
 # --- RNEA derivatives in the world frame -------------------------------------------------
@@ -770,7 +774,8 @@ def _aba_tile(m, with_derivatives, work):
     _aba_forward_world_lanes(m, ddqt, wd)
     if not with_derivatives:
         return
-    _minverse_sweeps_lanes(m, True, wd)
+    _minverse_sweeps_lanes(m, wd)
+    _minverse_lower_lanes(m.nv, wd[19])
     _derivative_columns_lanes(m, True, wd)
     _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
     _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v)
@@ -874,7 +879,7 @@ def _minverse_lanes(m, q, lanes_major, Minv):
         _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
         _articulated_init_lanes(m, wd)
         _aba_backward_world_lanes(m, taut, False, wd)
-        _minverse_sweeps_lanes(m, False, wd)
+        _minverse_sweeps_lanes(m, wd)
         store_symmetric_tile(wd[19], upper, b, n, lanes_major, Minv)
 
 
