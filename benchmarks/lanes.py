@@ -3,7 +3,7 @@ kernels and Pinocchio's C++, in the same run.
 
     python -m geppetto.benchmarks.lanes [--robots ur5 panda ...] [--rounds 5]
                                         [--repeats 5] [--clock cpu|wall] [--no-compile]
-                                        [--out DIR]
+                                        [--fresh-pages] [--out DIR]
 
 One thread (the script restarts itself with NUMBA_NUM_THREADS=1), K = 1000
 random states per robot (seeded, as benchmarks/dynamics.py draws them),
@@ -25,9 +25,20 @@ times ours (the eighteen runs, repeats interleaved) and then the C++ harness (th
 repeats); a round's figure is the best of its repeats; the table gives the median over
 the rounds of each time and of each ratio to C++, with the ratios' range over the rounds.
 
+Freed memory is kept: the script restarts itself with glibc's
+MALLOC_TRIM_THRESHOLD_ and MALLOC_MMAP_THRESHOLD_ at 4 GB, so that a call's
+outputs reuse the memory the previous calls freed, as in a process that calls
+the same functions in a loop (and as the C++ harness, which rewrites one Data).
+Without it (``--fresh-pages``), the eighteen calls of a round, interleaved,
+leave glibc returning freed memory to the system, and the next call's outputs
+are fresh pages that the kernel zeroes on first touch: talos, where each (nv,
+nv) output holds 11.5 MB for 1000 states, measured 3-10 us more per state for
+M^-1 and the derivatives (stack and lanes alike), which is the operating
+system's cost, not the kernels'.
+
 Compile and assembly: in a fresh interpreter with an empty NUMBA_CACHE_DIR, the
 first call of each ``*_batch`` function on ur5 (in this order: the later ones reuse
-kernels the earlier ones compiled) (compile seconds, wall), then
+kernels the earlier ones compiled) (compile seconds, wall and thread CPU), then
 the compiled assembly of each hot kernel (``dispatcher.inspect_asm``, which works
 only on code compiled in that process): the packed double arithmetic
 (v{add,sub,mul,div,fmadd...}pd) on zmm / ymm / xmm registers against the scalar
@@ -78,11 +89,12 @@ V = rng.standard_normal((40, model.nv))
 out = {}
 for name in ("rnea_batch", "aba_batch", "crba_batch", "compute_minverse_batch",
              "rnea_derivatives_batch", "aba_derivatives_batch"):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.thread_time()
     if name in ("crba_batch", "compute_minverse_batch"):
         getattr(gp.dynamics, name)(model, Q)
     else:
         getattr(gp.dynamics, name)(model, Q, V, V)
+    out[name + "_first_call_cpu_s"] = time.thread_time() - start_cpu
     out[name + "_first_call_s"] = time.perf_counter() - start
 if sys.argv[1] == "asm":
     packed = re.compile(r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div)pd\\s+[^\\n]*?%(zmm|ymm|xmm)")
@@ -209,7 +221,10 @@ def compile_and_assembly():
         loaded = _common.first_call_latency(COMPILE_SCRIPT, cache, "load")
     return dict(compile_s={k[:-len("_first_call_s")]: v for k, v in compiled.items()
                            if k.endswith("_first_call_s")},
-                cached_first_call_s={k[:-len("_first_call_s")]: v for k, v in loaded.items()},
+                compile_cpu_s={k[:-len("_first_call_cpu_s")]: v for k, v in compiled.items()
+                               if k.endswith("_first_call_cpu_s")},
+                cached_first_call_s={k[:-len("_first_call_s")]: v for k, v in loaded.items()
+                                     if k.endswith("_first_call_s")},
                 asm=compiled["asm"])
 
 
@@ -237,7 +252,25 @@ def assembly_table(asm):
     return _common.format_table(headers, body)
 
 
+KEEP_FREED_MEMORY = {"MALLOC_TRIM_THRESHOLD_": "4000000000",
+                     "MALLOC_MMAP_THRESHOLD_": "4000000000"}
+
+
+def keep_freed_memory():
+    """Start this benchmark again with :data:`KEEP_FREED_MEMORY` in the environment
+    (glibc reads it at start) unless it is there or ``--fresh-pages`` is given."""
+    if "--fresh-pages" in sys.argv[1:] or all(os.environ.get(k) == v
+                                              for k, v in KEEP_FREED_MEMORY.items()):
+        return
+    environment = dict(os.environ, **KEEP_FREED_MEMORY)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "geppetto.benchmarks.lanes", *sys.argv[1:]],
+              environment)
+
+
 def main(argv=None):
+    if argv is None:
+        keep_freed_memory()
     _common.run_single_threaded("geppetto.benchmarks.lanes")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=list(ROBOTS))
@@ -247,8 +280,12 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the compile-time and assembly subprocesses")
+    parser.add_argument("--fresh-pages", action="store_true",
+                        help="let glibc return freed memory to the system (outputs on fresh "
+                             "pages, zeroed by the kernel on first touch)")
     parser.add_argument("--out", default=_common.RESULTS_DIR)
     options = parser.parse_args(argv)
+    freed_memory_kept = all(os.environ.get(k) == v for k, v in KEEP_FREED_MEMORY.items())
     try:
         import pinocchio as pin
     except ImportError:
@@ -257,7 +294,8 @@ def main(argv=None):
     if cpp_reason:
         print(f"C++ columns left empty: {cpp_reason}")
     info = _common.machine(pinocchio=getattr(pin, "__version__", None),
-                           tile=gp.dynamics.lane_tiles.TILE)
+                           tile=gp.dynamics.lane_tiles.TILE,
+                           freed_memory_kept=freed_memory_kept)
     print(_common.describe_machine(info))
     rng = np.random.default_rng(options.seed)
     rows = []
@@ -276,8 +314,10 @@ def main(argv=None):
     _common.write_json(path, payload)  # the timings are kept if the compile run fails
     if not options.no_compile:
         payload.update(compile_and_assembly())
-        print("\nFirst call on ur5 with an empty cache (compile, s): "
+        print("\nFirst call on ur5 with an empty cache (compile, wall s): "
               + ", ".join(f"{k} {v:.1f}" for k, v in payload["compile_s"].items())
+              + "; thread CPU s: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in payload["compile_cpu_s"].items())
               + "; from the cache: "
               + ", ".join(f"{k} {v:.2f}" for k, v in payload["cached_first_call_s"].items()))
         print("\nPacked (pd) and scalar (sd) double arithmetic in the compiled hot kernels:")

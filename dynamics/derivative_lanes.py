@@ -32,12 +32,14 @@ No external forces (as the other lanes kernels).
 import numpy as np
 
 from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _check_plain_model,
-                          _compact_inertias, _crba_forward_pass_lanes, _invert_spd_lanes)
+                          _compact_inertias, _crba_forward_pass_lanes, _invert_spd_lanes,
+                          _mass_matrix_slots)
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
                          UT9, add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes,
                          load_six_lanes, load_tile, motion_cross_lanes, store_six_lanes,
-                         store_six_sum_lanes, store_tile, tile_workspace)
+                         store_six_sum_lanes, store_symmetric_tile, store_tile,
+                         tile_workspace)
 from .validation import as_configurations, check_invertible
 
 T12 = 12 * TILE
@@ -353,13 +355,17 @@ def _aba_forward_world_lanes(m, ddqt, wd):
 @kernel
 def _minverse_backward_lanes(m, wd):
     """Rows of M^-1 restricted to each subtree: Minv[i, subtree] = [Dinv, -Dinv J_i^T
-    F[descendants]], then F[subtree] += U_i Minv[i, subtree] (not at the children of
-    the universe); :func:`.minverse._minverse_backward_pass` in every lane."""
+    F[descendants]], zero on the columns after the subtree (which the forward sweep
+    updates), then F[subtree] += U_i Minv[i, subtree] (not at the children of the
+    universe); :func:`.minverse._minverse_backward_pass` in every lane.  Every entry
+    of the upper triangle is written here, so M^-1 needs no zeroing beforehand."""
     J, U, Dinv, Minv, F, w = wd[2], wd[13], wd[14], wd[19], wd[22], wd[28]
     nv = m.nv
     for i in range(m.njoints - 1, 0, -1):
         iv, nvi = m.idx_v[i], m.nvs[i]
         end = m.idx_v[m.subtree_end[i]] if m.subtree_end[i] < m.njoints else nv
+        for a in range(nvi):
+            fill_lanes(Minv, ((iv + a) * nv + end) * TILE, nv - end, 0.0)
         for a in range(nvi):
             for b in range(nvi):
                 D = np.uint64((iv + a) * T6 + b * TILE)
@@ -395,7 +401,7 @@ def _minverse_backward_lanes(m, wd):
 @kernel
 def _minverse_forward_lanes(m, wd):
     """The ancestors' part: rows of i -= Dinv U_i^T A_par on the columns from i on,
-    A_i = A_par + J_i Minv[dofs of i] (not stored for leaves); then the lower triangle
+    A_i = A_par + J_i Minv[dofs of i] (not stored for leaves), the upper triangle
     (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
     the tree, not per joint: the joints visited between a joint and its descendant lie
     deeper in its subtree (depth-first order), so a level is overwritten only once no
@@ -434,6 +440,13 @@ def _minverse_forward_lanes(m, wd):
                                                    J[Ja + UT2 + s] * x, J[Ja + UT3 + s] * x,
                                                    J[Ja + UT4 + s] * x, J[Ja + UT5 + s] * x),
                                         A, Src, keep)
+
+
+@kernel
+def _minverse_lower_lanes(nv, Minv):
+    """The lower triangle of the tile's M^-1 = its upper triangle, every lane (for the
+    products dFD = -M^-1 dID, which read whole rows; M^-1 alone is stored from the
+    upper triangle, :func:`_minverse_lanes`)."""
     for r in range(nv):
         for c in range(r):
             O, P = np.uint64((r * nv + c) * TILE), np.uint64((c * nv + r) * TILE)
@@ -443,10 +456,8 @@ def _minverse_forward_lanes(m, wd):
 
 @kernel
 def _minverse_sweeps_lanes(m, wd):
-    """M^-1 from ABA's U and D^-1 of the tile (F and M^-1 zeroed first: the forward
-    sweep updates the entries of columns outside a joint's subtree)."""
+    """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)."""
     fill_lanes(wd[22], 0, 6 * m.nv, 0.0)
-    fill_lanes(wd[19], 0, m.nv * m.nv, 0.0)
     _minverse_backward_lanes(m, wd)
     _minverse_forward_lanes(m, wd)
 
@@ -642,17 +653,9 @@ def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut):
 def _related_dofs(m):
     """related[k, c]: the joints of dofs k and c lie on one path from the root (the
     same joint, or one an ancestor of the other), the only entries where dtau_dq and
-    dtau_dv can be nonzero (the backward pass zeroes the others)."""
-    related = np.zeros((m.nv, m.nv), dtype=np.bool_)
-    for i in range(1, m.njoints):
-        for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-            j = i
-            while j > 0:
-                for k in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
-                    related[k, c] = True
-                    related[c, k] = True
-                j = m.parents[j]
-    return related
+    dtau_dv can be nonzero (the backward pass zeroes the others): those of M
+    (:func:`.batch_lanes._mass_matrix_slots`)."""
+    return _mass_matrix_slots(m)[0] >= 0
 
 
 @kernel
@@ -772,6 +775,7 @@ def _aba_tile(m, with_derivatives, work):
     if not with_derivatives:
         return
     _minverse_sweeps_lanes(m, wd)
+    _minverse_lower_lanes(m.nv, wd[19])
     _derivative_columns_lanes(m, True, wd)
     _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
     _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v)
@@ -860,10 +864,15 @@ def _rnea_derivatives_lanes(m, q, v, a, lanes_major, dtau_dq, dtau_dv, M):
 @kernel
 def _minverse_lanes(m, q, lanes_major, Minv):
     """M^-1 for K states, TILE at a time: ABA's backward pass without bias forces,
-    then the two sweeps (layouts as :func:`_aba_derivatives_lanes`)."""
+    then the two sweeps (layouts as :func:`_aba_derivatives_lanes`); the tile's upper
+    triangle is written to both triangles of the output (no copy within the tile)."""
     ws, wd, Yc = tile_workspace(m), _derivative_workspace(m), _compact_inertias(m)
     K = q.shape[1] if lanes_major else q.shape[0]
     qt, taut = np.empty(m.nq * TILE), np.zeros(m.nv * TILE)
+    upper = np.empty((m.nv, m.nv), dtype=np.int64)  # entry (r, c) of the tile: row r nv + c
+    for r in range(m.nv):
+        for c in range(m.nv):
+            upper[r, c] = min(r, c) * m.nv + max(r, c)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         load_tile(q, b, n, lanes_major, qt)
@@ -871,7 +880,7 @@ def _minverse_lanes(m, q, lanes_major, Minv):
         _articulated_init_lanes(m, wd)
         _aba_backward_world_lanes(m, taut, False, wd)
         _minverse_sweeps_lanes(m, wd)
-        store_tile(wd[19], b, n, lanes_major, Minv)
+        store_symmetric_tile(wd[19], upper, b, n, lanes_major, Minv)
 
 
 def _lanes_arguments(model, q, v, u, name_u):
