@@ -47,7 +47,7 @@ import math
 import numpy as np
 
 from .config import inline_kernel, kernel
-from .joints import coordinate_axis, joint_transform
+from .joints import SINCOS_RANGE, coordinate_axis, joint_transform, sincos_values
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 
 TILE = 64  # states per tile (measured: 64 beats 32 by 5-25%; lane loops of 8 AVX-512 registers)
@@ -57,17 +57,6 @@ UT = np.uint64(TILE)
 UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
 
-# Cody-Waite split of pi/2 and the Cephes sin/cos coefficients on [-pi/4, pi/4].
-_PIO2_1 = 1.5707963267341256e+00
-_PIO2_2 = 6.0771005065061922e-11
-_PIO2_3 = 2.0222662487959506e-21
-_SIN = (1.58962301576546568060e-10, -2.50507477628578072866e-8,
-        2.75573136213857245213e-6, -1.98412698295895385996e-4,
-        8.33333333332211858878e-3, -1.66666666666666307295e-1)
-_COS = (-1.13585365213876817300e-11, 2.08757008419747316778e-9,
-        -2.75573141792967388112e-7, 2.48015872888517045348e-5,
-        -1.38888888888730564116e-3, 4.16666666666665929218e-2)
-_SINCOS_RANGE = 1e5
 
 
 @inline_kernel
@@ -106,28 +95,19 @@ def store_six_lanes(out, O, s, y, add):
 
 @inline_kernel
 def sincos_lanes(qt, bq, cs):
-    """cs[s], cs[T + s] = cos, sin of qt[bq + s] for every lane s."""
+    """cs[s], cs[T + s] = cos, sin of qt[bq + s] for every lane s
+    (:func:`.joints.sincos_values`, libm beyond SINCOS_RANGE)."""
     b = np.uint64(bq)
     far = 0
     for s in range(UT):
         x = qt[b + s]
-        n = math.floor(x * 0.6366197723675814 + 0.5)  # nearest multiple of pi/2
-        r = ((x - n * _PIO2_1) - n * _PIO2_2) - n * _PIO2_3
-        z = r * r
-        ps = r + r * z * (((((_SIN[0] * z + _SIN[1]) * z + _SIN[2]) * z + _SIN[3]) * z
-                           + _SIN[4]) * z + _SIN[5])
-        pc = 1.0 - 0.5 * z + z * z * (((((_COS[0] * z + _COS[1]) * z + _COS[2]) * z
-                                        + _COS[3]) * z + _COS[4]) * z + _COS[5])
-        k = n - 4.0 * math.floor(n * 0.25)  # quadrant 0..3
-        swap = k == 1.0 or k == 3.0
-        sn = pc if swap else ps
-        cn = ps if swap else pc
-        cs[UT1 + s] = -sn if k >= 2.0 else sn
-        cs[s] = -cn if (k == 1.0 or k == 2.0) else cn
-        far += 1 if abs(x) > _SINCOS_RANGE else 0
+        c, sn = sincos_values(x)
+        cs[s] = c
+        cs[UT1 + s] = sn
+        far += 1 if abs(x) > SINCOS_RANGE else 0
     if far > 0:
         for s in range(UT):
-            if abs(qt[b + s]) > _SINCOS_RANGE:
+            if abs(qt[b + s]) > SINCOS_RANGE:
                 cs[s] = math.cos(qt[b + s])
                 cs[UT1 + s] = math.sin(qt[b + s])
 
