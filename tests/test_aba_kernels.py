@@ -32,7 +32,11 @@ def test_aba_family_stack_against_pinocchio_and_single_states(load_case, assert_
     q, v, tau = _stack(case)
     ddq = gd.aba(m, case.data(), q, v, tau)
     Minv = gd.compute_minverse(m, case.data(), q)
-    dq, dv, dtau = gd.aba_derivatives(m, case.data(), q, v, tau)
+    d_derivatives = case.data()
+    dq, dv, dtau = gd.aba_derivatives(m, d_derivatives, q, v, tau)
+    # ABA's passes inside aba_derivatives read the same table: ddq to the bit, so
+    # an OCP's calc (aba) and calc_diff (aba_derivatives) agree on f
+    np.testing.assert_array_equal(d_derivatives.ddq[:q.shape[0]], ddq)
     d = case.data()
     for k in range(q.shape[0]):
         # a state's table entries do not depend on its place in the block
