@@ -21,8 +21,8 @@ from numba import prange
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
-from .crba import world_frame_quantities, world_jacobian_and_inertias
-from .joints import placements_inline
+from .crba import SINCOS_BLOCK, world_frame_quantities, world_jacobian_and_inertias
+from .joints import placements_from_table, sincos_table
 from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
 from .minverse import minverse_sweeps
@@ -299,9 +299,11 @@ def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
 
 @kernel
 def aba_workspace(m):
-    """Scratch arrays of :func:`_aba_state`: XR, Xp, w6, cJ, Ia, D, work."""
+    """Scratch arrays of :func:`_aba_state`: XR, Xp, w6, cJ, Ia, D, work, and cs (2,
+    SINCOS_BLOCK nq), the cos/sin table of :func:`_aba_states`."""
     return (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((2, 6)),
-            np.empty((m.njoints, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)))
+            np.empty((m.njoints, 6)), np.empty((6, 6)), np.empty((6, 6)), np.empty((6, 6)),
+            np.empty((2, SINCOS_BLOCK * m.nq)))
 
 
 @inline_kernel
@@ -313,21 +315,58 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     tuple and 18 arrays cost more than the passes themselves on small robots
     (measured on ur5, 1000 states: 3.6 us per state through the call, 2.6 us
     with the passes called from the loop)."""
-    XR, Xp, w6, cJ, Ia, D, work = workspace
-    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J,
-                           oY)
+    XR, Xp = workspace[0], workspace[1]
+    world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
+    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
+
+
+@inline_kernel
+def _aba_state_from_table(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
+                          u, ddq, workspace, b):
+    """:func:`_aba_state` with the revolute joints' (cos, sin) read from the table
+    ``workspace[7][:, b:]`` (:func:`_aba_states`), the placements inlined."""
+    XR, Xp, cs = workspace[0], workspace[1], workspace[7]
+    placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
+    world_jacobian_and_inertias(m, oR, op, J, oY)
+    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
+
+
+@inline_kernel
+def _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace):
+    """ABA's three passes after the world-frame quantities (oMi, J, oY) of a state."""
+    w6, cJ, Ia, D, work = workspace[2], workspace[3], workspace[4], workspace[5], workspace[6]
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
     _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
+@inline_kernel
+def _aba_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
+                ddq, workspace):
+    """ABA of the states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute
+    joints' (cos, sin) of a block from one loop that LLVM vectorizes
+    (:func:`.joints.sincos_table`, within about 1 ulp of libm; libm's sin and cos cost
+    about 20 ns per joint and state, as in :func:`.crba._crba`), then
+    :func:`_aba_state_from_table` per state.  A table entry depends on its angle
+    alone, so the results do not depend on how the stack is split in blocks or
+    chunks."""
+    nq = m.nq
+    q_flat = q.reshape(q.shape[0] * nq)
+    cs = workspace[7]
+    for b0 in range(k0, k1, SINCOS_BLOCK):
+        b1 = min(b0 + SINCOS_BLOCK, k1)
+        sincos_table(q_flat, b0 * nq, b1 * nq, cs)
+        for k in range(b0, b1):
+            _aba_state_from_table(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
+                                  op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k],
+                                  ddq[k], workspace, (k - b0) * nq)
+
+
 @model_kernel
 def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
     m = model_arrays(model)
-    workspace = aba_workspace(m)
-    for k in range(q.shape[0]):
-        _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
-                   oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
+    _aba_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
+                Dinv, u, ddq, aba_workspace(m))
 
 
 @parallel_kernel
@@ -336,10 +375,8 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
     """:func:`_aba` with the stack split in chunks run by Numba's threads."""
     K = q.shape[0]
     for chunk in prange(n_chunks):
-        workspace = aba_workspace(m)
-        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
-            _aba_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k], J[k],
-                       oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k], workspace)
+        _aba_states(m, chunk * K // n_chunks, (chunk + 1) * K // n_chunks, q, v, tau, f_ext,
+                    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, aba_workspace(m))
 
 
 @model_kernel
@@ -356,7 +393,9 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv):
     computed in a scratch (nv, nv) that stays in cache and copied to the stack once, in
     order: the sweeps write each row twice, the last rows first (in place in the
     stack, talos 1000 states, 10% slower).  Every array is :func:`.borrowed.borrowed`
-    (no reference counting per state, as in :func:`.crba._crba`)."""
+    (no reference counting per state, as in :func:`.crba._crba`).  The revolute joints'
+    (cos, sin) of SINCOS_BLOCK states come from one vectorized loop
+    (:func:`.joints.sincos_table`), as in :func:`_aba_states`."""
     m = borrowed_model(model_arrays(model))
     q, oR, op = borrowed(q), borrowed(oR), borrowed(op)
     U, Dinv, Minv = borrowed(U), borrowed(Dinv), borrowed(Minv)
@@ -365,19 +404,25 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv):
                np.empty((6, m.nv)), np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)),
                np.empty((6, 6)), np.empty((6, 6)), np.empty((2, 6)),
                np.zeros((m.njoints, 6)), np.zeros((m.njoints, 6)), np.zeros(m.nv),
-               np.zeros(m.nv), np.empty((m.nv, m.nv)))
+               np.zeros(m.nv), np.empty((m.nv, m.nv)), np.empty((2, SINCOS_BLOCK * m.nq)))
     XR, Xp, liR = borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2])
     lip, J, IA = borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5])
     F, A, Ia = borrowed(scratch[6]), borrowed(scratch[7]), borrowed(scratch[8])
     D, work, w6 = borrowed(scratch[9]), borrowed(scratch[10]), borrowed(scratch[11])
     cJ, pA, tau0 = borrowed(scratch[12]), borrowed(scratch[13]), borrowed(scratch[14])
-    u, Ms = borrowed(scratch[15]), borrowed(scratch[16])
-    for k in range(q.shape[0]):
-        placements_inline(m, q[k], XR, Xp, liR, lip, oR[k], op[k])
-        world_jacobian_and_inertias(m, oR[k], op[k], J, IA)
-        _articulated_pass(m, tau0, J, IA, cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6, False)
-        minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0])
-        copy_matrix(Ms, Minv[k])
+    u, Ms, cs = borrowed(scratch[15]), borrowed(scratch[16]), borrowed(scratch[17])
+    K, nq = q.shape[0], m.nq
+    q_flat = q.reshape(K * nq)
+    for k0 in range(0, K, SINCOS_BLOCK):
+        k1 = min(k0 + SINCOS_BLOCK, K)
+        sincos_table(q_flat, k0 * nq, k1 * nq, cs)
+        for k in range(k0, k1):
+            placements_from_table(m, q[k], cs, (k - k0) * nq, XR, Xp, liR, lip, oR[k], op[k])
+            world_jacobian_and_inertias(m, oR[k], op[k], J, IA)
+            _articulated_pass(m, tau0, J, IA, cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6,
+                              False)
+            minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0])
+            copy_matrix(Ms, Minv[k])
     keep_alive(scratch)
 
 

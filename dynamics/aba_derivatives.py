@@ -22,8 +22,8 @@ from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
-from .crba import world_jacobian_and_inertias
-from .joints import placements_inline
+from .crba import SINCOS_BLOCK, world_jacobian_and_inertias
+from .joints import placements_from_table, sincos_table
 from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
@@ -37,23 +37,27 @@ from .validation import (as_configurations, as_dynamics_arguments, call_kernel, 
 
 @kernel
 def aba_derivatives_workspace(m):
-    """Scratch of :func:`_aba_derivatives_state`."""
+    """Scratch of :func:`_aba_derivatives_state`; the last, cs (2, SINCOS_BLOCK nq), the
+    cos/sin table of :func:`_aba_derivatives_states`."""
     return (np.empty((m.njoints, 6, 6)), np.empty((m.njoints, 6)), np.empty((6, m.nv)),
             np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)), np.empty((6, 6)),
-            np.empty((6, 6)), rnea_derivatives_workspace(m), np.empty((m.nv, m.nv)))
+            np.empty((6, 6)), rnea_derivatives_workspace(m), np.empty((m.nv, m.nv)),
+            np.empty((2, SINCOS_BLOCK * m.nq)))
 
 
 @inline_kernel
 def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                            u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
-                           workspace):
-    """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state; inlined
-    into its callers, as :func:`.aba._aba_state` is."""
-    oYaba, cJ, F, A, Ia, D, work, rnea_ws, Ms = workspace
+                           workspace, b):
+    """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state, the
+    revolute joints' (cos, sin) read from the table ``workspace[9][:, b:]``
+    (:func:`_aba_derivatives_states`); inlined into its callers, as
+    :func:`.aba._aba_state` is."""
+    oYaba, cJ, F, A, Ia, D, work, rnea_ws, Ms, cs = workspace
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = rnea_ws
     # forward dynamics, on a copy of the world inertias (ABA's backward pass turns it
     # into the articulated ones), then M^-1 from ABA's U and D^-1
-    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
     world_jacobian_and_inertias(m, oR, op, J, oY)
     for i in range(1, m.njoints):
         for r in range(6):
@@ -91,16 +95,33 @@ def _negative_products(Minv, A, B, out_A, out_B):
             out_B[r, c] = -out_B[r, c]
 
 
+@inline_kernel
+def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA,
+                            U, Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
+                            workspace):
+    """The states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute joints'
+    (cos, sin) of a block from one vectorized loop (:func:`.joints.sincos_table`, as
+    :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state."""
+    nq = m.nq
+    q_flat = q.reshape(q.shape[0] * nq)
+    cs = workspace[9]
+    for b0 in range(k0, k1, SINCOS_BLOCK):
+        b1 = min(b0 + SINCOS_BLOCK, k1)
+        sincos_table(q_flat, b0 * nq, b1 * nq, cs)
+        for k in range(b0, b1):
+            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
+                                   op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k],
+                                   u[k], ddq[k], Minv[k], f[k], tau_id[k], dtau_dq[k],
+                                   dtau_dv[k], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq)
+
+
 @model_kernel
 def _aba_derivatives(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
                      ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv):
     m = model_arrays(model)
-    workspace = aba_derivatives_workspace(m)
-    for k in range(q.shape[0]):
-        _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                               J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k], ddq[k],
-                               Minv[k], f[k], tau_id[k], dtau_dq[k], dtau_dv[k], ddq_dq[k],
-                               ddq_dv[k], workspace)
+    _aba_derivatives_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov,
+                            oa, pA, U, Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq,
+                            ddq_dv, aba_derivatives_workspace(m))
 
 
 def aba_derivatives(model, data, q, v, tau, f_ext=None):
@@ -179,9 +200,7 @@ def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, 
     depend on the number of threads."""
     K = q.shape[0]
     for chunk in prange(n_chunks):
-        workspace = aba_derivatives_workspace(m)
-        for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
-            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
-                                   op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k],
-                                   u[k], ddq[k], Minv[k], f[k], tau_id[k], dtau_dq[k],
-                                   dtau_dv[k], ddq_dq[k], ddq_dv[k], workspace)
+        _aba_derivatives_states(m, chunk * K // n_chunks, (chunk + 1) * K // n_chunks, q, v,
+                                tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
+                                ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
+                                aba_derivatives_workspace(m))

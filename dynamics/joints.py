@@ -289,6 +289,22 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
     :func:`revolute_placement`, straight-line code; every other joint the compiled
     call :func:`general_placement`.  XR (1, 3, 3) and Xp (1, 3) are scratch.
     """
+    placements_of(m, q, XR, Xp, liR, lip, oR, op, Xp, 0, False)
+
+
+@inline_kernel
+def placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op):
+    """:func:`placements_inline` with each revolute joint's (cos, sin) read from
+    ``cs[:, b + idx_q]``, a table that :func:`sincos_table` filled for a block of states
+    (within about 1 ulp of libm's; the ABA family's stack kernels, as CRBA's)."""
+    placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, True)
+
+
+@inline_kernel
+def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table):
+    """The loop of :func:`placements_inline` and :func:`placements_from_table`: a
+    revolute joint about a coordinate axis takes its (cos, sin) from ``cs[:, b + o]``
+    when ``from_table`` (a constant in each caller), else from libm."""
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
         t = jtype[i]
@@ -296,9 +312,13 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
         if k >= 0:
             o = idx_q[i]
             if t == REVOLUTE:
-                revolute_placement(jR, jp, i, k, math.cos(q[o]), math.sin(q[o]), liR, lip)
+                if from_table:
+                    c, s = cs[0, b + o], cs[1, b + o]
+                else:
+                    c, s = math.cos(q[o]), math.sin(q[o])
             else:
-                revolute_placement(jR, jp, i, k, q[o], q[o + 1], liR, lip)
+                c, s = q[o], q[o + 1]
+            revolute_placement(jR, jp, i, k, c, s, liR, lip)
         else:
             general_placement(t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)
         compose(oR, op, parents[i], liR, lip, i, oR, op, i)
