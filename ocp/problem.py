@@ -432,6 +432,8 @@ class ShootingProblem:
         self.pipeline_wait = 0.0
 
         def worker(i):
+            if programs[i] is None:         # no knots
+                return
             try:
                 failed = programs[i](xs, us, signal, i)
             except BaseException:
@@ -441,7 +443,7 @@ class ShootingProblem:
                 programs[i].failed[failed]()        # raises
 
         def caller():
-            failed = programs[-1](xs, us, signal, -1)
+            failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
@@ -537,6 +539,8 @@ class ShootingProblem:
         cut_at = set(bounds[1:-1])
         for lo, hi in zip(bounds[:-2], bounds[1:-1]):
             cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
+            # and a small top part, which the backward pass waits for first
+            cut_at.add(hi - max(1, (hi - lo) // (4 * PIECES)))
         chunks = [[] for _ in range(n)]
         for model, start, stop, data in self.phases:
             cuts = sorted(b for b in cut_at if start < b < stop)
@@ -550,8 +554,9 @@ class ShootingProblem:
         self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
         self._bounds[n] = bounds
         with _numba_threads(1):
-            programs = [chunk_program(self, phases) for phases in chunks]
-        self._programs[n] = None if any(p is None for p in programs) else programs
+            programs = [chunk_program(self, phases) if phases else None for phases in chunks]
+        self._programs[n] = None if any(p is None and phases for p, phases in
+                                         zip(programs, chunks)) else programs
         self._signals[n] = np.zeros(n, dtype=np.int64)
 
     def _rebalance(self, n):
