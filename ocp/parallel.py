@@ -12,6 +12,14 @@ lock hand-offs (measured 14 us for an empty region, idle machine).
 
 The workers set their Numba thread count to one, so that the stages they evaluate take
 the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).
+
+Where every part of a chunk is a fused phase of one dynamics block and a cost program,
+the chunk is one compiled call (:class:`.horizon.ChunkProgram`, the parts reached by
+address): a worker runs no Python between its parts and reports each by an atomic
+release store into a progress vector, which the calling thread's backward pass reads in
+a compiled wait (:func:`wait_below`, acquire loads, without the GIL); the GIL is taken
+twice per region instead of at every part, and no lock or condition changes hands per
+part (:class:`Progress` serves the chunks run phase by phase from Python).
 """
 import threading
 import time

@@ -200,7 +200,8 @@ class ShootingProblem:
         one parallel region per calc_diff: the knots in n contiguous chunks
         (:meth:`parallel_plan`), each thread running the serial fused phases of its
         chunk (:mod:`.parallel`: Python threads over the package's ``nogil`` kernels;
-        Numba's threading layer is not used, its kernels stay on one thread); the
+        Numba's threading layer is not used, its kernels stay on one thread), each chunk
+        in one compiled call where its parts allow (:class:`.horizon.ChunkProgram`); the
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
@@ -517,7 +518,9 @@ class ShootingProblem:
         copied from the phase's, those given per knot its knots' rows, its weights bound
         to the costs, its contact data reading the phase's store of the trial's solves).
         A phase with constraints, or with a residual that keeps no reference, is not cut
-        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  The N + 1 knots are first shared
+        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  A chunk below
+        the last is also cut in ``PIECES`` parts and a small top part (the backward pass
+        waits for it first).  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
