@@ -205,10 +205,11 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores at
-        load 7-11 (CPU time of one thread's solve over the two-thread solve's critical
-        path, between the bound without and with the backward pass's waits, median of 7
-        blocks): solo12 trot 1.66x / 1.56x, talos squat (BoxFDDP) 1.50x / 1.12x.
+        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores (one
+        thread's solve over two threads', wall clock, interleaved, best of 3 in each of 7
+        rounds, under real-time scheduling at load 8.5): solo12 trot 1.37x
+        (1.35-1.40), talos squat (BoxFDDP) 1.45x (1.44-1.49); ur5 and panda reaching
+        0.93x and 0.92x (one thread stays the default).
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
