@@ -59,13 +59,16 @@ import numpy as np
 from numba.core import types
 from numba.core.registry import cpu_target
 from numba.core.typing.arraydecl import get_array_index_type
+from numba.extending import intrinsic
 
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.native import call_checked, call_checked_int, callee_address
+from ..dynamics.native import _checked_call, call_checked, call_checked_int, callee_address
 from ..dynamics.validation import _compiled_entry, all_finite, compute_fingerprint
 from .dynamics import FreeDynamics
-from .fused import CALC, DIFF, TRIAL, _free_field, _interpret, _kinematics, kinematics_step
+from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
+                    _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
+from .parallel import store_release
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -465,3 +468,135 @@ def horizon_evaluation(problem):
         return None                # phases whose arguments differ in type: one by one
     return HorizonEvaluation(problem, entries, (kinematics, terminal_data.no_controls,
                                                           phase.program))
+
+
+# --- calc_diff of a parallel chunk's parts in one compiled call -------------------------
+
+CONTACT_PART, IMPULSE_PART, FREE_PART = 0, 1, 2
+_call_checked_bool = intrinsic(_checked_call(types.boolean))
+
+
+@kernel
+def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index):
+    """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
+    the last first: part p (row p of ``order``: its kind and its index in ``contact``,
+    ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
+    of that kind) runs its dynamics block then its cost program in DIFF mode, as its
+    :class:`~.fused.FusedPhase` does, by the (address, key) rows ``address[p]``; an impulse
+    part then copies its predicted states and Fx from its integrator's own arrays into the
+    problem's (``holder.item`` = (model, xnext, Fx)).  With ``index`` >= 0, after each part
+    ``signal[index]`` = its first knot (an atomic release store: its knots are ready,
+    :func:`.parallel.wait_below`).  Returns -1, or the part whose contacts were not regular
+    (``signal[-1]`` = 1 then: the waiting thread stops)."""
+    m, xnext, Fx = holder.item
+    n = order.shape[0]
+    for j in range(n):
+        p = n - 1 - j
+        kind, i = order[p, 0], order[p, 1]
+        block, costs = address[p, 0], address[p, 1]
+        start = 0
+        regular = True
+        if kind == FREE_PART:
+            if free is not None:
+                start, stop, args, program = free[i].item
+                call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args,
+                                                  DIFF))
+                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
+                                                  DIFF))
+        elif kind == CONTACT_PART:
+            if contact is not None:
+                start, stop, step, program = contact[i].item
+                regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
+                                                                  step, DIFF))
+                if regular:
+                    call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
+                                                      DIFF))
+        elif impulse is not None:
+            start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
+            regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls,
+                                                              step, DIFF))
+            if regular:
+                call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
+                for t in range(start, stop):
+                    xnext[t, :] = own_xnext[t - start]
+                    Fx[t, :, :] = own_Fx[t - start]
+        if not regular:
+            store_release(signal, signal.shape[0] - 1, 1)
+            return p
+        if index >= 0:
+            store_release(signal, index, start)
+    return -1
+
+
+class ChunkProgram:
+    """calc_diff of a chunk's parts ``phases`` [(model, start, stop, data)] of ``problem``
+    by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
+    ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
+    were not regular (its ``failed`` callback, :attr:`failed`, raises the error)."""
+
+    def __init__(self, problem, order, lists, address, failed):
+        self.problem = problem
+        self.holder = held((problem.phases[0][0].dynamics.arrays, problem.xnext, problem.Fx))
+        self.lists, self.address, self.order, self.failed = lists, address, order, failed
+        self.entry = None
+
+    def __call__(self, xs, us, signal, index):
+        arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
+                                                   np.int64(index))
+        if self.entry is None:
+            _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
+            self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call
+        return self.entry(*arguments)
+
+
+def chunk_program(problem, phases):
+    """A :class:`ChunkProgram` of the parts ``phases``, or None when one needs the
+    phase-by-phase path: every part a fused phase of one dynamics block (contact,
+    impulse or FreeDynamics on the problem's model) and a cost program, with controls
+    of the problem's width (impulses: none) written into the problem's arrays.  Build it
+    on one Numba thread (a free phase is fused only there)."""
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    if arrays is None or not phases:
+        return None
+    typeof = numba.typeof
+    rows_x = rows_u = _rows(typeof(problem.xnext))    # xs, us: C-contiguous 2D stacks
+    entries, order, calls, failed = ([], [], []), [], [], []
+    for model, start, stop, data in phases:
+        if getattr(model.dynamics, "arrays", None) is not arrays:
+            return None
+        phase = fused_phase(model, data)
+        if phase is None or phase.program is None or len(phase.first_by_mode[DIFF]) != 1:
+            return None
+        block, block_model, args, fail = phase.first_by_mode[DIFF][0]
+        integrator = data.integrator
+        in_place = integrator.xnext.base is problem.xnext and \
+            integrator.Fx.base is problem.Fx and integrator.Fu.base is problem.Fu
+        program = phase.program
+        if block is _free_field and block_model is arrays and model.nu == problem.nu \
+                and in_place:
+            kind, entry = FREE_PART, (np.int64(start), np.int64(stop), args, program)
+            call = (block, (rows_x, rows_u, typeof(arrays), typeof(args), types.int64))
+            controls = rows_u
+        elif block is _contact_field_diff and block_model is None and model.nu == problem.nu \
+                and in_place:
+            kind, entry = CONTACT_PART, (np.int64(start), np.int64(stop), args, program)
+            call = (block, (rows_x, rows_u, typeof(args), types.int64), types.boolean)
+            controls = rows_u
+        elif block is _impulse_field_diff and block_model is None and model.nu == 0:
+            no_controls = np.zeros((stop - start, 0))
+            kind, entry = IMPULSE_PART, (np.int64(start), np.int64(stop), args, program,
+                                         no_controls, integrator.xnext, integrator.Fx)
+            call = (block, (rows_x, typeof(no_controls), typeof(args), types.int64),
+                    types.boolean)
+            controls = typeof(no_controls)
+        else:
+            return None
+        order.append((kind, len(entries[kind])))
+        entries[kind].append(entry)
+        calls.append((call, (_interpret, (rows_x, controls, typeof(program), types.int64))))
+        failed.append(fail)
+    for kind in entries:
+        if any(typeof(entry) != typeof(kind[0]) for entry in kind):
+            return None             # parts whose arguments differ in type: one by one
+    return ChunkProgram(problem, np.array(order, dtype=np.int64),
+                        tuple(_entries(kind) for kind in entries), _addresses(calls), failed)

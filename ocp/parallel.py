@@ -12,11 +12,23 @@ lock hand-offs (measured 14 us for an empty region, idle machine).
 
 The workers set their Numba thread count to one, so that the stages they evaluate take
 the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).
+
+Where every part of a chunk is a fused phase of one dynamics block and a cost program,
+the chunk is one compiled call (:class:`.horizon.ChunkProgram`, the parts reached by
+address): a worker runs no Python between its parts and reports each by an atomic
+release store into a progress vector, which the calling thread's backward pass reads in
+a compiled wait (:func:`wait_below`, acquire loads, without the GIL); the GIL is taken
+twice per region instead of at every part, and no lock or condition changes hands per
+part (:class:`Progress` serves the chunks run phase by phase from Python).
 """
 import threading
 import time
 
 import numba
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from ..dynamics.config import kernel
 
 
 class _Worker:
@@ -146,3 +158,71 @@ class Progress:
                     self._condition.wait()
                 self.waited += time.perf_counter() - start
             return knot if self.aborted else self._frontier()
+
+
+# -- progress published by compiled code ----------------------------------------------
+#
+# A chunk evaluated by one compiled call (:class:`.horizon.ChunkProgram`) publishes, after
+# each of its parts, the knot from which its knots are ready in ``signal[i]`` (chunk i,
+# below the last), by an atomic store with release ordering; the calling thread waits
+# for it in :func:`wait_below`, a compiled loop of acquire loads (without the GIL).
+# What the chunk wrote for those knots (their derivatives, costs, predicted states) is
+# then visible to the backward pass.  ``signal[-1]``: nonzero when a chunk failed.
+
+def _item_pointer(context, builder, array_type, array, index):
+    return cgutils.get_item_pointer(context, builder, array_type,
+                                    context.make_array(array_type)(context, builder, array),
+                                    [index])
+
+
+def _int64_vector(array):
+    return isinstance(array, types.Array) and array.ndim == 1 and array.dtype == types.int64
+
+
+@intrinsic
+def store_release(typingctx, array, index, value):
+    """array[index] = value, an atomic store with release ordering (an int64 vector)."""
+    if not (_int64_vector(array) and isinstance(index, types.Integer)
+            and isinstance(value, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
+        value = context.cast(builder, args[2], signature.args[2], types.int64)
+        builder.store_atomic(value, pointer, "release", 8)
+        return context.get_dummy_value()
+    return types.void(array, types.intp, types.int64), codegen
+
+
+@intrinsic
+def load_acquire(typingctx, array, index):
+    """array[index], an atomic load with acquire ordering (an int64 vector)."""
+    if not (_int64_vector(array) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
+        return builder.load_atomic(pointer, "acquire", 8)
+    return types.int64(array, types.intp), codegen
+
+
+@kernel
+def wait_below(signal, starts, knot, spins):
+    """The lowest knot b such that the knots from b up are ready (as
+    :meth:`Progress.wait_below`: ``starts`` the first knot of each chunk below the last,
+    ``signal[i]`` what chunk i published), once it is below ``knot``; ``knot`` itself when
+    a chunk failed (``signal[-1]`` nonzero); -1 when neither happened in ``spins`` rounds
+    of loads (the caller yields its core, then waits again).  Spins without the GIL."""
+    n = starts.shape[0]
+    for _ in range(spins):
+        if load_acquire(signal, signal.shape[0] - 1) != 0:
+            return knot
+        frontier = starts[0]
+        for i in range(n - 1, -1, -1):
+            ready = load_acquire(signal, i)
+            if ready > starts[i]:
+                frontier = ready
+                break
+        if frontier < knot:
+            return frontier
+    return -1

@@ -23,6 +23,8 @@ controls in ``us[k, :nus[k]]`` and zeros after them (``Lu``, ``Luu``,
 out).  The padding of a warm start is ignored (set to zero).
 """
 from bisect import bisect_right
+import os
+import time
 from contextlib import contextmanager
 from functools import cached_property, partial
 
@@ -35,8 +37,8 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .horizon import horizon_evaluation
-from .parallel import ParallelRegion, Progress
+from .horizon import chunk_program, horizon_evaluation
+from .parallel import ParallelRegion, Progress, wait_below
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -110,6 +112,10 @@ def _copy_part_references(whole, part, a, b):
                     target if isinstance(target, tuple) else (target,)):
         t[:] = s[a:b]
 
+
+# rounds of loads of the calling thread's compiled wait for the other chunks' parts before
+# it yields its core (os.sched_yield) and waits again: about 20-50 us
+WAIT_SPINS = 1000
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -194,14 +200,16 @@ class ShootingProblem:
         one parallel region per calc_diff: the knots in n contiguous chunks
         (:meth:`parallel_plan`), each thread running the serial fused phases of its
         chunk (:mod:`.parallel`: Python threads over the package's ``nogil`` kernels;
-        Numba's threading layer is not used, its kernels stay on one thread); the
+        Numba's threading layer is not used, its kernels stay on one thread), each chunk
+        in one compiled call where its parts allow (:class:`.horizon.ChunkProgram`); the
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores at
-        load 7-11 (CPU time of one thread's solve over the two-thread solve's critical
-        path, between the bound without and with the backward pass's waits, median of 7
-        blocks): solo12 trot 1.66x / 1.56x, talos squat (BoxFDDP) 1.50x / 1.12x.
+        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores (one
+        thread's solve over two threads', wall clock, interleaved, best of 3 in each of 7
+        rounds, under real-time scheduling at load 8.5): solo12 trot 1.37x
+        (1.35-1.40), talos squat (BoxFDDP) 1.45x (1.44-1.49); ur5 and panda reaching
+        0.93x and 0.92x (one thread stays the default).
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
@@ -259,6 +267,11 @@ class ShootingProblem:
         # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
         # calls so far
         self._plans, self._bounds, self._regions, self._parallel_calls = {}, {}, {}, {}
+        # by thread count: each chunk's ChunkProgram (or None when the plan has a chunk
+        # that needs the phase-by-phase path), the progress signal they publish
+        self._programs, self._signals = {}, {}
+        # False: the chunks phase by phase from Python (for comparisons)
+        self.chunk_programs = True
         # wall-clock seconds the last parallel calc_diff's ``then`` waited for the knots below
         self.pipeline_wait = 0.0
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
@@ -366,6 +379,11 @@ class ShootingProblem:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
                 plan = self.parallel_plan(self.nthreads)
+                if self.chunk_programs and self._programs[self.nthreads] is not None and _own_stack(
+                        xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu)):
+                    self._calc_diff_programs(plan, xs, us, then)
+                    self._rebalance(self.nthreads)
+                    return float(self.costs.sum())
                 progress = None
                 if then is not None:
                     progress = Progress([phases[0][1] if phases else self.N
@@ -398,6 +416,61 @@ class ShootingProblem:
                                       and _own_stack(us, (self.N, self.nu))):
             return None
         return evaluation
+
+    def _calc_diff_programs(self, plan, xs, us, then):
+        """The parallel calc_diff of ``plan`` whose chunks are each one compiled call
+        (:class:`.horizon.ChunkProgram`): worker i - 1 runs chunk i < n - 1, its parts from
+        the last down, publishing each in ``signal[i]`` (:mod:`.parallel`); the calling
+        thread runs the last chunk and the terminal knot, then ``then(b)`` as the knots
+        from b up are ready (:func:`.parallel.wait_below`, a compiled wait without the GIL:
+        no Python on the workers, no lock per part)."""
+        n = self.nthreads
+        programs, signal = self._programs[n], self._signals[n]
+        starts = np.array([phases[0][1] if phases else self.N for phases, _ in plan],
+                          dtype=np.int64)
+        signal[:n - 1] = starts[1:]
+        signal[n - 1] = 0
+        below = starts[:n - 1]
+        self.pipeline_wait = 0.0
+
+        def worker(i):
+            if programs[i] is None:         # no knots
+                return
+            try:
+                failed = programs[i](xs, us, signal, i)
+            except BaseException:
+                signal[n - 1] = 1
+                raise
+            if failed >= 0:
+                programs[i].failed[failed]()        # raises
+
+        def caller():
+            failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
+            if failed >= 0:
+                programs[-1].failed[failed]()
+            self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+            if then is None:
+                return
+            knot = int(starts[-1])
+            then(knot)
+            waited = 0.0
+            while knot > 0:
+                clock = time.perf_counter()
+                lower = wait_below(signal, below, knot, WAIT_SPINS)
+                while lower < 0:            # the other thread is slow: give up the core
+                    os.sched_yield()
+                    lower = wait_below(signal, below, knot, WAIT_SPINS)
+                waited += time.perf_counter() - clock
+                if lower >= knot:           # a chunk failed: the region raises its error
+                    break
+                knot = int(lower)
+                then(knot)
+            self.pipeline_wait = waited
+
+        region = self._regions[n]
+        region([caller] + [partial(worker, i) for i in range(n - 1)])
+        # the calling thread's wait spins: its CPU time without it, for the balance
+        region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)
 
     def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
         """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot
@@ -446,7 +519,9 @@ class ShootingProblem:
         copied from the phase's, those given per knot its knots' rows, its weights bound
         to the costs, its contact data reading the phase's store of the trial's solves).
         A phase with constraints, or with a residual that keeps no reference, is not cut
-        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  The N + 1 knots are first shared
+        (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  A chunk below
+        the last is also cut in ``PIECES`` parts and a small top part (the backward pass
+        waits for it first).  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
@@ -468,6 +543,8 @@ class ShootingProblem:
         cut_at = set(bounds[1:-1])
         for lo, hi in zip(bounds[:-2], bounds[1:-1]):
             cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
+            # and a small top part, which the backward pass waits for first
+            cut_at.add(hi - max(1, (hi - lo) // (4 * PIECES)))
         chunks = [[] for _ in range(n)]
         for model, start, stop, data in self.phases:
             cuts = sorted(b for b in cut_at if start < b < stop)
@@ -480,6 +557,11 @@ class ShootingProblem:
                                                                       b)))
         self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
         self._bounds[n] = bounds
+        with _numba_threads(1):
+            programs = [chunk_program(self, phases) if phases else None for phases in chunks]
+        self._programs[n] = None if any(p is None and phases for p, phases in
+                                         zip(programs, chunks)) else programs
+        self._signals[n] = np.zeros(n, dtype=np.int64)
 
     def _rebalance(self, n):
         """Move the chunk boundaries by the CPU time of the last region (see

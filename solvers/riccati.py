@@ -185,20 +185,26 @@ def _q_function(t, F, L, Vx, Vxx, mu, Qu, Quu, ws):
     np.dot(FxV, Fx[t], Qxx)
     np.dot(FxV, Fu[t], Qxu)
     np.dot(FuV, Fu[t], Quu[t])
+    # Qx = Lx + Fx^T Vx', Qu = Lu + Fu^T Vx' along the rows of Fx, Fu (contiguous, they
+    # vectorize) instead of down their columns: each entry's additions in the same order
+    # p = 0, 1, ..., the same bits (with Vx below: the backward pass 0.93-0.94x of its
+    # time on the talos squat, 0.96x on the solo12 trot; CPU time, interleaved, load 8)
     for i in range(ndx):
-        s = Lx[t, i]
-        for p in range(ndx):
-            s += Fx[t, p, i] * Vx[t + 1, p]
-        Qx[i] = s
+        Qx[i] = Lx[t, i]
+    for i in range(nu):
+        Qu[t, i] = Lu[t, i]
+    for p in range(ndx):
+        vp = Vx[t + 1, p]
+        for i in range(ndx):
+            Qx[i] += Fx[t, p, i] * vp
+        for i in range(nu):
+            Qu[t, i] += Fu[t, p, i] * vp
+    for i in range(ndx):
         for j in range(ndx):
             Qxx[i, j] += Lxx[t, i, j]
         for j in range(nu):
             Qxu[i, j] += Lxu[t, i, j]
     for i in range(nu):
-        s = Lu[t, i]
-        for p in range(ndx):
-            s += Fu[t, p, i] * Vx[t + 1, p]
-        Qu[t, i] = s
         for j in range(nu):
             Quu[t, i, j] += Luu[t, i, j]
         Quu[t, i, i] += mu
@@ -256,11 +262,12 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
             s += Quu[t, i, j] * k[t, j]
         Quuk[t, i] = s
     np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
-    for i in range(ndx):
-        s = Qx[i]
-        for p in range(nu):
-            s -= K[t, p, i] * Qu[t, p]
-        Vx[t, i] = s
+    for i in range(ndx):                       # along K's rows, each entry in order p
+        Vx[t, i] = Qx[i]
+    for p in range(nu):
+        qp = Qu[t, p]
+        for i in range(ndx):
+            Vx[t, i] -= K[t, p, i] * qp
     for i in range(ndx):
         Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
         for j in range(i):

@@ -262,6 +262,7 @@ def test_two_threads(parity, name, comparison):
                                                                  max_iter=cp.MAX_ITER)
     finally:
         problem.nthreads = 1
+    assert problem._programs[2] is not None      # each chunk one compiled call
     assert two.iterations == one.iterations
     np.testing.assert_allclose(two.history["cost"], one.history["cost"], rtol=1e-10, atol=0)
     for array in ("xs", "us", "K", "k"):    # the same kernel calls in the same order

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from geppetto import ocp
-from geppetto.ocp.parallel import ParallelRegion, Progress
+from geppetto.ocp.parallel import ParallelRegion, Progress, wait_below
 from geppetto.ocp.problem import _balanced_bounds
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
@@ -208,6 +208,26 @@ def test_progress_reports_the_knots_ready_from_the_top():
     failed = Progress([0, 4])
     failed.abort()
     assert failed.wait_below(4) == 4
+
+
+def test_compiled_wait_reads_the_published_parts():
+    """The calling thread's compiled wait on the chunk programs' progress (chunks 0-3 and
+    4-7 below a last chunk from knot 8, ``signal[i]`` the first knot chunk i has done):
+    the same frontier as :class:`Progress`, -1 after its rounds when it did not move
+    below the knot, the knot itself once a chunk failed."""
+    starts = np.array([0, 4], dtype=np.int64)
+    signal = np.array([4, 8, 0], dtype=np.int64)
+    assert wait_below(signal, starts, 8, 10) == -1
+    signal[1] = 6
+    assert wait_below(signal, starts, 8, 10) == 6
+    signal[0] = 2                      # below chunk 1's frontier: not yet counted
+    assert wait_below(signal, starts, 6, 10) == -1
+    signal[1] = 4
+    assert wait_below(signal, starts, 6, 10) == 2
+    signal[0] = 0
+    assert wait_below(signal, starts, 2, 10) == 0
+    signal[:] = (4, 8, 1)
+    assert wait_below(signal, starts, 8, 10) == 8
 
 
 def test_parallel_region_raises_a_task_error():
