@@ -176,7 +176,12 @@ from .riccati import backward_range
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
-POLISH_LOOSE_EPS = np.array([1e-10, 0.0])
+POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
+# the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
+# active set one knot per run of violated knots (:func:`_polish_fix`): a residual row
+# (a hand position) touches its bound at isolated knots, a velocity or torque bound
+# saturates over arcs (module docstring)
+SPARSE_KINDS = np.array([True, False, False])
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
@@ -490,11 +495,14 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
 
 
 @kernel
-def _polish_rows(blocks, polished, big, tolerance):
+def _polish_rows(blocks, polished, big, tolerance, fresh):
     """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
     bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
-    bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  Returns the
-    number of active rows."""
+    bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
+    (the first QP of a solve: z the iterate's values clipped, y the start multipliers)
+    an inequality row without a multiplier starts inactive: the first solve's step
+    tells which rows it pushes past a bound (:func:`_polish_fix`).  Returns the number
+    of active rows."""
     active = 0
     for b in range(len(blocks)):
         z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
@@ -503,6 +511,8 @@ def _polish_rows(blocks, polished, big, tolerance):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
+                if fresh and y[k, i] == 0.0:
+                    at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
                     py[k, i] = y[k, i]
@@ -516,28 +526,45 @@ def _polish_rows(blocks, polished, big, tolerance):
 
 
 @kernel
-def _polish_fix(polished, dx, du, big, tolerance):
+def _polish_fix(polished, dx, du, big, tolerance, sparse):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
-    active inequality row whose multiplier has the wrong sign becomes inactive.
-    Returns (the number of rows changed (0: the polished step is the QP's solution),
-    the last knot with a changed row)."""
+    active inequality row whose multiplier has the wrong sign becomes inactive.  In
+    a block whose kind is marked in ``sparse`` (0 residual rows, 1 control bounds, 2
+    state bounds), of a run of consecutive knots where a row is pushed past its bound
+    only the knot of the largest violation becomes active (module docstring: the
+    touch points of a position constraint).  Returns (the number of rows changed (0:
+    the polished step is the QP's solution), the last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
         values = np.empty(y.shape)
         _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
-        for k in range(y.shape[0]):
+        K = y.shape[0]
+        for i in range(y.shape[1]):
+            best, best_k = 0.0, -1
+            for k in range(K + 1):
+                violation = 0.0
+                if k < K and rho[k, i] == 0.0:
+                    violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
+                    if violation <= tolerance:
+                        violation = 0.0
+                if violation > 0.0 and sparse[kind]:
+                    if violation > best:
+                        best, best_k = violation, k
+                    continue
+                add = k if violation > 0.0 else best_k
+                if add >= 0:
+                    z[add, i] = lower[i] if values[add, i] < lower[i] else upper[i]
+                    rho[add, i] = big
+                    changes += 1
+                    last = max(last, start + add)
+                best, best_k = 0.0, -1
+        for k in range(K):
             for i in range(y.shape[1]):
-                v = values[k, i]
-                if rho[k, i] == 0.0:
-                    if v < lower[i] - tolerance or v > upper[i] + tolerance:
-                        z[k, i] = lower[i] if v < lower[i] else upper[i]
-                        rho[k, i] = big
-                        changes += 1
-                        last = max(last, start + k)
-                elif lower[i] < upper[i] and ((z[k, i] == lower[i] and y[k, i] > tolerance) or
-                                              (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                if rho[k, i] != 0.0 and lower[i] < upper[i] and (
+                        (z[k, i] == lower[i] and y[k, i] > tolerance) or
+                        (z[k, i] == upper[i] and y[k, i] < -tolerance)):
                     rho[k, i] = 0.0
                     y[k, i] = 0.0
                     changes += 1
@@ -617,6 +644,7 @@ class CSQP:
         self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
         self.multipliers = None
         self._factorizations = self._sweeps = 0     # of the QP being solved
+        self._fresh = False
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -743,7 +771,9 @@ class CSQP:
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
         tolerance = max(self.eps[0], 1e-9)
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance)
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance,
+                     self._fresh)
+        self._fresh = False
         pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
@@ -759,7 +789,7 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
-                                            POLISH_TOLERANCE)
+                                            POLISH_TOLERANCE, SPARSE_KINDS)
                 if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
                                    dual <= POLISH_EPS[0] + POLISH_EPS[1] * dual_scale):
                     break
@@ -870,6 +900,7 @@ class CSQP:
             return self._result(xs, us, np.nan, 0, False, "the dynamics failed at the "
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
+        self._fresh = True
         while True:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
