@@ -267,20 +267,30 @@ def _residuals(blocks, xs, us):
 
 
 @kernel
-def _hessian(blocks, L, H):
-    """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows."""
+def _hessian(blocks, L, H, t_end):
+    """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows, at the
+    knots below t_end (t_end = N: the terminal knot too), those a factorization of
+    :meth:`CSQP._factorize` reads."""
     Lxx, Luu, Lxu = L
     Hxx, Huu, Hxu, gx, gu = H
-    Hxx[:] = Lxx
-    Huu[:] = Luu
-    Hxu[:] = Lxu
+    N = Huu.shape[0]
+    top = N + 1 if t_end >= N else t_end
+    Hxx[:top] = Lxx[:top]
+    Huu[:t_end] = Luu[:t_end]
+    Hxu[:t_end] = Lxu[:t_end]
     cx = np.empty(Hxx.shape[1], dtype=np.int64)
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        if start >= top:
+            continue
+        weights = rho
+        if start + rho.shape[0] > top:      # the rows of knots from t_end on left out
+            weights = rho.copy()
+            weights[top - start:] = 0.0
         # the gradient g is rewritten by _gradient: no linear terms here
-        _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), rho, cx, cu, gx,
-                  gu, Hxx, Huu, Hxu)
+        _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), weights, cx,
+                  cu, gx, gu, Hxx, Huu, Hxu)
 
 
 @kernel
@@ -307,16 +317,19 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
 
 # -- the LQ solve -------------------------------------------------------------------------
 @kernel
-def _factor(Quu, nus, Vxx, gaps, Lq, Vf):
+def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
     """Lq[t]: the Cholesky factor of Quu[t] (leading nus[t] block) of a backward pass;
-    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization."""
-    for t in range(Vf.shape[0]):
+    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization; at the
+    knots the backward pass rewrote (below t_end; t_end = N: the terminal knot too)."""
+    N = Quu.shape[0]
+    top = N + 1 if t_end >= N else t_end
+    for t in range(top):
         for i in range(Vf.shape[1]):
             s = 0.0
             for j in range(Vf.shape[1]):
                 s += Vxx[t, i, j] * gaps[t, j]
             Vf[t, i] = s
-    for t in range(Quu.shape[0]):
+    for t in range(min(t_end, N)):
         if not cholesky_factor(Quu[t], nus[t], Lq[t], 0.0):
             return t
     return -1
@@ -696,16 +709,18 @@ class CSQP:
         t_end on kept from the last factorization (the rows there unchanged)."""
         problem = self.problem
         self._factorizations += 1
-        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H)
+        t_end = problem.N if t_end is None else t_end
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end)
         Hxx, Huu, Hxu, gx, gu = self.H
         failed = backward_range(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
                                 self.gaps, False, self.sigma if sigma is None else sigma,
                                 problem.nus, self.no_box, self.bounds[0], self.bounds[0],
                                 self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                                self.K, self.Quuk, problem.N if t_end is None else t_end, 0)
+                                self.K, self.Quuk, t_end, 0)
         if failed >= 0:
             return False
-        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf) < 0
+        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf,
+                       t_end) < 0
 
     def _qp_arrays(self):
         problem = self.problem
