@@ -909,6 +909,7 @@ class CSQP:
         F = (problem.Fx, problem.Fu)
         L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
         ax, au = self.polish_work[8], self.polish_work[9]
+        evaluated = True            # (cost, gap, violation) those of (xs, us)
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
@@ -978,12 +979,14 @@ class CSQP:
                 cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
             except KERNEL_ERRORS as error:
                 status = f"the dynamics failed at the current iterate ({type(error).__name__})"
+                evaluated = False
                 break
             self._record(history, callbacks, iteration, record, t0)
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-        return self._result(xs, us, cost, iteration, converged, status, stop, history)
+        return self._result(xs, us, cost, iteration, converged, status, stop, history,
+                            (gap, violation) if evaluated else None)
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
@@ -993,8 +996,14 @@ class CSQP:
     def _record(self, history, callbacks, iteration, record, t0):
         record_iteration(self, _HISTORY_KEYS, history, callbacks, iteration, record, t0)
 
-    def _result(self, xs, us, cost, iterations, converged, status, stop, history):
-        if np.isfinite(cost):
+    def _result(self, xs, us, cost, iterations, converged, status, stop, history,
+                evaluated=None):
+        """The result at (xs, us); ``evaluated``: its (largest gap, largest violation),
+        with ``cost``, from the last evaluation (the same bits as a CALC evaluation's,
+        which is left out: one trial's time per solve), or None to evaluate."""
+        if evaluated is not None and np.isfinite(cost):
+            gaps, violation = evaluated
+        elif np.isfinite(cost):
             cost, gaps, _, violation, _ = self._evaluate(xs, us, CALC)
         else:
             gaps = violation = np.inf
