@@ -193,22 +193,6 @@ _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "viola
 
 # -- constraint rows ---------------------------------------------------------------------
 @kernel
-def _add_gradient(block, k, i, n, h, gx, gu):
-    """gx[n] += h Rx_i, gu[n] += h Ru_i (row i of a block at its knot k)."""
-    kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
-    if kind == 1:
-        gu[n, i] += h
-    elif kind == 2:
-        gx[n, dx_index[i]] += h
-    else:
-        j = index[i]
-        for a in range(Rx.shape[2]):
-            gx[n, a] += h * Rx[k, j, a]
-        for a in range(Ru.shape[2]):
-            gu[n, a] += h * Ru[k, j, a]
-
-
-@kernel
 def _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out):
     """out (K, nr) = v = r + R w of every row of a block (one call per block: the
     per-row calls that passed the block's tuple cost 2x the ADMM iteration)."""
@@ -465,7 +449,10 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     y (adjoint sweep: lam_N = Lx_N + Lxx_N dx_N + Rx^T y, lam_t = Lx + Lxx dx + Lxu du
     + Fx^T lam_{t+1} + Rx^T y) and the largest entry of the control gradient of its
     Lagrangian, Lu + Lxu^T dx + Luu du + Fu^T lam_{t+1} + Ru^T y.  Returns (that
-    stationarity, max |lam|, max |y|)."""
+    stationarity, max |lam|, max |y|).  The rows' terms one block at a time
+    (:func:`_block_gradient`), the products along the rows of Fx, Fu, Lxu (contiguous),
+    each entry's terms summed in the same order as a per-entry dot product (the same
+    bits)."""
     Fx, Fu = F
     Lx, Lu, Lxx, Luu, Lxu = L
     N, ndx, nu = Fu.shape
@@ -473,14 +460,13 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     au[:] = 0.0
     largest_y = 0.0
     for b in range(len(blocks)):
-        block = blocks[b]
-        y, start = block[5], block[1]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 largest_y = max(largest_y, abs(y[k, i]))
-                if y[k, i] != 0.0:
-                    _add_gradient(block, k, i, start + k, y[k, i], ax, au)
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, y, ax, au)
     largest_lam, stationarity = 0.0, 0.0
+    gu = np.empty(nu)
     for t in range(N, -1, -1):
         for i in range(ndx):
             s = Lx[t, i] + ax[t, i]
@@ -489,21 +475,33 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
             if t < N:
                 for j in range(nu):
                     s += Lxu[t, i, j] * du[t, j]
-                for p in range(ndx):
-                    s += Fx[t, p, i] * lam[t + 1, p]
             lam[t, i] = s
-            largest_lam = max(largest_lam, abs(s))
+        if t < N:
+            for p in range(ndx):
+                v = lam[t + 1, p]
+                for i in range(ndx):
+                    lam[t, i] += Fx[t, p, i] * v
+        for i in range(ndx):
+            largest_lam = max(largest_lam, abs(lam[t, i]))
         if t == N:
             continue
         for i in range(nu):
-            s = Lu[t, i] + au[t, i]
-            for j in range(ndx):
-                s += Lxu[t, j, i] * dx[t, j]
+            gu[i] = Lu[t, i] + au[t, i]
+        for j in range(ndx):
+            v = dx[t, j]
+            for i in range(nu):
+                gu[i] += Lxu[t, j, i] * v
+        for i in range(nu):
+            s = gu[i]
             for j in range(nu):
                 s += Luu[t, i, j] * du[t, j]
-            for p in range(ndx):
-                s += Fu[t, p, i] * lam[t + 1, p]
-            stationarity = max(stationarity, abs(s))
+            gu[i] = s
+        for p in range(ndx):
+            v = lam[t + 1, p]
+            for i in range(nu):
+                gu[i] += Fu[t, p, i] * v
+        for i in range(nu):
+            stationarity = max(stationarity, abs(gu[i]))
     return stationarity, largest_lam, largest_y
 
 
