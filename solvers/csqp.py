@@ -624,7 +624,8 @@ class CSQP:
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
     corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
-    1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit.  ``infeasible_after`` 5:
+    1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
+    (after two accepted steps in a row <= 1/8 the search starts at twice the last).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
@@ -635,7 +636,7 @@ class CSQP:
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
-                 active_set_rounds=30, polish_sigma=1e-8):
+                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma)):
@@ -652,6 +653,7 @@ class CSQP:
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
+        self.warm_line_search = bool(warm_line_search)
         self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
         self.multipliers = None
         self._factorizations = self._sweeps = 0     # of the QP being solved
@@ -942,7 +944,13 @@ class CSQP:
             merit = cost + nu * infeasibility
             slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
             accepted = None
-            for step in self.alphas:
+            # crawling (two accepted steps in a row <= 1/8): the search starts a step
+            # above the last (ALDDP's warm_line_search; module docstring)
+            first = 0
+            if self.warm_line_search and len(history["step"]) >= 2 and \
+                    max(history["step"][-2:]) <= 0.125:
+                first = max(self.alphas.index(history["step"][-1]) - 1, 0)
+            for step in self.alphas[first:]:
                 try:
                     x_try = problem.state.integrate(xs, step * self.dx)
                     u_try = us + step * self.du
