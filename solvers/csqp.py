@@ -148,12 +148,61 @@ globalization: on the same task with 20 knots it ends 0.8% above the unprojected
 start's optimum (1.5245 against 1.5130; IPOPT from the guess: max_iter 500 at 13.6),
 with 60 knots 15% below (0.4632 against 0.5440; IPOPT: max_iter 500 at 0.4628).
 
-Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
-(panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
-full Gauss-Newton step (the Maratos effect: Nocedal & Wright Sec. 15.4), which calls
-for a second-order correction.  Tried and not kept: a nonmonotone reference (the
-largest merit of the last 4 iterates; Grippo, Lampariello & Lucidi 1986): panda stiff
-then cycles (1/8, 1/2, 1/4, 1) to max_iter 200.
+On the stiff tasks the line search cycled through steps 1/32, 1/16, 1/8, 1 (panda from
+the guess, 112 iterations, 3.8 trials per iteration, every QP polished): after a full
+step the next Gauss-Newton step is refused down to 1/32, then the steps grow back.
+Tried and not kept: a nonmonotone reference (the largest merit of the last 4 iterates;
+Grippo, Lampariello & Lucidi 1986): panda stiff then cycles (1/8, 1/2, 1/4, 1) to
+max_iter 200; a second-order correction (Nocedal & Wright Sec. 15.4, eq. 18.51: the QP
+again on the same active set and factorization with the trial's gaps and row values
+in its constant terms, tried when the full step is refused with more infeasibility
+than the iterate): ur5 stiff 47 -> 500 iterations (max_iter), panda 112 -> 411 (no step
+accepted), and tried only after a full step 114 / 213 (no step accepted): the
+corrected steps are rarely accepted (9 of 411) and the path after them crawls, so the
+refusals are not (only) the constraints' curvature but the Gauss-Newton model, which
+leaves out the multipliers' second-order terms (lambda^T F'' with the large costates
+of a 5 cm drop in the last step).  Kept: ALDDP's warm line search (after two accepted
+steps <= 1/8 in a row the search starts at twice the last): panda stiff 112 / 115 ->
+47 / 67 iterations (2.6 / 2.3 trials per iteration), ur5 47 / 44 -> 43 / 36, costs
+within 4.3e-10 relative (the iterates within 1.1e-3: both stop at th_stop 1e-6 on a
+flat optimum), the other 12 runs unchanged (their steps are 1 or 1/2).
+
+Where a CSQP iteration's time went against FDDP's (2026-11-27, issue 19's goal: time per
+SQP iteration <= 1.5x FDDP's on the same problem without the constraints; CPU time of
+the thread, load 5-9 on the 2 cores, 100 knots, panda "vbound" from the guess, per
+iteration): 4.02 ms against FDDP's 1.79: the QP 1.95 (2.8 Riccati factorizations of
+0.41 ms, 7.7 sweeps of 0.085 ms), calc_diff 0.95 (FDDP's), the trial 0.54 + the
+constraints, gaps, integrate 0.16, the two stationarity sweeps 0.20.  An iteration
+whose QP holds its active set at the first solve costs calc_diff + 1 factorization + 3
+sweeps + 1 trial + 2 stationarity sweeps, 1.35-1.4x FDDP's: the active-set rounds
+(one factorization each, partial from their last changed knot) set the rest.  Traces
+of the rounds: from FDDP's optimum on panda "plane" the first QP started from every
+violated plane row (knots 50..88) and took 28 solves, two rows leaving per solve (the
+wrong-sign multipliers at an arc's two ends) down to one active row (knot 89); on ur5
+"vbound" the wall's rows left the same way, then a single touch point moved one knot
+per solve (58 -> 54).  Three changes, same SQP iterations, costs within 4.1e-15
+relative, iterates within 1.4e-11: the first QP of a solve starts from the equalities
+and the rows with a (warm-started) multiplier only, the step then shows which rows it
+pushes past a bound (:func:`_polish_rows`'s ``fresh``); a residual row (a position on
+a plane or wall touches its bound at isolated knots) enters the active set at the most
+violated knot of each run of violated knots (:data:`SPARSE_KINDS`; velocity and torque
+bounds saturate over arcs and enter all at once: the state bounds one per run took
+panda "vbound" from 25 to 39 factorizations); the loose pass of a round to 1e-5
+(1e-10: the sweeps, 5 per round, 1e-7: 4, 1e-5: 1, the same rounds).  Factorizations
+over the 16 runs 844 -> 732 (panda "plane" from FDDP's optimum 39 -> 13, from the
+guess 28 -> 15; ur5 "plane" from the guess 36 -> 20; panda "vbound" 34 / 28 -> 25 /
+19), sweeps 2,923 -> 2,154 (then, with the warm line search's shorter stiff solves,
+607 factorizations and 1,714 sweeps).  Also bitwise-neutral: a partial refactorization forms
+H and Vxx f and factors Quu at the knots it rewrites only; the result reuses the last
+evaluation's cost, gap and violation (one trial per solve); the stationarity sweep
+adds the rows block by block and runs along the rows of Fx, Fu, Lxu (114 -> 73 us per
+call).  Time per SQP iteration, new / before (interleaved, 5 blocks, one process, load
+7.1-7.6, medians): 0.65 (panda "plane" from FDDP's optimum) .. 1.04 (panda "torque"
+from the guess, within its range 0.94-1.07); against FDDP's 1.30-1.91x (was
+1.35-2.30x): within 1.5x on ur5 "plane" and "vbound" from FDDP's optimum and panda
+"plane", not on the stiff tasks (1.70-1.91x: 2.3-2.6 trials per iteration), "torque"
+(1.55-1.86x: 1.5-2.1 factorizations per iteration while its control bounds' arcs
+settle) and "vbound" from the guess (1.63-1.75x).
 """
 import time
 
