@@ -181,18 +181,20 @@ violated plane row (knots 50..88) and took 28 solves, two rows leaving per solve
 wrong-sign multipliers at an arc's two ends) down to one active row (knot 89); on ur5
 "vbound" the wall's rows left the same way, then a single touch point moved one knot
 per solve (58 -> 54).  Three changes, same SQP iterations, costs within 4.1e-15
-relative, iterates within 1.4e-11: the first QP of a solve starts from the equalities
-and the rows with a (warm-started) multiplier only, the step then shows which rows it
-pushes past a bound (:func:`_polish_rows`'s ``fresh``); a residual row (a position on
-a plane or wall touches its bound at isolated knots) enters the active set at the most
-violated knot of each run of violated knots (:data:`SPARSE_KINDS`; velocity and torque
-bounds saturate over arcs and enter all at once: the state bounds one per run took
-panda "vbound" from 25 to 39 factorizations); the loose pass of a round to 1e-5
-(1e-10: the sweeps, 5 per round, 1e-7: 4, 1e-5: 1, the same rounds).  Factorizations
-over the 16 runs 844 -> 732 (panda "plane" from FDDP's optimum 39 -> 13, from the
-guess 28 -> 15; ur5 "plane" from the guess 36 -> 20; panda "vbound" 34 / 28 -> 25 /
-19), sweeps 2,923 -> 2,154 (then, with the warm line search's shorter stiff solves,
-607 factorizations and 1,714 sweeps).  Also bitwise-neutral: a partial refactorization forms
+relative, iterates within 1.8e-11: in the first QP of a solve a state-only residual
+row (no control term: a position on a plane or wall) without a (warm-started)
+multiplier starts inactive, the step then shows which of them it pushes past their
+bound (:func:`_polish_rows`'s ``fresh``), and such a row (it touches its bound at
+isolated knots) enters the active set at the most violated knot of each run of
+violated knots only (:func:`_polish_fix`, :data:`SPARSE_KINDS`); rows with a control
+term (friction cones: solo12 / hyq on four feet took 11 / 12 factorizations in their
+first QP with the rule, 7 / 4 without) and the velocity and torque bounds saturate
+over arcs and enter all at once (the state bounds one per run: panda "vbound" 25 -> 39
+factorizations); the loose pass of a round to 1e-5 (1e-10: 5 sweeps per round, 1e-7:
+4, 1e-5: 1, the same rounds).  Factorizations over the 16 runs 844 -> 727 (panda
+"plane" from FDDP's optimum 39 -> 13, from the guess 28 -> 15; ur5 "plane" from the
+guess 36 -> 20; panda "vbound" 34 / 28 -> 25 / 18), sweeps 2,923 -> 2,148 (then, with
+the warm line search's shorter stiff solves, 602 factorizations and 1,708 sweeps).  Also bitwise-neutral: a partial refactorization forms
 H and Vxx f and factors Quu at the knots it rewrites only; the result reuses the last
 evaluation's cost, gap and violation (one trial per solve); the stationarity sweep
 adds the rows block by block and runs along the rows of Fx, Fu, Lxu (114 -> 73 us per
@@ -227,9 +229,10 @@ POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
-# active set one knot per run of violated knots (:func:`_polish_fix`): a residual row
-# (a hand position) touches its bound at isolated knots, a velocity or torque bound
-# saturates over arcs (module docstring)
+# active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
+# only where they have no control term): a hand position touches its bound at isolated
+# knots, a velocity or torque bound or a friction cone saturates over arcs (module
+# docstring)
 SPARSE_KINDS = np.array([True, False, False])
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
@@ -555,23 +558,33 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
 
 
 @kernel
+def _state_row(Ru, k, j):
+    """Whether residual row j at block knot k has no control term (Ru row zero)."""
+    for a in range(Ru.shape[2]):
+        if Ru[k, j, a] != 0.0:
+            return False
+    return True
+
+
+@kernel
 def _polish_rows(blocks, polished, big, tolerance, fresh):
     """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
     bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
     bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
     (the first QP of a solve: z the iterate's values clipped, y the start multipliers)
-    an inequality row without a multiplier starts inactive: the first solve's step
-    tells which rows it pushes past a bound (:func:`_polish_fix`).  Returns the number
+    a residual row without a control term and without a multiplier starts inactive:
+    the first solve's step tells which rows it pushes past a bound (:func:`_polish_fix`).  Returns the number
     of active rows."""
     active = 0
     for b in range(len(blocks)):
+        kind, Ru, index = blocks[b][0], blocks[b][4], blocks[b][10]
         z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
         py, pz, prho = polished[b][5], polished[b][6], polished[b][7]
         for k in range(z.shape[0]):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
-                if fresh and y[k, i] == 0.0:
+                if fresh and y[k, i] == 0.0 and kind == 0 and _state_row(Ru, k, index[i]):
                     at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
@@ -592,8 +605,8 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
     active inequality row whose multiplier has the wrong sign becomes inactive.  In
     a block whose kind is marked in ``sparse`` (0 residual rows, 1 control bounds, 2
     state bounds), of a run of consecutive knots where a row is pushed past its bound
-    only the knot of the largest violation becomes active (module docstring: the
-    touch points of a position constraint).  Returns (the number of rows changed (0:
+    only the knot of the largest violation becomes active, for residual rows without a
+    control term (module docstring: the touch points of a position constraint).  Returns (the number of rows changed (0:
     the polished step is the QP's solution), the last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
@@ -609,7 +622,8 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
                     violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
                     if violation <= tolerance:
                         violation = 0.0
-                if violation > 0.0 and sparse[kind]:
+                if violation > 0.0 and sparse[kind] and (kind != 0 or
+                                                          _state_row(Ru, k, index[i])):
                     if violation > best:
                         best, best_k = violation, k
                     continue

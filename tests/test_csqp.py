@@ -137,9 +137,9 @@ def test_panda_torque_start_outside_its_bounds_reaches_the_better_optimum():
 def test_panda_plane_from_fddp_first_qp_finds_its_active_set_in_few_solves():
     """panda "plane" of benchmarks/constrained (hand z >= 0.45 on knots 50..89, the
     terminal equality) from FDDP's unconstrained optimum, whose hand is below the plane
-    on knots 50..88: the first QP's solution has one plane row active.  Started from
-    the equalities only, with one row per run of violated knots entering the active
-    set, the first QP takes 2 factorizations (from every violated row active, two
+    on knots 50..88: the first QP's solution has one plane row active.  With the plane
+    rows (no control term) inactive at its start and one row per run of violated knots
+    entering the active set, the first QP takes 2 factorizations (from every violated row active, two
     leaving per solve: 28), and the solve ends at the same optimum in the same 12
     iterations (cost to 1e-9 relative of the value measured before the change)."""
     from geppetto.benchmarks.constrained import PLANE_Z, reaching
