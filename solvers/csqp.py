@@ -148,12 +148,63 @@ globalization: on the same task with 20 knots it ends 0.8% above the unprojected
 start's optimum (1.5245 against 1.5130; IPOPT from the guess: max_iter 500 at 13.6),
 with 60 knots 15% below (0.4632 against 0.5440; IPOPT: max_iter 500 at 0.4628).
 
-Not solved: on the stiff tasks the line search cycles through steps 1/32, 1/16, 1/8, 1
-(panda from the guess, 112 iterations, every QP polished): the l1 merit refuses the
-full Gauss-Newton step (the Maratos effect: Nocedal & Wright Sec. 15.4), which calls
-for a second-order correction.  Tried and not kept: a nonmonotone reference (the
-largest merit of the last 4 iterates; Grippo, Lampariello & Lucidi 1986): panda stiff
-then cycles (1/8, 1/2, 1/4, 1) to max_iter 200.
+On the stiff tasks the line search cycled through steps 1/32, 1/16, 1/8, 1 (panda from
+the guess, 112 iterations, 3.8 trials per iteration, every QP polished): after a full
+step the next Gauss-Newton step is refused down to 1/32, then the steps grow back.
+Tried and not kept: a nonmonotone reference (the largest merit of the last 4 iterates;
+Grippo, Lampariello & Lucidi 1986): panda stiff then cycles (1/8, 1/2, 1/4, 1) to
+max_iter 200; a second-order correction (Nocedal & Wright Sec. 15.4, eq. 18.51: the QP
+again on the same active set and factorization with the trial's gaps and row values
+in its constant terms, tried when the full step is refused with more infeasibility
+than the iterate): ur5 stiff 47 -> 500 iterations (max_iter), panda 112 -> 411 (no step
+accepted), and tried only after a full step 114 / 213 (no step accepted): the
+corrected steps are rarely accepted (9 of 411) and the path after them crawls, so the
+refusals are not (only) the constraints' curvature but the Gauss-Newton model, which
+leaves out the multipliers' second-order terms (lambda^T F'' with the large costates
+of a 5 cm drop in the last step).  Kept: ALDDP's warm line search (after two accepted
+steps <= 1/8 in a row the search starts at twice the last): panda stiff 112 / 115 ->
+47 / 67 iterations (2.6 / 2.3 trials per iteration), ur5 47 / 44 -> 43 / 36, costs
+within 4.3e-10 relative (the iterates within 1.1e-3: both stop at th_stop 1e-6 on a
+flat optimum), the other 12 runs unchanged (their steps are 1 or 1/2).
+
+Where a CSQP iteration's time went against FDDP's (2026-11-27, issue 19's goal: time per
+SQP iteration <= 1.5x FDDP's on the same problem without the constraints; CPU time of
+the thread, load 5-9 on the 2 cores, 100 knots, panda "vbound" from the guess, per
+iteration): 4.02 ms against FDDP's 1.79: the QP 1.95 (2.8 Riccati factorizations of
+0.41 ms, 7.7 sweeps of 0.085 ms), calc_diff 0.95 (FDDP's), the trial 0.54 + the
+constraints, gaps, integrate 0.16, the two stationarity sweeps 0.20.  An iteration
+whose QP holds its active set at the first solve costs calc_diff + 1 factorization + 3
+sweeps + 1 trial + 2 stationarity sweeps, 1.35-1.4x FDDP's: the active-set rounds
+(one factorization each, partial from their last changed knot) set the rest.  Traces
+of the rounds: from FDDP's optimum on panda "plane" the first QP started from every
+violated plane row (knots 50..88) and took 28 solves, two rows leaving per solve (the
+wrong-sign multipliers at an arc's two ends) down to one active row (knot 89); on ur5
+"vbound" the wall's rows left the same way, then a single touch point moved one knot
+per solve (58 -> 54).  Three changes, same SQP iterations, costs within 4.1e-15
+relative, iterates within 1.8e-11: in the first QP of a solve a state-only residual
+row (no control term: a position on a plane or wall) without a (warm-started)
+multiplier starts inactive, the step then shows which of them it pushes past their
+bound (:func:`_polish_rows`'s ``fresh``), and such a row (it touches its bound at
+isolated knots) enters the active set at the most violated knot of each run of
+violated knots only (:func:`_polish_fix`, :data:`SPARSE_KINDS`); rows with a control
+term (friction cones: solo12 / hyq on four feet took 11 / 12 factorizations in their
+first QP with the rule, 7 / 4 without) and the velocity and torque bounds saturate
+over arcs and enter all at once (the state bounds one per run: panda "vbound" 25 -> 39
+factorizations); the loose pass of a round to 1e-5 (1e-10: 5 sweeps per round, 1e-7:
+4, 1e-5: 1, the same rounds).  Factorizations over the 16 runs 844 -> 727 (panda
+"plane" from FDDP's optimum 39 -> 13, from the guess 28 -> 15; ur5 "plane" from the
+guess 36 -> 20; panda "vbound" 34 / 28 -> 25 / 18), sweeps 2,923 -> 2,148 (then, with
+the warm line search's shorter stiff solves, 602 factorizations and 1,708 sweeps).  Also bitwise-neutral: a partial refactorization forms
+H and Vxx f and factors Quu at the knots it rewrites only; the result reuses the last
+evaluation's cost, gap and violation (one trial per solve); the stationarity sweep
+adds the rows block by block and runs along the rows of Fx, Fu, Lxu (114 -> 73 us per
+call).  Time per SQP iteration, new / before (interleaved, 5 blocks, one process, load
+7.1-7.6, medians): 0.65 (panda "plane" from FDDP's optimum) .. 1.04 (panda "torque"
+from the guess, within its range 0.94-1.07); against FDDP's 1.30-1.91x (was
+1.35-2.30x): within 1.5x on ur5 "plane" and "vbound" from FDDP's optimum and panda
+"plane", not on the stiff tasks (1.70-1.91x: 2.3-2.6 trials per iteration), "torque"
+(1.55-1.86x: 1.5-2.1 factorizations per iteration while its control bounds' arcs
+settle) and "vbound" from the guess (1.63-1.75x).
 """
 import time
 
@@ -176,7 +227,13 @@ from .riccati import backward_range
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
-POLISH_LOOSE_EPS = np.array([1e-10, 0.0])
+POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
+# the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
+# active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
+# only where they have no control term): a hand position touches its bound at isolated
+# knots, a velocity or torque bound or a friction cone saturates over arcs (module
+# docstring)
+SPARSE_KINDS = np.array([True, False, False])
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
@@ -187,22 +244,6 @@ _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "viola
 
 
 # -- constraint rows ---------------------------------------------------------------------
-@kernel
-def _add_gradient(block, k, i, n, h, gx, gu):
-    """gx[n] += h Rx_i, gu[n] += h Ru_i (row i of a block at its knot k)."""
-    kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = block
-    if kind == 1:
-        gu[n, i] += h
-    elif kind == 2:
-        gx[n, dx_index[i]] += h
-    else:
-        j = index[i]
-        for a in range(Rx.shape[2]):
-            gx[n, a] += h * Rx[k, j, a]
-        for a in range(Ru.shape[2]):
-            gu[n, a] += h * Ru[k, j, a]
-
-
 @kernel
 def _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out):
     """out (K, nr) = v = r + R w of every row of a block (one call per block: the
@@ -262,20 +303,30 @@ def _residuals(blocks, xs, us):
 
 
 @kernel
-def _hessian(blocks, L, H):
-    """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows."""
+def _hessian(blocks, L, H, t_end):
+    """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows, at the
+    knots below t_end (t_end = N: the terminal knot too), those a factorization of
+    :meth:`CSQP._factorize` reads."""
     Lxx, Luu, Lxu = L
     Hxx, Huu, Hxu, gx, gu = H
-    Hxx[:] = Lxx
-    Huu[:] = Luu
-    Hxu[:] = Lxu
+    N = Huu.shape[0]
+    top = N + 1 if t_end >= N else t_end
+    Hxx[:top] = Lxx[:top]
+    Huu[:t_end] = Luu[:t_end]
+    Hxu[:t_end] = Lxu[:t_end]
     cx = np.empty(Hxx.shape[1], dtype=np.int64)
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        if start >= top:
+            continue
+        weights = rho
+        if start + rho.shape[0] > top:      # the rows of knots from t_end on left out
+            weights = rho.copy()
+            weights[top - start:] = 0.0
         # the gradient g is rewritten by _gradient: no linear terms here
-        _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), rho, cx, cu, gx,
-                  gu, Hxx, Huu, Hxu)
+        _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), weights, cx,
+                  cu, gx, gu, Hxx, Huu, Hxu)
 
 
 @kernel
@@ -302,16 +353,19 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
 
 # -- the LQ solve -------------------------------------------------------------------------
 @kernel
-def _factor(Quu, nus, Vxx, gaps, Lq, Vf):
+def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
     """Lq[t]: the Cholesky factor of Quu[t] (leading nus[t] block) of a backward pass;
-    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization."""
-    for t in range(Vf.shape[0]):
+    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization; at the
+    knots the backward pass rewrote (below t_end; t_end = N: the terminal knot too)."""
+    N = Quu.shape[0]
+    top = N + 1 if t_end >= N else t_end
+    for t in range(top):
         for i in range(Vf.shape[1]):
             s = 0.0
             for j in range(Vf.shape[1]):
                 s += Vxx[t, i, j] * gaps[t, j]
             Vf[t, i] = s
-    for t in range(Quu.shape[0]):
+    for t in range(min(t_end, N)):
         if not cholesky_factor(Quu[t], nus[t], Lq[t], 0.0):
             return t
     return -1
@@ -447,7 +501,10 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     y (adjoint sweep: lam_N = Lx_N + Lxx_N dx_N + Rx^T y, lam_t = Lx + Lxx dx + Lxu du
     + Fx^T lam_{t+1} + Rx^T y) and the largest entry of the control gradient of its
     Lagrangian, Lu + Lxu^T dx + Luu du + Fu^T lam_{t+1} + Ru^T y.  Returns (that
-    stationarity, max |lam|, max |y|)."""
+    stationarity, max |lam|, max |y|).  The rows' terms one block at a time
+    (:func:`_block_gradient`), the products along the rows of Fx, Fu, Lxu (contiguous),
+    each entry's terms summed in the same order as a per-entry dot product (the same
+    bits)."""
     Fx, Fu = F
     Lx, Lu, Lxx, Luu, Lxu = L
     N, ndx, nu = Fu.shape
@@ -455,14 +512,13 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     au[:] = 0.0
     largest_y = 0.0
     for b in range(len(blocks)):
-        block = blocks[b]
-        y, start = block[5], block[1]
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 largest_y = max(largest_y, abs(y[k, i]))
-                if y[k, i] != 0.0:
-                    _add_gradient(block, k, i, start + k, y[k, i], ax, au)
+        _block_gradient(kind, start, Rx, Ru, index, dx_index, y, ax, au)
     largest_lam, stationarity = 0.0, 0.0
+    gu = np.empty(nu)
     for t in range(N, -1, -1):
         for i in range(ndx):
             s = Lx[t, i] + ax[t, i]
@@ -471,38 +527,65 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
             if t < N:
                 for j in range(nu):
                     s += Lxu[t, i, j] * du[t, j]
-                for p in range(ndx):
-                    s += Fx[t, p, i] * lam[t + 1, p]
             lam[t, i] = s
-            largest_lam = max(largest_lam, abs(s))
+        if t < N:
+            for p in range(ndx):
+                v = lam[t + 1, p]
+                for i in range(ndx):
+                    lam[t, i] += Fx[t, p, i] * v
+        for i in range(ndx):
+            largest_lam = max(largest_lam, abs(lam[t, i]))
         if t == N:
             continue
         for i in range(nu):
-            s = Lu[t, i] + au[t, i]
-            for j in range(ndx):
-                s += Lxu[t, j, i] * dx[t, j]
+            gu[i] = Lu[t, i] + au[t, i]
+        for j in range(ndx):
+            v = dx[t, j]
+            for i in range(nu):
+                gu[i] += Lxu[t, j, i] * v
+        for i in range(nu):
+            s = gu[i]
             for j in range(nu):
                 s += Luu[t, i, j] * du[t, j]
-            for p in range(ndx):
-                s += Fu[t, p, i] * lam[t + 1, p]
-            stationarity = max(stationarity, abs(s))
+            gu[i] = s
+        for p in range(ndx):
+            v = lam[t + 1, p]
+            for i in range(nu):
+                gu[i] += Fu[t, p, i] * v
+        for i in range(nu):
+            stationarity = max(stationarity, abs(gu[i]))
     return stationarity, largest_lam, largest_y
 
 
 @kernel
-def _polish_rows(blocks, polished, big, tolerance):
+def _state_row(Ru, k, j):
+    """Whether residual row j at block knot k has no control term (Ru row zero)."""
+    for a in range(Ru.shape[2]):
+        if Ru[k, j, a] != 0.0:
+            return False
+    return True
+
+
+@kernel
+def _polish_rows(blocks, polished, big, tolerance, fresh):
     """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
     bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
-    bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  Returns the
-    number of active rows."""
+    bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
+    (the first QP of a solve: z the iterate's values clipped, y the start multipliers)
+    a residual row without a control term and without a multiplier starts inactive:
+    the first solve's step tells which rows it pushes past a bound (:func:`_polish_fix`).  Returns the number
+    of active rows."""
     active = 0
     for b in range(len(blocks)):
+        kind, Ru, index = blocks[b][0], blocks[b][4], blocks[b][10]
         z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
         py, pz, prho = polished[b][5], polished[b][6], polished[b][7]
         for k in range(z.shape[0]):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
+                if fresh and y[k, i] == 0.0 and kind == 0 and _state_row(Ru, k, index[i]):
+                    at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
                     py[k, i] = y[k, i]
@@ -516,28 +599,46 @@ def _polish_rows(blocks, polished, big, tolerance):
 
 
 @kernel
-def _polish_fix(polished, dx, du, big, tolerance):
+def _polish_fix(polished, dx, du, big, tolerance, sparse):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
-    active inequality row whose multiplier has the wrong sign becomes inactive.
-    Returns (the number of rows changed (0: the polished step is the QP's solution),
-    the last knot with a changed row)."""
+    active inequality row whose multiplier has the wrong sign becomes inactive.  In
+    a block whose kind is marked in ``sparse`` (0 residual rows, 1 control bounds, 2
+    state bounds), of a run of consecutive knots where a row is pushed past its bound
+    only the knot of the largest violation becomes active, for residual rows without a
+    control term (module docstring: the touch points of a position constraint).  Returns (the number of rows changed (0:
+    the polished step is the QP's solution), the last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
         values = np.empty(y.shape)
         _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
-        for k in range(y.shape[0]):
+        K = y.shape[0]
+        for i in range(y.shape[1]):
+            best, best_k = 0.0, -1
+            for k in range(K + 1):
+                violation = 0.0
+                if k < K and rho[k, i] == 0.0:
+                    violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
+                    if violation <= tolerance:
+                        violation = 0.0
+                if violation > 0.0 and sparse[kind] and (kind != 0 or
+                                                          _state_row(Ru, k, index[i])):
+                    if violation > best:
+                        best, best_k = violation, k
+                    continue
+                add = k if violation > 0.0 else best_k
+                if add >= 0:
+                    z[add, i] = lower[i] if values[add, i] < lower[i] else upper[i]
+                    rho[add, i] = big
+                    changes += 1
+                    last = max(last, start + add)
+                best, best_k = 0.0, -1
+        for k in range(K):
             for i in range(y.shape[1]):
-                v = values[k, i]
-                if rho[k, i] == 0.0:
-                    if v < lower[i] - tolerance or v > upper[i] + tolerance:
-                        z[k, i] = lower[i] if v < lower[i] else upper[i]
-                        rho[k, i] = big
-                        changes += 1
-                        last = max(last, start + k)
-                elif lower[i] < upper[i] and ((z[k, i] == lower[i] and y[k, i] > tolerance) or
-                                              (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                if rho[k, i] != 0.0 and lower[i] < upper[i] and (
+                        (z[k, i] == lower[i] and y[k, i] > tolerance) or
+                        (z[k, i] == upper[i] and y[k, i] < -tolerance)):
                     rho[k, i] = 0.0
                     y[k, i] = 0.0
                     changes += 1
@@ -586,7 +687,8 @@ class CSQP:
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
     corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
-    1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit.  ``infeasible_after`` 5:
+    1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
+    (after two accepted steps in a row <= 1/8 the search starts at twice the last).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
@@ -597,7 +699,7 @@ class CSQP:
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
-                 active_set_rounds=30, polish_sigma=1e-8):
+                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma)):
@@ -614,9 +716,11 @@ class CSQP:
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
+        self.warm_line_search = bool(warm_line_search)
         self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
         self.multipliers = None
         self._factorizations = self._sweeps = 0     # of the QP being solved
+        self._fresh = False
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -668,16 +772,18 @@ class CSQP:
         t_end on kept from the last factorization (the rows there unchanged)."""
         problem = self.problem
         self._factorizations += 1
-        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H)
+        t_end = problem.N if t_end is None else t_end
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end)
         Hxx, Huu, Hxu, gx, gu = self.H
         failed = backward_range(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
                                 self.gaps, False, self.sigma if sigma is None else sigma,
                                 problem.nus, self.no_box, self.bounds[0], self.bounds[0],
                                 self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                                self.K, self.Quuk, problem.N if t_end is None else t_end, 0)
+                                self.K, self.Quuk, t_end, 0)
         if failed >= 0:
             return False
-        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf) < 0
+        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf,
+                       t_end) < 0
 
     def _qp_arrays(self):
         problem = self.problem
@@ -743,7 +849,9 @@ class CSQP:
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
         tolerance = max(self.eps[0], 1e-9)
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance)
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance,
+                     self._fresh)
+        self._fresh = False
         pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
@@ -759,7 +867,7 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
-                                            POLISH_TOLERANCE)
+                                            POLISH_TOLERANCE, SPARSE_KINDS)
                 if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
                                    dual <= POLISH_EPS[0] + POLISH_EPS[1] * dual_scale):
                     break
@@ -864,12 +972,14 @@ class CSQP:
         F = (problem.Fx, problem.Fu)
         L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
         ax, au = self.polish_work[8], self.polish_work[9]
+        evaluated = True            # (cost, gap, violation) those of (xs, us)
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
             return self._result(xs, us, np.nan, 0, False, "the dynamics failed at the "
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
+        self._fresh = True
         while True:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
@@ -897,7 +1007,13 @@ class CSQP:
             merit = cost + nu * infeasibility
             slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
             accepted = None
-            for step in self.alphas:
+            # crawling (two accepted steps in a row <= 1/8): the search starts a step
+            # above the last (ALDDP's warm_line_search; module docstring)
+            first = 0
+            if self.warm_line_search and len(history["step"]) >= 2 and \
+                    max(history["step"][-2:]) <= 0.125:
+                first = max(self.alphas.index(history["step"][-1]) - 1, 0)
+            for step in self.alphas[first:]:
                 try:
                     x_try = problem.state.integrate(xs, step * self.dx)
                     u_try = us + step * self.du
@@ -932,12 +1048,14 @@ class CSQP:
                 cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
             except KERNEL_ERRORS as error:
                 status = f"the dynamics failed at the current iterate ({type(error).__name__})"
+                evaluated = False
                 break
             self._record(history, callbacks, iteration, record, t0)
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-        return self._result(xs, us, cost, iteration, converged, status, stop, history)
+        return self._result(xs, us, cost, iteration, converged, status, stop, history,
+                            (gap, violation) if evaluated else None)
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
@@ -947,8 +1065,14 @@ class CSQP:
     def _record(self, history, callbacks, iteration, record, t0):
         record_iteration(self, _HISTORY_KEYS, history, callbacks, iteration, record, t0)
 
-    def _result(self, xs, us, cost, iterations, converged, status, stop, history):
-        if np.isfinite(cost):
+    def _result(self, xs, us, cost, iterations, converged, status, stop, history,
+                evaluated=None):
+        """The result at (xs, us); ``evaluated``: its (largest gap, largest violation),
+        with ``cost``, from the last evaluation (the same bits as a CALC evaluation's,
+        which is left out: one trial's time per solve), or None to evaluate."""
+        if evaluated is not None and np.isfinite(cost):
+            gaps, violation = evaluated
+        elif np.isfinite(cost):
             cost, gaps, _, violation, _ = self._evaluate(xs, us, CALC)
         else:
             gaps = violation = np.inf
