@@ -183,7 +183,7 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     written once (zeros included), and tau_c.  The dofs d of i and its ancestors from
     the composites of i; the dofs d of its strict descendants [idx_v[i] + nvs[i], end)
     from the vectors that :func:`_descendant_columns` left in the rows d of
-    alpha_cols, gamma_cols and u_cols.  The model's arrays come as arguments: unpacked
+    alpha_cols and gamma_cols, and M[c, d] = M[d, c].  The model's arrays come as arguments: unpacked
     from the model tuple here, they kept Numba's reference counts in the loop over rows
     (six atomic increments and decrements a row)."""
     nv = dtau_dq.shape[1]
@@ -192,7 +192,10 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     tau[c] = (j0 * f[i, 0] + j1 * f[i, 1] + j2 * f[i, 2] + j3 * f[i, 3] + j4 * f[i, 4]
               + j5 * f[i, 5] + arm * a[c])
     # strict descendants d (c's joint is an ancestor of d's): J_c . x_d, J_c . y_d and
-    # J_c . (Ycrb J_d), then the zeros of the dofs after the subtree
+    # M[c, d] = J_c . (Ycrb J_d) = M[d, c], which row d (a descendant's row, written
+    # before this one) computed as (Ycrb J_d) . J_c: the same products summed in the
+    # same order, so M is copied, not computed again; then the zeros of the dofs
+    # after the subtree
     for d in range(np.uint64(idx_v[i] + nvs[i]), np.uint64(end)):
         dtau_dq[c, d] = (j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1] + j2 * alpha_cols[d, 2]
                          + j3 * alpha_cols[d, 3] + j4 * alpha_cols[d, 4]
@@ -200,9 +203,8 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
         dtau_dv[c, d] = (j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1] + j2 * gamma_cols[d, 2]
                          + j3 * gamma_cols[d, 3] + j4 * gamma_cols[d, 4]
                          + j5 * gamma_cols[d, 5])
-        if with_mass_matrix:
-            M[c, d] = (j0 * u_cols[d, 0] + j1 * u_cols[d, 1] + j2 * u_cols[d, 2]
-                       + j3 * u_cols[d, 3] + j4 * u_cols[d, 4] + j5 * u_cols[d, 5])
+        if with_mass_matrix:  # symmetric, and row d came first (the same bits)
+            M[c, d] = M[d, c]
     for d in range(np.uint64(end), np.uint64(nv)):
         dtau_dq[c, d] = 0.0
         dtau_dv[c, d] = 0.0
@@ -250,9 +252,8 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
 def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     """For a dof d of joint i, once the rows of i are written: the vectors that give the
     entries of d in the rows c of the strict ancestors of i (dtau_dq[c, d] = J_c . x,
-    dtau_dv[c, d] = J_c . y, M[c, d] = J_c . (Ycrb J_d)), into the rows d of alpha_cols,
-    gamma_cols and u_cols, which no later row reads (Ycrb J_d also when M is not formed:
-    written under a branch, u_cols kept its reference count in the loop)."""
+    dtau_dv[c, d] = J_c . y), into the rows d of alpha_cols and gamma_cols, which no
+    later row reads (M[c, d] is copied from M[d, c]: :func:`_row`)."""
     j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
     a0, a1, a2, a3, a4, a5 = rigid_inertia_times(Ycrb, i, alpha_cols[d, 0], alpha_cols[d, 1],
                                            alpha_cols[d, 2], alpha_cols[d, 3],
@@ -280,9 +281,6 @@ def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     gamma_cols[d, 3] = g3 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 0, 1] * j4 + Bcrb[i, 0, 2] * j5
     gamma_cols[d, 4] = g4 + Bcrb[i, 1, 0] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 1, 2] * j5
     gamma_cols[d, 5] = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
-    y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Ycrb, i, j0, j1, j2, j3, j4, j5)
-    u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = y0, y1, y2
-    u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = y3, y4, y5
 
 
 @kernel
