@@ -47,8 +47,8 @@ import numpy as np
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
-from .crba import axis_jacobian_column
-from .joints import coordinate_axis, placements_inline
+from .crba import SINCOS_BLOCK, axis_jacobian_column
+from .joints import coordinate_axis, placements_from_table, sincos_table
 from .kinematics import jacobian_column, local_motions, world_motions
 from .model import REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
@@ -340,16 +340,18 @@ def rnea_derivatives_workspace(m):
 
 @inline_kernel
 def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f, tau,
-                            dtau_dq, dtau_dv, M, workspace):
+                            dtau_dq, dtau_dv, M, workspace, cs, b):
     """tau and its three partial derivatives for one state (workspace from
-    :func:`rnea_derivatives_workspace`); inlined into its callers, as
-    :func:`.aba._aba_state` is (the call's arguments cost about 1 us a state).
+    :func:`rnea_derivatives_workspace`), the revolute joints' (cos, sin) read from the
+    table ``cs[:, b:]`` (:func:`.joints.sincos_table`, as the ABA family's stack
+    kernels); inlined into its callers, as :func:`.aba._aba_state` is (the call's
+    arguments cost about 1 us a state).
 
     The backward pass writes every entry of the three matrices once, row by row: zeroing
     dtau_dq, dtau_dv first, then writing columns across rows, cost talos 2 of its 16 us
     per state of a 1000-state stack (the stack's matrices go to memory)."""
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = workspace
-    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
     _world_columns_and_parameters(m, oR, op, J, Ycrb)
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
@@ -380,12 +382,23 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     workspace = (borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2]),
                  borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5]),
                  borrowed(scratch[6]), borrowed(scratch[7]))
-    for k in range(q.shape[0]):
-        _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                                J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k], dtau_dq[k],
-                                dtau_dv[k], M[k], workspace)
-        local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+    # the revolute joints' (cos, sin) of SINCOS_BLOCK states from one vectorized loop
+    # (libm's sin and cos cost about 20 ns a joint and state)
+    nq, K = m.nq, q.shape[0]
+    q_flat = q.reshape(K * nq)
+    table = np.empty((2, SINCOS_BLOCK * nq))
+    cs = borrowed(table)
+    for b0 in range(0, K, SINCOS_BLOCK):
+        b1 = min(b0 + SINCOS_BLOCK, K)
+        sincos_table(q_flat, b0 * nq, b1 * nq, cs)
+        for k in range(b0, b1):
+            _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
+                                    op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
+                                    dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
+                                    (k - b0) * nq)
+            local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
     keep_alive(scratch)
+    keep_alive((table,))
 
 
 def rnea_derivatives(model, data, q, v, a, f_ext=None):
