@@ -60,10 +60,11 @@ from .validation import as_dynamics_arguments, call_kernel, result
 
 
 # The three (nv, nv) matrices of a stack larger than this are streamed past the cache
-# (:func:`_rnea_derivatives`), CRBA's threshold.  1000 states, streamed / not, one
-# process, 9 interleaved rounds, load 7-8 (engineer's run): talos (34.6 MB) 0.96
-# (0.95-0.97); hyq (7.8 MB) 1.01 and solo12 0.99 when streamed at 2 MB, so not.
-DERIVATIVES_STREAM_BYTES = STREAM_BYTES
+# (:func:`_rnea_derivatives`): a quarter of CRBA's threshold, as the kernel writes about
+# as much again into the Data (oYcrb, J, the placements and motions).  1000 states,
+# new / old, interleaved, load 7 (engineer's run): hyq (7.8 MB) 0.90, solo12 0.94 and
+# talos (34.6 MB) 0.93 with the cos/sin table against 0.99, 0.99 and 0.96 without.
+DERIVATIVES_STREAM_BYTES = STREAM_BYTES // 4
 
 
 # --- Rigid inertias in the world, by their structure ---------------------------------
