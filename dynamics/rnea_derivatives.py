@@ -55,16 +55,7 @@ from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
                       rigid_inertia_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
-from .streaming import STREAM_BYTES, store_fence, stream_copy
 from .validation import as_dynamics_arguments, call_kernel, result
-
-
-# The three (nv, nv) matrices of a stack larger than this are streamed past the cache
-# (:func:`_rnea_derivatives`): a quarter of CRBA's threshold, as the kernel writes about
-# as much again into the Data (oYcrb, J, the placements and motions).  1000 states,
-# new / old, interleaved, load 7 (engineer's run): hyq (7.8 MB) 0.90, solo12 0.94 and
-# talos (34.6 MB) 0.93 with the cos/sin table against 0.99, 0.99 and 0.96 without.
-DERIVATIVES_STREAM_BYTES = STREAM_BYTES // 4
 
 
 # --- Rigid inertias in the world, by their structure ---------------------------------
@@ -380,10 +371,7 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
 
     Every array is :func:`.borrowed.borrowed`: the slices of the stack per state, the
     workspace and the arrays passed on to the compiled passes no longer count
-    references (as in :func:`.crba._crba`).  The revolute joints' (cos, sin) come from
-    the vectorized table, SINCOS_BLOCK states at a time (as in the ABA family's stack
-    kernels), and a stack of the three matrices larger than DERIVATIVES_STREAM_BYTES
-    is written with non-temporal stores (as CRBA's M)."""
+    references (as in :func:`.crba._crba`)."""
     m = borrowed_model(model_arrays(model))
     q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
     liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
@@ -396,37 +384,21 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
                  borrowed(scratch[6]), borrowed(scratch[7]))
     # the revolute joints' (cos, sin) of SINCOS_BLOCK states from one vectorized loop
     # (libm's sin and cos cost about 20 ns a joint and state)
-    nq, K, nv2 = m.nq, q.shape[0], m.nv * m.nv
+    nq, K = m.nq, q.shape[0]
     q_flat = q.reshape(K * nq)
-    table, matrices = np.empty((2, SINCOS_BLOCK * nq)), np.empty((3, m.nv, m.nv))
-    cs, mats = borrowed(table), borrowed(matrices)
-    # a stack of the three matrices larger than DERIVATIVES_STREAM_BYTES is written into
-    # scratch that stays in cache, then copied with non-temporal stores
-    # (:func:`.streaming.stream_copy`): a plain store first reads its line from memory
-    stream = K * 3 * nv2 * 8 > DERIVATIVES_STREAM_BYTES
-    # the stacks may hold more states than q (a one-state call writes into data's [:1])
-    dq_flat = dtau_dq.reshape(dtau_dq.shape[0] * nv2)
-    dv_flat = dtau_dv.reshape(dtau_dv.shape[0] * nv2)
-    M_flat = M.reshape(M.shape[0] * nv2)
+    table = np.empty((2, SINCOS_BLOCK * nq))
+    cs = borrowed(table)
     for b0 in range(0, K, SINCOS_BLOCK):
         b1 = min(b0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
-            Dq = mats[0] if stream else dtau_dq[k]
-            Dv = mats[1] if stream else dtau_dv[k]
-            Mk = mats[2] if stream else M[k]
             _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
                                     op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
-                                    Dq, Dv, Mk, workspace, cs, (k - b0) * nq)
+                                    dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
+                                    (k - b0) * nq)
             local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
-            if stream:
-                stream_copy(Dq.reshape(nv2), dq_flat, k * nv2)
-                stream_copy(Dv.reshape(nv2), dv_flat, k * nv2)
-                stream_copy(Mk.reshape(nv2), M_flat, k * nv2)
-    if stream:
-        store_fence()
     keep_alive(scratch)
-    keep_alive((table, matrices))
+    keep_alive((table,))
 
 
 def rnea_derivatives(model, data, q, v, a, f_ext=None):

@@ -256,30 +256,6 @@ def test_stack_equals_single_calls(case, states, with_f_ext, assert_close):
                      f"dddq_df_ext: stack vs single, state {k}")
 
 
-def test_streamed_stack_equals_single_calls(load_case):
-    """A stack whose three matrices exceed DERIVATIVES_STREAM_BYTES (solo12, 300 states:
-    7.8 kB a state) is computed in scratch and copied with non-temporal stores; every
-    state equals its single call (not streamed) to the bit, tau and the Data's
-    dtau_dq, dtau_dv and M included."""
-    from geppetto.dynamics.rnea_derivatives import DERIVATIVES_STREAM_BYTES
-    m = load_case("solo12").model
-    K = 300
-    assert K * 3 * m.nv * m.nv * 8 > DERIVATIVES_STREAM_BYTES
-    rng = np.random.default_rng(7)
-    q = gd.random_configuration(m, rng, size=K)
-    v, a = rng.standard_normal((K, m.nv)), rng.standard_normal((K, m.nv))
-    stacked_data, single_data = m.create_data(), m.create_data()
-    stacked = gd.rnea_derivatives(m, stacked_data, q, v, a)
-    for k in (0, 1, 137, K - 1):
-        single = gd.rnea_derivatives(m, single_data, q[k], v[k], a[k])
-        for name, x, y, field in zip(("dtau_dq", "dtau_dv", "M"), stacked, single,
-                                     ("dtau_dq", "dtau_dv", "M")):
-            np.testing.assert_array_equal(x[k], y, err_msg=f"{name}, state {k}")
-            np.testing.assert_array_equal(getattr(stacked_data, field)[k], y,
-                                          err_msg=f"data.{field}, state {k}")
-        np.testing.assert_array_equal(stacked_data.tau[k], single_data.tau[0])
-
-
 def test_one_f_ext_is_broadcast_over_a_stack(case, states, assert_close):
     m, d, s = case.model, case.data(), states
     one = s.f_ext[0]
