@@ -183,9 +183,9 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     written once (zeros included), and tau_c.  The dofs d of i and its ancestors from
     the composites of i; the dofs d of its strict descendants [idx_v[i] + nvs[i], end)
     from the vectors that :func:`_descendant_columns` left in the rows d of
-    alpha_cols and gamma_cols, and M[c, d] = M[d, c].  The model's arrays come as arguments: unpacked
-    from the model tuple here, they kept Numba's reference counts in the loop over rows
-    (six atomic increments and decrements a row)."""
+    alpha_cols and gamma_cols, and M[c, d] = M[d, c].  The model's arrays come as
+    arguments: unpacked from the model tuple here, they kept Numba's reference counts
+    in the loop over rows (six atomic increments and decrements a row)."""
     nv = dtau_dq.shape[1]
     j0, j1, j2, j3, j4, j5 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
     arm = armature[c]
