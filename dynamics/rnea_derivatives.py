@@ -47,8 +47,8 @@ import numpy as np
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
-from .crba import axis_jacobian_column
-from .joints import coordinate_axis, placements_inline
+from .crba import SINCOS_BLOCK, axis_jacobian_column
+from .joints import coordinate_axis, placements_from_table, sincos_table
 from .kinematics import jacobian_column, local_motions, world_motions
 from .model import REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
@@ -183,16 +183,19 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     written once (zeros included), and tau_c.  The dofs d of i and its ancestors from
     the composites of i; the dofs d of its strict descendants [idx_v[i] + nvs[i], end)
     from the vectors that :func:`_descendant_columns` left in the rows d of
-    alpha_cols, gamma_cols and u_cols.  The model's arrays come as arguments: unpacked
-    from the model tuple here, they kept Numba's reference counts in the loop over rows
-    (six atomic increments and decrements a row)."""
+    alpha_cols and gamma_cols, and M[c, d] = M[d, c].  The model's arrays come as
+    arguments: unpacked from the model tuple here, they kept Numba's reference counts
+    in the loop over rows (six atomic increments and decrements a row)."""
     nv = dtau_dq.shape[1]
     j0, j1, j2, j3, j4, j5 = J[0, c], J[1, c], J[2, c], J[3, c], J[4, c], J[5, c]
     arm = armature[c]
     tau[c] = (j0 * f[i, 0] + j1 * f[i, 1] + j2 * f[i, 2] + j3 * f[i, 3] + j4 * f[i, 4]
               + j5 * f[i, 5] + arm * a[c])
     # strict descendants d (c's joint is an ancestor of d's): J_c . x_d, J_c . y_d and
-    # J_c . (Ycrb J_d), then the zeros of the dofs after the subtree
+    # M[c, d] = J_c . (Ycrb J_d) = M[d, c], which row d (a descendant's row, written
+    # before this one) computed as (Ycrb J_d) . J_c: the same products summed in the
+    # same order, so M is copied, not computed again; then the zeros of the dofs
+    # after the subtree
     for d in range(np.uint64(idx_v[i] + nvs[i]), np.uint64(end)):
         dtau_dq[c, d] = (j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1] + j2 * alpha_cols[d, 2]
                          + j3 * alpha_cols[d, 3] + j4 * alpha_cols[d, 4]
@@ -200,9 +203,8 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
         dtau_dv[c, d] = (j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1] + j2 * gamma_cols[d, 2]
                          + j3 * gamma_cols[d, 3] + j4 * gamma_cols[d, 4]
                          + j5 * gamma_cols[d, 5])
-        if with_mass_matrix:
-            M[c, d] = (j0 * u_cols[d, 0] + j1 * u_cols[d, 1] + j2 * u_cols[d, 2]
-                       + j3 * u_cols[d, 3] + j4 * u_cols[d, 4] + j5 * u_cols[d, 5])
+        if with_mass_matrix:  # symmetric, and row d came first (the same bits)
+            M[c, d] = M[d, c]
     for d in range(np.uint64(end), np.uint64(nv)):
         dtau_dq[c, d] = 0.0
         dtau_dv[c, d] = 0.0
@@ -250,9 +252,8 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
 def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     """For a dof d of joint i, once the rows of i are written: the vectors that give the
     entries of d in the rows c of the strict ancestors of i (dtau_dq[c, d] = J_c . x,
-    dtau_dv[c, d] = J_c . y, M[c, d] = J_c . (Ycrb J_d)), into the rows d of alpha_cols,
-    gamma_cols and u_cols, which no later row reads (Ycrb J_d also when M is not formed:
-    written under a branch, u_cols kept its reference count in the loop)."""
+    dtau_dv[c, d] = J_c . y), into the rows d of alpha_cols and gamma_cols, which no
+    later row reads (M[c, d] is copied from M[d, c]: :func:`_row`)."""
     j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
     a0, a1, a2, a3, a4, a5 = rigid_inertia_times(Ycrb, i, alpha_cols[d, 0], alpha_cols[d, 1],
                                            alpha_cols[d, 2], alpha_cols[d, 3],
@@ -280,9 +281,6 @@ def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     gamma_cols[d, 3] = g3 + Bcrb[i, 0, 0] * j3 + Bcrb[i, 0, 1] * j4 + Bcrb[i, 0, 2] * j5
     gamma_cols[d, 4] = g4 + Bcrb[i, 1, 0] * j3 + Bcrb[i, 1, 1] * j4 + Bcrb[i, 1, 2] * j5
     gamma_cols[d, 5] = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
-    y0, y1, y2, y3, y4, y5 = rigid_inertia_times(Ycrb, i, j0, j1, j2, j3, j4, j5)
-    u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = y0, y1, y2
-    u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = y3, y4, y5
 
 
 @kernel
@@ -342,16 +340,18 @@ def rnea_derivatives_workspace(m):
 
 @inline_kernel
 def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f, tau,
-                            dtau_dq, dtau_dv, M, workspace):
+                            dtau_dq, dtau_dv, M, workspace, cs, b):
     """tau and its three partial derivatives for one state (workspace from
-    :func:`rnea_derivatives_workspace`); inlined into its callers, as
-    :func:`.aba._aba_state` is (the call's arguments cost about 1 us a state).
+    :func:`rnea_derivatives_workspace`), the revolute joints' (cos, sin) read from the
+    table ``cs[:, b:]`` (:func:`.joints.sincos_table`, as the ABA family's stack
+    kernels); inlined into its callers, as :func:`.aba._aba_state` is (the call's
+    arguments cost about 1 us a state).
 
     The backward pass writes every entry of the three matrices once, row by row: zeroing
     dtau_dq, dtau_dv first, then writing columns across rows, cost talos 2 of its 16 us
     per state of a 1000-state stack (the stack's matrices go to memory)."""
     XR, Xp, h, Bcrb, u_cols, alpha_cols, gamma_cols, w6 = workspace
-    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
     _world_columns_and_parameters(m, oR, op, J, Ycrb)
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
@@ -382,12 +382,23 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     workspace = (borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2]),
                  borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5]),
                  borrowed(scratch[6]), borrowed(scratch[7]))
-    for k in range(q.shape[0]):
-        _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                                J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k], dtau_dq[k],
-                                dtau_dv[k], M[k], workspace)
-        local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+    # the revolute joints' (cos, sin) of SINCOS_BLOCK states from one vectorized loop
+    # (libm's sin and cos cost about 20 ns a joint and state)
+    nq, K = m.nq, q.shape[0]
+    q_flat = q.reshape(K * nq)
+    table = np.empty((2, SINCOS_BLOCK * nq))
+    cs = borrowed(table)
+    for b0 in range(0, K, SINCOS_BLOCK):
+        b1 = min(b0 + SINCOS_BLOCK, K)
+        sincos_table(q_flat, b0 * nq, b1 * nq, cs)
+        for k in range(b0, b1):
+            _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
+                                    op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
+                                    dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
+                                    (k - b0) * nq)
+            local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
     keep_alive(scratch)
+    keep_alive((table,))
 
 
 def rnea_derivatives(model, data, q, v, a, f_ext=None):

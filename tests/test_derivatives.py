@@ -205,6 +205,16 @@ def test_dtau_da_is_crba(case, states, assert_close):
     s = states
     dtau_da = gd.rnea_derivatives(m, d, s.q, s.v, s.a, s.f_ext)[2]
     assert_close(dtau_da, gd.crba(m, d, s.q), RTOL_IDENTITY, "dtau_da == crba")
+    # the entries against a joint's descendants are copied from the descendants' rows,
+    # which computed them with the same products in the same order: exactly symmetric
+    # but within a multi-dof joint's own block, on a stack and on one state
+    joint_of_dof = np.repeat(np.arange(m.njoints), m.arrays.nvs)
+    other_joint = joint_of_dof[:, None] != joint_of_dof[None, :]
+    transposed = np.swapaxes(dtau_da, 1, 2)
+    np.testing.assert_array_equal(dtau_da[:, other_joint], transposed[:, other_joint])
+    one = gd.rnea_derivatives(m, d, s.q[0], s.v[0], s.a[0], s.f_ext[0])[2]
+    np.testing.assert_array_equal(one[other_joint], one.T[other_joint])
+    np.testing.assert_array_equal(one, dtau_da[0])
 
 
 def test_dddq_dtau_is_minverse(case, states, assert_close):
