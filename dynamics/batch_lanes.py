@@ -462,6 +462,40 @@ def _mass_entry_lanes(J, d, F, arm, Mt, bo):
                      + J[O + UT4 + s] * F[UT4 + s] + J[O + UT5 + s] * F[UT5 + s])
 
 
+@inline_kernel
+def _dot_force_lanes(arm, J, O, f, s):
+    """arm + J column at O (rows T apart) . f (six values) in lane s, summed in the
+    order of :func:`_mass_entry_lanes` (the same bits)."""
+    f0, f1, f2, f3, f4, f5 = f
+    return (arm + J[O + s] * f0 + J[O + UT1 + s] * f1 + J[O + UT2 + s] * f2 + J[O + UT3 + s] * f3
+            + J[O + UT4 + s] * f4 + J[O + UT5 + s] * f5)
+
+
+@inline_kernel
+def _four_mass_entries_lanes(J, dofs, k, F, c, armature, Mt, slot):
+    """:func:`_mass_entry_lanes` for the four dofs d = dofs[k .. k+3] against the
+    column c, F = Ic J_c loaded once per lane for the four (CRBA's backward pass on a
+    long support chain: a third fewer loads per entry)."""
+    d0, d1, d2, d3 = dofs[k], dofs[k + 1], dofs[k + 2], dofs[k + 3]
+    a0 = armature[c] if d0 == c else 0.0
+    a1 = armature[c] if d1 == c else 0.0
+    a2 = armature[c] if d2 == c else 0.0
+    a3 = armature[c] if d3 == c else 0.0
+    J0, J1, J2, J3 = np.uint64(d0 * T6), np.uint64(d1 * T6), np.uint64(d2 * T6), np.uint64(d3 * T6)
+    X0, X1 = np.uint64(slot[d0, c] * TILE), np.uint64(slot[d1, c] * TILE)
+    X2, X3 = np.uint64(slot[d2, c] * TILE), np.uint64(slot[d3, c] * TILE)
+    for s in range(UT):
+        f = load_six_lanes(F, np.uint64(0), s)
+        y0 = _dot_force_lanes(a0, J, J0, f, s)
+        y1 = _dot_force_lanes(a1, J, J1, f, s)
+        y2 = _dot_force_lanes(a2, J, J2, f, s)
+        y3 = _dot_force_lanes(a3, J, J3, f, s)
+        Mt[X0 + s] = y0
+        Mt[X1 + s] = y1
+        Mt[X2 + s] = y2
+        Mt[X3 + s] = y3
+
+
 @kernel
 def _mass_matrix_slots(m):
     """slot (nv, nv) int64: the row of the compact (nv, nv) tile that holds entry (d, c)
@@ -501,15 +535,24 @@ def _crba_backward_pass_lanes(m, J, Ic, F, slot, Mt):
     upper triangle that can be nonzero, :func:`_mass_matrix_slots`); Ic_parent += Ic_i
     (Featherstone 2008, Table 6.2, in the world frame as Pinocchio: composite inertias
     add without a transform)."""
+    dofs = np.empty(m.nv, dtype=np.int64)  # the dofs of i and of its ancestors
     for i in range(m.njoints - 1, 0, -1):
+        count, j = 0, i
+        while j > 0:
+            for d in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
+                dofs[count] = d
+                count += 1
+            j = m.parents[j]
         for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
             _inertia_times_motion_lanes(Ic, i, J, c, F)
-            j = i
-            while j > 0:
-                for d in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
-                    arm = m.armature[c] if d == c else 0.0
-                    _mass_entry_lanes(J, d, F, arm, Mt, slot[d, c] * TILE)
-                j = m.parents[j]
+            k = 0
+            while k + 4 <= count:
+                _four_mass_entries_lanes(J, dofs, k, F, c, m.armature, Mt, slot)
+                k += 4
+            for k in range(k, count):
+                d = dofs[k]
+                arm = m.armature[c] if d == c else 0.0
+                _mass_entry_lanes(J, d, F, arm, Mt, slot[d, c] * TILE)
         par = m.parents[i]
         if par > 0:
             A, B = np.uint64(par * T10), np.uint64(i * T10)
