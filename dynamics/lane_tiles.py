@@ -431,8 +431,8 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
     # branches of the tree: talos 703 of 1444 entries), the block's 16 matrices are
     # first zeroed (contiguous, vector stores) and only the other entries are then
     # written one by one: the transposing stores are scalar, one per entry and lane,
-    # and they bound this store (measured on talos, outputs in cache: 0.46 -> 0.xx us
-    # per state).
+    # and they bound this store (measured on talos: 0.46 -> 0.39 us per state with the
+    # outputs in cache, 0.56 -> 0.42 on a 1024-state stack).
     sparse = False
     for r in range(nv):
         for c in range(nv):
