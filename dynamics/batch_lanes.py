@@ -557,18 +557,17 @@ def _crba_backward_pass_lanes(m, J, Ic, F, slot, Mt):
                     Ic[A + np.uint64(r * TILE) + s] += Ic[B + np.uint64(r * TILE) + s]
     parent, c = m.dof_parent, 0
     while c < m.nv:
-        if (c + 3 < m.nv and parent[c + 1] == c and parent[c + 2] == c + 1
-                and parent[c + 3] == c + 2):
+        chain = (c + 3 < m.nv and parent[c + 1] == c and parent[c + 2] == c + 1
+                 and parent[c + 3] == c + 2)
+        if chain:
             d = c  # the dofs supporting c support the four columns
             while d >= 0:
                 _mass_entries_four_columns_lanes(J, d, F, c, m.armature, Mt, slot)
                 d = parent[d]
-            for col in range(c + 1, c + 4):  # then each column's own, after c
-                _column_entries_lanes(m, J, F, col, c, slot, Mt)
-            c += 4
-        else:
-            _column_entries_lanes(m, J, F, c, -1, slot, Mt)
-            c += 1
+        # then, one by one, each chain column's entries after c, or column c's own
+        first, stop, c = (c + 1, c, c + 4) if chain else (c, -1, c + 1)
+        for col in range(first, c):
+            _column_entries_lanes(m, J, F, col, stop, slot, Mt)
 
 
 @kernel
