@@ -353,23 +353,23 @@ def _aba_forward_world_lanes(m, ddqt, wd):
 # --- M^-1 from ABA's U and D^-1 ---------------------------------------------------------
 
 @kernel
-def _minverse_backward_lanes(m, wd):
+def _minverse_backward_lanes(m, wd, Minv, rows):
     """Rows of M^-1 restricted to each subtree: Minv[i, subtree] = [Dinv, -Dinv J_i^T
     F[descendants]], zero on the columns after the subtree (which the forward sweep
     updates), then F[subtree] += U_i Minv[i, subtree] (not at the children of the
     universe); :func:`.minverse._minverse_backward_pass` in every lane.  Every entry
     of the upper triangle is written here, so M^-1 needs no zeroing beforehand."""
-    J, U, Dinv, Minv, F, w = wd[2], wd[13], wd[14], wd[19], wd[22], wd[28]
+    J, U, Dinv, F, w = wd[2], wd[13], wd[14], wd[22], wd[28]
     nv = m.nv
     for i in range(m.njoints - 1, 0, -1):
         iv, nvi = m.idx_v[i], m.nvs[i]
         end = m.idx_v[m.subtree_end[i]] if m.subtree_end[i] < m.njoints else nv
         for a in range(nvi):
-            fill_lanes(Minv, ((iv + a) * nv + end) * TILE, nv - end, 0.0)
+            fill_lanes(Minv, (rows[iv + a] + end) * TILE, nv - end, 0.0)
         for a in range(nvi):
             for b in range(nvi):
                 D = np.uint64((iv + a) * T6 + b * TILE)
-                O = np.uint64(((iv + a) * nv + iv + b) * TILE)
+                O = np.uint64((rows[iv + a] + iv + b) * TILE)
                 for s in range(UT):
                     Minv[O + s] = Dinv[D + s]
         for col in range(iv + nvi, end):
@@ -379,7 +379,7 @@ def _minverse_backward_lanes(m, wd):
                 for s in range(UT):
                     w[W + s] = _dot6_lanes(J, Jb, F, Fc, s)
             for a in range(nvi):
-                O = np.uint64(((iv + a) * nv + col) * TILE)
+                O = np.uint64((rows[iv + a] + col) * TILE)
                 for b in range(nvi):
                     D, W = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
                     for s in range(UT):
@@ -390,7 +390,7 @@ def _minverse_backward_lanes(m, wd):
         for col in range(iv, end):
             Fc = np.uint64(col * T6)
             for a in range(nvi):
-                Ua, O = np.uint64((iv + a) * T6), np.uint64(((iv + a) * nv + col) * TILE)
+                Ua, O = np.uint64((iv + a) * T6), np.uint64((rows[iv + a] + col) * TILE)
                 for s in range(UT):
                     x = Minv[O + s]
                     store_six_lanes(F, Fc, s, (U[Ua + s] * x, U[Ua + UT1 + s] * x,
@@ -399,7 +399,7 @@ def _minverse_backward_lanes(m, wd):
 
 
 @kernel
-def _minverse_forward_lanes(m, wd):
+def _minverse_forward_lanes(m, wd, Minv, rows):
     """The ancestors' part: rows of i -= Dinv U_i^T A_par on the columns from i on,
     A_i = A_par + J_i Minv[dofs of i] (not stored for leaves), the upper triangle
     (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
@@ -407,7 +407,7 @@ def _minverse_forward_lanes(m, wd):
     deeper in its subtree (depth-first order), so a level is overwritten only once no
     descendant reads it; this keeps the columns in the caches (talos: 4.6 MB per tile
     per joint, a few hundred kB per depth)."""
-    J, U, Dinv, Minv, A, w = wd[2], wd[13], wd[14], wd[19], wd[23], wd[28]
+    J, U, Dinv, A, w = wd[2], wd[13], wd[14], wd[23], wd[28]
     nv = m.nv
     depth = np.zeros(m.njoints, dtype=np.int64)
     for i in range(1, m.njoints):
@@ -423,7 +423,7 @@ def _minverse_forward_lanes(m, wd):
                     for s in range(UT):
                         w[W + s] = _dot6_lanes(U, Ub, A, Ap, s)
                 for a in range(nvi):
-                    O = np.uint64(((iv + a) * nv + col) * TILE)
+                    O = np.uint64((rows[iv + a] + col) * TILE)
                     for b in range(nvi):
                         D, W = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
                         for s in range(UT):
@@ -431,7 +431,7 @@ def _minverse_forward_lanes(m, wd):
             if leaf:
                 continue
             for a in range(nvi):
-                Ja, O = np.uint64((iv + a) * T6), np.uint64(((iv + a) * nv + col) * TILE)
+                Ja, O = np.uint64((iv + a) * T6), np.uint64((rows[iv + a] + col) * TILE)
                 keep = par > 0 or a > 0
                 Src = Ap if a == 0 else Ai
                 for s in range(UT):
@@ -455,11 +455,30 @@ def _minverse_lower_lanes(nv, Minv):
 
 
 @kernel
-def _minverse_sweeps_lanes(m, wd):
-    """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)."""
+def _minverse_sweeps_lanes(m, wd, Minv, rows):
+    """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)
+    into Minv, entry (r, c) at (rows[r] + c) T (:func:`_minverse_rows`)."""
     fill_lanes(wd[22], 0, 6 * m.nv, 0.0)
-    _minverse_backward_lanes(m, wd)
-    _minverse_forward_lanes(m, wd)
+    _minverse_backward_lanes(m, wd, Minv, rows)
+    _minverse_forward_lanes(m, wd, Minv, rows)
+
+
+@kernel
+def _minverse_rows(m, packed):
+    """rows (nv,) int64 and the tile's row count: entry (r, c) of M^-1's tile at
+    (rows[r] + c) T.  Not packed: the full (nv, nv) tile, rows[r] = r nv.  Packed: row
+    r holds only the columns from the first dof of r's joint on (the sweeps write no
+    other: the upper triangle and the joint's diagonal block), talos 757 rows instead
+    of 1444, so that the tile (0.39 MB instead of 0.74) stays in L2 beside the
+    sweeps' columns."""
+    rows = np.empty(m.nv, dtype=np.int64)
+    count = 0
+    for i in range(1, m.njoints):
+        first = m.idx_v[i] if packed else 0
+        for r in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+            rows[r] = count - first
+            count += m.nv - first
+    return rows, count
 
 
 # --- RNEA derivatives in the world frame -------------------------------------------------
@@ -751,19 +770,20 @@ def aba_tiles_workspace(m):
     """Everything :func:`aba_tiles` works on, allocated once (a phase keeps it): the
     tile arrays of :func:`.lane_tiles.tile_workspace` and of this module, the compact
     body inertias, the tile's q, v, tau, ddq, tau_id (n x T), ddq_dq and ddq_dv
-    (nv x nv x T), and the pattern of dID (:func:`_related_dofs`)."""
+    (nv x nv x T), the pattern of dID (:func:`_related_dofs`) and the rows of the
+    full M^-1 tile (:func:`_minverse_rows`)."""
     nv = m.nv
     return (tile_workspace(m), _derivative_workspace(m), _compact_inertias(m),
             np.zeros(m.nq * TILE), np.zeros(nv * TILE), np.zeros(nv * TILE),
             np.zeros(nv * TILE), np.zeros(nv * TILE), np.zeros(nv * nv * TILE),
-            np.zeros(nv * nv * TILE), _related_dofs(m))
+            np.zeros(nv * nv * TILE), _related_dofs(m), _minverse_rows(m, False)[0])
 
 
 @kernel
 def _aba_tile(m, with_derivatives, work):
     """ABA of the tile loaded in ``work`` (world frame: oMi, J, ov, oa are filled)
     and, with_derivatives, M^-1 and dFD = -M^-1 dID at ddq (eq. 24)."""
-    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related = work
+    ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related, rows = work
     _world_tile(m, qt, vt, ws, wd, Yc)
     if with_derivatives:
         f, pA = wd[11], wd[8]
@@ -774,7 +794,7 @@ def _aba_tile(m, with_derivatives, work):
     _aba_forward_world_lanes(m, ddqt, wd)
     if not with_derivatives:
         return
-    _minverse_sweeps_lanes(m, wd)
+    _minverse_sweeps_lanes(m, wd, wd[19], rows)
     _minverse_lower_lanes(m.nv, wd[19])
     _derivative_columns_lanes(m, True, wd)
     _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
@@ -865,22 +885,25 @@ def _rnea_derivatives_lanes(m, q, v, a, lanes_major, dtau_dq, dtau_dv, M):
 def _minverse_lanes(m, q, lanes_major, Minv):
     """M^-1 for K states, TILE at a time: ABA's backward pass without bias forces,
     then the two sweeps (layouts as :func:`_aba_derivatives_lanes`); the tile's upper
-    triangle is written to both triangles of the output (no copy within the tile)."""
+    triangle is written to both triangles of the output (no copy within the tile), the
+    tile packed (:func:`_minverse_rows`)."""
     ws, wd, Yc = tile_workspace(m), _derivative_workspace(m), _compact_inertias(m)
     K = q.shape[1] if lanes_major else q.shape[0]
     qt, taut = np.empty(m.nq * TILE), np.zeros(m.nv * TILE)
-    upper = np.empty((m.nv, m.nv), dtype=np.int64)  # entry (r, c) of the tile: row r nv + c
+    rows, count = _minverse_rows(m, True)
+    Mt = np.empty(count * TILE)
+    upper = np.empty((m.nv, m.nv), dtype=np.int64)  # the tile's row of entry (r, c)
     for r in range(m.nv):
         for c in range(m.nv):
-            upper[r, c] = min(r, c) * m.nv + max(r, c)
+            upper[r, c] = rows[min(r, c)] + max(r, c)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         load_tile(q, b, n, lanes_major, qt)
         _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
         _articulated_init_lanes(m, wd)
         _aba_backward_world_lanes(m, taut, False, wd)
-        _minverse_sweeps_lanes(m, wd)
-        store_symmetric_tile(wd[19], upper, b, n, lanes_major, Minv)
+        _minverse_sweeps_lanes(m, wd, Mt, rows)
+        store_symmetric_tile(Mt, upper, b, n, lanes_major, Minv)
 
 
 def _lanes_arguments(model, q, v, u, name_u):
