@@ -205,6 +205,23 @@ from the guess, within its range 0.94-1.07); against FDDP's 1.30-1.91x (was
 "plane", not on the stiff tasks (1.70-1.91x: 2.3-2.6 trials per iteration), "torque"
 (1.55-1.86x: 1.5-2.1 factorizations per iteration while its control bounds' arcs
 settle) and "vbound" from the guess (1.63-1.75x).
+
+The line search's trial point (:meth:`CSQP._trial`; 2026-11-27, CPU time of the thread,
+panda "vbound", per call, load 8): of 305 us, problem.calc's dynamics and costs 249,
+its input checks 14, ``state.integrate(xs, a dx)`` 22 (allocations and the model's
+tuple unboxed per call), ``us + a du`` 1.4, the rows 6.8, the gaps 4.0 and |gaps| 4.4,
+the bound rows and violation sums 3.1.  The trial point is written into two
+preallocated pairs of buffers (the accepted one becomes the iterate, the next
+iteration's trials go to the other) by one compiled call (:func:`_trial_point`, the
+same products and sums in the same order), the calc runs problem.calc's one-call
+branch without its checks (the step is checked finite once per iteration; a step that
+is not finite tries no point, as when each trial's check refused it), |gaps| goes to a
+buffer.  The 16 runs of ``benchmarks/constrained.py --solvers CSQP``: the same
+iterations, factorizations, sweeps, costs and iterates to the bit.  Time per SQP
+iteration new / before (interleaved, 5 blocks, one process, load 3.6-5.3, medians
+(range)): 0.90 (ur5 "stiff" from FDDP's optimum, 0.89-0.92) .. 0.98 on 15 of the 16
+runs, panda "vbound" from the guess 1.02 (0.97-1.15); against FDDP's 1.28-1.87x (was
+1.34-1.85x in the same blocks), within 1.5x on 7 of the 16 runs (was 5).
 """
 import time
 
@@ -212,9 +229,13 @@ import numpy as np
 
 from ..dynamics.config import kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
+from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
+from ..ocp.problem import _numba_threads
+from ..ocp.state import StateMultibody
+from ..ocp.step import state_integrate
 from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
@@ -241,6 +262,24 @@ INFEASIBLE_RATIO = 0.1
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
                  "rho", "dV_exp", "dV", "time")
+
+
+# -- the line search's trial point --------------------------------------------------------
+@kernel
+def _trial_point(model, xs, us, dx, du, step, x_try, u_try, w, scratch):
+    """x_try = xs (+) step dx, u_try = us + step du for x = (q, v) into the trial buffers,
+    ``model`` a ModelRef: the products and sums of ``state.integrate(xs, step * dx)``
+    and ``us + step * du`` in the same order (the same bits) in one call, where those
+    cost 23 us of a trial's Python and allocations (panda)."""
+    m = model_arrays(model)
+    s4, t4, s3 = scratch
+    for t in range(xs.shape[0]):
+        for i in range(w.shape[0]):
+            w[i] = step * dx[t, i]
+        state_integrate(m, xs[t], w, x_try[t], s4, t4, s3)
+    for t in range(us.shape[0]):
+        for i in range(us.shape[1]):
+            u_try[t, i] = us[t, i] + step * du[t, i]
 
 
 # -- constraint rows ---------------------------------------------------------------------
@@ -757,6 +796,15 @@ class CSQP:
         self.lam = np.zeros((N + 1, ndx))
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
+        # the line search's trial points: two buffers each, the accepted one becomes the
+        # iterate and the next iteration's trials go to the other (:meth:`_trial`)
+        self.x_trials = (np.zeros((N + 1, problem.nx)), np.zeros((N + 1, problem.nx)))
+        self.u_trials = (np.zeros((N, nu)), np.zeros((N, nu)))
+        self._abs_gaps = np.zeros((N + 1, ndx))
+        self._trial_work = (np.zeros(ndx), (np.empty(4), np.empty(4), np.empty(3)))
+        self._multibody = isinstance(problem.state, StateMultibody)
+        # the trials evaluated without problem.calc's input checks (:meth:`_evaluate`)
+        self._unchecked = bool(np.all(problem.nus == nu))
 
     def _items(self, y, z, rho):
         """The rows' tuples (those of ALDDP's blocks, with y, z, rho in the multiplier
@@ -941,18 +989,44 @@ class CSQP:
             values = r[:, index] if kind == 0 else r
             z[:] = np.clip(values, lower, upper)
 
-    def _evaluate(self, xs, us, mode):
+    def _evaluate(self, xs, us, mode, unchecked=False):
         """(cost, largest gap, sum |gaps|, largest violation, sum of violations) at (xs,
-        us); with DIFF the derivatives and the rows' Jacobians too."""
+        us); with DIFF the derivatives and the rows' Jacobians too.  ``unchecked``: a
+        CALC of this solver's own trial point (finite, no control padding) in
+        ``problem.calc``'s one-call branch (the same call, the same bits) without its
+        input checks (14 us of a 0.3 ms trial on panda)."""
         problem = self.problem
+        evaluation = problem._evaluation(xs, us) if unchecked and mode == CALC else None
         if mode == DIFF:
             cost = problem.calc_diff(xs, us, validate=False)
-        else:
+        elif evaluation is None:
             cost = problem.calc(xs, us)
+        else:
+            with _numba_threads(1):
+                evaluation(xs, us, CALC)
+            cost = float(problem.costs.sum())
         self.constraints.evaluate(xs, us, mode)
         gaps = problem.gaps(xs, self.gaps)
         largest, total = _residuals(self.typed_blocks, xs, us)
-        return cost, float(np.abs(gaps).max()), float(np.abs(gaps).sum()), largest, total
+        magnitudes = np.abs(gaps, out=self._abs_gaps)
+        return cost, float(magnitudes.max()), float(magnitudes.sum()), largest, total
+
+    def _trial(self, xs, us, step, slot):
+        """(x_try, u_try, their :meth:`_evaluate` values at CALC) for x_try = xs (+) step
+        dx, u_try = us + step du, in the trial buffers ``slot`` (0 or 1, not those of
+        (xs, us)): the values of ``problem.state.integrate`` and ``problem.calc`` to the
+        bit, with fewer Python calls and no allocation (issue 19: the stiff tasks take
+        2.3-2.6 trials per iteration).  The step (dx, du) finite (:meth:`solve`)."""
+        problem = self.problem
+        x_try, u_try = self.x_trials[slot], self.u_trials[slot]
+        if self._multibody:
+            w, scratch = self._trial_work
+            _trial_point(model_ref(problem.state.model), xs, us, self.dx, self.du, step,
+                         x_try, u_try, w, scratch)
+        else:
+            x_try[:] = problem.state.integrate(xs, step * self.dx)
+            np.add(us, step * self.du, out=u_try)
+        return x_try, u_try, self._evaluate(x_try, u_try, CALC, self._unchecked)
 
     def solve(self, xs=None, us=None, multipliers=None, max_iter=100, time_limit=None,
               verbose=False, callbacks=()):
@@ -973,6 +1047,7 @@ class CSQP:
         L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
         ax, au = self.polish_work[8], self.polish_work[9]
         evaluated = True            # (cost, gap, violation) those of (xs, us)
+        slot = 0                    # the trial buffers the line search writes
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
@@ -1013,11 +1088,11 @@ class CSQP:
             if self.warm_line_search and len(history["step"]) >= 2 and \
                     max(history["step"][-2:]) <= 0.125:
                 first = max(self.alphas.index(history["step"][-1]) - 1, 0)
-            for step in self.alphas[first:]:
+            # a step that is not finite: no trial (problem.calc's checks refused each)
+            finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
+            for step in self.alphas[first:] if finite else ():
                 try:
-                    x_try = problem.state.integrate(xs, step * self.dx)
-                    u_try = us + step * self.du
-                    trial = self._evaluate(x_try, u_try, CALC)
+                    x_try, u_try, trial = self._trial(xs, us, step, slot)
                 except (KERNEL_ERRORS + (ValueError,)):
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
@@ -1042,8 +1117,8 @@ class CSQP:
                 self._record(history, callbacks, iteration, record, t0)
                 break
             step, xs, us, trial_merit = accepted
+            slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
             record.update(step=step, dV_exp=-self.c1 * step * slope, dV=merit - trial_merit)
-            xs, us = np.ascontiguousarray(xs), np.ascontiguousarray(us)
             try:
                 cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
             except KERNEL_ERRORS as error:

@@ -152,3 +152,26 @@ def test_panda_plane_from_fddp_first_qp_finds_its_active_set_in_few_solves():
     assert result.iterations == 12
     assert result.history["qp_factorizations"][0] <= 3, result.history["qp_factorizations"]
     assert max(result.history["qp_factorizations"][1:]) <= 2
+
+
+def test_trial_point_equals_integrate_and_calc_to_the_bit():
+    """The line search's trial point (one compiled call into the trial buffers, the
+    calc without problem.calc's input checks) holds the bits of
+    ``state.integrate(xs, a dx)``, ``us + a du`` and of the checked evaluation
+    (cost, gaps, violations), on panda "plane" (20 knots) at a random step."""
+    from geppetto.benchmarks.constrained import PLANE_Z, reaching
+    from geppetto.ocp.fused import CALC
+    problem = reaching("panda", 20, PLANE_Z, 10, 18)
+    solver = gp.solvers.CSQP(problem)
+    rng = np.random.default_rng(3)
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    us = problem.quasi_static(xs)
+    solver.dx[:] = 0.1 * rng.standard_normal(solver.dx.shape)
+    solver.du[:] = rng.standard_normal(solver.du.shape)
+    for step, slot in ((1.0, 0), (0.125, 1)):
+        x_try, u_try, trial = solver._trial(xs, us, step, slot)
+        np.testing.assert_array_equal(x_try, problem.state.integrate(xs, step * solver.dx))
+        np.testing.assert_array_equal(u_try, us + step * solver.du)
+        expected = solver._evaluate(x_try.copy(), u_try.copy(), CALC)
+        assert trial == expected, (trial, expected)
+        assert trial[1] > 1e-3 and trial[3] > 0.0        # gaps and violations nonzero
