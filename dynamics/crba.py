@@ -475,19 +475,41 @@ CRBA_PASSES = PassTable(
                                   _array(2), _array(2), _array(2), _array(2))))
 
 
+class JointKinds:
+    """Which passes the joints of a model run (what its tables of passes hold):
+    ``general_joint`` a joint that CRBA's forward pass does not inline (neither revolute
+    about a coordinate axis, nor a free flyer child of the universe, nor prismatic),
+    ``root_free_flyer`` a free flyer child of the universe, ``free_flyer_first`` joint 1
+    a free flyer, ``general_placement`` a joint that the placements do not inline (not
+    revolute about a coordinate axis), ``multi_dof`` a joint of several dofs."""
+
+    def __init__(self, m):
+        jtype, parents = m.jtype[1:], m.parents[1:]
+        revolute = (jtype == REVOLUTE) | (jtype == REVOLUTE_UNBOUNDED)
+        on_axis = np.any(np.all(m.axis[1:, None, :] == np.eye(3)[None], axis=2), axis=1)
+        coordinate_revolute = revolute & on_axis
+        root_free_flyer = (jtype == FREE_FLYER) & (parents == 0)
+        self.general_joint = bool(np.any(~(coordinate_revolute | root_free_flyer
+                                           | (jtype == PRISMATIC))))
+        self.root_free_flyer = bool(np.any(root_free_flyer))
+        self.free_flyer_first = bool(m.njoints > 1 and m.jtype[1] == FREE_FLYER)
+        self.general_placement = bool(np.any(~coordinate_revolute))
+        self.multi_dof = bool(np.any(m.nvs[1:] > 1))
+
+
+def model_passes(model, name, make_table):
+    """``make_table(JointKinds(model.arrays))``, kept on ``model`` under ``name`` (made
+    anew when its arrays change): a kernel's table of passes for this model."""
+    kept = model.__dict__.get(name)
+    if kept is not None and kept[0] is model.arrays:
+        return kept[1]
+    table = make_table(JointKinds(model.arrays))
+    setattr(model, name, (model.arrays, table))
+    return table
+
+
 def crba_passes(model):
     """The :data:`CRBA_PASSES` table of ``model`` (kept on it): the passes its joints
     run, compiled (or loaded from the cache) at their first use."""
-    kept = model.__dict__.get("_crba_passes")
-    if kept is not None and kept[0] is model.arrays:
-        return kept[1]
-    m = model.arrays
-    jtype, parents = m.jtype[1:], m.parents[1:]
-    revolute = (jtype == REVOLUTE) | (jtype == REVOLUTE_UNBOUNDED)
-    on_coordinate_axis = np.any(np.all(m.axis[1:, None, :] == np.eye(3)[None], axis=2), axis=1)
-    root_free_flyer = (jtype == FREE_FLYER) & (parents == 0)
-    general = ~((revolute & on_coordinate_axis) | root_free_flyer | (jtype == PRISMATIC))
-    table = CRBA_PASSES.table((general.any(), root_free_flyer.any(),
-                               m.njoints > 1 and m.jtype[1] == FREE_FLYER))
-    model._crba_passes = (model.arrays, table)
-    return table
+    return model_passes(model, "_crba_passes", lambda kinds: CRBA_PASSES.table(
+        (kinds.general_joint, kinds.root_free_flyer, kinds.free_flyer_first)))
