@@ -125,14 +125,16 @@ def call_pass(function, passes, slot, arguments):
     of every model, although an arm never runs it (CRBA: about 4 of its 11 s on ur5).
     Reached by address, it is compiled (or loaded from the cache) by
     :meth:`PassTable.table` only for a model that has such a joint.  A model that
-    needs a pass its table lacks (address 0, key 0) raises TypeError, never calls."""
+    needs a pass its table lacks (address 0, key 0) raises TypeError, never calls.
+    Both calls pass the arguments :func:`writable`, so that the linked call and the call
+    by address reach the same compiled specialization (compiled once per process)."""
 
 
 @overload(call_pass, inline="always")
 def _call_pass(function, passes, slot, arguments):
     if isinstance(passes, types.NoneType):
         def linked(function, passes, slot, arguments):
-            function(*arguments)
+            function(*writable(arguments))
         return linked
 
     def by_address(function, passes, slot, arguments):
