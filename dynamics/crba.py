@@ -499,13 +499,32 @@ class JointKinds:
 
 def model_passes(model, name, make_table):
     """``make_table(JointKinds(model.arrays))``, kept on ``model`` under ``name`` (made
-    anew when its arrays change): a kernel's table of passes for this model."""
+    anew when its arrays change): a kernel's table of passes for this model.  A copied
+    or pickled model carries none (:class:`_KeptTable`): the addresses are this
+    process's."""
     kept = model.__dict__.get(name)
-    if kept is not None and kept[0] is model.arrays:
-        return kept[1]
+    if kept is not None and kept.arrays is model.arrays:
+        return kept.table
     table = make_table(JointKinds(model.arrays))
-    setattr(model, name, (model.arrays, table))
+    setattr(model, name, _KeptTable(model.arrays, table))
     return table
+
+
+class _KeptTable:
+    """A model's table of passes and the arrays it was made for; copied or pickled as
+    None (its addresses are valid in this process only)."""
+
+    __slots__ = ("arrays", "table")
+
+    def __init__(self, arrays, table):
+        self.arrays, self.table = arrays, table
+
+    def __reduce__(self):
+        return _none, ()
+
+
+def _none():
+    return None
 
 
 def crba_passes(model):
