@@ -401,7 +401,7 @@ def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, 
     :data:`ABA_PASSES` table (:func:`aba_passes`)."""
     m = model_arrays(model)
     _aba_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
-                Dinv, u, ddq, aba_workspace(m), passes)
+                Dinv, u, ddq, aba_workspace(m), borrowed(passes))
 
 
 @parallel_kernel
@@ -412,7 +412,7 @@ def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, D
     for chunk in prange(n_chunks):
         _aba_states(m, chunk * K // n_chunks, (chunk + 1) * K // n_chunks, q, v, tau, f_ext,
                     liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, aba_workspace(m),
-                    passes)
+                    borrowed(passes))
 
 
 @model_kernel
@@ -437,7 +437,7 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv, passes):
     linked, they were compiled on every model's first call."""
     m = borrowed_model(model_arrays(model))
     q, oR, op = borrowed(q), borrowed(oR), borrowed(op)
-    U, Dinv, Minv = borrowed(U), borrowed(Dinv), borrowed(Minv)
+    U, Dinv, Minv, passes = borrowed(U), borrowed(Dinv), borrowed(Minv), borrowed(passes)
     scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
                np.empty((m.njoints, 3)), np.empty((6, m.nv)), np.empty((m.njoints, 6, 6)),
                np.empty((6, m.nv)), np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)),

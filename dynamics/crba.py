@@ -398,6 +398,7 @@ def _crba(model, q, oR, op, M, passes):
     model's first call, 4.1 of its 13 CPU s on ur5, which never runs them."""
     m = borrowed_model(model_arrays(model))
     q, oR, op, M = borrowed(q), borrowed(oR), borrowed(op), borrowed(M)
+    passes = borrowed(passes)
     scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
                np.empty((m.njoints, 3)), np.empty((m.njoints, 10)), np.empty((6, m.nv)),
                np.zeros((m.nv, m.nv)),  # Ms: entries of dofs on separate branches stay 0
