@@ -29,7 +29,7 @@ from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
 from .minverse import (MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP, minverse_backward_step,
                        minverse_forward_step, minverse_sweeps)
-from .native import PassTable, call_pass, linked_or_by_address
+from .native import PassTable, call_pass
 from .spatial import act_force, cross, rigid_inertia_times
 from .one_state import _aba_one, _compute_minverse_one, one_state
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
@@ -276,15 +276,14 @@ def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_b
 @kernel
 def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     """ABA's backward pass: articulated inertias IA (in ``oY``), U = IA J_i, D^-1 and the
-    bias forces pA and u (:func:`_articulated_pass`, its multi-dof step linked)."""
+    bias forces pA and u (:func:`_articulated_pass`, its multi-dof step linked).
+
+    One kernel for :func:`_aba` and ``aba_derivatives``: a copy calling the multi-dof
+    step by address (compiled without it for an arm) made ABA 1.17-1.22x slower per
+    state on ur5, panda and solo12 (1000 states, interleaved, load 8), for
+    reasons not found; it also compiled the 1-dof step a second time in a process
+    that calls both."""
     _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True, None)
-
-
-@kernel
-def _aba_backward_pass_by_address(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, passes):
-    """:func:`_aba_backward_pass` with its multi-dof step called by address from the
-    :data:`ABA_PASSES` table ``passes`` (:func:`_aba`: not compiled for an arm)."""
-    _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True, passes)
 
 
 @kernel
@@ -343,32 +342,28 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     with the passes called from the loop)."""
     XR, Xp = workspace[0], workspace[1]
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
-    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace, None)
+    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
 
 
 @inline_kernel
 def _aba_state_from_table(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                           u, ddq, workspace, b, passes):
     """:func:`_aba_state` with the revolute joints' (cos, sin) read from the table
-    ``workspace[7][:, b:]`` (:func:`_aba_states`), the placements inlined, the passes
-    of the joints an arm does not have called by address from ``passes``
-    (:data:`ABA_PASSES`)."""
+    ``workspace[7][:, b:]`` (:func:`_aba_states`), the placements inlined, the
+    placement of the joints an arm does not have (:func:`.joints.general_placement`)
+    called by address from ``passes`` (:data:`ABA_PASSES`)."""
     XR, Xp, cs = workspace[0], workspace[1], workspace[7]
     placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, True, passes)
     world_jacobian_and_inertias(m, oR, op, J, oY)
-    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace, passes)
+    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
 
 
 @inline_kernel
-def _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace,
-                passes):
-    """ABA's three passes after the world-frame quantities (oMi, J, oY) of a state; the
-    backward pass :func:`_aba_backward_pass` when ``passes`` is None, else
-    :func:`_aba_backward_pass_by_address`."""
+def _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace):
+    """ABA's three passes after the world-frame quantities (oMi, J, oY) of a state."""
     w6, cJ, Ia, D, work = workspace[2], workspace[3], workspace[4], workspace[5], workspace[6]
     _aba_forward_pass_1(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
-    linked_or_by_address(passes, _aba_backward_pass, _aba_backward_pass_by_address,
-                         (m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6))
+    _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
     _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
@@ -536,7 +531,7 @@ assert (GENERAL_PLACEMENT, MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP) == (0,
 def aba_passes(model):
     """The :data:`ABA_PASSES` table of ``model`` for :func:`_aba` (kept on it)."""
     return model_passes(model, "_aba_passes", lambda kinds: ABA_PASSES.table(
-        (kinds.general_placement, kinds.multi_dof, False, False)))
+        (kinds.general_placement, False, False, False)))
 
 
 def minverse_passes(model):

@@ -142,24 +142,6 @@ def _call_pass(function, passes, slot, arguments):
     return by_address
 
 
-def linked_or_by_address(passes, linked, by_address, arguments):
-    """``linked(*arguments)`` when ``passes`` is None, else ``by_address(*arguments,
-    passes)``: a kernel that calls passes by address (:func:`call_pass`) beside the
-    one that links them, chosen by the type of ``passes`` when compiling."""
-
-
-@overload(linked_or_by_address, inline="always")
-def _linked_or_by_address(passes, linked, by_address, arguments):
-    if isinstance(passes, types.NoneType):
-        def call_linked(passes, linked, by_address, arguments):
-            linked(*arguments)
-        return call_linked
-
-    def call_by_address(passes, linked, by_address, arguments):
-        by_address(*arguments, passes)
-    return call_by_address
-
-
 def writable_type(numba_type):
     """``numba_type`` with its arrays writable (a read-only array's memory layout and
     calling convention are those of the writable one): the types a pass of a
