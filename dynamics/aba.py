@@ -29,7 +29,7 @@ from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
 from .minverse import (MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP, minverse_backward_step,
                        minverse_forward_step, minverse_sweeps)
-from .native import PassTable, call_pass
+from .native import PassTable, borrowed_passes, call_pass
 from .spatial import act_force, cross, rigid_inertia_times
 from .one_state import _aba_one, _compute_minverse_one, one_state
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
@@ -391,23 +391,24 @@ def _aba_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA
 
 @model_kernel
 def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
-         passes):
+         passes=None):
     """ABA over the stack (:func:`_aba_states`); ``passes`` the model's
-    :data:`ABA_PASSES` table (:func:`aba_passes`)."""
+    :data:`ABA_PASSES` table (:func:`aba_passes`), or None (the passes linked: the
+    OCP's dynamics)."""
     m = model_arrays(model)
     _aba_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
-                Dinv, u, ddq, aba_workspace(m), borrowed(passes))
+                Dinv, u, ddq, aba_workspace(m), borrowed_passes(passes))
 
 
 @parallel_kernel
 def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
-                  n_chunks, passes):
+                  n_chunks, passes=None):
     """:func:`_aba` with the stack split in chunks run by Numba's threads."""
     K = q.shape[0]
     for chunk in prange(n_chunks):
         _aba_states(m, chunk * K // n_chunks, (chunk + 1) * K // n_chunks, q, v, tau, f_ext,
                     liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, aba_workspace(m),
-                    borrowed(passes))
+                    borrowed_passes(passes))
 
 
 @model_kernel
