@@ -17,19 +17,15 @@ each joint restricted to its subtree and add the ancestors' contributions.
 import numpy as np
 
 from numba import prange
-from numba.core import types
 
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
-from .crba import (SINCOS_BLOCK, model_passes, world_frame_quantities,
-                   world_jacobian_and_inertias)
-from .joints import GENERAL_PLACEMENT, general_placement, placements_of, sincos_table
+from .crba import SINCOS_BLOCK, world_frame_quantities, world_jacobian_and_inertias
+from .joints import placements_from_table, sincos_table
 from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
-from .minverse import (MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP, minverse_backward_step,
-                       minverse_forward_step, minverse_sweeps)
-from .native import PassTable, borrowed_passes, call_pass
+from .minverse import minverse_sweeps
 from .spatial import act_force, cross, rigid_inertia_times
 from .one_state import _aba_one, _compute_minverse_one, one_state
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_data,
@@ -232,33 +228,13 @@ def _add_symmetric(IA, j, r, c, x):
     IA[j, c, r] = s
 
 
-@kernel
-def articulated_step_multi_dof(i, par, iv, nvi, armature, J, IA, U, Dinv, D, work, tau, pA, cJ,
-                               u, Ia, w6, with_bias):
-    """The articulated-body step of a joint i of several dofs (the free flyer:
-    :func:`free_flyer_projection`, else :func:`articulated_projection`; with_bias
-    :func:`_joint_bias`; then, when i has a parent, :func:`_hand_to_parent`): a compiled
-    call of :func:`_articulated_pass`, linked or by address (slot MULTI_DOF_STEP of
-    :data:`ABA_PASSES`), compiled only for the models that have such joints."""
-    if nvi == 6:  # the free flyer
-        free_flyer_projection(i, iv, armature, J, IA, U, Dinv, D, work)
-    else:
-        articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work)
-    if with_bias:
-        _joint_bias(iv, nvi, tau, J, pA, i, u)
-    if par > 0:
-        _hand_to_parent(i, par, iv, nvi, U, Dinv, u, IA, cJ, pA, Ia, w6, with_bias)
-
-
 @inline_kernel
-def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_bias, passes):
+def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_bias):
     """ABA's backward pass (Featherstone, Table 7.1, in the world frame): the
     articulated inertias IA, U = IA J_i and D^-1, and with ``with_bias`` the bias forces
     pA and u; without it (M^-1 needs only what depends on q) ``tau, pA, cJ, u`` are
     neither read nor written.  Callers pass ``with_bias`` as a constant, so each
-    inlined copy keeps only its branch.  A joint of several dofs takes
-    :func:`articulated_step_multi_dof`, linked when ``passes`` is None, else by address
-    from the table ``passes`` (:func:`.native.call_pass`)."""
+    inlined copy keeps only its branch."""
     parents, idx_v, nvs, armature = m.parents, m.idx_v, m.nvs, m.armature
     for i in range(m.njoints - 1, 0, -1):
         iv = idx_v[i]
@@ -268,22 +244,21 @@ def _articulated_pass(m, tau, J, IA, cJ, pA, U, Dinv, u, Ia, D, work, w6, with_b
             _articulated_step_1dof(i, par, iv, armature, J, IA, U, Dinv, tau, pA, cJ, u,
                                    with_bias)
             continue
-        call_pass(articulated_step_multi_dof, passes, MULTI_DOF_STEP,
-                  (i, par, iv, nvi, armature, J, IA, U, Dinv, D, work, tau, pA, cJ, u, Ia, w6,
-                   with_bias))
+        if nvi == 6:  # the free flyer
+            free_flyer_projection(i, iv, armature, J, IA, U, Dinv, D, work)
+        else:
+            articulated_projection(i, iv, nvi, armature, J, IA, U, Dinv, D, work)
+        if with_bias:
+            _joint_bias(iv, nvi, tau, J, pA, i, u)
+        if par > 0:
+            _hand_to_parent(i, par, iv, nvi, U, Dinv, u, IA, cJ, pA, Ia, w6, with_bias)
 
 
 @kernel
 def _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6):
     """ABA's backward pass: articulated inertias IA (in ``oY``), U = IA J_i, D^-1 and the
-    bias forces pA and u (:func:`_articulated_pass`, its multi-dof step linked).
-
-    One kernel for :func:`_aba` and ``aba_derivatives``: a copy calling the multi-dof
-    step by address (compiled without it for an arm) made ABA 1.17-1.22x slower per
-    state on ur5, panda and solo12 (1000 states, interleaved, load 8), for
-    reasons not found; it also compiled the 1-dof step a second time in a process
-    that calls both."""
-    _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True, None)
+    bias forces pA and u (:func:`_articulated_pass`)."""
+    _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True)
 
 
 @kernel
@@ -347,13 +322,11 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
 
 @inline_kernel
 def _aba_state_from_table(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
-                          u, ddq, workspace, b, passes):
+                          u, ddq, workspace, b):
     """:func:`_aba_state` with the revolute joints' (cos, sin) read from the table
-    ``workspace[7][:, b:]`` (:func:`_aba_states`), the placements inlined, the
-    placement of the joints an arm does not have (:func:`.joints.general_placement`)
-    called by address from ``passes`` (:data:`ABA_PASSES`)."""
+    ``workspace[7][:, b:]`` (:func:`_aba_states`), the placements inlined."""
     XR, Xp, cs = workspace[0], workspace[1], workspace[7]
-    placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, True, passes)
+    placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
     world_jacobian_and_inertias(m, oR, op, J, oY)
     _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
 
@@ -369,7 +342,7 @@ def _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, wo
 
 @inline_kernel
 def _aba_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
-                ddq, workspace, passes):
+                ddq, workspace):
     """ABA of the states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute
     joints' (cos, sin) of a block from one loop that LLVM vectorizes
     (:func:`.joints.sincos_table`, within about 1 ulp of libm; libm's sin and cos cost
@@ -386,33 +359,28 @@ def _aba_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA
         for k in range(b0, b1):
             _aba_state_from_table(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
                                   op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k], u[k],
-                                  ddq[k], workspace, (k - b0) * nq, passes)
+                                  ddq[k], workspace, (k - b0) * nq)
 
 
 @model_kernel
-def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
-         passes=None):
-    """ABA over the stack (:func:`_aba_states`); ``passes`` the model's
-    :data:`ABA_PASSES` table (:func:`aba_passes`), or None (the passes linked: the
-    OCP's dynamics)."""
+def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
     m = model_arrays(model)
     _aba_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
-                Dinv, u, ddq, aba_workspace(m), borrowed_passes(passes))
+                Dinv, u, ddq, aba_workspace(m))
 
 
 @parallel_kernel
 def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
-                  n_chunks, passes=None):
+                  n_chunks):
     """:func:`_aba` with the stack split in chunks run by Numba's threads."""
     K = q.shape[0]
     for chunk in prange(n_chunks):
         _aba_states(m, chunk * K // n_chunks, (chunk + 1) * K // n_chunks, q, v, tau, f_ext,
-                    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, aba_workspace(m),
-                    borrowed_passes(passes))
+                    liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, aba_workspace(m))
 
 
 @model_kernel
-def _compute_minverse(model, q, oR, op, U, Dinv, Minv, passes):
+def _compute_minverse(model, q, oR, op, U, Dinv, Minv):
     """M^-1 by ABA's articulated inertias (U, D^-1) and the two sweeps of
     :func:`.minverse.minverse_sweeps` (Carpentier & Mansard 2018, Sec. IV-B), the
     passes inlined into the loop over states (the placements too: their compiled call
@@ -427,13 +395,10 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv, passes):
     stack, talos 1000 states, 10% slower).  Every array is :func:`.borrowed.borrowed`
     (no reference counting per state, as in :func:`.crba._crba`).  The revolute joints'
     (cos, sin) of SINCOS_BLOCK states come from one vectorized loop
-    (:func:`.joints.sincos_table`), as in :func:`_aba_states`.  The passes of the
-    joints an arm does not have (not revolute about a coordinate axis, several dofs)
-    are called by address from ``passes`` (:data:`ABA_PASSES`, :func:`minverse_passes`):
-    linked, they were compiled on every model's first call."""
+    (:func:`.joints.sincos_table`), as in :func:`_aba_states`."""
     m = borrowed_model(model_arrays(model))
     q, oR, op = borrowed(q), borrowed(oR), borrowed(op)
-    U, Dinv, Minv, passes = borrowed(U), borrowed(Dinv), borrowed(Minv), borrowed(passes)
+    U, Dinv, Minv = borrowed(U), borrowed(Dinv), borrowed(Minv)
     scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
                np.empty((m.njoints, 3)), np.empty((6, m.nv)), np.empty((m.njoints, 6, 6)),
                np.empty((6, m.nv)), np.empty((m.njoints, 6, m.nv)), np.empty((6, 6)),
@@ -452,12 +417,11 @@ def _compute_minverse(model, q, oR, op, U, Dinv, Minv, passes):
         k1 = min(k0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, k0 * nq, k1 * nq, cs)
         for k in range(k0, k1):
-            placements_of(m, q[k], XR, Xp, liR, lip, oR[k], op[k], cs, (k - k0) * nq, True,
-                          passes)
+            placements_from_table(m, q[k], cs, (k - k0) * nq, XR, Xp, liR, lip, oR[k], op[k])
             world_jacobian_and_inertias(m, oR[k], op[k], J, IA)
             _articulated_pass(m, tau0, J, IA, cJ, pA, U[k], Dinv[k], u, Ia, D, work, w6,
-                              False, passes)
-            minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0], passes)
+                              False)
+            minverse_sweeps(m, J, U[k], Dinv[k], Ms, F, A, w6[0])
             copy_matrix(Ms, Minv[k])
     keep_alive(scratch)
 
@@ -474,13 +438,11 @@ def aba(model, data, q, v, tau, f_ext=None):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba(model, data, q, v, tau, f_ext)
-    passes = aba_passes(model)
-    if f_ext is None and one_state(_aba_one, _aba, model, data, q, v, tau, extra=(passes,)):
+    if f_ext is None and one_state(_aba_one, _aba, model, data, q, v, tau):
         return data.ddq[0].copy()
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     call_kernel(_aba, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op, data.J,
-                data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq,
-                passes)
+                data.IA, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u, data.ddq)
     check_invertible(model, data.ddq, K, "aba")
     return result(data.ddq, K, single).copy()
 
@@ -496,46 +458,13 @@ def compute_minverse(model, data, q):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.compute_minverse(model, data, q)
-    passes = minverse_passes(model)
-    if one_state(_compute_minverse_one, _compute_minverse, model, data, q, extra=(passes,)):
+    if one_state(_compute_minverse_one, _compute_minverse, model, data, q):
         return data.Minv[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
-    call_kernel(_compute_minverse, model, qs, data.oR, data.op, data.U, data.Dinv, data.Minv,
-                passes)
+    call_kernel(_compute_minverse, model, qs, data.oR, data.op, data.U, data.Dinv, data.Minv)
     # D^-1 is finite exactly when M^-1 is (q was checked finite): 6 entries per dof
     # instead of nv (reading the whole M^-1 again cost 0.5 us per state on talos)
     check_invertible(model, data.Dinv, K, "compute_minverse")
     return result(data.Minv, K, single).copy()
-
-
-def _array(ndim, dtype=types.float64):
-    return types.Array(dtype, ndim, "C")
-
-
-_INT, _F1, _F2, _F3 = types.int64, _array(1), _array(2), _array(3)
-# The slot of articulated_step_multi_dof in ABA_PASSES (GENERAL_PLACEMENT is 0; the
-# M^-1 sweeps' steps are 2 and 3)
-MULTI_DOF_STEP = 1
-# The passes that the stack kernels _aba and _compute_minverse call by address, and the
-# argument types they pass each
-ABA_PASSES = PassTable(
-    (general_placement, (_INT, _F2, _F3, _F2, _INT, _F1, _INT, _F3, _F2, _F3, _F2)),
-    (articulated_step_multi_dof, (_INT, _INT, _INT, _INT, _F1, _F2, _F3, _F2, _F2, _F2, _F2,
-                                  _F1, _F2, _F2, _F1, _F2, _F2, types.boolean)),
-    (minverse_backward_step, (_INT, _INT, _INT, _INT, _INT, _F2, _F2, _F2, _F2, _F2)),
-    (minverse_forward_step, (_INT, _INT, _INT, _INT, _INT, _F2, _F2, _F2, _F2, _F3, _F1)))
-assert (GENERAL_PLACEMENT, MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP) == (0, 2, 3)
-
-
-def aba_passes(model):
-    """The :data:`ABA_PASSES` table of ``model`` for :func:`_aba` (kept on it)."""
-    return model_passes(model, "_aba_passes", lambda kinds: ABA_PASSES.table(
-        (kinds.general_placement, False, False, False)))
-
-
-def minverse_passes(model):
-    """The :data:`ABA_PASSES` table of ``model`` for :func:`_compute_minverse`."""
-    return model_passes(model, "_minverse_passes", lambda kinds: ABA_PASSES.table(
-        (kinds.general_placement, kinds.multi_dof, kinds.multi_dof, kinds.multi_dof)))

@@ -481,8 +481,7 @@ class JointKinds:
     ``general_joint`` a joint that CRBA's forward pass does not inline (neither revolute
     about a coordinate axis, nor a free flyer child of the universe, nor prismatic),
     ``root_free_flyer`` a free flyer child of the universe, ``free_flyer_first`` joint 1
-    a free flyer, ``general_placement`` a joint that the placements do not inline (not
-    revolute about a coordinate axis), ``multi_dof`` a joint of several dofs."""
+    a free flyer."""
 
     def __init__(self, m):
         jtype, parents = m.jtype[1:], m.parents[1:]
@@ -494,8 +493,6 @@ class JointKinds:
                                            | (jtype == PRISMATIC))))
         self.root_free_flyer = bool(np.any(root_free_flyer))
         self.free_flyer_first = bool(m.njoints > 1 and m.jtype[1] == FREE_FLYER)
-        self.general_placement = bool(np.any(~coordinate_revolute))
-        self.multi_dof = bool(np.any(m.nvs[1:] > 1))
 
 
 def model_passes(model, name, make_table):

@@ -16,7 +16,6 @@ import math
 import numpy as np
 
 from .config import inline_kernel, kernel
-from .native import call_pass
 from .model import (REVOLUTE, REVOLUTE_UNBOUNDED, PRISMATIC, FREE_FLYER,
                     SPHERICAL, PLANAR, TRANSLATION)
 
@@ -47,9 +46,6 @@ COS_COEFFICIENTS = (-1.13585365213876817300e-11, 2.08757008419747316778e-9,
                     -2.75573141792967388112e-7, 2.48015872888517045348e-5,
                     -1.38888888888730564116e-3, 4.16666666666665929218e-2)
 SINCOS_RANGE = 1e5
-
-# The slot of general_placement in a table of passes (.aba.ABA_PASSES)
-GENERAL_PLACEMENT = 0
 
 
 @inline_kernel
@@ -293,7 +289,7 @@ def placements_inline(m, q, XR, Xp, liR, lip, oR, op):
     :func:`revolute_placement`, straight-line code; every other joint the compiled
     call :func:`general_placement`.  XR (1, 3, 3) and Xp (1, 3) are scratch.
     """
-    placements_of(m, q, XR, Xp, liR, lip, oR, op, Xp, 0, False, None)
+    placements_of(m, q, XR, Xp, liR, lip, oR, op, Xp, 0, False)
 
 
 @inline_kernel
@@ -301,18 +297,14 @@ def placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op):
     """:func:`placements_inline` with each revolute joint's (cos, sin) read from
     ``cs[:, b + idx_q]``, a table that :func:`sincos_table` filled for a block of states
     (within about 1 ulp of libm's; the ABA family's stack kernels, as CRBA's)."""
-    placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, True, None)
+    placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, True)
 
 
 @inline_kernel
-def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table, passes):
+def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table):
     """The loop of :func:`placements_inline` and :func:`placements_from_table`: a
     revolute joint about a coordinate axis takes its (cos, sin) from ``cs[:, b + o]``
-    when ``from_table`` (a constant in each caller), else from libm.  Every other
-    joint's :func:`general_placement` is linked into the caller when ``passes`` is
-    None, else called by address from the slot GENERAL_PLACEMENT of the table
-    ``passes`` (:func:`.native.call_pass`; the stack kernels of ABA and M^-1, whose
-    tables hold it only for the models that have such joints)."""
+    when ``from_table`` (a constant in each caller), else from libm."""
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
         t = jtype[i]
@@ -328,8 +320,7 @@ def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table, passes):
                 c, s = q[o], q[o + 1]
             revolute_placement(jR, jp, i, k, c, s, liR, lip)
         else:
-            call_pass(general_placement, passes, GENERAL_PLACEMENT,
-                      (t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip))
+            general_placement(t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)
         compose(oR, op, parents[i], liR, lip, i, oR, op, i)
 
 

@@ -23,21 +23,16 @@ from vectorizing a loop that does not start at 0; unsigned, the loops vectorize
 import numpy as np
 
 from .config import inline_kernel, kernel
-from .native import call_pass
-
-# The slots of the sweeps' steps for joints of several dofs in .aba.ABA_PASSES
-MINVERSE_BACKWARD_STEP, MINVERSE_FORWARD_STEP = 2, 3
 
 
 @inline_kernel
-def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w, passes):
+def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w):
     """Rows of M^-1 restricted to each subtree (Carpentier & Mansard 2018, Sec. IV-B,
     backward step): Minv[dofs of i, subtree of i] = [Dinv, -Dinv J_i^T F[descendants]],
     then F[subtree of i] += U_i Minv[dofs of i, subtree of i] (for its ancestors: not at
     the children of the universe), and zero past the subtree.  F (6, nv): column c the
     force column c, set by the joint of dof c; w (6,) scratch.  A 1-dof joint has a
-    scalar Dinv; a joint of several dofs takes :func:`minverse_backward_step`, linked
-    when ``passes`` is None, else by address (:func:`.native.call_pass`)."""
+    scalar Dinv."""
     parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
     nv = m.nv
     for i in range(m.njoints - 1, 0, -1):
@@ -68,17 +63,41 @@ def _minverse_backward_pass(m, J, U, Dinv, Minv, F, w, passes):
                 F[4, col] += u4 * x
                 F[5, col] += u5 * x
             continue
-        call_pass(minverse_backward_step, passes, MINVERSE_BACKWARD_STEP,
-                  (iv, nvi, end, nv, parents[i], J, U, Dinv, Minv, F))
+        for a in range(nvi):
+            for b in range(nvi):
+                Minv[iv + a, iv + b] = Dinv[iv + a, b]
+        # Minv[iv + a, descendants] = sum_r G[a, r] F[r, descendants], G = -Dinv J_i^T:
+        # 6 nvi products per entry of G, then loops along the columns
+        first, last = np.uint64(iv + nvi), np.uint64(end)
+        for a in range(nvi):
+            row = np.uint64(iv + a)
+            for col in range(iv + nvi, nv):
+                Minv[iv + a, col] = 0.0
+            for r in range(6):
+                g = 0.0
+                for b in range(nvi):
+                    g -= Dinv[iv + a, b] * J[r, iv + b]
+                for col in range(first, last):
+                    Minv[row, col] += g * F[r, col]
+        if parents[i] == 0:
+            continue
+        first = np.uint64(iv)
+        for r in range(6):
+            for col in range(iv, iv + nvi):
+                F[r, col] = 0.0
+            for a in range(nvi):
+                x = U[r, iv + a]
+                row = np.uint64(iv + a)
+                for col in range(first, last):
+                    F[r, col] += x * Minv[row, col]
 
 
 @inline_kernel
-def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w, passes):
+def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w):
     """The ancestors' part of M^-1 (forward step): rows of i -= Dinv U_i^T A_parent on
     the columns from i on, A_i = A_parent + J_i Minv[dofs of i]; then the lower
     triangle.  A (njoints, 6, nv): A[i, :, c] the motion column c (not stored for
-    leaves); w (6,) scratch.  A joint of several dofs takes
-    :func:`minverse_forward_step`, linked when ``passes`` is None, else by address."""
+    leaves); w (6,) scratch."""
     parents, idx_v, nvs, subtree_end = m.parents, m.idx_v, m.nvs, m.subtree_end
     nv = m.nv
     for i in range(1, m.njoints):
@@ -101,73 +120,30 @@ def _minverse_forward_pass(m, J, U, Dinv, Minv, A, w, passes):
                 continue
             _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv)
             continue
-        call_pass(minverse_forward_step, passes, MINVERSE_FORWARD_STEP,
-                  (i, par, iv, nvi, nv, J, U, Dinv, Minv, A, w))
+        if par > 0:
+            for col in range(iv, nv):
+                for b in range(nvi):
+                    ua = 0.0
+                    for r in range(6):
+                        ua += U[r, iv + b] * A[par, r, col]
+                    w[b] = ua
+                for a in range(nvi):
+                    s = 0.0
+                    for b in range(nvi):
+                        s += Dinv[iv + a, b] * w[b]
+                    Minv[iv + a, col] -= s
+        first, last, t = np.uint64(iv), np.uint64(nv), np.uint64(i)
+        for r in range(6):
+            for col in range(iv, nv):
+                A[i, r, col] = A[par, r, col] if par > 0 else 0.0
+            for a in range(nvi):
+                x = J[r, iv + a]
+                row = np.uint64(iv + a)
+                for col in range(first, last):
+                    A[t, r, col] += x * Minv[row, col]
     for r in range(nv):
         for c in range(r):
             Minv[r, c] = Minv[c, r]
-
-
-@kernel
-def minverse_backward_step(iv, nvi, end, nv, par, J, U, Dinv, Minv, F):
-    """The backward step of :func:`_minverse_backward_pass` for a joint of several dofs
-    iv .. iv + nvi (its subtree's dofs up to ``end``, parent ``par``): a compiled call,
-    compiled only for the models that have such joints."""
-    for a in range(nvi):
-        for b in range(nvi):
-            Minv[iv + a, iv + b] = Dinv[iv + a, b]
-    # Minv[iv + a, descendants] = sum_r G[a, r] F[r, descendants], G = -Dinv J_i^T:
-    # 6 nvi products per entry of G, then loops along the columns
-    first, last = np.uint64(iv + nvi), np.uint64(end)
-    for a in range(nvi):
-        row = np.uint64(iv + a)
-        for col in range(iv + nvi, nv):
-            Minv[iv + a, col] = 0.0
-        for r in range(6):
-            g = 0.0
-            for b in range(nvi):
-                g -= Dinv[iv + a, b] * J[r, iv + b]
-            for col in range(first, last):
-                Minv[row, col] += g * F[r, col]
-    if par == 0:
-        return
-    first = np.uint64(iv)
-    for r in range(6):
-        for col in range(iv, iv + nvi):
-            F[r, col] = 0.0
-        for a in range(nvi):
-            x = U[r, iv + a]
-            row = np.uint64(iv + a)
-            for col in range(first, last):
-                F[r, col] += x * Minv[row, col]
-
-
-@kernel
-def minverse_forward_step(i, par, iv, nvi, nv, J, U, Dinv, Minv, A, w):
-    """The forward step of :func:`_minverse_forward_pass` for a joint i of several dofs
-    iv .. iv + nvi (parent ``par``): a compiled call, compiled only for the models that
-    have such joints."""
-    if par > 0:
-        for col in range(iv, nv):
-            for b in range(nvi):
-                ua = 0.0
-                for r in range(6):
-                    ua += U[r, iv + b] * A[par, r, col]
-                w[b] = ua
-            for a in range(nvi):
-                s = 0.0
-                for b in range(nvi):
-                    s += Dinv[iv + a, b] * w[b]
-                Minv[iv + a, col] -= s
-    first, last, t = np.uint64(iv), np.uint64(nv), np.uint64(i)
-    for r in range(6):
-        for col in range(iv, nv):
-            A[i, r, col] = A[par, r, col] if par > 0 else 0.0
-        for a in range(nvi):
-            x = J[r, iv + a]
-            row = np.uint64(iv + a)
-            for col in range(first, last):
-                A[t, r, col] += x * Minv[row, col]
 
 
 @inline_kernel
@@ -194,16 +170,15 @@ def _add_column_motion(A, i, par, iv, nv, j0, j1, j2, j3, j4, j5, Minv):
 
 
 @inline_kernel
-def minverse_sweeps(m, J, U, Dinv, Minv, F, A, w, passes):
+def minverse_sweeps(m, J, U, Dinv, Minv, F, A, w):
     """M^-1 (nv, nv), full, from ABA's U (6, nv) and D^-1 (nv, 6) of the same state:
     the two sweeps above, on the scratch F (6, nv), A (njoints, 6, nv) and w (6,);
-    inlined into a loop over states (:func:`.aba._compute_minverse`, which passes its
-    table ``passes``; None: the steps of joints of several dofs linked)."""
-    _minverse_backward_pass(m, J, U, Dinv, Minv, F, w, passes)
-    _minverse_forward_pass(m, J, U, Dinv, Minv, A, w, passes)
+    inlined into a loop over states (:func:`.aba._compute_minverse`)."""
+    _minverse_backward_pass(m, J, U, Dinv, Minv, F, w)
+    _minverse_forward_pass(m, J, U, Dinv, Minv, A, w)
 
 
 @kernel
 def minverse_from_articulated(m, J, U, Dinv, Minv, F, A, w):
     """:func:`minverse_sweeps` as a compiled call, for one state."""
-    minverse_sweeps(m, J, U, Dinv, Minv, F, A, w, None)
+    minverse_sweeps(m, J, U, Dinv, Minv, F, A, w)

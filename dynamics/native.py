@@ -27,8 +27,6 @@ from numba.core import cgutils, types
 from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic, overload
 
-from .borrowed import borrowed
-
 
 def compiled_address(function, argument_types, returns=types.none):
     """The address of the native code of ``function`` (a Numba dispatcher) for exactly
@@ -142,24 +140,6 @@ def _call_pass(function, passes, slot, arguments):
     def by_address(function, passes, slot, arguments):
         call_checked(passes[slot, 0], passes[slot, 1], writable(arguments))
     return by_address
-
-
-def borrowed_passes(passes):
-    """``passes`` :func:`.borrowed.borrowed` (no reference counting as it travels through
-    a kernel's inlined passes), or None when it is None or omitted (a kernel's default
-    ``passes=None``: its passes linked, for the callers that pass no table)."""
-
-
-@overload(borrowed_passes, inline="always")
-def _borrowed_passes(passes):
-    if isinstance(passes, (types.NoneType, types.Omitted)):
-        def no_table(passes):
-            return None
-        return no_table
-
-    def borrowed_table(passes):
-        return borrowed(passes)
-    return borrowed_table
 
 
 def writable_type(numba_type):

@@ -100,16 +100,15 @@ def _rnea_one(address, key, model, data, q, v, a, starts, lengths):
 
 
 @kernel
-def _aba_one(address, key, model, data, q, v, tau, passes, starts, lengths):
-    """aba of one state into ``data`` (``passes`` the model's table of
-    :func:`.aba.aba_passes`); False when an input is not valid or M(q) is singular (ddq
-    not finite)."""
+def _aba_one(address, key, model, data, q, v, tau, starts, lengths):
+    """aba of one state into ``data``; False when an input is not valid or M(q) is
+    singular (ddq not finite)."""
     if not _are_valid(model, q, v, tau, starts, lengths):
         return False
     d = data
     call_checked(address, key, (model, q[None], v[None], tau[None], d.no_forces, d.liR, d.lip,
                                 d.oR, d.op, d.J, d.IA, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u,
-                                d.ddq, passes))
+                                d.ddq))
     return all_finite(d.ddq[0])
 
 
@@ -125,14 +124,13 @@ def _crba_one(address, key, model, data, q, passes, starts, lengths):
 
 
 @kernel
-def _compute_minverse_one(address, key, model, data, q, passes, starts, lengths):
-    """compute_minverse of one state into ``data`` (``passes`` the model's table of
-    :func:`.aba.minverse_passes`); False when q is not valid or M(q) is singular (D^-1
-    not finite)."""
+def _compute_minverse_one(address, key, model, data, q, starts, lengths):
+    """compute_minverse of one state into ``data``; False when q is not valid or M(q)
+    is singular (D^-1 not finite)."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_checked(address, key, (model, q[None], d.oR, d.op, d.U, d.Dinv, d.Minv, passes))
+    call_checked(address, key, (model, q[None], d.oR, d.op, d.U, d.Dinv, d.Minv))
     return all_finite(d.Dinv[0].reshape(-1))
 
 
@@ -241,9 +239,9 @@ _FORCES_AND_PLACEMENTS = ("no_forces", "liR", "lip", "oR", "op")
 ONE_STATE_ARGUMENTS = {
     _rnea_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("v", "a_gf", "f", "tau")),
     _aba_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("J", "IA", "ov", "oa_gf", "pA", "U", "Dinv",
-                                                   "u", "ddq", PASS_TABLE_TYPE)),
+                                                   "u", "ddq")),
     _crba_one: ("ref", 1, ("oR", "op", "M", PASS_TABLE_TYPE)),
-    _compute_minverse_one: ("ref", 1, ("oR", "op", "U", "Dinv", "Minv", PASS_TABLE_TYPE)),
+    _compute_minverse_one: ("ref", 1, ("oR", "op", "U", "Dinv", "Minv")),
     _rnea_derivatives_one: ("ref", 3, _FORCES_AND_PLACEMENTS + (
         "J", "oYcrb", "ov", "oa_gf", "of", "tau", "dtau_dq", "dtau_dv", "M", "v", "a", "oa")),
     _aba_derivatives_one: ("ref", 3, _FORCES_AND_PLACEMENTS + (
