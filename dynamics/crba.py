@@ -9,6 +9,7 @@ M, armature added on the diagonal.
 import math
 
 import numpy as np
+from numba.core import types
 
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
@@ -18,6 +19,7 @@ from .joints import (compose, coordinate_axis, is_identity_rotation, joint_trans
                      revolute_child_placement, revolute_placement, sincos_table)
 from .kinematics import jacobian_column
 from .model_ref import model_arrays
+from .native import PassTable, call_pass
 from .linalg import copy_matrix
 from .model import FREE_FLYER, PRISMATIC, REVOLUTE, REVOLUTE_UNBOUNDED
 from .streaming import STREAM_BYTES, store_fence, stream_copy
@@ -67,11 +69,12 @@ def world_jacobian_and_inertias(m, oR, op, J, oY):
 def _crba_forward_pass(m, q, XR, Xp, liR, lip, oR, op, J, Yc):
     """:func:`_crba_forward` filling liMi (liR, lip), as constraint and impulse dynamics
     document."""
-    _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, True, J, 0, False)
+    _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, True, J, 0, False, None)
 
 
 @inline_kernel
-def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from_table):
+def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from_table,
+                  passes):
     """One joint at a time: liMi and oMi (oR, op), the world Jacobian columns J (6, nv),
     J_c = oMi.act(S_c), and the ten parameters of the body's inertia in the world, Yc
     (njoints, 10) = (m, h, upper triangle of I) of oMi.act(Y_i), on locals (the 6x6
@@ -94,7 +97,11 @@ def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from
     Every other joint goes through the compiled call :func:`_general_joint_pass`:
     inlined, its branches kept Numba from pruning the reference counts of the
     arrays it takes (seven atomic increments and decrements per joint and state;
-    ur5, 1000 states in a jitted loop: 0.76 -> 0.50 us per state, load 6-10)."""
+    ur5, 1000 states in a jitted loop: 0.76 -> 0.50 us per state, load 6-10).
+    It and the free flyer's :func:`_root_free_flyer_pass` are linked into the caller
+    when ``passes`` is None, else called by address from the :data:`CRBA_PASSES`
+    table ``passes`` (:func:`.native.call_pass`: compiled only for the models that
+    have such joints)."""
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     idx_v, nvs, S, Y = m.idx_v, m.nvs, m.S, m.inertia
     for i in range(1, m.njoints):
@@ -117,15 +124,16 @@ def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from
                 compose(oR, op, parents[i], liR, lip, i, oR, op, i)
             axis_jacobian_column(oR, op, i, k, idx_v[i], J)
         elif t == FREE_FLYER and parents[i] == 0:
-            _root_free_flyer_pass(jR, jp, i, q, idx_q[i], idx_v[i], XR, Xp, liR, lip, oR,
-                                  op, J)
+            call_pass(_root_free_flyer_pass, passes, ROOT_FREE_FLYER,
+                      (jR, jp, i, q, idx_q[i], idx_v[i], XR, Xp, liR, lip, oR, op, J))
         elif t == PRISMATIC:
             prismatic_placement(jR, jp, axes, i, q[idx_q[i]], liR, lip)
             compose(oR, op, parents[i], liR, lip, i, oR, op, i)
             prismatic_jacobian_column(oR, axes, i, idx_v[i], J)
         else:
-            _general_joint_pass(t, axes, jR, jp, S, i, parents[i], idx_v[i], nvs[i], q,
-                                idx_q[i], XR, Xp, liR, lip, oR, op, J)
+            call_pass(_general_joint_pass, passes, GENERAL_JOINT,
+                      (t, axes, jR, jp, S, i, parents[i], idx_v[i], nvs[i], q, idx_q[i], XR,
+                       Xp, liR, lip, oR, op, J))
         (Yc[i, 0], Yc[i, 1], Yc[i, 2], Yc[i, 3], Yc[i, 4], Yc[i, 5], Yc[i, 6], Yc[i, 7],
          Yc[i, 8], Yc[i, 9]) = inertia_to_world_values(oR, op, Y, i)
 
@@ -193,6 +201,13 @@ def prismatic_jacobian_column(oR, axes, i, c, J):
 
 @inline_kernel
 def _crba_composite_pass(m, oR, op, J, Yc, M):
+    """:func:`_crba_composite` with its free-flyer pass linked (constraint and impulse
+    dynamics)."""
+    _crba_composite(m, oR, op, J, Yc, M, None)
+
+
+@inline_kernel
+def _crba_composite(m, oR, op, J, Yc, M, passes):
     """M from the world Jacobian J (6, nv) and the ten parameters Yc (njoints, 10) of the
     world body inertias, summed in place into those of the composite inertias oYcrb_i
     (the 6x6 matrices are not formed; Featherstone 2008, Table 6.2, in the world frame).
@@ -203,11 +218,13 @@ def _crba_composite_pass(m, oR, op, J, Yc, M):
     supporting it), armature added on the diagonal.
 
     A free flyer as joint 1 (the root joint of a legged robot or a humanoid) takes
-    :func:`_free_flyer_composite_pass`, a compiled call once per state; every other
+    :func:`_free_flyer_composite_pass`, a compiled call once per state (by address from
+    the table ``passes`` unless it is None, as :func:`_crba_forward`); every other
     tree (a free flyer elsewhere included) the loop inlined here, unchanged."""
     if m.njoints > 1 and m.jtype[1] == FREE_FLYER:
-        _free_flyer_composite_pass(m.njoints, m.parents, m.idx_v, m.nvs, m.dof_parent,
-                                   m.armature, oR, op, J, Yc, M)
+        call_pass(_free_flyer_composite_pass, passes, FREE_FLYER_COMPOSITE,
+                  (m.njoints, m.parents, m.idx_v, m.nvs, m.dof_parent, m.armature, oR, op, J,
+                   Yc, M))
     else:
         _composite_joints(m.njoints, m.parents, m.idx_v, m.nvs, m.dof_parent, m.armature,
                           oR, op, J, Yc, M, -1)
@@ -351,7 +368,7 @@ def _set_symmetric(M, a, b, value):
 
 
 @model_kernel
-def _crba(model, q, oR, op, M):
+def _crba(model, q, oR, op, M, passes):
     """CRBA over the stack q (K, nq): oMi (oR, op) and M (K, nv, nv) per state.
 
     The world Jacobian, the composite inertias (their ten parameters), liMi and M
@@ -373,9 +390,15 @@ def _crba(model, q, oR, op, M):
     :data:`.streaming.STREAM_BYTES` is written with non-temporal stores
     (:func:`.streaming.stream_copy`): talos's 1000 states (11.5 MB) fall out of the
     cache, and each plain store first read its line from memory and evicted the
-    scratch (0.72x the time; 3.5 MB that stay in cache: 1.06x, so not streamed)."""
+    scratch (0.72x the time; 3.5 MB that stay in cache: 1.06x, so not streamed).
+
+    The passes of the free flyer and of the joints that are neither revolute about a
+    coordinate axis nor prismatic are called by address from ``passes``
+    (:func:`crba_passes`): linked into this kernel, they were compiled on every
+    model's first call, 4.1 of its 13 CPU s on ur5, which never runs them."""
     m = borrowed_model(model_arrays(model))
     q, oR, op, M = borrowed(q), borrowed(oR), borrowed(op), borrowed(M)
+    passes = borrowed(passes)
     scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((m.njoints, 3, 3)),
                np.empty((m.njoints, 3)), np.empty((m.njoints, 10)), np.empty((6, m.nv)),
                np.zeros((m.nv, m.nv)),  # Ms: entries of dofs on separate branches stay 0
@@ -393,8 +416,8 @@ def _crba(model, q, oR, op, M):
         sincos_table(q_flat, k0 * nq, k1 * nq, cs)
         for k in range(k0, k1):
             _crba_forward(m, q[k], XR, Xp, liR, lip, oR[k], op[k], J, Yc, False, cs,
-                          (k - k0) * nq, True)
-            _crba_composite_pass(m, oR[k], op[k], J, Yc, Ms)
+                          (k - k0) * nq, True, passes)
+            _crba_composite(m, oR[k], op[k], J, Yc, Ms, passes)
             if stream:
                 stream_copy(Ms_flat, M_flat, k * nv2)
             else:
@@ -421,14 +444,89 @@ def crba(model, data, q):
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.crba(model, data, q)
-    if one_state(_crba_one, _crba, model, data, q):
+    passes = crba_passes(model)
+    if one_state(_crba_one, _crba, model, data, q, extra=(passes,)):
         return data.M[0].copy()
     qs, single = as_configurations(model, q)
     K = qs.shape[0]
     check_data(model, data, K, single)
     if K == 1:
-        call_kernel(_crba, model, qs, data.oR, data.op, data.M)
+        call_kernel(_crba, model, qs, data.oR, data.op, data.M, passes)
         return result(data.M, K, single).copy()
     out = np.empty((K, model.nv, model.nv))
-    call_kernel(_crba, model, qs, data.oR, data.op, out)
+    call_kernel(_crba, model, qs, data.oR, data.op, out, passes)
     return out
+
+
+def _array(ndim, dtype=types.float64):
+    return types.Array(dtype, ndim, "C")
+
+
+_INT, _INTS = types.int64, _array(1, types.int64)
+# The slots of CRBA_PASSES, and the argument types its kernels pass each
+GENERAL_JOINT, ROOT_FREE_FLYER, FREE_FLYER_COMPOSITE = 0, 1, 2
+CRBA_PASSES = PassTable(
+    (_general_joint_pass, (_INT, _array(2), _array(3), _array(2), _array(2), _INT, _INT, _INT,
+                           _INT, _array(1), _INT, _array(3), _array(2), _array(3), _array(2),
+                           _array(3), _array(2), _array(2))),
+    (_root_free_flyer_pass, (_array(3), _array(2), _INT, _array(1), _INT, _INT, _array(3),
+                             _array(2), _array(3), _array(2), _array(3), _array(2),
+                             _array(2))),
+    (_free_flyer_composite_pass, (_INT, _INTS, _INTS, _INTS, _INTS, _array(1), _array(3),
+                                  _array(2), _array(2), _array(2), _array(2))))
+
+
+class JointKinds:
+    """Which passes the joints of a model run (what its tables of passes hold):
+    ``general_joint`` a joint that CRBA's forward pass does not inline (neither revolute
+    about a coordinate axis, nor a free flyer child of the universe, nor prismatic),
+    ``root_free_flyer`` a free flyer child of the universe, ``free_flyer_first`` joint 1
+    a free flyer."""
+
+    def __init__(self, m):
+        jtype, parents = m.jtype[1:], m.parents[1:]
+        revolute = (jtype == REVOLUTE) | (jtype == REVOLUTE_UNBOUNDED)
+        on_axis = np.any(np.all(m.axis[1:, None, :] == np.eye(3)[None], axis=2), axis=1)
+        coordinate_revolute = revolute & on_axis
+        root_free_flyer = (jtype == FREE_FLYER) & (parents == 0)
+        self.general_joint = bool(np.any(~(coordinate_revolute | root_free_flyer
+                                           | (jtype == PRISMATIC))))
+        self.root_free_flyer = bool(np.any(root_free_flyer))
+        self.free_flyer_first = bool(m.njoints > 1 and m.jtype[1] == FREE_FLYER)
+
+
+def model_passes(model, name, make_table):
+    """``make_table(JointKinds(model.arrays))``, kept on ``model`` under ``name`` (made
+    anew when its arrays change): a kernel's table of passes for this model.  A copied
+    or pickled model carries none (:class:`_KeptTable`): the addresses are this
+    process's."""
+    kept = model.__dict__.get(name)
+    if kept is not None and kept.arrays is model.arrays:
+        return kept.table
+    table = make_table(JointKinds(model.arrays))
+    setattr(model, name, _KeptTable(model.arrays, table))
+    return table
+
+
+class _KeptTable:
+    """A model's table of passes and the arrays it was made for; copied or pickled as
+    None (its addresses are valid in this process only)."""
+
+    __slots__ = ("arrays", "table")
+
+    def __init__(self, arrays, table):
+        self.arrays, self.table = arrays, table
+
+    def __reduce__(self):
+        return _none, ()
+
+
+def _none():
+    return None
+
+
+def crba_passes(model):
+    """The :data:`CRBA_PASSES` table of ``model`` (kept on it): the passes its joints
+    run, compiled (or loaded from the cache) at their first use."""
+    return model_passes(model, "_crba_passes", lambda kinds: CRBA_PASSES.table(
+        (kinds.general_joint, kinds.root_free_flyer, kinds.free_flyer_first)))

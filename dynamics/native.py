@@ -22,8 +22,10 @@ user residual's knot loop (:mod:`geppetto.ocp.fused`), the one-call horizon
 """
 import hashlib
 
+import numpy as np
 from numba.core import cgutils, types
-from numba.extending import intrinsic
+from numba.core.imputils import impl_ret_borrowed
+from numba.extending import intrinsic, overload
 
 
 def compiled_address(function, argument_types, returns=types.none):
@@ -111,3 +113,85 @@ def call_checked_int(typingctx, address, key, arguments):
     """:func:`call_checked` for a function returning an int64 (a rollout's failed knot:
     :func:`callee_address` with ``returns=types.int64``)."""
     return _checked_call(types.int64)(typingctx, address, key, arguments)
+
+
+def call_pass(function, passes, slot, arguments):
+    """``function(*arguments)``, from compiled code: a compiled call (``function``
+    linked into the caller's code) when ``passes`` is None, else the call by address of
+    the entry ``passes[slot]`` = (address, key) of a :class:`PassTable`.
+
+    For the passes of a kernel that most models never run (a free flyer, a joint of
+    several dofs): linked into the caller, each is compiled with it, on the first call
+    of every model, although an arm never runs it (CRBA: about 4 of its 11 s on ur5).
+    Reached by address, it is compiled (or loaded from the cache) by
+    :meth:`PassTable.table` only for a model that has such a joint.  A model that
+    needs a pass its table lacks (address 0, key 0) raises TypeError, never calls.
+    Both calls pass the arguments :func:`writable`, so that the linked call and the call
+    by address reach the same compiled specialization (compiled once per process)."""
+
+
+@overload(call_pass, inline="always")
+def _call_pass(function, passes, slot, arguments):
+    if isinstance(passes, types.NoneType):
+        def linked(function, passes, slot, arguments):
+            function(*writable(arguments))
+        return linked
+
+    def by_address(function, passes, slot, arguments):
+        call_checked(passes[slot, 0], passes[slot, 1], writable(arguments))
+    return by_address
+
+
+def writable_type(numba_type):
+    """``numba_type`` with its arrays writable (a read-only array's memory layout and
+    calling convention are those of the writable one): the types a pass of a
+    :class:`PassTable` is compiled for, whatever a caller's arrays are."""
+    numba_type = types.unliteral(numba_type)
+    if isinstance(numba_type, types.Array) and not numba_type.mutable:
+        return numba_type.copy(readonly=False)
+    return numba_type
+
+
+@intrinsic
+def writable(typingctx, arguments):
+    """The tuple ``arguments`` typed with its arrays writable (:func:`writable_type`):
+    the same values, so that a pass compiled once serves callers that pass a model's
+    read-only arrays or writable ones."""
+    if not isinstance(arguments, types.BaseTuple):
+        return None
+    result = types.Tuple(tuple(writable_type(t) for t in arguments.types))
+
+    def codegen(context, builder, signature, llargs):
+        return impl_ret_borrowed(context, builder, signature.return_type, llargs[0])
+
+    return result(arguments), codegen
+
+
+class PassTable:
+    """The (address, key) entries that a kernel's :func:`call_pass` calls reach, one
+    slot per pass: ``slots`` a sequence of (dispatcher, argument types).  ``table(needed)``
+    returns the (len(slots), 2) int64 array a kernel takes, the passes of the slots
+    where ``needed`` is true compiled (or loaded from the cache) at their first use in
+    the process, the others (0, 0)."""
+
+    def __init__(self, *slots):
+        self.slots = slots
+        self._tables = {}
+
+    def table(self, needed):
+        needed = tuple(bool(n) for n in needed)
+        table = self._tables.get(needed)
+        if table is None:
+            table = np.zeros((len(self.slots), 2), dtype=np.int64)
+            for slot, ((function, argument_types), wanted) in enumerate(zip(self.slots,
+                                                                            needed)):
+                if wanted:
+                    table[slot] = callee_address(
+                        function, tuple(writable_type(t) for t in argument_types))
+            table.flags.writeable = False
+            self._tables[needed] = table
+        return table
+
+
+# The Numba type of a PassTable's table (read-only)
+PASS_TABLE_TYPE = types.Array(types.int64, 2, "C", readonly=True)

@@ -34,7 +34,7 @@ from numba.experimental import structref
 
 from .config import kernel
 from .model_ref import model_arrays, model_ref
-from .native import call_checked, callee_address
+from .native import PASS_TABLE_TYPE, call_checked, callee_address
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
                          _states_are_valid, compute_fingerprint)
 
@@ -113,12 +113,13 @@ def _aba_one(address, key, model, data, q, v, tau, starts, lengths):
 
 
 @kernel
-def _crba_one(address, key, model, data, q, starts, lengths):
-    """crba of one state into ``data``; False when q is not valid."""
+def _crba_one(address, key, model, data, q, passes, starts, lengths):
+    """crba of one state into ``data`` (``passes`` the model's table of
+    :func:`.crba.crba_passes`); False when q is not valid."""
     if not _is_valid(model, q, starts, lengths):
         return False
     d = data
-    call_checked(address, key, (model, q[None], d.oR, d.op, d.M))
+    call_checked(address, key, (model, q[None], d.oR, d.op, d.M, passes))
     return True
 
 
@@ -239,7 +240,7 @@ ONE_STATE_ARGUMENTS = {
     _rnea_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("v", "a_gf", "f", "tau")),
     _aba_one: ("ref", 3, _FORCES_AND_PLACEMENTS + ("J", "IA", "ov", "oa_gf", "pA", "U", "Dinv",
                                                    "u", "ddq")),
-    _crba_one: ("ref", 1, ("oR", "op", "M")),
+    _crba_one: ("ref", 1, ("oR", "op", "M", PASS_TABLE_TYPE)),
     _compute_minverse_one: ("ref", 1, ("oR", "op", "U", "Dinv", "Minv")),
     _rnea_derivatives_one: ("ref", 3, _FORCES_AND_PLACEMENTS + (
         "J", "oYcrb", "ov", "oa_gf", "of", "tau", "dtau_dq", "dtau_dv", "M", "v", "a", "oa")),

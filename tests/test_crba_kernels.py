@@ -1,6 +1,7 @@
 """CRBA's two batch mechanisms: the joint angles' cos and sin from one vectorized loop
 (``joints.sincos_table``) and the non-temporal stores of a large output stack
 (``streaming.stream_copy``), each against a reference it could disagree with."""
+import importlib
 import math
 
 import numpy as np
@@ -66,3 +67,32 @@ def test_crba_streamed_stack_equals_its_states(load_case, assert_close):
         M_pin = np.array(pin.crba(case.pin_model, pd, q[k]))
         assert_close(np.triu(M[k]), np.triu(M_pin), 1e-12, f"talos crba state {k}")
     assert_close(M, M.transpose(0, 2, 1), 0.0, "symmetric")
+
+
+def test_crba_reaches_the_passes_its_joints_run_by_address(load_case, assert_close):
+    """An arm's table of passes holds none (the free flyer's and the general joint's
+    passes are not compiled for it); a free-flyer robot's holds the two free-flyer
+    passes, and its M is Pinocchio's to 1e-12.  A table without the passes the model
+    runs raises TypeError from the kernel instead of calling address 0."""
+    from geppetto.dynamics.validation import call_kernel
+
+    crba_module = importlib.import_module("geppetto.dynamics.crba")  # not the function
+
+    ur5 = load_case("ur5").model
+    np.testing.assert_array_equal(crba_module.crba_passes(ur5), 0)
+    case = load_case("solo12")
+    m = case.model
+    table = crba_module.crba_passes(m)
+    assert table[crba_module.GENERAL_JOINT].tolist() == [0, 0]
+    assert np.all(table[[crba_module.ROOT_FREE_FLYER, crba_module.FREE_FLYER_COMPOSITE]] != 0)
+    assert crba_module.crba_passes(m) is table  # kept on the model
+    q = case.states(3, seed=5).q
+    M = gd.crba(m, case.data(), q)
+    for k in range(3):
+        M_pin = np.array(pin.crba(case.pin_model, case.pin_data(), q[k]))
+        assert_close(np.triu(M[k]), np.triu(M_pin), 1e-12, f"solo12 crba state {k}")
+    empty = np.zeros_like(table)
+    empty.flags.writeable = False
+    d = case.data()
+    with pytest.raises(TypeError, match="call by address"):
+        call_kernel(crba_module._crba, m, q, d.oR, d.op, np.empty((3, m.nv, m.nv)), empty)
