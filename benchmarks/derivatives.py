@@ -161,8 +161,11 @@ def stack_kernel(model, entry, stack):
 
 
 def cholesky_run(model, crba_args, crba_kernel):
-    """CRBA on the stack, then the dense Cholesky inverse of every M."""
-    M = crba_args[-1]
+    """CRBA on the stack, then the dense Cholesky inverse of every M (the kernel's (K, nv,
+    nv) output: found by shape, since the kernel's arguments end in its table of passes)."""
+    nv = model.nv
+    M = [a for a in crba_args if isinstance(a, np.ndarray) and a.ndim == 3
+         and a.shape[1:] == (nv, nv) and a.dtype == np.float64][-1]
     Minv = np.empty_like(M)
     L = np.zeros((model.nv, model.nv))
 

@@ -235,7 +235,8 @@ class Model:
     # the ModelRef, the fast path's gathered checks, the one-call path's entries): Numba
     # objects that cannot be pickled; a pickled or deep-copied model (sent to a Dask
     # worker) leaves them behind and makes them again at its first call
-    _PROCESS_CACHES = ("_entry_points", "_model_ref", "_border", "_zero_forces", "_one_state")
+    _PROCESS_CACHES = ("_entry_points", "_model_ref", "_border", "_zero_forces", "_one_state",
+                       "_crba_passes")
 
     def __getstate__(self):
         return {name: value for name, value in self.__dict__.items()

@@ -122,7 +122,7 @@ def call_pass(function, passes, slot, arguments):
 
     For the passes of a kernel that most models never run (a free flyer, a joint of
     several dofs): linked into the caller, each is compiled with it, on the first call
-    of every model, although an arm never runs it (CRBA: about 4 of its 11 s on ur5).
+    of every model, although an arm never runs it (CRBA: about 3 of its 11 s on ur5).
     Reached by address, it is compiled (or loaded from the cache) by
     :meth:`PassTable.table` only for a model that has such a joint.  A model that
     needs a pass its table lacks (address 0, key 0) raises TypeError, never calls.

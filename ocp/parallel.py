@@ -129,7 +129,7 @@ class Progress:
         self.starts = list(starts)                 # first knot of each chunk, and the last's
         self.ready = list(self.starts[1:])         # nothing evaluated yet
         self.aborted = False
-        self.waited = 0.0       # wall-clock seconds the consumer waited
+        self.waited = 0.0       # CPU seconds the consumer spent waiting (blocked: ~0)
         self._condition = threading.Condition()
 
     def done(self, i, knot):
@@ -153,10 +153,10 @@ class Progress:
         """The frontier, once below ``knot`` (or ``knot`` itself if a chunk failed)."""
         with self._condition:
             if not self.aborted and self._frontier() >= knot:
-                start = time.perf_counter()
+                start = time.thread_time()
                 while not self.aborted and self._frontier() >= knot:
                     self._condition.wait()
-                self.waited += time.perf_counter() - start
+                self.waited += time.thread_time() - start
             return knot if self.aborted else self._frontier()
 
 

@@ -77,6 +77,18 @@ def _multibody_gaps(model, x0, xnext, xs, out, scratch):
             out[t, nv + i] = x1[nq + i] - xs[t, nq + i]
 
 
+def _chunk_starts(plan, N):
+    """The first knot of each chunk of ``plan`` (:meth:`ShootingProblem.parallel_plan`);
+    an empty chunk starts where the next one does (the last, where the terminal knot is),
+    so that it reads as done to the frontier of :class:`.parallel.Progress` and
+    :func:`.parallel.wait_below` (an empty chunk 0 once read as never done)."""
+    starts = [N] * len(plan)
+    for i in range(len(plan) - 1, -1, -1):
+        phases = plan[i][0]
+        starts[i] = phases[0][1] if phases else (starts[i + 1] if i + 1 < len(plan) else N)
+    return starts
+
+
 def _own_stack(array, shape):
     """Whether ``array`` can go to a kernel as it is: float64, C-contiguous, of ``shape``."""
     return isinstance(array, np.ndarray) and array.dtype == np.float64 and \
@@ -114,7 +126,7 @@ def _copy_part_references(whole, part, a, b):
 
 
 # rounds of loads of the calling thread's compiled wait for the other chunks' parts before
-# it yields its core (os.sched_yield) and waits again: about 20-50 us
+# it yields its core (os.sched_yield) and waits again (a round is a few acquire loads)
 WAIT_SPINS = 1000
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
@@ -201,7 +213,8 @@ class ShootingProblem:
         (:meth:`parallel_plan`), each thread running the serial fused phases of its
         chunk (:mod:`.parallel`: Python threads over the package's ``nogil`` kernels;
         Numba's threading layer is not used, its kernels stay on one thread), each chunk
-        in one compiled call where its parts allow (:class:`.horizon.ChunkProgram`); the
+        in one compiled call when every chunk's parts allow it
+        (:class:`.horizon.ChunkProgram`; else all chunks phase by phase); the
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
@@ -272,7 +285,7 @@ class ShootingProblem:
         self._programs, self._signals = {}, {}
         # False: the chunks phase by phase from Python (for comparisons)
         self.chunk_programs = True
-        # wall-clock seconds the last parallel calc_diff's ``then`` waited for the knots below
+        # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
@@ -327,11 +340,14 @@ class ShootingProblem:
         return np.ascontiguousarray(us[start:stop, :model.nu])
 
     # -- evaluation ---------------------------------------------------------
-    def calc(self, xs, us):
+    def calc(self, xs, us, validate=True):
         """Total cost of (xs, us); fills ``costs`` and ``xnext``.  A horizon of free-dynamics
         phases is evaluated in one compiled call (:meth:`_evaluation`), as by
-        :meth:`calc_diff` on one thread."""
-        xs, us = self._validate(xs, us)
+        :meth:`calc_diff` on one thread.  ``validate=False``: no input checks, as for
+        :meth:`calc_diff` (a solver's own trial points: C-contiguous, finite, padding
+        zero)."""
+        if validate:
+            xs, us = self._validate(xs, us)
         with _numba_threads(1):
             evaluation = self._evaluation(xs, us)
             if evaluation is not None:
@@ -386,8 +402,7 @@ class ShootingProblem:
                     return float(self.costs.sum())
                 progress = None
                 if then is not None:
-                    progress = Progress([phases[0][1] if phases else self.N
-                                         for phases, _ in plan])
+                    progress = Progress(_chunk_starts(plan, self.N))
                 tasks = [partial(self._calc_diff_chunk, phases, False, xs, us, None, progress, i)
                          for i, (phases, _) in enumerate(plan[:-1])]
                 self._regions[self.nthreads](
@@ -426,8 +441,7 @@ class ShootingProblem:
         no Python on the workers, no lock per part)."""
         n = self.nthreads
         programs, signal = self._programs[n], self._signals[n]
-        starts = np.array([phases[0][1] if phases else self.N for phases, _ in plan],
-                          dtype=np.int64)
+        starts = np.array(_chunk_starts(plan, self.N), dtype=np.int64)
         signal[:n - 1] = starts[1:]
         signal[n - 1] = 0
         below = starts[:n - 1]
@@ -443,11 +457,13 @@ class ShootingProblem:
                 raise
             if failed >= 0:
                 programs[i].failed[failed]()        # raises
+                raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
-                programs[-1].failed[failed]()
+                programs[-1].failed[failed]()       # raises
+                raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
@@ -455,12 +471,12 @@ class ShootingProblem:
             then(knot)
             waited = 0.0
             while knot > 0:
-                clock = time.perf_counter()
+                clock = time.thread_time()  # CPU spent spinning (a yield costs none)
                 lower = wait_below(signal, below, knot, WAIT_SPINS)
                 while lower < 0:            # the other thread is slow: give up the core
                     os.sched_yield()
                     lower = wait_below(signal, below, knot, WAIT_SPINS)
-                waited += time.perf_counter() - clock
+                waited += time.thread_time() - clock
                 if lower >= knot:           # a chunk failed: the region raises its error
                     break
                 knot = int(lower)

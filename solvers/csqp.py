@@ -233,7 +233,6 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
-from ..ocp.problem import _numba_threads
 from ..ocp.state import StateMultibody
 from ..ocp.step import state_integrate
 from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
@@ -666,12 +665,14 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
                     if violation > best:
                         best, best_k = violation, k
                     continue
-                add = k if violation > 0.0 else best_k
-                if add >= 0:
-                    z[add, i] = lower[i] if values[add, i] < lower[i] else upper[i]
-                    rho[add, i] = big
-                    changes += 1
-                    last = max(last, start + add)
+                # the run ends here: its most violated knot, and knot k if it is violated
+                # (a row with a control term at k), become active
+                for add in (best_k, k if violation > 0.0 else -1):
+                    if add >= 0:
+                        z[add, i] = lower[i] if values[add, i] < lower[i] else upper[i]
+                        rho[add, i] = big
+                        changes += 1
+                        last = max(last, start + add)
                 best, best_k = 0.0, -1
         for k in range(K):
             for i in range(y.shape[1]):
@@ -992,19 +993,13 @@ class CSQP:
     def _evaluate(self, xs, us, mode, unchecked=False):
         """(cost, largest gap, sum |gaps|, largest violation, sum of violations) at (xs,
         us); with DIFF the derivatives and the rows' Jacobians too.  ``unchecked``: a
-        CALC of this solver's own trial point (finite, no control padding) in
-        ``problem.calc``'s one-call branch (the same call, the same bits) without its
-        input checks (14 us of a 0.3 ms trial on panda)."""
+        CALC of this solver's own trial point (finite, no control padding) by
+        ``problem.calc`` without its input checks (14 us of a 0.3 ms trial on panda)."""
         problem = self.problem
-        evaluation = problem._evaluation(xs, us) if unchecked and mode == CALC else None
         if mode == DIFF:
             cost = problem.calc_diff(xs, us, validate=False)
-        elif evaluation is None:
-            cost = problem.calc(xs, us)
         else:
-            with _numba_threads(1):
-                evaluation(xs, us, CALC)
-            cost = float(problem.costs.sum())
+            cost = problem.calc(xs, us, validate=not unchecked)
         self.constraints.evaluate(xs, us, mode)
         gaps = problem.gaps(xs, self.gaps)
         largest, total = _residuals(self.typed_blocks, xs, us)
@@ -1034,7 +1029,9 @@ class CSQP:
         controls; projected onto the control and state bounds: :meth:`_project_start`),
         gaps allowed, and the rows' multipliers of a previous result.  Returns
         a :class:`~.alddp.ConstrainedResult` (its ``mu``: the last rho); never raises
-        from inside a kernel."""
+        from inside a kernel.  The problem's costs and xnext hold the last point evaluated
+        (the returned iterate, or, when the line search accepted no step, its last
+        refused trial point); its derivatives, the returned iterate's."""
         problem = self.problem
         start_time = time.perf_counter()
         xs, us = self._initial_guess(xs, us)

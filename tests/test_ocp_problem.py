@@ -12,7 +12,7 @@ import pytest
 
 from geppetto import ocp
 from geppetto.ocp.parallel import ParallelRegion, Progress, wait_below
-from geppetto.ocp.problem import _balanced_bounds
+from geppetto.ocp.problem import _balanced_bounds, _chunk_starts
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
 RTOL_FD = 1e-6
@@ -228,6 +228,24 @@ def test_compiled_wait_reads_the_published_parts():
     assert wait_below(signal, starts, 2, 10) == 0
     signal[:] = (4, 8, 1)
     assert wait_below(signal, starts, 8, 10) == 8
+
+
+def test_an_empty_first_chunk_reads_as_done():
+    """Three chunks of 30 knots whose one uncut phase sits in the middle chunk: the empty
+    chunks start where the next one does, so once the middle chunk is done the frontier
+    reaches knot 0 (an empty chunk 0 starting at N kept the waiting thread waiting)."""
+    plan = [([], False), ([(None, 0, 30, None)], False), ([], True)]
+    starts = _chunk_starts(plan, 30)
+    assert starts == [0, 0, 30]
+    progress = Progress(starts)
+    assert progress._frontier() == 30
+    progress.done(1, 0)
+    assert progress.wait_below(30) == 0
+    below = np.array(starts[:2], dtype=np.int64)
+    signal = np.array(starts[1:] + [0], dtype=np.int64)
+    assert wait_below(signal, below, 30, 10) == -1
+    signal[1] = 0
+    assert wait_below(signal, below, 30, 10) == 0
 
 
 def test_parallel_region_raises_a_task_error():
