@@ -149,3 +149,19 @@ def test_bad_input_is_refused(load_case):
     bad[3:7] *= 2.0  # the free flyer's quaternion
     with pytest.raises(ValueError, match="norm"):
         gd.constraint_dynamics_lanes(m, bad, s.v.T, s.tau.T, cs)
+
+
+def test_short_stacks_and_no_contacts(load_case, assert_close):
+    """A stack of one state (one padded tile) equals the stack kernel; with no contact
+    the solve is the unconstrained one (ABA) and lambda is empty."""
+    case = load_case("solo12")
+    m = case.model
+    s = case.states(3, seed=2)
+    cs = ConstraintSet(m, [gd.contact_3d(m, "FL_FOOT")])
+    ddq, lam = gd.constraint_dynamics_batch(m, s.q[:1], s.v[:1], s.tau[:1], cs)
+    stack_ddq, stack_lam = gd.constraint_dynamics(m, case.data(), s.q[:1], s.v[:1], s.tau[:1], cs)
+    assert_close(ddq, stack_ddq, RTOL, "ddq, one state")
+    assert_close(lam, stack_lam, RTOL, "lambda, one state")
+    ddq, lam = gd.constraint_dynamics_batch(m, s.q, s.v, s.tau, ConstraintSet(m, []))
+    assert lam.shape == (3, 0)
+    assert_close(ddq, gd.aba(m, case.data(), s.q, s.v, s.tau), RTOL, "ddq without contacts")
