@@ -57,11 +57,11 @@ def contact_chains(model, cs):
     """(chain (n, nv), depth (n,), common (n, n), row_constraint (nc,)) of a set of
     contacts: chain[k, :depth[k]] the dofs that support contact k's joint, in
     increasing order; common[k, l] the length of the prefix two chains share (their
-    common ancestor dofs); row_constraint[a] the contact of row a.  Kept on the set."""
-    key = ("_lanes_chains", model.name)
+    common ancestor dofs); row_constraint[a] the contact of row a.  Kept on the set
+    (a ConstraintSet belongs to one model)."""
     cached = getattr(cs, "_lanes_chains", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
+    if cached is not None:
+        return cached
     ca = cs.arrays
     m = model.arrays
     n, nv = ca.n, model.nv
@@ -85,7 +85,7 @@ def contact_chains(model, cs):
     out = (chain, depth, common, row_constraint)
     for value in out:
         value.setflags(write=False)
-    cs._lanes_chains = (key, out)
+    cs._lanes_chains = out
     return out
 
 
@@ -102,12 +102,12 @@ def _bias_lanes(m, wd, oa, f, taut, zt):
     g3, g4, g5 = m.gravity[3], m.gravity[4], m.gravity[5]
     fill_lanes(oa, 0, 6, 0.0)
     for i in range(1, m.njoints):
-        A, P, B = np.uint64(i * T6), np.uint64(m.parents[i] * T6), np.uint64(i * T6)
+        A, P = np.uint64(i * T6), np.uint64(m.parents[i] * T6)
         for s in range(UT):
-            a0, a1, a2 = oa[P + s] + cJ[B + s], oa[P + UT1 + s] + cJ[B + UT1 + s], \
-                oa[P + UT2 + s] + cJ[B + UT2 + s]
-            a3, a4, a5 = oa[P + UT3 + s] + cJ[B + UT3 + s], oa[P + UT4 + s] + cJ[B + UT4 + s], \
-                oa[P + UT5 + s] + cJ[B + UT5 + s]
+            a0, a1, a2 = oa[P + s] + cJ[A + s], oa[P + UT1 + s] + cJ[A + UT1 + s], \
+                oa[P + UT2 + s] + cJ[A + UT2 + s]
+            a3, a4, a5 = oa[P + UT3 + s] + cJ[A + UT3 + s], oa[P + UT4 + s] + cJ[A + UT4 + s], \
+                oa[P + UT5 + s] + cJ[A + UT5 + s]
             oa[A + s] = a0
             oa[A + UT1 + s] = a1
             oa[A + UT2 + s] = a2
@@ -140,7 +140,6 @@ def _bias_lanes(m, wd, oa, f, taut, zt):
             for s in range(UT):
                 for r in range(6):
                     f[Q + np.uint64(r * TILE) + s] += f[F + np.uint64(r * TILE) + s]
-
 
 
 @kernel
@@ -345,14 +344,14 @@ def _ltl_factor_lanes(m, slot, L):
 
 
 @inline_kernel
-def _ltl_transpose_step_lanes(m, slot, L, k, X, bx, stop):
-    """X[k] *= 1 / L[k, k]; X[i] -= L[k, i] X[k] for the ancestor dofs i of k (down to
-    the row ``stop``, excluded), every lane; row r of X at bx + r T."""
+def _ltl_transpose_step_lanes(m, slot, L, k, X, bx):
+    """X[k] *= 1 / L[k, k]; X[i] -= L[k, i] X[k] for the ancestor dofs i of k, every
+    lane; row r of X at bx + r T."""
     K, Xk = np.uint64(slot[k, k] * TILE), np.uint64(bx + k * TILE)
     for s in range(UT):
         X[Xk + s] *= 1.0 / L[K + s]
     i = m.dof_parent[k]
-    while i > stop:
+    while i >= 0:
         I, Xi = np.uint64(slot[k, i] * TILE), np.uint64(bx + i * TILE)
         for s in range(UT):
             X[Xi + s] -= L[I + s] * X[Xk + s]
@@ -367,9 +366,9 @@ def _ltl_solves_lanes(m, slot, chain, depth, row_constraint, L, Y, z):
     for a in range(row_constraint.shape[0]):
         k = row_constraint[a]
         for idx in range(depth[k] - 1, -1, -1):
-            _ltl_transpose_step_lanes(m, slot, L, chain[k, idx], Y, a * nv * TILE, -1)
+            _ltl_transpose_step_lanes(m, slot, L, chain[k, idx], Y, a * nv * TILE)
     for k in range(nv - 1, -1, -1):
-        _ltl_transpose_step_lanes(m, slot, L, k, z, 0, -1)
+        _ltl_transpose_step_lanes(m, slot, L, k, z, 0)
 
 
 @kernel
