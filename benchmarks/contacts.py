@@ -11,7 +11,14 @@ Python call per state; beside them Pinocchio's C++ (``constraintDynamics``, and
 ``constraintDynamics`` + ``computeConstraintDynamicsDerivatives``) timed on the
 same states in the same run by the harness of :mod:`.pinocchio_cpp` (left empty,
 with the reason, where it cannot be built), its checksums checked against
-Pinocchio's Python.  The largest difference to Pinocchio is printed.
+Pinocchio's Python.  Beside them, for ``constraint_dynamics``, its lanes form
+``constraint_dynamics_batch`` (:mod:`geppetto.dynamics.constraint_lanes`: the same
+(K, n) stacks, the states across SIMD lanes).  ``--rounds`` rounds, each ours
+interleaved then the C++: the medians, and the ratios to the C++ of the same round
+(median and range).  The largest difference to Pinocchio is printed.  Then the
+lanes form's first call with an empty NUMBA_CACHE_DIR (compile seconds) and the
+packed double instructions of its kernels (``inspect_asm``, as
+:mod:`.lanes`; ``--no-compile`` skips it).
 
 Part 2: the solo12 trot: Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
 .createTrottingProblem`` (two diagonal steps, the first half as long, 25
@@ -25,11 +32,14 @@ stopping value and the process CPU time per iteration (the least of
 ``--repeats`` solves), and ours its time split (calc_diff, backward pass,
 line search).
 
-    python -m geppetto.benchmarks.contacts [--states 1000] [--repeats 5] [--no-dynamics]
+    python -m geppetto.benchmarks.contacts [--states 1000] [--repeats 5] [--rounds 3]
+        [--no-dynamics] [--no-trot] [--no-compile]
 """
 import argparse
 import os
+import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -71,7 +81,7 @@ def cpp_contacts(constraints):
     return [(3 if c.kind == CONTACT_3D else 6, c.joint1, c.R1, c.p1) for c in constraints]
 
 
-def benchmark_robot(name, K, timing, pin, rng, cpp=False):
+def benchmark_robot(name, K, timing, pin, rng, cpp=False, rounds=3):
     robot = gp.robots.load(name)
     model = robot.model
     cs = feet_constraints(model, name)
@@ -82,6 +92,8 @@ def benchmark_robot(name, K, timing, pin, rng, cpp=False):
     batch_data, single = model.create_data(), model.create_data()
     ours = {"dynamics": gp.dynamics.constraint_dynamics,
             "derivatives": gp.dynamics.constraint_dynamics_derivatives}
+    # the lanes forms (dynamics/constraint_lanes.py) on the same (K, n) stacks
+    lanes = {"dynamics": gp.dynamics.constraint_dynamics_batch}
     pm, pd, pcm, pcd, settings = pinocchio_side(pin, robot, cs)
 
     def pin_dynamics(q, v, tau):
@@ -96,14 +108,18 @@ def benchmark_robot(name, K, timing, pin, rng, cpp=False):
     states = [(Q[k].copy(), V[k].copy(), T[k].copy()) for k in range(K)]
     rows = []
     for function in ("dynamics", "derivatives"):
-        f, g = ours[function], theirs[function]
-        worst = 0.0
-        for q, v, tau in states[:10]:
+        f, g, h = ours[function], theirs[function], lanes.get(function)
+        worst, worst_lanes = 0.0, 0.0
+        mine_lanes = h(model, Q[:10], V[:10], T[:10], cs) if h is not None else None
+        for k, (q, v, tau) in enumerate(states[:10]):
             mine = f(model, single, q, v, tau, cs)
             other = g(q, v, tau)
             other = (other, pd.lambda_c) if function == "dynamics" else other
             worst = max(worst, max(float(np.max(np.abs(a - np.asarray(b))))
                                    for a, b in zip(mine, other)))
+            if h is not None:
+                worst_lanes = max(worst_lanes, max(float(np.max(np.abs(a[k] - np.asarray(b))))
+                                                   for a, b in zip(mine_lanes, other)))
 
         def batch():
             f(model, batch_data, Q, V, T, cs)
@@ -116,24 +132,100 @@ def benchmark_robot(name, K, timing, pin, rng, cpp=False):
             for q, v, tau in states:
                 g(q, v, tau)
 
-        batch()
-        times = _common.time_side_by_side({"batch": batch, "python": ours_loop, "pin": pin_loop},
-                                          K, *timing)
-        row = dict(robot=name, nv=model.nv, nc=cs.size, function=function,
-                   batch_us=times["batch"].best * 1e6, python_us=times["python"].best * 1e6,
-                   pin_us=times["pin"].best * 1e6, max_abs_diff_vs_pin=worst,
-                   cpp_us=None, cpp_checksum_rel_diff=None)
-        if cpp:  # right after ours, the same states, the same clock
-            cpp_name = pinocchio_cpp.CONSTRAINED_FUNCTIONS[function == "derivatives"]
-            contacts = cpp_contacts(cs)
-            measured = pinocchio_cpp.time_cpp(pm, Q, V, T, T, (cpp_name,), *timing,
-                                              contacts=contacts)
-            row["cpp_checksum_rel_diff"] = pinocchio_cpp.check(pin, pm, Q, V, T, T, measured,
-                                                               contacts=contacts)
-            row["cpp_us"] = measured[cpp_name]["best"]
+        runs = {"batch": batch, "python": ours_loop, "pin": pin_loop}
+        if h is not None:
+            runs["lanes"] = lambda: h(model, Q, V, T, cs)
+        for run in runs.values():
+            run()
+        measured_rounds = {label: [] for label in runs}
+        cpp_rounds = []
+        cpp_name = pinocchio_cpp.CONSTRAINED_FUNCTIONS[function == "derivatives"]
+        contacts = cpp_contacts(cs)
+        checksum = None
+        for _ in range(rounds):
+            times = _common.time_side_by_side(runs, K, *timing)
+            for label in runs:
+                measured_rounds[label].append(times[label].best * 1e6)
+            if cpp:  # right after ours, the same states, the same clock
+                measured = pinocchio_cpp.time_cpp(pm, Q, V, T, T, (cpp_name,), *timing,
+                                                  contacts=contacts)
+                if checksum is None:
+                    checksum = pinocchio_cpp.check(pin, pm, Q, V, T, T, measured,
+                                                   contacts=contacts)
+                cpp_rounds.append(measured[cpp_name]["best"])
+        row = dict(robot=name, nv=model.nv, nc=cs.size, function=function, rounds=rounds,
+                   batch_us=statistics.median(measured_rounds["batch"]),
+                   python_us=statistics.median(measured_rounds["python"]),
+                   pin_us=statistics.median(measured_rounds["pin"]),
+                   lanes_us=statistics.median(measured_rounds["lanes"]) if h else None,
+                   us_rounds=measured_rounds, max_abs_diff_vs_pin=worst,
+                   lanes_max_abs_diff_vs_pin=worst_lanes if h else None,
+                   cpp_us=statistics.median(cpp_rounds) if cpp_rounds else None,
+                   cpp_us_rounds=cpp_rounds, cpp_checksum_rel_diff=checksum)
+        for label in ("batch", "lanes"):
+            if cpp_rounds and label in runs:  # per-round ratios: median and range
+                ratios = [t / c for t, c in zip(measured_rounds[label], cpp_rounds)]
+                row[f"{label}_over_cpp"] = dict(median=statistics.median(ratios),
+                                                min=min(ratios), max=max(ratios))
         rows.append(row)
         print(f"  {name} {function} done", file=sys.stderr, flush=True)
     return rows
+
+
+COMPILE_SCRIPT = """
+import json, re, sys, time
+import numpy as np
+import geppetto as gp
+from geppetto.dynamics import constraint_lanes
+model = gp.robots.load("solo12").model
+rng = np.random.default_rng(0)
+Q = gp.dynamics.random_configuration(model, rng, size=40)
+V = rng.standard_normal((40, model.nv))
+cs = gp.dynamics.ConstraintSet(model, [gp.dynamics.contact_3d(model, foot) for foot in
+                                       ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")])
+start, start_cpu = time.perf_counter(), time.thread_time()
+gp.dynamics.constraint_dynamics_batch(model, Q, V, V, cs)
+out = dict(first_call_cpu_s=time.thread_time() - start_cpu,
+           first_call_s=time.perf_counter() - start)
+if sys.argv[1] == "asm":
+    operation = r"\\bv(?:fn?m(?:add|sub)\\d+|mul|add|sub|div|sqrt)"
+    packed = re.compile(operation + r"pd\\s+[^\\n]*?%(zmm|ymm|xmm)")
+    scalar = re.compile(operation + r"sd\\b")
+    asm = {}
+    for kernel in sys.argv[2:]:
+        dispatcher = getattr(constraint_lanes, kernel)
+        text = "\\n".join(dispatcher.inspect_asm(s) for s in dispatcher.signatures)
+        counts = dict(zmm=0, ymm=0, xmm=0)
+        for match in packed.finditer(text):
+            counts[match.group(1)] += 1
+        counts["scalar_sd"] = len(scalar.findall(text))
+        asm[kernel] = counts
+    out["asm"] = asm
+print(json.dumps(out))
+"""
+HOT_KERNELS = ("_bias_lanes", "_contact_frames_lanes", "_contact_jacobian_lanes",
+               "_contact_drift_lanes", "_ltl_factor_lanes", "_ltl_solves_lanes",
+               "_delassus_lanes", "_proximal_iterations_lanes", "_cholesky_solve_lanes",
+               "_constrained_acceleration_lanes", "_ltl_solve_lanes")
+
+
+def compile_and_assembly():
+    """First call of constraint_dynamics_batch on solo12 with an empty NUMBA_CACHE_DIR
+    (compile seconds, wall and thread CPU; the lanes CRBA and velocity passes it imports
+    compile too), then from that cache, and the hot kernels' packed instruction counts
+    (as benchmarks/lanes.py)."""
+    with tempfile.TemporaryDirectory(prefix="geppetto-contacts-") as cache:
+        compiled = _common.first_call_latency(COMPILE_SCRIPT, cache, "asm", *HOT_KERNELS)
+        loaded = _common.first_call_latency(COMPILE_SCRIPT, cache, "load")
+    return dict(compile_s=compiled["first_call_s"], compile_cpu_s=compiled["first_call_cpu_s"],
+                cached_first_call_s=loaded["first_call_s"], asm=compiled["asm"])
+
+
+def _ratio(row, label):
+    ratio = row.get(f"{label}_over_cpp")
+    if ratio is None:
+        return "-"
+    return f"{ratio['median']:.2f} [{ratio['min']:.2f}, {ratio['max']:.2f}]"
 
 
 # Crocoddyl's trot for a task dict (urdf, q0, step_length, step_height, dt,
@@ -229,6 +321,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--states", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="part 1: rounds of (ours interleaved, then the C++); medians and "
+                             "the range of the per-round ratios")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the first-call compile and assembly counts of the lanes form")
     parser.add_argument("--no-crocoddyl", action="store_true")
     parser.add_argument("--no-trot", action="store_true")
     parser.add_argument("--no-dynamics", action="store_true", help="only the trot (part 2)")
@@ -245,18 +342,32 @@ def main(argv=None):
     rows = []
     for name in () if options.no_dynamics else FEET:
         rows += benchmark_robot(name, options.states, (options.repeats, "cpu"), pin, rng,
-                                cpp=cpp_skipped is None)
+                                cpp=cpp_skipped is None, rounds=options.rounds)
     if rows:
         print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
-              f"K = {options.states} random states (load average {os.getloadavg()[0]:.1f})")
+              f"median of {options.rounds} rounds, K = {options.states} random states (load "
+              f"average {os.getloadavg()[0]:.1f}); ratios to the C++ of the same round: median "
+              "[range]; lanes: constraint_dynamics_batch (dynamics/constraint_lanes.py)")
         print(_common.format_table(
-            ["robot", "function", "ours batched", "ours Python", "Pinocchio Python",
-             "ratio pin/batched", "Pinocchio C++", "batched/C++", "max |diff|"],
-            [[r["robot"], r["function"], f"{r['batch_us']:.2f}", f"{r['python_us']:.2f}",
-              f"{r['pin_us']:.2f}", f"{r['pin_us'] / r['batch_us']:.2f}",
-              "-" if r["cpp_us"] is None else f"{r['cpp_us']:.2f}",
-              "-" if r["cpp_us"] is None else f"{r['batch_us'] / r['cpp_us']:.2f}",
-              f"{r['max_abs_diff_vs_pin']:.1e}"] for r in rows]))
+            ["robot", "function", "ours batched", "ours lanes", "ours Python",
+             "Pinocchio Python", "Pinocchio C++", "batched/C++", "lanes/C++", "max |diff|",
+             "lanes max |diff|"],
+            [[r["robot"], r["function"], f"{r['batch_us']:.2f}",
+              "-" if r["lanes_us"] is None else f"{r['lanes_us']:.2f}", f"{r['python_us']:.2f}",
+              f"{r['pin_us']:.2f}", "-" if r["cpp_us"] is None else f"{r['cpp_us']:.2f}",
+              _ratio(r, "batch"), _ratio(r, "lanes"), f"{r['max_abs_diff_vs_pin']:.1e}",
+              "-" if r["lanes_max_abs_diff_vs_pin"] is None
+              else f"{r['lanes_max_abs_diff_vs_pin']:.1e}"] for r in rows]))
+    compiled = None
+    if rows and not options.no_compile:
+        compiled = compile_and_assembly()
+        print(f"\nconstraint_dynamics_batch's first call, empty cache: "
+              f"{compiled['compile_s']:.1f} s wall, {compiled['compile_cpu_s']:.1f} s thread CPU; from the cache "
+              f"{compiled['cached_first_call_s']:.2f} s.  Packed double instructions:")
+        print(_common.format_table(
+            ["kernel", "zmm pd", "ymm pd", "xmm pd", "scalar sd"],
+            [(k, c["zmm"], c["ymm"], c["xmm"], c["scalar_sd"])
+             for k, c in compiled["asm"].items()]))
     trot_rows, reason = (None, "not asked (--no-trot)") if options.no_trot else \
         trot(not options.no_crocoddyl, options.repeats)
     if trot_rows:
@@ -278,7 +389,8 @@ def main(argv=None):
     _common.write_json(path, dict(machine=info, load_average_1min_at_end=os.getloadavg()[0],
                                   states_per_robot=options.states, repeats=options.repeats,
                                   clock="cpu", unit="microseconds per state",
-                                  timings=rows, trot=trot_rows, crocoddyl_skipped=reason,
+                                  rounds=options.rounds, timings=rows, lanes_compile=compiled,
+                                  trot=trot_rows, crocoddyl_skipped=reason,
                                   cpp_flags=" ".join(pinocchio_cpp.FLAGS),
                                   cpp_skipped=cpp_skipped))
     print(f"\nwrote {path}")
