@@ -268,13 +268,18 @@ def call_overhead(payload):
 
 
 def contacts(payload):
-    """Constrained dynamics per state (us): ours batched and per Python call, Pinocchio's
-    Python and C++ (the C++ timed right after ours on the same states)."""
-    headers = ["robot", "function", "ours batched us", "ours Python us", "pin Python us",
-               "C++ us", "batched / C++", "max abs diff"]
+    """Constrained dynamics per state (us): ours batched (the stack kernel), across SIMD lanes
+    (``constraint_dynamics_batch``, where it exists) and per Python call, Pinocchio's Python
+    and C++ (the C++ timed right after ours on the same states, in every round); the ratios
+    to the C++ as the median (range) of the rounds' ratios where the JSON has them."""
+    headers = ["robot", "function", "ours batched us", "ours lanes us", "ours Python us",
+               "pin Python us", "C++ us", "batched / C++", "lanes / C++", "max abs diff"]
     rows = [[f"{t['robot']} ({t['nc']} constraint rows)", t["function"], number(t["batch_us"]),
-             number(t["python_us"]), number(t["pin_us"]), number(t["cpp_us"]),
-             ratio(t["batch_us"], t["cpp_us"]), exponent(t["max_abs_diff_vs_pin"])]
+             number(t.get("lanes_us")), number(t["python_us"]), number(t["pin_us"]),
+             number(t["cpp_us"]),
+             _spread(t["batch_over_cpp"]) if t.get("batch_over_cpp")
+             else ratio(t["batch_us"], t["cpp_us"]),
+             _spread(t.get("lanes_over_cpp")), exponent(t["max_abs_diff_vs_pin"])]
             for t in payload["timings"]]
     return headers, rows
 
