@@ -245,6 +245,7 @@ from .riccati import backward_range
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
 # and the multipliers' wrong sign
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
+POLISH_EPS_CAP, POLISH_FORCING = 1e-10, 1e-3
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -788,6 +789,7 @@ class CSQP:
         self._factorizations = self._sweeps = 0     # of the QP being solved
         self._fresh = False
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
+        self._tight_eps = POLISH_EPS
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -935,7 +937,8 @@ class CSQP:
         for _ in range(rounds):
             if not self._factorize(self.typed_polished, sigma, t_end):
                 return False
-            for eps in (POLISH_LOOSE_EPS, POLISH_EPS):
+            tight = self._tight_eps
+            for eps in (POLISH_LOOSE_EPS, tight):
                 done, prim, dual, prim_scale, dual_scale = _admm(
                     self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
                     self.polish_iter, eps)
@@ -944,8 +947,8 @@ class CSQP:
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
                                             POLISH_TOLERANCE, SPARSE_KINDS)
-                if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
-                                   dual <= POLISH_EPS[0] + POLISH_EPS[1] * dual_scale):
+                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                                   dual <= tight[0] + tight[1] * dual_scale):
                     break
             # the rows of knots after the last change are those of this factorization
             t_end = min(last + 1, self.problem.N)
@@ -1091,6 +1094,9 @@ class CSQP:
             iteration += 1
             t0 = time.perf_counter()
             self._factorizations = self._sweeps = 0
+            kkt = max(stop, gap, violation)
+            self._tight_eps = np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP,
+                                                               POLISH_FORCING * kkt)), 0.0])
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
