@@ -411,20 +411,21 @@ def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
 
 
 @kernel
-def _linear_sweep(F, nus, factor, gx, gu, Vx, k):
+def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq, Vf
     of :func:`.riccati.backward_range` and :func:`_factor` with the same Hessian): Vx_N =
     gx_N + Vxx_N f_N, then k_t = Quu^-1 (gu_t + Fu^T Vx_{t+1}), Vx_t = gx_t + Fx^T
     Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`).  The
     products run along the rows of Fx, Fu, K (contiguous) and Vxx f comes from the
-    factorization: an ADMM or multiplier sweep 105 -> 72 us (panda, 100 knots)."""
+    factorization: an ADMM or multiplier sweep 105 -> 72 us (panda, 100 knots).  The
+    knots N-1 down to ``t_stop`` (0: all)."""
     Fx, Fu = F
     Vxx, K, Lq, Vf = factor
     N, ndx, nu = Fu.shape
     qu = np.empty((nu, 1))
     for i in range(ndx):
         Vx[N, i] = gx[N, i] + Vf[N, i]
-    for t in range(N - 1, -1, -1):
+    for t in range(N - 1, t_stop - 1, -1):
         n = nus[t]
         for i in range(nu):
             qu[i, 0] = gu[t, i]
@@ -467,10 +468,12 @@ def _rollout(F, gaps, k, K, dx, du):
 
 
 @kernel
-def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
+def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     """Up to ``iterations`` ADMM iterations (module docstring) on the kept factorization
     (``project`` False: the method of multipliers of polishing, z fixed at the active
     rows' bounds).  ``work``: (gx, gu, Vx, k, dx~, du~, dx, du, dual_x, dual_u).
+    ``swept``: the first iteration's linear terms (Vx, k) are those the factorization
+    computed with this gradient (:meth:`CSQP._factorize`'s ``swept``), no sweep.
     Returns (iterations done, primal residual, dual residual, primal scale, dual
     scale); stops at the first iteration whose residuals are below eps[0] + eps[1]
     scale (OSQP's test)."""
@@ -482,8 +485,9 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
     done = 0
     for it in range(iterations):
         done = it + 1
-        _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu)
-        _linear_sweep(F, nus, factor, gx, gu, Vx, k)
+        if it > 0 or not swept:
+            _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu)
+            _linear_sweep(F, nus, factor, gx, gu, Vx, k, 0)
         _rollout(F, gaps, k, K, tx, tu)
         dual_x[:] = 0.0
         dual_u[:] = 0.0
@@ -844,16 +848,29 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks, sigma=None, t_end=None):
+    def _factorize(self, blocks, sigma=None, t_end=None, swept=False):
         """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
         the ``sigma`` option); with ``t_end`` < N only of the knots below it, those from
-        t_end on kept from the last factorization (the rows there unchanged)."""
+        t_end on kept from the last factorization (the rows there unchanged).
+        ``swept``: its linear terms are the gradient of :func:`_admm`'s next iteration
+        (``sigma`` and the work's (dx, du)), so that the factorization's Vx and k are
+        that iteration's sweep (the knots from t_end on swept on the kept factorization
+        first): one sweep of the linear terms fewer per solve."""
         problem = self.problem
         self._factorizations += 1
         t_end = problem.N if t_end is None else t_end
         _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end)
-        Hxx, Huu, Hxu, gx, gu = self.H
-        failed = backward_range(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
+        Hxx, Huu, Hxu, _, _ = self.H
+        Lx, Lu = problem.Lx, problem.Lu
+        if swept:
+            Lx, Lu = self.work[0], self.work[1]
+            _gradient(blocks, problem.Lx, problem.Lu, sigma, self.polish_work[6],
+                      self.polish_work[7], Lx, Lu)
+            if t_end < problem.N:
+                _linear_sweep((problem.Fx, problem.Fu), problem.nus,
+                              (self.Vxx, self.K, self.Lq, self.Vf), Lx, Lu, self.Vx, self.k,
+                              t_end)
+        failed = backward_range(problem.Fx, problem.Fu, Lx, Lu, Hxx, Huu, Hxu,
                                 self.gaps, False, self.sigma if sigma is None else sigma,
                                 problem.nus, self.no_box, self.bounds[0], self.bounds[0],
                                 self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
@@ -888,7 +905,7 @@ class CSQP:
             count = min(self.rho_interval, self.max_qp_iter - total)
             done, prim, dual, prim_scale, dual_scale = _admm(
                 self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, count,
-                self.eps)
+                self.eps, False)
             total += done
             self._sweeps += done
             if done < count:
@@ -935,13 +952,15 @@ class CSQP:
         pdu[:] = self.du
         sigma, t_end = self.polish_sigma, None
         for _ in range(rounds):
-            if not self._factorize(self.typed_polished, sigma, t_end):
+            if not self._factorize(self.typed_polished, sigma, t_end, True):
                 return False
+            swept = True
             tight = self._tight_eps
             for eps in (POLISH_LOOSE_EPS, tight):
                 done, prim, dual, prim_scale, dual_scale = _admm(
                     self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
-                    self.polish_iter, eps)
+                    self.polish_iter, eps, swept)
+                swept = False
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
