@@ -57,9 +57,10 @@ The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
 backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
 Wright, "Numerical Optimization", 2nd ed., eq. 18.27 and Theorem 18.2: nu above the
 multipliers' largest magnitude, costates and rows, makes the SQP step a descent
-direction).  Converged: the largest gap <= th_gaps, violation <= th_constraint and the
-stationarity of the Lagrangian in the controls (the costates of an adjoint sweep with
-the QP's row multipliers) <= th_stop.
+direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
+:func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
+th_constraint and the stationarity of the Lagrangian in the controls (the costates of
+an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop.
 
 Where the ADMM iterations went, and the two changes that cut them (ur5 "vbound" from
 FDDP's optimum, 9 SQP iterations, same cost each time; 2026-11-27, load 7-11 on the 2
@@ -222,6 +223,46 @@ iteration new / before (interleaved, 5 blocks, one process, load 3.6-5.3, median
 (range)): 0.90 (ur5 "stiff" from FDDP's optimum, 0.89-0.92) .. 0.98 on 15 of the 16
 runs, panda "vbound" from the guess 1.02 (0.97-1.15); against FDDP's 1.28-1.87x (was
 1.34-1.85x in the same blocks), within 1.5x on 7 of the 16 runs (was 5).
+
+The floor of an iteration (qp13; 2026-11-27, CPU time of the thread, one thread, 100
+knots).  Profile of panda "plane" from the guess (per SQP iteration, load 5): 2.96 ms
+against FDDP's 1.85: calc_diff 1.00 (FDDP's work, one more per solve than iterations),
+the QP 0.93 (a factorization 0.58, of which :func:`.riccati.backward_range` 0.49, three
+multiplier sweeps 0.27), the trial 0.44, the two adjoint sweeps of :func:`_stationarity`
+0.21, the rows and gaps 0.12.  Three changes: (1) the stopping test's adjoint sweep at
+w = 0 leaves out the products with the zero step (the same bits; 53 -> 21 us, panda,
+load 6.3), and nu reads the QP's own costates, Vx_t + Vxx_t (dx_t - f_t) of its last
+sweep (:func:`_costates_max`, 15 us), and the largest accepted multiplier
+(:func:`_polish_accept`) instead of a second adjoint sweep at (dx, du): max |lam| within
+8.2e-6 relative of the sweep's in every iteration of the 16 runs (panda "vbound"; 2e-13
+.. 4e-8 elsewhere); (2) the final solve of a QP runs its method of multipliers to an
+inexact-SQP tolerance (:data:`POLISH_EPS_CAP`: min(1e-10, 1e-3 KKT), at least 1e-12;
+it was 1e-12 at every QP): the sweeps of the 16 runs 1,708 -> 1,270, the same
+iterations (panda "torque" from the guess 97 -> 96); (3) a
+round's factorization takes the method of multipliers' first gradient as its linear
+terms (:meth:`CSQP._factorize`'s ``swept``; a partial refactorization sweeps its kept
+knots first), so that its Vx and k are that first sweep's: one sweep of the linear
+terms (35 us) fewer per round, the same iterations and costs to 12 digits.  Over the
+16 runs against the module before (commit f36eb18): the same iterations and
+factorizations but panda "torque" from the guess (96 / 141 against 97 / 142), costs
+within 2.8e-9 relative on the stiff tasks (a flat optimum, th_stop; above) and 4.4e-11
+on the 12 others, iterates within 1.6e-4 (panda "torque" from the guess; the others
+1.9e-5); solo12 / hyq on four feet with hard friction cones (a task not tuned for): 2 /
+4 SQP iterations as before, cost 1.5e-10 / 3.8e-13 relative of before.  Time per SQP
+iteration new / before, interleaved in one process (5 blocks, load 7.1-7.4, medians
+(range)): 0.85 (panda "torque" from FDDP's optimum, 0.81-0.90; panda "vbound" from
+FDDP's optimum 0.85, 0.78-1.03) .. 0.97 (ur5 "vbound" from the guess, 0.81-1.03), the
+solves' times the same ratios (no iteration count grew); against FDDP's in the same
+blocks 1.21-1.70x (before 1.33-1.86x), within 1.5x on 11 of the 16 runs (before 5):
+not on ur5 "stiff" (1.51 / 1.53x), panda "stiff" from FDDP's optimum (1.57x: 2.3-2.6
+trials per iteration), panda "vbound" from the guess (1.70x: 2.1 factorizations per
+iteration) and panda "torque" from FDDP's optimum (1.58x: 2.1).  First-solve compile
+(ur5 20 knots, csqp's cache removed, load 7): 18.3-19.8 s of CPU against 17.7-18.5 s.
+Tried and not kept: skipping line-search trials the quadratic model of the merit through
+a refused trial says will be refused (Nocedal & Wright Sec. 3.5; skipping to the
+largest step the model accepts, or to twice it): the stiff tasks' steps change and
+their iterations grow (ur5 from FDDP's optimum 36 -> 58 / 49, panda 67 -> 111 / 105;
+ur5 from the guess 43 -> 31 / 43).
 """
 import time
 
@@ -245,6 +286,12 @@ from .riccati import backward_range
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
 # and the multipliers' wrong sign
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
+# an inexact SQP step (Dembo, Eisenstat & Steihaug, SIAM J. Numer. Anal. 19(2), 1982:
+# the inner residual below a forcing term times the outer one): the final solve of a QP
+# runs its method of multipliers to max(POLISH_EPS, min(POLISH_EPS_CAP, POLISH_FORCING
+# KKT)), KKT = max(stationarity, gap, violation) at the iterate: 1e-10 far from a
+# solution (|y change| <= big 1e-10 = 1e-5 per sweep, 100x below th_constraint on the
+# rows), 1e-12 as before once KKT < 1e-9 (module docstring)
 POLISH_EPS_CAP, POLISH_FORCING = 1e-10, 1e-3
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
@@ -1113,7 +1160,7 @@ class CSQP:
             iteration += 1
             t0 = time.perf_counter()
             self._factorizations = self._sweeps = 0
-            kkt = max(stop, gap, violation)
+            kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP,
                                                                POLISH_FORCING * kkt)), 0.0])
             qp_iterations, prim, solved, polished = self._solve_qp()
