@@ -57,9 +57,10 @@ The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
 backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
 Wright, "Numerical Optimization", 2nd ed., eq. 18.27 and Theorem 18.2: nu above the
 multipliers' largest magnitude, costates and rows, makes the SQP step a descent
-direction).  Converged: the largest gap <= th_gaps, violation <= th_constraint and the
-stationarity of the Lagrangian in the controls (the costates of an adjoint sweep with
-the QP's row multipliers) <= th_stop.
+direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
+:func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
+th_constraint and the stationarity of the Lagrangian in the controls (the costates of
+an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop.
 
 Where the ADMM iterations went, and the two changes that cut them (ur5 "vbound" from
 FDDP's optimum, 9 SQP iterations, same cost each time; 2026-11-27, load 7-11 on the 2
@@ -222,6 +223,46 @@ iteration new / before (interleaved, 5 blocks, one process, load 3.6-5.3, median
 (range)): 0.90 (ur5 "stiff" from FDDP's optimum, 0.89-0.92) .. 0.98 on 15 of the 16
 runs, panda "vbound" from the guess 1.02 (0.97-1.15); against FDDP's 1.28-1.87x (was
 1.34-1.85x in the same blocks), within 1.5x on 7 of the 16 runs (was 5).
+
+The floor of an iteration (qp13; 2026-11-27, CPU time of the thread, one thread, 100
+knots).  Profile of panda "plane" from the guess (per SQP iteration, load 5): 2.96 ms
+against FDDP's 1.85: calc_diff 1.00 (FDDP's work, one more per solve than iterations),
+the QP 0.93 (a factorization 0.58, of which :func:`.riccati.backward_range` 0.49, three
+multiplier sweeps 0.27), the trial 0.44, the two adjoint sweeps of :func:`_stationarity`
+0.21, the rows and gaps 0.12.  Three changes: (1) the stopping test's adjoint sweep at
+w = 0 leaves out the products with the zero step (the same bits; 53 -> 21 us, panda,
+load 6.3), and nu reads the QP's own costates, Vx_t + Vxx_t (dx_t - f_t) of its last
+sweep (:func:`_costates_max`, 15 us), and the largest accepted multiplier
+(:func:`_polish_accept`) instead of a second adjoint sweep at (dx, du): max |lam| within
+8.2e-6 relative of the sweep's in every iteration of the 16 runs (panda "vbound"; 2e-13
+.. 4e-8 elsewhere); (2) the final solve of a QP runs its method of multipliers to an
+inexact-SQP tolerance (:data:`POLISH_EPS_CAP`: min(1e-10, 1e-3 KKT), at least 1e-12;
+it was 1e-12 at every QP): the sweeps of the 16 runs 1,708 -> 1,270, the same
+iterations (panda "torque" from the guess 97 -> 96); (3) a
+round's factorization takes the method of multipliers' first gradient as its linear
+terms (:meth:`CSQP._factorize`'s ``swept``; a partial refactorization sweeps its kept
+knots first), so that its Vx and k are that first sweep's: one sweep of the linear
+terms (35 us) fewer per round, the same iterations and costs to 12 digits.  Over the
+16 runs against the module before (commit f36eb18): the same iterations and
+factorizations but panda "torque" from the guess (96 / 141 against 97 / 142), costs
+within 2.8e-9 relative on the stiff tasks (a flat optimum, th_stop; above) and 4.4e-11
+on the 12 others, iterates within 1.6e-4 (panda "torque" from the guess; the others
+1.9e-5); solo12 / hyq on four feet with hard friction cones (a task not tuned for): 2 /
+4 SQP iterations as before, cost 1.5e-10 / 3.8e-13 relative of before.  Time per SQP
+iteration new / before, interleaved in one process (5 blocks, load 7.1-7.4, medians
+(range)): 0.85 (panda "torque" from FDDP's optimum, 0.81-0.90; panda "vbound" from
+FDDP's optimum 0.85, 0.78-1.03) .. 0.97 (ur5 "vbound" from the guess, 0.81-1.03), the
+solves' times the same ratios (no iteration count grew); against FDDP's in the same
+blocks 1.21-1.70x (before 1.33-1.86x), within 1.5x on 11 of the 16 runs (before 5):
+not on ur5 "stiff" (1.51 / 1.53x), panda "stiff" from FDDP's optimum (1.57x: 2.3-2.6
+trials per iteration), panda "vbound" from the guess (1.70x: 2.1 factorizations per
+iteration) and panda "torque" from FDDP's optimum (1.58x: 2.1).  First-solve compile
+(ur5 20 knots, csqp's cache removed, load 7): 18.3-19.8 s of CPU against 17.7-18.5 s.
+Tried and not kept: skipping line-search trials the quadratic model of the merit through
+a refused trial says will be refused (Nocedal & Wright Sec. 3.5; skipping to the
+largest step the model accepts, or to twice it): the stiff tasks' steps change and
+their iterations grow (ur5 from FDDP's optimum 36 -> 58 / 49, panda 67 -> 111 / 105;
+ur5 from the guess 43 -> 31 / 43).
 """
 import time
 
@@ -245,6 +286,13 @@ from .riccati import backward_range
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
 # and the multipliers' wrong sign
 POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
+# an inexact SQP step (Dembo, Eisenstat & Steihaug, SIAM J. Numer. Anal. 19(2), 1982:
+# the inner residual below a forcing term times the outer one): the final solve of a QP
+# runs its method of multipliers to max(POLISH_EPS, min(POLISH_EPS_CAP, POLISH_FORCING
+# KKT)), KKT = max(stationarity, gap, violation) at the iterate: 1e-10 far from a
+# solution (|y change| <= big 1e-10 = 1e-5 per sweep, 100x below th_constraint on the
+# rows), 1e-12 as before once KKT < 1e-9 (module docstring)
+POLISH_EPS_CAP, POLISH_FORCING = 1e-10, 1e-3
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -410,20 +458,21 @@ def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
 
 
 @kernel
-def _linear_sweep(F, nus, factor, gx, gu, Vx, k):
+def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq, Vf
     of :func:`.riccati.backward_range` and :func:`_factor` with the same Hessian): Vx_N =
     gx_N + Vxx_N f_N, then k_t = Quu^-1 (gu_t + Fu^T Vx_{t+1}), Vx_t = gx_t + Fx^T
     Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`).  The
     products run along the rows of Fx, Fu, K (contiguous) and Vxx f comes from the
-    factorization: an ADMM or multiplier sweep 105 -> 72 us (panda, 100 knots)."""
+    factorization: an ADMM or multiplier sweep 105 -> 72 us (panda, 100 knots).  The
+    knots N-1 down to ``t_stop`` (0: all)."""
     Fx, Fu = F
     Vxx, K, Lq, Vf = factor
     N, ndx, nu = Fu.shape
     qu = np.empty((nu, 1))
     for i in range(ndx):
         Vx[N, i] = gx[N, i] + Vf[N, i]
-    for t in range(N - 1, -1, -1):
+    for t in range(N - 1, t_stop - 1, -1):
         n = nus[t]
         for i in range(nu):
             qu[i, 0] = gu[t, i]
@@ -466,10 +515,12 @@ def _rollout(F, gaps, k, K, dx, du):
 
 
 @kernel
-def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
+def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     """Up to ``iterations`` ADMM iterations (module docstring) on the kept factorization
     (``project`` False: the method of multipliers of polishing, z fixed at the active
     rows' bounds).  ``work``: (gx, gu, Vx, k, dx~, du~, dx, du, dual_x, dual_u).
+    ``swept``: the first iteration's linear terms (Vx, k) are those the factorization
+    computed with this gradient (:meth:`CSQP._factorize`'s ``swept``), no sweep.
     Returns (iterations done, primal residual, dual residual, primal scale, dual
     scale); stops at the first iteration whose residuals are below eps[0] + eps[1]
     scale (OSQP's test)."""
@@ -481,8 +532,9 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps):
     done = 0
     for it in range(iterations):
         done = it + 1
-        _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu)
-        _linear_sweep(F, nus, factor, gx, gu, Vx, k)
+        if it > 0 or not swept:
+            _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu)
+            _linear_sweep(F, nus, factor, gx, gu, Vx, k, 0)
         _rollout(F, gaps, k, K, tx, tu)
         dual_x[:] = 0.0
         dual_u[:] = 0.0
@@ -534,7 +586,7 @@ def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
 
 
 @kernel
-def _stationarity(blocks, F, L, dx, du, lam, ax, au):
+def _stationarity(blocks, F, L, dx, du, lam, ax, au, with_step):
     """The costates lam (N+1, ndx) of the LQ at w = (dx, du) with the rows' multipliers
     y (adjoint sweep: lam_N = Lx_N + Lxx_N dx_N + Rx^T y, lam_t = Lx + Lxx dx + Lxu du
     + Fx^T lam_{t+1} + Rx^T y) and the largest entry of the control gradient of its
@@ -542,7 +594,8 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     stationarity, max |lam|, max |y|).  The rows' terms one block at a time
     (:func:`_block_gradient`), the products along the rows of Fx, Fu, Lxu (contiguous),
     each entry's terms summed in the same order as a per-entry dot product (the same
-    bits)."""
+    bits).  ``with_step`` False: w = 0 (the stopping test at the iterate), the products
+    with (dx, du) left out (they add exact zeros: the same bits, 60% fewer products)."""
     Fx, Fu = F
     Lx, Lu, Lxx, Luu, Lxu = L
     N, ndx, nu = Fu.shape
@@ -560,11 +613,12 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
     for t in range(N, -1, -1):
         for i in range(ndx):
             s = Lx[t, i] + ax[t, i]
-            for j in range(ndx):
-                s += Lxx[t, i, j] * dx[t, j]
-            if t < N:
-                for j in range(nu):
-                    s += Lxu[t, i, j] * du[t, j]
+            if with_step:
+                for j in range(ndx):
+                    s += Lxx[t, i, j] * dx[t, j]
+                if t < N:
+                    for j in range(nu):
+                        s += Lxu[t, i, j] * du[t, j]
             lam[t, i] = s
         if t < N:
             for p in range(ndx):
@@ -577,15 +631,16 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au):
             continue
         for i in range(nu):
             gu[i] = Lu[t, i] + au[t, i]
-        for j in range(ndx):
-            v = dx[t, j]
+        if with_step:
+            for j in range(ndx):
+                v = dx[t, j]
+                for i in range(nu):
+                    gu[i] += Lxu[t, j, i] * v
             for i in range(nu):
-                gu[i] += Lxu[t, j, i] * v
-        for i in range(nu):
-            s = gu[i]
-            for j in range(nu):
-                s += Luu[t, i, j] * du[t, j]
-            gu[i] = s
+                s = gu[i]
+                for j in range(nu):
+                    s += Luu[t, i, j] * du[t, j]
+                gu[i] = s
         for p in range(ndx):
             v = lam[t + 1, p]
             for i in range(nu):
@@ -688,7 +743,9 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
 
 @kernel
 def _polish_accept(blocks, polished, dx, du):
-    """The rows' (y, z) from the polished step: y polishing's, z = v clipped."""
+    """The rows' (y, z) from the polished step: y polishing's, z = v clipped.  Returns
+    max |y|."""
+    largest = 0.0
     for b in range(len(blocks)):
         target_y, target_z = blocks[b][5], blocks[b][6]
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
@@ -698,6 +755,27 @@ def _polish_accept(blocks, polished, dx, du):
             for i in range(y.shape[1]):
                 target_y[k, i] = y[k, i]
                 target_z[k, i] = min(max(values[k, i], lower[i]), upper[i])
+                largest = max(largest, abs(y[k, i]))
+    return largest
+
+
+@kernel
+def _costates_max(Vx, Vxx, gaps, dx):
+    """max |lam| over the QP's costates lam_t = Vx_t + Vxx_t (dx_t - f_t) at its solution
+    dx of the last sweep (Vx_t there is the value function's gradient at dx_t = f_t,
+    FDDP's gap term included, :func:`_linear_sweep`): the gradient of the cost-to-go, the
+    dynamics' multipliers the adjoint sweep of :func:`_stationarity` computes at (dx,
+    du) with the rows' multipliers of that solve (with the method of multipliers
+    converged, to its tolerance and polish_sigma's proximal term), in ndx^2 products
+    per knot instead of its (ndx + nu)^2 + ndx nu."""
+    largest = 0.0
+    for t in range(Vx.shape[0]):
+        for i in range(Vx.shape[1]):
+            s = Vx[t, i]
+            for j in range(Vx.shape[1]):
+                s += Vxx[t, i, j] * (dx[t, j] - gaps[t, j])
+            largest = max(largest, abs(s))
+    return largest
 
 
 @kernel
@@ -761,6 +839,8 @@ class CSQP:
         self.multipliers = None
         self._factorizations = self._sweeps = 0     # of the QP being solved
         self._fresh = False
+        self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
+        self._tight_eps = POLISH_EPS
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -815,16 +895,29 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks, sigma=None, t_end=None):
+    def _factorize(self, blocks, sigma=None, t_end=None, swept=False):
         """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
         the ``sigma`` option); with ``t_end`` < N only of the knots below it, those from
-        t_end on kept from the last factorization (the rows there unchanged)."""
+        t_end on kept from the last factorization (the rows there unchanged).
+        ``swept``: its linear terms are the gradient of :func:`_admm`'s next iteration
+        (``sigma`` and the work's (dx, du)), so that the factorization's Vx and k are
+        that iteration's sweep (the knots from t_end on swept on the kept factorization
+        first): one sweep of the linear terms fewer per solve."""
         problem = self.problem
         self._factorizations += 1
         t_end = problem.N if t_end is None else t_end
         _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end)
-        Hxx, Huu, Hxu, gx, gu = self.H
-        failed = backward_range(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu, Hxu,
+        Hxx, Huu, Hxu, _, _ = self.H
+        Lx, Lu = problem.Lx, problem.Lu
+        if swept:
+            Lx, Lu = self.work[0], self.work[1]
+            _gradient(blocks, problem.Lx, problem.Lu, sigma, self.polish_work[6],
+                      self.polish_work[7], Lx, Lu)
+            if t_end < problem.N:
+                _linear_sweep((problem.Fx, problem.Fu), problem.nus,
+                              (self.Vxx, self.K, self.Lq, self.Vf), Lx, Lu, self.Vx, self.k,
+                              t_end)
+        failed = backward_range(problem.Fx, problem.Fu, Lx, Lu, Hxx, Huu, Hxu,
                                 self.gaps, False, self.sigma if sigma is None else sigma,
                                 problem.nus, self.no_box, self.bounds[0], self.bounds[0],
                                 self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
@@ -859,7 +952,7 @@ class CSQP:
             count = min(self.rho_interval, self.max_qp_iter - total)
             done, prim, dual, prim_scale, dual_scale = _admm(
                 self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, count,
-                self.eps)
+                self.eps, False)
             total += done
             self._sweeps += done
             if done < count:
@@ -906,26 +999,30 @@ class CSQP:
         pdu[:] = self.du
         sigma, t_end = self.polish_sigma, None
         for _ in range(rounds):
-            if not self._factorize(self.typed_polished, sigma, t_end):
+            if not self._factorize(self.typed_polished, sigma, t_end, True):
                 return False
-            for eps in (POLISH_LOOSE_EPS, POLISH_EPS):
+            swept = True
+            tight = self._tight_eps
+            for eps in (POLISH_LOOSE_EPS, tight):
                 done, prim, dual, prim_scale, dual_scale = _admm(
                     self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
-                    self.polish_iter, eps)
+                    self.polish_iter, eps, swept)
+                swept = False
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
                                             POLISH_TOLERANCE, SPARSE_KINDS)
-                if changes > 0 or (prim <= POLISH_EPS[0] + POLISH_EPS[1] * prim_scale and
-                                   dual <= POLISH_EPS[0] + POLISH_EPS[1] * dual_scale):
+                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                                   dual <= tight[0] + tight[1] * dual_scale):
                     break
             # the rows of knots after the last change are those of this factorization
             t_end = min(last + 1, self.problem.N)
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
-                _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
+                self._y_max = _polish_accept(self.typed_blocks, self.typed_polished, pdx,
+                                             pdu)
                 self.dx[:] = pdx
                 self.du[:] = pdu
                 return True
@@ -1053,7 +1150,8 @@ class CSQP:
         self._start_z()
         self._fresh = True
         while True:
-            stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au)[0]
+            stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
+                                False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
                 status, converged = "converged", True
                 break
@@ -1062,6 +1160,9 @@ class CSQP:
             iteration += 1
             t0 = time.perf_counter()
             self._factorizations = self._sweeps = 0
+            kkt = max(stop, gap, violation)        # the forcing term's measure
+            self._tight_eps = np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP,
+                                                               POLISH_FORCING * kkt)), 0.0])
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
@@ -1072,8 +1173,12 @@ class CSQP:
             if stuck >= self.infeasible_after:
                 status = "infeasible"
                 break
-            _, lam_max, y_max = _stationarity(self.typed_blocks, F, L, self.dx, self.du,
-                                              self.lam, ax, au)
+            if polished:    # the QP's own costates and multipliers: no adjoint sweep
+                lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
+                y_max = self._y_max
+            else:
+                _, lam_max, y_max = _stationarity(self.typed_blocks, F, L, self.dx, self.du,
+                                                  self.lam, ax, au, True)
             nu = max(nu, 1.1 * max(lam_max, y_max))
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
