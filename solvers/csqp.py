@@ -239,7 +239,8 @@ sweep (:func:`_costates_max`, 15 us), and the largest accepted multiplier
 inexact-SQP tolerance (:data:`POLISH_EPS_CAP`: min(1e-10, 1e-3 KKT), at least 1e-12,
 and 1e-12 again once the stationarity is within 10 th_stop (:data:`POLISH_NEAR`, from
 the review: the multipliers the stopping test reads move by up to big x the residual;
-1,270 -> 1,345 sweeps, the same iterations and costs to 12 digits);
+1,270 -> 1,345 sweeps; iterations and costs those of the 1e-12 rule, costs within
+1.9e-12 relative, panda "torque" from the guess 97 again);
 it was 1e-12 at every QP): the sweeps of the 16 runs 1,708 -> 1,270, the same
 iterations but panda "torque" from the guess (97 -> 96); (3) a
 round's factorization takes the method of multipliers' first gradient as its linear
