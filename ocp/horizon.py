@@ -12,7 +12,7 @@ kernel, :func:`_trial`:
                      the phase's cost program in TRIAL mode                  (.fused)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
-    cost = sum of the knots' costs,
+    cost = sum of the knots' costs (in order, each phase's as it ends),
     dv = -sum_t f_t . Vxx_t (x_t (-) x_t^try)   (FDDP's gap term, when asked)
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
@@ -68,7 +68,7 @@ from .dynamics import FreeDynamics
 from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
-from .parallel import store_release
+from .parallel import REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, load_acquire, store_release
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -148,13 +148,21 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     row p the (address, key) of phase p's rollout and cost program, the last row those
     of the terminal knot's kinematics pass and cost program, compiled for the types of
     these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
-    kernel, their code was optimized again at its compile."""
-    m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
+    kernel, their code was optimized again at its compile.
+
+    ``holder.item`` ends with ``signal`` (int64 vector): after each phase (its rollout and
+    costs, its knots' costs added to the total) ``signal[TRIAL_PROGRESS]`` = its stop, an
+    atomic release store (:mod:`.parallel`): a worker evaluating calc_diff at this trial
+    follows it (:meth:`.problem.ShootingProblem.speculate`).  That calc_diff rewrites
+    those knots' costs (accumulating), hence the sum as each phase ends: the same
+    additions in the same order as one sum at the end."""
+    m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
     N = xnext.shape[0]
     predicted = x0
+    cost, summed = 0.0, 0
     for p in range(order.shape[0]):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
@@ -167,6 +175,10 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
+        for t in range(summed, stop):
+            cost += costs[t]
+        summed = stop
+        store_release(signal, TRIAL_PROGRESS, stop)
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
@@ -174,8 +186,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     call_checked(terminal[0, 0], terminal[0, 1], (xs_try[N:], no_controls, kinematics, CALC))
     call_checked(terminal[1, 0], terminal[1, 1], (xs_try[N:], no_controls, terminal_program,
                                                   CALC))
-    cost = 0.0
-    for t in range(costs.shape[0]):
+    for t in range(summed, costs.shape[0]):
         cost += costs[t]
     dv = 0.0
     if merit_gaps:
@@ -216,12 +227,13 @@ class HorizonTrial:
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, order, free, contact, terminal, workspace, entries):
+    def __init__(self, problem, order, free, contact, terminal, workspace, entries, signal):
         """``entries``: each phase's entry (of :func:`_free_phase` or
-        :func:`_contact_phase`), in ``order``."""
+        :func:`_contact_phase`), in ``order``; ``signal``: see :func:`_trial`."""
         self.problem = problem
+        self.signal = signal
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
-                                                                          workspace)
+                                                                          workspace, signal)
         self.holder = held(plan)
         self.free, self.contact = free, contact
         self.order, self.entries, self.terminal = order, entries, terminal
@@ -327,16 +339,21 @@ def _entries(entries):
     return typed_list([held(entry) for entry in entries])
 
 
-def horizon_trial(problem, workspaces):
+def horizon_trial(problem, workspaces, phases=None, signal=None):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
     ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
     :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
-    terminal knot without fused costs."""
+    terminal knot without fused costs.  ``phases``: the problem's (default), or the
+    parts of a parallel plan in the order of their knots, each its own data
+    (:meth:`.problem.ShootingProblem.trial_phases`), the trial publishing each part's
+    stop in ``signal`` (default: a vector of its own; see :func:`_trial`)."""
+    phases = problem.phases if phases is None else phases
+    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
     order, kinds = [], ([], [])
-    for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
+    for (model, start, stop, data), workspace in zip(phases, workspaces):
         if getattr(model.dynamics, "arrays", None) is not arrays:
             return None
         if type(model.dynamics) is FreeDynamics:
@@ -364,7 +381,7 @@ def horizon_trial(problem, workspaces):
     entries = [kinds[kind][index] for kind, index in order]
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
                         _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx),
-                        entries)
+                        entries, signal)
 
 
 # --- calc / calc_diff of the whole horizon in one compiled call ------------------------
@@ -476,22 +493,48 @@ CONTACT_PART, IMPULSE_PART, FREE_PART = 0, 1, 2
 _call_checked_bool = intrinsic(_checked_call(types.boolean))
 
 
+# what :func:`_chunk_diff` returns when it follows a trial: the trial was dropped; it
+# waited ``spins`` rounds (the part to go on from is FOLLOW_WAITED - the value)
+FOLLOW_DROPPED, FOLLOW_WAITED = -2, -3
+
+
 @kernel
-def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index):
+def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
+                trial, follow, spins):
     """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
-    the last first: part p (row p of ``order``: its kind and its index in ``contact``,
+    the last first: part p (row p of ``order``: its kind, its index in ``contact``,
     ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
-    of that kind) runs its dynamics block then its cost program in DIFF mode, as its
+    of that kind, its stop and its start) runs its dynamics block then its cost program in DIFF mode, as its
     :class:`~.fused.FusedPhase` does, by the (address, key) rows ``address[p]``; an impulse
     part then copies its predicted states and Fx from its integrator's own arrays into the
     problem's (``holder.item`` = (model, xnext, Fx)).  With ``index`` >= 0, after each part
     ``signal[index]`` = its first knot (an atomic release store: its knots are ready,
     :func:`.parallel.wait_below`).  Returns -1, or the part whose contacts were not regular
-    (``signal[-1]`` = 1 then: the waiting thread stops)."""
+    (``signal[-1]`` = 1 then: the waiting thread stops).
+
+    ``follow`` >= 0: calc_diff at a line-search trial being rolled out
+    (:meth:`.problem.ShootingProblem.speculate`), the parts from ``follow`` up, each once
+    the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
+    ``order[p, 2]``, acquire loads: :func:`_trial`); then ``signal[index]`` = the first
+    part's start, once (the backward pass waits for the whole chunk).  Returns
+    FOLLOW_DROPPED when the solver dropped the trial (``trial[TRIAL_DECISION]``), and
+    FOLLOW_WAITED - p when part p was not published in ``spins`` rounds of loads (the
+    caller yields its core, then calls again from p)."""
     m, xnext, Fx = holder.item
     n = order.shape[0]
-    for j in range(n):
-        p = n - 1 - j
+    first = 0 if follow < 0 else follow
+    for j in range(n - first):
+        p = n - 1 - j if follow < 0 else first + j
+        if follow >= 0:
+            waited = 0
+            while load_acquire(trial, TRIAL_PROGRESS) < order[p, 2]:
+                if load_acquire(trial, TRIAL_DECISION) == REJECTED:
+                    return FOLLOW_DROPPED
+                waited += 1
+                if waited > spins:
+                    return FOLLOW_WAITED - p
+            if load_acquire(trial, TRIAL_DECISION) == REJECTED:
+                return FOLLOW_DROPPED
         kind, i = order[p, 0], order[p, 1]
         block, costs = address[p, 0], address[p, 1]
         start = 0
@@ -523,8 +566,10 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
         if not regular:
             store_release(signal, signal.shape[0] - 1, 1)
             return p
-        if index >= 0:
+        if index >= 0 and follow < 0:
             store_release(signal, index, start)
+    if index >= 0 and follow >= 0 and n > 0:
+        store_release(signal, index, order[0, 3])
     return -1
 
 
@@ -532,7 +577,11 @@ class ChunkProgram:
     """calc_diff of a chunk's parts ``phases`` [(model, start, stop, data)] of ``problem``
     by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
     ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
-    were not regular (its ``failed`` callback, :attr:`failed`, raises the error)."""
+    were not regular (its ``failed`` callback, :attr:`failed`, raises the error);
+    ``follow(xs, us, signal, index, trial, first, spins)``: the parts from ``first`` up as
+    the trial publishes them (see :func:`_chunk_diff`)."""
+
+    _no_trial = np.zeros(2, dtype=np.int64)
 
     def __init__(self, problem, order, lists, address, failed):
         self.problem = problem
@@ -541,8 +590,12 @@ class ChunkProgram:
         self.entry = None
 
     def __call__(self, xs, us, signal, index):
+        return self.follow(xs, us, signal, index, self._no_trial, -1, 0)
+
+    def follow(self, xs, us, signal, index, trial, first, spins):
         arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
-                                                   np.int64(index))
+                                                   np.int64(index), trial, np.int64(first),
+                                                   np.int64(spins))
         if self.entry is None:
             _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
             self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call
@@ -591,7 +644,7 @@ def chunk_program(problem, phases):
             controls = typeof(no_controls)
         else:
             return None
-        order.append((kind, len(entries[kind])))
+        order.append((kind, len(entries[kind]), stop, start))
         entries[kind].append(entry)
         calls.append((call, (_interpret, (rows_x, controls, typeof(program), types.int64))))
         failed.append(fail)

@@ -69,15 +69,29 @@ class ForwardPass:
 
     @property
     def horizon(self):
-        """The one-call trial for the problem's ``nthreads`` (built at the first trial,
-        kept by the problem), or None: the phase-by-phase trial."""
+        """The one-call trial (built at the first trial, kept by the problem), or None: the
+        phase-by-phase trial.  On ``nthreads`` n > 1 it runs over the parts of the
+        problem's parallel plan (:meth:`~geppetto.ocp.ShootingProblem.trial_phases`),
+        publishing its progress for a calc_diff started at the trial
+        (:meth:`~geppetto.ocp.ShootingProblem.speculate`): the same kernels on the same
+        knots, the same bits; built again when the plan's chunks move."""
         if not self.one_call:
             return None
         problem = self.problem
-        if problem.nthreads not in self._horizons:
+        n = problem.nthreads
+        if n == 1:
+            if 1 not in self._horizons:
+                with _numba_threads(1):
+                    self._horizons[1] = horizon_trial(problem, self.workspaces)
+            return self._horizons[1]
+        phases, plan = problem.trial_phases(n)
+        built = self._horizons.get(("parts", n))
+        if built is None or built[0] is not plan:
             with _numba_threads(1):
-                self._horizons[problem.nthreads] = horizon_trial(problem, self.workspaces)
-        return self._horizons[problem.nthreads]
+                workspaces = [model.trial_workspace(data) for model, _, _, data in phases]
+                built = self._horizons["parts", n] = (plan, horizon_trial(
+                    problem, workspaces, phases, problem.trial_signal))
+        return built[1]
 
     def _free_set(self, xs):
         """The index of the buffer set that does not hold the iterate ``xs``."""
