@@ -68,7 +68,8 @@ from .dynamics import FreeDynamics
 from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
-from .parallel import REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, load_acquire, store_release
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       load_acquire, store_release)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -498,77 +499,94 @@ _call_checked_bool = intrinsic(_checked_call(types.boolean))
 FOLLOW_DROPPED, FOLLOW_WAITED = -2, -3
 
 
+@inline_kernel
+def _diff_part(m, xnext, Fx, contact, impulse, free, address, order, xs, us, p):
+    """calc_diff of part p of a chunk (see :func:`_chunk_diff`): (its first knot, whether
+    its contacts were regular)."""
+    kind, i = order[p, 0], order[p, 1]
+    block, costs = address[p, 0], address[p, 1]
+    start = 0
+    regular = True
+    if kind == FREE_PART:
+        if free is not None:
+            start, stop, args, program = free[i].item
+            call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args, DIFF))
+            call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program, DIFF))
+    elif kind == CONTACT_PART:
+        if contact is not None:
+            start, stop, step, program = contact[i].item
+            regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
+                                                              step, DIFF))
+            if regular:
+                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
+                                                  DIFF))
+    elif impulse is not None:
+        start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
+        regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls, step,
+                                                          DIFF))
+        if regular:
+            call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
+            for t in range(start, stop):
+                xnext[t, :] = own_xnext[t - start]
+                Fx[t, :, :] = own_Fx[t - start]
+    return start, regular
+
+
 @kernel
 def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
                 trial, follow, spins):
     """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
     the last first: part p (row p of ``order``: its kind, its index in ``contact``,
     ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
-    of that kind, its stop and its start) runs its dynamics block then its cost program in DIFF mode, as its
-    :class:`~.fused.FusedPhase` does, by the (address, key) rows ``address[p]``; an impulse
-    part then copies its predicted states and Fx from its integrator's own arrays into the
-    problem's (``holder.item`` = (model, xnext, Fx)).  With ``index`` >= 0, after each part
-    ``signal[index]`` = its first knot (an atomic release store: its knots are ready,
-    :func:`.parallel.wait_below`).  Returns -1, or the part whose contacts were not regular
-    (``signal[-1]`` = 1 then: the waiting thread stops).
+    of that kind, its stop and its start) runs its dynamics block then its cost program
+    in DIFF mode, as its :class:`~.fused.FusedPhase` does, by the (address, key) rows
+    ``address[p]``; an impulse part then copies its predicted states and Fx from its
+    integrator's own arrays into the problem's (``holder.item`` = (model, xnext, Fx)).
+    With ``index`` >= 0, after each part ``signal[index]`` = the knot from which the
+    chunk's knots are ready (an atomic release store, :func:`.parallel.wait_below`).
+    Returns -1, or the part whose contacts were not regular (``signal[-1]`` = 1 then: the
+    waiting thread stops).
 
     ``follow`` >= 0: calc_diff at a line-search trial being rolled out
-    (:meth:`.problem.ShootingProblem.speculate`), the parts from ``follow`` up, each once
+    (:meth:`.problem.ShootingProblem.speculate`): the parts from ``follow`` up, each once
     the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
-    ``order[p, 2]``, acquire loads: :func:`_trial`); then ``signal[index]`` = the first
-    part's start, once (the backward pass waits for the whole chunk).  Returns
-    FOLLOW_DROPPED when the solver dropped the trial (``trial[TRIAL_DECISION]``), and
-    FOLLOW_WAITED - p when part p was not published in ``spins`` rounds of loads (the
-    caller yields its core, then calls again from p)."""
+    ``order[p, 2]``, acquire loads: :func:`_trial`), until the solver takes the trial
+    (``trial[TRIAL_DECISION]`` = ACCEPTED): the parts left then from the top down, as
+    above, for the backward pass that follows them.  Returns FOLLOW_DROPPED when the
+    solver dropped the trial (REJECTED), FOLLOW_WAITED - p when part p was not published
+    in ``spins`` rounds of loads (the caller yields its core, then calls again from p)."""
     m, xnext, Fx = holder.item
     n = order.shape[0]
-    first = 0 if follow < 0 else follow
-    for j in range(n - first):
-        p = n - 1 - j if follow < 0 else first + j
-        if follow >= 0:
+    low = 0                             # the parts below are done
+    if follow >= 0:
+        low = follow
+        while low < n:
             waited = 0
-            while load_acquire(trial, TRIAL_PROGRESS) < order[p, 2]:
-                if load_acquire(trial, TRIAL_DECISION) == REJECTED:
-                    return FOLLOW_DROPPED
+            while load_acquire(trial, TRIAL_PROGRESS) < order[low, 2] and \
+                    load_acquire(trial, TRIAL_DECISION) == UNDECIDED:
                 waited += 1
                 if waited > spins:
-                    return FOLLOW_WAITED - p
-            if load_acquire(trial, TRIAL_DECISION) == REJECTED:
+                    return FOLLOW_WAITED - low
+            decision = load_acquire(trial, TRIAL_DECISION)
+            if decision == REJECTED:
                 return FOLLOW_DROPPED
-        kind, i = order[p, 0], order[p, 1]
-        block, costs = address[p, 0], address[p, 1]
-        start = 0
-        regular = True
-        if kind == FREE_PART:
-            if free is not None:
-                start, stop, args, program = free[i].item
-                call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args,
-                                                  DIFF))
-                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
-                                                  DIFF))
-        elif kind == CONTACT_PART:
-            if contact is not None:
-                start, stop, step, program = contact[i].item
-                regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
-                                                                  step, DIFF))
-                if regular:
-                    call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
-                                                      DIFF))
-        elif impulse is not None:
-            start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
-            regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls,
-                                                              step, DIFF))
-            if regular:
-                call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
-                for t in range(start, stop):
-                    xnext[t, :] = own_xnext[t - start]
-                    Fx[t, :, :] = own_Fx[t - start]
+            if decision == ACCEPTED:
+                break                   # the rest from the top down
+            start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address,
+                                        order, xs, us, low)
+            if not regular:
+                store_release(signal, signal.shape[0] - 1, 1)
+                return low
+            low += 1
+    for p in range(n - 1, low - 1, -1):
+        start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address, order,
+                                    xs, us, p)
         if not regular:
             store_release(signal, signal.shape[0] - 1, 1)
             return p
-        if index >= 0 and follow < 0:
-            store_release(signal, index, start)
-    if index >= 0 and follow >= 0 and n > 0:
+        if index >= 0:
+            store_release(signal, index, start if p > low else order[0, 3])
+    if index >= 0 and low == n and n > 0:
         store_release(signal, index, order[0, 3])
     return -1
 

@@ -238,10 +238,11 @@ def load_acquire(typingctx, array, index):
 # The one-call trial (:func:`.horizon._trial`) publishes in ``trial[TRIAL_PROGRESS]`` the
 # knot below which its rollout and costs are done (after each of its parts, a release
 # store); a worker's chunk program following it (:func:`.horizon._chunk_diff`) evaluates
-# each part once it sees the part's stop (acquire loads), and stops at the next part when
-# the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED).
+# each part once it sees the part's stop (acquire loads), stops at the next part when
+# the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED) and evaluates the
+# parts left from the top down once it takes it (ACCEPTED).
 TRIAL_PROGRESS, TRIAL_DECISION = 0, 1
-UNDECIDED, REJECTED = 0, 1
+UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
 
 
 @kernel

@@ -38,7 +38,7 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_DROPPED, FOLLOW_WAITED, chunk_program, horizon_evaluation
-from .parallel import (REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED, ParallelRegion,
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED, ParallelRegion,
                        Progress, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
@@ -600,6 +600,12 @@ class ShootingProblem:
     def speculating(self, xs, us):
         """Whether a calc_diff started by :meth:`speculate` at the trial (xs, us) runs."""
         return self._speculation is not None and self._speculation.takes(xs, us)
+
+    def accept_speculation(self):
+        """The trial of the running speculation is the next iterate: worker 0 evaluates the
+        parts of its chunk left from the top down (the backward pass follows them)."""
+        if self._speculation is not None:
+            self.trial_signal[TRIAL_DECISION] = ACCEPTED
 
     def trial_ended(self, seconds):
         """The trial the running speculation follows took ``seconds`` (wall clock): worker 0's

@@ -116,6 +116,10 @@ class DDP:
     Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
+    # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
+    # while the trial is rolled out (:meth:`iterate`); False: after it (for comparisons)
+    speculative = True
+
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
@@ -290,8 +294,9 @@ class DDP:
             # on several threads, calc_diff at the first trial starts while it is rolled
             # out, unless no iteration could follow (the last, or a full step that would
             # converge): taken up by the next calc_diff if the trial is accepted
-            speculate = problem.nthreads > 1 and iteration < max_iter and not (
-                feasible and stop < self.th_stop) and self.forward_pass.horizon is not None
+            speculate = self.speculative and problem.nthreads > 1 and \
+                iteration < max_iter and not (feasible and stop < self.th_stop) and \
+                self.forward_pass.horizon is not None
             spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
@@ -318,6 +323,7 @@ class DDP:
                 if problem.speculating(xs, us):
                     # its worker writes xnext's rows: the next calc_diff writes all of them
                     # (the trial's copied at the end of iterate if none comes)
+                    problem.accept_speculation()
                     self._pending_xnext = xnext
                 else:
                     problem.xnext[:] = xnext     # the trial's dynamics: the new gaps
