@@ -146,6 +146,9 @@ WAIT_SPINS = 1000
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
 # (:meth:`ShootingProblem.speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
+# calc_diff's time per knot over the trial's (about 2.3 on the solo12 trot, 2.9 on the talos
+# squat), for worker 0's rule when the backward pass is the longer (see speculate)
+FOLLOW_RATIO = 2.5
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -312,6 +315,8 @@ class ShootingProblem:
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`speculate`)
         self.speculations = [0, 0]
+        # CPU seconds per knot of the last parallel calc_diff's then and of its calc_diff
+        self._per_knot = (0.0, 0.0)
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -423,6 +428,7 @@ class ShootingProblem:
                     self.discard_speculation()
                 plan = self.parallel_plan(self.nthreads)
                 if self._speculation is not None:       # started at this very trial
+                    self.accept_speculation()
                     self.speculations[1] += 1
                     self._calc_diff_programs(plan, xs, us, then)
                     self._rebalance(self.nthreads)
@@ -493,6 +499,7 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
+            clock = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
@@ -500,6 +507,7 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
+            own = time.thread_time() - clock    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
@@ -515,6 +523,9 @@ class ShootingProblem:
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
+            # CPU per knot of then (the backward pass) and of the chunk's calc_diff
+            rest = time.thread_time() - clock - own - waited
+            self._per_knot = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
 
         region = self._regions[n]
         tasks = [partial(worker, i) for i in range(n - 1)]
@@ -533,14 +544,6 @@ class ShootingProblem:
         signal[n - 1] = 0
 
     # -- calc_diff during the line search ----------------------------------------------
-    def trial_phases(self, n):
-        """The parts of the parallel plan of ``n`` chunks in the order of their knots, and
-        the plan: a line-search trial over them (its own data per part, as calc_diff's)
-        publishes its progress at each part's stop, which :meth:`speculate` follows."""
-        plan = self.parallel_plan(n)
-        return sorted((phase for chunk, _ in plan for phase in chunk),
-                      key=lambda phase: phase[1]), plan
-
     def can_speculate(self, xs, us):
         """Whether :meth:`speculate` would start at the trial (xs, us)."""
         n = self.nthreads
@@ -552,14 +555,15 @@ class ShootingProblem:
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
     def speculate(self, xs, us):
-        """Start calc_diff at the line-search trial (xs, us) about to be rolled out by a
-        one-call trial over :meth:`trial_phases` (it publishes its progress in
-        ``trial_signal``): worker 0 evaluates the first chunk of the parallel plan, its
-        parts from the bottom up, each once the trial has finished its knots
-        (:func:`.horizon._chunk_diff` following it, without Python or the GIL).  If the
-        trial is taken, the next :meth:`calc_diff` at these very (xs, us) finds that chunk
-        under way or done: the calling thread evaluates the last chunk and runs ``then``
-        down to the first chunk once worker 0 is through.  Otherwise
+        """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
+        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
+        phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
+        parallel plan, its parts from the bottom up, each once the trial has finished
+        its knots (:func:`.horizon._chunk_diff` following it, without Python or the
+        GIL); once the solver takes the trial (:meth:`accept_speculation`) the parts
+        left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
+        finds that chunk under way or done: the calling thread evaluates the last chunk
+        and runs ``then`` down as worker 0 publishes its parts.  Otherwise
         :meth:`discard_speculation` stops it at its next part (the derivative arrays of
         the parts it evaluated are then the trial's: the solver evaluates its iterate
         again).  The same kernels on the same inputs as calc_diff: the same bits.
@@ -576,12 +580,27 @@ class ShootingProblem:
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan)
         program, signal = self._programs[n][0], self._signals[n]
+        # when the last region's then (a backward pass) took longer per knot than
+        # calc_diff, the backward pass is the longer: worker 0 starts no part that would
+        # end after the trial (the backward pass waits for its parts from the top down);
+        # otherwise it goes on (its chunk is the longer)
+        backward, diff = self._per_knot
+        ratio = FOLLOW_RATIO if backward > diff else 0.0
+        rule = os.environ.get("FOLLOW_RULE", "")
+        if rule == "none":
+            ratio = 0.0
+        elif rule == "cpu":
+            cpu = self._regions[n].cpu
+            ratio = FOLLOW_RATIO if cpu[0] > cpu[1] else 0.0
+        elif rule == "always":
+            ratio = FOLLOW_RATIO
 
         def follow():
             first = 0
             try:
                 while True:
-                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS)
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS,
+                                            ratio)
                     if failed > FOLLOW_WAITED:
                         break
                     first = FOLLOW_WAITED - failed     # the trial is slow: give up the core
