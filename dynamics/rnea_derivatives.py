@@ -124,16 +124,26 @@ def _world_columns_and_parameters(m, oR, op, J, oY):
         oY[i, 4, 4], oY[i, 4, 5], oY[i, 5, 5] = a11, a12, a22
 
 
-@kernel
+@inline_kernel
 def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bias_in_f):
     """From the world motions ov, oa (gravity included, oa_0 = -g): per joint h_i = Y_i v_i,
     f_i = Y_i a_i + v_i x* h_i - f_ext_i (world) and B_i; per dof the rows u, alpha,
     gamma (nv, 6).  Shared by the RNEA and ABA derivatives (ABA has ov, oa already,
     and its bias forces v_i x* h_i - f_ext_i: with ``bias_in_f``, f holds them on entry
-    and only Y_i a_i is added)."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
-    for i in range(1, m.njoints):
+    and only Y_i a_i is added).  Inlined: it passes the compiled pass
+    :func:`_body_forces_and_columns` the three model arrays it reads, not the model
+    tuple (the call's arguments, about 170 of them for the tuple's 22 arrays, cost
+    more than a small robot's pass)."""
+    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, f_ext, oR, op, J, oY, ov, oa, h, f,
+                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
+
+
+@kernel
+def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
+                             u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
+    """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
+    for i in range(1, parents.shape[0]):
         par = parents[i]
         for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
@@ -325,7 +335,7 @@ def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     gamma_cols[d, 5] = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
 
 
-@kernel
+@inline_kernel
 def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, with_mass_matrix):
     """tau (at a), dtau_dq, dtau_dv and (with_mass_matrix) M, each row written once in
@@ -333,13 +343,23 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
     of a joint come after those of its descendants, whose entries need only the
     descendants' composites); Ycrb, Bcrb and f become the composites of the subtrees,
     and the rows of u_cols, alpha_cols, gamma_cols are overwritten.  Callers pass the
-    flag as ``bool(...)`` (a literal would compile a specialization of its own)."""
-    parents, idx_v, nvs, subtree_end, armature = (m.parents, m.idx_v, m.nvs, m.subtree_end,
-                                                  m.armature)
-    ff_root = m.njoints > 1 and m.jtype[1] == FREE_FLYER
-    for i in range(m.njoints - 1, 0, -1):
+    flag as ``bool(...)`` (a literal would compile a specialization of its own).
+    Inlined: it passes the compiled pass :func:`_backward_pass` the model arrays it
+    reads, not the model tuple (as :func:`body_forces_and_columns`)."""
+    _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
+                   Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
+                   with_mass_matrix)
+
+
+@kernel
+def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb, Bcrb, f,
+                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+    """:func:`_rnea_derivatives_backward_pass` on the model's arrays."""
+    njoints, nv = parents.shape[0], armature.shape[0]
+    ff_root = njoints > 1 and jtype[1] == FREE_FLYER
+    for i in range(njoints - 1, 0, -1):
         iv = idx_v[i]
-        end = m.nv if subtree_end[i] >= m.njoints else idx_v[subtree_end[i]]
+        end = nv if subtree_end[i] >= njoints else idx_v[subtree_end[i]]
         for c in range(iv, iv + nvs[i]):
             _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols,
                  alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix, ff_root)
