@@ -42,6 +42,8 @@ b = 2 h_lin in row 3: B x = [x_ang x b; B_ang x_ang] and B^T x = [0; b x x_lin +
 B_ang^T x_ang], 12 numbers and 15 products instead of 36 and 36.  The per-dof
 columns u, alpha, gamma are stored as rows, (nv, 6), so a column is contiguous.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from . import mimic
@@ -391,6 +393,12 @@ def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb
                 Bcrb[par, r, t] += Bcrb[i, r, t]
 
 
+# The model's fields that :func:`.kinematics.world_motions` and
+# :func:`.kinematics.local_motions` read: called with these, not the model's 22 arrays
+# (passed as their fields, about 170 arguments), the two calls cost less per state
+MotionTree = namedtuple("MotionTree", ["njoints", "parents", "idx_v", "nvs", "gravity"])
+
+
 # --- One state, a stack, the public function -------------------------------------------
 
 @kernel
@@ -402,8 +410,8 @@ def rnea_derivatives_workspace(m):
 
 
 @inline_kernel
-def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f, tau,
-                            dtau_dq, dtau_dv, M, workspace, cs, b):
+def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f,
+                            tau, dtau_dq, dtau_dv, M, workspace, cs, b):
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`), the revolute joints' (cos, sin) read from the
     table ``cs[:, b:]`` (:func:`.joints.sincos_table`, as the ABA family's stack
@@ -419,7 +427,7 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
     # operations a state)
-    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+    world_motions(tree, v, a, 2, True, J, ov, oa, w6)
     body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(False))
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
@@ -441,6 +449,7 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
     tau, dtau_dq, dtau_dv, M = borrowed(tau), borrowed(dtau_dq), borrowed(dtau_dv), borrowed(M)
     vel, acc, oa = borrowed(vel), borrowed(acc), borrowed(oa)
+    tree = MotionTree(m.njoints, m.parents, m.idx_v, m.nvs, m.gravity)
     scratch = rnea_derivatives_workspace(m)
     workspace = (borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2]),
                  borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5]),
@@ -455,11 +464,11 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
         b1 = min(b0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
-            _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
+            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
                                     op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
                                     dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
                                     (k - b0) * nq)
-            local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+            local_motions(tree, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
     keep_alive(scratch)
     keep_alive((table,))
 
