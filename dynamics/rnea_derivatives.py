@@ -413,7 +413,8 @@ def rnea_derivatives_workspace(m):
 def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f,
                             tau, dtau_dq, dtau_dv, M, workspace, cs, b):
     """tau and its three partial derivatives for one state (workspace from
-    :func:`rnea_derivatives_workspace`), the revolute joints' (cos, sin) read from the
+    :func:`rnea_derivatives_workspace`; ``tree`` the :data:`MotionTree` of ``m``, which
+    :func:`.kinematics.world_motions` is given), the revolute joints' (cos, sin) read from the
     table ``cs[:, b:]`` (:func:`.joints.sincos_table`, as the ABA family's stack
     kernels); inlined into its callers, as :func:`.aba._aba_state` is (the call's
     arguments cost about 1 us a state).
