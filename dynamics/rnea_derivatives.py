@@ -42,6 +42,8 @@ b = 2 h_lin in row 3: B x = [x_ang x b; B_ang x_ang] and B^T x = [0; b x x_lin +
 B_ang^T x_ang], 12 numbers and 15 products instead of 36 and 36.  The per-dof
 columns u, alpha, gamma are stored as rows, (nv, 6), so a column is contiguous.
 """
+from collections import namedtuple
+
 import numpy as np
 
 from . import mimic
@@ -50,7 +52,7 @@ from .config import inline_kernel, kernel, model_kernel
 from .crba import SINCOS_BLOCK, axis_jacobian_column
 from .joints import coordinate_axis, placements_from_table, sincos_table
 from .kinematics import jacobian_column, local_motions, world_motions
-from .model import REVOLUTE, REVOLUTE_UNBOUNDED
+from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
                       rigid_inertia_times, write_rigid_inertia)
@@ -124,16 +126,26 @@ def _world_columns_and_parameters(m, oR, op, J, oY):
         oY[i, 4, 4], oY[i, 4, 5], oY[i, 5, 5] = a11, a12, a22
 
 
-@kernel
+@inline_kernel
 def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bias_in_f):
     """From the world motions ov, oa (gravity included, oa_0 = -g): per joint h_i = Y_i v_i,
     f_i = Y_i a_i + v_i x* h_i - f_ext_i (world) and B_i; per dof the rows u, alpha,
     gamma (nv, 6).  Shared by the RNEA and ABA derivatives (ABA has ov, oa already,
     and its bias forces v_i x* h_i - f_ext_i: with ``bias_in_f``, f holds them on entry
-    and only Y_i a_i is added)."""
-    parents, idx_v, nvs = m.parents, m.idx_v, m.nvs
-    for i in range(1, m.njoints):
+    and only Y_i a_i is added).  Inlined: it passes the compiled pass
+    :func:`_body_forces_and_columns` the three model arrays it reads, not the model
+    tuple (the call's arguments, about 170 of them for the tuple's 22 arrays, cost
+    more than a small robot's pass)."""
+    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, f_ext, oR, op, J, oY, ov, oa, h, f,
+                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
+
+
+@kernel
+def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
+                             u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
+    """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
+    for i in range(1, parents.shape[0]):
         par = parents[i]
         for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
@@ -160,6 +172,13 @@ def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
             continue
         inertia_action(oY, i, oa, i, f, i)
         force_cross(ov, i, h, i, w6, 0)
+        if (f_ext[i, 0] == 0.0 and f_ext[i, 1] == 0.0 and f_ext[i, 2] == 0.0
+                and f_ext[i, 3] == 0.0 and f_ext[i, 4] == 0.0 and f_ext[i, 5] == 0.0):
+            # no external force on the body (rnea_derivatives without f_ext): its move
+            # to the world frame, 24 products of zeros, is skipped (the same sums)
+            for r in range(6):
+                f[i, r] += w6[0, r]
+            continue
         act_force(oR, op, i, f_ext, i, w6, 1)
         for r in range(6):
             f[i, r] += w6[0, r] - w6[1, r]
@@ -178,7 +197,7 @@ def _rnea_derivatives_forward_pass(m, v, a, f_ext, oR, op, J, oY, ov, oa, h, f, 
 
 @inline_kernel
 def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols,
-         gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+         gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix, ff_root):
     """Row c (a dof of joint i) of dtau_dq, dtau_dv and (with_mass_matrix) M, every entry
     written once (zeros included), and tau_c.  The dofs d of i and its ancestors from
     the composites of i; the dofs d of its strict descendants [idx_v[i] + nvs[i], end)
@@ -196,15 +215,23 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     # before this one) computed as (Ycrb J_d) . J_c: the same products summed in the
     # same order, so M is copied, not computed again; then the zeros of the dofs
     # after the subtree
-    for d in range(np.uint64(idx_v[i] + nvs[i]), np.uint64(end)):
-        dtau_dq[c, d] = (j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1] + j2 * alpha_cols[d, 2]
-                         + j3 * alpha_cols[d, 3] + j4 * alpha_cols[d, 4]
-                         + j5 * alpha_cols[d, 5])
-        dtau_dv[c, d] = (j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1] + j2 * gamma_cols[d, 2]
-                         + j3 * gamma_cols[d, 3] + j4 * gamma_cols[d, 4]
-                         + j5 * gamma_cols[d, 5])
-        if with_mass_matrix:  # symmetric, and row d came first (the same bits)
-            M[c, d] = M[d, c]
+    if ff_root and i == 1 and c < 3:
+        # a root free flyer's linear dof: J_c = [R e_c; 0], J_c . x = (R e_c) . x_lin
+        for d in range(np.uint64(6), np.uint64(end)):
+            dtau_dq[c, d] = j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1] + j2 * alpha_cols[d, 2]
+            dtau_dv[c, d] = j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1] + j2 * gamma_cols[d, 2]
+            if with_mass_matrix:
+                M[c, d] = M[d, c]
+    else:
+        for d in range(np.uint64(idx_v[i] + nvs[i]), np.uint64(end)):
+            dtau_dq[c, d] = (j0 * alpha_cols[d, 0] + j1 * alpha_cols[d, 1]
+                             + j2 * alpha_cols[d, 2] + j3 * alpha_cols[d, 3]
+                             + j4 * alpha_cols[d, 4] + j5 * alpha_cols[d, 5])
+            dtau_dv[c, d] = (j0 * gamma_cols[d, 0] + j1 * gamma_cols[d, 1]
+                             + j2 * gamma_cols[d, 2] + j3 * gamma_cols[d, 3]
+                             + j4 * gamma_cols[d, 4] + j5 * gamma_cols[d, 5])
+            if with_mass_matrix:  # symmetric, and row d came first (the same bits)
+                M[c, d] = M[d, c]
     for d in range(np.uint64(end), np.uint64(nv)):
         dtau_dq[c, d] = 0.0
         dtau_dv[c, d] = 0.0
@@ -220,7 +247,8 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
     t2 = b0 * j1 - b1 * j0 + Bcrb[i, 0, 2] * j3 + Bcrb[i, 1, 2] * j4 + Bcrb[i, 2, 2] * j5
     above = idx_v[i] + nvs[i]
     j = i
-    while j > 0:
+    root = 1 if ff_root and i > 1 else 0  # below a root free flyer: its columns after
+    while j > root:
         start = idx_v[j]
         for d in range(np.uint64(start + nvs[j]), np.uint64(above)):
             dtau_dq[c, d] = 0.0
@@ -241,7 +269,33 @@ def _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols, 
                            + y4 * J[4, d] + y5 * J[5, d]) + (arm if d == c else 0.0)
         above = start
         j = parents[j]
-    for d in range(np.uint64(above)):
+    zeros_from = 0
+    if j == 1:
+        # stopped at a root free flyer (dofs 0-5): its columns without the products by
+        # its known zeros, u_d = v_0 x J_d = 0 (the universe is at rest), and for its
+        # linear dofs J_d = [R e_d; 0] and gamma_d = v_1 x J_d have no angular part;
+        # 90 products instead of 144, the same sums but for terms that are 0
+        zeros_from = 6
+        for d in range(3):
+            dtau_dq[c, d] = (y0 * alpha_cols[d, 0] + y1 * alpha_cols[d, 1]
+                             + y2 * alpha_cols[d, 2] + y3 * alpha_cols[d, 3]
+                             + y4 * alpha_cols[d, 4] + y5 * alpha_cols[d, 5])
+            dtau_dv[c, d] = (y0 * gamma_cols[d, 0] + y1 * gamma_cols[d, 1]
+                             + y2 * gamma_cols[d, 2])
+            if with_mass_matrix:
+                M[c, d] = y0 * J[0, d] + y1 * J[1, d] + y2 * J[2, d]
+        for d in range(3, 6):
+            dtau_dq[c, d] = (y0 * alpha_cols[d, 0] + y1 * alpha_cols[d, 1]
+                             + y2 * alpha_cols[d, 2] + y3 * alpha_cols[d, 3]
+                             + y4 * alpha_cols[d, 4] + y5 * alpha_cols[d, 5])
+            dtau_dv[c, d] = (y0 * gamma_cols[d, 0] + y1 * gamma_cols[d, 1]
+                             + y2 * gamma_cols[d, 2] + y3 * gamma_cols[d, 3]
+                             + y4 * gamma_cols[d, 4] + y5 * gamma_cols[d, 5]
+                             + t0 * J[3, d] + t1 * J[4, d] + t2 * J[5, d])
+            if with_mass_matrix:
+                M[c, d] = (y0 * J[0, d] + y1 * J[1, d] + y2 * J[2, d] + y3 * J[3, d]
+                           + y4 * J[4, d] + y5 * J[5, d])
+    for d in range(np.uint64(zeros_from), np.uint64(above)):
         dtau_dq[c, d] = 0.0
         dtau_dv[c, d] = 0.0
         if with_mass_matrix:
@@ -283,7 +337,7 @@ def _descendant_columns(i, d, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols):
     gamma_cols[d, 5] = g5 + Bcrb[i, 2, 0] * j3 + Bcrb[i, 2, 1] * j4 + Bcrb[i, 2, 2] * j5
 
 
-@kernel
+@inline_kernel
 def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, with_mass_matrix):
     """tau (at a), dtau_dq, dtau_dv and (with_mass_matrix) M, each row written once in
@@ -291,15 +345,26 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
     of a joint come after those of its descendants, whose entries need only the
     descendants' composites); Ycrb, Bcrb and f become the composites of the subtrees,
     and the rows of u_cols, alpha_cols, gamma_cols are overwritten.  Callers pass the
-    flag as ``bool(...)`` (a literal would compile a specialization of its own)."""
-    parents, idx_v, nvs, subtree_end, armature = (m.parents, m.idx_v, m.nvs, m.subtree_end,
-                                                  m.armature)
-    for i in range(m.njoints - 1, 0, -1):
+    flag as ``bool(...)`` (a literal would compile a specialization of its own).
+    Inlined: it passes the compiled pass :func:`_backward_pass` the model arrays it
+    reads, not the model tuple (as :func:`body_forces_and_columns`)."""
+    _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
+                   Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
+                   with_mass_matrix)
+
+
+@kernel
+def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb, Bcrb, f,
+                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+    """:func:`_rnea_derivatives_backward_pass` on the model's arrays."""
+    njoints, nv = parents.shape[0], armature.shape[0]
+    ff_root = njoints > 1 and jtype[1] == FREE_FLYER
+    for i in range(njoints - 1, 0, -1):
         iv = idx_v[i]
-        end = m.nv if subtree_end[i] >= m.njoints else idx_v[subtree_end[i]]
+        end = nv if subtree_end[i] >= njoints else idx_v[subtree_end[i]]
         for c in range(iv, iv + nvs[i]):
             _row(parents, idx_v, nvs, armature, i, c, end, a, J, Ycrb, Bcrb, f, u_cols,
-                 alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix)
+                 alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix, ff_root)
         # the composite of i is final: its full matrix from its ten parameters, which
         # alone are summed into the parent's (the only entries the pass reads)
         mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
@@ -328,6 +393,12 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
                 Bcrb[par, r, t] += Bcrb[i, r, t]
 
 
+# The model's fields that :func:`.kinematics.world_motions` and
+# :func:`.kinematics.local_motions` read: called with these, not the model's 22 arrays
+# (passed as their fields, about 170 arguments), the two calls cost less per state
+MotionTree = namedtuple("MotionTree", ["njoints", "parents", "idx_v", "nvs", "gravity"])
+
+
 # --- One state, a stack, the public function -------------------------------------------
 
 @kernel
@@ -339,10 +410,11 @@ def rnea_derivatives_workspace(m):
 
 
 @inline_kernel
-def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f, tau,
-                            dtau_dq, dtau_dv, M, workspace, cs, b):
+def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f,
+                            tau, dtau_dq, dtau_dv, M, workspace, cs, b):
     """tau and its three partial derivatives for one state (workspace from
-    :func:`rnea_derivatives_workspace`), the revolute joints' (cos, sin) read from the
+    :func:`rnea_derivatives_workspace`; ``tree`` the :data:`MotionTree` of ``m``, which
+    :func:`.kinematics.world_motions` is given), the revolute joints' (cos, sin) read from the
     table ``cs[:, b:]`` (:func:`.joints.sincos_table`, as the ABA family's stack
     kernels); inlined into its callers, as :func:`.aba._aba_state` is (the call's
     arguments cost about 1 us a state).
@@ -356,7 +428,7 @@ def _rnea_derivatives_state(m, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
     # operations a state)
-    world_motions(m, v, a, 2, True, J, ov, oa, w6)
+    world_motions(tree, v, a, 2, True, J, ov, oa, w6)
     body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(False))
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
@@ -378,6 +450,7 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
     tau, dtau_dq, dtau_dv, M = borrowed(tau), borrowed(dtau_dq), borrowed(dtau_dv), borrowed(M)
     vel, acc, oa = borrowed(vel), borrowed(acc), borrowed(oa)
+    tree = MotionTree(m.njoints, m.parents, m.idx_v, m.nvs, m.gravity)
     scratch = rnea_derivatives_workspace(m)
     workspace = (borrowed(scratch[0]), borrowed(scratch[1]), borrowed(scratch[2]),
                  borrowed(scratch[3]), borrowed(scratch[4]), borrowed(scratch[5]),
@@ -392,11 +465,11 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
         b1 = min(b0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
-            _rnea_derivatives_state(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
+            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
                                     op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
                                     dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
                                     (k - b0) * nq)
-            local_motions(m, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+            local_motions(tree, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
     keep_alive(scratch)
     keep_alive((table,))
 
