@@ -41,6 +41,17 @@ is shared.  The sine and cosine of revolute angles come from
 polynomials of Cephes (Moshier 1989), within about 1 ulp of libm for
 |q| < 1e5 and replaced by ``math.sin``/``math.cos`` beyond (libm's calls do
 not vectorize).
+
+The outputs: in the (size, K) layout a tile's row is a run of T doubles (512
+bytes, 8 cache lines) in each of the output's rows, K entries apart; an output
+larger than the caches (:data:`STREAM_DOUBLES`: talos's (nv, nv) matrices of
+1000 states, 11.5 MB) is written with non-temporal stores, whole lines that
+are not read first (:func:`_stream_rows`; the public functions allocate it
+64-byte aligned, :func:`aligned_empty`).  With plain stores each run waited
+for its lines to come from memory, and that store alone took 2.3 us per talos
+state and matrix, more than CRBA's arithmetic.  The (K, size) layout
+transposes 16 lanes at a time and fetches the lines it writes ahead
+(:func:`prefetch_write`).
 """
 import math
 
