@@ -19,7 +19,7 @@ from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT
                          force_cross_lanes, force_to_parent, inertia_times_lanes,
                          inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_tile,
                          motion_cross_lanes, placement_lanes, store_six_lanes,
-                         store_symmetric_tile, store_tile, tile_workspace)
+                         store_symmetric_tile, store_tile, tile_workspace, aligned_empty)
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
 
@@ -690,7 +690,7 @@ def crba_lanes(model, q):
     equal to :func:`~geppetto.dynamics.crba` of each column.  No Data is filled.
     """
     q = _as_lanes_configurations(model, q)
-    M = np.empty((model.nv, model.nv, q.shape[1]))
+    M = aligned_empty((model.nv, model.nv, q.shape[1]))
     _crba_lanes(model.arrays, q, True, M.reshape(model.nv * model.nv, q.shape[1]))
     return M
 

@@ -39,7 +39,7 @@ from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT
                          UT9, add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes,
                          load_six_lanes, load_tile, motion_cross_lanes, store_six_lanes,
                          store_six_sum_lanes, store_symmetric_tile, store_tile,
-                         tile_workspace)
+                         tile_workspace, aligned_empty)
 from .validation import as_configurations, check_invertible
 
 T12 = 12 * TILE
@@ -922,8 +922,8 @@ def aba_derivatives_lanes(model, q, v, tau):
     """
     q, v, tau = _lanes_arguments(model, q, v, tau, "tau")
     nv, K = model.nv, q.shape[1]
-    ddq, dq, dv, Minv = (np.empty((nv, K)), np.empty((nv, nv, K)), np.empty((nv, nv, K)),
-                         np.empty((nv, nv, K)))
+    ddq, dq, dv, Minv = (np.empty((nv, K)), aligned_empty((nv, nv, K)),
+                         aligned_empty((nv, nv, K)), aligned_empty((nv, nv, K)))
     _aba_derivatives_lanes(model.arrays, q, v, tau, True, ddq, dq.reshape(nv * nv, K),
                            dv.reshape(nv * nv, K), Minv.reshape(nv * nv, K))
     check_invertible(model, ddq, ddq.shape[0], "aba_derivatives_lanes")
@@ -951,7 +951,8 @@ def rnea_derivatives_lanes(model, q, v, a):
     """
     q, v, a = _lanes_arguments(model, q, v, a, "a")
     nv, K = model.nv, q.shape[1]
-    dq, dv, M = np.empty((nv, nv, K)), np.empty((nv, nv, K)), np.empty((nv, nv, K))
+    dq, dv, M = (aligned_empty((nv, nv, K)), aligned_empty((nv, nv, K)),
+                 aligned_empty((nv, nv, K)))
     _rnea_derivatives_lanes(model.arrays, q, v, a, True, dq.reshape(nv * nv, K),
                             dv.reshape(nv * nv, K), M.reshape(nv * nv, K))
     return dq, dv, M
@@ -972,7 +973,7 @@ def compute_minverse_lanes(model, q):
     """M^-1 of K configurations laid out across SIMD lanes: q (nq, K) -> (nv, nv, K)."""
     q = _as_lanes_configurations(model, q)
     nv, K = model.nv, q.shape[1]
-    Minv = np.empty((nv, nv, K))
+    Minv = aligned_empty((nv, nv, K))
     _minverse_lanes(model.arrays, q, True, Minv.reshape(nv * nv, K))
     check_invertible(model, Minv.reshape(nv * nv, K), nv * nv, "compute_minverse_lanes")
     return Minv

@@ -41,14 +41,30 @@ is shared.  The sine and cosine of revolute angles come from
 polynomials of Cephes (Moshier 1989), within about 1 ulp of libm for
 |q| < 1e5 and replaced by ``math.sin``/``math.cos`` beyond (libm's calls do
 not vectorize).
+
+The outputs: in the (size, K) layout a tile's row is a run of T doubles (512
+bytes, 8 cache lines) in each of the output's rows, K entries apart; an output
+larger than the caches (:data:`STREAM_DOUBLES`: talos's (nv, nv) matrices of
+1000 states, 11.5 MB) is written with non-temporal stores, whole lines that
+are not read first (:func:`_stream_rows`; the public functions allocate it
+64-byte aligned, :func:`aligned_empty`).  With plain stores each run waited
+for its lines to come from memory, and that store alone took 2.3 us per talos
+state and matrix, more than CRBA's arithmetic.  The (K, size) layout
+transposes 16 lanes at a time and fetches the lines it writes ahead
+(:func:`prefetch_write`).
 """
 import math
 
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array
 import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import SINCOS_RANGE, coordinate_axis, joint_transform, sincos_values
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
+from .streaming import STREAM_BYTES, store_fence, stream_copy
 
 TILE = 64  # states per tile (measured: 64 beats 32 by 5-25%; lane loops of 8 AVX-512 registers)
 T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile rows
@@ -56,7 +72,35 @@ T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile ro
 UT = np.uint64(TILE)
 UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
+# Outputs of more doubles than this are stored with non-temporal stores in the (size, K)
+# layout (:func:`store_tile`; :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
+STREAM_DOUBLES = STREAM_BYTES // 8
+# The (K, size) layout's transposing store fetches the lines it will write this many
+# entries ahead (one line of each of the 16 rows it writes in step; measured on a
+# 1444-entry output: 16 ahead 0.89, 32 ahead 0.86, 64 ahead 0.97, none 1.26 us per state)
+PREFETCH_AHEAD = 32
 
+
+
+@intrinsic
+def prefetch_write(typingctx, array, index):
+    """A hint that array's element ``index`` (flat, C order) will be written soon: its
+    cache line is fetched for ownership (``prefetchw``), so that the store that follows
+    does not wait for memory.  A prefetch never faults: no bounds check is needed."""
+    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        data = make_array(signature.args[0])(context, builder, arguments[0]).data
+        address = builder.gep(data, [arguments[1]])
+        i32 = ir.IntType(32)
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(prefetch, [address, i32(1), i32(3), i32(1)])  # write, keep, data
+        return context.get_dummy_value()
+
+    return types.none(array, index), codegen
 
 
 @inline_kernel
@@ -389,6 +433,9 @@ def store_tile(t, b, n, lanes_major, x):
     """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
     along x's contiguous axis."""
     if lanes_major:
+        if x.size > STREAM_DOUBLES:
+            _stream_rows(t, x, b, n, np.arange(x.shape[0]), np.zeros(0))
+            return
         for r in range(x.shape[0]):
             for s in range(n):
                 x[r, b + s] = t[r * TILE + s]
@@ -397,17 +444,47 @@ def store_tile(t, b, n, lanes_major, x):
     # read once while 16 rows of x are written in step (lane by lane, the rows of t, T
     # apart, are read once per lane, and for the (nv, nv) tiles, 1444 rows on talos,
     # they leave L1 before the next lane reads them: measured 1.1 -> 0.6 us per state
-    # and talos matrix; blocks of 8 lanes 0.8 us, of 64 lanes 1.4 us)
+    # and talos matrix; blocks of 8 lanes 0.8 us, of 64 lanes 1.4 us).  The scalar
+    # stores wait for their lines from memory unless fetched ahead (prefetch_write).
+    size = x.shape[1]
     s0 = 0
     while s0 + 16 <= n:
-        for r in range(x.shape[1]):
+        for r in range(size):
+            if r % 8 == 0:
+                _prefetch_block(x, b + s0, size, r + PREFETCH_AHEAD)
             o = r * TILE + s0
             for k in range(16):
                 x[b + s0 + k, r] = t[o + k]
         s0 += 16
     for s in range(s0, n):
-        for r in range(x.shape[1]):
+        for r in range(size):
             x[b + s, r] = t[r * TILE + s]
+
+
+@inline_kernel
+def _prefetch_block(x, k0, size, column):
+    """prefetch_write of entry ``column`` of the 16 rows k0 .. k0 + 15 of x (K, size)."""
+    for k in range(16):
+        prefetch_write(x, (k0 + k) * size + column)
+
+
+@kernel
+def _stream_rows(t, x, b, n, source, zero):
+    """x[r, b:b+n] = the first n lanes of row source[r] of the tile t (zero when
+    source[r] < 0) for every row r of x (size, K), with non-temporal stores
+    (:func:`.streaming.stream_copy`): each row's n lanes are whole cache lines of x
+    (when x is 64-byte aligned and K a multiple of 8), written without reading them
+    first, where plain stores wait for 512-byte runs T rows apart to come from memory
+    (talos, a 1444-row output: 2.3 -> 0.45 us per state, and the outputs leave the
+    tile's workspace in the caches)."""
+    flat, K = x.reshape(x.size), x.shape[1]
+    for r in range(x.shape[0]):
+        k = source[r]
+        # one stream_copy for both cases: with one per branch of an if, LLVM's code
+        # was 6x slower (2.8 against 0.45 us per talos state, no streaming left)
+        row = zero[:n] if k < 0 else t[k * TILE:k * TILE + n]
+        stream_copy(row, flat, r * K + b)
+    store_fence()
 
 
 @kernel
@@ -417,6 +494,9 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
     slot[r, c] of t (T lanes; slot[r, c] = slot[c, r]), zero where slot[r, c] < 0."""
     nv = slot.shape[0]
     if lanes_major:
+        if x.size > STREAM_DOUBLES:
+            _stream_rows(t, x, b, n, slot.reshape(nv * nv), np.zeros(TILE))
+            return
         for r in range(nv):
             for c in range(nv):
                 k, row = slot[r, c], r * nv + c
@@ -456,6 +536,23 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
             for c in range(nv):
                 k = slot[r, c]
                 x[b + s, r * nv + c] = 0.0 if k < 0 else t[k * TILE + s]
+
+
+def aligned_empty(shape):
+    """np.empty(shape) (float64, C order); when it is large enough for the
+    non-temporal stores of :func:`store_tile` (:data:`STREAM_DOUBLES`), its data start
+    on a 64-byte boundary, so that they write whole cache lines (NumPy's allocations
+    are 16-byte aligned).  Smaller outputs are plain np.empty: the alignment costs
+    about 1 us per call (``ndarray.ctypes`` took 6 us: ur5's rnea_derivatives_lanes
+    1.05x)."""
+    size = 1
+    for n in shape:
+        size *= n
+    if size <= STREAM_DOUBLES:
+        return np.empty(shape)
+    raw = np.empty(size + 8)
+    start = (-raw.__array_interface__["data"][0] % 64) // 8
+    return raw[start:start + size].reshape(shape)
 
 
 @kernel

@@ -176,3 +176,62 @@ def test_mimic_model_is_refused():
     mimic_model = gd.MimicModel.__new__(gd.MimicModel)
     with pytest.raises(TypeError, match="MimicModel"):
         gd.rnea_lanes(mimic_model, np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)))
+
+
+def test_streamed_outputs_equal_the_plain_ones(load_case):
+    """Outputs larger than lane_tiles.STREAM_DOUBLES are written with non-temporal
+    stores (talos, K states with K not a multiple of 8, so that rows start mid-line):
+    the same bits as the plain stores of the same states in smaller stacks."""
+    case = load_case("talos")
+    m, nv = case.model, case.model.nv
+    K = lane_tiles.STREAM_DOUBLES // (nv * nv) + 5
+    assert K * nv * nv > lane_tiles.STREAM_DOUBLES and K % 8 != 0
+    s = case.states(K)
+    parts = [slice(0, K // 2), slice(K // 2, K)]  # each below the threshold: plain stores
+    for name, args in (("crba", (s.q,)), ("compute_minverse", (s.q,)),
+                       ("rnea_derivatives", (s.q, s.v, s.a)),
+                       ("aba_derivatives", (s.q, s.v, s.tau))):
+        batch, lanes = getattr(gd, name + "_batch"), getattr(gd, name + "_lanes")
+        whole = _as_tuple(batch(m, *args))
+        whole_lanes = _as_tuple(lanes(m, *(x.T for x in args)))
+        for part in parts:
+            piece = _as_tuple(batch(m, *(x[part] for x in args)))
+            for x, y, z in zip(whole, piece, whole_lanes):
+                np.testing.assert_array_equal(x[part], y, err_msg=f"{name}_batch")
+                np.testing.assert_array_equal(np.moveaxis(z, -1, 0)[part], y,
+                                              err_msg=f"{name}_lanes")
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def test_streamed_store_on_an_unaligned_output():
+    """store_tile and store_symmetric_tile into outputs that start 8 bytes past a cache
+    line, both layouts, streamed (non-temporal) and plain: every entry written."""
+    T, nv = lane_tiles.TILE, 37
+    K = lane_tiles.STREAM_DOUBLES // (nv * nv) + 3
+    rng = np.random.default_rng(2)
+    tile = rng.standard_normal(nv * nv * T)
+    slot = np.arange(nv * nv).reshape(nv, nv)
+    slot = np.minimum(slot, slot.T)
+    slot[0, 5] = slot[5, 0] = -1  # a structural zero
+    for lanes_major in (True, False):
+        shape = (nv * nv, K) if lanes_major else (K, nv * nv)
+        for store in ("store_tile", "store_symmetric_tile"):
+            raw = lane_tiles.aligned_empty((nv * nv * K + 1,))
+            out = raw[1:].reshape(shape)
+            out[...] = np.nan
+            for b in range(0, K, T):
+                n = min(T, K - b)
+                if store == "store_tile":
+                    lane_tiles.store_tile(tile, b, n, lanes_major, out)
+                else:
+                    lane_tiles.store_symmetric_tile(tile, slot, b, n, lanes_major, out)
+            states = out if not lanes_major else out.T
+            lanes = np.arange(K) % T
+            rows = (np.arange(nv * nv) if store == "store_tile" else slot.reshape(-1))
+            expected = np.where(rows[None, :] < 0, 0.0,
+                                tile.reshape(nv * nv, T)[np.maximum(rows, 0)][:, lanes].T)
+            np.testing.assert_array_equal(states, expected,
+                                          err_msg=f"{store} lanes_major={lanes_major}")
