@@ -221,16 +221,24 @@ def test_derivatives_batch_matches_the_stack_kernel_and_pinocchio(contact_case, 
     for name, x, y in zip(DERIVATIVES, out, stack):
         assert x.shape == y.shape
         assert_close(x, y, DERIVATIVE_RTOL, f"{name} vs the stack kernel")
-    for k in (0, N_DERIVATIVE_STATES - 1):  # the first tile, the padded one's last state
-        expected = pin_constraint_dynamics_derivatives(case, cs, s.q[k], s.v[k], s.tau[k])
-        for name, x, y in zip(DERIVATIVES, out, expected):
-            assert_close(x[k], y, 1e-9, f"{name} state {k} vs Pinocchio")
     # the lanes layout: the same kernel, the same bits
     ddq_t, lam_t, out_t = gd.constraint_dynamics_derivatives_lanes(case.model, s.q.T, s.v.T,
                                                                    s.tau.T, cs)
     np.testing.assert_array_equal(ddq_t, ddq.T)
     for x, y in zip(out_t, out):
         np.testing.assert_array_equal(x, np.moveaxis(y, 0, -1))
+    if case.name == "random_tree_ff" and reference == "LOCAL_WORLD_ALIGNED":
+        # Pinocchio 4.1 is off here (2.5 in ddq_dq, as for the 6D LOCAL_WORLD_ALIGNED
+        # corrector of tests/test_constrained_dynamics.py): the oracle is central differences
+        from test_constrained_dynamics import _fd_constraint_dynamics
+        expected = _fd_constraint_dynamics(case.model, cs, s.q[0], s.v[0], s.tau[0])
+        for name, x, y in zip(DERIVATIVES, out, expected):
+            assert_close(x[0], y, 1e-5, f"{name} state 0 vs finite differences")
+        return
+    for k in (0, N_DERIVATIVE_STATES - 1):  # the first tile, the padded one's last state
+        expected = pin_constraint_dynamics_derivatives(case, cs, s.q[k], s.v[k], s.tau[k])
+        for name, x, y in zip(DERIVATIVES, out, expected):
+            assert_close(x[k], y, 1e-9, f"{name} state {k} vs Pinocchio")
 
 
 def test_derivatives_refuse_what_they_do_not_cover(load_case):
