@@ -203,17 +203,24 @@ def _dof_motions(J, ov, oa, cp, D, V, Vl, Vj, P, s):
 
 
 @inline_kernel
-def _store_three(out, O, nv, s, x0, x1, x2):
-    out[O + s] = x0
-    out[O + np.uint64(nv * TILE) + s] = x1
-    out[O + np.uint64(2 * nv * TILE) + s] = x2
+def _copy_rows(w, out, O, nv, rows):
+    """Rows 0 .. rows-1 of w (T apart) into out from O on, nv T apart."""
+    for r in range(rows):
+        R, B = O + np.uint64(r * nv * TILE), np.uint64(r * TILE)
+        for s in range(UT):
+            out[R + s] = w[B + s]
 
 
 @kernel
-def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, dcq, dcv):
-    """dc/dq, dc/dv of every contact against the ground on its chain's columns, from
-    the world motions ov, oa (gravity removed) at (v, a), every lane
-    (:func:`.constraint_derivatives.constraint_acceleration_derivatives_state`)."""
+def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, wrt_q, w,
+                                            out):
+    """dc/dq (wrt_q) or dc/dv of every contact against the ground, into out (nc x nv x
+    T) on its chain's columns, from the world motions ov, oa (gravity removed) at (v, a),
+    every lane (:func:`.constraint_derivatives.constraint_acceleration_derivatives_state`).
+    A column goes through the scratch w (6 x T, rows a constant T apart), then into out:
+    stored into out's rows (a run-time nv T apart) and into two arrays, it took LLVM
+    more run-time overlap checks against the loaded arrays than it allows, and the lane
+    loops stayed scalar."""
     nv = m.nv
     for k in range(ca.n):
         i, r0, Kp, Kd = ca.joint1[k], ca.row[k], ca.Kp[k], ca.Kd[k]
@@ -238,48 +245,44 @@ def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, 
                          ai[1] + b1 + c1 - Kp * (t1 - p[1]) + Kd * vp[1],
                          ai[2] + b2 + c2 - Kp * (t2 - p[2]) + Kd * vp[2])
                     n = (Jd[3], Jd[4], Jd[5]) if local else (0.0, 0.0, 0.0)
-                    x0, x1, x2 = _point_column(dvq, daq, dp, True, Kp, Kd, p, vi, ai, vp, W, n)
-                    y0, y1, y2 = _point_column(Jd, dav, dp, False, Kp, Kd, p, vi, ai, vp, W, n)
+                    if wrt_q:
+                        x0, x1, x2 = _point_column(dvq, daq, dp, True, Kp, Kd, p, vi, ai, vp, W,
+                                                   n)
+                    else:
+                        x0, x1, x2 = _point_column(Jd, dav, dp, False, Kp, Kd, p, vi, ai, vp, W,
+                                                   n)
                     if local:
                         x0, x1, x2 = _transpose_rotate(cR, C, s, x0, x1, x2)
-                        y0, y1, y2 = _transpose_rotate(cR, C, s, y0, y1, y2)
-                    _store_three(dcq, O, nv, s, x0, x1, x2)
-                    _store_three(dcv, O, nv, s, y0, y1, y2)
+                    w[s], w[UT1 + s], w[UT2 + s] = x0, x1, x2
+                _copy_rows(w, out, O, nv, 3)
                 continue
             for s in range(UT):
                 Jd, vi, ai, dvq, daq, dav, p, dp = _dof_motions(J, ov, oa, cp, D, V, Vl, Vj, P, s)
                 # 6D, Kp = 0: da + Kd dv, then LOCAL X1^-1 (. - J_d x W for q),
                 # LOCAL_WORLD_ALIGNED at pc_1 (+ W.ang x dp for q), W = oa_i + Kd ov_i
-                xq = (daq[0] + Kd * dvq[0], daq[1] + Kd * dvq[1], daq[2] + Kd * dvq[2],
-                      daq[3] + Kd * dvq[3], daq[4] + Kd * dvq[4], daq[5] + Kd * dvq[5])
-                xv = (dav[0] + Kd * Jd[0], dav[1] + Kd * Jd[1], dav[2] + Kd * Jd[2],
-                      dav[3] + Kd * Jd[3], dav[4] + Kd * Jd[4], dav[5] + Kd * Jd[5])
+                dv, da = (dvq, daq) if wrt_q else (Jd, dav)
+                x = (da[0] + Kd * dv[0], da[1] + Kd * dv[1], da[2] + Kd * dv[2],
+                     da[3] + Kd * dv[3], da[4] + Kd * dv[4], da[5] + Kd * dv[5])
                 W = (ai[0] + Kd * vi[0], ai[1] + Kd * vi[1], ai[2] + Kd * vi[2],
                      ai[3] + Kd * vi[3], ai[4] + Kd * vi[4], ai[5] + Kd * vi[5])
                 if local:
-                    g = _motion_cross(Jd, W)
-                    xq = (xq[0] - g[0], xq[1] - g[1], xq[2] - g[2], xq[3] - g[3],
-                          xq[4] - g[4], xq[5] - g[5])
-                    qa0, qa1, qa2 = cross(p[0], p[1], p[2], xq[3], xq[4], xq[5])
-                    q0, q1, q2 = _transpose_rotate(cR, C, s, xq[0] - qa0, xq[1] - qa1,
-                                                   xq[2] - qa2)
-                    q3, q4, q5 = _transpose_rotate(cR, C, s, xq[3], xq[4], xq[5])
-                    va0, va1, va2 = cross(p[0], p[1], p[2], xv[3], xv[4], xv[5])
-                    v0, v1, v2 = _transpose_rotate(cR, C, s, xv[0] - va0, xv[1] - va1,
-                                                   xv[2] - va2)
-                    v3, v4, v5 = _transpose_rotate(cR, C, s, xv[3], xv[4], xv[5])
+                    if wrt_q:
+                        g = _motion_cross(Jd, W)
+                        x = (x[0] - g[0], x[1] - g[1], x[2] - g[2], x[3] - g[3], x[4] - g[4],
+                             x[5] - g[5])
+                    e0, e1, e2 = cross(p[0], p[1], p[2], x[3], x[4], x[5])
+                    y0, y1, y2 = _transpose_rotate(cR, C, s, x[0] - e0, x[1] - e1, x[2] - e2)
+                    y3, y4, y5 = _transpose_rotate(cR, C, s, x[3], x[4], x[5])
                 else:
-                    qa0, qa1, qa2 = cross(xq[3], xq[4], xq[5], p[0], p[1], p[2])
-                    wa0, wa1, wa2 = cross(W[3], W[4], W[5], dp[0], dp[1], dp[2])
-                    q0, q1, q2 = xq[0] + qa0 + wa0, xq[1] + qa1 + wa1, xq[2] + qa2 + wa2
-                    q3, q4, q5 = xq[3], xq[4], xq[5]
-                    va0, va1, va2 = cross(xv[3], xv[4], xv[5], p[0], p[1], p[2])
-                    v0, v1, v2 = xv[0] + va0, xv[1] + va1, xv[2] + va2
-                    v3, v4, v5 = xv[3], xv[4], xv[5]
-                _store_three(dcq, O, nv, s, q0, q1, q2)
-                _store_three(dcq, O + np.uint64(3 * nv * TILE), nv, s, q3, q4, q5)
-                _store_three(dcv, O, nv, s, v0, v1, v2)
-                _store_three(dcv, O + np.uint64(3 * nv * TILE), nv, s, v3, v4, v5)
+                    e0, e1, e2 = cross(x[3], x[4], x[5], p[0], p[1], p[2])
+                    y0, y1, y2 = x[0] + e0, x[1] + e1, x[2] + e2
+                    if wrt_q:
+                        f0, f1, f2 = cross(W[3], W[4], W[5], dp[0], dp[1], dp[2])
+                        y0, y1, y2 = y0 + f0, y1 + f1, y2 + f2
+                    y3, y4, y5 = x[3], x[4], x[5]
+                w[s], w[UT1 + s], w[UT2 + s] = y0, y1, y2
+                w[UT3 + s], w[UT4 + s], w[UT5 + s] = y3, y4, y5
+            _copy_rows(w, out, O, nv, 6)
 
 
 @kernel
@@ -424,8 +427,10 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
         _world_aligned_force_lanes(nv, ca, chain, depth, J, cp, lamt, Zq)
         # dR2 from the motions at (v, ddq)
         _remove_gravity_lanes(m, oa)
-        _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, dcq,
-                                                dcv)
+        _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, True,
+                                                wd[28], dcq)
+        _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, False,
+                                                wd[28], dcv)
         # the three blocks: q, v, and tau (dR1 = -I, dR2 = 0)
         _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, False, Zq,
                          dcq, Xq, z)
