@@ -11,13 +11,14 @@ Python call per state; beside them Pinocchio's C++ (``constraintDynamics``, and
 ``constraintDynamics`` + ``computeConstraintDynamicsDerivatives``) timed on the
 same states in the same run by the harness of :mod:`.pinocchio_cpp` (left empty,
 with the reason, where it cannot be built), its checksums checked against
-Pinocchio's Python.  Beside them, for ``constraint_dynamics``, its lanes form
-``constraint_dynamics_batch`` (:mod:`geppetto.dynamics.constraint_lanes`: the same
-(K, n) stacks, the states across SIMD lanes).  ``--rounds`` rounds, each ours
+Pinocchio's Python.  Beside them, their lanes forms ``constraint_dynamics_batch``
+(:mod:`geppetto.dynamics.constraint_lanes`) and ``constraint_dynamics_derivatives_batch``
+(:mod:`geppetto.dynamics.constraint_derivative_lanes`): the same (K, n) stacks, the
+states across SIMD lanes.  ``--rounds`` rounds, each ours
 interleaved then the C++: the medians, and the ratios to the C++ of the same round
 (median and range).  The largest difference to Pinocchio is printed.  Then the
-lanes form's first call with an empty NUMBA_CACHE_DIR (compile seconds) and the
-packed double instructions of its kernels (``inspect_asm``, as
+lanes forms' first calls with an empty NUMBA_CACHE_DIR (compile seconds) and the
+packed double instructions of their kernels (``inspect_asm``, as
 :mod:`.lanes`; ``--no-compile`` skips it).
 
 Part 2: the solo12 trot: Crocoddyl 3.2's ``SimpleQuadrupedalGaitProblem
@@ -93,7 +94,9 @@ def benchmark_robot(name, K, timing, pin, rng, cpp=False, rounds=3):
     ours = {"dynamics": gp.dynamics.constraint_dynamics,
             "derivatives": gp.dynamics.constraint_dynamics_derivatives}
     # the lanes forms (dynamics/constraint_lanes.py) on the same (K, n) stacks
-    lanes = {"dynamics": gp.dynamics.constraint_dynamics_batch}
+    lanes = {"dynamics": gp.dynamics.constraint_dynamics_batch,
+             "derivatives": lambda *args: gp.dynamics.constraint_dynamics_derivatives_batch(
+                 *args)[2]}
     pm, pd, pcm, pcd, settings = pinocchio_side(pin, robot, cs)
 
     def pin_dynamics(q, v, tau):
@@ -176,15 +179,16 @@ COMPILE_SCRIPT = """
 import json, re, sys, time
 import numpy as np
 import geppetto as gp
-from geppetto.dynamics import constraint_lanes
+from geppetto.dynamics import constraint_derivative_lanes, constraint_lanes
 model = gp.robots.load("solo12").model
 rng = np.random.default_rng(0)
 Q = gp.dynamics.random_configuration(model, rng, size=40)
 V = rng.standard_normal((40, model.nv))
 cs = gp.dynamics.ConstraintSet(model, [gp.dynamics.contact_3d(model, foot) for foot in
                                        ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")])
+function = getattr(gp.dynamics, sys.argv[2])
 start, start_cpu = time.perf_counter(), time.thread_time()
-gp.dynamics.constraint_dynamics_batch(model, Q, V, V, cs)
+function(model, Q, V, V, cs)
 out = dict(first_call_cpu_s=time.thread_time() - start_cpu,
            first_call_s=time.perf_counter() - start)
 if sys.argv[1] == "asm":
@@ -192,8 +196,11 @@ if sys.argv[1] == "asm":
     packed = re.compile(operation + r"pd\\s+[^\\n]*?%(zmm|ymm|xmm)")
     scalar = re.compile(operation + r"sd\\b")
     asm = {}
-    for kernel in sys.argv[2:]:
-        dispatcher = getattr(constraint_lanes, kernel)
+    for kernel in sys.argv[3:]:
+        module, name = kernel.split(".")
+        dispatcher = getattr(dict(constraint_lanes=constraint_lanes,
+                                  constraint_derivative_lanes=constraint_derivative_lanes)[module],
+                             name)
         text = "\\n".join(dispatcher.inspect_asm(s) for s in dispatcher.signatures)
         counts = dict(zmm=0, ymm=0, xmm=0)
         for match in packed.finditer(text):
@@ -203,22 +210,34 @@ if sys.argv[1] == "asm":
     out["asm"] = asm
 print(json.dumps(out))
 """
-HOT_KERNELS = ("_bias_lanes", "_contact_frames_lanes", "_contact_jacobian_lanes",
-               "_contact_drift_lanes", "_ltl_factor_lanes", "_ltl_solves_lanes",
-               "_delassus_lanes", "_proximal_iterations_lanes", "_cholesky_solve_lanes",
-               "_constrained_acceleration_lanes", "_ltl_solve_lanes")
+HOT_KERNELS = {
+    "constraint_dynamics_batch": tuple("constraint_lanes." + k for k in (
+        "_bias_lanes", "_contact_frames_lanes", "_contact_jacobian_lanes",
+        "_contact_drift_lanes", "_ltl_factor_lanes", "_ltl_solves_lanes", "_delassus_lanes",
+        "_proximal_iterations_lanes", "_cholesky_solve_lanes",
+        "_constrained_acceleration_lanes", "_ltl_solve_lanes")),
+    "constraint_dynamics_derivatives_batch": tuple("constraint_derivative_lanes." + k for k in (
+        "_contact_wrenches_lanes", "_world_aligned_force_lanes",
+        "_contact_acceleration_derivatives_lanes", "_remove_gravity_lanes",
+        "_kkt_block_lanes"))}
 
 
 def compile_and_assembly():
-    """First call of constraint_dynamics_batch on solo12 with an empty NUMBA_CACHE_DIR
-    (compile seconds, wall and thread CPU; the lanes CRBA and velocity passes it imports
-    compile too), then from that cache, and the hot kernels' packed instruction counts
-    (as benchmarks/lanes.py)."""
-    with tempfile.TemporaryDirectory(prefix="geppetto-contacts-") as cache:
-        compiled = _common.first_call_latency(COMPILE_SCRIPT, cache, "asm", *HOT_KERNELS)
-        loaded = _common.first_call_latency(COMPILE_SCRIPT, cache, "load")
-    return dict(compile_s=compiled["first_call_s"], compile_cpu_s=compiled["first_call_cpu_s"],
-                cached_first_call_s=loaded["first_call_s"], asm=compiled["asm"])
+    """First call of each lanes form on solo12 with an empty NUMBA_CACHE_DIR (compile
+    seconds, wall and thread CPU; the lanes passes it imports compile too: the
+    derivatives' first call compiles the forward tile and the RNEA derivative passes),
+    then from that cache, and the hot kernels' packed instruction counts (as
+    benchmarks/lanes.py)."""
+    out = {}
+    for function, kernels in HOT_KERNELS.items():
+        with tempfile.TemporaryDirectory(prefix="geppetto-contacts-") as cache:
+            compiled = _common.first_call_latency(COMPILE_SCRIPT, cache, "asm", function,
+                                                  *kernels)
+            loaded = _common.first_call_latency(COMPILE_SCRIPT, cache, "load", function)
+        out[function] = dict(compile_s=compiled["first_call_s"],
+                             compile_cpu_s=compiled["first_call_cpu_s"],
+                             cached_first_call_s=loaded["first_call_s"], asm=compiled["asm"])
+    return out
 
 
 def _ratio(row, label):
@@ -347,7 +366,8 @@ def main(argv=None):
         print(f"\nMicroseconds per state (thread CPU time), best of {options.repeats} repeats, "
               f"median of {options.rounds} rounds, K = {options.states} random states (load "
               f"average {os.getloadavg()[0]:.1f}); ratios to the C++ of the same round: median "
-              "[range]; lanes: constraint_dynamics_batch (dynamics/constraint_lanes.py)")
+              "[range]; lanes: constraint_dynamics_batch (dynamics/constraint_lanes.py) and "
+              "constraint_dynamics_derivatives_batch (dynamics/constraint_derivative_lanes.py)")
         print(_common.format_table(
             ["robot", "function", "ours batched", "ours lanes", "ours Python",
              "Pinocchio Python", "Pinocchio C++", "batched/C++", "lanes/C++", "max |diff|",
@@ -361,13 +381,14 @@ def main(argv=None):
     compiled = None
     if rows and not options.no_compile:
         compiled = compile_and_assembly()
-        print(f"\nconstraint_dynamics_batch's first call, empty cache: "
-              f"{compiled['compile_s']:.1f} s wall, {compiled['compile_cpu_s']:.1f} s thread CPU; from the cache "
-              f"{compiled['cached_first_call_s']:.2f} s.  Packed double instructions:")
-        print(_common.format_table(
-            ["kernel", "zmm pd", "ymm pd", "xmm pd", "scalar sd"],
-            [(k, c["zmm"], c["ymm"], c["xmm"], c["scalar_sd"])
-             for k, c in compiled["asm"].items()]))
+        for function, c in compiled.items():
+            print(f"\n{function}'s first call, empty cache: {c['compile_s']:.1f} s wall, "
+                  f"{c['compile_cpu_s']:.1f} s thread CPU; from the cache "
+                  f"{c['cached_first_call_s']:.2f} s.  Packed double instructions:")
+            print(_common.format_table(
+                ["kernel", "zmm pd", "ymm pd", "xmm pd", "scalar sd"],
+                [(k, n["zmm"], n["ymm"], n["xmm"], n["scalar_sd"])
+                 for k, n in c["asm"].items()]))
     trot_rows, reason = (None, "not asked (--no-trot)") if options.no_trot else \
         trot(not options.no_crocoddyl, options.repeats)
     if trot_rows:

@@ -39,6 +39,8 @@ from .constrained_dynamics import (constraint_dynamics, constraint_dynamics_deri
                                    impulse_dynamics, impulse_dynamics_derivatives)
 from .batch_lanes import rnea_lanes, rnea_batch, aba_lanes, aba_batch, crba_lanes, crba_batch
 from .constraint_lanes import constraint_dynamics_lanes, constraint_dynamics_batch
+from .constraint_derivative_lanes import (constraint_dynamics_derivatives_lanes,
+                                          constraint_dynamics_derivatives_batch)
 from .derivative_lanes import (aba_derivatives_lanes, aba_derivatives_batch,
                                rnea_derivatives_lanes, rnea_derivatives_batch,
                                compute_minverse_lanes, compute_minverse_batch)

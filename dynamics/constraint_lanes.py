@@ -541,15 +541,59 @@ def _constraint_workspace_lanes(m, ca):
 
 
 @kernel
+def _constraint_tile(m, ca, chain, depth, common, row_constraint, mu, max_iter, accuracy, work,
+                     keep_inertias, its):
+    """ddq and lambda of the tile loaded in ``work`` (:func:`_constraint_workspace_lanes`)
+    into its ddqt and lamt, the iterations into its (T,).  CRBA's backward pass turns
+    the world inertias wd[3] into the composites, or, keep_inertias, a copy of them in
+    wd[4] (the derivatives read both)."""
+    ws, wd, tiles, scratch, inputs, slot, Yc = work
+    oa, f, F, Mt, z, Y, cR, cp, gamma, G, lamt, lam_new, ddqt, logs, wk, regular = tiles
+    qt, vt, taut = inputs
+    nv = m.nv
+    # M, b and the world motions (CRBA's forward pass, the velocities, the bias
+    # forces before CRBA's backward pass turns the world inertias into composites)
+    _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
+    _velocities_lanes(m, vt, wd)
+    _bias_lanes(m, wd, oa, f, taut, z)
+    if keep_inertias:
+        Yw, Ycrb = wd[3], wd[4]
+        for k in range(m.njoints * T10):
+            Ycrb[k] = Yw[k]
+        _crba_backward_pass_lanes(m, wd[2], Ycrb, F, slot, Mt)
+    else:
+        _crba_backward_pass_lanes(m, wd[2], wd[3], F, slot, Mt)
+    # the contacts: frames, Jc^T (into Y), gamma
+    _contact_frames_lanes(ca, wd[0], wd[1], cR, cp)
+    _contact_jacobian_lanes(m, ca, chain, depth, wd[2], cR, cp, Y)
+    _contact_drift_lanes(ca, wd[6], oa, cR, cp, gamma, logs, scratch)
+    # the KKT solve
+    _ltl_factor_lanes(m, slot, Mt)
+    _ltl_solves_lanes(m, slot, chain, depth, row_constraint, Mt, Y, z)
+    _delassus_lanes(nv, chain, common, row_constraint, mu, Y, G, wk, regular)
+    _proximal_iterations_lanes(nv, chain, depth, row_constraint, mu, max_iter, accuracy, Y,
+                               G, z, gamma, lamt, lam_new, wk, its)
+    _constrained_acceleration_lanes(nv, chain, depth, row_constraint, Y, z, lamt, ddqt)
+    _ltl_solve_lanes(m, slot, Mt, ddqt)
+
+
+@kernel
+def _all_regular(regular):
+    for s in range(TILE):
+        if regular[s] == 0.0:
+            return False
+    return True
+
+
+@kernel
 def _constraint_dynamics_lanes(m, ca, chain, depth, common, row_constraint, q, v, tau, mu,
                                max_iter, accuracy, lanes_major, ddq, lam, iterations):
     """ddq, lambda and the iterations of K states, TILE at a time: (n, K) layouts when
     lanes_major, else (K, n).  Returns False when some state's G + mu I is singular."""
-    ws, wd, tiles, scratch, inputs, slot, Yc = _constraint_workspace_lanes(m, ca)
-    oa, f, F, Mt, z, Y, cR, cp, gamma, G, lamt, lam_new, ddqt, logs, work, regular = tiles
-    qt, vt, taut = inputs
+    work = _constraint_workspace_lanes(m, ca)
+    tiles, (qt, vt, taut) = work[2], work[4]
+    lamt, ddqt, regular = tiles[10], tiles[12], tiles[15]
     its = np.zeros(TILE, dtype=np.int64)
-    nv, nc = m.nv, ca.nrows
     K = q.shape[1] if lanes_major else q.shape[0]
     fill_lanes(regular, 0, 1, 1.0)
     for b in range(0, K, TILE):
@@ -557,32 +601,13 @@ def _constraint_dynamics_lanes(m, ca, chain, depth, common, row_constraint, q, v
         load_tile(q, b, n, lanes_major, qt)
         load_tile(v, b, n, lanes_major, vt)
         load_tile(tau, b, n, lanes_major, taut)
-        # M, b and the world motions (CRBA's forward pass, the velocities, the bias
-        # forces before CRBA's backward pass turns the world inertias into composites)
-        _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
-        _velocities_lanes(m, vt, wd)
-        _bias_lanes(m, wd, oa, f, taut, z)
-        _crba_backward_pass_lanes(m, wd[2], wd[3], F, slot, Mt)
-        # the contacts: frames, Jc^T (into Y), gamma
-        _contact_frames_lanes(ca, wd[0], wd[1], cR, cp)
-        _contact_jacobian_lanes(m, ca, chain, depth, wd[2], cR, cp, Y)
-        _contact_drift_lanes(ca, wd[6], oa, cR, cp, gamma, logs, scratch)
-        # the KKT solve
-        _ltl_factor_lanes(m, slot, Mt)
-        _ltl_solves_lanes(m, slot, chain, depth, row_constraint, Mt, Y, z)
-        _delassus_lanes(nv, chain, common, row_constraint, mu, Y, G, work, regular)
-        _proximal_iterations_lanes(nv, chain, depth, row_constraint, mu, max_iter, accuracy, Y,
-                                   G, z, gamma, lamt, lam_new, work, its)
-        _constrained_acceleration_lanes(nv, chain, depth, row_constraint, Y, z, lamt, ddqt)
-        _ltl_solve_lanes(m, slot, Mt, ddqt)
+        _constraint_tile(m, ca, chain, depth, common, row_constraint, mu, max_iter, accuracy,
+                         work, False, its)
         store_tile(ddqt, b, n, lanes_major, ddq)
         store_tile(lamt, b, n, lanes_major, lam)
         for s in range(n):
             iterations[b + s] = its[s]
-    for s in range(TILE):
-        if regular[s] == 0.0:
-            return False
-    return True
+    return _all_regular(regular)
 
 
 def _contacts_only(model, constraints):

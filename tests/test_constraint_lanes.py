@@ -165,3 +165,91 @@ def test_short_stacks_and_no_contacts(load_case, assert_close):
     ddq, lam = gd.constraint_dynamics_batch(m, s.q, s.v, s.tau, ConstraintSet(m, []))
     assert lam.shape == (3, 0)
     assert_close(ddq, gd.aba(m, case.data(), s.q, s.v, s.tau), RTOL, "ddq without contacts")
+
+
+# --- The derivatives (dynamics/constraint_derivative_lanes.py) ---------------------------
+
+DERIVATIVES = ("ddq_dq", "ddq_dv", "ddq_dtau", "dlambda_dq", "dlambda_dv", "dlambda_dtau")
+DERIVATIVE_RTOL = 1e-11
+N_DERIVATIVE_STATES = lane_tiles.TILE + 3
+
+
+def derivative_contacts(case, reference):
+    """:func:`contacts` with the gains of the lanes derivatives' scope: Kp, Kd on 3D
+    points, Kd alone on 6D frames."""
+    cs = contacts(case, reference, (3.0, 2.0))
+    m = case.model
+    return ConstraintSet(m, [
+        RigidConstraint(m, c.kind, c.frame1, reference=c.reference,
+                        Kp=c.Kp if c.kind == CONTACT_3D else 0.0, Kd=c.Kd,
+                        target=(c.R2, c.p2)) for c in cs])
+
+
+def pin_constraint_dynamics_derivatives(case, cs, q, v, tau):
+    """The six derivatives of pin.computeConstraintDynamicsDerivatives."""
+    models = []
+    for c in cs:
+        kind = pin.ContactType.CONTACT_3D if c.kind == CONTACT_3D else pin.ContactType.CONTACT_6D
+        reference = (pin.ReferenceFrame.LOCAL if c.reference == LOCAL
+                     else pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
+        cm = pin.RigidConstraintModel(kind, case.pin_model, c.joint1, pin.SE3(c.R1, c.p1),
+                                      c.joint2, pin.SE3(c.R2, c.p2), reference)
+        cm.m_baumgarte_parameters.Kp = c.Kp
+        cm.m_baumgarte_parameters.Kd = c.Kd
+        models.append(cm)
+    datas = [cm.createData() for cm in models]
+    data = case.pin_data()
+    pin.initConstraintDynamics(case.pin_model, data, models, datas)
+    settings = pin.ProximalSettings(1e-12, 1e-12, 0.0, 1)
+    pin.constraintDynamics(case.pin_model, data, q, v, tau, models, datas, settings)
+    pin.computeConstraintDynamicsDerivatives(case.pin_model, data, models, datas, settings)
+    return (data.ddq_dq, data.ddq_dv, data.ddq_dtau, data.dlambda_dq, data.dlambda_dv,
+            data.dlambda_dtau)
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_derivatives_batch_matches_the_stack_kernel_and_pinocchio(contact_case, reference,
+                                                                   assert_close):
+    case = contact_case
+    cs = derivative_contacts(case, REFERENCES[reference])
+    s = case.states(N_DERIVATIVE_STATES, seed=3)
+    ddq, lam, out = gd.constraint_dynamics_derivatives_batch(case.model, s.q, s.v, s.tau, cs)
+    data = case.data()
+    stack = gd.constraint_dynamics_derivatives(case.model, data, s.q, s.v, s.tau, cs)
+    assert_close(ddq, data.ddq, RTOL, "ddq vs the stack kernel")
+    assert_close(lam, data.lambda_c, RTOL, "lambda vs the stack kernel")
+    for name, x, y in zip(DERIVATIVES, out, stack):
+        assert x.shape == y.shape
+        assert_close(x, y, DERIVATIVE_RTOL, f"{name} vs the stack kernel")
+    # the lanes layout: the same kernel, the same bits
+    ddq_t, lam_t, out_t = gd.constraint_dynamics_derivatives_lanes(case.model, s.q.T, s.v.T,
+                                                                   s.tau.T, cs)
+    np.testing.assert_array_equal(ddq_t, ddq.T)
+    for x, y in zip(out_t, out):
+        np.testing.assert_array_equal(x, np.moveaxis(y, 0, -1))
+    if case.name == "random_tree_ff" and reference == "LOCAL_WORLD_ALIGNED":
+        # Pinocchio 4.1 is off here (2.5 in ddq_dq, as for the 6D LOCAL_WORLD_ALIGNED
+        # corrector of tests/test_constrained_dynamics.py): the oracle is central differences
+        from test_constrained_dynamics import _fd_constraint_dynamics
+        expected = _fd_constraint_dynamics(case.model, cs, s.q[0], s.v[0], s.tau[0])
+        for name, x, y in zip(DERIVATIVES, out, expected):
+            assert_close(x[0], y, 1e-5, f"{name} state 0 vs finite differences")
+        return
+    for k in (0, N_DERIVATIVE_STATES - 1):  # the first tile, the padded one's last state
+        expected = pin_constraint_dynamics_derivatives(case, cs, s.q[k], s.v[k], s.tau[k])
+        for name, x, y in zip(DERIVATIVES, out, expected):
+            assert_close(x[k], y, 1e-9, f"{name} state {k} vs Pinocchio")
+
+
+def test_derivatives_refuse_what_they_do_not_cover(load_case):
+    case = load_case("talos")
+    m = case.model
+    s = case.states(2)
+    with pytest.raises(NotImplementedError, match="Kp"):
+        gd.constraint_dynamics_derivatives_batch(m, s.q, s.v, s.tau,
+                                                 contacts(case, LOCAL, (3.0, 2.0)))
+    cs = contacts(case, LOCAL, (0.0, 2.0))
+    with pytest.raises(NotImplementedError, match="mu"):
+        gd.constraint_dynamics_derivatives_batch(m, s.q, s.v, s.tau, cs, mu=1e-3)
+    with pytest.raises(ValueError, match="stack"):
+        gd.constraint_dynamics_derivatives_batch(m, s.q[0], s.v[0], s.tau[0], cs)

@@ -1,0 +1,524 @@
+"""Derivatives of the forward dynamics under contacts over a stack of states laid out
+across SIMD lanes.
+
+The per-state algorithm is that of the stack kernel
+:func:`.constrained_dynamics.constraint_dynamics_derivatives` (Pinocchio's
+``computeConstraintDynamicsDerivatives``; Kudruss, Manns & Kirches 2019, Prop. 3),
+unchanged: at the solution (ddq, lambda) of :func:`.constraint_lanes._constraint_tile`,
+with the residuals R1 = ID(q, v, ddq) - Jc^T lambda - tau and R2 = c(q, v, ddq),
+
+    dlambda = G^-1 (Y^T Z - dR2),     dddq = -L^-1 (Z - Y dlambda),     Z = L^-T dR1,
+
+for the three blocks d/dq, d/dv (dR1 = dID, dR2 = dc) and d/dtau (dR1 = -I,
+dR2 = 0), reusing the forward pass' L (M = L^T L), Y = L^-T Jc^T and the Cholesky
+factor of G = Y^T Y.  The pieces:
+
+- dR1/dq, dR1/dv: the world-frame RNEA derivatives of :mod:`.derivative_lanes`
+  (Carpentier & Mansard 2018, Alg. 2-3) at (q, v, ddq) with the contact wrenches
+  as external forces attached to their bodies (f_i = Yw_i a_i + v_i x* h_i - F_k,
+  Pinocchio's ``computeRNEADerivatives`` with fext), plus, for a
+  LOCAL_WORLD_ALIGNED contact, the part of its force that does not turn with the
+  body (:func:`.constraint_derivatives._world_aligned_force_derivatives`);
+- dR2/dq, dR2/dv: the derivatives of the contact acceleration against the ground
+  (:func:`.constraint_derivatives._ground_point_columns` for 3D points,
+  :func:`.constraint_derivatives._column_6d` with body 2 the world for 6D frames),
+  from the world motions ov, oa (gravity removed) at (v, ddq), on each contact's
+  chain (its other columns are zero).
+
+Scope: contacts with the world, 3D (Baumgarte gains Kp, Kd) and 6D (Kd; Kp = 0:
+the log6 term's Jacobian is not laid out across lanes), LOCAL and
+LOCAL_WORLD_ALIGNED, mu = 0 (the exact KKT solve); the rest is refused.
+
+Tile arrays beside those of :mod:`.constraint_lanes` and :mod:`.derivative_lanes`:
+``dcq, dcv, X*`` (nc x nv x T, entry (a, c) at (a nv + c) T, the layout of Y);
+``Z`` blocks (nv x nv x T, entry (r, c) at (r nv + c) T: dtau_dq and dtau_dv of
+:mod:`.derivative_lanes`, and Minv's array for the tau block).
+"""
+import numpy as np
+
+from .config import inline_kernel, kernel
+from .constrained_dynamics import _check_regular, _settings
+from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_workspace_lanes,
+                               _contacts_only, _ltl_solve_lanes, _ltl_transpose_step_lanes,
+                               _transpose_rotate, contact_chains)
+from .constraints import CONTACT_3D
+from .batch_lanes import _as_lanes, _as_lanes_configurations, _check_plain_model
+from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
+                               _derivative_workspace, _related_dofs,
+                               _rnea_derivatives_backward_lanes)
+from .kinematics import LOCAL
+from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
+                         fill_lanes, load_tile, store_tile)
+from .spatial import cross
+from .validation import as_configurations, as_stack
+
+
+# --- dR1: the contact wrenches as external forces -----------------------------------------
+
+@kernel
+def _contact_wrenches_lanes(ca, cR, cp, lam, f):
+    """f_i -= F_k for each contact k of body i: F = (f, n + pc_1 x f) its world wrench at
+    the origin, f = R1 lambda_lin (LOCAL) or lambda_lin, n likewise (6D; 0 for 3D)
+    (:func:`.constraints.world_constraint_forces` against the ground), every lane."""
+    for k in range(ca.n):
+        r0, six, local = ca.row[k], ca.kind[k] != CONTACT_3D, ca.reference[k] == LOCAL
+        F, C, P = np.uint64(ca.joint1[k] * T6), np.uint64(k * T9), np.uint64(3 * k * TILE)
+        O = np.uint64(r0 * TILE)
+        for s in range(UT):
+            f0, f1, f2 = lam[O + s], lam[O + UT1 + s], lam[O + UT2 + s]
+            n0, n1, n2 = 0.0, 0.0, 0.0
+            if six:
+                n0, n1, n2 = lam[O + UT3 + s], lam[O + UT4 + s], lam[O + UT5 + s]
+            if local:
+                f0, f1, f2 = _rotate(cR, C, s, f0, f1, f2)
+                if six:
+                    n0, n1, n2 = _rotate(cR, C, s, n0, n1, n2)
+            t0, t1, t2 = cross(cp[P + s], cp[P + UT1 + s], cp[P + UT2 + s], f0, f1, f2)
+            f[F + s] -= f0
+            f[F + UT1 + s] -= f1
+            f[F + UT2 + s] -= f2
+            f[F + UT3 + s] -= n0 + t0
+            f[F + UT4 + s] -= n1 + t1
+            f[F + UT5 + s] -= n2 + t2
+
+
+@inline_kernel
+def _rotate(cR, C, s, x0, x1, x2):
+    """R x in lane s for the rotation R at C (row-major, rows 3 T apart)."""
+    return (cR[C + s] * x0 + cR[C + UT1 + s] * x1 + cR[C + UT2 + s] * x2,
+            cR[C + UT3 + s] * x0 + cR[C + UT4 + s] * x1 + cR[C + UT5 + s] * x2,
+            cR[C + UT6 + s] * x0 + cR[C + UT7 + s] * x1 + cR[C + UT8 + s] * x2)
+
+
+@kernel
+def _world_aligned_force_lanes(nv, ca, chain, depth, J, cp, lam, dq):
+    """dtau_dq[c, d] += (J_c.lin + J_c.ang x pc_1) . (w_d x f) + J_c.ang . (w_d x n) for
+    the dofs c, d of a LOCAL_WORLD_ALIGNED contact's chain: the derivative of its
+    force that the attached external force leaves out
+    (:func:`.constraint_derivatives._world_aligned_force_derivatives`), every lane."""
+    for k in range(ca.n):
+        if ca.reference[k] == LOCAL:
+            continue
+        six = ca.kind[k] != CONTACT_3D
+        O, P = np.uint64(ca.row[k] * TILE), np.uint64(3 * k * TILE)
+        for di in range(depth[k]):
+            d = chain[k, di]
+            B = np.uint64(d * T6)
+            for ci in range(depth[k]):
+                c = chain[k, ci]
+                A, E = np.uint64(c * T6), np.uint64((c * nv + d) * TILE)
+                for s in range(UT):
+                    f0, f1, f2 = lam[O + s], lam[O + UT1 + s], lam[O + UT2 + s]
+                    n0, n1, n2 = 0.0, 0.0, 0.0
+                    if six:
+                        n0, n1, n2 = lam[O + UT3 + s], lam[O + UT4 + s], lam[O + UT5 + s]
+                    w0, w1, w2 = J[B + UT3 + s], J[B + UT4 + s], J[B + UT5 + s]
+                    g0, g1, g2 = cross(w0, w1, w2, f0, f1, f2)
+                    h0, h1, h2 = cross(w0, w1, w2, n0, n1, n2)
+                    p0, p1, p2 = cp[P + s], cp[P + UT1 + s], cp[P + UT2 + s]
+                    a0, a1, a2 = J[A + UT3 + s], J[A + UT4 + s], J[A + UT5 + s]
+                    l0 = J[A + s] + a1 * p2 - a2 * p1
+                    l1 = J[A + UT1 + s] + a2 * p0 - a0 * p2
+                    l2 = J[A + UT2 + s] + a0 * p1 - a1 * p0
+                    dq[E + s] += l0 * g0 + l1 * g1 + l2 * g2 + a0 * h0 + a1 * h1 + a2 * h2
+
+
+# --- dR2: the contact acceleration's derivatives --------------------------------------------
+
+@inline_kernel
+def _six(x, X, s):
+    return (x[X + s], x[X + UT1 + s], x[X + UT2 + s], x[X + UT3 + s], x[X + UT4 + s],
+            x[X + UT5 + s])
+
+
+@inline_kernel
+def _motion_cross(a, b):
+    """a x b of two spatial motions given as 6-tuples (lin, ang)."""
+    c0, c1, c2 = cross(a[3], a[4], a[5], b[0], b[1], b[2])
+    d0, d1, d2 = cross(a[0], a[1], a[2], b[3], b[4], b[5])
+    e0, e1, e2 = cross(a[3], a[4], a[5], b[3], b[4], b[5])
+    return c0 + d0, c1 + d1, c2 + d2, e0, e1, e2
+
+
+@inline_kernel
+def _body_motion_derivatives(vi, ai, vl, al, vj, Jd):
+    """(dov_i, doa_i) along q_d and along v_d for the body i that dof d (joint j, parent
+    lambda) supports (Carpentier & Mansard 2018, identity (13), u = ov_lambda x J_d;
+    :func:`.constraint_derivatives._body_derivatives`)."""
+    u = _motion_cross(vl, Jd)
+    x = _motion_cross(vi, Jd)
+    a = _motion_cross(al, Jd)
+    b = _motion_cross(vl, u)
+    c = _motion_cross(ai, Jd)
+    g = _motion_cross(vi, u)
+    y = _motion_cross(vj, Jd)
+    dvq = (u[0] - x[0], u[1] - x[1], u[2] - x[2], u[3] - x[3], u[4] - x[4], u[5] - x[5])
+    daq = ((a[0] + b[0]) - (c[0] + g[0]), (a[1] + b[1]) - (c[1] + g[1]),
+           (a[2] + b[2]) - (c[2] + g[2]), (a[3] + b[3]) - (c[3] + g[3]),
+           (a[4] + b[4]) - (c[4] + g[4]), (a[5] + b[5]) - (c[5] + g[5]))
+    dav = (y[0] + u[0] - x[0], y[1] + u[1] - x[1], y[2] + u[2] - x[2], y[3] + u[3] - x[3],
+           y[4] + u[4] - x[4], y[5] + u[5] - x[5])
+    return dvq, daq, dav
+
+
+@inline_kernel
+def _point_column(dv, da, dp, wrt_q, Kp, Kd, p, vi, ai, vp, W, n):
+    """The column of a 3D contact's c along q_d or v_d (before LOCAL's R^T):
+    d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
+    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL subtracts
+    n x W for q (:func:`.constraint_derivatives._point_column`)."""
+    t0, t1, t2 = cross(dv[3], dv[4], dv[5], p[0], p[1], p[2])
+    if wrt_q:
+        y0, y1, y2 = cross(vi[3], vi[4], vi[5], dp[0], dp[1], dp[2])
+        q0, q1, q2 = dv[0] + t0 + y0, dv[1] + t1 + y1, dv[2] + t2 + y2
+        z0, z1, z2 = cross(ai[3], ai[4], ai[5], dp[0], dp[1], dp[2])
+        k0, k1, k2 = Kp * dp[0], Kp * dp[1], Kp * dp[2]
+    else:
+        q0, q1, q2 = dv[0] + t0, dv[1] + t1, dv[2] + t2
+        z0, z1, z2 = 0.0, 0.0, 0.0
+        k0, k1, k2 = 0.0, 0.0, 0.0
+    c0, c1, c2 = cross(da[3], da[4], da[5], p[0], p[1], p[2])
+    f0, f1, f2 = cross(dv[3], dv[4], dv[5], vp[0], vp[1], vp[2])
+    g0, g1, g2 = cross(vi[3], vi[4], vi[5], q0, q1, q2)
+    x0 = da[0] + c0 + z0 + f0 + g0 + k0 + Kd * q0
+    x1 = da[1] + c1 + z1 + f1 + g1 + k1 + Kd * q1
+    x2 = da[2] + c2 + z2 + f2 + g2 + k2 + Kd * q2
+    if wrt_q:
+        y0, y1, y2 = cross(n[0], n[1], n[2], W[0], W[1], W[2])
+        x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
+    return x0, x1, x2
+
+
+@inline_kernel
+def _dof_motions(J, ov, oa, cp, D, V, Vl, Vj, P, s):
+    """J_d, ov_i, oa_i, their derivatives along dof d (q: dov, doa; v: doa), the contact
+    point p and its motion along d, dp = J_d.lin + J_d.ang x p, in lane s."""
+    Jd = _six(J, D, s)
+    vi, ai = _six(ov, V, s), _six(oa, V, s)
+    dvq, daq, dav = _body_motion_derivatives(vi, ai, _six(ov, Vl, s), _six(oa, Vl, s),
+                                             _six(ov, Vj, s), Jd)
+    p = (cp[P + s], cp[P + UT1 + s], cp[P + UT2 + s])
+    e0, e1, e2 = cross(Jd[3], Jd[4], Jd[5], p[0], p[1], p[2])
+    return Jd, vi, ai, dvq, daq, dav, p, (Jd[0] + e0, Jd[1] + e1, Jd[2] + e2)
+
+
+@inline_kernel
+def _copy_rows(w, out, O, nv, rows):
+    """Rows 0 .. rows-1 of w (T apart) into out from O on, nv T apart."""
+    for r in range(rows):
+        R, B = O + np.uint64(r * nv * TILE), np.uint64(r * TILE)
+        for s in range(UT):
+            out[R + s] = w[B + s]
+
+
+@kernel
+def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, wrt_q, w,
+                                            out):
+    """dc/dq (wrt_q) or dc/dv of every contact against the ground, into out (nc x nv x
+    T) on its chain's columns, from the world motions ov, oa (gravity removed) at (v, a),
+    every lane (:func:`.constraint_derivatives.constraint_acceleration_derivatives_state`).
+    A column goes through the scratch w (6 x T, rows a constant T apart), then into out:
+    stored into out's rows (a run-time nv T apart) and into two arrays, it took LLVM
+    more run-time overlap checks against the loaded arrays than it allows, and the lane
+    loops stayed scalar."""
+    nv = m.nv
+    for k in range(ca.n):
+        i, r0, Kp, Kd = ca.joint1[k], ca.row[k], ca.Kp[k], ca.Kd[k]
+        point, local = ca.kind[k] == CONTACT_3D, ca.reference[k] == LOCAL
+        V, C, P = np.uint64(i * T6), np.uint64(k * T9), np.uint64(3 * k * TILE)
+        t0, t1, t2 = ca.p2[k, 0], ca.p2[k, 1], ca.p2[k, 2]
+        for idx in range(depth[k]):
+            d = chain[k, idx]
+            j = m.dof_joint[d]
+            D, Vl, Vj = np.uint64(d * T6), np.uint64(m.parents[j] * T6), np.uint64(j * T6)
+            O = np.uint64((r0 * nv + d) * TILE)
+            if point:
+                for s in range(UT):
+                    Jd, vi, ai, dvq, daq, dav, p, dp = _dof_motions(J, ov, oa, cp, D, V, Vl, Vj,
+                                                                    P, s)
+                    # the point's velocity vp, classical acceleration ap and W = c's value
+                    a0, a1, a2 = cross(vi[3], vi[4], vi[5], p[0], p[1], p[2])
+                    vp = (vi[0] + a0, vi[1] + a1, vi[2] + a2)
+                    b0, b1, b2 = cross(ai[3], ai[4], ai[5], p[0], p[1], p[2])
+                    c0, c1, c2 = cross(vi[3], vi[4], vi[5], vp[0], vp[1], vp[2])
+                    W = (ai[0] + b0 + c0 - Kp * (t0 - p[0]) + Kd * vp[0],
+                         ai[1] + b1 + c1 - Kp * (t1 - p[1]) + Kd * vp[1],
+                         ai[2] + b2 + c2 - Kp * (t2 - p[2]) + Kd * vp[2])
+                    n = (Jd[3], Jd[4], Jd[5]) if local else (0.0, 0.0, 0.0)
+                    if wrt_q:
+                        x0, x1, x2 = _point_column(dvq, daq, dp, True, Kp, Kd, p, vi, ai, vp, W,
+                                                   n)
+                    else:
+                        x0, x1, x2 = _point_column(Jd, dav, dp, False, Kp, Kd, p, vi, ai, vp, W,
+                                                   n)
+                    if local:
+                        x0, x1, x2 = _transpose_rotate(cR, C, s, x0, x1, x2)
+                    w[s], w[UT1 + s], w[UT2 + s] = x0, x1, x2
+                _copy_rows(w, out, O, nv, 3)
+                continue
+            for s in range(UT):
+                Jd, vi, ai, dvq, daq, dav, p, dp = _dof_motions(J, ov, oa, cp, D, V, Vl, Vj, P, s)
+                # 6D, Kp = 0: da + Kd dv, then LOCAL X1^-1 (. - J_d x W for q),
+                # LOCAL_WORLD_ALIGNED at pc_1 (+ W.ang x dp for q), W = oa_i + Kd ov_i
+                dv, da = (dvq, daq) if wrt_q else (Jd, dav)
+                x = (da[0] + Kd * dv[0], da[1] + Kd * dv[1], da[2] + Kd * dv[2],
+                     da[3] + Kd * dv[3], da[4] + Kd * dv[4], da[5] + Kd * dv[5])
+                W = (ai[0] + Kd * vi[0], ai[1] + Kd * vi[1], ai[2] + Kd * vi[2],
+                     ai[3] + Kd * vi[3], ai[4] + Kd * vi[4], ai[5] + Kd * vi[5])
+                if local:
+                    if wrt_q:
+                        g = _motion_cross(Jd, W)
+                        x = (x[0] - g[0], x[1] - g[1], x[2] - g[2], x[3] - g[3], x[4] - g[4],
+                             x[5] - g[5])
+                    e0, e1, e2 = cross(p[0], p[1], p[2], x[3], x[4], x[5])
+                    y0, y1, y2 = _transpose_rotate(cR, C, s, x[0] - e0, x[1] - e1, x[2] - e2)
+                    y3, y4, y5 = _transpose_rotate(cR, C, s, x[3], x[4], x[5])
+                else:
+                    e0, e1, e2 = cross(x[3], x[4], x[5], p[0], p[1], p[2])
+                    y0, y1, y2 = x[0] + e0, x[1] + e1, x[2] + e2
+                    if wrt_q:
+                        f0, f1, f2 = cross(W[3], W[4], W[5], dp[0], dp[1], dp[2])
+                        y0, y1, y2 = y0 + f0, y1 + f1, y2 + f2
+                    y3, y4, y5 = x[3], x[4], x[5]
+                w[s], w[UT1 + s], w[UT2 + s] = y0, y1, y2
+                w[UT3 + s], w[UT4 + s], w[UT5 + s] = y3, y4, y5
+            _copy_rows(w, out, O, nv, 6)
+
+
+@kernel
+def _remove_gravity_lanes(m, oa):
+    """oa_i + g: the world accelerations of the motion alone (RNEA's carry -g), every
+    lane (:func:`.constrained_dynamics._remove_gravity_term`)."""
+    for i in range(m.njoints):
+        for r in range(6):
+            O, g = np.uint64((6 * i + r) * TILE), m.gravity[r]
+            for s in range(UT):
+                oa[O + s] += g
+
+
+# --- The KKT derivatives --------------------------------------------------------------------
+
+@kernel
+def _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, L, Y, G, tau_block, Z, C,
+                     X, z):
+    """One block of derivatives, every lane (:func:`.constrained_dynamics._kkt_derivatives_of`
+    with mu = 0), column by column: Z (nv x nv x T) = dR1 on entry (-I when tau_block,
+    Z's entry not read), dddq on exit; C (nc x nv x T) = dR2 (not read when
+    tau_block: 0); X (nc x nv x T) = dlambda on exit; z (nv x T) scratch, X's column
+    goes through the column c of X itself.
+
+    A column at a time, copied into z (contiguous, 19 kB on talos) through the five
+    steps, instead of row operations over the whole block (0.7 MB on talos): 0.88x
+    [0.83, 0.94] of the row-wise block's time on talos, the same bits.  Column c of dR1
+    is zero but on the dofs related to c (:func:`.derivative_lanes._related_dofs`), and
+    L^-T keeps it so (the ancestors of a dof related to c are related to c); -e_c is
+    zero but on c's ancestors: L^-T skips the rows it knows to be zero (the stack
+    kernel subtracts zeros there)."""
+    nv, nc = m.nv, row_constraint.shape[0]
+    for c in range(nv):
+        for r in range(nv):
+            O, R = np.uint64(r * TILE), np.uint64((r * nv + c) * TILE)
+            if tau_block:
+                fill_lanes(z, r * TILE, 1, -1.0 if r == c else 0.0)
+            else:
+                for s in range(UT):
+                    z[O + s] = Z[R + s]
+        # z <- L^-T z on the rows that can be nonzero
+        for k in range(nv - 1, -1, -1):
+            if related[k, c] and (k <= c or not tau_block):
+                _ltl_transpose_step_lanes(m, slot, L, k, z, 0)
+        # x = Y^T z - dR2 (Y's column a is zero off its contact's chain) into X's column
+        for a in range(nc):
+            ka, O = row_constraint[a], np.uint64((a * nv + c) * TILE)
+            if tau_block:
+                fill_lanes(X, (a * nv + c) * TILE, 1, 0.0)
+            else:
+                for s in range(UT):
+                    X[O + s] = -C[O + s]
+            for idx in range(depth[ka]):
+                t = chain[ka, idx]
+                A, B = np.uint64((a * nv + t) * TILE), np.uint64(t * TILE)
+                for s in range(UT):
+                    X[O + s] += Y[A + s] * z[B + s]
+        _cholesky_solve_column_lanes(nc, nv, c, G, X)
+        # dddq = -L^-1 (z - Y dlambda)
+        for a in range(nc):
+            ka, O = row_constraint[a], np.uint64((a * nv + c) * TILE)
+            for idx in range(depth[ka]):
+                t = chain[ka, idx]
+                A, B = np.uint64((a * nv + t) * TILE), np.uint64(t * TILE)
+                for s in range(UT):
+                    z[B + s] -= Y[A + s] * X[O + s]
+        for e in range(nv * TILE):
+            z[e] = -z[e]
+        _ltl_solve_lanes(m, slot, L, z)
+        for r in range(nv):
+            O, R = np.uint64(r * TILE), np.uint64((r * nv + c) * TILE)
+            for s in range(UT):
+                Z[R + s] = z[O + s]
+
+
+@kernel
+def _cholesky_solve_column_lanes(nc, nv, c, G, X):
+    """Column c of X (entry (a, c) at (a nv + c) T) <- (C C^T)^-1 of it, every lane
+    (:func:`.constraint_lanes._cholesky_solve_lanes` on a column of a block)."""
+    for i in range(nc):
+        O = np.uint64((i * nv + c) * TILE)
+        for p in range(i):
+            P, B = np.uint64((i * nc + p) * TILE), np.uint64((p * nv + c) * TILE)
+            for s in range(UT):
+                X[O + s] -= G[P + s] * X[B + s]
+        D = np.uint64((i * nc + i) * TILE)
+        for s in range(UT):
+            X[O + s] = X[O + s] / G[D + s]
+    for i in range(nc - 1, -1, -1):
+        O = np.uint64((i * nv + c) * TILE)
+        for p in range(i + 1, nc):
+            P, B = np.uint64((p * nc + i) * TILE), np.uint64((p * nv + c) * TILE)
+            for s in range(UT):
+                X[O + s] -= G[P + s] * X[B + s]
+        D = np.uint64((i * nc + i) * TILE)
+        for s in range(UT):
+            X[O + s] = X[O + s] / G[D + s]
+
+
+# --- Tiles and the public functions --------------------------------------------------------
+
+@kernel
+def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_constraint, q, v,
+                                           tau, max_iter, accuracy, lanes_major, ddq, lam,
+                                           ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,
+                                           dlam_dtau):
+    """ddq, lambda and their six derivatives of K states, TILE at a time (mu = 0):
+    (n, K) layouts when lanes_major, else (K, n), the matrices flat (nv * nv or
+    nc * nv per state).  Returns False when some state's G is singular."""
+    forward = _constraint_workspace_lanes(m, ca)
+    wd = _derivative_workspace(m)
+    work = (forward[0], wd, forward[2], forward[3], forward[4], forward[5], forward[6])
+    tiles, (qt, vt, taut), slot = work[2], work[4], work[5]
+    Mt, Y, cR, cp, G = tiles[3], tiles[5], tiles[6], tiles[7], tiles[9]
+    lamt, ddqt, regular = tiles[10], tiles[12], tiles[15]
+    nj, nv, nc = m.njoints, m.nv, ca.nrows
+    Yw, Ycrb, ov, oa, pA, f, J = wd[3], wd[4], wd[6], wd[9], wd[8], wd[11], wd[2]
+    Zq, Zv, Zt = wd[20], wd[21], wd[19]
+    dcq, dcv = np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE)
+    Xq, Xv, Xt = np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE)
+    tau_id, z = np.zeros(nv * TILE), np.zeros(nv * TILE)
+    related = _related_dofs(m)
+    its = np.zeros(TILE, dtype=np.int64)
+    K = q.shape[1] if lanes_major else q.shape[0]
+    fill_lanes(regular, 0, 1, 1.0)
+    for b in range(0, K, TILE):
+        n = min(TILE, K - b)
+        load_tile(q, b, n, lanes_major, qt)
+        load_tile(v, b, n, lanes_major, vt)
+        load_tile(tau, b, n, lanes_major, taut)
+        _constraint_tile(m, ca, chain, depth, common, row_constraint, 0.0, max_iter, accuracy,
+                         work, True, its)
+        # dR1: the RNEA derivatives at (q, v, ddq) with the wrenches as external forces
+        _accelerations_lanes(m, ddqt, wd)
+        for e in range(nj * T10):
+            Ycrb[e] = Yw[e]
+        for e in range(nj * T6):
+            f[e] = pA[e]
+        _contact_wrenches_lanes(ca, cR, cp, lamt, f)
+        _derivative_columns_lanes(m, True, wd)
+        _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
+        _world_aligned_force_lanes(nv, ca, chain, depth, J, cp, lamt, Zq)
+        # dR2 from the motions at (v, ddq)
+        _remove_gravity_lanes(m, oa)
+        _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, True,
+                                                wd[28], dcq)
+        _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, False,
+                                                wd[28], dcv)
+        # the three blocks: q, v, and tau (dR1 = -I, dR2 = 0)
+        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, False, Zq,
+                         dcq, Xq, z)
+        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, False, Zv,
+                         dcv, Xv, z)
+        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, True, Zt,
+                         dcv, Xt, z)
+        store_tile(ddqt, b, n, lanes_major, ddq)
+        store_tile(lamt, b, n, lanes_major, lam)
+        store_tile(Zq, b, n, lanes_major, ddq_dq)
+        store_tile(Zv, b, n, lanes_major, ddq_dv)
+        store_tile(Zt, b, n, lanes_major, ddq_dtau)
+        store_tile(Xq, b, n, lanes_major, dlam_dq)
+        store_tile(Xv, b, n, lanes_major, dlam_dv)
+        store_tile(Xt, b, n, lanes_major, dlam_dtau)
+    return _all_regular(regular)
+
+
+def _derivative_contacts(model, constraints, mu):
+    cs = _contacts_only(model, constraints)
+    if mu != 0.0:
+        raise NotImplementedError(
+            f"mu = {mu!r}: the lanes constraint dynamics derivatives take mu = 0 (the exact "
+            "KKT solve); use constraint_dynamics_derivatives for the proximal iterations")
+    for c in cs:
+        if c.kind != CONTACT_3D and c.Kp != 0.0:
+            raise NotImplementedError(
+                f"constraint {c.name!r}: a 6D contact with Kp = {c.Kp!r}; the lanes "
+                "derivatives take 6D contacts without the position gain (Kp = 0); use "
+                "constraint_dynamics_derivatives")
+    return cs
+
+
+def _solve_derivatives(model, cs, q, v, tau, mu, max_iterations, accuracy, lanes_major):
+    chain, depth, common, row_constraint = contact_chains(model, cs)
+    nv, nc = model.nv, cs.size
+    K = q.shape[1] if lanes_major else q.shape[0]
+
+    def out(rows):
+        return np.empty((rows, K) if lanes_major else (K, rows))
+    ddq, lam = out(nv), out(nc)
+    matrices = [out(nv * nv) for _ in range(3)] + [out(nc * nv) for _ in range(3)]
+    regular = _constraint_dynamics_derivatives_lanes(
+        model.arrays, cs.arrays, chain, depth, common, row_constraint, q, v, tau,
+        max_iterations, accuracy, lanes_major, ddq, lam, *matrices)
+    _check_regular(regular, mu)
+    shapes = [(nv, nv)] * 3 + [(nc, nv)] * 3
+    if lanes_major:
+        matrices = [x.reshape(shape + (K,)) for x, shape in zip(matrices, shapes)]
+    else:
+        matrices = [x.reshape((K,) + shape) for x, shape in zip(matrices, shapes)]
+    return ddq, lam, tuple(matrices)
+
+
+def constraint_dynamics_derivatives_lanes(model, q, v, tau, constraints, mu=0.0,
+                                          max_iterations=1, accuracy=1e-12):
+    """Partial derivatives of the forward dynamics under contacts of K states laid out
+    across SIMD lanes.
+
+    Parameters as :func:`~geppetto.dynamics.constraint_dynamics_lanes`: q (nq, K),
+    v and tau (nv, K); contacts with the world, 3D (gains Kp, Kd) or 6D (Kd only),
+    LOCAL or LOCAL_WORLD_ALIGNED; mu = 0 (the exact KKT solve).
+
+    Returns ddq (nv, K), lambda (nc, K) and the six derivatives ``(ddq_dq, ddq_dv,
+    ddq_dtau, dlambda_dq, dlambda_dv, dlambda_dtau)``, (nv, nv, K) and (nc, nv, K),
+    those of :func:`~geppetto.dynamics.constraint_dynamics_derivatives` for each
+    column (q in the tangent space).  No Data is filled.
+    """
+    mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
+    cs = _derivative_contacts(model, constraints, mu)
+    q = _as_lanes_configurations(model, q)
+    v = _as_lanes(model, v, model.nv, "v", q.shape[1])
+    tau = _as_lanes(model, tau, model.nv, "tau", q.shape[1])
+    return _solve_derivatives(model, cs, q, v, tau, mu, max_iterations, accuracy, True)
+
+
+def constraint_dynamics_derivatives_batch(model, q, v, tau, constraints, mu=0.0,
+                                          max_iterations=1, accuracy=1e-12):
+    """:func:`constraint_dynamics_derivatives_lanes` on the usual stacks: q (K, nq), v
+    and tau (K, nv) -> ddq (K, nv), lambda (K, nc) and the six derivatives (K, nv, nv)
+    and (K, nc, nv); the tiles are transposed in the kernel as they are stored."""
+    _check_plain_model(model)
+    mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
+    cs = _derivative_contacts(model, constraints, mu)
+    qs, single = as_configurations(model, q)
+    if single:
+        raise ValueError("q: expected a stack (K, nq); for one state call "
+                         "constraint_dynamics_derivatives")
+    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
+    taus, _ = as_stack(tau, model.nv, "tau", (qs.shape[0], single))
+    return _solve_derivatives(model, cs, qs, vs, taus, mu, max_iterations, accuracy, False)
