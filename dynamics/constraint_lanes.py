@@ -44,7 +44,7 @@ from .batch_lanes import (_as_lanes, _as_lanes_configurations, _check_plain_mode
 from .config import inline_kernel, kernel
 from .constrained_dynamics import SINGULAR_PIVOT, _check_regular, _settings
 from .constraints import CONTACT_3D, as_constraint_set, relative_log6
-from .derivative_lanes import _compact_times_lanes, _velocities_lanes
+from .derivative_lanes import _compact_times_lanes, _derivative_workspace, _velocities_lanes
 from .kinematics import LOCAL
 from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, fill_lanes,
                          load_tile, store_tile, tile_workspace)
@@ -516,18 +516,11 @@ def _constrained_acceleration_lanes(nv, chain, depth, row_constraint, Y, z, lam,
 
 @kernel
 def _constraint_workspace_lanes(m, ca):
-    """The tile arrays (module docstring): tile_workspace's, the 31 of
-    :func:`.derivative_lanes._derivative_workspace` that its velocity pass reads (oR,
-    op, J, Yw, ov, cJ, pA, h, w; the others empty), and this module's."""
+    """The tile arrays (module docstring): tile_workspace's, those of
+    :func:`.derivative_lanes._derivative_workspace` that its velocity pass reads (the
+    others empty), and this module's."""
     nj, nv, nc, n = m.njoints, m.nv, ca.nrows, ca.n
-    oR = np.zeros(nj * T9)
-    fill_lanes(oR, 0, 1, 1.0)
-    fill_lanes(oR, 4 * TILE, 1, 1.0)
-    fill_lanes(oR, 8 * TILE, 1, 1.0)
-    e = np.empty(0)
-    wd = (oR, np.zeros(nj * 3 * TILE), np.zeros(nv * T6), np.zeros(nj * T10), e, e,
-          np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(nj * T6), e, np.zeros(nj * T6), e,
-          e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, e, np.zeros(T6), e, e)
+    wd = _derivative_workspace(m, True)
     slot, slots = _mass_matrix_slots(m)
     tiles = (np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(nv * T6), np.zeros(slots * TILE),
              np.zeros(nv * TILE), np.zeros(nc * nv * TILE), np.zeros(n * T9),
@@ -646,10 +639,11 @@ def constraint_dynamics_lanes(model, q, v, tau, constraints, mu=0.0, max_iterati
     mu, max_iterations, accuracy : the proximal settings of
         :func:`~geppetto.dynamics.constraint_dynamics`.
 
-    Returns ddq (nv, K) and lambda (nc, K), equal to
-    :func:`~geppetto.dynamics.constraint_dynamics` of each column (and the
+    Returns ddq (nv, K) and lambda (nc, K), those of
+    :func:`~geppetto.dynamics.constraint_dynamics` of each column to round-off (and the
     iterations (K,) of each state when ``return_iterations``).  No Data is filled.
     """
+    _check_plain_model(model)
     cs = _contacts_only(model, constraints)
     q = _as_lanes_configurations(model, q)
     v = _as_lanes(model, v, model.nv, "v", q.shape[1])

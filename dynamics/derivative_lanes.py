@@ -47,25 +47,29 @@ UT10, UT11 = np.uint64(10 * TILE), np.uint64(11 * TILE)
 
 
 @kernel
-def _derivative_workspace(m):
+def _derivative_workspace(m, velocities_only=False):
     """The tile arrays of the module docstring, in a fixed order (see the unpacking
     in the passes): oR, op, J, Yw, Ycrb, IA, ov, cJ, pA, oa, h, f, Bcrb, U, Dinv, u,
     uc, ac, gc, Minv, dq, dv, F, A, and the scratch D, work, UD, Ia (36 x T),
-    w (6 x T), pf (2 x T), y (12 x T)."""
+    w (6 x T), pf (2 x T), y (12 x T).  With ``velocities_only`` the arrays that
+    :func:`_velocities_lanes` does not read (all but oR, op, J, Yw, ov, cJ, pA, h, w)
+    are empty: the same tuple type, for callers that run only that pass."""
     nj, nv = m.njoints, m.nv
+    k = 0 if velocities_only else 1
     oR = np.zeros(nj * T9)
     fill_lanes(oR, 0, 1, 1.0)
     fill_lanes(oR, 4 * TILE, 1, 1.0)
     fill_lanes(oR, 8 * TILE, 1, 1.0)
     return (oR, np.zeros(nj * 3 * TILE), np.zeros(nv * T6), np.zeros(nj * T10),
-            np.zeros(nj * T10), np.zeros(nj * T36), np.zeros(nj * T6), np.zeros(nj * T6),
-            np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(nj * T6),
-            np.zeros(nj * T12), np.zeros(nv * T6), np.zeros(nv * T6), np.zeros(nv * TILE),
-            np.zeros(nv * T6), np.zeros(nv * T6), np.zeros(nv * T6),
-            np.zeros(nv * nv * TILE), np.zeros(nv * nv * TILE), np.zeros(nv * nv * TILE),
-            np.zeros(nv * T6), np.zeros(nj * nv * T6),
-            np.zeros(T36), np.zeros(T36), np.zeros(T36), np.zeros(T36), np.zeros(T6),
-            np.zeros(2 * TILE), np.zeros(T12))
+            np.zeros(k * nj * T10), np.zeros(k * nj * T36), np.zeros(nj * T6),
+            np.zeros(nj * T6), np.zeros(nj * T6), np.zeros(k * nj * T6), np.zeros(nj * T6),
+            np.zeros(k * nj * T6), np.zeros(k * nj * T12), np.zeros(k * nv * T6),
+            np.zeros(k * nv * T6), np.zeros(k * nv * TILE), np.zeros(k * nv * T6),
+            np.zeros(k * nv * T6), np.zeros(k * nv * T6), np.zeros(k * nv * nv * TILE),
+            np.zeros(k * nv * nv * TILE), np.zeros(k * nv * nv * TILE),
+            np.zeros(k * nv * T6), np.zeros(k * nj * nv * T6),
+            np.zeros(k * T36), np.zeros(k * T36), np.zeros(k * T36), np.zeros(k * T36),
+            np.zeros(T6), np.zeros(k * 2 * TILE), np.zeros(k * T12))
 
 
 # --- Spatial algebra on lanes ---------------------------------------------------------

@@ -167,6 +167,24 @@ def test_short_stacks_and_no_contacts(load_case, assert_close):
     assert_close(ddq, gd.aba(m, case.data(), s.q, s.v, s.tau), RTOL, "ddq without contacts")
 
 
+def test_fixed_base_hand_contact_in_a_third_partial_tile(load_case, assert_close):
+    """panda (a fixed base) with a 6D LOCAL_WORLD_ALIGNED hand contact with gains, on
+    2 TILE + 37 states: the last tile is partial past a 16-state block (the stores'
+    block-and-remainder path); equal to the stack kernel, both layouts."""
+    case = load_case("panda")
+    m = case.model
+    cs = ConstraintSet(m, [RigidConstraint(m, 6, "panda_hand", reference=LOCAL_WORLD_ALIGNED,
+                                           Kp=3.0, Kd=2.0)])
+    s = case.states(2 * lane_tiles.TILE + 37, seed=11)
+    ddq, lam = gd.constraint_dynamics_batch(m, s.q, s.v, s.tau, cs)
+    stack_ddq, stack_lam = gd.constraint_dynamics(m, case.data(), s.q, s.v, s.tau, cs)
+    assert_close(ddq, stack_ddq, RTOL, "panda hand ddq vs the stack kernel")
+    assert_close(lam, stack_lam, RTOL, "panda hand lambda vs the stack kernel")
+    ddq_t, lam_t = gd.constraint_dynamics_lanes(m, s.q.T, s.v.T, s.tau.T, cs)
+    np.testing.assert_array_equal(ddq_t, ddq.T)
+    np.testing.assert_array_equal(lam_t, lam.T)
+
+
 # --- The derivatives (dynamics/constraint_derivative_lanes.py) ---------------------------
 
 DERIVATIVES = ("ddq_dq", "ddq_dv", "ddq_dtau", "dlambda_dq", "dlambda_dv", "dlambda_dtau")

@@ -76,14 +76,20 @@ def test_call_overhead_table(results):
 def test_contacts_tables(results):
     payload = dict(machine=MACHINE, timings=[
         dict(robot="solo12", nv=18, nc=12, function="dynamics", batch_us=8.0, python_us=12.0,
-             pin_us=20.0, cpp_us=10.0, max_abs_diff_vs_pin=3e-10)],
+             pin_us=20.0, cpp_us=10.0, max_abs_diff_vs_pin=3e-10),
+        dict(robot="talos", nv=38, nc=12, function="derivatives", batch_us=50.0,
+             python_us=70.0, pin_us=99.0, cpp_us=80.0, lanes_us=40.0,
+             batch_over_cpp=dict(median=0.625, min=0.6, max=0.65),
+             lanes_over_cpp=dict(median=0.5, min=0.45, max=0.55), max_abs_diff_vs_pin=2e-10)],
         trot=[dict(solver="geppetto FDDP", knots=56, guess_cost=797147.5727, cost=1306.8581,
                    iterations=20, converged=True, stop=4.3e-10, seconds=0.41,
                    ms_per_iteration=20.5)])
     (results / "contacts.json").write_text(json.dumps(payload))
     assert _rows(render_readme.render("contacts", str(results))) == [
-        ["solo12 (12 constraint rows)", "dynamics", "8.00", "12.00", "20.00", "10.00", "0.80",
-         "3e-10"]]
+        ["solo12 (12 constraint rows)", "dynamics", "8.00", "-", "12.00", "20.00", "10.00",
+         "0.80", "-", "3e-10"],
+        ["talos (12 constraint rows)", "derivatives", "50.00", "40.00", "70.00", "99.00",
+         "80.00", "0.62 (0.60-0.65)", "0.50 (0.45-0.55)", "2e-10"]]
     assert _rows(render_readme.render("contacts_trot", str(results))) == [
         ["geppetto FDDP", "56", "797147.5727", "1306.8581", "20", "yes", "4e-10", "0.41",
          "20.5"]]
