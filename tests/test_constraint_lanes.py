@@ -170,7 +170,10 @@ def test_short_stacks_and_no_contacts(load_case, assert_close):
 def test_fixed_base_hand_contact_in_a_third_partial_tile(load_case, assert_close):
     """panda (a fixed base) with a 6D LOCAL_WORLD_ALIGNED hand contact with gains, on
     2 TILE + 37 states: the last tile is partial past a 16-state block (the stores'
-    block-and-remainder path); equal to the stack kernel, both layouts."""
+    block-and-remainder path); equal to the stack kernel to round-off, both layouts.
+    A 6D hand constraint on random configurations of a 9-dof arm meets near-singular
+    Delassus matrices (ddq up to about 2e3): the two kernels' different summation orders
+    then differ by a few 1e-12 of the largest entry, hence 1e-10 here."""
     case = load_case("panda")
     m = case.model
     cs = ConstraintSet(m, [RigidConstraint(m, 6, "panda_hand", reference=LOCAL_WORLD_ALIGNED,
@@ -178,8 +181,8 @@ def test_fixed_base_hand_contact_in_a_third_partial_tile(load_case, assert_close
     s = case.states(2 * lane_tiles.TILE + 37, seed=11)
     ddq, lam = gd.constraint_dynamics_batch(m, s.q, s.v, s.tau, cs)
     stack_ddq, stack_lam = gd.constraint_dynamics(m, case.data(), s.q, s.v, s.tau, cs)
-    assert_close(ddq, stack_ddq, RTOL, "panda hand ddq vs the stack kernel")
-    assert_close(lam, stack_lam, RTOL, "panda hand lambda vs the stack kernel")
+    assert_close(ddq, stack_ddq, 1e-10, "panda hand ddq vs the stack kernel")
+    assert_close(lam, stack_lam, 1e-10, "panda hand lambda vs the stack kernel")
     ddq_t, lam_t = gd.constraint_dynamics_lanes(m, s.q.T, s.v.T, s.tau.T, cs)
     np.testing.assert_array_equal(ddq_t, ddq.T)
     np.testing.assert_array_equal(lam_t, lam.T)
