@@ -49,8 +49,9 @@ def contacts(case, reference, gains, seed=0):
         for frame, kind, ref in zip(frames, kinds, references)])
 
 
-def pin_constraint_dynamics(case, cs, q, v, tau, mu=0.0, iterations=1, accuracy=1e-12):
-    """(ddq, lambda) of pin.constraintDynamics with the RigidConstraintModel twins."""
+def pin_constraint_models(case, cs):
+    """The RigidConstraintModel twins of ``cs``, their datas and a Data initialized for
+    them (pin.initConstraintDynamics)."""
     models = []
     for c in cs:
         kind = pin.ContactType.CONTACT_3D if c.kind == CONTACT_3D else pin.ContactType.CONTACT_6D
@@ -64,6 +65,12 @@ def pin_constraint_dynamics(case, cs, q, v, tau, mu=0.0, iterations=1, accuracy=
     datas = [cm.createData() for cm in models]
     data = case.pin_data()
     pin.initConstraintDynamics(case.pin_model, data, models, datas)
+    return models, datas, data
+
+
+def pin_constraint_dynamics(case, cs, q, v, tau, mu=0.0, iterations=1, accuracy=1e-12):
+    """(ddq, lambda) of pin.constraintDynamics with the RigidConstraintModel twins."""
+    models, datas, data = pin_constraint_models(case, cs)
     settings = pin.ProximalSettings(accuracy, accuracy, mu, iterations)
     ddq = pin.constraintDynamics(case.pin_model, data, q, v, tau, models, datas, settings)
     return ddq.copy(), data.lambda_c.copy()
@@ -208,19 +215,7 @@ def derivative_contacts(case, reference):
 
 def pin_constraint_dynamics_derivatives(case, cs, q, v, tau):
     """The six derivatives of pin.computeConstraintDynamicsDerivatives."""
-    models = []
-    for c in cs:
-        kind = pin.ContactType.CONTACT_3D if c.kind == CONTACT_3D else pin.ContactType.CONTACT_6D
-        reference = (pin.ReferenceFrame.LOCAL if c.reference == LOCAL
-                     else pin.ReferenceFrame.LOCAL_WORLD_ALIGNED)
-        cm = pin.RigidConstraintModel(kind, case.pin_model, c.joint1, pin.SE3(c.R1, c.p1),
-                                      c.joint2, pin.SE3(c.R2, c.p2), reference)
-        cm.m_baumgarte_parameters.Kp = c.Kp
-        cm.m_baumgarte_parameters.Kd = c.Kd
-        models.append(cm)
-    datas = [cm.createData() for cm in models]
-    data = case.pin_data()
-    pin.initConstraintDynamics(case.pin_model, data, models, datas)
+    models, datas, data = pin_constraint_models(case, cs)
     settings = pin.ProximalSettings(1e-12, 1e-12, 0.0, 1)
     pin.constraintDynamics(case.pin_model, data, q, v, tau, models, datas, settings)
     pin.computeConstraintDynamicsDerivatives(case.pin_model, data, models, datas, settings)
