@@ -301,8 +301,12 @@ class ShootingProblem:
         dts[t] the step of knot t when it is a symplectic Euler knot of a multibody
         (FreeDynamics or ContactDynamics, scheme "euler"), else 0 (dense products);
         lie_rows the state's tangent rows of its free-flyer, spherical and planar
-        joints.  None with ``structured_backward`` False or no such knot."""
-        return self._euler_structure if self.structured_backward else None
+        joints.  With ``structured_backward`` False, or no such knot, dts is empty:
+        dense products everywhere, in the same compiled specialization (no None:
+        another one would compile)."""
+        if self.structured_backward and self._euler_structure is not None:
+            return self._euler_structure
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
 
     def _phase_data(self, runs, start, stop):
         """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b

@@ -147,10 +147,11 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limite
     knot where Quu (or its free block) is not positive definite.  The dense
     products are BLAS calls (``np.dot`` into the buffers of :func:`_workspace`,
     allocated once per call): all arrays must be C-contiguous.  ``euler``: None (every
-    knot's products dense), or (dts (N,), lie_rows) of
+    knot's products dense), or (dts, lie_rows) of
     :attr:`~geppetto.ocp.ShootingProblem.euler_structure`: the knots with dts[t] > 0
     are symplectic Euler knots of step dts[t] whose products use the block structure
-    of the module docstring, lie_rows (int) the rows L.
+    of the module docstring, lie_rows (int) the rows L; dts empty: all dense (the
+    tuple and None are two compiled specializations: callers pass the tuple).
     """
     return backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited,
                           us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, Fu.shape[0], 0,

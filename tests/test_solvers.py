@@ -841,7 +841,8 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     gaps = np.zeros((problem.N + 1, problem.ndx))
     problem.gaps(xs, gaps)
     results = []
-    for structure in (None, problem.euler_structure):
+    dense = (np.zeros(0), np.zeros(0, dtype=np.int64))
+    for structure in (dense, problem.euler_structure):
         solver = FDDP(problem)
         assert backward_pass(*solver._riccati_arrays(us, gaps, False, 1e-6)[:-1], structure) < 0
         results.append([solver.Quu.copy(), solver.Vx.copy(), solver.Vxx.copy(),
