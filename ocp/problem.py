@@ -306,7 +306,7 @@ class ShootingProblem:
         another one would compile)."""
         if self.structured_backward and self._euler_structure is not None:
             return self._euler_structure
-        return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return _DENSE_STRUCTURE
 
     def _phase_data(self, runs, start, stop):
         """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b
@@ -763,6 +763,9 @@ class ShootingProblem:
     def __repr__(self):
         return (f"ShootingProblem(N={self.N}, nx={self.nx}, nu={self.nu}, "
                 f"phases={len(self.phases)})")
+
+
+_DENSE_STRUCTURE = (np.zeros(0), np.zeros(0, dtype=np.int64))
 
 
 def _euler_structure(state, running_models):
