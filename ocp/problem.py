@@ -290,6 +290,23 @@ class ShootingProblem:
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
+        # the block structure of the symplectic Euler knots' Fx, Fu for the backward pass
+        # (:attr:`euler_structure`); False: dense products at every knot (for comparisons)
+        self.structured_backward = True
+        self._euler_structure = _euler_structure(self.state, running_models)
+
+    @property
+    def euler_structure(self):
+        """(dts (N,), lie_rows) for :func:`~geppetto.solvers.riccati.backward_range`:
+        dts[t] the step of knot t when it is a symplectic Euler knot of a multibody
+        (FreeDynamics or ContactDynamics, scheme "euler"), else 0 (dense products);
+        lie_rows the state's tangent rows of its free-flyer, spherical and planar
+        joints.  With ``structured_backward`` False, or no such knot, dts is empty:
+        dense products everywhere, in the same compiled specialization (no None:
+        another one would compile)."""
+        if self.structured_backward and self._euler_structure is not None:
+            return self._euler_structure
+        return _DENSE_STRUCTURE
 
     def _phase_data(self, runs, start, stop):
         """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b
@@ -746,3 +763,20 @@ class ShootingProblem:
     def __repr__(self):
         return (f"ShootingProblem(N={self.N}, nx={self.nx}, nu={self.nu}, "
                 f"phases={len(self.phases)})")
+
+
+_DENSE_STRUCTURE = (np.zeros(0), np.zeros(0, dtype=np.int64))
+
+
+def _euler_structure(state, running_models):
+    """:attr:`ShootingProblem.euler_structure` of these knots (None when none is an
+    Euler knot of a multibody): Fx's top rows are e + dt B outside the Lie rows only
+    when q' = q (+) dt v' and the field's q-rows are v (a multibody's dynamics)."""
+    if not isinstance(state, StateMultibody):
+        return None
+    dts = np.array([model.dt if model.integrator.scheme == "euler"
+                    and getattr(model.dynamics, "multibody", False) else 0.0
+                    for model in running_models])
+    if not np.any(dts > 0.0):
+        return None
+    return dts, state.lie_rows

@@ -85,8 +85,12 @@ class StateMultibody:
         self.ndx = 2 * self.nv
         # Revolute, prismatic, translation and SO(2) joints have identity Jacobians
         # of integrate/difference in tangent coordinates: callers may skip them.
-        types = model.arrays.jtype[1:]
-        self.flat = not np.any(np.isin(types, (FREE_FLYER, SPHERICAL, PLANAR)))
+        m = model.arrays
+        lie = [i for i in range(1, m.njoints) if m.jtype[i] in (FREE_FLYER, SPHERICAL, PLANAR)]
+        self.flat = not lie
+        # the tangent rows of those joints (dq's; the others' Jacobians are the identity)
+        self.lie_rows = np.array([m.idx_v[i] + r for i in lie for r in range(m.nvs[i])],
+                                 dtype=np.int64)
 
     def structure_key(self):
         return (type(self), id(self.model))

@@ -68,14 +68,15 @@ class _BackwardTail:
         else:
             self.problem.gaps_from(self.xs, self.gaps, split, top)
         self.split = split
-        self.failed = backward_range(*self.arrays, min(top, N), split)
+        self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
 
     def rest(self):
         """The knots below the split (-1, or the knot where Quu is not positive
         definite, as :func:`.riccati.backward_pass`)."""
         if self.failed >= 0:
             return self.failed
-        return backward_range(*self.arrays, min(self.split, self.problem.N), 0)
+        return backward_range(*self.arrays[:-1], min(self.split, self.problem.N), 0,
+                              self.arrays[-1])
 
 
 @dataclass
@@ -324,7 +325,7 @@ class DDP:
         return (problem.Fx, problem.Fu, problem.Lx, problem.Lu, problem.Lxx, problem.Luu,
                 problem.Lxu, gaps, feasible, preg, problem.nus, self.box_qp_knots(feasible),
                 us, self.u_lower, self.u_upper, self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                self.K, self.Quuk)
+                self.K, self.Quuk, problem.euler_structure)
 
     def _initial_cost(self, xs, us):
         """The cost of the warm start (and its predicted states, for the gaps), for a

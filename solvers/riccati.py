@@ -17,6 +17,27 @@ and Qu loses its clamped entries.
 
 The kernel returns -1 on success, or the knot whose Quu is not positive
 definite (the solver then raises the regularization): no exception leaves it.
+
+The symplectic Euler knots of a multibody (Crocoddyl's IntegratedActionModelEuler:
+v' = v + dt a, q' = q (+) dt v') have a block structure the products use.  With
+x = (q, v), nv = n, B = d v'/dx = [0, I] + dt da/dx (the bottom n rows of Fx) and
+Bu = dt da/du (those of Fu), and Jq, Jv the Jacobians of q (+) w in q and w,
+
+    Fx = [[Jq, 0], [0, 0]] + [dt Jv; I] B,        Fu = [dt Jv; I] Bu.
+
+Jq and Jv are the identity on the rows of 1-dof joints (revolute, prismatic) and a
+dense block on the rows of a free flyer, spherical or planar joint (the Lie rows L).
+Written with R = Fx[L] - [I, 0][L] - dt B[L] and Ru = Fu[L] - dt Bu[L] (the Lie rows'
+difference from the 1-dof form, read from Fx and Fu themselves),
+
+    Fx = E + C [B; R],   Fu = C [Bu; Ru],   E = [[I, 0], [0, 0]],   C = [[dt I; I] | S_L]
+
+(S_L the columns e_l, l in L): n + |L| columns of C against 2n.  Then
+Fx^T V = E^T V + [B; R]^T (C^T V) and (Fx^T V) Fx = (Fx^T V) E + ((Fx^T V) C) [B; R],
+and alike for Fu: each dense product 2n x (n + |L|) x 2n instead of 2n x 2n x 2n,
+C^T V and (Fx^T V) C being sums of rows or columns (:func:`_q_function_euler`).  The
+gains differ from the dense products' in the last bits only (the rows of Fx outside
+L are taken as exactly e + dt B).
 """
 import numpy as np
 
@@ -113,7 +134,7 @@ def box_qp(H, q, lower, upper, x, free, L, work, max_iter=100, th_acceptstep=0.1
 
 @kernel
 def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
-                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk):
+                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, euler=None):
     """Riccati recursion over all knots (see the module docstring).
 
     Shapes: Fx (N, ndx, ndx), Fu (N, ndx, nu), Lx (N+1, ndx), Lu (N, nu),
@@ -125,15 +146,22 @@ def backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limite
     Qu, k, Quuk (N, nu), Quu (N, nu, nu), K (N, nu, ndx).  Returns -1, or the
     knot where Quu (or its free block) is not positive definite.  The dense
     products are BLAS calls (``np.dot`` into the buffers of :func:`_workspace`,
-    allocated once per call): all arrays must be C-contiguous.
+    allocated once per call): all arrays must be C-contiguous.  ``euler``: None (every
+    knot's products dense), or (dts, lie_rows) of
+    :attr:`~geppetto.ocp.ShootingProblem.euler_structure`: the knots with dts[t] > 0
+    are symplectic Euler knots of step dts[t] whose products use the block structure
+    of the module docstring, lie_rows (int) the rows L; dts empty: all dense (the
+    tuple and None are two compiled specializations: callers pass the tuple).
     """
     return backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited,
-                          us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, Fu.shape[0], 0)
+                          us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, Fu.shape[0], 0,
+                          euler)
 
 
 @kernel
 def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
-                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin):
+                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin,
+                   euler=None):
     """The recursion of :func:`backward_pass` over the knots t_end - 1 down to t_begin,
     from Vx[t_end], Vxx[t_end] (t_end = N: from the terminal knot, its gap term
     included): reads gaps[t_begin:t_end] (gaps[N] too when t_end = N).  Two calls, (N, b)
@@ -141,6 +169,11 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
     still being evaluated (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``)."""
     N, ndx, nu = Fu.shape
     ws = _workspace(ndx, nu)
+    if euler is None:
+        dts, lie_rows = np.zeros(0), np.zeros(0, dtype=np.int64)
+    else:
+        dts, lie_rows = euler
+    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
     if t_end == N:
         for i in range(ndx):
             Vx[N, i] = Lx[N, i]
@@ -150,7 +183,11 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, N)
     for t in range(t_end - 1, t_begin - 1, -1):
-        _q_function(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, Vxx, mu, Qu, Quu, ws)
+        if dts.shape[0] > 0 and dts[t] > 0.0:
+            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
+        else:
+            _q_function(t, (Fx, Fu), Vxx, Quu, ws)
+        _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
         if not _gains(t, nus[t], ws, Qu, Quu, limited[t], us, u_lower, u_upper, k, K):
             return t
         _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
@@ -174,17 +211,93 @@ def _workspace(ndx, nu):
 
 
 @kernel
-def _q_function(t, F, L, Vx, Vxx, mu, Qu, Quu, ws):
-    """Qx, Qxx, Qxu (into ws) and Qu[t], Quu[t] (+ mu I) from Vx[t+1], Vxx[t+1]."""
+def _q_function(t, F, Vxx, Quu, ws):
+    """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
+    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws."""
     Fx, Fu = F
-    Lx, Lu, Lxx, Luu, Lxu = L
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    ndx, nu = Qxu.shape
     np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
     np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
     np.dot(FxV, Fx[t], Qxx)
     np.dot(FxV, Fu[t], Qxu)
     np.dot(FuV, Fu[t], Quu[t])
+
+
+@kernel
+def _euler_workspace(ndx, nu, n_lie, used):
+    """Buffers of :func:`_q_function_euler` (empty when ``used`` is False): [B; R],
+    [Bu; Ru], C^T Vxx', (Fx^T Vxx') C, (Fu^T Vxx') C for n + |L| rows or columns."""
+    m = ndx // 2 + n_lie if used else 0
+    return (np.empty((m, ndx)), np.empty((m, nu)), np.empty((m, ndx)), np.empty((ndx, m)),
+            np.empty((nu, m)))
+
+
+@kernel
+def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
+    """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
+    the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru]."""
+    Fx, Fu = F
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    BR, BRu, CV, FxVC, FuVC = blocks
+    ndx, nu = Qxu.shape
+    n = ndx // 2
+    V = Vxx[t + 1]
+    # [B; R], [Bu; Ru]: B, Bu the bottom rows of Fx, Fu; R, Ru their Lie rows' rest
+    for r in range(n):
+        for c in range(ndx):
+            BR[r, c] = Fx[t, n + r, c]
+        for c in range(nu):
+            BRu[r, c] = Fu[t, n + r, c]
+    for a in range(lie_rows.shape[0]):
+        l = lie_rows[a]
+        for c in range(ndx):
+            BR[n + a, c] = Fx[t, l, c] - dt * Fx[t, n + l, c]
+        BR[n + a, l] -= 1.0
+        for c in range(nu):
+            BRu[n + a, c] = Fu[t, l, c] - dt * Fu[t, n + l, c]
+    # C^T V: rows dt V[q] + V[v], then the Lie rows of V
+    for r in range(n):
+        for c in range(ndx):
+            CV[r, c] = dt * V[r, c] + V[n + r, c]
+    for a in range(lie_rows.shape[0]):
+        for c in range(ndx):
+            CV[n + a, c] = V[lie_rows[a], c]
+    np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
+    for r in range(n):
+        for c in range(ndx):
+            FxV[r, c] += V[r, c]
+    np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
+    # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
+    _times_c(FxV, dt, lie_rows, FxVC)
+    _times_c(FuV, dt, lie_rows, FuVC)
+    np.dot(FxVC, BR, Qxx)                      # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
+    for r in range(ndx):
+        for c in range(n):
+            Qxx[r, c] += FxV[r, c]
+    np.dot(FxVC, BRu, Qxu)                     # (Fx^T V) Fu = (Fx^T V) C [Bu; Ru]
+    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
+
+
+@kernel
+def _times_c(X, dt, lie_rows, out):
+    """out = X C (see the module docstring): out[:, j] = dt X[:, j] + X[:, n + j] for
+    j < n, then the columns X[:, l], l in L."""
+    n = X.shape[1] // 2
+    for r in range(X.shape[0]):
+        for c in range(n):
+            out[r, c] = dt * X[r, c] + X[r, n + c]
+        for a in range(lie_rows.shape[0]):
+            out[r, n + a] = X[r, lie_rows[a]]
+
+
+@kernel
+def _q_terms(t, F, L, Vx, mu, Qu, Quu, ws):
+    """Qx, Qxx, Qxu (into ws) and Qu[t], Quu[t] (+ mu I): the cost derivatives and the
+    gradient terms added to the products of :func:`_q_function` (Vx[t+1])."""
+    Fx, Fu = F
+    Lx, Lu, Lxx, Luu, Lxu = L
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    ndx, nu = Qxu.shape
     # Qx = Lx + Fx^T Vx', Qu = Lu + Fu^T Vx' along the rows of Fx, Fu (contiguous, they
     # vectorize) instead of down their columns: each entry's additions in the same order
     # p = 0, 1, ..., the same bits (with Vx below: the backward pass 0.93-0.94x of its

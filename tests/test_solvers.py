@@ -815,6 +815,46 @@ def test_one_call_trial_of_a_trot_matches_the_phase_by_phase_trial():
     _assert_same_trials(problem, trials, point, 2.0)
 
 
+@pytest.mark.parametrize("name", ["ur5", "trot"])
+def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
+    """The backward pass on the symplectic Euler knots' block structure (Fx = E + C [B; R],
+    solvers/riccati.py) gives the gains and value function of the dense products to
+    rounding, on ur5 (no Lie rows) and a short solo12 trot (the free flyer's six rows;
+    its touchdown impulses are explicit Euler knots and keep the dense products), at a
+    random infeasible point."""
+    from geppetto.solvers.riccati import backward_pass
+    if name == "ur5":
+        robot = gp.robots.load("ur5")
+        problem, _ = reaching_problem(robot.model, "tool0", [0.4, 0.2, 0.5], robot.q0, knots=8)
+    else:
+        import crocoddyl_problems as cp
+        problem = cp.build(cp.trot_task(step_knots=3, support_knots=1))
+    dts, lie_rows = problem.euler_structure
+    impulses = problem.nus == 0
+    np.testing.assert_array_equal(dts == 0.0, impulses)
+    np.testing.assert_array_equal(lie_rows, np.arange(6) if name == "trot" else [])
+    rng = np.random.default_rng(5)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, problem.state.nq:] += 0.3 * rng.normal(size=(problem.N + 1, problem.state.nv))
+    us = rng.normal(size=(problem.N, problem.nu)) * (problem.nus[:, None] > np.arange(problem.nu))
+    problem.calc_diff(xs, us)
+    gaps = np.zeros((problem.N + 1, problem.ndx))
+    problem.gaps(xs, gaps)
+    results = []
+    dense = (np.zeros(0), np.zeros(0, dtype=np.int64))
+    for structure in (dense, problem.euler_structure):
+        solver = FDDP(problem)
+        assert backward_pass(*solver._riccati_arrays(us, gaps, False, 1e-6)[:-1], structure) < 0
+        results.append([solver.Quu.copy(), solver.Vx.copy(), solver.Vxx.copy(),
+                        solver.K.copy(), solver.k.copy()])
+    # the products and the value function to rounding; the gains through Quu^-1, whose
+    # condition number reaches 1.6e9 on the trot here (1e-10 of the largest gain measured)
+    for dense, structured, tolerance in zip(*results, (1e-13, 1e-13, 1e-13, 1e-8, 1e-8)):
+        assert not np.array_equal(dense, structured)     # the structured products ran
+        np.testing.assert_allclose(structured, dense, rtol=0,
+                                   atol=tolerance * max(1.0, np.abs(dense).max()))
+
+
 def _box_qp_by_enumeration(H, q, lower, upper):
     """The minimizer of 1/2 x^T H x + q^T x in the box: every assignment of each
     coordinate to free / lower / upper, keeping the feasible stationary points."""
