@@ -528,7 +528,7 @@ class ALDDP:
                                        self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
                                        box, us, inner.u_lower, inner.u_upper, inner.Vx,
                                        inner.Vxx, inner.Qu, inner.Quu, inner.k, inner.K,
-                                       inner.Quuk)
+                                       inner.Quuk, problem.euler_structure)
                 if failed < 0:
                     break
                 if preg >= inner.reg_max:
