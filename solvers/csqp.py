@@ -125,6 +125,10 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # docstring)
 SPARSE_KINDS = np.array([True, False, False])
 
+# the warm line search: a full step accepted right after an accepted step at most this
+# resumes the crawl at that step (:meth:`CSQP._first_trial`)
+CRAWL_RESUME = 0.25
+
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
 
@@ -628,7 +632,8 @@ class CSQP:
     corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
-    (after two accepted steps in a row <= 1/8 the search starts at twice the last).  ``infeasible_after`` 5:
+    (after two accepted steps in a row <= 1/8 the search starts at twice the last; after
+    a full step that followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
@@ -1006,12 +1011,7 @@ class CSQP:
             merit = cost + nu * infeasibility
             slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
             accepted = None
-            # crawling (two accepted steps in a row <= 1/8): the search starts a step
-            # above the last (ALDDP's warm_line_search; module docstring)
-            first = 0
-            if self.warm_line_search and len(history["step"]) >= 2 and \
-                    max(history["step"][-2:]) <= 0.125:
-                first = max(self.alphas.index(history["step"][-1]) - 1, 0)
+            first = self._first_trial(history["step"])
             # a step that is not finite: no trial (problem.calc's checks refused each)
             finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
             for step in self.alphas[first:] if finite else ():
@@ -1055,6 +1055,24 @@ class CSQP:
                 break
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _first_trial(self, steps):
+        """The index in ``alphas`` of the line search's first trial after the accepted
+        ``steps``.  Crawling (two accepted steps in a row <= 1/8): a step above the last
+        (ALDDP's warm_line_search).  A full step accepted right after a crawl (the step
+        before it <= :data:`CRAWL_RESUME`): that crawl's step, where the search from 1
+        went down to 1/32 .. 1/4 after every such full step of the stiff tasks (the
+        Gauss-Newton model's error at the 5 cm drop of the last knot; Maratos-like, the
+        refused trials 1 and 1/2 cost a problem.calc each): the same accepted steps,
+        the trials of the 4 stiff runs 478 -> 427 (benchmarks/constrained_notes.md)."""
+        if not self.warm_line_search or len(steps) < 2:
+            return 0
+        before, last = steps[-2], steps[-1]
+        if max(before, last) <= 0.125:
+            return max(self.alphas.index(last) - 1, 0)
+        if last == self.alphas[0] and before <= CRAWL_RESUME:
+            return self.alphas.index(before)
+        return 0
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
