@@ -76,7 +76,8 @@ is also its first sweep (``swept``); the sparse entry of state-only residual row
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
 (:func:`_costates_max`) and multipliers; the start projected onto the box bounds
 (:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
-ALDDP's warm line search (the stiff tasks' iterations 112 / 115 -> 47 / 67 on panda);
+a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on panda
+112 / 115 -> 47 / 64, trials per iteration 3.8 -> 1.8);
 the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
@@ -632,8 +633,8 @@ class CSQP:
     corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
-    (after two accepted steps in a row <= 1/8 the search starts at twice the last; after
-    a full step that followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
+    (after an accepted step <= 1/8 the search starts at twice it; after a full step that
+    followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
@@ -1058,17 +1059,19 @@ class CSQP:
 
     def _first_trial(self, steps):
         """The index in ``alphas`` of the line search's first trial after the accepted
-        ``steps``.  Crawling (two accepted steps in a row <= 1/8): a step above the last
-        (ALDDP's warm_line_search).  A full step accepted right after a crawl (the step
-        before it <= :data:`CRAWL_RESUME`): that crawl's step, where the search from 1
-        went down to 1/32 .. 1/4 after every such full step of the stiff tasks (the
-        Gauss-Newton model's error at the 5 cm drop of the last knot; Maratos-like, the
-        refused trials 1 and 1/2 cost a problem.calc each): the same accepted steps,
-        the trials of the 4 stiff runs 478 -> 427 (benchmarks/constrained_notes.md)."""
+        ``steps`` (the warm line search; 0 without it).  Crawling (the last accepted step
+        <= 1/8): a step above the last (ALDDP's warm_line_search, which waits for two
+        such steps in a row: on the stiff tasks a crawl resumes after one full step,
+        ``1/4, 1, 1/32, 1/16, 1/8``, and each search from 1 after its first small step
+        tried 1 .. 1/8 again).  A full step accepted right after a crawl (the step before
+        it <= :data:`CRAWL_RESUME`): that step, where every search from 1 after such a
+        full step on the stiff tasks went down to 1/32 .. 1/4 (the Gauss-Newton model's
+        error at the 5 cm drop of the last knot; Maratos-like).  Each refused trial
+        costs a problem.calc (benchmarks/constrained_notes.md, section CSQP, qp14)."""
         if not self.warm_line_search or len(steps) < 2:
             return 0
         before, last = steps[-2], steps[-1]
-        if max(before, last) <= 0.125:
+        if last <= 0.125:
             return max(self.alphas.index(last) - 1, 0)
         if last == self.alphas[0] and before <= CRAWL_RESUME:
             return self.alphas.index(before)
