@@ -62,211 +62,28 @@ direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
 th_constraint and the stationarity of the Lagrangian in the controls (the costates of
 an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop.
 
-Where the ADMM iterations went, and the two changes that cut them (ur5 "vbound" from
-FDDP's optimum, 9 SQP iterations, same cost each time; 2026-11-27, load 7-11 on the 2
-cores): ADMM to its tolerance (1e-6) then one polish: 1753 ADMM iterations; polishing
-tried at every rho check (every ``rho_interval`` iterations; a polish costs a
-factorization and a few sweeps): 229; the last QP's active set polished before any
-ADMM iteration (near a solution it holds): 125.  One typed-List read per block instead
-of one per row in the ADMM kernels: the kernel time per ADMM iteration / 2.6.
-
-Measured with ADMM first (the first version of this solver's benchmark, since part of
-``benchmarks/constrained.py``, at big = 1e4, 100 knots, 2026-11-27, load 2-6 on the 2
-cores, CPU time of the thread, medians of 3 interleaved rounds; SQP iterations (ADMM
-iterations), cost relative to IPOPT's (analytical, Gauss-Newton) from the same start,
-time / IPOPT's, from the guess / from FDDP's optimum): ur5 plane 18 (100) / 10 (25),
--2e-8 / -8e-9, 0.021x / 0.18x; stiff 47 / 44, converged at ALDDP's cost where IPOPT
-stops at 500 iterations (0.030x / 0.028x); vbound 15 (550) / 9 (125), -2e-7 / -8e-8,
-0.29x / 0.26x (ALDDP 0.29x / 0.45x); torque 18 (1050) / 9 (50): from the guess at
-IPOPT's optimum 0.2453417 (ALDDP ends at 0.2569), 0.24x / 0.089x.  panda plane 14 /
-12, -2e-8, 0.15x / 0.26x; stiff 112 / 115, converged (IPOPT: 500 iterations), 0.09x /
-0.10x; vbound 12 (575) / 10 (25), -5.7e-6 (IPOPT stops 5.7e-6 above; ALDDP's cost to
-1e-8), 1.33x / 0.19x (ALDDP 1.29x / 1.00x); torque a worse local optimum from both
-starts, 0.22718 against ALDDP's 0.1342558 (49 (4675) / 50 (7575) iterations, 0.56x /
-0.63x IPOPT's time, which stops "acceptable" at 0.13426 / at max_iter).  Violation <=
-2.3e-9 everywhere.  Time per SQP iteration 2.2-3.6x FDDP's on the same problem
-without the constraints where the active set settles early, 5-75x where ADMM runs
-hundreds to thousands of iterations (vbound and torque).  solo12 on four feet with hard
-friction cones (tests/test_constrained_solver's, from FDDP's optimum): 2 SQP
-iterations (375 ADMM), ALDDP's cost to 1e-10, 79 ms against ALDDP's 58 ms (28
-iterations).
-
-The active-set method first (2026-11-27, load 4.4-5.9 on the 2 cores, CPU time of the
-thread, 5 interleaved rounds against the ADMM-first module of commit 1232e6e loaded
-under another name, 100 knots; SQP iterations, Riccati factorizations / sweeps over
-the solve, time new / old, median (range)): the 16 runs of ``benchmarks/constrained.py
---solvers CSQP`` converge with no ADMM iteration, at the same SQP iterations but panda
-"torque" (48 / 53 against 49 / 45), every cost within 2.7e-11 (relative) of the
-ADMM-first one.  panda "vbound" from the guess: 12 iterations, 34 factorizations (13,
-6, 3, 3, 2, then one per QP) / 92 sweeps, 52 ms against 414 ms, 0.13x (0.12-0.14);
-0.177x (0.165-0.187) IPOPT's time (interleaved, 5 rounds, 49 ms against 277 ms),
-from FDDP's optimum 0.67x (0.61-0.68).  ur5 vbound 0.16x / 0.31x, torque 0.10x /
-0.38x, plane 0.53x / 0.64x, stiff 0.70x / 0.70x; panda plane 0.78x / 0.81x, stiff
-0.72x / 0.68x, torque 0.047x / 0.040x, the same worse local optimum 0.2271809 from
-both starts (ALDDP, ProxDDP, IPOPT: 0.1342558): the QP is not the cause.  solo12 on
-four feet with hard friction cones: 2 SQP iterations (7 + 1 factorizations), 5 ms
-against 54 ms.  First-solve compile (ur5 20 knots, csqp's cache removed): 15.8-16.0 s
--> 16.3-17.0 s.
-
-What decided the options (panda "vbound" from the guess unless named): ``polish_sigma``
-1e-8 instead of the ADMM's sigma 1e-6 (which equals that task's Luu, so that the
-method of multipliers crawled as a proximal point method): 566 -> 193 sweeps, 98 ->
-62 ms (one run each); ``big`` 1e5 instead of 1e4: 150 -> 92 sweeps (the equality LQ
-of the tests 6.7e-12 from the dense KKT solution against 9e-13; 1e6: 1.6e-10);
-``polish_iter`` 50 instead of 20: ur5 "vbound"'s first QP needs 37 sweeps on its
-first active set (with 20 the method gave up and ADMM ran 550 iterations: 144 -> 35
-ms); ``active_set_rounds`` 30 instead of 20: panda "plane" and "stiff" from FDDP's
-optimum need 28 solves in the first QP, where the plane's rows leave the active set
-two per solve (an active arc's multipliers have the wrong sign at its two ends only);
-the loose first pass of a round: 193 -> 150 sweeps; the partial refactorization: the
-QP time of the solve 24.9 -> 20.4 ms (one run each, load 5.3-5.6).  ADMM first
-(``active_set_rounds`` 0, then with ``polish_iter`` 20 and ``big`` 1e4): 6.1 s over
-the 16 runs against 2.0 s with 20 active-set rounds.
-
-Why panda "torque" ended at a worse local optimum, and the start projected onto the box
-bounds (2026-11-27, 100 knots; traces of the SQP iterates): from the quasi-static
-guess (torques to 22 N m against the 12 N m bounds, violation sum 1.0e3, no gaps) the
-first QP moves the controls onto their bounds, |du| up to 34 N m (229 control rows
-active), and the states with them through the dynamics linearized at the guess (|dx|
-up to 35); the l1 merit (nu 2.16) accepts the full step, which removes the bound
-violation exactly (the rows are linear) and leaves gaps of 3.4 (sum 645): cost 42.5
--> 23.9.  Iterations 2-5 (steps 1/2) close gaps of 5.0 -> 1.6 and reach cost 0.50 in
-the basin of 0.2271809 (converged in 48 iterations; from FDDP's optimum, also outside
-the bounds, in 53).  Neither a fixed Levenberg-Marquardt term on the QP's Hessian
-(1e-6: the same optimum in 54 iterations; 1e-4 .. 1: max_iter 500 at cost 1.6-5.6)
-nor the QP solver (ADMM: the same optimum) changes that.  Projecting the start onto
-the control and state bounds (:meth:`CSQP._project_start`, as IPOPT projects its
-start into the variables' bounds) removes the violation without the linearization:
-the projected guess has gaps of 0.51 (sum 109), the first steps are 1/2 and 1/4, and
-CSQP converges at 0.1342558261 (ALDDP 0.1342558261, ProxDDP 0.1342558, IPOPT
-0.1342563 "acceptable") in 97 iterations from the guess and 29 from FDDP's optimum.
-A projection of the controls with the states rolled out instead (no gaps) ended at
-0.3034382 (max_iter 500): the gaps of the projected multiple-shooting start are the
-better start.  The 15 other runs are unchanged (a start inside its bounds is not
-moved; ur5 "torque" and both "vbound" from FDDP's optimum are projected: the same
-iterations, costs within 1.4e-11 relative).  It is a choice of start, not a
-globalization: on the same task with 20 knots it ends 0.8% above the unprojected
-start's optimum (1.5245 against 1.5130; IPOPT from the guess: max_iter 500 at 13.6),
-with 60 knots 15% below (0.4632 against 0.5440; IPOPT: max_iter 500 at 0.4628).
-
-On the stiff tasks the line search cycled through steps 1/32, 1/16, 1/8, 1 (panda from
-the guess, 112 iterations, 3.8 trials per iteration, every QP polished): after a full
-step the next Gauss-Newton step is refused down to 1/32, then the steps grow back.
-Tried and not kept: a nonmonotone reference (the largest merit of the last 4 iterates;
-Grippo, Lampariello & Lucidi 1986): panda stiff then cycles (1/8, 1/2, 1/4, 1) to
-max_iter 200; a second-order correction (Nocedal & Wright Sec. 15.4, eq. 18.51: the QP
-again on the same active set and factorization with the trial's gaps and row values
-in its constant terms, tried when the full step is refused with more infeasibility
-than the iterate): ur5 stiff 47 -> 500 iterations (max_iter), panda 112 -> 411 (no step
-accepted), and tried only after a full step 114 / 213 (no step accepted): the
-corrected steps are rarely accepted (9 of 411) and the path after them crawls, so the
-refusals are not (only) the constraints' curvature but the Gauss-Newton model, which
-leaves out the multipliers' second-order terms (lambda^T F'' with the large costates
-of a 5 cm drop in the last step).  Kept: ALDDP's warm line search (after two accepted
-steps <= 1/8 in a row the search starts at twice the last): panda stiff 112 / 115 ->
-47 / 67 iterations (2.6 / 2.3 trials per iteration), ur5 47 / 44 -> 43 / 36, costs
-within 4.3e-10 relative (the iterates within 1.1e-3: both stop at th_stop 1e-6 on a
-flat optimum), the other 12 runs unchanged (their steps are 1 or 1/2).
-
-Where a CSQP iteration's time went against FDDP's (2026-11-27, issue 19's goal: time per
-SQP iteration <= 1.5x FDDP's on the same problem without the constraints; CPU time of
-the thread, load 5-9 on the 2 cores, 100 knots, panda "vbound" from the guess, per
-iteration): 4.02 ms against FDDP's 1.79: the QP 1.95 (2.8 Riccati factorizations of
-0.41 ms, 7.7 sweeps of 0.085 ms), calc_diff 0.95 (FDDP's), the trial 0.54 + the
-constraints, gaps, integrate 0.16, the two stationarity sweeps 0.20.  An iteration
-whose QP holds its active set at the first solve costs calc_diff + 1 factorization + 3
-sweeps + 1 trial + 2 stationarity sweeps, 1.35-1.4x FDDP's: the active-set rounds
-(one factorization each, partial from their last changed knot) set the rest.  Traces
-of the rounds: from FDDP's optimum on panda "plane" the first QP started from every
-violated plane row (knots 50..88) and took 28 solves, two rows leaving per solve (the
-wrong-sign multipliers at an arc's two ends) down to one active row (knot 89); on ur5
-"vbound" the wall's rows left the same way, then a single touch point moved one knot
-per solve (58 -> 54).  Three changes, same SQP iterations, costs within 4.1e-15
-relative, iterates within 1.8e-11: in the first QP of a solve a state-only residual
-row (no control term: a position on a plane or wall) without a (warm-started)
-multiplier starts inactive, the step then shows which of them it pushes past their
-bound (:func:`_polish_rows`'s ``fresh``), and such a row (it touches its bound at
-isolated knots) enters the active set at the most violated knot of each run of
-violated knots only (:func:`_polish_fix`, :data:`SPARSE_KINDS`); rows with a control
-term (friction cones: solo12 / hyq on four feet took 11 / 12 factorizations in their
-first QP with the rule, 7 / 4 without) and the velocity and torque bounds saturate
-over arcs and enter all at once (the state bounds one per run: panda "vbound" 25 -> 39
-factorizations); the loose pass of a round to 1e-5 (1e-10: 5 sweeps per round, 1e-7:
-4, 1e-5: 1, the same rounds).  Factorizations over the 16 runs 844 -> 727 (panda
-"plane" from FDDP's optimum 39 -> 13, from the guess 28 -> 15; ur5 "plane" from the
-guess 36 -> 20; panda "vbound" 34 / 28 -> 25 / 18), sweeps 2,923 -> 2,148 (then, with
-the warm line search's shorter stiff solves, 602 factorizations and 1,708 sweeps).  Also bitwise-neutral: a partial refactorization forms
-H and Vxx f and factors Quu at the knots it rewrites only; the result reuses the last
-evaluation's cost, gap and violation (one trial per solve); the stationarity sweep
-adds the rows block by block and runs along the rows of Fx, Fu, Lxu (114 -> 73 us per
-call).  Time per SQP iteration, new / before (interleaved, 5 blocks, one process, load
-7.1-7.6, medians): 0.65 (panda "plane" from FDDP's optimum) .. 1.04 (panda "torque"
-from the guess, within its range 0.94-1.07); against FDDP's 1.30-1.91x (was
-1.35-2.30x): within 1.5x on ur5 "plane" and "vbound" from FDDP's optimum and panda
-"plane", not on the stiff tasks (1.70-1.91x: 2.3-2.6 trials per iteration), "torque"
-(1.55-1.86x: 1.5-2.1 factorizations per iteration while its control bounds' arcs
-settle) and "vbound" from the guess (1.63-1.75x).
-
-The line search's trial point (:meth:`CSQP._trial`; 2026-11-27, CPU time of the thread,
-panda "vbound", per call, load 8): of 305 us, problem.calc's dynamics and costs 249,
-its input checks 14, ``state.integrate(xs, a dx)`` 22 (allocations and the model's
-tuple unboxed per call), ``us + a du`` 1.4, the rows 6.8, the gaps 4.0 and |gaps| 4.4,
-the bound rows and violation sums 3.1.  The trial point is written into two
-preallocated pairs of buffers (the accepted one becomes the iterate, the next
-iteration's trials go to the other) by one compiled call (:func:`_trial_point`, the
-same products and sums in the same order), the calc runs problem.calc's one-call
-branch without its checks (the step is checked finite once per iteration; a step that
-is not finite tries no point, as when each trial's check refused it), |gaps| goes to a
-buffer.  The 16 runs of ``benchmarks/constrained.py --solvers CSQP``: the same
-iterations, factorizations, sweeps, costs and iterates to the bit.  Time per SQP
-iteration new / before (interleaved, 5 blocks, one process, load 3.6-5.3, medians
-(range)): 0.90 (ur5 "stiff" from FDDP's optimum, 0.89-0.92) .. 0.98 on 15 of the 16
-runs, panda "vbound" from the guess 1.02 (0.97-1.15); against FDDP's 1.28-1.87x (was
-1.34-1.85x in the same blocks), within 1.5x on 7 of the 16 runs (was 5).
-
-The floor of an iteration (qp13; 2026-11-27, CPU time of the thread, one thread, 100
-knots).  Profile of panda "plane" from the guess (per SQP iteration, load 5): 2.96 ms
-against FDDP's 1.85: calc_diff 1.00 (FDDP's work, one more per solve than iterations),
-the QP 0.93 (a factorization 0.58, of which :func:`.riccati.backward_range` 0.49, three
-multiplier sweeps 0.27), the trial 0.44, the two adjoint sweeps of :func:`_stationarity`
-0.21, the rows and gaps 0.12.  Three changes: (1) the stopping test's adjoint sweep at
-w = 0 leaves out the products with the zero step (the same bits; 53 -> 21 us, panda,
-load 6.3), and nu reads the QP's own costates, Vx_t + Vxx_t (dx_t - f_t) of its last
-sweep (:func:`_costates_max`, 15 us), and the largest accepted multiplier
-(:func:`_polish_accept`) instead of a second adjoint sweep at (dx, du): max |lam| within
-8.2e-6 relative of the sweep's in every iteration of the 16 runs (panda "vbound"; 2e-13
-.. 4e-8 elsewhere); (2) the final solve of a QP runs its method of multipliers to an
-inexact-SQP tolerance (:data:`POLISH_EPS_CAP`: min(1e-10, 1e-3 KKT), at least 1e-12,
-and 1e-12 again once the stationarity is within 10 th_stop (:data:`POLISH_NEAR`, from
-the review: the multipliers the stopping test reads move by up to big x the residual;
-1,270 -> 1,345 sweeps; iterations and costs those of the 1e-12 rule, costs within
-1.9e-12 relative, panda "torque" from the guess 97 again);
-it was 1e-12 at every QP): the sweeps of the 16 runs 1,708 -> 1,270, the same
-iterations but panda "torque" from the guess (97 -> 96); (3) a
-round's factorization takes the method of multipliers' first gradient as its linear
-terms (:meth:`CSQP._factorize`'s ``swept``; a partial refactorization sweeps its kept
-knots first), so that its Vx and k are that first sweep's: one sweep of the linear
-terms (35 us) fewer per round, the same iterations and costs to 12 digits.  Over the
-16 runs against the module before (commit f36eb18): the same iterations and
-factorizations but panda "torque" from the guess (96 / 141 against 97 / 142), costs
-within 2.8e-9 relative on the stiff tasks (a flat optimum, th_stop; above) and 4.4e-11
-on the 12 others, iterates within 1.6e-4 (panda "torque" from the guess; the others
-1.9e-5); solo12 / hyq on four feet with hard friction cones (a task not tuned for): 2 /
-4 SQP iterations as before, cost 1.5e-10 / 3.8e-13 relative of before.  Time per SQP
-iteration new / before, interleaved in one process (5 blocks, load 7.1-7.4, medians
-(range)): 0.85 (panda "torque" from FDDP's optimum, 0.81-0.90; panda "vbound" from
-FDDP's optimum 0.85, 0.78-1.03) .. 0.97 (ur5 "vbound" from the guess, 0.81-1.03), the
-solves' times the same ratios (no iteration count grew); against FDDP's in the same
-blocks 1.21-1.70x (before 1.33-1.86x), within 1.5x on 11 of the 16 runs (before 5, in the same blocks):
-not on ur5 "stiff" (1.51 / 1.53x), panda "stiff" from FDDP's optimum (1.57x: 2.3-2.6
-trials per iteration), panda "vbound" from the guess (1.70x: 2.1 factorizations per
-iteration) and panda "torque" from FDDP's optimum (1.58x: 2.1).  First-solve compile
-(ur5 20 knots, csqp's cache removed, load 7): 18.3-19.8 s of CPU against 17.7-18.5 s.
-Tried and not kept: skipping line-search trials the quadratic model of the merit through
-a refused trial says will be refused (Nocedal & Wright Sec. 3.5; skipping to the
-largest step the model accepts, or to twice it): the stiff tasks' steps change and
-their iterations grow (ur5 from FDDP's optimum 36 -> 58 / 49, panda 67 -> 111 / 105;
-ur5 from the guess 43 -> 31 / 43).
+What the options and the structure rest on (measured; the figures, the traces and the
+variants tried and not kept are in ``benchmarks/constrained_notes.md``, section "CSQP"):
+the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 runs of
+``benchmarks/constrained.py --solvers CSQP``: 2.0 s against 6.1 s ADMM first);
+``polish_sigma`` 1e-8 (at ADMM's 1e-6, equal to a task's Luu, the method of multipliers
+crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
+solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
+need 37 sweeps and 28 solves); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
+partial refactorization (from its last changed knot down) and its factorization that
+is also its first sweep (``swept``); the sparse entry of state-only residual rows
+(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); the final solve's inexact
+tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
+(:func:`_costates_max`) and multipliers; the start projected onto the box bounds
+(:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
+a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on panda
+112 / 115 -> 47 / 64, trials per iteration 3.8 -> 1.8);
+the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
+Tried and not kept (figures in the notes): a nonmonotone merit reference, a
+second-order correction on the same factorization, skipping the trials the merit's
+quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian.
+Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
+as new / old per SQP iteration and per solve, interleaved in one process.
 """
 import time
 
@@ -308,6 +125,10 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # knots, a velocity or torque bound or a friction cone saturates over arcs (module
 # docstring)
 SPARSE_KINDS = np.array([True, False, False])
+
+# the warm line search: a full step accepted right after an accepted step at most this
+# resumes the crawl at that step (:meth:`CSQP._first_trial`)
+CRAWL_RESUME = 0.25
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
@@ -812,7 +633,8 @@ class CSQP:
     corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
     method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
-    (after two accepted steps in a row <= 1/8 the search starts at twice the last).  ``infeasible_after`` 5:
+    (after an accepted step <= 1/8 the search starts at twice it; after a full step that
+    followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation.  ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
@@ -1190,12 +1012,7 @@ class CSQP:
             merit = cost + nu * infeasibility
             slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
             accepted = None
-            # crawling (two accepted steps in a row <= 1/8): the search starts a step
-            # above the last (ALDDP's warm_line_search; module docstring)
-            first = 0
-            if self.warm_line_search and len(history["step"]) >= 2 and \
-                    max(history["step"][-2:]) <= 0.125:
-                first = max(self.alphas.index(history["step"][-1]) - 1, 0)
+            first = self._first_trial(history["step"])
             # a step that is not finite: no trial (problem.calc's checks refused each)
             finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
             for step in self.alphas[first:] if finite else ():
@@ -1239,6 +1056,26 @@ class CSQP:
                 break
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _first_trial(self, steps):
+        """The index in ``alphas`` of the line search's first trial after the accepted
+        ``steps`` (the warm line search; 0 without it).  Crawling (the last accepted step
+        <= 1/8): a step above the last (ALDDP's warm_line_search, which waits for two
+        such steps in a row: on the stiff tasks a crawl resumes after one full step,
+        ``1/4, 1, 1/32, 1/16, 1/8``, and each search from 1 after its first small step
+        tried 1 .. 1/8 again).  A full step accepted right after a crawl (the step before
+        it <= :data:`CRAWL_RESUME`): that step, where every search from 1 after such a
+        full step on the stiff tasks went down to 1/32 .. 1/4 (the Gauss-Newton model's
+        error at the 5 cm drop of the last knot; Maratos-like).  Each refused trial
+        costs a problem.calc (benchmarks/constrained_notes.md, section CSQP, qp14)."""
+        if not self.warm_line_search or len(steps) < 2:
+            return 0
+        before, last = steps[-2], steps[-1]
+        if last <= 0.125:
+            return max(self.alphas.index(last) - 1, 0)
+        if last == self.alphas[0] and before <= CRAWL_RESUME:
+            return self.alphas.index(before)
+        return 0
 
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""

@@ -11,6 +11,8 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
 - Contradicting terminal equalities end as "infeasible" in bounded iterations.
 - panda "torque" from the quasi-static guess (outside its control bounds): the start
   projected onto the bounds, ALDDP's and ProxDDP's optimum (1e-6 relative).
+- The warm line search's first trials, and ur5 "stiff" from the guess in at most 34
+  iterations (1.8 trials per iteration) at its optimum.
 """
 import numpy as np
 
@@ -152,6 +154,35 @@ def test_panda_plane_from_fddp_first_qp_finds_its_active_set_in_few_solves():
     assert result.iterations == 12
     assert result.history["qp_factorizations"][0] <= 3, result.history["qp_factorizations"]
     assert max(result.history["qp_factorizations"][1:]) <= 2
+
+
+def test_warm_line_search_first_trials_and_the_stiff_ur5_solve():
+    """The warm line search (CSQP._first_trial): after an accepted step <= 1/8 the search
+    starts at twice it, after a full step that followed a step <= 1/4 at that step,
+    else at 1 (and always at 1 without ``warm_line_search``).  On ur5 "stiff" of
+    benchmarks/constrained from the quasi-static guess (the hand drops 5 cm in the last
+    step; a crawl resumed after each full step) CSQP took 32 SQP iterations when
+    measured (43 with ALDDP's rule, two steps <= 1/8 in a row) and 51 line-search trials
+    (103): asserted at most 34 iterations and 1.8 trials per iteration, at the cost of
+    the solve before the change to 1e-8 relative (both stop at th_stop on a flat
+    optimum: 9.2e-10 apart)."""
+    from geppetto.benchmarks.constrained import PLANE_Z, reaching
+    problem = reaching("ur5", 100, PLANE_Z, 50, 100)
+    solver = gp.solvers.CSQP(problem)
+    alphas = solver.alphas
+    for steps, first in (([1.0, 1.0], 0), ([1.0, 0.125], 2), ([0.5, 1 / 32], 4),
+                         ([0.25, 1.0], 2), ([1 / 16, 1.0], 4), ([0.5, 1.0], 0),
+                         ([0.5, 0.25], 0), ([1.0], 0)):
+        assert solver._first_trial(steps) == first, (steps, alphas[first])
+    assert gp.solvers.CSQP(problem, warm_line_search=False)._first_trial([0.5, 1 / 32]) == 0
+    trials = []
+    trial = solver._trial
+    solver._trial = lambda *args: trials.append(args[2]) or trial(*args)
+    result = solver.solve(max_iter=100)
+    assert result.converged and result.violation < 1e-8, result
+    assert abs(result.cost - 0.770586456176) < 1e-8 * 0.770586456176, result.cost
+    assert result.iterations <= 34, result.iterations
+    assert len(trials) <= 1.8 * result.iterations, (len(trials), result.iterations)
 
 
 def test_trial_point_equals_integrate_and_calc_to_the_bit():
