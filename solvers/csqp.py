@@ -749,7 +749,7 @@ class CSQP:
                                 self.gaps, False, self.sigma if sigma is None else sigma,
                                 problem.nus, self.no_box, self.bounds[0], self.bounds[0],
                                 self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                                self.K, self.Quuk, t_end, 0)
+                                self.K, self.Quuk, t_end, 0, problem.euler_structure)
         if failed >= 0:
             return False
         return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf,
