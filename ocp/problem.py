@@ -774,8 +774,12 @@ def _euler_structure(state, running_models):
     when q' = q (+) dt v' and the field's q-rows are v (a multibody's dynamics)."""
     if not isinstance(state, StateMultibody):
         return None
+    # a knot whose own state has other Lie rows (a model of equal nx but another joint
+    # layout) keeps the dense products: the rows L are the first state's
     dts = np.array([model.dt if model.integrator.scheme == "euler"
-                    and getattr(model.dynamics, "multibody", False) else 0.0
+                    and getattr(model.dynamics, "multibody", False)
+                    and isinstance(model.state, StateMultibody)
+                    and np.array_equal(model.state.lie_rows, state.lie_rows) else 0.0
                     for model in running_models])
     if not np.any(dts > 0.0):
         return None

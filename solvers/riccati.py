@@ -36,8 +36,9 @@ difference from the 1-dof form, read from Fx and Fu themselves),
 Fx^T V = E^T V + [B; R]^T (C^T V) and (Fx^T V) Fx = (Fx^T V) E + ((Fx^T V) C) [B; R],
 and alike for Fu: each dense product 2n x (n + |L|) x 2n instead of 2n x 2n x 2n,
 C^T V and (Fx^T V) C being sums of rows or columns (:func:`_q_function_euler`).  The
-gains differ from the dense products' in the last bits only (the rows of Fx outside
-L are taken as exactly e + dt B).
+products and the value function differ from the dense products' by rounding only (the
+rows of Fx outside L are taken as exactly e + dt B), the gains by rounding times
+cond(Quu) (up to 1e-10 of the largest gain on the solo12 trot, cond 1.6e9).
 """
 import numpy as np
 
