@@ -989,10 +989,10 @@ def _minverse_lanes(m, q, lanes_major, Minv):
     branch-induced sparsity of L).  Per talos state 8,370 multiply-adds after CRBA
     (factor 1,859, L^-1 1,859, products 4,652) against 11,962 for the two sweeps of
     Carpentier & Mansard after ABA's backward pass (Pinocchio's computeMinverse, which
-    the ABA derivatives keep: they need ABA's U and D^-1 anyway); measured 0.82x
-    (talos) and 0.73x (solo12) the time of that route.  The tile's upper triangle is
-    written to both triangles of the output (no copy within the tile), the tile packed
-    (:func:`_minverse_rows`)."""
+    the ABA derivatives keep: they need ABA's U and D^-1 anyway); measured 0.80-0.82x
+    the time of that route on talos and solo12, 0.72-0.81x on ur5 and panda.  The
+    tile's upper triangle is written to both triangles of the output (no copy within
+    the tile), the tile packed (:func:`_minverse_rows`)."""
     work = crba_tile_workspace(m)
     slot, L = work[7], work[8]  # M, its factor L, then L^-1
     K = q.shape[1] if lanes_major else q.shape[0]
