@@ -598,9 +598,10 @@ def _ltl_factor_lanes(m, slot, L):
             i = lam[i]
 
 
-@kernel
+@inline_kernel
 def crba_tile_workspace(m):
-    """The tile arrays of CRBA (:func:`crba_tile`): ws (:func:`.lane_tiles.tile_workspace`),
+    """(Inlined, as :func:`crba_tile`: as separately compiled functions they added 1.3-1.8
+    CPU s to crba_batch's first call.)  The tile arrays of CRBA (:func:`crba_tile`): ws (:func:`.lane_tiles.tile_workspace`),
     oR, op (njoints x 9 x T, njoints x 3 x T): oMi, the identity at joint 0; J (nv x 6
     x T); Ic (njoints x 10 x T) compact inertias; F (nv x 6 x T); the compact inertias of
     the bodies; slot and Mt (slots x T): M's entries that can be nonzero, each once
@@ -615,7 +616,7 @@ def crba_tile_workspace(m):
             np.zeros(m.nv * T6), _compact_inertias(m), slot, np.zeros(slots * TILE))
 
 
-@kernel
+@inline_kernel
 def crba_tile(m, qt, work):
     """M of the tile's configurations qt into the compact tile work[8] (rows slot[d, c])."""
     ws, oR, op, J, Ic, F, Yc, slot, Mt = work
