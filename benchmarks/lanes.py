@@ -72,6 +72,7 @@ HOT_KERNELS = ("_rnea_forward_pass_lanes", "_rnea_backward_pass_lanes", "placeme
                "_crba_forward_pass_lanes", "_crba_backward_pass_lanes",
                "_velocities_lanes", "_projection_lanes", "_hand_to_parent_world_lanes",
                "_aba_forward_world_lanes", "_minverse_backward_lanes", "_minverse_forward_lanes",
+               "_ltl_factor_lanes", "_ltl_inverse_lanes", "_ltl_products_lanes",
                "_derivative_columns_lanes", "_supported_rows_lanes",
                "_supporting_columns_lanes", "_rnea_derivatives_backward_lanes",
                "_negative_products_lanes")

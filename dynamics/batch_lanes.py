@@ -571,29 +571,71 @@ def _crba_backward_pass_lanes(m, J, Ic, F, slot, Mt):
 
 
 @kernel
-def _crba_lanes(m, q, lanes_major, M):
-    """M(q) for K states, TILE at a time: q (nq, K) and M (nv * nv, K) when lanes_major,
-    else q (K, nq) and M (K, nv * nv).  oR, op (njoints x 9 x T, njoints x 3 x T): oMi,
-    the identity at joint 0; J (nv x 6 x T); Ic (njoints x 10 x T) compact inertias;
-    Mt (slots x T): M's entries that can be nonzero, each once (talos: 741 of 1444,
-    0.38 MB per tile instead of 0.74 MB; the zeros are written with the output)."""
-    ws = tile_workspace(m)
+def _ltl_factor_lanes(m, slot, L):
+    """M = L^T L in place in CRBA's compact tile (entry (k, i) at slot[k, i] T: L's
+    pattern is M's, a dof and its ancestors), every lane
+    (:func:`.constrained_dynamics.ltl_factor`, Featherstone 2008, Table 6.3)."""
+    lam = m.dof_parent
+    for k in range(m.nv - 1, -1, -1):
+        K = np.uint64(slot[k, k] * TILE)
+        for s in range(UT):
+            L[K + s] = np.sqrt(L[K + s])
+        i = lam[k]
+        while i >= 0:
+            I = np.uint64(slot[k, i] * TILE)
+            for s in range(UT):
+                L[I + s] /= L[K + s]
+            i = lam[i]
+        i = lam[k]
+        while i >= 0:
+            I = np.uint64(slot[k, i] * TILE)
+            j = i
+            while j >= 0:
+                A, B = np.uint64(slot[i, j] * TILE), np.uint64(slot[k, j] * TILE)
+                for s in range(UT):
+                    L[A + s] -= L[I + s] * L[B + s]
+                j = lam[j]
+            i = lam[i]
+
+
+@inline_kernel
+def crba_tile_workspace(m):
+    """(Inlined, as :func:`crba_tile`: as separately compiled functions they added 1.3-1.8
+    CPU s to crba_batch's first call.)  The tile arrays of CRBA (:func:`crba_tile`): ws (:func:`.lane_tiles.tile_workspace`),
+    oR, op (njoints x 9 x T, njoints x 3 x T): oMi, the identity at joint 0; J (nv x 6
+    x T); Ic (njoints x 10 x T) compact inertias; F (nv x 6 x T); the compact inertias of
+    the bodies; slot and Mt (slots x T): M's entries that can be nonzero, each once
+    (:func:`_mass_matrix_slots`; talos: 741 of 1444, 0.38 MB per tile instead of 0.74
+    MB; the zeros are written with the output)."""
     oR, op = np.zeros(m.njoints * T9), np.zeros(m.njoints * 3 * TILE)
     fill_lanes(oR, 0, 1, 1.0)
     fill_lanes(oR, 4 * TILE, 1, 1.0)
     fill_lanes(oR, 8 * TILE, 1, 1.0)
-    J, Ic, F = np.zeros(m.nv * T6), np.zeros(m.njoints * T10), np.zeros(m.nv * T6)
+    slot, slots = _mass_matrix_slots(m)
+    return (tile_workspace(m), oR, op, np.zeros(m.nv * T6), np.zeros(m.njoints * T10),
+            np.zeros(m.nv * T6), _compact_inertias(m), slot, np.zeros(slots * TILE))
+
+
+@inline_kernel
+def crba_tile(m, qt, work):
+    """M of the tile's configurations qt into the compact tile work[8] (rows slot[d, c])."""
+    ws, oR, op, J, Ic, F, Yc, slot, Mt = work
+    _crba_forward_pass_lanes(m, qt, ws, oR, op, J, Ic, Yc)
+    _crba_backward_pass_lanes(m, J, Ic, F, slot, Mt)
+
+
+@kernel
+def _crba_lanes(m, q, lanes_major, M):
+    """M(q) for K states, TILE at a time: q (nq, K) and M (nv * nv, K) when lanes_major,
+    else q (K, nq) and M (K, nv * nv) (the tile arrays: :func:`crba_tile_workspace`)."""
+    work = crba_tile_workspace(m)
     K = q.shape[1] if lanes_major else q.shape[0]
     qt = np.empty(m.nq * TILE)
-    slot, slots = _mass_matrix_slots(m)
-    Mt = np.zeros(slots * TILE)
-    Yc = _compact_inertias(m)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
         load_tile(q, b, n, lanes_major, qt)
-        _crba_forward_pass_lanes(m, qt, ws, oR, op, J, Ic, Yc)
-        _crba_backward_pass_lanes(m, J, Ic, F, slot, Mt)
-        store_symmetric_tile(Mt, slot, b, n, lanes_major, M)
+        crba_tile(m, qt, work)
+        store_symmetric_tile(work[8], work[7], b, n, lanes_major, M)
 
 
 def _as_lanes(model, x, size, name, K=None):
