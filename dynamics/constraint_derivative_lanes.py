@@ -39,7 +39,7 @@ import numpy as np
 from .config import inline_kernel, kernel
 from .constrained_dynamics import _check_regular, _settings
 from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_workspace_lanes,
-                               _contacts_only, _ltl_solve_lanes, _ltl_transpose_step_lanes,
+                               _contacts_only,
                                _transpose_rotate, contact_chains)
 from .constraints import CONTACT_3D
 from .batch_lanes import _as_lanes, _as_lanes_configurations, _check_plain_model
@@ -299,63 +299,131 @@ def _remove_gravity_lanes(m, oa):
 # --- The KKT derivatives --------------------------------------------------------------------
 
 @kernel
-def _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, L, Y, G, tau_block, Z, C,
-                     X, z):
-    """One block of derivatives, every lane (:func:`.constrained_dynamics._kkt_derivatives_of`
-    with mu = 0), column by column: Z (nv x nv x T) = dR1 on entry (-I when tau_block,
-    Z's entry not read), dddq on exit; C (nc x nv x T) = dR2 (not read when
-    tau_block: 0); X (nc x nv x T) = dlambda on exit; z (nv x T) scratch, X's column
-    goes through the column c of X itself.
+def _kkt_blocks_lanes(m, slot, chain, depth, row_constraint, related, L, Y, G, Zq, Zv, Zt, Cq,
+                      Cv, Xq, Xv, Xt, z, x):
+    """The three blocks of derivatives, every lane (:func:`.constrained_dynamics.
+    _kkt_derivatives_of` with mu = 0), column c of all three at a time: Zq, Zv (nv x nv
+    x T) = dR1 of q and v on entry, dddq on exit, Zt = dddq/dtau on exit (dR1 = -I);
+    Cq, Cv (nc x nv x T) = dR2 (0 for tau); Xq, Xv, Xt (nc x nv x T) = dlambda on exit.
+    The three columns go through z (nv x 3 x T, entry (r, j) at (3 r + j) T: j = 0, 1,
+    2 for q, v, tau) and x (nc x 3 x T) through the five steps, each entry of L and Y
+    loaded once for the three (:func:`_ltl_transpose_step3_lanes`, :func:`_ltl_solve3_lanes`):
+    one column at a time, the per-entry work of the 64-lane loops (offsets, the walk
+    up the tree, the loop's set-up) was paid three times for 8 vector operations.
 
-    A column at a time, copied into z (contiguous, 19 kB on talos) through the five
-    steps, instead of row operations over the whole block (0.7 MB on talos): 0.88x
-    [0.83, 0.94] of the row-wise block's time on talos, the same bits.  Column c of dR1
-    is zero but on the dofs related to c (:func:`.derivative_lanes._related_dofs`), and
-    L^-T keeps it so (the ancestors of a dof related to c are related to c); -e_c is
-    zero but on c's ancestors: L^-T skips the rows it knows to be zero (the stack
-    kernel subtracts zeros there)."""
+    Column c of dR1 is zero but on the dofs related to c
+    (:func:`.derivative_lanes._related_dofs`), and L^-T keeps it so (the ancestors of a
+    dof related to c are related to c); -e_c is zero but on c's ancestors, a subset:
+    L^-T skips the rows that are zero in all three (the stack kernel subtracts zeros
+    there; zeros stay +0, so the tau column's results are those of its own solve)."""
     nv, nc = m.nv, row_constraint.shape[0]
     for c in range(nv):
         for r in range(nv):
-            O, R = np.uint64(r * TILE), np.uint64((r * nv + c) * TILE)
-            if tau_block:
-                fill_lanes(z, r * TILE, 1, -1.0 if r == c else 0.0)
-            else:
-                for s in range(UT):
-                    z[O + s] = Z[R + s]
+            O, R = np.uint64(3 * r * TILE), np.uint64((r * nv + c) * TILE)
+            for s in range(UT):
+                z[O + s] = Zq[R + s]
+                z[O + UT1 + s] = Zv[R + s]
+            fill_lanes(z, (3 * r + 2) * TILE, 1, -1.0 if r == c else 0.0)
         # z <- L^-T z on the rows that can be nonzero
         for k in range(nv - 1, -1, -1):
-            if related[k, c] and (k <= c or not tau_block):
-                _ltl_transpose_step_lanes(m, slot, L, k, z, 0)
-        # x = Y^T z - dR2 (Y's column a is zero off its contact's chain) into X's column
+            if related[k, c]:
+                _ltl_transpose_step3_lanes(m, slot, L, k, z)
+        # x = Y^T z - dR2 (Y's column a is zero off its contact's chain)
         for a in range(nc):
-            ka, O = row_constraint[a], np.uint64((a * nv + c) * TILE)
-            if tau_block:
-                fill_lanes(X, (a * nv + c) * TILE, 1, 0.0)
-            else:
-                for s in range(UT):
-                    X[O + s] = -C[O + s]
+            ka, O, A3 = row_constraint[a], np.uint64((a * nv + c) * TILE), np.uint64(3 * a * TILE)
+            for s in range(UT):
+                x[A3 + s] = -Cq[O + s]
+                x[A3 + UT1 + s] = -Cv[O + s]
+                x[A3 + UT2 + s] = 0.0
             for idx in range(depth[ka]):
                 t = chain[ka, idx]
-                A, B = np.uint64((a * nv + t) * TILE), np.uint64(t * TILE)
+                A, B = np.uint64((a * nv + t) * TILE), np.uint64(3 * t * TILE)
                 for s in range(UT):
-                    X[O + s] += Y[A + s] * z[B + s]
-        _cholesky_solve_column_lanes(nc, nv, c, G, X)
+                    y = Y[A + s]
+                    x0, x1, x2 = x[A3 + s], x[A3 + UT1 + s], x[A3 + UT2 + s]
+                    z0, z1, z2 = z[B + s], z[B + UT1 + s], z[B + UT2 + s]
+                    x[A3 + s] = x0 + y * z0
+                    x[A3 + UT1 + s] = x1 + y * z1
+                    x[A3 + UT2 + s] = x2 + y * z2
+        for j in range(3):
+            _cholesky_solve_column_lanes(nc, 3, j, G, x)
         # dddq = -L^-1 (z - Y dlambda)
         for a in range(nc):
-            ka, O = row_constraint[a], np.uint64((a * nv + c) * TILE)
+            ka, A3 = row_constraint[a], np.uint64(3 * a * TILE)
             for idx in range(depth[ka]):
                 t = chain[ka, idx]
-                A, B = np.uint64((a * nv + t) * TILE), np.uint64(t * TILE)
+                A, B = np.uint64((a * nv + t) * TILE), np.uint64(3 * t * TILE)
                 for s in range(UT):
-                    z[B + s] -= Y[A + s] * X[O + s]
-        for e in range(nv * TILE):
+                    y = Y[A + s]
+                    x0, x1, x2 = x[A3 + s], x[A3 + UT1 + s], x[A3 + UT2 + s]
+                    z0, z1, z2 = z[B + s], z[B + UT1 + s], z[B + UT2 + s]
+                    z[B + s] = z0 - y * x0
+                    z[B + UT1 + s] = z1 - y * x1
+                    z[B + UT2 + s] = z2 - y * x2
+        for e in range(3 * nv * TILE):
             z[e] = -z[e]
-        _ltl_solve_lanes(m, slot, L, z)
+        _ltl_solve3_lanes(m, slot, L, z)
         for r in range(nv):
-            O, R = np.uint64(r * TILE), np.uint64((r * nv + c) * TILE)
+            O, R = np.uint64(3 * r * TILE), np.uint64((r * nv + c) * TILE)
             for s in range(UT):
-                Z[R + s] = z[O + s]
+                Zq[R + s] = z[O + s]
+                Zv[R + s] = z[O + UT1 + s]
+                Zt[R + s] = z[O + UT2 + s]
+        for a in range(nc):
+            A3, O = np.uint64(3 * a * TILE), np.uint64((a * nv + c) * TILE)
+            for s in range(UT):
+                Xq[O + s] = x[A3 + s]
+                Xv[O + s] = x[A3 + UT1 + s]
+                Xt[O + s] = x[A3 + UT2 + s]
+
+
+@inline_kernel
+def _ltl_transpose_step3_lanes(m, slot, L, k, z):
+    """:func:`.constraint_lanes._ltl_transpose_step_lanes` on three columns at once (row
+    r of column j at (3 r + j) T): X[k] *= 1 / L[k, k]; X[i] -= L[k, i] X[k] for the
+    ancestor dofs i of k, every lane."""
+    K, Zk = np.uint64(slot[k, k] * TILE), np.uint64(3 * k * TILE)
+    for s in range(UT):
+        d = 1.0 / L[K + s]
+        z[Zk + s] *= d
+        z[Zk + UT1 + s] *= d
+        z[Zk + UT2 + s] *= d
+    i = m.dof_parent[k]
+    while i >= 0:
+        I, Zi = np.uint64(slot[k, i] * TILE), np.uint64(3 * i * TILE)
+        for s in range(UT):
+            l = L[I + s]
+            a0, a1, a2 = z[Zk + s], z[Zk + UT1 + s], z[Zk + UT2 + s]
+            b0, b1, b2 = z[Zi + s], z[Zi + UT1 + s], z[Zi + UT2 + s]
+            z[Zi + s] = b0 - l * a0
+            z[Zi + UT1 + s] = b1 - l * a1
+            z[Zi + UT2 + s] = b2 - l * a2
+        i = m.dof_parent[i]
+
+
+@kernel
+def _ltl_solve3_lanes(m, slot, L, z):
+    """:func:`.constraint_lanes._ltl_solve_lanes` (z <- L^-1 z) on three columns at once
+    (row r of column j at (3 r + j) T), every lane."""
+    for k in range(m.nv):
+        Zk = np.uint64(3 * k * TILE)
+        i = m.dof_parent[k]
+        while i >= 0:
+            I, Zi = np.uint64(slot[k, i] * TILE), np.uint64(3 * i * TILE)
+            for s in range(UT):
+                l = L[I + s]
+                a0, a1, a2 = z[Zk + s], z[Zk + UT1 + s], z[Zk + UT2 + s]
+                b0, b1, b2 = z[Zi + s], z[Zi + UT1 + s], z[Zi + UT2 + s]
+                z[Zk + s] = a0 - l * b0
+                z[Zk + UT1 + s] = a1 - l * b1
+                z[Zk + UT2 + s] = a2 - l * b2
+            i = m.dof_parent[i]
+        K = np.uint64(slot[k, k] * TILE)
+        for s in range(UT):
+            d = 1.0 / L[K + s]
+            z[Zk + s] *= d
+            z[Zk + UT1 + s] *= d
+            z[Zk + UT2 + s] *= d
 
 
 @kernel
@@ -403,7 +471,7 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
     Zq, Zv, Zt = wd[20], wd[21], wd[19]
     dcq, dcv = np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE)
     Xq, Xv, Xt = np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE), np.zeros(nc * nv * TILE)
-    tau_id, z = np.zeros(nv * TILE), np.zeros(nv * TILE)
+    tau_id, z, x = np.zeros(nv * TILE), np.zeros(3 * nv * TILE), np.zeros(3 * nc * TILE)
     related = _related_dofs(m)
     its = np.zeros(TILE, dtype=np.int64)
     K = q.shape[1] if lanes_major else q.shape[0]
@@ -432,12 +500,8 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
         _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, cp, False,
                                                 wd[28], dcv)
         # the three blocks: q, v, and tau (dR1 = -I, dR2 = 0)
-        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, False, Zq,
-                         dcq, Xq, z)
-        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, False, Zv,
-                         dcv, Xv, z)
-        _kkt_block_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, True, Zt,
-                         dcv, Xt, z)
+        _kkt_blocks_lanes(m, slot, chain, depth, row_constraint, related, Mt, Y, G, Zq, Zv, Zt,
+                          dcq, dcv, Xq, Xv, Xt, z, x)
         store_tile(ddqt, b, n, lanes_major, ddq)
         store_tile(lamt, b, n, lanes_major, lam)
         store_tile(Zq, b, n, lanes_major, ddq_dq)
