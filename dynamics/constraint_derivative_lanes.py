@@ -23,7 +23,11 @@ factor of G = Y^T Y.  The pieces:
   (:func:`.constraint_derivatives._ground_point_columns` for 3D points,
   :func:`.constraint_derivatives._column_6d` with body 2 the world for 6D frames),
   from the world motions ov, oa (gravity removed) at (v, ddq), on each contact's
-  chain (its other columns are zero).
+  chain (its other columns are zero);
+- the three blocks together, column c of each in one pass (:func:`_kkt_blocks_lanes`):
+  each solve row by row, four terms of a row per lane loop summed in registers,
+  the stack kernel's operations in its order (the same bits as one column and one
+  term at a time, 0.75x their time on talos, engineer's measurement).
 
 Scope: contacts with the world, 3D (Baumgarte gains Kp, Kd) and 6D (Kd; Kp = 0:
 the log6 term's Jacobian is not laid out across lanes), LOCAL and
@@ -32,7 +36,9 @@ LOCAL_WORLD_ALIGNED, mu = 0 (the exact KKT solve); the rest is refused.
 Tile arrays beside those of :mod:`.constraint_lanes` and :mod:`.derivative_lanes`:
 ``dcq, dcv, X*`` (nc x nv x T, entry (a, c) at (a nv + c) T, the layout of Y);
 ``Z`` blocks (nv x nv x T, entry (r, c) at (r nv + c) T: dtau_dq and dtau_dv of
-:mod:`.derivative_lanes`, and Minv's array for the tau block).
+:mod:`.derivative_lanes`, and Minv's array for the tau block); ``z, x`` (nv x 3 x T,
+nc x 3 x T): the columns c of the q, v and tau blocks in a pass, entry (r, j) at
+(3 r + j) T.
 """
 import numpy as np
 
