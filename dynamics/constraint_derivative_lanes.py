@@ -636,7 +636,8 @@ def constraint_dynamics_derivatives_lanes(model, q, v, tau, constraints, mu=0.0,
     Returns ddq (nv, K), lambda (nc, K) and the six derivatives ``(ddq_dq, ddq_dv,
     ddq_dtau, dlambda_dq, dlambda_dv, dlambda_dtau)``, (nv, nv, K) and (nc, nv, K),
     those of :func:`~geppetto.dynamics.constraint_dynamics_derivatives` for each
-    column (q in the tangent space).  No Data is filled.
+    column (q in the tangent space), views of one new allocation (none overlaps
+    another; the allocation lives while any of them does).  No Data is filled.
     """
     mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
     cs = _derivative_contacts(model, constraints, mu)
