@@ -46,15 +46,15 @@ from .config import inline_kernel, kernel
 from .constrained_dynamics import _check_regular, _settings
 from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_workspace_lanes,
                                _contacts_only,
-                               _transpose_rotate, contact_chains)
+                               _rotate_lanes, contact_chains)
 from .constraints import CONTACT_3D
 from .batch_lanes import _as_lanes, _as_lanes_configurations, _check_plain_model
 from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
                                _derivative_workspace, _related_dofs,
                                _rnea_derivatives_backward_lanes)
 from .kinematics import LOCAL
-from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         fill_lanes, load_tile, store_tile)
+from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, fill_lanes, load_tile,
+                         store_tile)
 from .spatial import cross
 from .validation import as_configurations, as_stack
 
@@ -76,9 +76,9 @@ def _contact_wrenches_lanes(ca, cR, cp, lam, f):
             if six:
                 n0, n1, n2 = lam[O + UT3 + s], lam[O + UT4 + s], lam[O + UT5 + s]
             if local:
-                f0, f1, f2 = _rotate(cR, C, s, f0, f1, f2)
+                f0, f1, f2 = _rotate_lanes(cR, C, UT3, UT1, s, f0, f1, f2)
                 if six:
-                    n0, n1, n2 = _rotate(cR, C, s, n0, n1, n2)
+                    n0, n1, n2 = _rotate_lanes(cR, C, UT3, UT1, s, n0, n1, n2)
             t0, t1, t2 = cross(cp[P + s], cp[P + UT1 + s], cp[P + UT2 + s], f0, f1, f2)
             f[F + s] -= f0
             f[F + UT1 + s] -= f1
@@ -86,14 +86,6 @@ def _contact_wrenches_lanes(ca, cR, cp, lam, f):
             f[F + UT3 + s] -= n0 + t0
             f[F + UT4 + s] -= n1 + t1
             f[F + UT5 + s] -= n2 + t2
-
-
-@inline_kernel
-def _rotate(cR, C, s, x0, x1, x2):
-    """R x in lane s for the rotation R at C (row-major, rows 3 T apart)."""
-    return (cR[C + s] * x0 + cR[C + UT1 + s] * x1 + cR[C + UT2 + s] * x2,
-            cR[C + UT3 + s] * x0 + cR[C + UT4 + s] * x1 + cR[C + UT5 + s] * x2,
-            cR[C + UT6 + s] * x0 + cR[C + UT7 + s] * x1 + cR[C + UT8 + s] * x2)
 
 
 @kernel
@@ -258,7 +250,7 @@ def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, 
                         x0, x1, x2 = _point_column(Jd, dav, dp, False, Kp, Kd, p, vi, ai, vp, W,
                                                    n)
                     if local:
-                        x0, x1, x2 = _transpose_rotate(cR, C, s, x0, x1, x2)
+                        x0, x1, x2 = _rotate_lanes(cR, C, UT1, UT3, s, x0, x1, x2)
                     w[s], w[UT1 + s], w[UT2 + s] = x0, x1, x2
                 _copy_rows(w, out, O, nv, 3)
                 continue
@@ -277,8 +269,9 @@ def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, 
                         x = (x[0] - g[0], x[1] - g[1], x[2] - g[2], x[3] - g[3], x[4] - g[4],
                              x[5] - g[5])
                     e0, e1, e2 = cross(p[0], p[1], p[2], x[3], x[4], x[5])
-                    y0, y1, y2 = _transpose_rotate(cR, C, s, x[0] - e0, x[1] - e1, x[2] - e2)
-                    y3, y4, y5 = _transpose_rotate(cR, C, s, x[3], x[4], x[5])
+                    y0, y1, y2 = _rotate_lanes(cR, C, UT1, UT3, s, x[0] - e0, x[1] - e1,
+                                               x[2] - e2)
+                    y3, y4, y5 = _rotate_lanes(cR, C, UT1, UT3, s, x[3], x[4], x[5])
                 else:
                     e0, e1, e2 = cross(x[3], x[4], x[5], p[0], p[1], p[2])
                     y0, y1, y2 = x[0] + e0, x[1] + e1, x[2] + e2
