@@ -219,7 +219,7 @@ HOT_KERNELS = {
     "constraint_dynamics_derivatives_batch": tuple("constraint_derivative_lanes." + k for k in (
         "_contact_wrenches_lanes", "_world_aligned_force_lanes",
         "_contact_acceleration_derivatives_lanes", "_remove_gravity_lanes",
-        "_kkt_block_lanes"))}
+        "_kkt_blocks_lanes", "_subtract_terms3_lanes"))}
 
 
 def compile_and_assembly():

@@ -173,11 +173,15 @@ def _contact_frames_lanes(ca, oR, op, cR, cp):
 
 
 @inline_kernel
-def _transpose_rotate(cR, C, s, x0, x1, x2):
-    """R^T x in lane s for the rotation R at C (row-major, rows 3 T apart)."""
-    return (cR[C + s] * x0 + cR[C + UT3 + s] * x1 + cR[C + UT6 + s] * x2,
-            cR[C + UT1 + s] * x0 + cR[C + UT4 + s] * x1 + cR[C + UT7 + s] * x2,
-            cR[C + UT2 + s] * x0 + cR[C + UT5 + s] * x1 + cR[C + UT8 + s] * x2)
+def _rotate_lanes(cR, C, row, column, s, x0, x1, x2):
+    """A x in lane s for the 3 x 3 matrix A whose entry (i, j) is at C + i row + j column:
+    R x for the rotation R at C (row-major, rows 3 T apart) with (row, column) =
+    (UT3, UT1), R^T x with (UT1, UT3) (constants: the offsets fold)."""
+    return (cR[C + s] * x0 + cR[C + column + s] * x1 + cR[C + column + column + s] * x2,
+            cR[C + row + s] * x0 + cR[C + row + column + s] * x1
+            + cR[C + row + column + column + s] * x2,
+            cR[C + row + row + s] * x0 + cR[C + row + row + column + s] * x1
+            + cR[C + row + row + column + column + s] * x2)
 
 
 @kernel
@@ -205,7 +209,7 @@ def _contact_jacobian_lanes(m, ca, chain, depth, J, cR, cp, Y):
                     l1 = J[B + UT1 + s] + w2 * p0 - w0 * p2
                     l2 = J[B + UT2 + s] + w0 * p1 - w1 * p0
                     if local:
-                        l0, l1, l2 = _transpose_rotate(cR, C, s, l0, l1, l2)
+                        l0, l1, l2 = _rotate_lanes(cR, C, UT1, UT3, s, l0, l1, l2)
                     Y[Y0 + s] = l0
                     Y[Y1 + s] = l1
                     Y[Y2 + s] = l2
@@ -220,8 +224,8 @@ def _contact_jacobian_lanes(m, ca, chain, depth, J, cR, cp, Y):
                 l1 = J[B + UT1 + s] + w2 * p0 - w0 * p2
                 l2 = J[B + UT2 + s] + w0 * p1 - w1 * p0
                 if local:
-                    l0, l1, l2 = _transpose_rotate(cR, C, s, l0, l1, l2)
-                    w0, w1, w2 = _transpose_rotate(cR, C, s, w0, w1, w2)
+                    l0, l1, l2 = _rotate_lanes(cR, C, UT1, UT3, s, l0, l1, l2)
+                    w0, w1, w2 = _rotate_lanes(cR, C, UT1, UT3, s, w0, w1, w2)
                 Y[Y0 + s] = l0
                 Y[Y1 + s] = l1
                 Y[Y2 + s] = l2
@@ -263,7 +267,7 @@ def _contact_drift_lanes(ca, ov, oa, cR, cp, gamma, logs, scratch):
                 x1 = a1 - Kp * (t1 - p1) + Kd * u1
                 x2 = a2 - Kp * (t2 - p2) + Kd * u2
                 if local:
-                    x0, x1, x2 = _transpose_rotate(cR, C, s, x0, x1, x2)
+                    x0, x1, x2 = _rotate_lanes(cR, C, UT1, UT3, s, x0, x1, x2)
                 gamma[O + s] = x0
                 gamma[O + UT1 + s] = x1
                 gamma[O + UT2 + s] = x2
@@ -293,19 +297,15 @@ def _contact_drift_lanes(ca, ov, oa, cR, cp, gamma, logs, scratch):
             m3, m4, m5 = logs[UT3 + s], logs[UT4 + s], logs[UT5 + s]
             if local:
                 # X1^-1 [x; y] = [R^T (x - p x y); R^T y], then - Kp log6(M)
-                c0, c1, c2 = _transpose_rotate(cR, C, s, x0 - (p1 * y2 - p2 * y1),
-                                               x1 - (p2 * y0 - p0 * y2), x2 - (p0 * y1 - p1 * y0))
-                d0, d1, d2 = _transpose_rotate(cR, C, s, y0, y1, y2)
+                c0, c1, c2 = _rotate_lanes(cR, C, UT1, UT3, s, x0 - (p1 * y2 - p2 * y1),
+                                           x1 - (p2 * y0 - p0 * y2), x2 - (p0 * y1 - p1 * y0))
+                d0, d1, d2 = _rotate_lanes(cR, C, UT1, UT3, s, y0, y1, y2)
             else:
                 # [x + y x pc_1; y] - Kp R1 log6(M) (both halves rotated)
                 c0, c1, c2 = x0 + y1 * p2 - y2 * p1, x1 + y2 * p0 - y0 * p2, x2 + y0 * p1 - y1 * p0
                 d0, d1, d2 = y0, y1, y2
-                m0, m1, m2 = (cR[C + s] * m0 + cR[C + UT1 + s] * m1 + cR[C + UT2 + s] * m2,
-                              cR[C + UT3 + s] * m0 + cR[C + UT4 + s] * m1 + cR[C + UT5 + s] * m2,
-                              cR[C + UT6 + s] * m0 + cR[C + UT7 + s] * m1 + cR[C + UT8 + s] * m2)
-                m3, m4, m5 = (cR[C + s] * m3 + cR[C + UT1 + s] * m4 + cR[C + UT2 + s] * m5,
-                              cR[C + UT3 + s] * m3 + cR[C + UT4 + s] * m4 + cR[C + UT5 + s] * m5,
-                              cR[C + UT6 + s] * m3 + cR[C + UT7 + s] * m4 + cR[C + UT8 + s] * m5)
+                m0, m1, m2 = _rotate_lanes(cR, C, UT3, UT1, s, m0, m1, m2)
+                m3, m4, m5 = _rotate_lanes(cR, C, UT3, UT1, s, m3, m4, m5)
             gamma[O + s] = c0 - Kp * m0
             gamma[O + UT1 + s] = c1 - Kp * m1
             gamma[O + UT2 + s] = c2 - Kp * m2

@@ -237,6 +237,10 @@ def test_derivatives_batch_matches_the_stack_kernel_and_pinocchio(contact_case, 
     for name, x, y in zip(DERIVATIVES, out, stack):
         assert x.shape == y.shape
         assert_close(x, y, DERIVATIVE_RTOL, f"{name} vs the stack kernel")
+    # the outputs are views of one block: none overlaps another
+    results = (ddq, lam) + tuple(out)
+    assert not any(np.shares_memory(a, b) for i, a in enumerate(results)
+                   for b in results[i + 1:])
     # the lanes layout: the same kernel, the same bits
     ddq_t, lam_t, out_t = gd.constraint_dynamics_derivatives_lanes(case.model, s.q.T, s.v.T,
                                                                    s.tau.T, cs)
