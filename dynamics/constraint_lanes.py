@@ -40,7 +40,7 @@ import numpy as np
 
 from .batch_lanes import (_as_lanes, _as_lanes_configurations, _check_plain_model,
                           _compact_inertias, _crba_backward_pass_lanes, _crba_forward_pass_lanes,
-                          _mass_matrix_slots)
+                          _ltl_factor_lanes, _mass_matrix_slots)
 from .config import inline_kernel, kernel
 from .constrained_dynamics import SINGULAR_PIVOT, _check_regular, _settings
 from .constraints import CONTACT_3D, as_constraint_set, relative_log6
@@ -314,34 +314,7 @@ def _contact_drift_lanes(ca, ov, oa, cR, cp, gamma, logs, scratch):
             gamma[O + UT5 + s] = d2 - Kp * m5
 
 
-# --- The L^T L factorization and the KKT solve ------------------------------------------
-
-@kernel
-def _ltl_factor_lanes(m, slot, L):
-    """M = L^T L in place in CRBA's compact tile (entry (k, i) at slot[k, i] T),
-    every lane (:func:`.constrained_dynamics.ltl_factor`, Featherstone 2008, Table 6.3)."""
-    lam = m.dof_parent
-    for k in range(m.nv - 1, -1, -1):
-        K = np.uint64(slot[k, k] * TILE)
-        for s in range(UT):
-            L[K + s] = np.sqrt(L[K + s])
-        i = lam[k]
-        while i >= 0:
-            I = np.uint64(slot[k, i] * TILE)
-            for s in range(UT):
-                L[I + s] /= L[K + s]
-            i = lam[i]
-        i = lam[k]
-        while i >= 0:
-            I = np.uint64(slot[k, i] * TILE)
-            j = i
-            while j >= 0:
-                A, B = np.uint64(slot[i, j] * TILE), np.uint64(slot[k, j] * TILE)
-                for s in range(UT):
-                    L[A + s] -= L[I + s] * L[B + s]
-                j = lam[j]
-            i = lam[i]
-
+# --- The KKT solve on the L^T L factor (batch_lanes._ltl_factor_lanes) ----------------
 
 @inline_kernel
 def _ltl_transpose_step_lanes(m, slot, L, k, X, bx):
