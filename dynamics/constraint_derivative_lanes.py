@@ -53,8 +53,8 @@ from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
                                _derivative_workspace, _related_dofs,
                                _rnea_derivatives_backward_lanes)
 from .kinematics import LOCAL
-from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, fill_lanes, load_tile,
-                         store_tile)
+from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block,
+                         fill_lanes, load_tile, store_tile)
 from .spatial import cross
 from .validation import as_configurations, as_stack
 
@@ -590,14 +590,7 @@ def _outputs(rows, K, lanes_major):
     4 kB at a time: 1000 talos states' six derivatives stored 11.9 us per state into new
     arrays, 7.2 into one new block, 3.5 into arrays written before (engineer's
     measurement, load 9)."""
-    sizes = [-(-(n * K) // 8) * 8 for n in rows]
-    raw = np.empty(sum(sizes) + 8)
-    start = (-raw.__array_interface__["data"][0] % 64) // 8
-    out = []
-    for n, size in zip(rows, sizes):
-        out.append(raw[start:start + n * K].reshape((n, K) if lanes_major else (K, n)))
-        start += size
-    return out
+    return aligned_block([(n, K) if lanes_major else (K, n) for n in rows])
 
 
 def _solve_derivatives(model, cs, q, v, tau, mu, max_iterations, accuracy, lanes_major):

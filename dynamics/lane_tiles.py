@@ -550,9 +550,25 @@ def aligned_empty(shape):
         size *= n
     if size <= STREAM_DOUBLES:
         return np.empty(shape)
-    raw = np.empty(size + 8)
+    return aligned_block([shape])[0]
+
+
+def aligned_block(shapes):
+    """Uninitialized float64 arrays of these shapes (C order), views of one
+    allocation, each starting on a 64-byte boundary (whole cache lines)."""
+    sizes = []
+    for shape in shapes:
+        size = 1
+        for n in shape:
+            size *= n
+        sizes.append(size)
+    raw = np.empty(sum(-(-size // 8) * 8 for size in sizes) + 8)
     start = (-raw.__array_interface__["data"][0] % 64) // 8
-    return raw[start:start + size].reshape(shape)
+    out = []
+    for shape, size in zip(shapes, sizes):
+        out.append(raw[start:start + size].reshape(shape))
+        start += -(-size // 8) * 8
+    return out
 
 
 @kernel
