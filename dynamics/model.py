@@ -86,6 +86,13 @@ def transform_inertia(R, p, inertia6):
     return spatial_inertia(mass, R @ com + p, R @ inertia_at_com @ R.T)
 
 
+def _freeze(values):
+    """Make each NumPy array among ``values`` read-only."""
+    for value in values:
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+
+
 def _check_depth_first(parents, names):
     """Raise ValueError unless joints ``1 .. n-1`` are stored in depth-first
     (pre-)order: each joint's parent comes first and is on the path from the
@@ -238,9 +245,31 @@ class Model:
     _PROCESS_CACHES = ("_entry_points", "_model_ref", "_border", "_zero_forces", "_one_state",
                        "_crba_passes")
 
+    # the read-only arrays: the kernels' ModelArrays (the model's own and the cached
+    # gravity-free copy of constrained_dynamics) and the limits
+    _FROZEN_ARRAYS = ("arrays", "_arrays_without_gravity")
+    _FROZEN_LIMITS = ("lower_position_limit", "upper_position_limit", "velocity_limit",
+                      "effort_limit")
+
     def __getstate__(self):
         return {name: value for name, value in self.__dict__.items()
                 if name not in self._PROCESS_CACHES}
+
+    def __setstate__(self, state):
+        # NumPy unpickles (and deep-copies) a read-only array as a writable one, and
+        # Numba types a writable array apart from a read-only one: a pickled model (sent
+        # to a Dask worker) or a deep copy compiled every kernel it met a second time
+        # (tests/test_dynamics_validation.py's one-state test on solo12, which calls ten
+        # functions on a deep copy and a pickled copy: 156 CPU s before, 43 after).
+        # Frozen again, the copy runs the kernels compiled (or cached) for the original.
+        self.__dict__.update(state)
+        self._freeze()
+
+    def _freeze(self):
+        """Make the model's arrays read-only (what the kernels were compiled for)."""
+        for name in self._FROZEN_ARRAYS:
+            _freeze(self.__dict__.get(name, ()))
+        _freeze(getattr(self, name) for name in self._FROZEN_LIMITS)
 
     def __init__(self, builder):
         nj = len(builder.parents)
@@ -292,9 +321,6 @@ class Model:
             frame_joint=np.array([f.joint for f in frames], dtype=np.int64),
             frame_R=np.array([f.R for f in frames]).reshape(len(frames), 3, 3),
             frame_p=np.array([f.p for f in frames]).reshape(len(frames), 3))
-        for value in self.arrays:
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
         self.name = builder.name
         self.names = list(builder.joint_names)
         self.frames = frames
@@ -302,9 +328,7 @@ class Model:
         self.upper_position_limit = np.array(builder.upper, dtype=float).reshape(nq)
         self.velocity_limit = np.array(builder.velocity_limit, dtype=float).reshape(nv)
         self.effort_limit = np.array(builder.effort_limit, dtype=float).reshape(nv)
-        for value in (self.lower_position_limit, self.upper_position_limit,
-                      self.velocity_limit, self.effort_limit):
-            value.setflags(write=False)
+        self._freeze()
         self.reference_configurations = dict(builder.reference_configurations)
         self._frame_ids = {}
         for index, frame in enumerate(frames):
@@ -365,8 +389,7 @@ class Model:
             if a.shape != (self.nv,) or not np.all(np.isfinite(a)) or np.any(a < 0.0):
                 raise ValueError(f"armature: expected ({self.nv},) finite values >= 0")
             changes["armature"] = a.copy()
-        for value in changes.values():
-            value.setflags(write=False)
+        _freeze(changes.values())
         out.arrays = self.arrays._replace(**changes)
         for cached in ("_arrays_without_gravity",):
             out.__dict__.pop(cached, None)

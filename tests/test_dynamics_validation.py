@@ -477,7 +477,8 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
     state as a stack of one takes the full path.  Results and the Data arrays the
     function fills are the same bits, for a fresh Data, one grown for a stack and
     resized back to one state (its arrays made anew twice), a deep copy and a
-    pickled copy of the Data and of the model."""
+    pickled copy of the Data and of the model (whose arrays stay read-only, so they
+    run the kernels compiled for the model)."""
     import copy
     import pickle
 
@@ -504,6 +505,14 @@ def test_one_state_in_one_compiled_call_equals_the_stack_path(case):
         "jacobian_center_of_mass": (lambda m_, d, q, v, tau: gd.jacobian_center_of_mass(
             m_, d, q), ("Jcom", "com")),
     }
+    # the copies keep the model's arrays read-only, so the kernels compiled for the
+    # model serve them (Numba types a writable array apart: every kernel compiled again)
+    for label, copied in (("deep copy", copy.deepcopy(m)),
+                          ("pickled", pickle.loads(pickle.dumps(m))),
+                          ("with_changes", m.with_changes(gravity=[0.0, 0.0, -1.0]))):
+        frozen = [a for a in (*copied.arrays, copied.lower_position_limit, copied.effort_limit)
+                  if isinstance(a, np.ndarray)]
+        assert not any(a.flags.writeable for a in frozen), label
     one = (x["q"][0], x["v"][0], x["tau"][0])
     stack = tuple(y[:1] for y in (x["q"], x["v"], x["tau"]))
     grown = case.data()
