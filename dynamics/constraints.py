@@ -44,6 +44,7 @@ import numpy as np
 
 from .config import inline_kernel, kernel
 from .joints import compose, placements
+from .model import freeze_arrays
 from .kinematics import LOCAL, WORLD, _reference_code, joint_jacobians_state, world_motions
 from .liegroups import _apply_v, _se3_vinv_coefficient, log3_quaternion
 from .spatial import inv_act_force, inv_act_motion, motion_cross
@@ -197,9 +198,17 @@ class ConstraintSet:
             reference=np.array([c.reference for c in constraints], dtype=np.int64),
             Kp=np.array([c.Kp for c in constraints], dtype=float),
             Kd=np.array([c.Kd for c in constraints], dtype=float))
-        for value in self.arrays:
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        freeze_arrays(self.arrays)
+
+    def __setstate__(self, state):
+        # as Model.__setstate__: NumPy unpickles (and deep-copies) a read-only array as a
+        # writable one, which Numba types apart (every kernel would compile again for the
+        # copy, e.g. on a Dask worker); the set's arrays and the packings cached on it
+        # (contact chains, the arrays without gains) are all read-only
+        self.__dict__.update(state)
+        for value in state.values():
+            if isinstance(value, tuple):
+                freeze_arrays(value)
 
     size = property(lambda self: self.arrays.nrows)
     names = property(lambda self: [c.name for c in self.constraints])

@@ -35,7 +35,7 @@ come here; any other function refuses it with a TypeError that says so (use
 """
 import numpy as np
 
-from .model import PRISMATIC, REVOLUTE
+from .model import PRISMATIC, REVOLUTE, freeze_arrays
 
 _ONE_DOF = (REVOLUTE, PRISMATIC)
 
@@ -59,6 +59,11 @@ class MimicModel:
     nq, nv, njoints, names, frames, idx_qs, idx_vs, nqs, nvs, limits and
     reference_configurations in the reduced coordinates.
     """
+
+    def __setstate__(self, state):
+        # G, E, b stay read-only in a pickled or deep copy (see Model.__setstate__)
+        self.__dict__.update(state)
+        freeze_arrays((self.G, self.E, self.b))
 
     def __init__(self, full, mimics):
         arrays = full.arrays
@@ -88,8 +93,7 @@ class MimicModel:
             self.G[arrays.idx_v[j], reduced_v[arrays.idx_v[k]]] = ratio
             self.E[arrays.idx_q[j], kept_q.index(arrays.idx_q[k])] = ratio
             self.b[arrays.idx_q[j]] = offset
-        for value in (self.G, self.E, self.b):
-            value.setflags(write=False)
+        freeze_arrays((self.G, self.E, self.b))
         self._kept_q, self._kept_v = np.array(kept_q), np.array(kept_v)
         self._layout(arrays, mimicking, [(j, k) for j, k, _, _ in mimics])
         self.lower_position_limit = full.lower_position_limit[self._kept_q]

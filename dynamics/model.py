@@ -86,7 +86,7 @@ def transform_inertia(R, p, inertia6):
     return spatial_inertia(mass, R @ com + p, R @ inertia_at_com @ R.T)
 
 
-def _freeze(values):
+def freeze_arrays(values):
     """Make each NumPy array among ``values`` read-only."""
     for value in values:
         if isinstance(value, np.ndarray):
@@ -268,8 +268,8 @@ class Model:
     def _freeze(self):
         """Make the model's arrays read-only (what the kernels were compiled for)."""
         for name in self._FROZEN_ARRAYS:
-            _freeze(self.__dict__.get(name, ()))
-        _freeze(getattr(self, name) for name in self._FROZEN_LIMITS)
+            freeze_arrays(self.__dict__.get(name, ()))
+        freeze_arrays(getattr(self, name) for name in self._FROZEN_LIMITS)
 
     def __init__(self, builder):
         nj = len(builder.parents)
@@ -389,7 +389,7 @@ class Model:
             if a.shape != (self.nv,) or not np.all(np.isfinite(a)) or np.any(a < 0.0):
                 raise ValueError(f"armature: expected ({self.nv},) finite values >= 0")
             changes["armature"] = a.copy()
-        _freeze(changes.values())
+        freeze_arrays(changes.values())
         out.arrays = self.arrays._replace(**changes)
         for cached in ("_arrays_without_gravity",):
             out.__dict__.pop(cached, None)

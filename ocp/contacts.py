@@ -64,7 +64,7 @@ from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamic
 from ..dynamics.config import num_threads
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
-from ..dynamics.model import FREE_FLYER
+from ..dynamics.model import FREE_FLYER, freeze_arrays
 from ..dynamics.rnea import generalized_gravity
 from .contact_step import (CONTACT_SCHEMES, DERIVATIVES, EMPTY, VALUES, _contact_jacobians,
                            contact_step_workspace, solved_store)
@@ -361,6 +361,13 @@ class ImpulseDynamics(ContactDynamics):
         gains = np.zeros(self.constraints.arrays.n)
         gains.setflags(write=False)
         self.constraints_without_gains = self.constraints.arrays._replace(Kp=gains, Kd=gains)
+
+    def __setstate__(self, state):
+        # the kernels' read-only arrays stay read-only in a pickled or deep copy (see
+        # Model.__setstate__); the model and the constraint set freeze their own
+        self.__dict__.update(state)
+        freeze_arrays(self.arrays_without_gravity)
+        freeze_arrays(self.constraints_without_gains)
 
     def _states(self, xs):
         nq = self.model.nq

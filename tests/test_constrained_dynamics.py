@@ -540,3 +540,32 @@ def test_parallel_phase_kernels_equal_the_serial_ones(load_case, assert_close):
             n_chunks)
         for name, a, b in zip(DERIVATIVE_NAMES, out, derivatives):
             assert_close(a, b, 1e-14, name)
+
+
+def test_copies_keep_the_constraint_arrays_read_only(load_case):
+    """A pickled or deep-copied ConstraintSet (a Dask worker's, a builder's closure) and
+    an ImpulseDynamics keep the kernels' arrays read-only, with the packings cached on
+    the set: NumPy unpickles read-only arrays writable, which Numba types apart (every
+    constrained kernel would compile again for the copy)."""
+    import copy
+    import pickle
+
+    from geppetto.dynamics.constrained_dynamics import _without_gains
+    from geppetto.dynamics.constraint_lanes import contact_chains
+    case = load_case("solo12")
+    m = case.model
+    cs = ConstraintSet(m, [contact_3d(m, f, Kd=2.0) for f in FEET["solo12"]])
+    contact_chains(m, cs)
+    _without_gains(cs)
+    impulse = gp.ocp.ImpulseDynamics(m, cs)
+    for label, copied in (("deep copy", copy.deepcopy(cs)), ("pickled", pickle.loads(pickle.dumps(cs)))):
+        arrays = [*copied.arrays, *copied._lanes_chains, *copied._arrays_without_gains]
+        frozen = [a for a in arrays if isinstance(a, np.ndarray)]
+        assert len(frozen) > 15, label
+        assert not any(a.flags.writeable for a in frozen), label
+        assert np.array_equal(copied.arrays.joint1, cs.arrays.joint1), label
+    for label, copied in (("deep copy", copy.deepcopy(impulse)),
+                          ("pickled", pickle.loads(pickle.dumps(impulse)))):
+        arrays = [*copied.arrays_without_gravity, *copied.constraints_without_gains]
+        frozen = [a for a in arrays if isinstance(a, np.ndarray)]
+        assert not any(a.flags.writeable for a in frozen), label
