@@ -331,16 +331,14 @@ def _kkt_term_lists(m, slot, chain, depth, row_constraint):
         for p in range(i + 1, nc):
             upper[i, p - i - 1, 0], upper[i, p - i - 1, 1] = (p * nc + i) * TILE, 3 * p * TILE
         counts[4, i], counts[5, i] = i, nc - 1 - i
-    for k in range(nv):
+    # one walk up from each dof k gives k's ancestors (in walk order) and, k taken from
+    # the last down, each ancestor's descendants in decreasing order
+    for k in range(nv - 1, -1, -1):
         i = m.dof_parent[k]
         while i >= 0:
             n = counts[0, k]
             ancestors[k, n, 0], ancestors[k, n, 1] = slot[k, i] * TILE, 3 * i * TILE
             counts[0, k] = n + 1
-            i = m.dof_parent[i]
-    for k in range(nv - 1, -1, -1):
-        i = m.dof_parent[k]
-        while i >= 0:
             n = counts[1, i]
             descendants[i, n, 0], descendants[i, n, 1] = slot[k, i] * TILE, 3 * k * TILE
             counts[1, i] = n + 1
