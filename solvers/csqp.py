@@ -126,8 +126,10 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # docstring)
 SPARSE_KINDS = np.array([True, False, False])
 
-# the warm line search: a full step accepted right after an accepted step at most this
-# resumes the crawl at that step (:meth:`CSQP._first_trial`)
+# the warm line search (:meth:`CSQP._first_trial`): after an accepted step at most
+# CRAWL the next search starts a step above it; a full step accepted right after an
+# accepted step at most CRAWL_RESUME resumes the crawl at that step
+CRAWL = 0.125
 CRAWL_RESUME = 0.25
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
@@ -1071,7 +1073,7 @@ class CSQP:
         if not self.warm_line_search or len(steps) < 2:
             return 0
         before, last = steps[-2], steps[-1]
-        if last <= 0.125:
+        if last <= CRAWL:
             return max(self.alphas.index(last) - 1, 0)
         if last == self.alphas[0] and before <= CRAWL_RESUME:
             return self.alphas.index(before)
