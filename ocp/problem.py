@@ -308,13 +308,28 @@ class ShootingProblem:
         has fewer than :data:`STRUCTURED_MIN_ROWS` tangent rows of v outside the Lie
         rows: there the products are too small for the saving to pay for the extra
         ones; True marks the Euler knots whatever the size."""
-        if self._euler_structure is None or not self.structured_backward:
+        if self._euler_structure is None or self._structured_backward is False:
             return _DENSE_STRUCTURE
-        if self.structured_backward == "auto":
+        if self._structured_backward == "auto":
             nv = self.state.nv
             if nv - self._euler_structure[1].shape[0] < STRUCTURED_MIN_ROWS:
                 return _DENSE_STRUCTURE
         return self._euler_structure
+
+    @property
+    def structured_backward(self):
+        """"auto" (default), True or False: see :attr:`euler_structure`."""
+        return self._structured_backward
+
+    @structured_backward.setter
+    def structured_backward(self, value):
+        if isinstance(value, str) and value == "auto":
+            self._structured_backward = "auto"
+        elif isinstance(value, (bool, np.bool_)):
+            self._structured_backward = bool(value)
+        else:
+            raise ValueError(f"structured_backward: expected True, False or 'auto', "
+                             f"got {value!r}")
 
     def _phase_data(self, runs, start, stop):
         """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b

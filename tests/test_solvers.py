@@ -833,6 +833,8 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     # by default ur5's 6 rows are too few for the structure to pay: dense products there
     auto = problem.euler_structure
     assert (auto[0].size == 0) == (name == "ur5")
+    with pytest.raises(ValueError, match="structured_backward"):
+        problem.structured_backward = "dense"
     problem.structured_backward = True
     dts, lie_rows = problem.euler_structure
     impulses = problem.nus == 0
