@@ -291,8 +291,9 @@ class ShootingProblem:
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
         # the block structure of the symplectic Euler knots' Fx, Fu for the backward pass
-        # (:attr:`euler_structure`); False: dense products at every knot (for comparisons)
-        self.structured_backward = True
+        # (:attr:`euler_structure`): "auto" where it pays, True at every Euler knot,
+        # False dense products at every knot (for comparisons)
+        self.structured_backward = "auto"
         self._euler_structure = _euler_structure(self.state, running_models)
 
     @property
@@ -303,10 +304,32 @@ class ShootingProblem:
         lie_rows the state's tangent rows of its free-flyer, spherical and planar
         joints.  With ``structured_backward`` False, or no such knot, dts is empty:
         dense products everywhere, in the same compiled specialization (no None:
-        another one would compile)."""
-        if self.structured_backward and self._euler_structure is not None:
-            return self._euler_structure
-        return _DENSE_STRUCTURE
+        another one would compile).  With "auto" (the default) also when the state
+        has fewer than :data:`STRUCTURED_MIN_ROWS` tangent rows of v outside the Lie
+        rows: there the products are too small for the saving to pay for the extra
+        ones; True marks the Euler knots whatever the size."""
+        if self._euler_structure is None or self._structured_backward is False:
+            return _DENSE_STRUCTURE
+        if self._structured_backward == "auto":
+            nv = self.state.nv
+            if nv - self._euler_structure[1].shape[0] < STRUCTURED_MIN_ROWS:
+                return _DENSE_STRUCTURE
+        return self._euler_structure
+
+    @property
+    def structured_backward(self):
+        """"auto" (default), True or False: see :attr:`euler_structure`."""
+        return self._structured_backward
+
+    @structured_backward.setter
+    def structured_backward(self, value):
+        if isinstance(value, str) and value == "auto":
+            self._structured_backward = "auto"
+        elif isinstance(value, (bool, np.bool_)):
+            self._structured_backward = bool(value)
+        else:
+            raise ValueError(f"structured_backward: expected True, False or 'auto', "
+                             f"got {value!r}")
 
     def _phase_data(self, runs, start, stop):
         """The StageData of knots start:stop made of ``runs`` [(model, a, b)] (a, b
@@ -766,6 +789,14 @@ class ShootingProblem:
 
 
 _DENSE_STRUCTURE = (np.zeros(0), np.zeros(0, dtype=np.int64))
+
+# The Euler block structure replaces each (2n)^3 product of the backward pass by a
+# 2n x (n + |L|) x 2n one plus a few small ones: it saves 4 n^2 (n - |L|) flops a product
+# against fixed costs per call.  Backward pass structured / dense per knot (one thread,
+# interleaved, median of 7 rounds, load 1-6): n - |L| = 4: 1.08, 6 (ur5): 1.04, 6 (chain of
+# 6 on a free flyer, nv 12): 1.03, 7: 1.01, 8: 1.005, 9 (panda): 0.99, 9 (chain): 0.93,
+# 10 (nv 16 with a free flyer): 0.97, 12 (solo12): 0.96, 14: 0.89, 32 (talos): 0.80.
+STRUCTURED_MIN_ROWS = 9
 
 
 def _euler_structure(state, running_models):

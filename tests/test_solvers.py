@@ -821,7 +821,8 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     solvers/riccati.py) gives the gains and value function of the dense products to
     rounding, on ur5 (no Lie rows) and a short solo12 trot (the free flyer's six rows;
     its touchdown impulses are explicit Euler knots and keep the dense products), at a
-    random infeasible point."""
+    random infeasible point; the structure forced on ur5, where "auto" keeps the dense
+    products."""
     from geppetto.solvers.riccati import backward_pass
     if name == "ur5":
         robot = gp.robots.load("ur5")
@@ -829,6 +830,12 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     else:
         import crocoddyl_problems as cp
         problem = cp.build(cp.trot_task(step_knots=3, support_knots=1))
+    # by default ur5's 6 rows are too few for the structure to pay: dense products there
+    auto = problem.euler_structure
+    assert (auto[0].size == 0) == (name == "ur5")
+    with pytest.raises(ValueError, match="structured_backward"):
+        problem.structured_backward = "dense"
+    problem.structured_backward = True
     dts, lie_rows = problem.euler_structure
     impulses = problem.nus == 0
     np.testing.assert_array_equal(dts == 0.0, impulses)
