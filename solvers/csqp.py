@@ -70,7 +70,8 @@ the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 ru
 crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
 solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
 need 37 sweeps and 28 solves); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
-partial refactorization (from its last changed knot down) and its factorization that
+partial refactorization (from its last changed knot down, the Hessian rewritten
+at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
 (:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); the final solve's inexact
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
@@ -81,7 +82,9 @@ a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on pa
 the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
-quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian.
+quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
+inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
+rollout of the round's law, and three other starting active sets (qp14, qp15).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
