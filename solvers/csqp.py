@@ -70,7 +70,8 @@ the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 ru
 crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
 solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
 need 37 sweeps and 28 solves); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
-partial refactorization (from its last changed knot down) and its factorization that
+partial refactorization (from its last changed knot down, the Hessian rewritten
+at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
 (:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); the final solve's inexact
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
@@ -81,7 +82,9 @@ a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on pa
 the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
-quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian.
+quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
+inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
+rollout of the round's law, and three other starting active sets (qp14, qp15).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
@@ -218,17 +221,30 @@ def _residuals(blocks, xs, us):
 
 
 @kernel
-def _hessian(blocks, L, H, t_end):
+def _hessian(blocks, L, H, t_end, knots):
     """H = L's Hessian (Lxx, Luu, Lxu) + sum_i rho_i R_i^T R_i over the rows, at the
     knots below t_end (t_end = N: the terminal knot too), those a factorization of
-    :meth:`CSQP._factorize` reads."""
+    :meth:`CSQP._factorize` reads, and of those only the knots marked in ``knots``
+    (N+1 bools): an active-set round rewrites the knots whose rows it changed, H at the
+    others is the last factorization's (the same L and rows: the same bits)."""
     Lxx, Luu, Lxu = L
     Hxx, Huu, Hxu, gx, gu = H
     N = Huu.shape[0]
     top = N + 1 if t_end >= N else t_end
-    Hxx[:top] = Lxx[:top]
-    Huu[:t_end] = Luu[:t_end]
-    Hxu[:t_end] = Lxu[:t_end]
+    every = True
+    for t in range(top):
+        every = every and knots[t]
+    if every:
+        Hxx[:top] = Lxx[:top]
+        Huu[:t_end] = Luu[:t_end]
+        Hxu[:t_end] = Lxu[:t_end]
+    else:
+        for t in range(top):
+            if knots[t]:
+                Hxx[t] = Lxx[t]
+                if t < N:
+                    Huu[t] = Luu[t]
+                    Hxu[t] = Lxu[t]
     cx = np.empty(Hxx.shape[1], dtype=np.int64)
     cu = np.empty(Huu.shape[1], dtype=np.int64)
     for b in range(len(blocks)):
@@ -236,9 +252,12 @@ def _hessian(blocks, L, H, t_end):
         if start >= top:
             continue
         weights = rho
-        if start + rho.shape[0] > top:      # the rows of knots from t_end on left out
+        if not every or start + rho.shape[0] > top:
+            # the rows of knots from t_end on, or not marked, left out
             weights = rho.copy()
-            weights[top - start:] = 0.0
+            for k in range(rho.shape[0]):
+                if start + k >= top or not knots[start + k]:
+                    weights[k] = 0.0
         # the gradient g is rewritten by _gradient: no linear terms here
         _add_rows(kind, start, Rx, Ru, index, dx_index, np.zeros(rho.shape), weights, cx,
                   cu, gx, gu, Hxx, Huu, Hxu)
@@ -388,12 +407,24 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
 def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
     """z and y of every row after the Riccati solve w~ = (tx, tu) from w^k = (dx, du);
     dual_x, dual_u accumulate R^T rho (z^{k+1} - z^k).  Returns (the primal residual
-    max |v(w^{k+1}) - z^{k+1}|, its scale max(|v|, |z|))."""
+    max |v(w^{k+1}) - z^{k+1}|, its scale max(|v|, |z|)).  The method of multipliers
+    (``project`` False, alpha 1, z fixed): v(w^k) drops out (0 v_old adds an exact
+    zero) and z does not move, so neither is computed (the same bits)."""
     prim, scale = 0.0, 0.0
+    plain = not project and alpha == 1.0
     for b in range(len(blocks)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
-        v_new, v_old = np.empty(y.shape), np.empty(y.shape)
+        v_new = np.empty(y.shape)
         _block_values(kind, start, r, Rx, Ru, index, dx_index, tx, tu, v_new)
+        if plain:
+            for k in range(y.shape[0]):
+                for i in range(y.shape[1]):
+                    if rho[k, i] != 0.0:
+                        y[k, i] += rho[k, i] * (v_new[k, i] - z[k, i])
+                        prim = max(prim, abs(v_new[k, i] - z[k, i]))
+                        scale = max(scale, abs(v_new[k, i]), abs(z[k, i]))
+            continue
+        v_old = np.empty(y.shape)
         _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, v_old)
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
@@ -521,15 +552,17 @@ def _polish_rows(blocks, polished, big, tolerance, fresh):
 
 
 @kernel
-def _polish_fix(polished, dx, du, big, tolerance, sparse):
+def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
     active inequality row whose multiplier has the wrong sign becomes inactive.  In
     a block whose kind is marked in ``sparse`` (0 residual rows, 1 control bounds, 2
     state bounds), of a run of consecutive knots where a row is pushed past its bound
     only the knot of the largest violation becomes active, for residual rows without a
-    control term (module docstring: the touch points of a position constraint).  Returns (the number of rows changed (0:
-    the polished step is the QP's solution), the last knot with a changed row)."""
+    control term (module docstring: the touch points of a position constraint).  Marks the
+    knots of the changed rows in ``changed`` (N+1 bools, left as they are elsewhere).
+    Returns (the number of rows changed (0: the polished step is the QP's solution), the
+    last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
@@ -557,6 +590,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
                         rho[add, i] = big
                         changes += 1
                         last = max(last, start + add)
+                        changed[start + add] = True
                 best, best_k = 0.0, -1
         for k in range(K):
             for i in range(y.shape[1]):
@@ -567,6 +601,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse):
                     y[k, i] = 0.0
                     changes += 1
                     last = max(last, start + k)
+                    changed[start + k] = True
     return changes, last
 
 
@@ -705,6 +740,8 @@ class CSQP:
         self.polish_work = self.work[:6] + (np.zeros((N + 1, ndx)), np.zeros((N, nu))) + \
             self.work[8:]
         self.lam = np.zeros((N + 1, ndx))
+        self._all_knots = np.ones(N + 1, dtype=bool)
+        self._changed_knots = np.zeros(N + 1, dtype=bool)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
         # the line search's trial points: two buffers each, the accepted one becomes the
@@ -725,18 +762,21 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks, sigma=None, t_end=None, swept=False):
+    def _factorize(self, blocks, sigma=None, t_end=None, swept=False, knots=None):
         """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
         the ``sigma`` option); with ``t_end`` < N only of the knots below it, those from
         t_end on kept from the last factorization (the rows there unchanged).
         ``swept``: its linear terms are the gradient of :func:`_admm`'s next iteration
         (``sigma`` and the work's (dx, du)), so that the factorization's Vx and k are
         that iteration's sweep (the knots from t_end on swept on the kept factorization
-        first): one sweep of the linear terms fewer per solve."""
+        first): one sweep of the linear terms fewer per solve.  ``knots``: the knots whose
+        rows changed since the last factorization, whose Hessian :func:`_hessian`
+        rewrites (default: all)."""
         problem = self.problem
         self._factorizations += 1
         t_end = problem.N if t_end is None else t_end
-        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end)
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end,
+                 self._all_knots if knots is None else knots)
         Hxx, Huu, Hxu, _, _ = self.H
         Lx, Lu = problem.Lx, problem.Lu
         if swept:
@@ -827,10 +867,12 @@ class CSQP:
         pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
-        sigma, t_end = self.polish_sigma, None
+        sigma, t_end, knots = self.polish_sigma, None, None
+        changed = self._changed_knots
         for _ in range(rounds):
-            if not self._factorize(self.typed_polished, sigma, t_end, True):
+            if not self._factorize(self.typed_polished, sigma, t_end, True, knots):
                 return False
+            changed[:] = False
             swept = True
             tight = self._tight_eps
             for eps in (POLISH_LOOSE_EPS, tight):
@@ -842,12 +884,13 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
-                                            POLISH_TOLERANCE, SPARSE_KINDS)
+                                            POLISH_TOLERANCE, SPARSE_KINDS, changed)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
-            # the rows of knots after the last change are those of this factorization
-            t_end = min(last + 1, self.problem.N)
+            # the rows of knots after the last change are those of this factorization,
+            # and below it those of unmarked knots
+            t_end, knots = min(last + 1, self.problem.N), changed
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False

@@ -206,3 +206,37 @@ def test_trial_point_equals_integrate_and_calc_to_the_bit():
         expected = solver._evaluate(x_try.copy(), u_try.copy(), CALC)
         assert trial == expected, (trial, expected)
         assert trial[1] > 1e-3 and trial[3] > 0.0        # gaps and violations nonzero
+
+
+def test_a_round_rewrites_the_hessian_at_its_changed_knots_only():
+    """An active-set round's Hessian (csqp._hessian with the knots _polish_fix marked):
+    equal to the bit to the one rebuilt at every knot after a control-bound row is
+    switched (active <-> inactive) at two knots, with a partial t_end too; without
+    marking them, H differs there (the stale rows' terms)."""
+    from geppetto.solvers import csqp
+    knots = range(4, 9)
+    problem = _lq_problem(control_bounds=(-0.4, 0.4), state_bounds=(
+        np.array([-np.inf, 0.2, -np.inf, -np.inf]), np.full(4, np.inf)), bounded_knots=knots)
+    solver = gp.solvers.CSQP(problem)
+    assert solver.solve(max_iter=20).converged
+    L = (problem.Lxx, problem.Luu, problem.Lxu)
+    blocks, N = solver.typed_polished, problem.N
+    everywhere = np.ones(N + 1, dtype=bool)
+    csqp._hessian(blocks, L, solver.H, N, everywhere)
+    rho = [b[7] for b in solver._items(solver._polished[0::3], solver._polished[1::3],
+                                       solver._polished[2::3])]
+    control = next(r for r, b in zip(rho, solver.blocks) if b.kind == "u")
+    changed = np.zeros(N + 1, dtype=bool)
+    for k in (1, 3):                            # block knots 1, 3: problem knots 5, 7
+        control[k, 0] = 1e5 if control[k, 0] == 0.0 else 0.0
+        changed[knots[k]] = True
+    for t_end in (N, knots[3] + 1):
+        stale = tuple(h.copy() for h in solver.H)
+        rebuilt = tuple(h.copy() for h in solver.H)
+        csqp._hessian(blocks, L, solver.H, t_end, changed)
+        csqp._hessian(blocks, L, rebuilt, t_end, everywhere)
+        for marked, full in zip(solver.H[:3], rebuilt[:3]):
+            assert np.array_equal(marked, full)
+        csqp._hessian(blocks, L, stale, t_end, np.zeros(N + 1, dtype=bool))
+        assert not np.array_equal(stale[1], rebuilt[1])
+        solver.H = tuple(h.copy() for h in stale)
