@@ -743,7 +743,7 @@ def crba_batch(model, q):
     qs, single = as_configurations(model, q)
     if single:
         raise ValueError("q: expected a stack (K, nq); for one state call crba")
-    M = np.empty((qs.shape[0], model.nv, model.nv))
+    M = aligned_empty((qs.shape[0], model.nv, model.nv))  # whole lines streamed
     _crba_lanes(model.arrays, qs, False, M.reshape(qs.shape[0], model.nv * model.nv))
     return M
 

@@ -1093,7 +1093,7 @@ def compute_minverse_batch(model, q):
     if single:
         raise ValueError("q: expected a stack (K, nq); for one state call compute_minverse")
     nv, K = model.nv, qs.shape[0]
-    Minv = np.empty((K, nv, nv))
+    Minv = aligned_empty((K, nv, nv))  # whole lines streamed (store_symmetric_tile)
     _minverse_lanes(model.arrays, qs, False, Minv.reshape(K, nv * nv))
     check_invertible(model, Minv, K, "compute_minverse_batch")
     return Minv

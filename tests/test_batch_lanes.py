@@ -207,9 +207,17 @@ def _as_tuple(x):
 
 
 def test_streamed_store_on_an_unaligned_output():
-    """store_tile and store_symmetric_tile into outputs that start 8 bytes past a cache
-    line, both layouts, streamed (non-temporal) and plain: every entry written."""
-    T, nv = lane_tiles.TILE, 37
+    """store_tile and store_symmetric_tile into outputs that start on a cache line or 8
+    bytes past one, both layouts, streamed (non-temporal) and plain, nv odd and even (the
+    (K, nv nv) symmetric store streams the lines of even states, then those of odd
+    states, which start mid-line, when nv nv is a multiple of 4 and the output aligned):
+    every entry written."""
+    for nv, lead in ((37, 1), (38, 1), (38, 0)):
+        _check_stores(nv, lead)
+
+
+def _check_stores(nv, lead):
+    T = lane_tiles.TILE
     K = lane_tiles.STREAM_DOUBLES // (nv * nv) + 3
     rng = np.random.default_rng(2)
     tile = rng.standard_normal(nv * nv * T)
@@ -220,7 +228,7 @@ def test_streamed_store_on_an_unaligned_output():
         shape = (nv * nv, K) if lanes_major else (K, nv * nv)
         for store in ("store_tile", "store_symmetric_tile"):
             raw = lane_tiles.aligned_empty((nv * nv * K + 1,))
-            out = raw[1:].reshape(shape)
+            out = raw[lead:lead + nv * nv * K].reshape(shape)
             out[...] = np.nan
             for b in range(0, K, T):
                 n = min(T, K - b)
@@ -234,4 +242,5 @@ def test_streamed_store_on_an_unaligned_output():
             expected = np.where(rows[None, :] < 0, 0.0,
                                 tile.reshape(nv * nv, T)[np.maximum(rows, 0)][:, lanes].T)
             np.testing.assert_array_equal(states, expected,
-                                          err_msg=f"{store} lanes_major={lanes_major}")
+                                          err_msg=f"{store} lanes_major={lanes_major} "
+                                                  f"nv={nv} lead={lead}")
