@@ -672,14 +672,22 @@ def _as_lanes_configurations(model, q):
     return arr
 
 
-def _as_stacks(model, q, v, u, name_u):
-    """(K, nq), (K, nv), (K, nv) stacks, validated as rnea's arguments."""
+def _as_configuration_stack(model, q, one_state):
+    """q as a (K, nq) stack of valid configurations of a plain Model, validated as the
+    one-state functions' q; a single configuration is refused, naming the function
+    ``one_state`` to call for it (the argument checks of every ``*_batch`` function)."""
     _check_plain_model(model)
     qs, single = as_configurations(model, q)
-    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
-    us, _ = as_stack(u, model.nv, name_u, (qs.shape[0], single))
     if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call rnea/aba")
+        raise ValueError(f"q: expected a stack (K, nq); for one state call {one_state}")
+    return qs
+
+
+def _as_stacks(model, q, v, u, name_u, one_state="rnea/aba"):
+    """(K, nq), (K, nv), (K, nv) stacks, validated as rnea's arguments."""
+    qs = _as_configuration_stack(model, q, one_state)
+    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], False))
+    us, _ = as_stack(u, model.nv, name_u, (qs.shape[0], False))
     return qs, vs, us
 
 
@@ -739,10 +747,7 @@ def crba_lanes(model, q):
 
 def crba_batch(model, q):
     """:func:`crba_lanes` on the usual stack: q (K, nq) -> M (K, nv, nv)."""
-    _check_plain_model(model)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call crba")
+    qs = _as_configuration_stack(model, q, "crba")
     M = aligned_empty((qs.shape[0], model.nv, model.nv))  # whole lines streamed
     _crba_lanes(model.arrays, qs, False, M.reshape(qs.shape[0], model.nv * model.nv))
     return M

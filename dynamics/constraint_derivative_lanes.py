@@ -48,7 +48,7 @@ from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_works
                                _contacts_only,
                                _rotate_lanes, contact_chains)
 from .constraints import CONTACT_3D
-from .batch_lanes import _as_lanes, _as_lanes_configurations, _check_plain_model
+from .batch_lanes import _as_lanes, _as_lanes_configurations, _as_stacks
 from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
                                _derivative_workspace, _related_dofs,
                                _rnea_derivatives_backward_lanes)
@@ -56,7 +56,6 @@ from .kinematics import LOCAL
 from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block,
                          fill_lanes, load_tile, store_tile)
 from .spatial import cross
-from .validation import as_configurations, as_stack
 
 
 # --- dR1: the contact wrenches as external forces -----------------------------------------
@@ -636,13 +635,7 @@ def constraint_dynamics_derivatives_batch(model, q, v, tau, constraints, mu=0.0,
     """:func:`constraint_dynamics_derivatives_lanes` on the usual stacks: q (K, nq), v
     and tau (K, nv) -> ddq (K, nv), lambda (K, nc) and the six derivatives (K, nv, nv)
     and (K, nc, nv); the tiles are transposed in the kernel as they are stored."""
-    _check_plain_model(model)
+    qs, vs, taus = _as_stacks(model, q, v, tau, "tau", "constraint_dynamics_derivatives")
     mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
     cs = _derivative_contacts(model, constraints, mu)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call "
-                         "constraint_dynamics_derivatives")
-    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
-    taus, _ = as_stack(tau, model.nv, "tau", (qs.shape[0], single))
     return _solve_derivatives(model, cs, qs, vs, taus, mu, max_iterations, accuracy, False)

@@ -33,9 +33,9 @@ No external forces (as the other lanes kernels).
 """
 import numpy as np
 
-from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _check_plain_model,
-                          _compact_inertias, _crba_forward_pass_lanes, _invert_spd_lanes,
-                          _ltl_factor_lanes, _mass_matrix_slots, crba_tile,
+from .batch_lanes import (_as_configuration_stack, _as_lanes, _as_lanes_configurations,
+                          _as_stacks, _compact_inertias, _crba_forward_pass_lanes,
+                          _invert_spd_lanes, _ltl_factor_lanes, _mass_matrix_slots, crba_tile,
                           crba_tile_workspace)
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
@@ -43,7 +43,7 @@ from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT
                          load_six_lanes, load_tile, motion_cross_lanes, store_six_lanes,
                          store_six_sum_lanes, store_symmetric_tile, store_tile,
                          tile_workspace, aligned_empty)
-from .validation import as_configurations, check_invertible
+from .validation import check_invertible
 
 T12 = 12 * TILE
 UT10, UT11 = np.uint64(10 * TILE), np.uint64(11 * TILE)
@@ -1088,10 +1088,7 @@ def compute_minverse_lanes(model, q):
 
 def compute_minverse_batch(model, q):
     """:func:`compute_minverse_lanes` on the usual stack: q (K, nq) -> (K, nv, nv)."""
-    _check_plain_model(model)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call compute_minverse")
+    qs = _as_configuration_stack(model, q, "compute_minverse")
     nv, K = model.nv, qs.shape[0]
     Minv = aligned_empty((K, nv, nv))  # whole lines streamed (store_symmetric_tile)
     _minverse_lanes(model.arrays, qs, False, Minv.reshape(K, nv * nv))
