@@ -244,3 +244,25 @@ def _check_stores(nv, lead):
             np.testing.assert_array_equal(states, expected,
                                           err_msg=f"{store} lanes_major={lanes_major} "
                                                   f"nv={nv} lead={lead}")
+
+
+def test_singular_mass_matrix_is_refused_by_minverse():
+    """A massless last link (URDF without <inertial>): M(q) is singular, the factor
+    divides by sqrt(0), and compute_minverse_batch / _lanes raise instead of returning
+    inf or NaN (they check M^-1's diagonal only: every NaN of L^-1 shows there)."""
+    inertial = ('<inertial><origin xyz="0.1 0 0.2"/><mass value="1"/><inertia ixx="0.3" '
+                'ixy="0" ixz="0" iyy="0.4" iyz="0" izz="0.5"/></inertial>')
+    def joint(name, parent, child, axis):
+        return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/>'
+                f'<child link="{child}"/><origin xyz="0.1 0.2 0.3"/><axis xyz="{axis}"/>'
+                '<limit lower="-1" upper="2" effort="3" velocity="4"/></joint>')
+    xml = (f'<robot name="massless_tip"><link name="a"/><link name="b">{inertial}</link>'
+           f'<link name="c"/>{joint("j1", "a", "b", "0 0 1")}{joint("j2", "b", "c", "0 1 0")}'
+           '</robot>')
+    with pytest.warns(robots.URDFWarning, match="singular"):
+        model = robots.build_model_from_urdf_string(xml)
+    q = gd.random_configuration(model, np.random.default_rng(3), size=N_STATES)
+    with pytest.raises(ValueError, match="singular"):
+        gd.compute_minverse_batch(model, q)
+    with pytest.raises(ValueError, match="singular"):
+        gd.compute_minverse_lanes(model, q.T)
