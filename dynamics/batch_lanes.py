@@ -14,11 +14,11 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel
-from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, act_force_lanes, add_lanes, dinv_times_lanes, fill_lanes,
+from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
+                         act_force_lanes, add_lanes, dinv_times_lanes, fill_lanes,
                          force_cross_lanes, force_to_parent, inertia_times_lanes,
-                         inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_tile,
-                         motion_cross_lanes, placement_lanes, store_six_lanes,
+                         inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_state_tiles,
+                         load_tile, motion_cross_lanes, placement_lanes, store_six_lanes,
                          store_symmetric_tile, store_tile, tile_workspace, aligned_empty)
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
@@ -78,9 +78,7 @@ def _rnea_lanes(m, q, v, a, lanes_major, tau):
     taut = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(a, b, n, lanes_major, at)
+        load_state_tiles(q, v, a, b, n, lanes_major, qt, vt, at)
         _rnea_forward_pass_lanes(m, qt, vt, at, ws)
         _rnea_backward_pass_lanes(m, at, ws, taut)
         store_tile(taut, b, n, lanes_major, tau)
@@ -321,9 +319,7 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
     ddqt = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _aba_forward_pass_1_lanes(m, qt, vt, ws, wa)
         _aba_backward_pass_lanes(m, taut, ws, wa)
         _aba_forward_pass_2_lanes(m, ws, wa, ddqt)

@@ -53,8 +53,8 @@ from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
                                _derivative_workspace, _related_dofs,
                                _rnea_derivatives_backward_lanes)
 from .kinematics import LOCAL
-from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block,
-                         fill_lanes, load_tile, store_tile)
+from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block, fill_lanes,
+                         load_state_tiles, store_tile)
 from .spatial import cross
 
 
@@ -528,9 +528,7 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
     fill_lanes(regular, 0, 1, 1.0)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _constraint_tile(m, ca, chain, depth, common, row_constraint, 0.0, max_iter, accuracy,
                          work, True, its)
         # dR1: the RNEA derivatives at (q, v, ddq) with the wrenches as external forces

@@ -47,7 +47,7 @@ from .constraints import CONTACT_3D, as_constraint_set, relative_log6
 from .derivative_lanes import _compact_times_lanes, _derivative_workspace, _velocities_lanes
 from .kinematics import LOCAL
 from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, fill_lanes,
-                         load_tile, store_tile, tile_workspace)
+                         load_state_tiles, store_tile, tile_workspace)
 
 
 # --- Contact chains (model structure, the same in every lane) ---------------------------
@@ -563,9 +563,7 @@ def _constraint_dynamics_lanes(m, ca, chain, depth, common, row_constraint, q, v
     fill_lanes(regular, 0, 1, 1.0)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _constraint_tile(m, ca, chain, depth, common, row_constraint, mu, max_iter, accuracy,
                          work, False, its)
         store_tile(ddqt, b, n, lanes_major, ddq)

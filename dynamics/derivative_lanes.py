@@ -38,11 +38,11 @@ from .batch_lanes import (_as_configuration_stack, _as_lanes, _as_lanes_configur
                           _invert_spd_lanes, _ltl_factor_lanes, _mass_matrix_slots, crba_tile,
                           crba_tile_workspace)
 from .config import inline_kernel, kernel
-from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes,
-                         load_six_lanes, load_tile, motion_cross_lanes, store_six_lanes,
-                         store_six_sum_lanes, store_symmetric_tile, store_tile,
-                         tile_workspace, aligned_empty)
+from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
+                         add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes, load_six_lanes,
+                         load_state_tiles, load_tile, motion_cross_lanes, store_six_lanes,
+                         store_six_sum_lanes, store_symmetric_tile, store_tile, tile_workspace,
+                         aligned_empty)
 from .validation import check_invertible
 
 T12 = 12 * TILE
@@ -911,9 +911,7 @@ def _aba_derivatives_lanes(m, q, v, tau, lanes_major, ddq, ddq_dq, ddq_dv, Minv)
     K = q.shape[1] if lanes_major else q.shape[0]
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _aba_tile(m, True, work)
         store_tile(ddqt, b, n, lanes_major, ddq)
         store_tile(out_q, b, n, lanes_major, ddq_dq)
@@ -934,9 +932,7 @@ def aba_tiles(m, q, v, tau, with_derivatives, work, ddq, ddq_dq, ddq_dv, Minv, o
     K = q.shape[0]
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, False, qt)
-        load_tile(v, b, n, False, vt)
-        load_tile(tau, b, n, False, taut)
+        load_state_tiles(q, v, tau, b, n, False, qt, vt, taut)
         _aba_tile(m, with_derivatives, work)
         store_tile(ddqt, b, n, False, ddq)
         store_tile(wd[0], b, n, False, oR)
@@ -969,9 +965,7 @@ def _rnea_derivatives_lanes(m, q, v, a, lanes_major, dtau_dq, dtau_dv, M):
     Mt = wd[19]  # Minv's tile array holds M here
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(a, b, n, lanes_major, at)
+        load_state_tiles(q, v, a, b, n, lanes_major, qt, vt, at)
         _world_tile(m, qt, vt, ws, wd, Yc)
         _accelerations_lanes(m, at, wd)
         _derivative_columns_lanes(m, False, wd)

@@ -517,6 +517,15 @@ def load_tile(x, b, n, lanes_major, out):
                 out[r * TILE + s] = x[k, r]
 
 
+@inline_kernel
+def load_state_tiles(q, v, u, b, n, lanes_major, qt, vt, ut):
+    """The tiles of states b .. b+n-1 of a state (q, v) and a third input u (a, tau):
+    :func:`load_tile` of each (the start of every kernel's tile loop)."""
+    load_tile(q, b, n, lanes_major, qt)
+    load_tile(v, b, n, lanes_major, vt)
+    load_tile(u, b, n, lanes_major, ut)
+
+
 @kernel
 def store_tile(t, b, n, lanes_major, x):
     """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
@@ -645,10 +654,11 @@ def _transposed_runs(store, t, source, s0, flat, o, size, z):
     return z
 
 
-@inline_kernel
+@kernel
 def _store_entries(t, source, s, flat, o, start, stop):
     """flat[o + r] = lane s of the tile's row source[r] (zero where source[r] < 0) for r
-    in start .. stop - 1: one state's entries, one at a time."""
+    in start .. stop - 1: one state's entries, one at a time (compiled once, not
+    inlined: its five calls inlined cost 0.2 CPU s of compile)."""
     for r in range(start, stop):
         k = source[r]
         flat[o + r] = 0.0 if k < 0 else t[k * TILE + s]
