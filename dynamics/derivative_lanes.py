@@ -1036,8 +1036,8 @@ def aba_derivatives_batch(model, q, v, tau):
     -> ddq (K, nv), ddq_dq, ddq_dv, Minv (K, nv, nv)."""
     qs, vs, taus = _as_stacks(model, q, v, tau, "tau")
     nv, K = model.nv, qs.shape[0]
-    ddq, dq, dv, Minv = (np.empty((K, nv)), np.empty((K, nv, nv)), np.empty((K, nv, nv)),
-                         np.empty((K, nv, nv)))
+    ddq, dq, dv, Minv = (np.empty((K, nv)), aligned_empty((K, nv, nv)),
+                         aligned_empty((K, nv, nv)), aligned_empty((K, nv, nv)))
     _aba_derivatives_lanes(model.arrays, qs, vs, taus, False, ddq, dq.reshape(K, nv * nv),
                            dv.reshape(K, nv * nv), Minv.reshape(K, nv * nv))
     check_invertible(model, ddq, K, "aba_derivatives_batch")
@@ -1064,7 +1064,7 @@ def rnea_derivatives_batch(model, q, v, a):
     -> dtau_dq, dtau_dv, M (K, nv, nv)."""
     qs, vs, as_ = _as_stacks(model, q, v, a, "a")
     nv, K = model.nv, qs.shape[0]
-    dq, dv, M = np.empty((K, nv, nv)), np.empty((K, nv, nv)), np.empty((K, nv, nv))
+    dq, dv, M = aligned_empty((K, nv, nv)), aligned_empty((K, nv, nv)), aligned_empty((K, nv, nv))
     _rnea_derivatives_lanes(model.arrays, qs, vs, as_, False, dq.reshape(K, nv * nv),
                             dv.reshape(K, nv * nv), M.reshape(K, nv * nv))
     return dq, dv, M

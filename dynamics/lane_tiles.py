@@ -49,16 +49,15 @@ larger than the caches (:data:`STREAM_DOUBLES`: talos's (nv, nv) matrices of
 are not read first (:func:`_stream_rows`; the public functions allocate it
 64-byte aligned, :func:`aligned_empty`).  With plain stores each run waited
 for its lines to come from memory, and that store alone took 2.3 us per talos
-state and matrix, more than CRBA's arithmetic.  The (K, size) layout
-transposes 16 lanes at a time and fetches the lines it writes ahead
-(:func:`prefetch_write`); the symmetric matrices of CRBA and M^-1 go there by
-8 x 8 blocks transposed in registers (:data:`store_transposed_8x8`), whole
-lines streamed when the output is larger than the caches.
+state and matrix, more than CRBA's arithmetic.  The (K, size) layout is
+written by 8 x 8 blocks (8 states, 8 entries) transposed in registers
+(:data:`store_transposed_8x8`, :func:`store_tile_rows`), whole lines
+streamed when the output is larger than the caches.
 """
 import math
 
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba.core import types
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 import numpy as np
@@ -74,35 +73,9 @@ T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile ro
 UT = np.uint64(TILE)
 UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
-# Outputs of more doubles than this are stored with non-temporal stores in the (size, K)
-# layout (:func:`store_tile`; :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
+# Outputs of more doubles than this are stored with non-temporal stores (:func:`store_tile`;
+# :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
 STREAM_DOUBLES = STREAM_BYTES // 8
-# The (K, size) layout's transposing store fetches the lines it will write this many
-# entries ahead (one line of each of the 16 rows it writes in step; measured on a
-# 1444-entry output: 16 ahead 0.89, 32 ahead 0.86, 64 ahead 0.97, none 1.26 us per state)
-PREFETCH_AHEAD = 32
-
-
-
-@intrinsic
-def prefetch_write(typingctx, array, index):
-    """A hint that array's element ``index`` (flat, C order) will be written soon: its
-    cache line is fetched for ownership (``prefetchw``), so that the store that follows
-    does not wait for memory.  A prefetch never faults: no bounds check is needed."""
-    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, arguments):
-        data = make_array(signature.args[0])(context, builder, arguments[0]).data
-        address = builder.gep(data, [arguments[1]])
-        i32 = ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32]),
-            "llvm.prefetch.p0")
-        builder.call(prefetch, [address, i32(1), i32(3), i32(1)])  # write, keep, data
-        return context.get_dummy_value()
-
-    return types.none(array, index), codegen
 
 
 def _mask(indices):
@@ -529,41 +502,9 @@ def load_state_tiles(q, v, u, b, n, lanes_major, qt, vt, ut):
 @kernel
 def store_tile(t, b, n, lanes_major, x):
     """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
-    along x's contiguous axis."""
-    if lanes_major:
-        if x.size > STREAM_DOUBLES:
-            _stream_rows(t, x, b, n, np.arange(x.shape[0]), np.zeros(0))
-            return
-        for r in range(x.shape[0]):
-            for s in range(n):
-                x[r, b + s] = t[r * TILE + s]
-        return
-    # (K, size): a transpose, by blocks of 16 lanes, so that each cache line of t is
-    # read once while 16 rows of x are written in step (lane by lane, the rows of t, T
-    # apart, are read once per lane, and for the (nv, nv) tiles, 1444 rows on talos,
-    # they leave L1 before the next lane reads them: measured 1.1 -> 0.6 us per state
-    # and talos matrix; blocks of 8 lanes 0.8 us, of 64 lanes 1.4 us).  The scalar
-    # stores wait for their lines from memory unless fetched ahead (prefetch_write).
-    size = x.shape[1]
-    s0 = 0
-    while s0 + 16 <= n:
-        for r in range(size):
-            if r % 8 == 0:
-                _prefetch_block(x, b + s0, size, r + PREFETCH_AHEAD)
-            o = r * TILE + s0
-            for k in range(16):
-                x[b + s0 + k, r] = t[o + k]
-        s0 += 16
-    for s in range(s0, n):
-        for r in range(size):
-            x[b + s, r] = t[r * TILE + s]
-
-
-@inline_kernel
-def _prefetch_block(x, k0, size, column):
-    """prefetch_write of entry ``column`` of the 16 rows k0 .. k0 + 15 of x (K, size)."""
-    for k in range(16):
-        prefetch_write(x, (k0 + k) * size + column)
+    along x's contiguous axis (:func:`store_tile_rows`, row r of t to entry r)."""
+    size = x.shape[0] if lanes_major else x.shape[1]
+    store_tile_rows(t, np.arange(size), b, n, lanes_major, x)
 
 
 @kernel
@@ -590,22 +531,29 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
     """States b .. b+n-1 of x (nv * nv entries per state, layouts as :func:`store_tile`)
     = the symmetric matrices held compactly by the tile t: entry (r, c) in the row
     slot[r, c] of t (T lanes; slot[r, c] = slot[c, r]), zero where slot[r, c] < 0."""
-    nv = slot.shape[0]
+    store_tile_rows(t, slot.reshape(slot.size), b, n, lanes_major, x)
+
+
+@kernel
+def store_tile_rows(t, source, b, n, lanes_major, x):
+    """States b .. b+n-1 of x = the first n lanes of the tile t, entry r of a state from
+    the row source[r] of t (zero where source[r] < 0): x (size, K) when lanes_major,
+    else (K, size), written along its contiguous axis."""
+    size = source.shape[0]
     if lanes_major:
         if x.size > STREAM_DOUBLES:
-            _stream_rows(t, x, b, n, slot.reshape(nv * nv), np.zeros(TILE))
+            _stream_rows(t, x, b, n, source, np.zeros(TILE))
             return
-        for r in range(nv):
-            for c in range(nv):
-                k, row = slot[r, c], r * nv + c
-                if k < 0:
-                    for s in range(n):
-                        x[row, b + s] = 0.0
-                else:
-                    for s in range(n):
-                        x[row, b + s] = t[k * TILE + s]
+        for r in range(size):
+            k = source[r]
+            if k < 0:
+                for s in range(n):
+                    x[r, b + s] = 0.0
+            else:
+                for s in range(n):
+                    x[r, b + s] = t[k * TILE + s]
         return
-    # (K, nv nv): blocks of 8 states and 8 consecutive entries of their rows, each
+    # (K, size): blocks of 8 states and 8 consecutive entries of their rows, each
     # transposed in registers and stored as 8 runs of 8 doubles (store_transposed_8x8):
     # one vector store per 8 entries of a state where the scalar transpose stored one
     # entry at a time (talos: 1444 entries per state; its store alone 0.39 -> 0.24 us per
@@ -617,8 +565,6 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
     # states at 4, 12, ...: the even states' runs, then the odd states' (each block
     # loaded and transposed twice), the partial lines at the ends with plain stores
     # (crba_batch on talos 0.79x the time of the 16-lane scalar store with prefetch).
-    size = nv * nv
-    source = slot.reshape(size)
     flat = x.reshape(x.size)
     stream = (x.size > STREAM_DOUBLES and size % 4 == 0 and data_address(x) % 64 == 0)
     shift = (8 - size % 8) % 8  # where the odd states' lines start in their rows
