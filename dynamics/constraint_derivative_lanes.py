@@ -410,6 +410,17 @@ def _divide3_lanes(G, D, x, X):
         x[X + UT2 + s] = x[X + UT2 + s] / g
 
 
+@inline_kernel
+def _split3_lanes(y, Y, first, second, third, O):
+    """first[O], second[O], third[O] = the three rows of y at Y (rows T apart), every
+    lane: one entry of the q, v and tau derivatives from the three right-hand sides
+    solved together."""
+    for s in range(UT):
+        first[O + s] = y[Y + s]
+        second[O + s] = y[Y + UT1 + s]
+        third[O + s] = y[Y + UT2 + s]
+
+
 @kernel
 def _kkt_blocks_lanes(m, slot, related, L, Y, G, Zq, Zv, Zt, Cq, Cv, Xq, Xv, Xt, z, x,
                       lists, terms, inverse_diagonal):
@@ -484,17 +495,9 @@ def _kkt_blocks_lanes(m, slot, related, L, Y, G, Zq, Zv, Zt, Cq, Cv, Xq, Xv, Xt,
             _subtract_terms3_lanes(z, np.uint64(3 * k * TILE), L, z, ancestors[k], counts[0, k])
             _scale3_lanes(inverse_diagonal, np.uint64(k * TILE), z, np.uint64(3 * k * TILE))
         for r in range(nv):
-            O, R = np.uint64(3 * r * TILE), np.uint64((r * nv + c) * TILE)
-            for s in range(UT):
-                Zq[R + s] = z[O + s]
-                Zv[R + s] = z[O + UT1 + s]
-                Zt[R + s] = z[O + UT2 + s]
+            _split3_lanes(z, np.uint64(3 * r * TILE), Zq, Zv, Zt, np.uint64((r * nv + c) * TILE))
         for a in range(nc):
-            A3, O = np.uint64(3 * a * TILE), np.uint64((a * nv + c) * TILE)
-            for s in range(UT):
-                Xq[O + s] = x[A3 + s]
-                Xv[O + s] = x[A3 + UT1 + s]
-                Xt[O + s] = x[A3 + UT2 + s]
+            _split3_lanes(x, np.uint64(3 * a * TILE), Xq, Xv, Xt, np.uint64((a * nv + c) * TILE))
 
 
 # --- Tiles and the public functions --------------------------------------------------------
