@@ -14,11 +14,11 @@ import numpy as np
 
 from . import mimic
 from .config import inline_kernel, kernel
-from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8,
-                         UT9, act_force_lanes, add_lanes, dinv_times_lanes, fill_lanes,
+from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
+                         act_force_lanes, add_lanes, dinv_times_lanes, fill_lanes,
                          force_cross_lanes, force_to_parent, inertia_times_lanes,
-                         inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_tile,
-                         motion_cross_lanes, placement_lanes, store_six_lanes,
+                         inv_act_motion_lanes, joint_motion_lanes, load_six_lanes, load_state_tiles,
+                         load_tile, motion_cross_lanes, placement_lanes, store_six_lanes,
                          store_symmetric_tile, store_tile, tile_workspace, aligned_empty)
 from .validation import (UNIT_NORM_TOLERANCE, as_configurations, as_stack, check_invertible,
                          unit_blocks)
@@ -78,9 +78,7 @@ def _rnea_lanes(m, q, v, a, lanes_major, tau):
     taut = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(a, b, n, lanes_major, at)
+        load_state_tiles(q, v, a, b, n, lanes_major, qt, vt, at)
         _rnea_forward_pass_lanes(m, qt, vt, at, ws)
         _rnea_backward_pass_lanes(m, at, ws, taut)
         store_tile(taut, b, n, lanes_major, tau)
@@ -321,9 +319,7 @@ def _aba_lanes(m, q, v, tau, lanes_major, ddq):
     ddqt = np.empty(m.nv * TILE)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _aba_forward_pass_1_lanes(m, qt, vt, ws, wa)
         _aba_backward_pass_lanes(m, taut, ws, wa)
         _aba_forward_pass_2_lanes(m, ws, wa, ddqt)
@@ -672,14 +668,22 @@ def _as_lanes_configurations(model, q):
     return arr
 
 
-def _as_stacks(model, q, v, u, name_u):
-    """(K, nq), (K, nv), (K, nv) stacks, validated as rnea's arguments."""
+def _as_configuration_stack(model, q, one_state):
+    """q as a (K, nq) stack of valid configurations of a plain Model, validated as the
+    one-state functions' q; a single configuration is refused, naming the function
+    ``one_state`` to call for it (the argument checks of every ``*_batch`` function)."""
     _check_plain_model(model)
     qs, single = as_configurations(model, q)
-    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
-    us, _ = as_stack(u, model.nv, name_u, (qs.shape[0], single))
     if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call rnea/aba")
+        raise ValueError(f"q: expected a stack (K, nq); for one state call {one_state}")
+    return qs
+
+
+def _as_stacks(model, q, v, u, name_u, one_state="rnea/aba"):
+    """(K, nq), (K, nv), (K, nv) stacks, validated as rnea's arguments."""
+    qs = _as_configuration_stack(model, q, one_state)
+    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], False))
+    us, _ = as_stack(u, model.nv, name_u, (qs.shape[0], False))
     return qs, vs, us
 
 
@@ -739,11 +743,8 @@ def crba_lanes(model, q):
 
 def crba_batch(model, q):
     """:func:`crba_lanes` on the usual stack: q (K, nq) -> M (K, nv, nv)."""
-    _check_plain_model(model)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call crba")
-    M = np.empty((qs.shape[0], model.nv, model.nv))
+    qs = _as_configuration_stack(model, q, "crba")
+    M = aligned_empty((qs.shape[0], model.nv, model.nv))  # whole lines streamed
     _crba_lanes(model.arrays, qs, False, M.reshape(qs.shape[0], model.nv * model.nv))
     return M
 

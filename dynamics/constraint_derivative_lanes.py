@@ -48,15 +48,14 @@ from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_works
                                _contacts_only,
                                _rotate_lanes, contact_chains)
 from .constraints import CONTACT_3D
-from .batch_lanes import _as_lanes, _as_lanes_configurations, _check_plain_model
+from .batch_lanes import _as_lanes, _as_lanes_configurations, _as_stacks
 from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
                                _derivative_workspace, _related_dofs,
                                _rnea_derivatives_backward_lanes)
 from .kinematics import LOCAL
-from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block,
-                         fill_lanes, load_tile, store_tile)
+from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, aligned_block, fill_lanes,
+                         load_state_tiles, store_tile)
 from .spatial import cross
-from .validation import as_configurations, as_stack
 
 
 # --- dR1: the contact wrenches as external forces -----------------------------------------
@@ -411,6 +410,17 @@ def _divide3_lanes(G, D, x, X):
         x[X + UT2 + s] = x[X + UT2 + s] / g
 
 
+@inline_kernel
+def _split3_lanes(y, Y, first, second, third, O):
+    """first[O], second[O], third[O] = the three rows of y at Y (rows T apart), every
+    lane: one entry of the q, v and tau derivatives from the three right-hand sides
+    solved together."""
+    for s in range(UT):
+        first[O + s] = y[Y + s]
+        second[O + s] = y[Y + UT1 + s]
+        third[O + s] = y[Y + UT2 + s]
+
+
 @kernel
 def _kkt_blocks_lanes(m, slot, related, L, Y, G, Zq, Zv, Zt, Cq, Cv, Xq, Xv, Xt, z, x,
                       lists, terms, inverse_diagonal):
@@ -485,17 +495,9 @@ def _kkt_blocks_lanes(m, slot, related, L, Y, G, Zq, Zv, Zt, Cq, Cv, Xq, Xv, Xt,
             _subtract_terms3_lanes(z, np.uint64(3 * k * TILE), L, z, ancestors[k], counts[0, k])
             _scale3_lanes(inverse_diagonal, np.uint64(k * TILE), z, np.uint64(3 * k * TILE))
         for r in range(nv):
-            O, R = np.uint64(3 * r * TILE), np.uint64((r * nv + c) * TILE)
-            for s in range(UT):
-                Zq[R + s] = z[O + s]
-                Zv[R + s] = z[O + UT1 + s]
-                Zt[R + s] = z[O + UT2 + s]
+            _split3_lanes(z, np.uint64(3 * r * TILE), Zq, Zv, Zt, np.uint64((r * nv + c) * TILE))
         for a in range(nc):
-            A3, O = np.uint64(3 * a * TILE), np.uint64((a * nv + c) * TILE)
-            for s in range(UT):
-                Xq[O + s] = x[A3 + s]
-                Xv[O + s] = x[A3 + UT1 + s]
-                Xt[O + s] = x[A3 + UT2 + s]
+            _split3_lanes(x, np.uint64(3 * a * TILE), Xq, Xv, Xt, np.uint64((a * nv + c) * TILE))
 
 
 # --- Tiles and the public functions --------------------------------------------------------
@@ -529,9 +531,7 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
     fill_lanes(regular, 0, 1, 1.0)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _constraint_tile(m, ca, chain, depth, common, row_constraint, 0.0, max_iter, accuracy,
                          work, True, its)
         # dR1: the RNEA derivatives at (q, v, ddq) with the wrenches as external forces
@@ -636,13 +636,7 @@ def constraint_dynamics_derivatives_batch(model, q, v, tau, constraints, mu=0.0,
     """:func:`constraint_dynamics_derivatives_lanes` on the usual stacks: q (K, nq), v
     and tau (K, nv) -> ddq (K, nv), lambda (K, nc) and the six derivatives (K, nv, nv)
     and (K, nc, nv); the tiles are transposed in the kernel as they are stored."""
-    _check_plain_model(model)
+    qs, vs, taus = _as_stacks(model, q, v, tau, "tau", "constraint_dynamics_derivatives")
     mu, max_iterations, accuracy = _settings(mu, max_iterations, accuracy)
     cs = _derivative_contacts(model, constraints, mu)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call "
-                         "constraint_dynamics_derivatives")
-    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
-    taus, _ = as_stack(tau, model.nv, "tau", (qs.shape[0], single))
     return _solve_derivatives(model, cs, qs, vs, taus, mu, max_iterations, accuracy, False)

@@ -38,7 +38,7 @@ L; ``z, ddq`` (nv x T); ``Y`` (nc x nv x T, column a of Y at a nv T); ``cR, cp``
 """
 import numpy as np
 
-from .batch_lanes import (_as_lanes, _as_lanes_configurations, _check_plain_model,
+from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _check_plain_model,
                           _compact_inertias, _crba_backward_pass_lanes, _crba_forward_pass_lanes,
                           _ltl_factor_lanes, _mass_matrix_slots)
 from .config import inline_kernel, kernel
@@ -47,8 +47,7 @@ from .constraints import CONTACT_3D, as_constraint_set, relative_log6
 from .derivative_lanes import _compact_times_lanes, _derivative_workspace, _velocities_lanes
 from .kinematics import LOCAL
 from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, fill_lanes,
-                         load_tile, store_tile, tile_workspace)
-from .validation import as_configurations, as_stack
+                         load_state_tiles, store_tile, tile_workspace)
 
 
 # --- Contact chains (model structure, the same in every lane) ---------------------------
@@ -564,9 +563,7 @@ def _constraint_dynamics_lanes(m, ca, chain, depth, common, row_constraint, q, v
     fill_lanes(regular, 0, 1, 1.0)
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
-        load_tile(q, b, n, lanes_major, qt)
-        load_tile(v, b, n, lanes_major, vt)
-        load_tile(tau, b, n, lanes_major, taut)
+        load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
         _constraint_tile(m, ca, chain, depth, common, row_constraint, mu, max_iter, accuracy,
                          work, False, its)
         store_tile(ddqt, b, n, lanes_major, ddq)
@@ -630,13 +627,7 @@ def constraint_dynamics_batch(model, q, v, tau, constraints, mu=0.0, max_iterati
     """:func:`constraint_dynamics_lanes` on the usual stacks: q (K, nq), v and tau
     (K, nv) -> ddq (K, nv), lambda (K, nc); the tiles are transposed in the kernel
     as they are loaded and stored."""
-    _check_plain_model(model)
+    qs, vs, taus = _as_stacks(model, q, v, tau, "tau", "constraint_dynamics")
     cs = _contacts_only(model, constraints)
-    qs, single = as_configurations(model, q)
-    if single:
-        raise ValueError("q: expected a stack (K, nq); for one state call "
-                         "constraint_dynamics")
-    vs, _ = as_stack(v, model.nv, "v", (qs.shape[0], single))
-    taus, _ = as_stack(tau, model.nv, "tau", (qs.shape[0], single))
     ddq, lam, iterations = _solve(model, cs, qs, vs, taus, mu, max_iterations, accuracy, False)
     return (ddq, lam, iterations) if return_iterations else (ddq, lam)

@@ -49,14 +49,15 @@ larger than the caches (:data:`STREAM_DOUBLES`: talos's (nv, nv) matrices of
 are not read first (:func:`_stream_rows`; the public functions allocate it
 64-byte aligned, :func:`aligned_empty`).  With plain stores each run waited
 for its lines to come from memory, and that store alone took 2.3 us per talos
-state and matrix, more than CRBA's arithmetic.  The (K, size) layout
-transposes 16 lanes at a time and fetches the lines it writes ahead
-(:func:`prefetch_write`).
+state and matrix, more than CRBA's arithmetic.  The (K, size) layout is
+written by 8 x 8 blocks (8 states, 8 entries) transposed in registers
+(:data:`store_transposed_8x8`, :func:`store_tile_rows`), whole lines
+streamed when the output is larger than the caches.
 """
 import math
 
 from llvmlite import ir
-from numba.core import cgutils, types
+from numba.core import types
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array
 import numpy as np
@@ -64,7 +65,7 @@ import numpy as np
 from .config import inline_kernel, kernel
 from .joints import SINCOS_RANGE, coordinate_axis, joint_transform, sincos_values
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
-from .streaming import STREAM_BYTES, store_fence, stream_copy
+from .streaming import STREAM_BYTES, data_address, store_fence, stream_copy
 
 TILE = 64  # states per tile (measured: 64 beats 32 by 5-25%; lane loops of 8 AVX-512 registers)
 T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile rows
@@ -72,35 +73,96 @@ T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile ro
 UT = np.uint64(TILE)
 UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
-# Outputs of more doubles than this are stored with non-temporal stores in the (size, K)
-# layout (:func:`store_tile`; :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
+# Outputs of more doubles than this are stored with non-temporal stores (:func:`store_tile`;
+# :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
 STREAM_DOUBLES = STREAM_BYTES // 8
-# The (K, size) layout's transposing store fetches the lines it will write this many
-# entries ahead (one line of each of the 16 rows it writes in step; measured on a
-# 1444-entry output: 16 ahead 0.89, 32 ahead 0.86, 64 ahead 0.97, none 1.26 us per state)
-PREFETCH_AHEAD = 32
 
 
+def _mask(indices):
+    """A constant <n x i32> shuffle mask."""
+    return ir.Constant(ir.VectorType(ir.IntType(32), len(indices)), list(indices))
 
-@intrinsic
-def prefetch_write(typingctx, array, index):
-    """A hint that array's element ``index`` (flat, C order) will be written soon: its
-    cache line is fetched for ownership (``prefetchw``), so that the store that follows
-    does not wait for memory.  A prefetch never faults: no bounds check is needed."""
-    if not (isinstance(array, types.Array) and isinstance(index, types.Integer)):
-        return None
 
-    def codegen(context, builder, signature, arguments):
-        data = make_array(signature.args[0])(context, builder, arguments[0]).data
-        address = builder.gep(data, [arguments[1]])
-        i32 = ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32]),
-            "llvm.prefetch.p0")
-        builder.call(prefetch, [address, i32(1), i32(3), i32(1)])  # write, keep, data
-        return context.get_dummy_value()
+def _transpose_8x8(builder, rows):
+    """The 8 x 8 transpose of eight <8 x double> vectors, in three rounds of two-source
+    shuffles (pairs of rows at distance 1, 2, 4: 24 shuffles, unpck/vperm on x86-64)."""
+    for half in (1, 2, 4):
+        out = list(rows)
+        for i in range(8):
+            if i & half:
+                continue
+            j = i + half
+            # entry a of the pair's first output: row i's where bit `half` of a is clear,
+            # else row j's entry a - half; the second output: row i's a + half, else j's a
+            low = [8 + a - half if a & half else a for a in range(8)]
+            high = [8 + a if a & half else a + half for a in range(8)]
+            out[i] = builder.shuffle_vector(rows[i], rows[j], _mask(low))
+            out[j] = builder.shuffle_vector(rows[i], rows[j], _mask(high))
+        rows = out
+    return rows
 
-    return types.none(array, index), codegen
+
+def _transposed_store(nontemporal, parity=None):
+    """The intrinsic that stores an 8 x 8 block transposed (see store_transposed_8x8
+    below): plain stores, or non-temporal stores of whole lines (nontemporal); all eight
+    states, or only the even (parity 0) or odd (parity 1) ones."""
+    def store(typingctx, t, source, j, s, x, o, stride):
+        if not (isinstance(t, types.Array) and isinstance(x, types.Array)
+                and t.dtype == types.float64 and x.dtype == types.float64
+                and isinstance(source, types.Array) and source.dtype == types.int64):
+            return None
+
+        def codegen(context, builder, signature, arguments):
+            t_arg, source_arg, j_arg, s_arg, x_arg, o_arg, stride_arg = arguments
+            i64 = ir.IntType(64)
+            vector = ir.VectorType(ir.DoubleType(), 8)
+            t_data = make_array(signature.args[0])(context, builder, t_arg).data
+            source_data = make_array(signature.args[1])(context, builder, source_arg).data
+            x_data = make_array(signature.args[4])(context, builder, x_arg).data
+            j_value = context.cast(builder, j_arg, signature.args[2], types.int64)
+            s_value = context.cast(builder, s_arg, signature.args[3], types.int64)
+            o_value = context.cast(builder, o_arg, signature.args[5], types.int64)
+            stride = context.cast(builder, stride_arg, signature.args[6], types.int64)
+            zero = ir.Constant(vector, None)
+            rows = []
+            for i in range(8):
+                row = builder.load(builder.gep(source_data, [builder.add(j_value, i64(i))]))
+                missing = builder.icmp_signed("<", row, i64(0))
+                start = builder.add(builder.mul(row, i64(TILE)), s_value)
+                start = builder.select(missing, i64(0), start)  # a valid address, discarded
+                loaded = builder.load(
+                    builder.bitcast(builder.gep(t_data, [start]), vector.as_pointer()),
+                    align=8)
+                rows.append(builder.select(missing, zero, loaded))
+            for e, column in enumerate(_transpose_8x8(builder, rows)):
+                target = builder.add(o_value, builder.mul(stride, i64(e)))
+                if parity is not None and e % 2 != parity:
+                    continue
+                address = builder.bitcast(builder.gep(x_data, [target]), vector.as_pointer())
+                if not nontemporal:
+                    builder.store(column, address, align=8)
+                    continue
+                stored = builder.store(column, address, align=64)
+                stored.set_metadata("nontemporal",
+                                    builder.module.add_metadata([ir.IntType(32)(1)]))
+            return context.get_dummy_value()
+
+        return types.none(t, source, j, s, x, o, stride), codegen
+
+    return intrinsic(store)
+
+
+# x[o + e stride + i] = t[source[j + i] T + s + e] for i, e in 0 .. 7 (zero where
+# source[j + i] < 0): lanes s .. s + 7 of eight rows of a tile, each loaded as one
+# vector, transposed in registers (_transpose_8x8) and stored as eight runs of eight
+# doubles, one per state, into the (K, size) layout (x flat, C order).  No bounds check:
+# the caller keeps every index in range.  The stream_ forms write the even or the odd
+# states only, each run a whole line with a non-temporal store: their x + 8 (o + e
+# stride) must be multiples of 64 bytes (the caller's duty: an unaligned non-temporal
+# store faults).
+store_transposed_8x8 = _transposed_store(False)
+stream_even_8x8 = _transposed_store(True, 0)
+stream_odd_8x8 = _transposed_store(True, 1)
 
 
 @inline_kernel
@@ -428,44 +490,21 @@ def load_tile(x, b, n, lanes_major, out):
                 out[r * TILE + s] = x[k, r]
 
 
+@inline_kernel
+def load_state_tiles(q, v, u, b, n, lanes_major, qt, vt, ut):
+    """The tiles of states b .. b+n-1 of a state (q, v) and a third input u (a, tau):
+    :func:`load_tile` of each (the start of every kernel's tile loop)."""
+    load_tile(q, b, n, lanes_major, qt)
+    load_tile(v, b, n, lanes_major, vt)
+    load_tile(u, b, n, lanes_major, ut)
+
+
 @kernel
 def store_tile(t, b, n, lanes_major, x):
     """States b .. b+n-1 of x = the first n lanes of the tile t (size x T), written
-    along x's contiguous axis."""
-    if lanes_major:
-        if x.size > STREAM_DOUBLES:
-            _stream_rows(t, x, b, n, np.arange(x.shape[0]), np.zeros(0))
-            return
-        for r in range(x.shape[0]):
-            for s in range(n):
-                x[r, b + s] = t[r * TILE + s]
-        return
-    # (K, size): a transpose, by blocks of 16 lanes, so that each cache line of t is
-    # read once while 16 rows of x are written in step (lane by lane, the rows of t, T
-    # apart, are read once per lane, and for the (nv, nv) tiles, 1444 rows on talos,
-    # they leave L1 before the next lane reads them: measured 1.1 -> 0.6 us per state
-    # and talos matrix; blocks of 8 lanes 0.8 us, of 64 lanes 1.4 us).  The scalar
-    # stores wait for their lines from memory unless fetched ahead (prefetch_write).
-    size = x.shape[1]
-    s0 = 0
-    while s0 + 16 <= n:
-        for r in range(size):
-            if r % 8 == 0:
-                _prefetch_block(x, b + s0, size, r + PREFETCH_AHEAD)
-            o = r * TILE + s0
-            for k in range(16):
-                x[b + s0 + k, r] = t[o + k]
-        s0 += 16
-    for s in range(s0, n):
-        for r in range(size):
-            x[b + s, r] = t[r * TILE + s]
-
-
-@inline_kernel
-def _prefetch_block(x, k0, size, column):
-    """prefetch_write of entry ``column`` of the 16 rows k0 .. k0 + 15 of x (K, size)."""
-    for k in range(16):
-        prefetch_write(x, (k0 + k) * size + column)
+    along x's contiguous axis (:func:`store_tile_rows`, row r of t to entry r)."""
+    size = x.shape[0] if lanes_major else x.shape[1]
+    store_tile_rows(t, np.arange(size), b, n, lanes_major, x)
 
 
 @kernel
@@ -492,50 +531,83 @@ def store_symmetric_tile(t, slot, b, n, lanes_major, x):
     """States b .. b+n-1 of x (nv * nv entries per state, layouts as :func:`store_tile`)
     = the symmetric matrices held compactly by the tile t: entry (r, c) in the row
     slot[r, c] of t (T lanes; slot[r, c] = slot[c, r]), zero where slot[r, c] < 0."""
-    nv = slot.shape[0]
+    store_tile_rows(t, slot.reshape(slot.size), b, n, lanes_major, x)
+
+
+@kernel
+def store_tile_rows(t, source, b, n, lanes_major, x):
+    """States b .. b+n-1 of x = the first n lanes of the tile t, entry r of a state from
+    the row source[r] of t (zero where source[r] < 0): x (size, K) when lanes_major,
+    else (K, size), written along its contiguous axis."""
+    size = source.shape[0]
     if lanes_major:
         if x.size > STREAM_DOUBLES:
-            _stream_rows(t, x, b, n, slot.reshape(nv * nv), np.zeros(TILE))
+            _stream_rows(t, x, b, n, source, np.zeros(TILE))
             return
-        for r in range(nv):
-            for c in range(nv):
-                k, row = slot[r, c], r * nv + c
-                if k < 0:
-                    for s in range(n):
-                        x[row, b + s] = 0.0
-                else:
-                    for s in range(n):
-                        x[row, b + s] = t[k * TILE + s]
+        for r in range(size):
+            k = source[r]
+            if k < 0:
+                for s in range(n):
+                    x[r, b + s] = 0.0
+            else:
+                for s in range(n):
+                    x[r, b + s] = t[k * TILE + s]
         return
-    # By blocks of 16 lanes, as store_tile.  When M has zeros (dofs on different
-    # branches of the tree: talos 703 of 1444 entries), the block's 16 matrices are
-    # first zeroed (contiguous, vector stores) and only the other entries are then
-    # written one by one: the transposing stores are scalar, one per entry and lane,
-    # and they bound this store (measured on talos: 0.46 -> 0.39 us per state with the
-    # outputs in cache, 0.56 -> 0.42 on a 1024-state stack).
-    sparse = False
-    for r in range(nv):
-        for c in range(nv):
-            sparse = sparse or slot[r, c] < 0
+    # (K, size): blocks of 8 states and 8 consecutive entries of their rows, each
+    # transposed in registers and stored as 8 runs of 8 doubles (store_transposed_8x8):
+    # one vector store per 8 entries of a state where the scalar transpose stored one
+    # entry at a time (talos: 1444 entries per state; its store alone 0.39 -> 0.24 us per
+    # state with the output in cache).  The zeros of M (dofs on different branches) come
+    # with their block: no separate zeroing pass.  An output larger than the caches
+    # (talos, 1000 states: 11.5 MB) is written by non-temporal stores of whole lines,
+    # not read first: a state's row is 1444 doubles, so when the output is 64-byte
+    # aligned the lines of even states start at entries 0, 8, ... and those of odd
+    # states at 4, 12, ...: the even states' runs, then the odd states' (each block
+    # loaded and transposed twice), the partial lines at the ends with plain stores
+    # (crba_batch on talos 0.79x the time of the 16-lane scalar store with prefetch).
+    flat = x.reshape(x.size)
+    stream = (x.size > STREAM_DOUBLES and size % 4 == 0 and data_address(x) % 64 == 0)
+    shift = (8 - size % 8) % 8  # where the odd states' lines start in their rows
     s0 = 0
-    while s0 + 16 <= n:
-        if sparse:
-            for e in range(16):
-                for z in range(nv * nv):
-                    x[b + s0 + e, z] = 0.0
-        for r in range(nv):
-            for c in range(nv):
-                k = slot[r, c]
-                if k >= 0:
-                    o, row = k * TILE + s0, r * nv + c
-                    for e in range(16):
-                        x[b + s0 + e, row] = t[o + e]
-        s0 += 16
+    while s0 + 8 <= n:
+        o = (b + s0) * size
+        if stream:
+            z = _transposed_runs(stream_even_8x8, t, source, s0, flat, o, size, 0)
+            for e in range(0, 8, 2):
+                _store_entries(t, source, s0 + e, flat, o + e * size, z, size)
+            z = _transposed_runs(stream_odd_8x8, t, source, s0, flat, o, size, shift)
+            for e in range(1, 8, 2):
+                _store_entries(t, source, s0 + e, flat, o + e * size, 0, shift)
+                _store_entries(t, source, s0 + e, flat, o + e * size, z, size)
+        else:
+            z = _transposed_runs(store_transposed_8x8, t, source, s0, flat, o, size, 0)
+            for e in range(8):
+                _store_entries(t, source, s0 + e, flat, o + e * size, z, size)
+        s0 += 8
     for s in range(s0, n):
-        for r in range(nv):
-            for c in range(nv):
-                k = slot[r, c]
-                x[b + s, r * nv + c] = 0.0 if k < 0 else t[k * TILE + s]
+        _store_entries(t, source, s, flat, (b + s) * size, 0, size)
+    if stream:
+        store_fence()
+
+
+@inline_kernel
+def _transposed_runs(store, t, source, s0, flat, o, size, z):
+    """store (an 8 x 8 transposed store) of lanes s0 .. s0 + 7 for the entries z, z + 8,
+    ... of their rows while 8 fit; returns the first entry not stored."""
+    while z + 8 <= size:
+        store(t, source, z, s0, flat, o + z, size)
+        z += 8
+    return z
+
+
+@kernel
+def _store_entries(t, source, s, flat, o, start, stop):
+    """flat[o + r] = lane s of the tile's row source[r] (zero where source[r] < 0) for r
+    in start .. stop - 1: one state's entries, one at a time (compiled once, not
+    inlined: its five calls inlined cost 0.2 CPU s of compile)."""
+    for r in range(start, stop):
+        k = source[r]
+        flat[o + r] = 0.0 if k < 0 else t[k * TILE + s]
 
 
 def aligned_empty(shape):

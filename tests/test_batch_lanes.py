@@ -207,9 +207,17 @@ def _as_tuple(x):
 
 
 def test_streamed_store_on_an_unaligned_output():
-    """store_tile and store_symmetric_tile into outputs that start 8 bytes past a cache
-    line, both layouts, streamed (non-temporal) and plain: every entry written."""
-    T, nv = lane_tiles.TILE, 37
+    """store_tile and store_symmetric_tile into outputs that start on a cache line or 8
+    bytes past one, both layouts, streamed (non-temporal) and plain, nv odd and even (the
+    (K, nv nv) symmetric store streams the lines of even states, then those of odd
+    states, which start mid-line, when nv nv is a multiple of 4 and the output aligned):
+    every entry written."""
+    for nv, lead in ((37, 1), (38, 1), (38, 0)):
+        _check_stores(nv, lead)
+
+
+def _check_stores(nv, lead):
+    T = lane_tiles.TILE
     K = lane_tiles.STREAM_DOUBLES // (nv * nv) + 3
     rng = np.random.default_rng(2)
     tile = rng.standard_normal(nv * nv * T)
@@ -220,7 +228,7 @@ def test_streamed_store_on_an_unaligned_output():
         shape = (nv * nv, K) if lanes_major else (K, nv * nv)
         for store in ("store_tile", "store_symmetric_tile"):
             raw = lane_tiles.aligned_empty((nv * nv * K + 1,))
-            out = raw[1:].reshape(shape)
+            out = raw[lead:lead + nv * nv * K].reshape(shape)
             out[...] = np.nan
             for b in range(0, K, T):
                 n = min(T, K - b)
@@ -234,4 +242,27 @@ def test_streamed_store_on_an_unaligned_output():
             expected = np.where(rows[None, :] < 0, 0.0,
                                 tile.reshape(nv * nv, T)[np.maximum(rows, 0)][:, lanes].T)
             np.testing.assert_array_equal(states, expected,
-                                          err_msg=f"{store} lanes_major={lanes_major}")
+                                          err_msg=f"{store} lanes_major={lanes_major} "
+                                                  f"nv={nv} lead={lead}")
+
+
+def test_singular_mass_matrix_is_refused_by_minverse():
+    """A massless last link (URDF without <inertial>): M(q) is singular, the factor
+    divides by sqrt(0), and compute_minverse_batch / _lanes raise instead of returning
+    inf or NaN (they check M^-1's diagonal only: every NaN of L^-1 shows there)."""
+    inertial = ('<inertial><origin xyz="0.1 0 0.2"/><mass value="1"/><inertia ixx="0.3" '
+                'ixy="0" ixz="0" iyy="0.4" iyz="0" izz="0.5"/></inertial>')
+    def joint(name, parent, child, axis):
+        return (f'<joint name="{name}" type="revolute"><parent link="{parent}"/>'
+                f'<child link="{child}"/><origin xyz="0.1 0.2 0.3"/><axis xyz="{axis}"/>'
+                '<limit lower="-1" upper="2" effort="3" velocity="4"/></joint>')
+    xml = (f'<robot name="massless_tip"><link name="a"/><link name="b">{inertial}</link>'
+           f'<link name="c"/>{joint("j1", "a", "b", "0 0 1")}{joint("j2", "b", "c", "0 1 0")}'
+           '</robot>')
+    with pytest.warns(robots.URDFWarning, match="singular"):
+        model = robots.build_model_from_urdf_string(xml)
+    q = gd.random_configuration(model, np.random.default_rng(3), size=N_STATES)
+    with pytest.raises(ValueError, match="singular"):
+        gd.compute_minverse_batch(model, q)
+    with pytest.raises(ValueError, match="singular"):
+        gd.compute_minverse_lanes(model, q.T)
