@@ -179,6 +179,27 @@ def coordinate_axis(axes, i):
 
 
 @inline_kernel
+def revolute_coordinate_axis(t, axes, i):
+    """0, 1 or 2 when joint i, of type t, is revolute (bounded or not) about the unit x, y
+    or z axis (:func:`coordinate_axis`), else -1: the joints that take the straight-line
+    placements below."""
+    return coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+
+
+@inline_kernel
+def revolute_cos_sin(t, q, o, cs, b, from_table):
+    """(cos, sin) of the angle of a revolute joint of type t whose configuration starts at
+    q[o]: an unbounded one stores them (q[o], q[o + 1]); a bounded one takes them from the
+    table ``cs[:, b + o]`` (:func:`sincos_table`) when ``from_table`` (a constant in each
+    caller), else from libm."""
+    if t == REVOLUTE:
+        if from_table:
+            return cs[0, b + o], cs[1, b + o]
+        return math.cos(q[o]), math.sin(q[o])
+    return q[o], q[o + 1]
+
+
+@inline_kernel
 def rotated_pair(x, y, c, s):
     """(c x + s y, c y - s x): the entries of a row's columns a and b of R times the
     rotation by the angle (c, s) = (cos, sin) about the coordinate axis k (columns a,
@@ -308,16 +329,9 @@ def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table):
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
         t = jtype[i]
-        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        k = revolute_coordinate_axis(t, axes, i)
         if k >= 0:
-            o = idx_q[i]
-            if t == REVOLUTE:
-                if from_table:
-                    c, s = cs[0, b + o], cs[1, b + o]
-                else:
-                    c, s = math.cos(q[o]), math.sin(q[o])
-            else:
-                c, s = q[o], q[o + 1]
+            c, s = revolute_cos_sin(t, q, idx_q[i], cs, b, from_table)
             revolute_placement(jR, jp, i, k, c, s, liR, lip)
         else:
             general_placement(t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)
