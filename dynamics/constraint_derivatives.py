@@ -38,12 +38,10 @@ corrections.
 import numpy as np
 
 from .config import inline_kernel, kernel
-from .constraints import (CONTACT_3D, add_cross, as_constraint_set, constraint_jacobian_state,
-                          constraint_placements_state, constraint_values, constraint_workspace,
-                          rotate, rotate_transpose, supports, translate_motion,
-                          world_constraint_forces)
-from .joints import placements
-from .kinematics import LOCAL, joint_jacobians_state, world_motions
+from .constraints import (CONTACT_3D, add_cross, as_constraint_set, constraint_kinematics_state,
+                          constraint_values, constraint_workspace, rotate, rotate_transpose,
+                          supports, translate_motion, world_constraint_forces)
+from .kinematics import LOCAL
 from .liegroup_derivatives import _se3_jr_inverse
 from .spatial import cross, force_cross, inv_act_motion, motion_cross
 from .validation import as_configurations, as_stack, check_data
@@ -417,11 +415,8 @@ def _constraint_acceleration_derivatives(m, ca, q, v, a, liR, lip, oR, op, J, ov
     Xp = np.empty((1, 3))
     w6 = np.empty((2, 6))
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k])
-        constraint_placements_state(ca, oR[k], op[k], cR1, cp1, cR2, cp2)
-        constraint_jacobian_state(m, ca, J[k], cR1, cp1, cp2, dc_da[k])
-        world_motions(m, v[k], a[k], 2, False, J[k], ov, oa, w6)
+        constraint_kinematics_state(m, ca, q[k], v[k], a[k], True, liR[k], lip[k], oR[k], op[k],
+                                    J[k], ov, oa, cR1, cp1, cR2, cp2, dc_da[k], XR, Xp, w6)
         constraint_acceleration_derivatives_state(m, ca, J[k], ov, oa, cR1, cp1, cR2, cp2,
                                                   dc_dq[k], dc_dv[k], w, xi, RM, pM, t3, Jlog,
                                                   S)
