@@ -246,6 +246,14 @@ def supports(subtree_end, j, i):
     return i > 0 and j <= i and i < subtree_end[j]
 
 
+def supporting_dofs(model, joint):
+    """The dofs that support ``joint`` (> 0), in increasing order (Pinocchio's
+    ``model.supports`` in dofs): the d whose joint dof_joint[d] :func:`supports` it,
+    that very predicate run as Python, for setup code (the lanes' contact chains)."""
+    m = model.arrays
+    return [d for d in range(model.nv) if supports.py_func(m.subtree_end, m.dof_joint[d], joint)]
+
+
 @inline_kernel
 def add_cross(a, i, ao, b, j, bo, out, o, oo, s):
     """out[o, oo:oo+3] += s * (a[i, ao:ao+3] x b[j, bo:bo+3]) (inputs read first)."""
