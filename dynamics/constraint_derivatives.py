@@ -38,12 +38,10 @@ corrections.
 import numpy as np
 
 from .config import inline_kernel, kernel
-from .constraints import (CONTACT_3D, add_cross, as_constraint_set, constraint_jacobian_state,
-                          constraint_placements_state, constraint_values, constraint_workspace,
-                          rotate, rotate_transpose, supports, translate_motion,
-                          world_constraint_forces)
-from .joints import placements
-from .kinematics import LOCAL, joint_jacobians_state, world_motions
+from .constraints import (CONTACT_3D, add_cross, as_constraint_set, constraint_kinematics_state,
+                          constraint_values, constraint_workspace, rotate, rotate_transpose,
+                          supports, translate_motion, world_constraint_forces)
+from .kinematics import LOCAL
 from .liegroup_derivatives import _se3_jr_inverse
 from .spatial import cross, force_cross, inv_act_motion, motion_cross
 from .validation import as_configurations, as_stack, check_data
@@ -224,35 +222,48 @@ def _ground_point_columns(m, J, ov, oa, i, cp1, cR1, k, Kp, Kd, r0, local, w, dc
 
 @inline_kernel
 def _point_column(dv, da, dp, wrt_q, Kp, Kd, p, body, local, n, cR1, k, r0, out, d):
-    """out[r0:r0+3, d] from the body's motion derivatives dv = dov, da = doa along d:
-    d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
-    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL: R^T (. - n x W)
-    for q (n = J_d.ang).  For v, dp = 0 and the argument dp is unused."""
+    """out[r0:r0+3, d] = :func:`point_column_values` (body = (omega_i, alpha_i, vp, W),
+    twelve values), rotated by R^T (cR1[k]) when LOCAL."""
     e0, e1, e2, h0, h1, h2, s0, s1, s2, W0, W1, W2 = body
+    x0, x1, x2 = point_column_values(dv, da, dp, wrt_q, local, Kp, Kd, p, (e0, e1, e2),
+                                     (h0, h1, h2), (s0, s1, s2), (W0, W1, W2), n)
+    if local:
+        for r in range(3):
+            out[r0 + r, d] = cR1[k, 0, r] * x0 + cR1[k, 1, r] * x1 + cR1[k, 2, r] * x2
+    else:
+        out[r0, d], out[r0 + 1, d], out[r0 + 2, d] = x0, x1, x2
+
+
+@inline_kernel
+def point_column_values(dv, da, dp, wrt_q, local, Kp, Kd, p, omega, alpha, vp, W, n):
+    """The column along q_d (``wrt_q``) or v_d of a 3D contact's c = ap + Kp (p - p*)
+    + Kd vp, before LOCAL's R^T, from the body's motion derivatives dv = dov, da = doa
+    along d (6 values each) and the point's dp = d p (q; unused for v):
+    d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
+    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL subtracts n x W
+    for q (n = J_d.ang, W = c's value).  omega, alpha: the body's angular velocity and
+    acceleration; vp: the point's velocity (3 values each).  Three values, in the order
+    of operations of both the stack and the lanes derivatives."""
     t0, t1, t2 = cross(dv[3], dv[4], dv[5], p[0], p[1], p[2])
     if wrt_q:
-        y0, y1, y2 = cross(e0, e1, e2, dp[0], dp[1], dp[2])
+        y0, y1, y2 = cross(omega[0], omega[1], omega[2], dp[0], dp[1], dp[2])
         q0, q1, q2 = dv[0] + t0 + y0, dv[1] + t1 + y1, dv[2] + t2 + y2
-        z0, z1, z2 = cross(h0, h1, h2, dp[0], dp[1], dp[2])
+        z0, z1, z2 = cross(alpha[0], alpha[1], alpha[2], dp[0], dp[1], dp[2])
         k0, k1, k2 = Kp * dp[0], Kp * dp[1], Kp * dp[2]
     else:
         q0, q1, q2 = dv[0] + t0, dv[1] + t1, dv[2] + t2
         z0, z1, z2 = 0.0, 0.0, 0.0
         k0, k1, k2 = 0.0, 0.0, 0.0
     c0, c1, c2 = cross(da[3], da[4], da[5], p[0], p[1], p[2])
-    f0, f1, f2 = cross(dv[3], dv[4], dv[5], s0, s1, s2)
-    g0, g1, g2 = cross(e0, e1, e2, q0, q1, q2)
+    f0, f1, f2 = cross(dv[3], dv[4], dv[5], vp[0], vp[1], vp[2])
+    g0, g1, g2 = cross(omega[0], omega[1], omega[2], q0, q1, q2)
     x0 = da[0] + c0 + z0 + f0 + g0 + k0 + Kd * q0
     x1 = da[1] + c1 + z1 + f1 + g1 + k1 + Kd * q1
     x2 = da[2] + c2 + z2 + f2 + g2 + k2 + Kd * q2
-    if local:
-        if wrt_q:
-            y0, y1, y2 = cross(n[0], n[1], n[2], W0, W1, W2)
-            x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
-        for r in range(3):
-            out[r0 + r, d] = cR1[k, 0, r] * x0 + cR1[k, 1, r] * x1 + cR1[k, 2, r] * x2
-    else:
-        out[r0, d], out[r0 + 1, d], out[r0 + 2, d] = x0, x1, x2
+    if local and wrt_q:
+        y0, y1, y2 = cross(n[0], n[1], n[2], W[0], W[1], W[2])
+        x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
+    return x0, x1, x2
 
 
 @kernel
@@ -417,11 +428,8 @@ def _constraint_acceleration_derivatives(m, ca, q, v, a, liR, lip, oR, op, J, ov
     Xp = np.empty((1, 3))
     w6 = np.empty((2, 6))
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k])
-        constraint_placements_state(ca, oR[k], op[k], cR1, cp1, cR2, cp2)
-        constraint_jacobian_state(m, ca, J[k], cR1, cp1, cp2, dc_da[k])
-        world_motions(m, v[k], a[k], 2, False, J[k], ov, oa, w6)
+        constraint_kinematics_state(m, ca, q[k], v[k], a[k], True, liR[k], lip[k], oR[k], op[k],
+                                    J[k], ov, oa, cR1, cp1, cR2, cp2, dc_da[k], XR, Xp, w6)
         constraint_acceleration_derivatives_state(m, ca, J[k], ov, oa, cR1, cp1, cR2, cp2,
                                                   dc_dq[k], dc_dv[k], w, xi, RM, pM, t3, Jlog,
                                                   S)

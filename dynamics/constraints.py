@@ -246,6 +246,14 @@ def supports(subtree_end, j, i):
     return i > 0 and j <= i and i < subtree_end[j]
 
 
+def supporting_dofs(model, joint):
+    """The dofs that support ``joint`` (> 0), in increasing order (Pinocchio's
+    ``model.supports`` in dofs): the d whose joint dof_joint[d] :func:`supports` it,
+    that very predicate run as Python, for setup code (the lanes' contact chains)."""
+    m = model.arrays
+    return [d for d in range(model.nv) if supports.py_func(m.subtree_end, m.dof_joint[d], joint)]
+
+
 @inline_kernel
 def add_cross(a, i, ao, b, j, bo, out, o, oo, s):
     """out[o, oo:oo+3] += s * (a[i, ao:ao+3] x b[j, bo:bo+3]) (inputs read first)."""
@@ -496,6 +504,22 @@ def world_constraint_forces(ca, k, cR1, cp1, cp2, lam, w):
         w[1, r] = w[0, r]
 
 
+@inline_kernel
+def constraint_kinematics_state(m, ca, q, v, a, motions, liR, lip, oR, op, J, ov, oa, cR1, cp1,
+                                cR2, cp2, Jc, XR, Xp, w6):
+    """One state's placements (liR, lip, oR, op), world Jacobian J, constraint frames
+    (cR1, cp1, cR2, cp2) and Jc (nrows, nv); when ``motions``, also the world motions
+    ov, oa (njoints, 6) at (q, v, a), gravity excluded.  XR (1, 3, 3), Xp (1, 3), w6
+    (2, 6) scratch.  The first steps of :func:`_constraint_kinematics` and
+    :func:`.constraint_derivatives._constraint_acceleration_derivatives`."""
+    placements(m, q, XR, Xp, liR, lip, oR, op)
+    joint_jacobians_state(m, oR, op, J)
+    constraint_placements_state(ca, oR, op, cR1, cp1, cR2, cp2)
+    constraint_jacobian_state(m, ca, J, cR1, cp1, cp2, Jc)
+    if motions:
+        world_motions(m, v, a, 2, False, J, ov, oa, w6)
+
+
 @kernel
 def _constraint_kinematics(m, ca, q, v, a, order, liR, lip, oR, op, J, ov, oa, cR1, cp1, cR2,
                            cp2, Jc, c, w, xi, RM, pM, t3):
@@ -504,12 +528,9 @@ def _constraint_kinematics(m, ca, q, v, a, order, liR, lip, oR, op, J, ov, oa, c
     Xp = np.empty((1, 3))
     w6 = np.empty((2, 6))
     for k in range(q.shape[0]):
-        placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
-        joint_jacobians_state(m, oR[k], op[k], J[k])
-        constraint_placements_state(ca, oR[k], op[k], cR1, cp1, cR2, cp2)
-        constraint_jacobian_state(m, ca, J[k], cR1, cp1, cp2, Jc[k])
+        constraint_kinematics_state(m, ca, q[k], v[k], a[k], order > 0, liR[k], lip[k], oR[k],
+                                    op[k], J[k], ov, oa, cR1, cp1, cR2, cp2, Jc[k], XR, Xp, w6)
         if order > 0:
-            world_motions(m, v[k], a[k], 2, False, J[k], ov, oa, w6)
             constraint_acceleration_state(ca, ov, oa, cR1, cp1, cR2, cp2, c[k], w, xi, RM, pM,
                                           t3)
 

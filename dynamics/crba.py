@@ -6,7 +6,6 @@ sum (no spatial transform per joint) and M[r, c] = J_r^T (oYcrb_i J_c) for a
 dof c of joint i and every dof r that supports it.  Returns the full symmetric
 M, armature added on the diagonal.
 """
-import math
 
 import numpy as np
 from numba.core import types
@@ -14,9 +13,10 @@ from numba.core import types
 from . import mimic
 from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
-from .joints import (compose, coordinate_axis, is_identity_rotation, joint_transform,
-                     placements, prismatic_placement, quaternion_to_rotation,
-                     revolute_child_placement, revolute_placement, sincos_table)
+from .joints import (compose, is_identity_rotation, joint_transform, placements,
+                     prismatic_placement, quaternion_to_rotation, revolute_child_placement,
+                     revolute_coordinate_axis, revolute_cos_sin, revolute_placement,
+                     sincos_table)
 from .kinematics import jacobian_column
 from .model_ref import model_arrays
 from .native import PassTable, call_pass
@@ -106,16 +106,9 @@ def _crba_forward(m, q, XR, Xp, liR, lip, oR, op, J, Yc, fill_local, cs, b, from
     idx_v, nvs, S, Y = m.idx_v, m.nvs, m.S, m.inertia
     for i in range(1, m.njoints):
         t = jtype[i]
-        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        k = revolute_coordinate_axis(t, axes, i)
         if k >= 0:
-            o = idx_q[i]
-            if t == REVOLUTE:
-                if from_table:
-                    c, s = cs[0, b + o], cs[1, b + o]
-                else:
-                    c, s = math.cos(q[o]), math.sin(q[o])
-            else:
-                c, s = q[o], q[o + 1]
+            c, s = revolute_cos_sin(t, q, idx_q[i], cs, b, from_table)
             if is_identity_rotation(jR, i):
                 revolute_child_placement(jp, parents[i], i, k, c, s, liR, lip, oR, op,
                                          fill_local)

@@ -179,6 +179,27 @@ def coordinate_axis(axes, i):
 
 
 @inline_kernel
+def revolute_coordinate_axis(t, axes, i):
+    """0, 1 or 2 when joint i, of type t, is revolute (bounded or not) about the unit x, y
+    or z axis (:func:`coordinate_axis`), else -1: the joints that take the straight-line
+    placements below."""
+    return coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+
+
+@inline_kernel
+def revolute_cos_sin(t, q, o, cs, b, from_table):
+    """(cos, sin) of the angle of a revolute joint of type t whose configuration starts at
+    q[o]: an unbounded one stores them (q[o], q[o + 1]); a bounded one takes them from the
+    table ``cs[:, b + o]`` (:func:`sincos_table`) when ``from_table`` (a constant in each
+    caller), else from libm."""
+    if t == REVOLUTE:
+        if from_table:
+            return cs[0, b + o], cs[1, b + o]
+        return math.cos(q[o]), math.sin(q[o])
+    return q[o], q[o + 1]
+
+
+@inline_kernel
 def rotated_pair(x, y, c, s):
     """(c x + s y, c y - s x): the entries of a row's columns a and b of R times the
     rotation by the angle (c, s) = (cos, sin) about the coordinate axis k (columns a,
@@ -191,22 +212,32 @@ def rotated_pair(x, y, c, s):
 @inline_kernel
 def revolute_placement(jR, jp, i, k, c, s, liR, lip):
     """liMi = jointPlacement * (rotation about the coordinate axis k by the angle
-    (c, s) = (cos, sin)): two columns of jR mixed, the third copied, no translation
-    (Pinocchio's JointModelRevoluteX/Y/Z; 12 products instead of compose's 36).
+    (c, s) = (cos, sin)): two columns of jR mixed, the third copied
+    (:func:`rotated_about_axis`), no translation (Pinocchio's JointModelRevoluteX/Y/Z;
+    12 products instead of compose's 36).
 
     Straight-line code, inputs read before any store: a loop here keeps Numba from
-    pruning the reference counts of the inlined array arguments, an atomic
-    increment and decrement per joint (measured with placements on ur5)."""
+    pruning the reference counts of the inlined array arguments, an atomic increment
+    and decrement per joint (measured with placements on ur5)."""
+    p0, p1, p2 = jp[i, 0], jp[i, 1], jp[i, 2]
+    rotated_about_axis(jR, i, k, c, s, liR, i)
+    lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
+
+
+@inline_kernel
+def rotated_about_axis(R, i, k, c, s, Ro, io):
+    """Ro[io] = R[i] Rk, Rk the rotation about the coordinate axis k by the angle
+    (c, s) = (cos, sin): the columns a, b of R[i] (the two other axes, in cyclic order)
+    mixed by :func:`rotated_pair`, its column k copied.  Inputs read before any store
+    (Ro[io] may be R[i])."""
     a = 1 if k == 0 else (2 if k == 1 else 0)
     b = 3 - k - a
-    x0, y0, z0 = jR[i, 0, a], jR[i, 0, b], jR[i, 0, k]
-    x1, y1, z1 = jR[i, 1, a], jR[i, 1, b], jR[i, 1, k]
-    x2, y2, z2 = jR[i, 2, a], jR[i, 2, b], jR[i, 2, k]
-    p0, p1, p2 = jp[i, 0], jp[i, 1], jp[i, 2]
-    (liR[i, 0, a], liR[i, 0, b]), liR[i, 0, k] = rotated_pair(x0, y0, c, s), z0
-    (liR[i, 1, a], liR[i, 1, b]), liR[i, 1, k] = rotated_pair(x1, y1, c, s), z1
-    (liR[i, 2, a], liR[i, 2, b]), liR[i, 2, k] = rotated_pair(x2, y2, c, s), z2
-    lip[i, 0], lip[i, 1], lip[i, 2] = p0, p1, p2
+    x0, y0, z0 = R[i, 0, a], R[i, 0, b], R[i, 0, k]
+    x1, y1, z1 = R[i, 1, a], R[i, 1, b], R[i, 1, k]
+    x2, y2, z2 = R[i, 2, a], R[i, 2, b], R[i, 2, k]
+    (Ro[io, 0, a], Ro[io, 0, b]), Ro[io, 0, k] = rotated_pair(x0, y0, c, s), z0
+    (Ro[io, 1, a], Ro[io, 1, b]), Ro[io, 1, k] = rotated_pair(x1, y1, c, s), z1
+    (Ro[io, 2, a], Ro[io, 2, b]), Ro[io, 2, k] = rotated_pair(x2, y2, c, s), z2
 
 
 @inline_kernel
@@ -251,21 +282,17 @@ def revolute_child_placement(jp, par, i, k, c, s, liR, lip, oR, op, fill_local):
     entry 0 of Rk (x + 0 = x), and x c + y s = y s + x c.  liMi is written only when
     ``fill_local`` (a constant in each caller: CRBA's scratch liMi is never read).
     Inputs read before any store."""
-    a = 1 if k == 0 else (2 if k == 1 else 0)
-    b = 3 - k - a
-    x0, y0, z0 = oR[par, 0, a], oR[par, 0, b], oR[par, 0, k]
-    x1, y1, z1 = oR[par, 1, a], oR[par, 1, b], oR[par, 1, k]
-    x2, y2, z2 = oR[par, 2, a], oR[par, 2, b], oR[par, 2, k]
     # compose's translation, in its order: t + R(par) jp
     p0, p1, p2 = jp[i, 0], jp[i, 1], jp[i, 2]
     u0 = op[par, 0] + oR[par, 0, 0] * p0 + oR[par, 0, 1] * p1 + oR[par, 0, 2] * p2
     u1 = op[par, 1] + oR[par, 1, 0] * p0 + oR[par, 1, 1] * p1 + oR[par, 1, 2] * p2
     u2 = op[par, 2] + oR[par, 2, 0] * p0 + oR[par, 2, 1] * p1 + oR[par, 2, 2] * p2
+    # stored after the rotation, whose reads of oR[par] then reuse these loads
+    rotated_about_axis(oR, par, k, c, s, oR, i)
     op[i, 0], op[i, 1], op[i, 2] = u0, u1, u2
-    (oR[i, 0, a], oR[i, 0, b]), oR[i, 0, k] = rotated_pair(x0, y0, c, s), z0
-    (oR[i, 1, a], oR[i, 1, b]), oR[i, 1, k] = rotated_pair(x1, y1, c, s), z1
-    (oR[i, 2, a], oR[i, 2, b]), oR[i, 2, k] = rotated_pair(x2, y2, c, s), z2
     if fill_local:
+        a = 1 if k == 0 else (2 if k == 1 else 0)
+        b = 3 - k - a
         liR[i, a, a], liR[i, a, b], liR[i, a, k] = c, -s, 0.0
         liR[i, b, a], liR[i, b, b], liR[i, b, k] = s, c, 0.0
         liR[i, k, a], liR[i, k, b], liR[i, k, k] = 0.0, 0.0, 1.0
@@ -308,16 +335,9 @@ def placements_of(m, q, XR, Xp, liR, lip, oR, op, cs, b, from_table):
     parents, jtype, axes, idx_q, jR, jp = m.parents, m.jtype, m.axis, m.idx_q, m.jR, m.jp
     for i in range(1, m.njoints):
         t = jtype[i]
-        k = coordinate_axis(axes, i) if t == REVOLUTE or t == REVOLUTE_UNBOUNDED else -1
+        k = revolute_coordinate_axis(t, axes, i)
         if k >= 0:
-            o = idx_q[i]
-            if t == REVOLUTE:
-                if from_table:
-                    c, s = cs[0, b + o], cs[1, b + o]
-                else:
-                    c, s = math.cos(q[o]), math.sin(q[o])
-            else:
-                c, s = q[o], q[o + 1]
+            c, s = revolute_cos_sin(t, q, idx_q[i], cs, b, from_table)
             revolute_placement(jR, jp, i, k, c, s, liR, lip)
         else:
             general_placement(t, axes, jR, jp, i, q, idx_q[i], XR, Xp, liR, lip)

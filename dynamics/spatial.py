@@ -21,108 +21,97 @@ reload them after every store (the arrays may alias as far as it knows); the
 output row may therefore even be an input row.  Nothing allocates.  The helpers are inlined into their
 callers (measured: RNEA on ur5 2.0 us -> 1.15 us per state).
 
-The value forms (``cross``, ``inv_act_motion_values``, ``rigid_inertia_times``)
-take and return plain numbers, for a per-body step written on locals and stored
-once: every store into an array makes LLVM reload the array values read after
-it (measured: ABA's backward pass on ur5 1.36 -> 1.02 us per state).
+The value forms (``cross``, ``act_motion_values``, ``inv_act_motion_values``,
+``motion_cross_values``, ``rigid_inertia_times``) take and return plain numbers, for a
+per-body step written on locals and stored once: every store into an array makes LLVM
+reload the array values read after it (measured: ABA's backward pass on ur5 1.36 ->
+1.02 us per state).  The row helpers store a value form; the force ones are the motion
+ones with the halves swapped (the dual action: X* [f; n] = swap(X [n; f]), and
+m x* [f; n] = swap(m x [n; f])), one piece of arithmetic for both.
 """
 from .config import inline_kernel
 
 
 @inline_kernel
 def act_motion(Rs, ps, i, ms, j, outs, o):
-    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
-    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
-    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
-    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
-    v0, v1, v2, x0, x1, x2 = ms[j, 0], ms[j, 1], ms[j, 2], ms[j, 3], ms[j, 4], ms[j, 5]
-    w0 = r00 * x0 + r01 * x1 + r02 * x2
-    w1 = r10 * x0 + r11 * x1 + r12 * x2
-    w2 = r20 * x0 + r21 * x1 + r22 * x2
-    outs[o, 0] = r00 * v0 + r01 * v1 + r02 * v2 + p1 * w2 - p2 * w1
-    outs[o, 1] = r10 * v0 + r11 * v1 + r12 * v2 + p2 * w0 - p0 * w2
-    outs[o, 2] = r20 * v0 + r21 * v1 + r22 * v2 + p0 * w1 - p1 * w0
-    outs[o, 3] = w0
-    outs[o, 4] = w1
-    outs[o, 5] = w2
+    (outs[o, 0], outs[o, 1], outs[o, 2],
+     outs[o, 3], outs[o, 4], outs[o, 5]) = act_motion_values(Rs, ps, i, ms[j, 0], ms[j, 1],
+                                                            ms[j, 2], ms[j, 3], ms[j, 4],
+                                                            ms[j, 5])
 
 
 @inline_kernel
 def inv_act_motion(Rs, ps, i, ms, j, outs, o):
-    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
-    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
-    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
-    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
-    v0, v1, v2, x0, x1, x2 = ms[j, 0], ms[j, 1], ms[j, 2], ms[j, 3], ms[j, 4], ms[j, 5]
-    t0 = v0 - (p1 * x2 - p2 * x1)
-    t1 = v1 - (p2 * x0 - p0 * x2)
-    t2 = v2 - (p0 * x1 - p1 * x0)
-    outs[o, 0] = r00 * t0 + r10 * t1 + r20 * t2
-    outs[o, 1] = r01 * t0 + r11 * t1 + r21 * t2
-    outs[o, 2] = r02 * t0 + r12 * t1 + r22 * t2
-    outs[o, 3] = r00 * x0 + r10 * x1 + r20 * x2
-    outs[o, 4] = r01 * x0 + r11 * x1 + r21 * x2
-    outs[o, 5] = r02 * x0 + r12 * x1 + r22 * x2
+    (outs[o, 0], outs[o, 1], outs[o, 2],
+     outs[o, 3], outs[o, 4], outs[o, 5]) = inv_act_motion_values(Rs, ps, i, ms[j, 0], ms[j, 1],
+                                                                ms[j, 2], ms[j, 3], ms[j, 4],
+                                                                ms[j, 5])
 
 
 @inline_kernel
 def act_force(Rs, ps, i, fs, j, outs, o):
-    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
-    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
-    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
-    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
-    g0, g1, g2, n0, n1, n2 = fs[j, 0], fs[j, 1], fs[j, 2], fs[j, 3], fs[j, 4], fs[j, 5]
-    f0 = r00 * g0 + r01 * g1 + r02 * g2
-    f1 = r10 * g0 + r11 * g1 + r12 * g2
-    f2 = r20 * g0 + r21 * g1 + r22 * g2
-    outs[o, 0] = f0
-    outs[o, 1] = f1
-    outs[o, 2] = f2
-    outs[o, 3] = r00 * n0 + r01 * n1 + r02 * n2 + p1 * f2 - p2 * f1
-    outs[o, 4] = r10 * n0 + r11 * n1 + r12 * n2 + p2 * f0 - p0 * f2
-    outs[o, 5] = r20 * n0 + r21 * n1 + r22 * n2 + p0 * f1 - p1 * f0
+    # the dual action: [f; n] -> [R f; R n + p x R f] is the motion action on [n; f],
+    # halves swapped
+    (outs[o, 3], outs[o, 4], outs[o, 5],
+     outs[o, 0], outs[o, 1], outs[o, 2]) = act_motion_values(Rs, ps, i, fs[j, 3], fs[j, 4],
+                                                            fs[j, 5], fs[j, 0], fs[j, 1],
+                                                            fs[j, 2])
 
 
 @inline_kernel
 def inv_act_force(Rs, ps, i, fs, j, outs, o):
-    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
-    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
-    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
-    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
-    g0, g1, g2, m0, m1, m2 = fs[j, 0], fs[j, 1], fs[j, 2], fs[j, 3], fs[j, 4], fs[j, 5]
-    n0 = m0 - (p1 * g2 - p2 * g1)
-    n1 = m1 - (p2 * g0 - p0 * g2)
-    n2 = m2 - (p0 * g1 - p1 * g0)
-    outs[o, 0] = r00 * g0 + r10 * g1 + r20 * g2
-    outs[o, 1] = r01 * g0 + r11 * g1 + r21 * g2
-    outs[o, 2] = r02 * g0 + r12 * g1 + r22 * g2
-    outs[o, 3] = r00 * n0 + r10 * n1 + r20 * n2
-    outs[o, 4] = r01 * n0 + r11 * n1 + r21 * n2
-    outs[o, 5] = r02 * n0 + r12 * n1 + r22 * n2
+    # [R^T f; R^T (n - p x f)]: the inverse motion action on [n; f], halves swapped
+    (outs[o, 3], outs[o, 4], outs[o, 5],
+     outs[o, 0], outs[o, 1], outs[o, 2]) = inv_act_motion_values(Rs, ps, i, fs[j, 3], fs[j, 4],
+                                                                fs[j, 5], fs[j, 0], fs[j, 1],
+                                                                fs[j, 2])
 
 
 @inline_kernel
 def motion_cross(m1s, i, m2s, j, outs, o):
-    a0, a1, a2, b0, b1, b2 = m1s[i, 0], m1s[i, 1], m1s[i, 2], m1s[i, 3], m1s[i, 4], m1s[i, 5]
-    c0, c1, c2, d0, d1, d2 = m2s[j, 0], m2s[j, 1], m2s[j, 2], m2s[j, 3], m2s[j, 4], m2s[j, 5]
-    outs[o, 0] = b1 * c2 - b2 * c1 + a1 * d2 - a2 * d1
-    outs[o, 1] = b2 * c0 - b0 * c2 + a2 * d0 - a0 * d2
-    outs[o, 2] = b0 * c1 - b1 * c0 + a0 * d1 - a1 * d0
-    outs[o, 3] = b1 * d2 - b2 * d1
-    outs[o, 4] = b2 * d0 - b0 * d2
-    outs[o, 5] = b0 * d1 - b1 * d0
+    (outs[o, 0], outs[o, 1], outs[o, 2],
+     outs[o, 3], outs[o, 4], outs[o, 5]) = motion_cross_values(
+        m1s[i, 0], m1s[i, 1], m1s[i, 2], m1s[i, 3], m1s[i, 4], m1s[i, 5],
+        m2s[j, 0], m2s[j, 1], m2s[j, 2], m2s[j, 3], m2s[j, 4], m2s[j, 5])
 
 
 @inline_kernel
 def force_cross(ms, i, fs, j, outs, o):
-    a0, a1, a2, b0, b1, b2 = ms[i, 0], ms[i, 1], ms[i, 2], ms[i, 3], ms[i, 4], ms[i, 5]
-    f0, f1, f2, n0, n1, n2 = fs[j, 0], fs[j, 1], fs[j, 2], fs[j, 3], fs[j, 4], fs[j, 5]
-    outs[o, 0] = b1 * f2 - b2 * f1
-    outs[o, 1] = b2 * f0 - b0 * f2
-    outs[o, 2] = b0 * f1 - b1 * f0
-    outs[o, 3] = b1 * n2 - b2 * n1 + a1 * f2 - a2 * f1
-    outs[o, 4] = b2 * n0 - b0 * n2 + a2 * f0 - a0 * f2
-    outs[o, 5] = b0 * n1 - b1 * n0 + a0 * f1 - a1 * f0
+    # m x* [f; n] = [w x f; w x n + v x f]: m x [n; f], halves swapped
+    (outs[o, 3], outs[o, 4], outs[o, 5],
+     outs[o, 0], outs[o, 1], outs[o, 2]) = motion_cross_values(
+        ms[i, 0], ms[i, 1], ms[i, 2], ms[i, 3], ms[i, 4], ms[i, 5],
+        fs[j, 3], fs[j, 4], fs[j, 5], fs[j, 0], fs[j, 1], fs[j, 2])
+
+
+@inline_kernel
+def act_motion_values(Rs, ps, i, v0, v1, v2, x0, x1, x2):
+    """:func:`act_motion` of the motion [v; x] given as values: six values
+    [R v + p x R x; R x] for (R, p) = (Rs[i], ps[i]) (with the halves swapped, the
+    force action :func:`act_force` of [x; v])."""
+    r00, r01, r02 = Rs[i, 0, 0], Rs[i, 0, 1], Rs[i, 0, 2]
+    r10, r11, r12 = Rs[i, 1, 0], Rs[i, 1, 1], Rs[i, 1, 2]
+    r20, r21, r22 = Rs[i, 2, 0], Rs[i, 2, 1], Rs[i, 2, 2]
+    p0, p1, p2 = ps[i, 0], ps[i, 1], ps[i, 2]
+    w0 = r00 * x0 + r01 * x1 + r02 * x2
+    w1 = r10 * x0 + r11 * x1 + r12 * x2
+    w2 = r20 * x0 + r21 * x1 + r22 * x2
+    return (r00 * v0 + r01 * v1 + r02 * v2 + p1 * w2 - p2 * w1,
+            r10 * v0 + r11 * v1 + r12 * v2 + p2 * w0 - p0 * w2,
+            r20 * v0 + r21 * v1 + r22 * v2 + p0 * w1 - p1 * w0, w0, w1, w2)
+
+
+@inline_kernel
+def motion_cross_values(a0, a1, a2, b0, b1, b2, c0, c1, c2, d0, d1, d2):
+    """[a; b] x [c; d] = [b x c + a x d; b x d] of two motions given as values (with the
+    halves of the second and of the result swapped, the force cross :func:`force_cross`
+    of [a; b] and [d; c])."""
+    return (b1 * c2 - b2 * c1 + a1 * d2 - a2 * d1,
+            b2 * c0 - b0 * c2 + a2 * d0 - a0 * d2,
+            b0 * c1 - b1 * c0 + a0 * d1 - a1 * d0,
+            b1 * d2 - b2 * d1,
+            b2 * d0 - b0 * d2,
+            b0 * d1 - b1 * d0)
 
 
 @inline_kernel

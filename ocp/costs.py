@@ -398,24 +398,28 @@ def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, 
                     hc = h * Rx[k, i, c]
                     if not dense:
                         Lx[k, c] += g * Rx[k, i, c]
-                        for q in range(p, nx):
-                            d = cx[q]
-                            v = hc * Rx[k, i, d]
-                            Lxx[k, c, d] += v
-                            if d != c:
-                                Lxx[k, d, c] += v
+                        _add_sparse_outer(hc, Rx, k, i, cx, p, nx, Lxx)
                     for q in range(nuc):
                         Lxu[k, c, cu[q]] += hc * Ru[k, i, cu[q]]
                 for p in range(nuc):
                     c = cu[p]
                     hc = h * Ru[k, i, c]
                     Lu[k, c] += g * Ru[k, i, c]
-                    for q in range(p, nuc):
-                        d = cu[q]
-                        v = hc * Ru[k, i, d]
-                        Luu[k, c, d] += v
-                        if d != c:
-                            Luu[k, d, c] += v
+                    _add_sparse_outer(hc, Ru, k, i, cu, p, nuc, Luu)
+
+
+@inline_kernel
+def _add_sparse_outer(hc, R, k, i, cols, p, n, L):
+    """L[k] += (h R_c) R_d for c = cols[p] and the columns d = cols[p:n] of the row
+    R_i = R[k, i] (non-zero there), mirrored below the diagonal (L[k] symmetric): the
+    row c of h R_i^T R_i from its diagonal on, for Lxx and Luu."""
+    c = cols[p]
+    for q in range(p, n):
+        d = cols[q]
+        v = hc * R[k, i, d]
+        L[k, c, d] += v
+        if d != c:
+            L[k, d, c] += v
 
 
 @inline_kernel

@@ -24,7 +24,7 @@ from geppetto.dynamics.constraint_derivatives import constraint_acceleration_der
 from geppetto.dynamics.constraints import (CONTACT_3D, CONTACT_6D, ConstraintSet, RigidConstraint,
                                            constraint_acceleration, constraint_drift,
                                            constraint_forces, constraint_jacobian, contact_3d,
-                                           contact_6d, loop_closure)
+                                           contact_6d, loop_closure, supporting_dofs)
 
 pin = pytest.importorskip("pinocchio")
 
@@ -290,6 +290,19 @@ def test_loop_closure_derivatives_match_finite_differences(tree_case, loop, refe
                                                               datas, settings)
             for name, a, b in zip(DERIVATIVE_NAMES, ours, theirs):
                 assert_close(a, b, 1e-8, f"{name} size {size} vs Pinocchio")
+
+
+@pytest.mark.parametrize("name", ["solo12", "talos", "random_tree"])
+def test_supporting_dofs_are_the_dofs_of_pinocchios_supports(load_case, name):
+    """supporting_dofs (the kernels' supports predicate) against Pinocchio's
+    model.supports (the joints from the root to the joint), on every joint."""
+    case = load_case(name)
+    pm = case.pin_model
+    for joint in range(1, pm.njoints):
+        expected = [pm.joints[j].idx_v + r for j in pm.supports[joint] if j > 0
+                    for r in range(pm.joints[j].nv)]
+        assert supporting_dofs(case.model, joint) == sorted(expected)
+    assert len(supporting_dofs(case.model, pm.njoints - 1)) > 1
 
 
 def test_constraint_acceleration_derivatives(load_case, assert_close):
