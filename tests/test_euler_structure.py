@@ -31,6 +31,11 @@ def test_spherical_joint_mid_chain_adds_its_lie_rows_and_marks_every_knot_struct
     first = model.arrays.idx_v[spherical]
     # the free flyer's six rows, then the spherical joint's three after two revolute dofs
     assert first == 8
+    # nv 13 with 9 Lie rows: "auto" (the default) keeps the dense products (too few
+    # other rows to pay, ocp.problem.STRUCTURED_MIN_ROWS); True marks every Euler knot
+    auto_dts, _ = problem.euler_structure
+    assert auto_dts.size == 0
+    problem.structured_backward = True
     dts, lie_rows = problem.euler_structure
     np.testing.assert_array_equal(lie_rows, [0, 1, 2, 3, 4, 5, 8, 9, 10])
     np.testing.assert_array_equal(dts, np.full(problem.N, 0.02))
