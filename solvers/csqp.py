@@ -1082,8 +1082,8 @@ class CSQP:
                 except (KERNEL_ERRORS + (ValueError,)):
                     refused = np.inf
                     continue
-                refused = trial[2] + trial[4]
-                trial_merit = trial[0] + nu * refused
+                trial_merit = trial[0] + nu * (trial[2] + trial[4])
+                refused = trial[2] + trial[4] if np.isfinite(trial_merit) else np.inf
                 if np.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit)
@@ -1136,17 +1136,19 @@ class CSQP:
         (1) at most ``th_decrease`` max(1, |cost|): FDDP's test, relative to the cost's
             scale (a step would change the cost in its tenth significant digit), and
         (2) at most nu times the infeasibility |f|_1 + |violation|_1 at the shortest
-            trial: the merit's resolution.  There the step's second-order gaps are
-            alphas[-1]^2 (2^-18) of the full step's, so the infeasibility is the gaps'
-            round-off, which nu (above the costates, 1e2 .. 1e4 on the talos squat and
-            the solo12 trot with hard cones) lifts above the whole predicted decrease:
-            no trial can pass Armijo's test however close to the solution.
+            trial (evaluated, its merit finite): the merit's resolution.  There the
+            step's second-order gaps are alphas[-1]^2 (2^-18) of the full step's, so the
+            infeasibility is the gaps' round-off, which nu (above the costates, 1e2 ..
+            1e4 on the talos squat and the solo12 trot with hard cones) lifts above the
+            whole predicted decrease: no trial can pass Armijo's test however close to
+            the solution.
         The stationarity of the Lagrangian may still exceed th_stop there: on an
-        ill-conditioned problem (talos: the Hessian ~1e6 along the first knots'
+        ill-conditioned problem (talos: the Hessian ~4e6 along the first knots'
         controls) a gradient of 6e-4 costs a decrease of 3e-10 (3e-11 relative); FDDP
         stops on the same point by its expected improvement with a gradient of 3e-2
         (benchmarks/constrained_notes.md, section CSQP, qp16)."""
-        if not (polished and gap <= self.th_gaps and violation <= self.th_constraint):
+        if not (polished and gap <= self.th_gaps and violation <= self.th_constraint
+                and np.isfinite(refused)):       # the shortest trial evaluated, finite
             return False
         problem, dx, du = self.problem, self.dx, self.du
         curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
