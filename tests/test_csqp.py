@@ -270,8 +270,8 @@ def _talos_squat_with_hard_rows(N=16, dt=0.05):
     limit = model.effort_limit[6:]
     terminal = ocp.TerminalModel(state, [ocp.Cost(x_reg.residual, x_reg.activation,
                                                   weight=100.0)])
-    hard = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, costs, rows, dt=dt,
-                                                   control_bounds=(-limit, limit))] * N, terminal)
+    stage = ocp.StageModel(dynamics, costs, rows, dt=dt, control_bounds=(-limit, limit))
+    hard = ocp.ShootingProblem(x0, [stage] * N, terminal)
     soft = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, costs, dt=dt)] * N, terminal)
     return hard, soft
 
