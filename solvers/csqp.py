@@ -60,7 +60,14 @@ multipliers' largest magnitude, costates and rows, makes the SQP step a descent
 direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
 :func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
 th_constraint and the stationarity of the Lagrangian in the controls (the costates of
-an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop.
+an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, when the
+line search refuses every trial at such a feasible iterate, the exact QP step's
+predicted decrease of the cost (FDDP's expected improvement) at most th_decrease
+max(1, |cost|) and below nu times the shortest trial's infeasibility (the merit's
+resolution: the gaps' round-off times nu), status :data:`SETTLED`
+(:meth:`CSQP._settled`; the talos squat and the solo12 trot with hard cones, where the
+Hessian's conditioning keeps a stationarity of 6e-4 / 4e-6 at a relative decrease of
+2e-11 / 5e-15).
 
 What the options and the structure rest on (measured; the figures, the traces and the
 variants tried and not kept are in ``benchmarks/constrained_notes.md``, section "CSQP"):
@@ -137,6 +144,9 @@ CRAWL_RESUME = 0.25
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
+
+# the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
+SETTLED = "converged: the step's predicted decrease below the merit's resolution"
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
@@ -661,6 +671,9 @@ class CSQP:
 
     Options: ``th_stop`` 1e-6 (the Lagrangian's largest control gradient at
     convergence), ``th_constraint`` 1e-8 (largest violation), ``th_gaps`` 1e-9;
+    ``th_decrease`` 1e-9 (when the line search refuses every trial at a feasible iterate:
+    converged, status :data:`SETTLED`, if the step's predicted decrease is at most
+    th_decrease max(1, |cost|) and below the merit's resolution, :meth:`_settled`);
     the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
@@ -682,16 +695,19 @@ class CSQP:
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
-                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True):
+                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True,
+                 th_decrease=1e-9):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
-                            ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma)):
+                            ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
+                            ("th_decrease", th_decrease)):
             if not (np.isfinite(value) and value > 0.0):
                 raise ValueError(f"{name} must be finite and positive, got {value}")
         if not 0.0 < alpha < 2.0:
             raise ValueError(f"alpha must be in (0, 2), got {alpha}")
         self.problem = problem
         self.th_stop, self.th_constraint, self.th_gaps = th_stop, th_constraint, th_gaps
+        self.th_decrease = th_decrease
         self.max_qp_iter, self.eps = int(max_qp_iter), np.array([eps_abs, eps_rel])
         self.rho_init, self.rho_min, self.rho_max = rho_init, rho_min, rho_max
         self.sigma, self.alpha, self.rho_interval = sigma, alpha, int(rho_interval)
@@ -1056,7 +1072,7 @@ class CSQP:
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
             slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
-            accepted = None
+            accepted, refused = None, np.inf    # refused: the last trial's infeasibility
             first = self._first_trial(history["step"])
             # a step that is not finite: no trial (problem.calc's checks refused each)
             finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
@@ -1064,8 +1080,10 @@ class CSQP:
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
                 except (KERNEL_ERRORS + (ValueError,)):
+                    refused = np.inf
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
+                refused = trial[2] + trial[4] if np.isfinite(trial_merit) else np.inf
                 if np.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit)
@@ -1076,6 +1094,11 @@ class CSQP:
                           qp_factorizations=self._factorizations, qp_sweeps=self._sweeps,
                           rho=self.rho_now, dV_exp=np.nan,
                           dV=np.nan, time=0.0)
+            if accepted is None and finite and self._settled(cost, gap, violation, polished,
+                                                             nu, refused):
+                status, converged = SETTLED, True
+                self._record(history, callbacks, iteration, record, t0)
+                break
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -1101,6 +1124,38 @@ class CSQP:
                 break
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _settled(self, cost, gap, violation, polished, nu, refused):
+        """Whether an iterate whose line search refused every trial is a solution to the
+        precision the merit can resolve (the second stopping test, status
+        :data:`SETTLED`): the iterate feasible (gap <= th_gaps, violation <=
+        th_constraint), the QP solved exactly (the active-set method's solution, not
+        ADMM's), and the full step's predicted decrease of the cost, the QP model's
+        -(g^T w + 1/2 w^T H w) (FDDP's expected improvement d1 + d2 / 2, Crocoddyl's
+        stopping value), both
+        (1) at most ``th_decrease`` max(1, |cost|): FDDP's test, relative to the cost's
+            scale (a step would change the cost in its tenth significant digit), and
+        (2) at most nu times the infeasibility |f|_1 + |violation|_1 at the shortest
+            trial (evaluated, its merit finite): the merit's resolution.  There the
+            step's second-order gaps are alphas[-1]^2 (2^-18) of the full step's, so the
+            infeasibility is the gaps' round-off, which nu (above the costates, 1e2 ..
+            1e4 on the talos squat and the solo12 trot with hard cones) lifts above the
+            whole predicted decrease: no trial can pass Armijo's test however close to
+            the solution.
+        The stationarity of the Lagrangian may still exceed th_stop there: on an
+        ill-conditioned problem (talos: the Hessian ~4e6 along the first knots'
+        controls) a gradient of 6e-4 costs a decrease of 3e-10 (3e-11 relative); FDDP
+        stops on the same point by its expected improvement with a gradient of 3e-2
+        (benchmarks/constrained_notes.md, section CSQP, qp16)."""
+        if not (polished and gap <= self.th_gaps and violation <= self.th_constraint
+                and np.isfinite(refused)):       # the shortest trial evaluated, finite
+            return False
+        problem, dx, du = self.problem, self.dx, self.du
+        curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
+            np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
+            2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
+        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du) + 0.5 * curvature)
+        return decrease <= min(self.th_decrease * max(1.0, abs(cost)), nu * refused)
 
     def _first_trial(self, steps):
         """The index in ``alphas`` of the line search's first trial after the accepted

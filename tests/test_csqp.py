@@ -13,6 +13,9 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
   projected onto the bounds, ALDDP's and ProxDDP's optimum (1e-6 relative).
 - The warm line search's first trials, and ur5 "stiff" from the guess in at most 34
   iterations (1.8 trials per iteration) at its optimum.
+- The talos squat with hard centre-of-pressure rows and torque limits (issue 19's task
+  nobody tuned for): the second stopping test (the step's predicted decrease below the
+  merit's resolution) ends it converged at FDDP's optimum.
 """
 import numpy as np
 
@@ -240,3 +243,57 @@ def test_a_round_rewrites_the_hessian_at_its_changed_knots_only():
         csqp._hessian(blocks, L, stale, t_end, np.zeros(N + 1, dtype=bool))
         assert not np.array_equal(stale[1], rebuilt[1])
         solver.H = tuple(h.copy() for h in stale)
+
+
+def _talos_squat_with_hard_rows(N=16, dt=0.05):
+    """(hard, soft): the talos squat of examples/talos_squat (reduced: 16 knots of 50 ms)
+    with both soles' centre-of-pressure rows and the torque limits as hard constraints
+    (hard) or without them (soft); none is active at the optimum."""
+    from geppetto.examples.talos_squat import DEPTH, SOLES
+    robot = gp.robots.load("talos")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    com0 = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0).copy()
+    s = np.arange(N) / (N - 1)
+    com_path = com0 + np.c_[np.zeros((N, 2)), -0.5 * DEPTH * (1 - np.cos(2 * np.pi * s))]
+    state = ocp.StateMultibody(model)
+    weights = np.r_[np.zeros(3), np.full(3, 500.0), np.full(model.nv - 6, 0.01),
+                    np.full(6, 10.0), np.ones(model.nv - 6)]
+    x_reg = ocp.Cost(ocp.StateResidual(state, x0), ocp.WeightedQuadratic(weights))
+    costs = [ocp.Cost(ocp.CenterOfMassResidual(model, com_path), weight=1e4), x_reg,
+             ocp.Cost(ocp.ControlResidual(model.nv - 6), weight=1e-3)]
+    dynamics = ocp.ContactDynamics(model, [
+        gp.dynamics.contact_6d(model, sole, reference=gp.dynamics.LOCAL_WORLD_ALIGNED,
+                               Kp=5.0, Kd=2.0) for sole in SOLES])
+    rows = [ocp.Constraint(c, *c.bounds) for c in
+            (ocp.CenterOfPressureResidual(dynamics, sole, 0.2, 0.1) for sole in SOLES)]
+    limit = model.effort_limit[6:]
+    terminal = ocp.TerminalModel(state, [ocp.Cost(x_reg.residual, x_reg.activation,
+                                                  weight=100.0)])
+    stage = ocp.StageModel(dynamics, costs, rows, dt=dt, control_bounds=(-limit, limit))
+    hard = ocp.ShootingProblem(x0, [stage] * N, terminal)
+    soft = ocp.ShootingProblem(x0, [ocp.StageModel(dynamics, costs, dt=dt)] * N, terminal)
+    return hard, soft
+
+
+def test_talos_squat_settles_where_the_merit_cannot_resolve_the_step():
+    """Issue 19, a task nobody tuned for: the talos squat with hard rows.  From the
+    quasi-static guess and from FDDP's optimum the line search refuses every trial near
+    the solution (the step's second-order gaps times nu ~1e2 exceed its predicted
+    decrease of 3e-10, the stationarity 6e-4 / 3e-2 on an ill-conditioned Hessian);
+    the second stopping test ends both "converged" at FDDP's optimum (1e-9 relative;
+    no row active there), where main's CSQP said "no step accepted by the line search".
+    With th_decrease 1e-15 the test does not hold and the old status comes back."""
+    from geppetto.solvers.csqp import SETTLED
+    hard, soft = _talos_squat_with_hard_rows()
+    free = gp.solvers.FDDP(soft).solve(max_iter=200)
+    assert free.converged
+    for xs, us in ((None, None), (free.xs, free.us)):
+        result = gp.solvers.CSQP(hard).solve(xs, us, max_iter=100)
+        assert result.converged and result.status == SETTLED, result.status
+        assert result.stop > 1e-6            # the first test alone would not stop
+        assert result.violation <= 1e-6 and result.gaps <= 1e-9
+        np.testing.assert_allclose(result.cost, free.cost, rtol=1e-9)
+    strict = gp.solvers.CSQP(hard, th_decrease=1e-15).solve(free.xs, free.us, max_iter=5)
+    assert not strict.converged
+    assert strict.status == "no step accepted by the line search"
