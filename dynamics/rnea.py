@@ -8,6 +8,7 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from . import mimic
+from .borrowed import borrowed, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .joints import placements_inline
 from .kinematics import joint_velocity
@@ -103,16 +104,59 @@ def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
                 f[par, r] += w6[0, r]
 
 
+# States of the scratch that a stack kernel keeps its intermediates in when it is passed
+# them with no states (see stack_or_scratch)
+SCRATCH_SLOTS = 2
+
+
+@kernel
+def stack_or_scratch(x):
+    """x, or when it holds no state, zeros of SCRATCH_SLOTS states (as a new Data's
+    field).  A stack kernel passed its intermediates with fewer states than the stack
+    (none, from the public functions) keeps state k's in slot k % slots: they stay in
+    cache, and only the results reach memory."""
+    if x.shape[0] > 0:
+        return x
+    return np.zeros((SCRATCH_SLOTS,) + x.shape[1:])
+
+
+@kernel
+def rotations_or_scratch(R):
+    """:func:`stack_or_scratch` of rotations per joint (liR, oR): the universe's is the
+    identity, as in a new Data (the placements compose from it)."""
+    if R.shape[0] > 0:
+        return R
+    scratch = np.zeros((SCRATCH_SLOTS,) + R.shape[1:])
+    for s in range(SCRATCH_SLOTS):
+        for r in range(3):
+            scratch[s, 0, r, r] = 1.0
+    return scratch
+
+
 @model_kernel
 def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
+    """tau of K states.  The intermediates (liR .. f) passed with no states (a stack
+    from :func:`rnea`) go to scratch of one state that every state overwrites: only tau
+    reaches memory (as :func:`.rnea_derivatives._rnea_derivatives`)."""
     m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     w6 = np.empty((4, 6))
+    liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
+    oR, op = rotations_or_scratch(oR), stack_or_scratch(op)
+    vel, acc, f = stack_or_scratch(vel), stack_or_scratch(acc), stack_or_scratch(f)
+    slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], vel.shape[0],
+                acc.shape[0], f.shape[0])
+    owners = (liR, lip, oR, op, vel, acc, f)
+    q, v, a, f_ext, tau = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext), borrowed(tau)
+    liR, lip, oR, op = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op)
+    vel, acc, f = borrowed(vel), borrowed(acc), borrowed(f)
     for k in range(q.shape[0]):
-        _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k], op[k],
-                           vel[k], acc[k], f[k], XR, Xp, w6)
-        _rnea_backward_pass(m, a[k], liR[k], lip[k], f[k], tau[k], w6)
+        s = k % slots
+        _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[s], op[s],
+                           vel[s], acc[s], f[s], XR, Xp, w6)
+        _rnea_backward_pass(m, a[k], liR[s], lip[s], f[s], tau[k], w6)
+    keep_alive(owners)
 
 
 def rnea(model, data, q, v, a, f_ext=None):
@@ -124,17 +168,24 @@ def rnea(model, data, q, v, a, f_ext=None):
     f_ext : None, (njoints, 6) or (K, njoints, 6) spatial forces on each body
         in its joint frame (index 0, the universe, is ignored).
 
-    Returns tau (nv,) or (K, nv).  Fills ``data.liR, lip, oR, op`` (placements),
-    ``data.v, a_gf`` (local velocities and accelerations with gravity) and
-    ``data.f`` (forces transmitted by each joint, local frame).
+    Returns tau (nv,) or (K, nv) and fills ``data.tau``.  For one state (q of shape
+    (nq,)) it also fills ``data.liR, lip, oR, op`` (placements), ``data.v, a_gf``
+    (local velocities and accelerations with gravity) and ``data.f`` (forces
+    transmitted by each joint, local frame); a stack leaves them as they were (its
+    intermediates would go to memory that nobody reads).
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea(model, data, q, v, a, f_ext)
     if f_ext is None and one_state(_rnea_one, _rnea, model, data, q, v, a):
         return data.tau[0].copy()
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    call_kernel(_rnea, model, qs, vs, as_, fs, data.liR, data.lip, data.oR, data.op,
-                data.v, data.a_gf, data.f, data.tau)
+    d = data
+    if single:
+        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR, d.lip, d.oR, d.op, d.v, d.a_gf, d.f,
+                    d.tau)
+    else:
+        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR[:0], d.lip[:0], d.oR[:0], d.op[:0],
+                    d.v[:0], d.a_gf[:0], d.f[:0], d.tau)
     return result(data.tau, K, single).copy()
 
 
