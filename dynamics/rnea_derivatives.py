@@ -75,11 +75,18 @@ def inertia_action(Y, i, xs, j, outs, o):
 @inline_kernel
 def inertia_variation(Y, i, v, h, B):
     """B[i] = (B_ang in rows 0-2, b = 2 h_lin in row 3) for the inertia Y[i] moving at
-    v[i] with momentum h[i] = Y[i] v[i] (module docstring); P = [w]x I."""
+    v[i] with momentum h[i] = Y[i] v[i] (module docstring; :func:`inertia_variation_values`)."""
+    inertia_variation_values(Y, i, v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5],
+                             h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5], B)
+
+
+@inline_kernel
+def inertia_variation_values(Y, i, l0, l1, l2, w0, w1, w2, k0, k1, k2, g0, g1, g2, B):
+    """:func:`inertia_variation` of the motion [l; w] and momentum [k; g] given as
+    values; P = [w]x I."""
     # the ten parameters' entries only (those rigid_inertia_times reads; the matrix is
     # symmetric): the forward pass of the RNEA derivatives writes no others
     H0, H1, H2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
-    l0, l1, l2, w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
     p00 = w1 * Y[i, 3, 5] - w2 * Y[i, 3, 4]
     p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 3, 5]
     p20 = w0 * Y[i, 3, 4] - w1 * Y[i, 3, 3]
@@ -90,7 +97,6 @@ def inertia_variation(Y, i, v, h, B):
     p12 = w2 * Y[i, 3, 5] - w0 * Y[i, 5, 5]
     p22 = w0 * Y[i, 4, 5] - w1 * Y[i, 3, 5]
     s = H0 * l0 + H1 * l1 + H2 * l2
-    g0, g1, g2 = h[i, 3], h[i, 4], h[i, 5]
     B[i, 0, 0] = 2.0 * (p00 + s - l0 * H0)
     B[i, 1, 1] = 2.0 * (p11 + s - l1 * H1)
     B[i, 2, 2] = 2.0 * (p22 + s - l2 * H2)
@@ -100,7 +106,7 @@ def inertia_variation(Y, i, v, h, B):
     B[i, 0, 1], B[i, 1, 0] = s01 + g2, s01 - g2
     B[i, 0, 2], B[i, 2, 0] = s02 - g1, s02 + g1
     B[i, 1, 2], B[i, 2, 1] = s12 + g0, s12 - g0
-    B[i, 3, 0], B[i, 3, 1], B[i, 3, 2] = 2.0 * h[i, 0], 2.0 * h[i, 1], 2.0 * h[i, 2]
+    B[i, 3, 0], B[i, 3, 1], B[i, 3, 2] = 2.0 * k0, 2.0 * k1, 2.0 * k2
 
 
 # --- Forward pass --------------------------------------------------------------------
@@ -147,42 +153,154 @@ def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, 
                              u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
     """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
     for i in range(1, parents.shape[0]):
-        par = parents[i]
-        for d in range(idx_v[i], idx_v[i] + nvs[i]):
-            for r in range(6):
-                w6[0, r] = J[r, d]
-            motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
-            motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
-            motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
-            for r in range(6):
-                alpha_cols[d, r] += w6[1, r]
-            if nvs[i] == 1:
-                # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
-                for r in range(6):
-                    gamma_cols[d, r] = 2.0 * u_cols[d, r]
-                continue
-            for r in range(6):
-                w6[2, r] = ov[i, r] + ov[par, r]
-            motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
-        inertia_action(oY, i, ov, i, h, i)
-        inertia_variation(oY, i, ov, h, Bcrb)
-        if bias_in_f:
-            inertia_action(oY, i, oa, i, w6, 0)
-            for r in range(6):
-                f[i, r] += w6[0, r]
-            continue
-        inertia_action(oY, i, oa, i, f, i)
-        force_cross(ov, i, h, i, w6, 0)
-        if (f_ext[i, 0] == 0.0 and f_ext[i, 1] == 0.0 and f_ext[i, 2] == 0.0
-                and f_ext[i, 3] == 0.0 and f_ext[i, 4] == 0.0 and f_ext[i, 5] == 0.0):
-            # no external force on the body (rnea_derivatives without f_ext): its move
-            # to the world frame, 24 products of zeros, is skipped (the same sums)
-            for r in range(6):
-                f[i, r] += w6[0, r]
-            continue
-        act_force(oR, op, i, f_ext, i, w6, 1)
+        _body_step(i, parents[i], idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
+                   u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
+
+
+@inline_kernel
+def _body_step(i, par, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
+               alpha_cols, gamma_cols, w6, bias_in_f):
+    """The step of joint i of :func:`_body_forces_and_columns`."""
+    for d in range(idx_v[i], idx_v[i] + nvs[i]):
         for r in range(6):
-            f[i, r] += w6[0, r] - w6[1, r]
+            w6[0, r] = J[r, d]
+        motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
+        motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
+        motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
+        for r in range(6):
+            alpha_cols[d, r] += w6[1, r]
+        if nvs[i] == 1:
+            # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
+            for r in range(6):
+                gamma_cols[d, r] = 2.0 * u_cols[d, r]
+            continue
+        for r in range(6):
+            w6[2, r] = ov[i, r] + ov[par, r]
+        motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
+    inertia_action(oY, i, ov, i, h, i)
+    inertia_variation(oY, i, ov, h, Bcrb)
+    if bias_in_f:
+        inertia_action(oY, i, oa, i, w6, 0)
+        for r in range(6):
+            f[i, r] += w6[0, r]
+        return
+    inertia_action(oY, i, oa, i, f, i)
+    force_cross(ov, i, h, i, w6, 0)
+    if (f_ext[i, 0] == 0.0 and f_ext[i, 1] == 0.0 and f_ext[i, 2] == 0.0
+            and f_ext[i, 3] == 0.0 and f_ext[i, 4] == 0.0 and f_ext[i, 5] == 0.0):
+        # no external force on the body (rnea_derivatives without f_ext): its move
+        # to the world frame, 24 products of zeros, is skipped (the same sums)
+        for r in range(6):
+            f[i, r] += w6[0, r]
+        return
+    act_force(oR, op, i, f_ext, i, w6, 1)
+    for r in range(6):
+        f[i, r] += w6[0, r] - w6[1, r]
+
+
+@kernel
+def _motions_forces_and_columns(parents, idx_v, nvs, gravity, v, a, f_ext, oR, op, J, oY, ov,
+                                oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6):
+    """:func:`.kinematics.world_motions` (with gravity, oa_0 = -g) and
+    :func:`_body_forces_and_columns` in one pass over the joints, the same sums in the
+    same order: a 1-dof joint's motions, columns and forces on locals, each result
+    stored once (:func:`_one_dof_step`; through the two passes, 0.8 and 1.6 us of
+    talos's dID per state went mostly to stores and the loads after them), a
+    multi-dof joint (the free flyer) by the two passes' steps."""
+    for r in range(6):
+        ov[0, r] = 0.0
+        oa[0, r] = -gravity[r]
+    for i in range(1, parents.shape[0]):
+        par = parents[i]
+        if nvs[i] == 1:
+            _one_dof_step(i, par, idx_v[i], v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb,
+                          u_cols, alpha_cols, gamma_cols, w6)
+            continue
+        _joint_world_motion(i, par, idx_v[i], nvs[i], v, a, J, ov, oa, w6)
+        _body_step(i, par, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
+                   alpha_cols, gamma_cols, w6, bool(False))
+
+
+@kernel
+def _joint_world_motion(i, par, iv, nvi, v, a, J, ov, oa, w6):
+    """ov_i and oa_i of a multi-dof joint: the step of :func:`.kinematics.world_motions`
+    (order 2), a compiled call (inlined into that loop it would change six other
+    kernels' code)."""
+    for r in range(6):
+        sv = 0.0
+        sa = 0.0
+        for c in range(iv, iv + nvi):
+            sv += J[r, c] * v[c]
+            sa += J[r, c] * a[c]
+        w6[0, r] = sv
+        w6[1, r] = sa
+        ov[i, r] = ov[par, r] + sv
+    for r in range(6):
+        oa[i, r] = oa[par, r] + w6[1, r]
+    motion_cross(ov, i, w6, 0, w6, 1)
+    for r in range(6):
+        oa[i, r] += w6[1, r]
+
+
+@inline_kernel
+def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols, alpha_cols,
+                  gamma_cols, w6):
+    """World motions, the columns u, alpha, gamma of dof d and the body's h, B and f, of
+    a 1-dof joint i, on locals: the arithmetic of :func:`.kinematics.world_motions` and
+    :func:`_body_step` in their order (x = 0.0 + y kept where they sum from 0.0: the
+    same signed zeros)."""
+    j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
+    x, y = v[d], a[d]
+    s0, s1, s2 = 0.0 + j0 * x, 0.0 + j1 * x, 0.0 + j2 * x       # J_d dq_d
+    s3, s4, s5 = 0.0 + j3 * x, 0.0 + j4 * x, 0.0 + j5 * x
+    t0, t1, t2 = 0.0 + j0 * y, 0.0 + j1 * y, 0.0 + j2 * y       # J_d ddq_d
+    t3, t4, t5 = 0.0 + j3 * y, 0.0 + j4 * y, 0.0 + j5 * y
+    p0, p1, p2, p3, p4, p5 = ov[par, 0], ov[par, 1], ov[par, 2], ov[par, 3], ov[par, 4], ov[par, 5]
+    q0, q1, q2, q3, q4, q5 = oa[par, 0], oa[par, 1], oa[par, 2], oa[par, 3], oa[par, 4], oa[par, 5]
+    # ov_i = ov_lambda + J_d dq_d, oa_i = oa_lambda + J_d ddq_d + ov_i x J_d dq_d
+    v0, v1, v2, v3, v4, v5 = p0 + s0, p1 + s1, p2 + s2, p3 + s3, p4 + s4, p5 + s5
+    a0 = q0 + t0 + (v4 * s2 - v5 * s1 + v1 * s5 - v2 * s4)
+    a1 = q1 + t1 + (v5 * s0 - v3 * s2 + v2 * s3 - v0 * s5)
+    a2 = q2 + t2 + (v3 * s1 - v4 * s0 + v0 * s4 - v1 * s3)
+    a3 = q3 + t3 + (v4 * s5 - v5 * s4)
+    a4 = q4 + t4 + (v5 * s3 - v3 * s5)
+    a5 = q5 + t5 + (v3 * s4 - v4 * s3)
+    ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
+    oa[i, 0], oa[i, 1], oa[i, 2], oa[i, 3], oa[i, 4], oa[i, 5] = a0, a1, a2, a3, a4, a5
+    # u = v_lambda x J_d, alpha = a_lambda x J_d + v_lambda x u, gamma = 2 u
+    u0 = p4 * j2 - p5 * j1 + p1 * j5 - p2 * j4
+    u1 = p5 * j0 - p3 * j2 + p2 * j3 - p0 * j5
+    u2 = p3 * j1 - p4 * j0 + p0 * j4 - p1 * j3
+    u3 = p4 * j5 - p5 * j4
+    u4 = p5 * j3 - p3 * j5
+    u5 = p3 * j4 - p4 * j3
+    u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = u0, u1, u2
+    u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = u3, u4, u5
+    alpha_cols[d, 0] = (q4 * j2 - q5 * j1 + q1 * j5 - q2 * j4) + (p4 * u2 - p5 * u1 + p1 * u5 - p2 * u4)
+    alpha_cols[d, 1] = (q5 * j0 - q3 * j2 + q2 * j3 - q0 * j5) + (p5 * u0 - p3 * u2 + p2 * u3 - p0 * u5)
+    alpha_cols[d, 2] = (q3 * j1 - q4 * j0 + q0 * j4 - q1 * j3) + (p3 * u1 - p4 * u0 + p0 * u4 - p1 * u3)
+    alpha_cols[d, 3] = (q4 * j5 - q5 * j4) + (p4 * u5 - p5 * u4)
+    alpha_cols[d, 4] = (q5 * j3 - q3 * j5) + (p5 * u3 - p3 * u5)
+    alpha_cols[d, 5] = (q3 * j4 - q4 * j3) + (p3 * u4 - p4 * u3)
+    gamma_cols[d, 0], gamma_cols[d, 1], gamma_cols[d, 2] = 2.0 * u0, 2.0 * u1, 2.0 * u2
+    gamma_cols[d, 3], gamma_cols[d, 4], gamma_cols[d, 5] = 2.0 * u3, 2.0 * u4, 2.0 * u5
+    # h = Y v, B, f = Y a + v x* h (- the external force, in the world)
+    h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+    inertia_variation_values(oY, i, v0, v1, v2, v3, v4, v5, h0, h1, h2, h3, h4, h5, Bcrb)
+    g0, g1, g2, g3, g4, g5 = rigid_inertia_times(oY, i, a0, a1, a2, a3, a4, a5)
+    c0 = v4 * h2 - v5 * h1
+    c1 = v5 * h0 - v3 * h2
+    c2 = v3 * h1 - v4 * h0
+    c3 = v4 * h5 - v5 * h4 + v1 * h2 - v2 * h1
+    c4 = v5 * h3 - v3 * h5 + v2 * h0 - v0 * h2
+    c5 = v3 * h4 - v4 * h3 + v0 * h1 - v1 * h0
+    if (f_ext[i, 0] != 0.0 or f_ext[i, 1] != 0.0 or f_ext[i, 2] != 0.0
+            or f_ext[i, 3] != 0.0 or f_ext[i, 4] != 0.0 or f_ext[i, 5] != 0.0):
+        act_force(oR, op, i, f_ext, i, w6, 1)
+        c0, c1, c2 = c0 - w6[1, 0], c1 - w6[1, 1], c2 - w6[1, 2]
+        c3, c4, c5 = c3 - w6[1, 3], c4 - w6[1, 4], c5 - w6[1, 5]
+    f[i, 0], f[i, 1], f[i, 2] = g0 + c0, g1 + c1, g2 + c2
+    f[i, 3], f[i, 4], f[i, 5] = g3 + c3, g4 + c4, g5 + c5
 
 
 @kernel
@@ -429,9 +547,8 @@ def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, 
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
     # operations a state)
-    world_motions(tree, v, a, 2, True, J, ov, oa, w6)
-    body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
-                            gamma_cols, w6, bool(False))
+    _motions_forces_and_columns(m.parents, m.idx_v, m.nvs, m.gravity, v, a, f_ext, oR, op, J,
+                                Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6)
     _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
                                     tau, dtau_dq, dtau_dv, M, bool(True))
 
