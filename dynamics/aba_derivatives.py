@@ -28,7 +28,7 @@ from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .minverse import minverse_from_articulated
-from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
+from .rnea_derivatives import (_backward_pass_of, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .one_state import _aba_derivatives_one, one_state
 from .rnea import rotations_or_scratch, stack_or_scratch
@@ -48,7 +48,7 @@ def aba_derivatives_workspace(m):
 @inline_kernel
 def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                            u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
-                           workspace, b):
+                           workspace, b, full_composites):
     """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state, the
     revolute joints' (cos, sin) read from the table ``workspace[9][:, b:]``
     (:func:`_aba_derivatives_states`); inlined into its callers, as
@@ -77,8 +77,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(True))
-    _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
+    _backward_pass_of(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau_id, dtau_dq,
+                      dtau_dv, ddq_dq, bool(False), full_composites)
     _negative_products(Ms, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
 
 
@@ -116,6 +116,7 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
     slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], J.shape[0], oY.shape[0],
                 ov.shape[0], oa.shape[0], pA.shape[0], U.shape[0], Dinv.shape[0], u.shape[0],
                 f.shape[0], tau_id.shape[0], dtau_dq.shape[0], dtau_dv.shape[0])
+    full_composites = oY.shape[0] >= k1  # data.oYcrb is filled
     nq = m.nq
     q_flat = q.reshape(q.shape[0] * nq)
     cs = workspace[9]
@@ -127,7 +128,8 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
             _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[s], lip[s], oR[s],
                                    op[s], J[s], oY[s], ov[s], oa[s], pA[s], U[s], Dinv[s],
                                    u[s], ddq[k], Minv[k], f[s], tau_id[s], dtau_dq[s],
-                                   dtau_dv[s], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq)
+                                   dtau_dv[s], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq,
+                                   full_composites)
 
 
 @model_kernel

@@ -482,12 +482,24 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
     reads, not the model tuple (as :func:`body_forces_and_columns`)."""
     _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
                    Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
-                   with_mass_matrix)
+                   with_mass_matrix, bool(True))
+
+
+@inline_kernel
+def _backward_pass_of(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq,
+                      dtau_dv, M, with_mass_matrix, full_composites):
+    """:func:`_rnea_derivatives_backward_pass`, the full 6 x 6 composites written to Ycrb
+    only with ``full_composites`` (the pass reads their ten parameters; a stack's
+    scratch needs no more)."""
+    _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
+                   Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
+                   with_mass_matrix, full_composites)
 
 
 @kernel
 def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb, Bcrb, f,
-                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix,
+                   full_composites):
     """:func:`_rnea_derivatives_backward_pass` on the model's arrays."""
     njoints, nv = parents.shape[0], armature.shape[0]
     ff_root = njoints > 1 and jtype[1] == FREE_FLYER
@@ -502,7 +514,8 @@ def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb
         mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
         a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
         a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
-        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
+        if full_composites:
+            write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par == 0:
             continue
@@ -543,7 +556,7 @@ def rnea_derivatives_workspace(m):
 
 @inline_kernel
 def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f,
-                            tau, dtau_dq, dtau_dv, M, workspace, cs, b):
+                            tau, dtau_dq, dtau_dv, M, workspace, cs, b, full_composites):
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`; ``tree`` the :data:`MotionTree` of ``m``, which
     :func:`.kinematics.world_motions` is given), the revolute joints' (cos, sin) read from the
@@ -562,8 +575,8 @@ def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, 
     # operations a state)
     _motions_forces_and_columns(m.parents, m.idx_v, m.nvs, m.gravity, v, a, f_ext, oR, op, J,
                                 Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6)
-    _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau, dtau_dq, dtau_dv, M, bool(True))
+    _backward_pass_of(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq,
+                      dtau_dv, M, bool(True), full_composites)
 
 
 @model_kernel
@@ -588,6 +601,7 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     oa_gf, of = stack_or_scratch(oa_gf), stack_or_scratch(of)
     slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], J.shape[0],
                 oYcrb.shape[0], ov.shape[0], oa_gf.shape[0], of.shape[0])
+    full_composites = oYcrb.shape[0] >= q.shape[0]  # data.oYcrb is filled
     owners = (liR, lip, oR, op, J, oYcrb, ov, oa_gf, of)
     q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
     liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
@@ -613,7 +627,7 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
             _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[s],
                                     op[s], J[s], oYcrb[s], ov[s], oa_gf[s], of[s], tau[k],
                                     dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
-                                    (k - b0) * nq)
+                                    (k - b0) * nq, full_composites)
             if per_state:
                 local_motions(tree, oR[s], op[s], ov[s], oa_gf[s], vel[k], acc[k], oa[k])
     keep_alive(scratch)
