@@ -102,18 +102,17 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
     """The states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute joints'
     (cos, sin) of a block from one vectorized loop (:func:`.joints.sincos_table`, as
     :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state.  The
-    intermediates (all but ddq, Minv, ddq_dq, ddq_dv) passed with no states go to
+    intermediates (all but oR, op, ddq, Minv, ddq_dq, ddq_dv) passed with no states go to
     scratch made here (:func:`.rnea.stack_or_scratch`; a chunk of the threaded kernel
     makes its own): the public function's stack writes only its results to memory."""
     liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    oR, op = rotations_or_scratch(oR), stack_or_scratch(op)
     J, oY, ov, oa = stack_or_scratch(J), stack_or_scratch(oY), stack_or_scratch(ov), \
         stack_or_scratch(oa)
     pA, U, Dinv, u = stack_or_scratch(pA), stack_or_scratch(U), stack_or_scratch(Dinv), \
         stack_or_scratch(u)
     f, tau_id = stack_or_scratch(f), stack_or_scratch(tau_id)
     dtau_dq, dtau_dv = stack_or_scratch(dtau_dq), stack_or_scratch(dtau_dv)
-    slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], J.shape[0], oY.shape[0],
+    slots = min(liR.shape[0], lip.shape[0], J.shape[0], oY.shape[0],
                 ov.shape[0], oa.shape[0], pA.shape[0], U.shape[0], Dinv.shape[0], u.shape[0],
                 f.shape[0], tau_id.shape[0], dtau_dq.shape[0], dtau_dv.shape[0])
     full_composites = oY.shape[0] >= k1  # data.oYcrb is filled
@@ -125,8 +124,8 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
             s = k % slots
-            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[s], lip[s], oR[s],
-                                   op[s], J[s], oY[s], ov[s], oa[s], pA[s], U[s], Dinv[s],
+            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[s], lip[s], oR[k],
+                                   op[k], J[s], oY[s], ov[s], oa[s], pA[s], U[s], Dinv[s],
                                    u[s], ddq[k], Minv[k], f[s], tau_id[s], dtau_dq[s],
                                    dtau_dv[s], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq,
                                    full_composites)
@@ -153,8 +152,8 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     -------
     dddq_dq, dddq_dv, dddq_dtau : (nv, nv) each, or (K, nv, nv); dddq_dq in
     the tangent space of q, dddq_dtau = M^-1 (as Pinocchio's
-    ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba).  For one state (q
-    of shape (nq,)) it fills, as Pinocchio, ``data.ddq_dq``, ``data.ddq_dv``,
+    ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba) and ``data.oR, op``.
+    For one state (q of shape (nq,)) it fills, as Pinocchio, ``data.ddq_dq``, ``data.ddq_dv``,
     ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq), the world-frame
     ``data.ov``, ``data.oa_gf`` (gravity included), ``data.of`` and ``data.oYcrb``
     (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were
@@ -177,8 +176,8 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
         check_invertible(model, d.Minv, K, "aba_derivatives")
         return d.ddq_dq[0].copy(), d.ddq_dv[0].copy(), d.Minv[0].copy()
     out = np.empty((3, K, model.nv, model.nv))
-    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR[:0], d.lip[:0], d.oR[:0],
-                d.op[:0], d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.pA[:0], d.U[:0],
+    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR[:0], d.lip[:0], d.oR, d.op,
+                d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.pA[:0], d.U[:0],
                 d.Dinv[:0], d.u[:0], d.ddq, out[2], d.of[:0], d.tau[:0], d.dtau_dq[:0],
                 d.dtau_dv[:0], out[0], out[1])
     check_invertible(model, out[2], K, "aba_derivatives")

@@ -135,25 +135,24 @@ def rotations_or_scratch(R):
 
 @model_kernel
 def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
-    """tau of K states.  The intermediates (liR .. f) passed with no states (a stack
-    from :func:`rnea`) go to scratch of one state that every state overwrites: only tau
-    reaches memory (as :func:`.rnea_derivatives._rnea_derivatives`)."""
+    """tau of K states.  The intermediates (liR, lip, vel, acc, f) passed with no states
+    (a stack from :func:`rnea`) go to a scratch of two states (:func:`stack_or_scratch`):
+    only tau and oMi (which every algorithm that takes q fills) reach memory (as
+    :func:`.rnea_derivatives._rnea_derivatives`)."""
     m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     w6 = np.empty((4, 6))
     liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    oR, op = rotations_or_scratch(oR), stack_or_scratch(op)
     vel, acc, f = stack_or_scratch(vel), stack_or_scratch(acc), stack_or_scratch(f)
-    slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], vel.shape[0],
-                acc.shape[0], f.shape[0])
-    owners = (liR, lip, oR, op, vel, acc, f)
+    slots = min(liR.shape[0], lip.shape[0], vel.shape[0], acc.shape[0], f.shape[0])
+    owners = (liR, lip, vel, acc, f)
     q, v, a, f_ext, tau = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext), borrowed(tau)
     liR, lip, oR, op = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op)
     vel, acc, f = borrowed(vel), borrowed(acc), borrowed(f)
     for k in range(q.shape[0]):
         s = k % slots
-        _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[s], op[s],
+        _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[k], op[k],
                            vel[s], acc[s], f[s], XR, Xp, w6)
         _rnea_backward_pass(m, a[k], liR[s], lip[s], f[s], tau[k], w6)
     keep_alive(owners)
@@ -168,9 +167,9 @@ def rnea(model, data, q, v, a, f_ext=None):
     f_ext : None, (njoints, 6) or (K, njoints, 6) spatial forces on each body
         in its joint frame (index 0, the universe, is ignored).
 
-    Returns tau (nv,) or (K, nv) and fills ``data.tau``.  For one state (q of shape
-    (nq,)) it also fills ``data.liR, lip, oR, op`` (placements), ``data.v, a_gf``
-    (local velocities and accelerations with gravity) and ``data.f`` (forces
+    Returns tau (nv,) or (K, nv) and fills ``data.tau`` and ``data.oR, op`` (oMi).  For
+    one state (q of shape (nq,)) it also fills ``data.liR, lip`` (liMi), ``data.v,
+    a_gf`` (local velocities and accelerations with gravity) and ``data.f`` (forces
     transmitted by each joint, local frame); a stack leaves them as they were (its
     intermediates would go to memory that nobody reads).
     """
@@ -184,8 +183,8 @@ def rnea(model, data, q, v, a, f_ext=None):
         call_kernel(_rnea, model, qs, vs, as_, fs, d.liR, d.lip, d.oR, d.op, d.v, d.a_gf, d.f,
                     d.tau)
     else:
-        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR[:0], d.lip[:0], d.oR[:0], d.op[:0],
-                    d.v[:0], d.a_gf[:0], d.f[:0], d.tau)
+        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR[:0], d.lip[:0], d.oR, d.op, d.v[:0],
+                    d.a_gf[:0], d.f[:0], d.tau)
     return result(data.tau, K, single).copy()
 
 

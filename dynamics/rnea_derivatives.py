@@ -285,9 +285,12 @@ def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols
     u5 = p3 * j4 - p4 * j3
     u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = u0, u1, u2
     u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = u3, u4, u5
-    alpha_cols[d, 0] = (q4 * j2 - q5 * j1 + q1 * j5 - q2 * j4) + (p4 * u2 - p5 * u1 + p1 * u5 - p2 * u4)
-    alpha_cols[d, 1] = (q5 * j0 - q3 * j2 + q2 * j3 - q0 * j5) + (p5 * u0 - p3 * u2 + p2 * u3 - p0 * u5)
-    alpha_cols[d, 2] = (q3 * j1 - q4 * j0 + q0 * j4 - q1 * j3) + (p3 * u1 - p4 * u0 + p0 * u4 - p1 * u3)
+    alpha_cols[d, 0] = ((q4 * j2 - q5 * j1 + q1 * j5 - q2 * j4)
+                        + (p4 * u2 - p5 * u1 + p1 * u5 - p2 * u4))
+    alpha_cols[d, 1] = ((q5 * j0 - q3 * j2 + q2 * j3 - q0 * j5)
+                        + (p5 * u0 - p3 * u2 + p2 * u3 - p0 * u5))
+    alpha_cols[d, 2] = ((q3 * j1 - q4 * j0 + q0 * j4 - q1 * j3)
+                        + (p3 * u1 - p4 * u0 + p0 * u4 - p1 * u3))
     alpha_cols[d, 3] = (q4 * j5 - q5 * j4) + (p4 * u5 - p5 * u4)
     alpha_cols[d, 4] = (q5 * j3 - q3 * j5) + (p5 * u3 - p3 * u5)
     alpha_cols[d, 5] = (q3 * j4 - q4 * j3) + (p3 * u4 - p4 * u3)
@@ -585,10 +588,11 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
     and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``.
 
-    The intermediates (liR .. of, vel, acc, oa) passed with no states (a stack from
-    :func:`rnea_derivatives`) go to scratch of one state that every state overwrites,
-    and vel, acc, oa are not computed: only tau and the three matrices reach memory
-    (on talos 35 kB a state instead of 63 kB: a stack's outputs do not stay in cache).
+    The intermediates (liR, lip, J .. of, vel, acc, oa) passed with no states (a stack from
+    :func:`rnea_derivatives`) go to a scratch of two states (:func:`.rnea.stack_or_scratch`),
+    vel, acc, oa are not computed and the composites keep their ten parameters only:
+    tau and the three matrices alone reach memory (on talos 35 kB a state instead of
+    63 kB; a 1000-state stack does not stay in cache).
 
     Every array is :func:`.borrowed.borrowed`: the slices of the stack per state, the
     workspace and the arrays passed on to the compiled passes no longer count
@@ -596,13 +600,12 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     m = borrowed_model(model_arrays(model))
     per_state = min(vel.shape[0], acc.shape[0], oa.shape[0]) >= q.shape[0]
     liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    oR, op = rotations_or_scratch(oR), stack_or_scratch(op)
     J, oYcrb, ov = stack_or_scratch(J), stack_or_scratch(oYcrb), stack_or_scratch(ov)
     oa_gf, of = stack_or_scratch(oa_gf), stack_or_scratch(of)
-    slots = min(liR.shape[0], lip.shape[0], oR.shape[0], op.shape[0], J.shape[0],
-                oYcrb.shape[0], ov.shape[0], oa_gf.shape[0], of.shape[0])
+    slots = min(liR.shape[0], lip.shape[0], J.shape[0], oYcrb.shape[0], ov.shape[0],
+                oa_gf.shape[0], of.shape[0])
     full_composites = oYcrb.shape[0] >= q.shape[0]  # data.oYcrb is filled
-    owners = (liR, lip, oR, op, J, oYcrb, ov, oa_gf, of)
+    owners = (liR, lip, J, oYcrb, ov, oa_gf, of)
     q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
     liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
     oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
@@ -624,12 +627,12 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
             s = k % slots
-            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[s],
-                                    op[s], J[s], oYcrb[s], ov[s], oa_gf[s], of[s], tau[k],
+            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[k],
+                                    op[k], J[s], oYcrb[s], ov[s], oa_gf[s], of[s], tau[k],
                                     dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
                                     (k - b0) * nq, full_composites)
             if per_state:
-                local_motions(tree, oR[s], op[s], ov[s], oa_gf[s], vel[k], acc[k], oa[k])
+                local_motions(tree, oR[k], op[k], ov[s], oa_gf[s], vel[k], acc[k], oa[k])
     keep_alive(scratch)
     keep_alive(owners)
     keep_alive((table,))
@@ -647,8 +650,9 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     -------
     dtau_dq, dtau_dv, dtau_da : (nv, nv) each, or (K, nv, nv).  dtau_dq is in
     the tangent space of q (as Pinocchio's ``computeRNEADerivatives``);
-    dtau_da = M(q).  Also fills ``data.tau`` (= rnea).  For one state (q of shape
-    (nq,)) it fills, as Pinocchio, ``data.dtau_dq``, ``data.dtau_dv``, ``data.M``,
+    dtau_da = M(q).  Also fills ``data.tau`` (= rnea) and ``data.oR, op``.  For one
+    state (q of shape (nq,)) it fills, as Pinocchio, ``data.dtau_dq``, ``data.dtau_dv``,
+    ``data.M``,
     ``data.J``, the world-frame ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity
     included), ``data.of`` and ``data.oYcrb``, and the joint-frame ``data.v``,
     ``data.a``; for a stack it writes the three matrices straight into the arrays it
@@ -669,7 +673,7 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
         return data.dtau_dq[0].copy(), data.dtau_dv[0].copy(), data.M[0].copy()
     out = np.empty((3, K, model.nv, model.nv))
     d = data
-    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, d.liR[:0], d.lip[:0], d.oR[:0],
-                d.op[:0], d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.of[:0], d.tau, out[0],
+    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, d.liR[:0], d.lip[:0], d.oR,
+                d.op, d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.of[:0], d.tau, out[0],
                 out[1], out[2], d.v[:0], d.a[:0], d.oa[:0])
     return out[0], out[1], out[2]
