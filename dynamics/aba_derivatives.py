@@ -32,7 +32,8 @@ from .rnea_derivatives import (_backward_pass_of, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .one_state import _aba_derivatives_one, one_state
 from .rnea import rotations_or_scratch, stack_or_scratch
-from .validation import as_configurations, as_dynamics_arguments, call_kernel, check_invertible
+from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_invertible,
+                         result)
 
 
 @kernel
@@ -153,7 +154,7 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     dddq_dq, dddq_dv, dddq_dtau : (nv, nv) each, or (K, nv, nv); dddq_dq in
     the tangent space of q, dddq_dtau = M^-1 (as Pinocchio's
     ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba) and ``data.oR, op``.
-    For one state (q of shape (nq,)) it fills, as Pinocchio, ``data.ddq_dq``, ``data.ddq_dv``,
+    For one state (or a stack of one) it fills, as Pinocchio, ``data.ddq_dq``, ``data.ddq_dv``,
     ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq), the world-frame
     ``data.ov``, ``data.oa_gf`` (gravity included), ``data.of`` and ``data.oYcrb``
     (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were
@@ -169,12 +170,13 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
             return out[0], out[1], out[2]
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
     d = data
-    if single:
+    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
         call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR, d.lip, d.oR, d.op, d.J,
                     d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq, d.Minv, d.of, d.tau,
                     d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
         check_invertible(model, d.Minv, K, "aba_derivatives")
-        return d.ddq_dq[0].copy(), d.ddq_dv[0].copy(), d.Minv[0].copy()
+        return (result(d.ddq_dq, K, single).copy(), result(d.ddq_dv, K, single).copy(),
+                result(d.Minv, K, single).copy())
     out = np.empty((3, K, model.nv, model.nv))
     call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR[:0], d.lip[:0], d.oR, d.op,
                 d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.pA[:0], d.U[:0],

@@ -168,7 +168,7 @@ def rnea(model, data, q, v, a, f_ext=None):
         in its joint frame (index 0, the universe, is ignored).
 
     Returns tau (nv,) or (K, nv) and fills ``data.tau`` and ``data.oR, op`` (oMi).  For
-    one state (q of shape (nq,)) it also fills ``data.liR, lip`` (liMi), ``data.v,
+    one state (or a stack of one) it also fills ``data.liR, lip`` (liMi), ``data.v,
     a_gf`` (local velocities and accelerations with gravity) and ``data.f`` (forces
     transmitted by each joint, local frame); a stack leaves them as they were (its
     intermediates would go to memory that nobody reads).
@@ -179,7 +179,7 @@ def rnea(model, data, q, v, a, f_ext=None):
         return data.tau[0].copy()
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
     d = data
-    if single:
+    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
         call_kernel(_rnea, model, qs, vs, as_, fs, d.liR, d.lip, d.oR, d.op, d.v, d.a_gf, d.f,
                     d.tau)
     else:

@@ -58,7 +58,7 @@ from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cr
                       rigid_inertia_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
 from .rnea import rotations_or_scratch, stack_or_scratch
-from .validation import as_dynamics_arguments, call_kernel
+from .validation import as_dynamics_arguments, call_kernel, result
 
 
 # --- Rigid inertias in the world, by their structure ---------------------------------
@@ -651,7 +651,7 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     dtau_dq, dtau_dv, dtau_da : (nv, nv) each, or (K, nv, nv).  dtau_dq is in
     the tangent space of q (as Pinocchio's ``computeRNEADerivatives``);
     dtau_da = M(q).  Also fills ``data.tau`` (= rnea) and ``data.oR, op``.  For one
-    state (q of shape (nq,)) it fills, as Pinocchio, ``data.dtau_dq``, ``data.dtau_dv``,
+    state (or a stack of one) it fills, as Pinocchio, ``data.dtau_dq``, ``data.dtau_dv``,
     ``data.M``,
     ``data.J``, the world-frame ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity
     included), ``data.of`` and ``data.oYcrb``, and the joint-frame ``data.v``,
@@ -666,11 +666,12 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
         if one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a, (out,)):
             return out[0], out[1], out[2]
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    if single:
+    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
         call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR,
                     data.op, data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau,
                     data.dtau_dq, data.dtau_dv, data.M, data.v, data.a, data.oa)
-        return data.dtau_dq[0].copy(), data.dtau_dv[0].copy(), data.M[0].copy()
+        return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
+                result(data.M, K, single).copy())
     out = np.empty((3, K, model.nv, model.nv))
     d = data
     call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, d.liR[:0], d.lip[:0], d.oR,
