@@ -31,7 +31,7 @@ from .minverse import minverse_from_articulated
 from .rnea_derivatives import (_backward_pass_of, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .one_state import _aba_derivatives_one, one_state
-from .rnea import rotations_or_scratch, stack_or_scratch
+from .rnea import stack_scratch
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_invertible,
                          result)
 
@@ -103,16 +103,10 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
     """The states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute joints'
     (cos, sin) of a block from one vectorized loop (:func:`.joints.sincos_table`, as
     :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state.  The
-    intermediates (all but oR, op, ddq, Minv, ddq_dq, ddq_dv) passed with no states go to
-    scratch made here (:func:`.rnea.stack_or_scratch`; a chunk of the threaded kernel
-    makes its own): the public function's stack writes only its results to memory."""
-    liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    J, oY, ov, oa = stack_or_scratch(J), stack_or_scratch(oY), stack_or_scratch(ov), \
-        stack_or_scratch(oa)
-    pA, U, Dinv, u = stack_or_scratch(pA), stack_or_scratch(U), stack_or_scratch(Dinv), \
-        stack_or_scratch(u)
-    f, tau_id = stack_or_scratch(f), stack_or_scratch(tau_id)
-    dtau_dq, dtau_dv = stack_or_scratch(dtau_dq), stack_or_scratch(dtau_dv)
+    intermediates (all but oR, op, ddq, Minv, ddq_dq, ddq_dv) passed with fewer states
+    than the stack (two, a stack from :func:`aba_derivatives`: :func:`.rnea.stack_scratch`)
+    are kept in slot k % 2: only the results reach memory (the threaded kernel is given
+    the stack's arrays)."""
     slots = min(liR.shape[0], lip.shape[0], J.shape[0], oY.shape[0],
                 ov.shape[0], oa.shape[0], pA.shape[0], U.shape[0], Dinv.shape[0], u.shape[0],
                 f.shape[0], tau_id.shape[0], dtau_dq.shape[0], dtau_dv.shape[0])
@@ -178,10 +172,10 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
         return (result(d.ddq_dq, K, single).copy(), result(d.ddq_dv, K, single).copy(),
                 result(d.Minv, K, single).copy())
     out = np.empty((3, K, model.nv, model.nv))
-    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR[:0], d.lip[:0], d.oR, d.op,
-                d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.pA[:0], d.U[:0],
-                d.Dinv[:0], d.u[:0], d.ddq, out[2], d.of[:0], d.tau[:0], d.dtau_dq[:0],
-                d.dtau_dv[:0], out[0], out[1])
+    t = stack_scratch(model, d)
+    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, t.liR, t.lip, d.oR, d.op, t.J,
+                t.oYcrb, t.ov, t.oa_gf, t.pA, t.U, t.Dinv, t.u, d.ddq, out[2], t.of, t.tau,
+                t.dtau_dq, t.dtau_dv, out[0], out[1])
     check_invertible(model, out[2], K, "aba_derivatives")
     return out[0], out[1], out[2]
 

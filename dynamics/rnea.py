@@ -8,7 +8,7 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from . import mimic
-from .borrowed import borrowed, keep_alive
+from .borrowed import borrowed
 from .config import inline_kernel, kernel, model_kernel
 from .joints import placements_inline
 from .kinematics import joint_velocity
@@ -104,49 +104,30 @@ def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
                 f[par, r] += w6[0, r]
 
 
-# States of the scratch that a stack kernel keeps its intermediates in when it is passed
-# them with no states (see stack_or_scratch)
-SCRATCH_SLOTS = 2
-
-
-@kernel
-def stack_or_scratch(x):
-    """x, or when it holds no state, zeros of SCRATCH_SLOTS states (as a new Data's
-    field).  A stack kernel passed its intermediates with fewer states than the stack
-    (none, from the public functions) keeps state k's in slot k % slots: they stay in
-    cache, and only the results reach memory."""
-    if x.shape[0] > 0:
-        return x
-    return np.zeros((SCRATCH_SLOTS,) + x.shape[1:])
-
-
-@kernel
-def rotations_or_scratch(R):
-    """:func:`stack_or_scratch` of rotations per joint (liR, oR): the universe's is the
-    identity, as in a new Data (the placements compose from it)."""
-    if R.shape[0] > 0:
-        return R
-    scratch = np.zeros((SCRATCH_SLOTS,) + R.shape[1:])
-    for s in range(SCRATCH_SLOTS):
-        for r in range(3):
-            scratch[s, 0, r, r] = 1.0
+def stack_scratch(model, data):
+    """A Data of two states, kept on ``data``, in which a stack's kernel keeps the
+    intermediates that the public function does not return (state k in slot k % 2:
+    they stay in cache, and only the results reach memory; two slots, so that a state's
+    stores do not go to the addresses the state before it still reads).  Its own
+    arrays, initialized as a new Data's (oMi of the universe the identity)."""
+    scratch = data.__dict__.get("_stack_scratch")
+    if scratch is None or scratch.batch_size != 2 or scratch._dims != data._dims:
+        from .data import Data
+        scratch = data.__dict__["_stack_scratch"] = Data(model, 2)
     return scratch
 
 
 @model_kernel
 def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
-    """tau of K states.  The intermediates (liR, lip, vel, acc, f) passed with no states
-    (a stack from :func:`rnea`) go to a scratch of two states (:func:`stack_or_scratch`):
-    only tau and oMi (which every algorithm that takes q fills) reach memory (as
+    """tau of K states.  The intermediates (liR, lip, vel, acc, f) passed with fewer
+    states than the stack (two: :func:`stack_scratch`) are kept in slot k % 2: only tau
+    and oMi (which every algorithm that takes q fills) reach memory (as
     :func:`.rnea_derivatives._rnea_derivatives`)."""
     m = model_arrays(model)
     XR = np.empty((1, 3, 3))
     Xp = np.empty((1, 3))
     w6 = np.empty((4, 6))
-    liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    vel, acc, f = stack_or_scratch(vel), stack_or_scratch(acc), stack_or_scratch(f)
     slots = min(liR.shape[0], lip.shape[0], vel.shape[0], acc.shape[0], f.shape[0])
-    owners = (liR, lip, vel, acc, f)
     q, v, a, f_ext, tau = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext), borrowed(tau)
     liR, lip, oR, op = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op)
     vel, acc, f = borrowed(vel), borrowed(acc), borrowed(f)
@@ -155,7 +136,6 @@ def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
         _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[k], op[k],
                            vel[s], acc[s], f[s], XR, Xp, w6)
         _rnea_backward_pass(m, a[k], liR[s], lip[s], f[s], tau[k], w6)
-    keep_alive(owners)
 
 
 def rnea(model, data, q, v, a, f_ext=None):
@@ -183,8 +163,9 @@ def rnea(model, data, q, v, a, f_ext=None):
         call_kernel(_rnea, model, qs, vs, as_, fs, d.liR, d.lip, d.oR, d.op, d.v, d.a_gf, d.f,
                     d.tau)
     else:
-        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR[:0], d.lip[:0], d.oR, d.op, d.v[:0],
-                    d.a_gf[:0], d.f[:0], d.tau)
+        t = stack_scratch(model, d)
+        call_kernel(_rnea, model, qs, vs, as_, fs, t.liR, t.lip, d.oR, d.op, t.v, t.a_gf, t.f,
+                    d.tau)
     return result(data.tau, K, single).copy()
 
 

@@ -57,7 +57,7 @@ from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
                       rigid_inertia_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
-from .rnea import rotations_or_scratch, stack_or_scratch
+from .rnea import stack_scratch
 from .validation import as_dynamics_arguments, call_kernel, result
 
 
@@ -153,10 +153,6 @@ def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, 
                              u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
     """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
     for i in range(1, parents.shape[0]):
-        if nvs[i] == 1:
-            _one_dof_step(i, parents[i], idx_v[i], ov, oa, f_ext, oR, op, J, oY, ov, oa, f,
-                          Bcrb, u_cols, alpha_cols, gamma_cols, w6, False, bias_in_f)
-            continue
         _body_step(i, parents[i], idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
                    u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
 
@@ -218,7 +214,7 @@ def _motions_forces_and_columns(parents, idx_v, nvs, gravity, v, a, f_ext, oR, o
         par = parents[i]
         if nvs[i] == 1:
             _one_dof_step(i, par, idx_v[i], v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb,
-                          u_cols, alpha_cols, gamma_cols, w6, True, False)
+                          u_cols, alpha_cols, gamma_cols, w6)
             continue
         _joint_world_motion(i, par, idx_v[i], nvs[i], v, a, J, ov, oa, w6)
         _body_step(i, par, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
@@ -248,34 +244,29 @@ def _joint_world_motion(i, par, iv, nvi, v, a, J, ov, oa, w6):
 
 @inline_kernel
 def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols, alpha_cols,
-                  gamma_cols, w6, with_motions, bias_in_f):
-    """The columns u, alpha, gamma of dof d and the body's h, B and f of a 1-dof joint i,
-    on locals, with ``with_motions`` (a constant in each caller) its world motions first
-    (from v, a; without, ov_i, oa_i are read): the arithmetic of
-    :func:`.kinematics.world_motions` and :func:`_body_step` in their order (x = 0.0 + y
-    kept where they sum from 0.0: the same signed zeros)."""
+                  gamma_cols, w6):
+    """World motions, the columns u, alpha, gamma of dof d and the body's h, B and f, of
+    a 1-dof joint i, on locals: the arithmetic of :func:`.kinematics.world_motions` and
+    :func:`_body_step` in their order (x = 0.0 + y kept where they sum from 0.0: the
+    same signed zeros)."""
     j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
     p0, p1, p2, p3, p4, p5 = ov[par, 0], ov[par, 1], ov[par, 2], ov[par, 3], ov[par, 4], ov[par, 5]
     q0, q1, q2, q3, q4, q5 = oa[par, 0], oa[par, 1], oa[par, 2], oa[par, 3], oa[par, 4], oa[par, 5]
-    if with_motions:
-        x, y = v[d], a[d]
-        s0, s1, s2 = 0.0 + j0 * x, 0.0 + j1 * x, 0.0 + j2 * x       # J_d dq_d
-        s3, s4, s5 = 0.0 + j3 * x, 0.0 + j4 * x, 0.0 + j5 * x
-        t0, t1, t2 = 0.0 + j0 * y, 0.0 + j1 * y, 0.0 + j2 * y       # J_d ddq_d
-        t3, t4, t5 = 0.0 + j3 * y, 0.0 + j4 * y, 0.0 + j5 * y
-        # ov_i = ov_lambda + J_d dq_d, oa_i = oa_lambda + J_d ddq_d + ov_i x J_d dq_d
-        v0, v1, v2, v3, v4, v5 = p0 + s0, p1 + s1, p2 + s2, p3 + s3, p4 + s4, p5 + s5
-        a0 = q0 + t0 + (v4 * s2 - v5 * s1 + v1 * s5 - v2 * s4)
-        a1 = q1 + t1 + (v5 * s0 - v3 * s2 + v2 * s3 - v0 * s5)
-        a2 = q2 + t2 + (v3 * s1 - v4 * s0 + v0 * s4 - v1 * s3)
-        a3 = q3 + t3 + (v4 * s5 - v5 * s4)
-        a4 = q4 + t4 + (v5 * s3 - v3 * s5)
-        a5 = q5 + t5 + (v3 * s4 - v4 * s3)
-        ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
-        oa[i, 0], oa[i, 1], oa[i, 2], oa[i, 3], oa[i, 4], oa[i, 5] = a0, a1, a2, a3, a4, a5
-    else:
-        v0, v1, v2, v3, v4, v5 = ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5]
-        a0, a1, a2, a3, a4, a5 = oa[i, 0], oa[i, 1], oa[i, 2], oa[i, 3], oa[i, 4], oa[i, 5]
+    x, y = v[d], a[d]
+    s0, s1, s2 = 0.0 + j0 * x, 0.0 + j1 * x, 0.0 + j2 * x       # J_d dq_d
+    s3, s4, s5 = 0.0 + j3 * x, 0.0 + j4 * x, 0.0 + j5 * x
+    t0, t1, t2 = 0.0 + j0 * y, 0.0 + j1 * y, 0.0 + j2 * y       # J_d ddq_d
+    t3, t4, t5 = 0.0 + j3 * y, 0.0 + j4 * y, 0.0 + j5 * y
+    # ov_i = ov_lambda + J_d dq_d, oa_i = oa_lambda + J_d ddq_d + ov_i x J_d dq_d
+    v0, v1, v2, v3, v4, v5 = p0 + s0, p1 + s1, p2 + s2, p3 + s3, p4 + s4, p5 + s5
+    a0 = q0 + t0 + (v4 * s2 - v5 * s1 + v1 * s5 - v2 * s4)
+    a1 = q1 + t1 + (v5 * s0 - v3 * s2 + v2 * s3 - v0 * s5)
+    a2 = q2 + t2 + (v3 * s1 - v4 * s0 + v0 * s4 - v1 * s3)
+    a3 = q3 + t3 + (v4 * s5 - v5 * s4)
+    a4 = q4 + t4 + (v5 * s3 - v3 * s5)
+    a5 = q5 + t5 + (v3 * s4 - v4 * s3)
+    ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
+    oa[i, 0], oa[i, 1], oa[i, 2], oa[i, 3], oa[i, 4], oa[i, 5] = a0, a1, a2, a3, a4, a5
     # u = v_lambda x J_d, alpha = a_lambda x J_d + v_lambda x u, gamma = 2 u
     u0 = p4 * j2 - p5 * j1 + p1 * j5 - p2 * j4
     u1 = p5 * j0 - p3 * j2 + p2 * j3 - p0 * j5
@@ -300,10 +291,6 @@ def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols
     h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
     inertia_variation_values(oY, i, v0, v1, v2, v3, v4, v5, h0, h1, h2, h3, h4, h5, Bcrb)
     g0, g1, g2, g3, g4, g5 = rigid_inertia_times(oY, i, a0, a1, a2, a3, a4, a5)
-    if bias_in_f:  # f_i holds ABA's bias force v x* h - f_ext already
-        f[i, 0], f[i, 1], f[i, 2] = f[i, 0] + g0, f[i, 1] + g1, f[i, 2] + g2
-        f[i, 3], f[i, 4], f[i, 5] = f[i, 3] + g3, f[i, 4] + g4, f[i, 5] + g5
-        return
     c0 = v4 * h2 - v5 * h1
     c1 = v5 * h0 - v3 * h2
     c2 = v3 * h1 - v4 * h0
@@ -588,24 +575,20 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
     and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``.
 
-    The intermediates (liR, lip, J .. of, vel, acc, oa) passed with no states (a stack from
-    :func:`rnea_derivatives`) go to a scratch of two states (:func:`.rnea.stack_or_scratch`),
-    vel, acc, oa are not computed and the composites keep their ten parameters only:
-    tau and the three matrices alone reach memory (on talos 35 kB a state instead of
-    63 kB; a 1000-state stack does not stay in cache).
+    The intermediates (liR, lip, J .. of) passed with fewer states than the stack (two,
+    a stack from :func:`rnea_derivatives`: :func:`.rnea.stack_scratch`) are kept in slot
+    k % 2, vel, acc, oa passed with fewer states are not computed, and the composites
+    keep their ten parameters only: tau, oMi and the three matrices alone reach memory
+    (on talos 38 kB a state instead of 63 kB; a 1000-state stack does not stay in cache).
 
     Every array is :func:`.borrowed.borrowed`: the slices of the stack per state, the
     workspace and the arrays passed on to the compiled passes no longer count
     references (as in :func:`.crba._crba`)."""
     m = borrowed_model(model_arrays(model))
     per_state = min(vel.shape[0], acc.shape[0], oa.shape[0]) >= q.shape[0]
-    liR, lip = rotations_or_scratch(liR), stack_or_scratch(lip)
-    J, oYcrb, ov = stack_or_scratch(J), stack_or_scratch(oYcrb), stack_or_scratch(ov)
-    oa_gf, of = stack_or_scratch(oa_gf), stack_or_scratch(of)
     slots = min(liR.shape[0], lip.shape[0], J.shape[0], oYcrb.shape[0], ov.shape[0],
                 oa_gf.shape[0], of.shape[0])
     full_composites = oYcrb.shape[0] >= q.shape[0]  # data.oYcrb is filled
-    owners = (liR, lip, J, oYcrb, ov, oa_gf, of)
     q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
     liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
     oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
@@ -634,7 +617,6 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
             if per_state:
                 local_motions(tree, oR[k], op[k], ov[s], oa_gf[s], vel[k], acc[k], oa[k])
     keep_alive(scratch)
-    keep_alive(owners)
     keep_alive((table,))
 
 
@@ -673,8 +655,8 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
         return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
                 result(data.M, K, single).copy())
     out = np.empty((3, K, model.nv, model.nv))
-    d = data
-    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, d.liR[:0], d.lip[:0], d.oR,
-                d.op, d.J[:0], d.oYcrb[:0], d.ov[:0], d.oa_gf[:0], d.of[:0], d.tau, out[0],
-                out[1], out[2], d.v[:0], d.a[:0], d.oa[:0])
+    d, t = data, stack_scratch(model, data)
+    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, t.liR, t.lip, d.oR, d.op, t.J,
+                t.oYcrb, t.ov, t.oa_gf, t.of, d.tau, out[0], out[1], out[2], d.v[:0], d.a[:0],
+                d.oa[:0])
     return out[0], out[1], out[2]
