@@ -19,7 +19,7 @@ timed call on either side but the kernels' own small scratch: each kernel runs
 on the arrays the captured public call passed (the Data's stacks, and the arrays
 that rnea_derivatives and aba_derivatives return, made once by that call), and
 ID, dID and dFD follow one policy: a stack writes its results and oMi per
-state and keeps the other intermediates in a two-state scratch
+state and keeps the other intermediates in a one-state scratch
 (``rnea.stack_scratch``); FD (``aba``) still writes all of its Data's fields
 per state; Pinocchio's C++ writes one Data that stays in cache.
 

@@ -104,9 +104,9 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
     (cos, sin) of a block from one vectorized loop (:func:`.joints.sincos_table`, as
     :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state.  The
     intermediates (all but oR, op, ddq, Minv, ddq_dq, ddq_dv) passed with fewer states
-    than the stack (two, a stack from :func:`aba_derivatives`: :func:`.rnea.stack_scratch`)
-    are kept in slot k % 2: only the results reach memory (the threaded kernel is given
-    the stack's arrays)."""
+    than the stack (one, a stack from :func:`aba_derivatives`: :func:`.rnea.stack_scratch`)
+    are kept in slot k % slots: only the results reach memory (the threaded kernel is
+    given the stack's arrays)."""
     slots = min(liR.shape[0], lip.shape[0], J.shape[0], oY.shape[0],
                 ov.shape[0], oa.shape[0], pA.shape[0], U.shape[0], Dinv.shape[0], u.shape[0],
                 f.shape[0], tau_id.shape[0], dtau_dq.shape[0], dtau_dv.shape[0])

@@ -105,23 +105,23 @@ def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
 
 
 def stack_scratch(model, data):
-    """A Data of two states, kept on ``data``, in which a stack's kernel keeps the
-    intermediates that the public function does not return (state k in slot k % 2:
-    they stay in cache, and only the results reach memory; two slots, so that a state's
-    stores do not go to the addresses the state before it still reads).  Its own
-    arrays, initialized as a new Data's (oMi of the universe the identity)."""
+    """A Data of one state, kept on ``data``, in which a stack's kernel keeps the
+    intermediates that the public function does not return (every state overwrites
+    them: they stay in cache, and only the results reach memory; slots for two or four
+    states measured the same time within 2 %).  Its own arrays, initialized as a new
+    Data's (oMi of the universe the identity)."""
     scratch = data.__dict__.get("_stack_scratch")
-    if scratch is None or scratch.batch_size != 2 or scratch._dims != data._dims:
+    if scratch is None or scratch._dims != data._dims:
         from .data import Data
-        scratch = data.__dict__["_stack_scratch"] = Data(model, 2)
+        scratch = data.__dict__["_stack_scratch"] = Data(model)
     return scratch
 
 
 @model_kernel
 def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
     """tau of K states.  The intermediates (liR, lip, vel, acc, f) passed with fewer
-    states than the stack (two: :func:`stack_scratch`) are kept in slot k % 2: only tau
-    and oMi (which every algorithm that takes q fills) reach memory (as
+    states than the stack (one: :func:`stack_scratch`) are kept in slot k % slots: only
+    tau and oMi (which every algorithm that takes q fills) reach memory (as
     :func:`.rnea_derivatives._rnea_derivatives`)."""
     m = model_arrays(model)
     XR = np.empty((1, 3, 3))

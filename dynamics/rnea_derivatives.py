@@ -575,9 +575,9 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
     and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``.
 
-    The intermediates (liR, lip, J .. of) passed with fewer states than the stack (two,
+    The intermediates (liR, lip, J .. of) passed with fewer states than the stack (one,
     a stack from :func:`rnea_derivatives`: :func:`.rnea.stack_scratch`) are kept in slot
-    k % 2, vel, acc, oa passed with fewer states are not computed, and the composites
+    k % slots, vel, acc, oa passed with fewer states are not computed, and the composites
     keep their ten parameters only: tau, oMi and the three matrices alone reach memory
     (on talos 38 kB a state instead of 63 kB; a 1000-state stack does not stay in cache).
 
