@@ -144,15 +144,17 @@ def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
     :func:`_body_forces_and_columns` the three model arrays it reads, not the model
     tuple (the call's arguments, about 170 of them for the tuple's 22 arrays, cost
     more than a small robot's pass)."""
-    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, f_ext, oR, op, J, oY, ov, oa, h, f,
-                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
+    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, np.int64(1), m.njoints, f_ext, oR, op, J,
+                             oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6,
+                             bias_in_f)
 
 
 @kernel
-def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
-                             u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
-    """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
-    for i in range(1, parents.shape[0]):
+def _body_forces_and_columns(parents, idx_v, nvs, i0, i1, f_ext, oR, op, J, oY, ov, oa, h, f,
+                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
+    """:func:`body_forces_and_columns` of the joints i0 .. i1 - 1 on the model's parents,
+    idx_v and nvs."""
+    for i in range(i0, i1):
         _body_step(i, parents[i], idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
                    u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
 
@@ -217,8 +219,10 @@ def _motions_forces_and_columns(parents, idx_v, nvs, gravity, v, a, f_ext, oR, o
                           u_cols, alpha_cols, gamma_cols, w6)
             continue
         _joint_world_motion(i, par, idx_v[i], nvs[i], v, a, J, ov, oa, w6)
-        _body_step(i, par, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
-                   alpha_cols, gamma_cols, w6, bool(False))
+        # the compiled pass the ABA derivatives call, on this joint: its code is not
+        # compiled a second time into this pass
+        _body_forces_and_columns(parents, idx_v, nvs, i, i + 1, f_ext, oR, op, J, oY, ov, oa,
+                                 h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bool(False))
 
 
 @kernel
