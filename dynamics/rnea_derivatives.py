@@ -153,51 +153,47 @@ def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
 def _body_forces_and_columns(parents, idx_v, nvs, i0, i1, f_ext, oR, op, J, oY, ov, oa, h, f,
                              Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
     """:func:`body_forces_and_columns` of the joints i0 .. i1 - 1 on the model's parents,
-    idx_v and nvs."""
+    idx_v and nvs (its helpers inlined one level deep: nested inlined helpers cost
+    compile time)."""
     for i in range(i0, i1):
-        _body_step(i, parents[i], idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
-                   u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
-
-
-@inline_kernel
-def _body_step(i, par, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
-               alpha_cols, gamma_cols, w6, bias_in_f):
-    """The step of joint i of :func:`_body_forces_and_columns`."""
-    for d in range(idx_v[i], idx_v[i] + nvs[i]):
-        for r in range(6):
-            w6[0, r] = J[r, d]
-        motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
-        motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
-        motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
-        for r in range(6):
-            alpha_cols[d, r] += w6[1, r]
-        if nvs[i] == 1:
-            # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
+        par = parents[i]
+        for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
-                gamma_cols[d, r] = 2.0 * u_cols[d, r]
+                w6[0, r] = J[r, d]
+            motion_cross(ov, par, w6, 0, u_cols, d)          # u = v_lambda x J_d
+            motion_cross(oa, par, w6, 0, alpha_cols, d)      # a_lambda x J_d
+            motion_cross(ov, par, u_cols, d, w6, 1)          # v_lambda x u
+            for r in range(6):
+                alpha_cols[d, r] += w6[1, r]
+            if nvs[i] == 1:
+                # v_i = v_lambda + J_d dq_d and J_d x J_d = 0: gamma = 2 u
+                for r in range(6):
+                    gamma_cols[d, r] = 2.0 * u_cols[d, r]
+                continue
+            for r in range(6):
+                w6[2, r] = ov[i, r] + ov[par, r]
+            motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
+        inertia_action(oY, i, ov, i, h, i)
+        inertia_variation_values(oY, i, ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4],
+                                 ov[i, 5], h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5],
+                                 Bcrb)
+        if bias_in_f:
+            inertia_action(oY, i, oa, i, w6, 0)
+            for r in range(6):
+                f[i, r] += w6[0, r]
             continue
+        inertia_action(oY, i, oa, i, f, i)
+        force_cross(ov, i, h, i, w6, 0)
+        if (f_ext[i, 0] == 0.0 and f_ext[i, 1] == 0.0 and f_ext[i, 2] == 0.0
+                and f_ext[i, 3] == 0.0 and f_ext[i, 4] == 0.0 and f_ext[i, 5] == 0.0):
+            # no external force on the body (rnea_derivatives without f_ext): its move
+            # to the world frame, 24 products of zeros, is skipped (the same sums)
+            for r in range(6):
+                f[i, r] += w6[0, r]
+            continue
+        act_force(oR, op, i, f_ext, i, w6, 1)
         for r in range(6):
-            w6[2, r] = ov[i, r] + ov[par, r]
-        motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
-    inertia_action(oY, i, ov, i, h, i)
-    inertia_variation(oY, i, ov, h, Bcrb)
-    if bias_in_f:
-        inertia_action(oY, i, oa, i, w6, 0)
-        for r in range(6):
-            f[i, r] += w6[0, r]
-        return
-    inertia_action(oY, i, oa, i, f, i)
-    force_cross(ov, i, h, i, w6, 0)
-    if (f_ext[i, 0] == 0.0 and f_ext[i, 1] == 0.0 and f_ext[i, 2] == 0.0
-            and f_ext[i, 3] == 0.0 and f_ext[i, 4] == 0.0 and f_ext[i, 5] == 0.0):
-        # no external force on the body (rnea_derivatives without f_ext): its move
-        # to the world frame, 24 products of zeros, is skipped (the same sums)
-        for r in range(6):
-            f[i, r] += w6[0, r]
-        return
-    act_force(oR, op, i, f_ext, i, w6, 1)
-    for r in range(6):
-        f[i, r] += w6[0, r] - w6[1, r]
+            f[i, r] += w6[0, r] - w6[1, r]
 
 
 @kernel
@@ -251,7 +247,7 @@ def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols
                   gamma_cols, w6):
     """World motions, the columns u, alpha, gamma of dof d and the body's h, B and f, of
     a 1-dof joint i, on locals: the arithmetic of :func:`.kinematics.world_motions` and
-    :func:`_body_step` in their order (x = 0.0 + y kept where they sum from 0.0: the
+    :func:`_body_forces_and_columns` in their order (x = 0.0 + y kept where they sum from 0.0: the
     same signed zeros)."""
     j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
     p0, p1, p2, p3, p4, p5 = ov[par, 0], ov[par, 1], ov[par, 2], ov[par, 3], ov[par, 4], ov[par, 5]
