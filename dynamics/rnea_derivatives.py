@@ -55,7 +55,7 @@ from .kinematics import jacobian_column, local_motions, world_motions
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
-                      rigid_inertia_times, write_rigid_inertia)
+                      rigid_inertia_times, rigid_inertia_values_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
 from .rnea import stack_scratch
 from .validation import as_dynamics_arguments, call_kernel, result
@@ -288,9 +288,16 @@ def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols
     gamma_cols[d, 0], gamma_cols[d, 1], gamma_cols[d, 2] = 2.0 * u0, 2.0 * u1, 2.0 * u2
     gamma_cols[d, 3], gamma_cols[d, 4], gamma_cols[d, 5] = 2.0 * u3, 2.0 * u4, 2.0 * u5
     # h = Y v, B, f = Y a + v x* h (- the external force, in the world)
-    h0, h1, h2, h3, h4, h5 = rigid_inertia_times(oY, i, v0, v1, v2, v3, v4, v5)
+    # the ten parameters read once for both products (helpers one level deep: nested
+    # inlined helpers cost compile time)
+    ym, y0, y1, y2 = oY[i, 0, 0], oY[i, 5, 1], oY[i, 3, 2], oY[i, 4, 0]
+    y00, y01, y02, y11, y12, y22 = (oY[i, 3, 3], oY[i, 3, 4], oY[i, 3, 5], oY[i, 4, 4],
+                                    oY[i, 4, 5], oY[i, 5, 5])
+    h0, h1, h2, h3, h4, h5 = rigid_inertia_values_times(ym, y0, y1, y2, y00, y01, y02, y11,
+                                                        y12, y22, v0, v1, v2, v3, v4, v5)
     inertia_variation_values(oY, i, v0, v1, v2, v3, v4, v5, h0, h1, h2, h3, h4, h5, Bcrb)
-    g0, g1, g2, g3, g4, g5 = rigid_inertia_times(oY, i, a0, a1, a2, a3, a4, a5)
+    g0, g1, g2, g3, g4, g5 = rigid_inertia_values_times(ym, y0, y1, y2, y00, y01, y02, y11,
+                                                        y12, y22, a0, a1, a2, a3, a4, a5)
     c0 = v4 * h2 - v5 * h1
     c1 = v5 * h0 - v3 * h2
     c2 = v3 * h1 - v4 * h0
