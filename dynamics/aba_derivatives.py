@@ -28,9 +28,10 @@ from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
 from .minverse import minverse_from_articulated
-from .rnea_derivatives import (_rnea_derivatives_backward_pass, body_forces_and_columns,
+from .rnea_derivatives import (_backward_pass_of, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .one_state import _aba_derivatives_one, one_state
+from .rnea import stack_scratch
 from .validation import (as_configurations, as_dynamics_arguments, call_kernel, check_invertible,
                          result)
 
@@ -48,7 +49,7 @@ def aba_derivatives_workspace(m):
 @inline_kernel
 def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv,
                            u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
-                           workspace, b):
+                           workspace, b, full_composites):
     """ABA, M^-1 and the inverse-dynamics derivatives at ddq for one state, the
     revolute joints' (cos, sin) read from the table ``workspace[9][:, b:]``
     (:func:`_aba_derivatives_states`); inlined into its callers, as
@@ -77,8 +78,8 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
     body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
                             gamma_cols, w6, bool(True))
-    _rnea_derivatives_backward_pass(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau_id, dtau_dq, dtau_dv, ddq_dq, bool(False))
+    _backward_pass_of(m, ddq, J, oY, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau_id, dtau_dq,
+                      dtau_dv, ddq_dq, bool(False), full_composites)
     _negative_products(Ms, dtau_dq, dtau_dv, ddq_dq, ddq_dv)
 
 
@@ -101,7 +102,15 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
                             workspace):
     """The states k0 .. k1 of the stack, SINCOS_BLOCK at a time: the revolute joints'
     (cos, sin) of a block from one vectorized loop (:func:`.joints.sincos_table`, as
-    :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state."""
+    :func:`.aba._aba_states`), then :func:`_aba_derivatives_state` per state.  The
+    intermediates (all but oR, op, ddq, Minv, ddq_dq, ddq_dv) passed with fewer states
+    than the stack (one, a stack from :func:`aba_derivatives`: :func:`.rnea.stack_scratch`)
+    are kept in slot k % slots: only the results reach memory (the threaded kernel is
+    given the stack's arrays)."""
+    slots = min(liR.shape[0], lip.shape[0], J.shape[0], oY.shape[0],
+                ov.shape[0], oa.shape[0], pA.shape[0], U.shape[0], Dinv.shape[0], u.shape[0],
+                f.shape[0], tau_id.shape[0], dtau_dq.shape[0], dtau_dv.shape[0])
+    full_composites = oY.shape[0] >= k1  # data.oYcrb is filled
     nq = m.nq
     q_flat = q.reshape(q.shape[0] * nq)
     cs = workspace[9]
@@ -109,10 +118,12 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
         b1 = min(b0 + SINCOS_BLOCK, k1)
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
-            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[k], lip[k], oR[k],
-                                   op[k], J[k], oY[k], ov[k], oa[k], pA[k], U[k], Dinv[k],
-                                   u[k], ddq[k], Minv[k], f[k], tau_id[k], dtau_dq[k],
-                                   dtau_dv[k], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq)
+            s = k % slots
+            _aba_derivatives_state(m, q[k], v[k], tau[k], f_ext[k], liR[s], lip[s], oR[k],
+                                   op[k], J[s], oY[s], ov[s], oa[s], pA[s], U[s], Dinv[s],
+                                   u[s], ddq[k], Minv[k], f[s], tau_id[s], dtau_dq[s],
+                                   dtau_dv[s], ddq_dq[k], ddq_dv[k], workspace, (k - b0) * nq,
+                                   full_composites)
 
 
 @model_kernel
@@ -136,11 +147,14 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
     -------
     dddq_dq, dddq_dv, dddq_dtau : (nv, nv) each, or (K, nv, nv); dddq_dq in
     the tangent space of q, dddq_dtau = M^-1 (as Pinocchio's
-    ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba),
+    ``computeABADerivatives``).  Also fills ``data.ddq`` (= aba) and ``data.oR, op``.
+    For one state (or a stack of one) it fills, as Pinocchio, ``data.ddq_dq``, ``data.ddq_dv``,
     ``data.Minv``, ``data.dtau_dq`` and ``data.dtau_dv`` (at ddq), the world-frame
     ``data.ov``, ``data.oa_gf`` (gravity included), ``data.of`` and ``data.oYcrb``
-    (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were (as
-    Pinocchio's ``computeABADerivatives``).
+    (composite inertias); the joint-frame ``data.v``, ``data.a`` are left as they were
+    (as Pinocchio's ``computeABADerivatives``).  A stack writes the three results
+    straight into the arrays it returns and leaves those fields as they were (as
+    :func:`~geppetto.dynamics.rnea_derivatives`).
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.aba_derivatives(model, data, q, v, tau, f_ext)
@@ -149,13 +163,21 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
         if one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau, (out,)):
             return out[0], out[1], out[2]
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
-    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, data.liR, data.lip, data.oR, data.op,
-                data.J, data.oYcrb, data.ov, data.oa_gf, data.pA, data.U, data.Dinv, data.u,
-                data.ddq, data.Minv, data.of, data.tau, data.dtau_dq, data.dtau_dv,
-                data.ddq_dq, data.ddq_dv)
-    check_invertible(model, data.Minv, K, "aba_derivatives")
-    return (result(data.ddq_dq, K, single).copy(), result(data.ddq_dv, K, single).copy(),
-            result(data.Minv, K, single).copy())
+    d = data
+    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
+        call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR, d.lip, d.oR, d.op, d.J,
+                    d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq, d.Minv, d.of, d.tau,
+                    d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
+        check_invertible(model, d.Minv, K, "aba_derivatives")
+        return (result(d.ddq_dq, K, single).copy(), result(d.ddq_dv, K, single).copy(),
+                result(d.Minv, K, single).copy())
+    out = np.empty((3, K, model.nv, model.nv))
+    t = stack_scratch(model, d)
+    call_kernel(_aba_derivatives, model, qs, vs, taus, fs, t.liR, t.lip, d.oR, d.op, t.J,
+                t.oYcrb, t.ov, t.oa_gf, t.pA, t.U, t.Dinv, t.u, d.ddq, out[2], t.of, t.tau,
+                t.dtau_dq, t.dtau_dv, out[0], out[1])
+    check_invertible(model, out[2], K, "aba_derivatives")
+    return out[0], out[1], out[2]
 
 
 @kernel

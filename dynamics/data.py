@@ -5,7 +5,10 @@ stack of K states is evaluated in one kernel call, each state in its own
 slice.  The arrays are reallocated only when a call brings a different K, so a
 loop that keeps K fixed allocates nothing.  After a call the arrays hold the
 results of every state of the batch (``data.oR[k, i]`` is the rotation of
-joint i in the world for state k).
+joint i in the world for state k), but for the fields that a function's
+docstring says a stack leaves as they were (``crba``'s M; the intermediates of
+``rnea``, ``rnea_derivatives`` and ``aba_derivatives``, which a stack keeps in
+scratch: written per state, they cost memory traffic that nobody read).
 
 Names (Pinocchio's), one frame per field whichever function fills it:
 ``liR, lip`` = liMi, ``oR, op`` = oMi; in the joint frame, ``v, a, f`` the

@@ -55,8 +55,9 @@ from .kinematics import jacobian_column, local_motions, world_motions
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
-                      rigid_inertia_times, write_rigid_inertia)
+                      rigid_inertia_times, rigid_inertia_values_times, write_rigid_inertia)
 from .one_state import _rnea_derivatives_one, one_state
+from .rnea import stack_scratch
 from .validation import as_dynamics_arguments, call_kernel, result
 
 
@@ -74,11 +75,18 @@ def inertia_action(Y, i, xs, j, outs, o):
 @inline_kernel
 def inertia_variation(Y, i, v, h, B):
     """B[i] = (B_ang in rows 0-2, b = 2 h_lin in row 3) for the inertia Y[i] moving at
-    v[i] with momentum h[i] = Y[i] v[i] (module docstring); P = [w]x I."""
+    v[i] with momentum h[i] = Y[i] v[i] (module docstring; :func:`inertia_variation_values`)."""
+    inertia_variation_values(Y, i, v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5],
+                             h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5], B)
+
+
+@inline_kernel
+def inertia_variation_values(Y, i, l0, l1, l2, w0, w1, w2, k0, k1, k2, g0, g1, g2, B):
+    """:func:`inertia_variation` of the motion [l; w] and momentum [k; g] given as
+    values; P = [w]x I."""
     # the ten parameters' entries only (those rigid_inertia_times reads; the matrix is
     # symmetric): the forward pass of the RNEA derivatives writes no others
     H0, H1, H2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
-    l0, l1, l2, w0, w1, w2 = v[i, 0], v[i, 1], v[i, 2], v[i, 3], v[i, 4], v[i, 5]
     p00 = w1 * Y[i, 3, 5] - w2 * Y[i, 3, 4]
     p10 = w2 * Y[i, 3, 3] - w0 * Y[i, 3, 5]
     p20 = w0 * Y[i, 3, 4] - w1 * Y[i, 3, 3]
@@ -89,7 +97,6 @@ def inertia_variation(Y, i, v, h, B):
     p12 = w2 * Y[i, 3, 5] - w0 * Y[i, 5, 5]
     p22 = w0 * Y[i, 4, 5] - w1 * Y[i, 3, 5]
     s = H0 * l0 + H1 * l1 + H2 * l2
-    g0, g1, g2 = h[i, 3], h[i, 4], h[i, 5]
     B[i, 0, 0] = 2.0 * (p00 + s - l0 * H0)
     B[i, 1, 1] = 2.0 * (p11 + s - l1 * H1)
     B[i, 2, 2] = 2.0 * (p22 + s - l2 * H2)
@@ -99,7 +106,7 @@ def inertia_variation(Y, i, v, h, B):
     B[i, 0, 1], B[i, 1, 0] = s01 + g2, s01 - g2
     B[i, 0, 2], B[i, 2, 0] = s02 - g1, s02 + g1
     B[i, 1, 2], B[i, 2, 1] = s12 + g0, s12 - g0
-    B[i, 3, 0], B[i, 3, 1], B[i, 3, 2] = 2.0 * h[i, 0], 2.0 * h[i, 1], 2.0 * h[i, 2]
+    B[i, 3, 0], B[i, 3, 1], B[i, 3, 2] = 2.0 * k0, 2.0 * k1, 2.0 * k2
 
 
 # --- Forward pass --------------------------------------------------------------------
@@ -137,15 +144,18 @@ def body_forces_and_columns(m, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb, u_cols,
     :func:`_body_forces_and_columns` the three model arrays it reads, not the model
     tuple (the call's arguments, about 170 of them for the tuple's 22 arrays, cost
     more than a small robot's pass)."""
-    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, f_ext, oR, op, J, oY, ov, oa, h, f,
-                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f)
+    _body_forces_and_columns(m.parents, m.idx_v, m.nvs, np.int64(1), m.njoints, f_ext, oR, op, J,
+                             oY, ov, oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6,
+                             bias_in_f)
 
 
 @kernel
-def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, h, f, Bcrb,
-                             u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
-    """:func:`body_forces_and_columns` on the model's parents, idx_v and nvs."""
-    for i in range(1, parents.shape[0]):
+def _body_forces_and_columns(parents, idx_v, nvs, i0, i1, f_ext, oR, op, J, oY, ov, oa, h, f,
+                             Bcrb, u_cols, alpha_cols, gamma_cols, w6, bias_in_f):
+    """:func:`body_forces_and_columns` of the joints i0 .. i1 - 1 on the model's parents,
+    idx_v and nvs (its helpers inlined one level deep: nested inlined helpers cost
+    compile time)."""
+    for i in range(i0, i1):
         par = parents[i]
         for d in range(idx_v[i], idx_v[i] + nvs[i]):
             for r in range(6):
@@ -164,7 +174,9 @@ def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, 
                 w6[2, r] = ov[i, r] + ov[par, r]
             motion_cross(w6, 2, w6, 0, gamma_cols, d)        # (v_i + v_lambda) x J_d
         inertia_action(oY, i, ov, i, h, i)
-        inertia_variation(oY, i, ov, h, Bcrb)
+        inertia_variation_values(oY, i, ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4],
+                                 ov[i, 5], h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5],
+                                 Bcrb)
         if bias_in_f:
             inertia_action(oY, i, oa, i, w6, 0)
             for r in range(6):
@@ -182,6 +194,123 @@ def _body_forces_and_columns(parents, idx_v, nvs, f_ext, oR, op, J, oY, ov, oa, 
         act_force(oR, op, i, f_ext, i, w6, 1)
         for r in range(6):
             f[i, r] += w6[0, r] - w6[1, r]
+
+
+@kernel
+def _motions_forces_and_columns(parents, idx_v, nvs, gravity, v, a, f_ext, oR, op, J, oY, ov,
+                                oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6):
+    """:func:`.kinematics.world_motions` (with gravity, oa_0 = -g) and
+    :func:`_body_forces_and_columns` in one pass over the joints, the same sums in the
+    same order: a 1-dof joint's motions, columns and forces on locals, each result
+    stored once (:func:`_one_dof_step`; through the two passes, 0.8 and 1.6 us of
+    talos's dID per state went mostly to stores and the loads after them), a
+    multi-dof joint (the free flyer) by the two passes' steps."""
+    for r in range(6):
+        ov[0, r] = 0.0
+        oa[0, r] = -gravity[r]
+    for i in range(1, parents.shape[0]):
+        par = parents[i]
+        if nvs[i] == 1:
+            _one_dof_step(i, par, idx_v[i], v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb,
+                          u_cols, alpha_cols, gamma_cols, w6)
+            continue
+        _joint_world_motion(i, par, idx_v[i], nvs[i], v, a, J, ov, oa, w6)
+        # the compiled pass the ABA derivatives call, on this joint: its code is not
+        # compiled a second time into this pass
+        _body_forces_and_columns(parents, idx_v, nvs, i, i + 1, f_ext, oR, op, J, oY, ov, oa,
+                                 h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6, bool(False))
+
+
+@kernel
+def _joint_world_motion(i, par, iv, nvi, v, a, J, ov, oa, w6):
+    """ov_i and oa_i of a multi-dof joint: the step of :func:`.kinematics.world_motions`
+    (order 2), a compiled call (inlined into that loop it would change six other
+    kernels' code)."""
+    for r in range(6):
+        sv = 0.0
+        sa = 0.0
+        for c in range(iv, iv + nvi):
+            sv += J[r, c] * v[c]
+            sa += J[r, c] * a[c]
+        w6[0, r] = sv
+        w6[1, r] = sa
+        ov[i, r] = ov[par, r] + sv
+    for r in range(6):
+        oa[i, r] = oa[par, r] + w6[1, r]
+    motion_cross(ov, i, w6, 0, w6, 1)
+    for r in range(6):
+        oa[i, r] += w6[1, r]
+
+
+@inline_kernel
+def _one_dof_step(i, par, d, v, a, f_ext, oR, op, J, oY, ov, oa, f, Bcrb, u_cols, alpha_cols,
+                  gamma_cols, w6):
+    """World motions, the columns u, alpha, gamma of dof d and the body's h, B and f, of
+    a 1-dof joint i, on locals: the arithmetic of :func:`.kinematics.world_motions` and
+    :func:`_body_forces_and_columns` in their order (x = 0.0 + y kept where they sum from 0.0: the
+    same signed zeros)."""
+    j0, j1, j2, j3, j4, j5 = J[0, d], J[1, d], J[2, d], J[3, d], J[4, d], J[5, d]
+    p0, p1, p2, p3, p4, p5 = ov[par, 0], ov[par, 1], ov[par, 2], ov[par, 3], ov[par, 4], ov[par, 5]
+    q0, q1, q2, q3, q4, q5 = oa[par, 0], oa[par, 1], oa[par, 2], oa[par, 3], oa[par, 4], oa[par, 5]
+    x, y = v[d], a[d]
+    s0, s1, s2 = 0.0 + j0 * x, 0.0 + j1 * x, 0.0 + j2 * x       # J_d dq_d
+    s3, s4, s5 = 0.0 + j3 * x, 0.0 + j4 * x, 0.0 + j5 * x
+    t0, t1, t2 = 0.0 + j0 * y, 0.0 + j1 * y, 0.0 + j2 * y       # J_d ddq_d
+    t3, t4, t5 = 0.0 + j3 * y, 0.0 + j4 * y, 0.0 + j5 * y
+    # ov_i = ov_lambda + J_d dq_d, oa_i = oa_lambda + J_d ddq_d + ov_i x J_d dq_d
+    v0, v1, v2, v3, v4, v5 = p0 + s0, p1 + s1, p2 + s2, p3 + s3, p4 + s4, p5 + s5
+    a0 = q0 + t0 + (v4 * s2 - v5 * s1 + v1 * s5 - v2 * s4)
+    a1 = q1 + t1 + (v5 * s0 - v3 * s2 + v2 * s3 - v0 * s5)
+    a2 = q2 + t2 + (v3 * s1 - v4 * s0 + v0 * s4 - v1 * s3)
+    a3 = q3 + t3 + (v4 * s5 - v5 * s4)
+    a4 = q4 + t4 + (v5 * s3 - v3 * s5)
+    a5 = q5 + t5 + (v3 * s4 - v4 * s3)
+    ov[i, 0], ov[i, 1], ov[i, 2], ov[i, 3], ov[i, 4], ov[i, 5] = v0, v1, v2, v3, v4, v5
+    oa[i, 0], oa[i, 1], oa[i, 2], oa[i, 3], oa[i, 4], oa[i, 5] = a0, a1, a2, a3, a4, a5
+    # u = v_lambda x J_d, alpha = a_lambda x J_d + v_lambda x u, gamma = 2 u
+    u0 = p4 * j2 - p5 * j1 + p1 * j5 - p2 * j4
+    u1 = p5 * j0 - p3 * j2 + p2 * j3 - p0 * j5
+    u2 = p3 * j1 - p4 * j0 + p0 * j4 - p1 * j3
+    u3 = p4 * j5 - p5 * j4
+    u4 = p5 * j3 - p3 * j5
+    u5 = p3 * j4 - p4 * j3
+    u_cols[d, 0], u_cols[d, 1], u_cols[d, 2] = u0, u1, u2
+    u_cols[d, 3], u_cols[d, 4], u_cols[d, 5] = u3, u4, u5
+    alpha_cols[d, 0] = ((q4 * j2 - q5 * j1 + q1 * j5 - q2 * j4)
+                        + (p4 * u2 - p5 * u1 + p1 * u5 - p2 * u4))
+    alpha_cols[d, 1] = ((q5 * j0 - q3 * j2 + q2 * j3 - q0 * j5)
+                        + (p5 * u0 - p3 * u2 + p2 * u3 - p0 * u5))
+    alpha_cols[d, 2] = ((q3 * j1 - q4 * j0 + q0 * j4 - q1 * j3)
+                        + (p3 * u1 - p4 * u0 + p0 * u4 - p1 * u3))
+    alpha_cols[d, 3] = (q4 * j5 - q5 * j4) + (p4 * u5 - p5 * u4)
+    alpha_cols[d, 4] = (q5 * j3 - q3 * j5) + (p5 * u3 - p3 * u5)
+    alpha_cols[d, 5] = (q3 * j4 - q4 * j3) + (p3 * u4 - p4 * u3)
+    gamma_cols[d, 0], gamma_cols[d, 1], gamma_cols[d, 2] = 2.0 * u0, 2.0 * u1, 2.0 * u2
+    gamma_cols[d, 3], gamma_cols[d, 4], gamma_cols[d, 5] = 2.0 * u3, 2.0 * u4, 2.0 * u5
+    # h = Y v, B, f = Y a + v x* h (- the external force, in the world)
+    # the ten parameters read once for both products (helpers one level deep: nested
+    # inlined helpers cost compile time)
+    ym, y0, y1, y2 = oY[i, 0, 0], oY[i, 5, 1], oY[i, 3, 2], oY[i, 4, 0]
+    y00, y01, y02, y11, y12, y22 = (oY[i, 3, 3], oY[i, 3, 4], oY[i, 3, 5], oY[i, 4, 4],
+                                    oY[i, 4, 5], oY[i, 5, 5])
+    h0, h1, h2, h3, h4, h5 = rigid_inertia_values_times(ym, y0, y1, y2, y00, y01, y02, y11,
+                                                        y12, y22, v0, v1, v2, v3, v4, v5)
+    inertia_variation_values(oY, i, v0, v1, v2, v3, v4, v5, h0, h1, h2, h3, h4, h5, Bcrb)
+    g0, g1, g2, g3, g4, g5 = rigid_inertia_values_times(ym, y0, y1, y2, y00, y01, y02, y11,
+                                                        y12, y22, a0, a1, a2, a3, a4, a5)
+    c0 = v4 * h2 - v5 * h1
+    c1 = v5 * h0 - v3 * h2
+    c2 = v3 * h1 - v4 * h0
+    c3 = v4 * h5 - v5 * h4 + v1 * h2 - v2 * h1
+    c4 = v5 * h3 - v3 * h5 + v2 * h0 - v0 * h2
+    c5 = v3 * h4 - v4 * h3 + v0 * h1 - v1 * h0
+    if (f_ext[i, 0] != 0.0 or f_ext[i, 1] != 0.0 or f_ext[i, 2] != 0.0
+            or f_ext[i, 3] != 0.0 or f_ext[i, 4] != 0.0 or f_ext[i, 5] != 0.0):
+        act_force(oR, op, i, f_ext, i, w6, 1)
+        c0, c1, c2 = c0 - w6[1, 0], c1 - w6[1, 1], c2 - w6[1, 2]
+        c3, c4, c5 = c3 - w6[1, 3], c4 - w6[1, 4], c5 - w6[1, 5]
+    f[i, 0], f[i, 1], f[i, 2] = g0 + c0, g1 + c1, g2 + c2
+    f[i, 3], f[i, 4], f[i, 5] = g3 + c3, g4 + c4, g5 + c5
 
 
 @kernel
@@ -350,12 +479,24 @@ def _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, 
     reads, not the model tuple (as :func:`body_forces_and_columns`)."""
     _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
                    Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
-                   with_mass_matrix)
+                   with_mass_matrix, bool(True))
+
+
+@inline_kernel
+def _backward_pass_of(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq,
+                      dtau_dv, M, with_mass_matrix, full_composites):
+    """:func:`_rnea_derivatives_backward_pass`, the full 6 x 6 composites written to Ycrb
+    only with ``full_composites`` (the pass reads their ten parameters; a stack's
+    scratch needs no more)."""
+    _backward_pass(m.parents, m.jtype, m.idx_v, m.nvs, m.subtree_end, m.armature, a, J, Ycrb,
+                   Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M,
+                   with_mass_matrix, full_composites)
 
 
 @kernel
 def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb, Bcrb, f,
-                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix):
+                   u_cols, alpha_cols, gamma_cols, tau, dtau_dq, dtau_dv, M, with_mass_matrix,
+                   full_composites):
     """:func:`_rnea_derivatives_backward_pass` on the model's arrays."""
     njoints, nv = parents.shape[0], armature.shape[0]
     ff_root = njoints > 1 and jtype[1] == FREE_FLYER
@@ -370,7 +511,8 @@ def _backward_pass(parents, jtype, idx_v, nvs, subtree_end, armature, a, J, Ycrb
         mass, h0, h1, h2 = Ycrb[i, 0, 0], Ycrb[i, 5, 1], Ycrb[i, 3, 2], Ycrb[i, 4, 0]
         a00, a01, a02 = Ycrb[i, 3, 3], Ycrb[i, 3, 4], Ycrb[i, 3, 5]
         a11, a12, a22 = Ycrb[i, 4, 4], Ycrb[i, 4, 5], Ycrb[i, 5, 5]
-        write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
+        if full_composites:
+            write_rigid_inertia(mass, h0, h1, h2, a00, a01, a02, a11, a12, a22, Ycrb, i)
         par = parents[i]
         if par == 0:
             continue
@@ -411,7 +553,7 @@ def rnea_derivatives_workspace(m):
 
 @inline_kernel
 def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, ov, oa, f,
-                            tau, dtau_dq, dtau_dv, M, workspace, cs, b):
+                            tau, dtau_dq, dtau_dv, M, workspace, cs, b, full_composites):
     """tau and its three partial derivatives for one state (workspace from
     :func:`rnea_derivatives_workspace`; ``tree`` the :data:`MotionTree` of ``m``, which
     :func:`.kinematics.world_motions` is given), the revolute joints' (cos, sin) read from the
@@ -428,11 +570,10 @@ def _rnea_derivatives_state(m, tree, q, v, a, f_ext, liR, lip, oR, op, J, Ycrb, 
     # the two steps of _rnea_derivatives_forward_pass, called from here: through it, the
     # 35 arrays it passes on were reference-counted at its entry and exit (70 atomic
     # operations a state)
-    world_motions(tree, v, a, 2, True, J, ov, oa, w6)
-    body_forces_and_columns(m, f_ext, oR, op, J, Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols,
-                            gamma_cols, w6, bool(False))
-    _rnea_derivatives_backward_pass(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols,
-                                    tau, dtau_dq, dtau_dv, M, bool(True))
+    _motions_forces_and_columns(m.parents, m.idx_v, m.nvs, m.gravity, v, a, f_ext, oR, op, J,
+                                Ycrb, ov, oa, h, f, Bcrb, u_cols, alpha_cols, gamma_cols, w6)
+    _backward_pass_of(m, a, J, Ycrb, Bcrb, f, u_cols, alpha_cols, gamma_cols, tau, dtau_dq,
+                      dtau_dv, M, bool(True), full_composites)
 
 
 @model_kernel
@@ -441,10 +582,20 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
     """The derivatives of K states; the world ov, oa_gf also as joint-frame vel, acc
     and world oa (gravity removed), as Pinocchio's ``computeRNEADerivatives``.
 
+    The intermediates (liR, lip, J .. of) passed with fewer states than the stack (one,
+    a stack from :func:`rnea_derivatives`: :func:`.rnea.stack_scratch`) are kept in slot
+    k % slots, vel, acc, oa passed with fewer states are not computed, and the composites
+    keep their ten parameters only: tau, oMi and the three matrices alone reach memory
+    (on talos 38 kB a state instead of 63 kB; a 1000-state stack does not stay in cache).
+
     Every array is :func:`.borrowed.borrowed`: the slices of the stack per state, the
     workspace and the arrays passed on to the compiled passes no longer count
     references (as in :func:`.crba._crba`)."""
     m = borrowed_model(model_arrays(model))
+    per_state = min(vel.shape[0], acc.shape[0], oa.shape[0]) >= q.shape[0]
+    slots = min(liR.shape[0], lip.shape[0], J.shape[0], oYcrb.shape[0], ov.shape[0],
+                oa_gf.shape[0], of.shape[0])
+    full_composites = oYcrb.shape[0] >= q.shape[0]  # data.oYcrb is filled
     q, v, a, f_ext = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext)
     liR, lip, oR, op, J = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op), borrowed(J)
     oYcrb, ov, oa_gf, of = borrowed(oYcrb), borrowed(ov), borrowed(oa_gf), borrowed(of)
@@ -465,11 +616,13 @@ def _rnea_derivatives(model, q, v, a, f_ext, liR, lip, oR, op, J, oYcrb, ov, oa_
         b1 = min(b0 + SINCOS_BLOCK, K)
         sincos_table(q_flat, b0 * nq, b1 * nq, cs)
         for k in range(b0, b1):
-            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[k], lip[k], oR[k],
-                                    op[k], J[k], oYcrb[k], ov[k], oa_gf[k], of[k], tau[k],
+            s = k % slots
+            _rnea_derivatives_state(m, tree, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[k],
+                                    op[k], J[s], oYcrb[s], ov[s], oa_gf[s], of[s], tau[k],
                                     dtau_dq[k], dtau_dv[k], M[k], workspace, cs,
-                                    (k - b0) * nq)
-            local_motions(tree, oR[k], op[k], ov[k], oa_gf[k], vel[k], acc[k], oa[k])
+                                    (k - b0) * nq, full_composites)
+            if per_state:
+                local_motions(tree, oR[k], op[k], ov[s], oa_gf[s], vel[k], acc[k], oa[k])
     keep_alive(scratch)
     keep_alive((table,))
 
@@ -486,9 +639,14 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
     -------
     dtau_dq, dtau_dv, dtau_da : (nv, nv) each, or (K, nv, nv).  dtau_dq is in
     the tangent space of q (as Pinocchio's ``computeRNEADerivatives``);
-    dtau_da = M(q).  Also fills ``data.tau`` (= rnea), ``data.J``, the world-frame
-    ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity included), ``data.of`` and
-    ``data.oYcrb``, and the joint-frame ``data.v``, ``data.a`` (as Pinocchio).
+    dtau_da = M(q).  Also fills ``data.tau`` (= rnea) and ``data.oR, op``.  For one
+    state (or a stack of one) it fills, as Pinocchio, ``data.dtau_dq``, ``data.dtau_dv``,
+    ``data.M``,
+    ``data.J``, the world-frame ``data.ov``, ``data.oa``, ``data.oa_gf`` (gravity
+    included), ``data.of`` and ``data.oYcrb``, and the joint-frame ``data.v``,
+    ``data.a``; for a stack it writes the three matrices straight into the arrays it
+    returns and leaves those fields as they were (a stack's intermediates, 28 kB a
+    state on talos, would go to memory that nobody reads).
     """
     if isinstance(model, mimic.MimicModel):
         return mimic.rnea_derivatives(model, data, q, v, a, f_ext)
@@ -497,8 +655,15 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
         if one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a, (out,)):
             return out[0], out[1], out[2]
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR, data.op,
-                data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau, data.dtau_dq,
-                data.dtau_dv, data.M, data.v, data.a, data.oa)
-    return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
-            result(data.M, K, single).copy())
+    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
+        call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR,
+                    data.op, data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau,
+                    data.dtau_dq, data.dtau_dv, data.M, data.v, data.a, data.oa)
+        return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
+                result(data.M, K, single).copy())
+    out = np.empty((3, K, model.nv, model.nv))
+    d, t = data, stack_scratch(model, data)
+    call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, t.liR, t.lip, d.oR, d.op, t.J,
+                t.oYcrb, t.ov, t.oa_gf, t.of, d.tau, out[0], out[1], out[2], d.v[:0], d.a[:0],
+                d.oa[:0])
+    return out[0], out[1], out[2]

@@ -266,6 +266,34 @@ def test_stack_equals_single_calls(case, states, with_f_ext, assert_close):
                      f"dddq_df_ext: stack vs single, state {k}")
 
 
+def test_stack_writes_its_results_and_placements_only(case, states):
+    """A stack keeps its intermediates in scratch: it returns the same bits as one call
+    per state, fills data.tau (ID), data.ddq (FD) and oMi for every state, and leaves
+    the Data fields it does not return (composites, forces, the matrices) as they were."""
+    m, s = case.model, states
+    d = case.data()
+    tau_stack = gd.rnea(m, d, s.q, s.v, s.a)
+    untouched = {name: getattr(d, name).copy() for name in ("oYcrb", "of", "dtau_dq", "M",
+                                                            "ddq_dq", "Minv", "f")}
+    dq, dv, M = gd.rnea_derivatives(m, d, s.q, s.v, s.a)
+    # tau at a (rnea takes libm's sines, its derivatives the vectorized table: 1 ulp)
+    np.testing.assert_allclose(d.tau[:N_STATES], tau_stack, rtol=1e-12, atol=1e-12)
+    dq_f, dv_f, Minv = gd.aba_derivatives(m, d, s.q, s.v, s.tau)
+    for name, before in untouched.items():
+        np.testing.assert_array_equal(getattr(d, name), before, err_msg=name)
+    one = case.data()
+    for k in (0, N_STATES - 1):
+        for x, y in zip((dq[k], dv[k], M[k]), gd.rnea_derivatives(m, one, s.q[k], s.v[k], s.a[k])):
+            np.testing.assert_array_equal(x, y)
+        for x, y in zip((dq_f[k], dv_f[k], Minv[k]),
+                        gd.aba_derivatives(m, one, s.q[k], s.v[k], s.tau[k])):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(d.ddq[k], one.ddq[0])
+        np.testing.assert_array_equal(d.oR[k], one.oR[0])
+        np.testing.assert_array_equal(d.op[k], one.op[0])
+        assert np.abs(one.M[0]).max() > 0  # one state fills Data as Pinocchio
+
+
 def test_one_f_ext_is_broadcast_over_a_stack(case, states, assert_close):
     m, d, s = case.model, case.data(), states
     one = s.f_ext[0]
