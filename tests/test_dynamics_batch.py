@@ -1,7 +1,8 @@
 """Batched calls: a stack of K states gives the same results as K single calls.
 
 The single form has no batch axis; the stack form has a leading K axis on
-every output (and on the Data arrays it fills).  A single v, a, tau or f_ext
+every output (and on the Data arrays it fills: a stack leaves some intermediates
+as they were, see dynamics/data.py).  A single v, a, tau or f_ext
 given with a stack of configurations is used for every state.
 """
 import numpy as np
@@ -27,8 +28,10 @@ def _frame(m):
 CALLS = {
     "rnea": lambda m, d, s: gd.rnea(m, d, s.q, s.v, s.a),
     "rnea_f_ext": lambda m, d, s: gd.rnea(m, d, s.q, s.v, s.a, s.f_ext),
-    "rnea_data": lambda m, d, s: (gd.rnea(m, d, s.q, s.v, s.a, s.f_ext), _take(d.f, s),
-                                  _take(d.v, s), _take(d.oR, s), _take(d.op, s)),
+    # a stack fills tau and oMi per state, its other intermediates stay in scratch
+    # (dynamics/data.py); one state fills every field, as Pinocchio does
+    "rnea_data": lambda m, d, s: (gd.rnea(m, d, s.q, s.v, s.a, s.f_ext), _take(d.tau, s),
+                                  _take(d.oR, s), _take(d.op, s)),
     "nonlinear_effects": lambda m, d, s: gd.nonlinear_effects(m, d, s.q, s.v),
     "generalized_gravity": lambda m, d, s: gd.generalized_gravity(m, d, s.q),
     "crba": lambda m, d, s: (gd.crba(m, d, s.q), _take(d.oR, s), _take(d.op, s)),
