@@ -566,7 +566,10 @@ def store_tile_rows(t, source, b, n, lanes_major, x):
     # loaded and transposed twice), the partial lines at the ends with plain stores
     # (crba_batch on talos 0.79x the time of the 16-lane scalar store with prefetch).
     flat = x.reshape(x.size)
-    stream = (x.size > STREAM_DOUBLES and size % 4 == 0 and data_address(x) % 64 == 0)
+    # the even states' lines aligned needs b size on a line boundary too (every caller's b
+    # is a multiple of TILE; an odd b with size % 8 == 4 would stream into mid-line)
+    stream = (x.size > STREAM_DOUBLES and size % 4 == 0 and (b * size) % 8 == 0
+              and data_address(x) % 64 == 0)
     shift = (8 - size % 8) % 8  # where the odd states' lines start in their rows
     s0 = 0
     while s0 + 8 <= n:

@@ -61,10 +61,10 @@ direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
 :func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
 th_constraint and the stationarity of the Lagrangian in the controls (the costates of
 an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, when the
-line search refuses every trial at such a feasible iterate, the exact QP step's
-predicted decrease of the cost (FDDP's expected improvement) at most th_decrease
-max(1, |cost|) and below nu times the shortest trial's infeasibility (the merit's
-resolution: the gaps' round-off times nu), status :data:`SETTLED`
+line search refuses every trial at such a feasible iterate, the active-set QP step's
+predicted decrease of the cost (FDDP's expected improvement), in magnitude, at most
+th_decrease max(1, |cost|) and below nu times the last trial's infeasibility (the
+merit's resolution), status :data:`SETTLED`
 (:meth:`CSQP._settled`; the talos squat and the solo12 trot with hard cones, where the
 Hessian's conditioning keeps a stationarity of 6e-4 / 4e-6 at a relative decrease of
 2e-11 / 5e-15).
@@ -672,8 +672,8 @@ class CSQP:
     Options: ``th_stop`` 1e-6 (the Lagrangian's largest control gradient at
     convergence), ``th_constraint`` 1e-8 (largest violation), ``th_gaps`` 1e-9;
     ``th_decrease`` 1e-9 (when the line search refuses every trial at a feasible iterate:
-    converged, status :data:`SETTLED`, if the step's predicted decrease is at most
-    th_decrease max(1, |cost|) and below the merit's resolution, :meth:`_settled`);
+    converged, status :data:`SETTLED`, if the step's predicted decrease (in magnitude) is
+    at most th_decrease max(1, |cost|) and below the merit's resolution, :meth:`_settled`);
     the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
@@ -1129,16 +1129,17 @@ class CSQP:
         """Whether an iterate whose line search refused every trial is a solution to the
         precision the merit can resolve (the second stopping test, status
         :data:`SETTLED`): the iterate feasible (gap <= th_gaps, violation <=
-        th_constraint), the QP solved exactly (the active-set method's solution, not
-        ADMM's), and the full step's predicted decrease of the cost, the QP model's
-        -(g^T w + 1/2 w^T H w) (FDDP's expected improvement d1 + d2 / 2, Crocoddyl's
-        stopping value), both
+        th_constraint), the QP solved by the active-set method (its polish, to its
+        tolerance; not ADMM's iterate), the cost finite, and the magnitude of the full
+        step's predicted decrease of the cost, the QP model's -(g^T w + 1/2 w^T H w)
+        (as FDDP's |d1 + d2 / 2|, Crocoddyl's stopping value), both
         (1) at most ``th_decrease`` max(1, |cost|): FDDP's test, relative to the cost's
             scale (a step would change the cost in its tenth significant digit), and
-        (2) at most nu times the infeasibility |f|_1 + |violation|_1 at the shortest
-            trial (evaluated, its merit finite): the merit's resolution.  There the
-            step's second-order gaps are alphas[-1]^2 (2^-18) of the full step's, so the
-            infeasibility is the gaps' round-off, which nu (above the costates, 1e2 ..
+        (2) at most nu times the infeasibility |f|_1 + |violation|_1 at the last
+            trial (evaluated, its merit finite): the merit's resolution.  With the
+            default alphas the step's second-order gaps there are 2^-18 of the full
+            step's, so the infeasibility is the iterate's own residual gaps and the
+            gaps' round-off, which nu (above the costates, 1e2 ..
             1e4 on the talos squat and the solo12 trot with hard cones) lifts above the
             whole predicted decrease: no trial can pass Armijo's test however close to
             the solution.
@@ -1148,14 +1149,18 @@ class CSQP:
         stops on the same point by its expected improvement with a gradient of 3e-2
         (benchmarks/constrained_notes.md, section CSQP, qp16)."""
         if not (polished and gap <= self.th_gaps and violation <= self.th_constraint
-                and np.isfinite(refused)):       # the shortest trial evaluated, finite
+                and np.isfinite(refused)         # the shortest trial evaluated, finite
+                and np.isfinite(cost)):
             return False
         problem, dx, du = self.problem, self.dx, self.du
         curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
             np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
             2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
         decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du) + 0.5 * curvature)
-        return decrease <= min(self.th_decrease * max(1.0, abs(cost)), nu * refused)
+        # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
+        # th_gaps, th_constraint), which can make the signed value negative and hide the
+        # optimality part of the decrease (review)
+        return abs(decrease) <= min(self.th_decrease * max(1.0, abs(cost)), nu * refused)
 
     def _first_trial(self, steps):
         """The index in ``alphas`` of the line search's first trial after the accepted
