@@ -163,20 +163,17 @@ def aba_derivatives(model, data, q, v, tau, f_ext=None):
         if one_state(_aba_derivatives_one, _aba_derivatives, model, data, q, v, tau, (out,)):
             return out[0], out[1], out[2]
     qs, vs, taus, fs, K, single = as_dynamics_arguments(model, data, q, v, tau, f_ext, "tau")
-    d = data
-    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
-        call_kernel(_aba_derivatives, model, qs, vs, taus, fs, d.liR, d.lip, d.oR, d.op, d.J,
-                    d.oYcrb, d.ov, d.oa_gf, d.pA, d.U, d.Dinv, d.u, d.ddq, d.Minv, d.of, d.tau,
-                    d.dtau_dq, d.dtau_dv, d.ddq_dq, d.ddq_dv)
-        check_invertible(model, d.Minv, K, "aba_derivatives")
-        return (result(d.ddq_dq, K, single).copy(), result(d.ddq_dv, K, single).copy(),
-                result(d.Minv, K, single).copy())
-    out = np.empty((3, K, model.nv, model.nv))
-    t = stack_scratch(model, d)
+    d, t = data, stack_scratch(model, data, K)
+    # one state (or a stack of one) fills Data as Pinocchio does; a stack writes its three
+    # matrices straight into the arrays it returns
+    single_state = K == 1
+    out = (d.ddq_dq, d.ddq_dv, d.Minv) if single_state else np.empty((3, K, model.nv, model.nv))
     call_kernel(_aba_derivatives, model, qs, vs, taus, fs, t.liR, t.lip, d.oR, d.op, t.J,
                 t.oYcrb, t.ov, t.oa_gf, t.pA, t.U, t.Dinv, t.u, d.ddq, out[2], t.of, t.tau,
                 t.dtau_dq, t.dtau_dv, out[0], out[1])
     check_invertible(model, out[2], K, "aba_derivatives")
+    if single_state:
+        return tuple(result(x, K, single).copy() for x in out)
     return out[0], out[1], out[2]
 
 

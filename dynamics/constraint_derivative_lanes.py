@@ -47,6 +47,7 @@ from .constrained_dynamics import _check_regular, _settings
 from .constraint_lanes import (_all_regular, _constraint_tile, _constraint_workspace_lanes,
                                _contacts_only,
                                _rotate_lanes, contact_chains)
+from .constraint_derivatives import point_column_values
 from .constraints import CONTACT_3D
 from .batch_lanes import _as_lanes, _as_lanes_configurations, _as_stacks
 from .derivative_lanes import (_accelerations_lanes, _derivative_columns_lanes,
@@ -159,34 +160,6 @@ def _body_motion_derivatives(vi, ai, vl, al, vj, Jd):
 
 
 @inline_kernel
-def _point_column(dv, da, dp, wrt_q, Kp, Kd, p, vi, ai, vp, W, n):
-    """The column of a 3D contact's c along q_d or v_d (before LOCAL's R^T):
-    d vp = dov.lin + dov.ang x p + omega x dp, d ap = doa.lin + doa.ang x p + alpha x dp
-    + dov.ang x vp + omega x d vp, then d ap + Kp dp + Kd d vp; LOCAL subtracts
-    n x W for q (:func:`.constraint_derivatives._point_column`)."""
-    t0, t1, t2 = cross(dv[3], dv[4], dv[5], p[0], p[1], p[2])
-    if wrt_q:
-        y0, y1, y2 = cross(vi[3], vi[4], vi[5], dp[0], dp[1], dp[2])
-        q0, q1, q2 = dv[0] + t0 + y0, dv[1] + t1 + y1, dv[2] + t2 + y2
-        z0, z1, z2 = cross(ai[3], ai[4], ai[5], dp[0], dp[1], dp[2])
-        k0, k1, k2 = Kp * dp[0], Kp * dp[1], Kp * dp[2]
-    else:
-        q0, q1, q2 = dv[0] + t0, dv[1] + t1, dv[2] + t2
-        z0, z1, z2 = 0.0, 0.0, 0.0
-        k0, k1, k2 = 0.0, 0.0, 0.0
-    c0, c1, c2 = cross(da[3], da[4], da[5], p[0], p[1], p[2])
-    f0, f1, f2 = cross(dv[3], dv[4], dv[5], vp[0], vp[1], vp[2])
-    g0, g1, g2 = cross(vi[3], vi[4], vi[5], q0, q1, q2)
-    x0 = da[0] + c0 + z0 + f0 + g0 + k0 + Kd * q0
-    x1 = da[1] + c1 + z1 + f1 + g1 + k1 + Kd * q1
-    x2 = da[2] + c2 + z2 + f2 + g2 + k2 + Kd * q2
-    if wrt_q:
-        y0, y1, y2 = cross(n[0], n[1], n[2], W[0], W[1], W[2])
-        x0, x1, x2 = x0 - y0, x1 - y1, x2 - y2
-    return x0, x1, x2
-
-
-@inline_kernel
 def _dof_motions(J, ov, oa, cp, D, V, Vl, Vj, P, s):
     """J_d, ov_i, oa_i, their derivatives along dof d (q: dov, doa; v: doa), the contact
     point p and its motion along d, dp = J_d.lin + J_d.ang x p, in lane s."""
@@ -241,13 +214,16 @@ def _contact_acceleration_derivatives_lanes(m, ca, chain, depth, J, ov, oa, cR, 
                     W = (ai[0] + b0 + c0 - Kp * (t0 - p[0]) + Kd * vp[0],
                          ai[1] + b1 + c1 - Kp * (t1 - p[1]) + Kd * vp[1],
                          ai[2] + b2 + c2 - Kp * (t2 - p[2]) + Kd * vp[2])
+                    # n = 0 unless LOCAL: the subtraction of n x W always runs (local True
+                    # below), as it did when the lanes wrote the formula themselves
                     n = (Jd[3], Jd[4], Jd[5]) if local else (0.0, 0.0, 0.0)
+                    omega, alpha = (vi[3], vi[4], vi[5]), (ai[3], ai[4], ai[5])
                     if wrt_q:
-                        x0, x1, x2 = _point_column(dvq, daq, dp, True, Kp, Kd, p, vi, ai, vp, W,
-                                                   n)
+                        x0, x1, x2 = point_column_values(dvq, daq, dp, True, True, Kp, Kd, p,
+                                                         omega, alpha, vp, W, n)
                     else:
-                        x0, x1, x2 = _point_column(Jd, dav, dp, False, Kp, Kd, p, vi, ai, vp, W,
-                                                   n)
+                        x0, x1, x2 = point_column_values(Jd, dav, dp, False, True, Kp, Kd, p,
+                                                         omega, alpha, vp, W, n)
                     if local:
                         x0, x1, x2 = _rotate_lanes(cR, C, UT1, UT3, s, x0, x1, x2)
                     w[s], w[UT1 + s], w[UT2 + s] = x0, x1, x2

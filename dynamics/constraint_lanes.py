@@ -43,7 +43,7 @@ from .batch_lanes import (_as_lanes, _as_lanes_configurations, _as_stacks, _chec
                           _ltl_factor_lanes, _mass_matrix_slots)
 from .config import inline_kernel, kernel
 from .constrained_dynamics import SINGULAR_PIVOT, _check_regular, _settings
-from .constraints import CONTACT_3D, as_constraint_set, relative_log6
+from .constraints import CONTACT_3D, as_constraint_set, relative_log6, supporting_dofs
 from .derivative_lanes import _compact_times_lanes, _derivative_workspace, _velocities_lanes
 from .kinematics import LOCAL
 from .lane_tiles import (TILE, T6, T9, T10, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, fill_lanes,
@@ -62,14 +62,11 @@ def contact_chains(model, cs):
     if cached is not None:
         return cached
     ca = cs.arrays
-    m = model.arrays
     n, nv = ca.n, model.nv
     chain = np.zeros((n, max(nv, 1)), dtype=np.int64)
     depth = np.zeros(n, dtype=np.int64)
     for k in range(n):
-        i = int(ca.joint1[k])
-        dofs = [d for d in range(nv)
-                if m.dof_joint[d] <= i < m.subtree_end[m.dof_joint[d]]]
+        dofs = supporting_dofs(model, int(ca.joint1[k]))
         depth[k] = len(dofs)
         chain[k, :len(dofs)] = dofs
     common = np.zeros((n, n), dtype=np.int64)

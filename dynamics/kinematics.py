@@ -117,6 +117,27 @@ def jacobian_column(oR, op, i, S, c, J):
     J[5, c] = w2
 
 
+@inline_kernel
+def joint_world_motion(i, par, iv, nvi, v, a, order, J, ov, oa, w6):
+    """The step of :func:`world_motions` for joint i (parent par, dofs iv .. iv + nvi):
+    ov_i = ov_par + J_i v_i and (order 2) oa_i = oa_par + J_i a_i + ov_i x J_i v_i."""
+    for r in range(6):
+        sv = 0.0
+        sa = 0.0
+        for c in range(iv, iv + nvi):
+            sv += J[r, c] * v[c]
+            sa += J[r, c] * a[c]
+        w6[0, r] = sv
+        w6[1, r] = sa
+        ov[i, r] = ov[par, r] + sv
+    if order > 1:
+        for r in range(6):
+            oa[i, r] = oa[par, r] + w6[1, r]
+        motion_cross(ov, i, w6, 0, w6, 1)
+        for r in range(6):
+            oa[i, r] += w6[1, r]
+
+
 @kernel
 def world_motions(m, v, a, order, with_gravity, J, ov, oa, w6):
     """World spatial velocities ov_i = ov_lambda + J_i v_i and (order 2) accelerations
@@ -132,22 +153,7 @@ def world_motions(m, v, a, order, with_gravity, J, ov, oa, w6):
     for i in range(1, m.njoints):
         par = parents[i]
         iv = idx_v[i]
-        for r in range(6):
-            sv = 0.0
-            sa = 0.0
-            for c in range(iv, iv + nvs[i]):
-                sv += J[r, c] * v[c]
-                sa += J[r, c] * a[c]
-            w6[0, r] = sv
-            w6[1, r] = sa
-            ov[i, r] = ov[par, r] + sv
-        if order < 2:
-            continue
-        for r in range(6):
-            oa[i, r] = oa[par, r] + w6[1, r]
-        motion_cross(ov, i, w6, 0, w6, 1)
-        for r in range(6):
-            oa[i, r] += w6[1, r]
+        joint_world_motion(i, par, iv, nvs[i], v, a, order, J, ov, oa, w6)
 
 
 @kernel

@@ -104,12 +104,14 @@ def _rnea_backward_pass(m, a, liR, lip, f, tau, w6):
                 f[par, r] += w6[0, r]
 
 
-def stack_scratch(model, data):
-    """A Data of one state, kept on ``data``, in which a stack's kernel keeps the
-    intermediates that the public function does not return (every state overwrites
-    them: they stay in cache, and only the results reach memory; slots for two or four
-    states measured the same time within 2 %).  Its own arrays, initialized as a new
-    Data's (oMi of the universe the identity)."""
+def stack_scratch(model, data, K):
+    """The Data whose arrays receive a call's intermediates: ``data`` itself for one
+    state or a stack of one (filled as Pinocchio fills it), else a Data of one state kept
+    on ``data``, which every state of the stack overwrites (they stay in cache, and only
+    the results reach memory; slots for two or four states measured the same time within
+    2 %), initialized as a new Data (oMi of the universe the identity)."""
+    if K == 1:
+        return data
     scratch = data.__dict__.get("_stack_scratch")
     if scratch is None or scratch._dims != data._dims:
         from .data import Data
@@ -158,14 +160,9 @@ def rnea(model, data, q, v, a, f_ext=None):
     if f_ext is None and one_state(_rnea_one, _rnea, model, data, q, v, a):
         return data.tau[0].copy()
     qs, vs, as_, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    d = data
-    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
-        call_kernel(_rnea, model, qs, vs, as_, fs, d.liR, d.lip, d.oR, d.op, d.v, d.a_gf, d.f,
-                    d.tau)
-    else:
-        t = stack_scratch(model, d)
-        call_kernel(_rnea, model, qs, vs, as_, fs, t.liR, t.lip, d.oR, d.op, t.v, t.a_gf, t.f,
-                    d.tau)
+    d, t = data, stack_scratch(model, data, K)
+    call_kernel(_rnea, model, qs, vs, as_, fs, t.liR, t.lip, d.oR, d.op, t.v, t.a_gf, t.f,
+                d.tau)
     return result(data.tau, K, single).copy()
 
 

@@ -51,7 +51,7 @@ from .borrowed import borrowed, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .crba import SINCOS_BLOCK, axis_jacobian_column
 from .joints import coordinate_axis, placements_from_table, sincos_table
-from .kinematics import jacobian_column, local_motions, world_motions
+from .kinematics import jacobian_column, joint_world_motion, local_motions, world_motions
 from .model import FREE_FLYER, REVOLUTE, REVOLUTE_UNBOUNDED
 from .model_ref import model_arrays
 from .spatial import (act_force, force_cross, inertia_to_world_values, motion_cross,
@@ -223,23 +223,10 @@ def _motions_forces_and_columns(parents, idx_v, nvs, gravity, v, a, f_ext, oR, o
 
 @kernel
 def _joint_world_motion(i, par, iv, nvi, v, a, J, ov, oa, w6):
-    """ov_i and oa_i of a multi-dof joint: the step of :func:`.kinematics.world_motions`
-    (order 2), a compiled call (inlined into that loop it would change six other
-    kernels' code)."""
-    for r in range(6):
-        sv = 0.0
-        sa = 0.0
-        for c in range(iv, iv + nvi):
-            sv += J[r, c] * v[c]
-            sa += J[r, c] * a[c]
-        w6[0, r] = sv
-        w6[1, r] = sa
-        ov[i, r] = ov[par, r] + sv
-    for r in range(6):
-        oa[i, r] = oa[par, r] + w6[1, r]
-    motion_cross(ov, i, w6, 0, w6, 1)
-    for r in range(6):
-        oa[i, r] += w6[1, r]
+    """ov_i and oa_i of a multi-dof joint: :func:`.kinematics.joint_world_motion`
+    (order 2) as a compiled call (inlined into the one-pass loop it would grow its
+    compile)."""
+    joint_world_motion(i, par, iv, nvi, v, a, 2, J, ov, oa, w6)
 
 
 @inline_kernel
@@ -655,15 +642,15 @@ def rnea_derivatives(model, data, q, v, a, f_ext=None):
         if one_state(_rnea_derivatives_one, _rnea_derivatives, model, data, q, v, a, (out,)):
             return out[0], out[1], out[2]
     qs, vs, accs, fs, K, single = as_dynamics_arguments(model, data, q, v, a, f_ext, "a")
-    if K == 1:  # one state, or a stack of one: Data filled as for one state (as crba)
-        call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, data.liR, data.lip, data.oR,
-                    data.op, data.J, data.oYcrb, data.ov, data.oa_gf, data.of, data.tau,
-                    data.dtau_dq, data.dtau_dv, data.M, data.v, data.a, data.oa)
-        return (result(data.dtau_dq, K, single).copy(), result(data.dtau_dv, K, single).copy(),
-                result(data.M, K, single).copy())
-    out = np.empty((3, K, model.nv, model.nv))
-    d, t = data, stack_scratch(model, data)
+    d, t = data, stack_scratch(model, data, K)
+    # one state (or a stack of one) fills Data as Pinocchio does; a stack writes its three
+    # matrices straight into the arrays it returns and skips the joint-frame motions
+    single_state = K == 1
+    out = (d.dtau_dq, d.dtau_dv, d.M) if single_state else np.empty((3, K, model.nv, model.nv))
+    n = K if single_state else 0
     call_kernel(_rnea_derivatives, model, qs, vs, accs, fs, t.liR, t.lip, d.oR, d.op, t.J,
-                t.oYcrb, t.ov, t.oa_gf, t.of, d.tau, out[0], out[1], out[2], d.v[:0], d.a[:0],
-                d.oa[:0])
+                t.oYcrb, t.ov, t.oa_gf, t.of, d.tau, out[0], out[1], out[2], d.v[:n], d.a[:n],
+                d.oa[:n])
+    if single_state:
+        return tuple(result(x, K, single).copy() for x in out)
     return out[0], out[1], out[2]
