@@ -111,7 +111,7 @@ from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
-from .riccati import backward_range
+from .riccati import backward_range_kept
 
 # polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
@@ -296,25 +296,6 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
 
 
 # -- the LQ solve -------------------------------------------------------------------------
-@kernel
-def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
-    """Lq[t]: the Cholesky factor of Quu[t] (leading nus[t] block) of a backward pass;
-    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization; at the
-    knots the backward pass rewrote (below t_end; t_end = N: the terminal knot too)."""
-    N = Quu.shape[0]
-    top = N + 1 if t_end >= N else t_end
-    for t in range(top):
-        for i in range(Vf.shape[1]):
-            s = 0.0
-            for j in range(Vf.shape[1]):
-                s += Vxx[t, i, j] * gaps[t, j]
-            Vf[t, i] = s
-    for t in range(min(t_end, N)):
-        if not cholesky_factor(Quu[t], nus[t], Lq[t], 0.0):
-            return t
-    return -1
-
-
 @kernel
 def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq, Vf
@@ -634,6 +615,86 @@ def _polish_accept(blocks, polished, dx, du):
 
 
 @kernel
+def _factorization(blocks, problem, H, factor, work, sigma, t_end, knots, swept):
+    """The Riccati factorization of the LQ with the rows' rho R^T R and sigma I
+    (:meth:`CSQP._factorize`) in one call: :func:`_hessian` at the ``knots`` marked below
+    t_end, then :func:`.riccati.backward_range_kept` over the knots below t_end (those
+    from t_end on kept from the last factorization), which also keeps Quu's factors Lq
+    and Vxx f for the sweeps.  ``problem``: (F, gaps, nus, L (Lx, Lu, Lxx, Luu, Lxu),
+    euler); ``factor``: (Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf); ``work``: polishing's
+    (:func:`_admm`'s).  ``swept``: the linear terms are the gradient of :func:`_admm`'s
+    next iteration (``sigma`` and the work's (dx, du), :func:`_gradient` into the work's
+    (gx, gu)), so that the factorization's Vx and k are that iteration's sweep (the
+    knots from t_end on swept on the kept factorization first); else L's gradient.
+    Returns whether Quu is positive definite at every knot (the value function
+    finite)."""
+    F, gaps, nus, L, euler = problem
+    Fx, Fu = F
+    Lx, Lu, Lxx, Luu, Lxu = L
+    Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf = factor
+    Hxx, Huu, Hxu, _, _ = H
+    gx, gu = Lx, Lu
+    _hessian(blocks, (Lxx, Luu, Lxu), H, t_end, knots)
+    if swept:
+        gx, gu = work[0], work[1]
+        _gradient(blocks, Lx, Lu, sigma, work[6], work[7], gx, gu)
+        if t_end < Fu.shape[0]:
+            _linear_sweep(F, nus, (Vxx, K, Lq, Vf), gx, gu, Vx, k, t_end)
+    return backward_range_kept(Fx, Fu, gx, gu, Hxx, Huu, Hxu, gaps, sigma, nus, Vx, Vxx,
+                               Qu, Quu, k, K, Quuk, Lq, Vf, t_end, euler) < 0
+
+
+@kernel
+def _active_set(polished, problem, H, factor, work, sigma, rounds, iterations, eps, big,
+                sparse, changed, every):
+    """The rounds of the primal-dual active-set method (:meth:`CSQP._polish`) in one
+    call: each round a factorization (:func:`_factorization`, swept; after the first
+    only of the knots up to the last changed row, the Hessian rewritten at the knots
+    marked in ``changed``), the method of multipliers to the loose tolerance
+    (:data:`POLISH_LOOSE_EPS`, ``eps[0]``) and, when the active set holds, to the tight
+    one (``eps[1]``), and the active-set correction (:func:`_polish_fix`), up to
+    ``rounds`` factorizations.  ``every``: N+1 True (the first factorization's marks).
+    Returns (1 the active set held and the solve met POLISH_TOLERANCE, 0 it did not or
+    the rounds ran out, -1 Quu not positive definite; the factorizations; the sweeps)."""
+    F, gaps, nus, L, euler = problem
+    Vxx, K, Lq, Vf = factor[1], factor[5], factor[7], factor[8]
+    arrays = (F, gaps, nus, (Vxx, K, Lq, Vf), L[0], L[1])
+    pdx, pdu = work[6], work[7]
+    N = F[1].shape[0]
+    t_end, knots = N, every
+    factorizations, sweeps = 0, 0
+    for _ in range(rounds):
+        factorizations += 1
+        if not _factorization(polished, problem, H, factor, work, sigma, t_end, knots,
+                              True):
+            return -1, factorizations, sweeps
+        changed[:] = False
+        swept = True
+        changes, last, prim, prim_scale = 0, -1, np.inf, 0.0
+        for stage in range(2):
+            done, prim, dual, prim_scale, dual_scale = _admm(
+                polished, arrays, work, sigma, 1.0, False, iterations, eps[stage], swept)
+            swept = False
+            sweeps += done
+            # active rows that contradict each other leave the method of multipliers
+            # short of them: its penalized step still tells which rows to change
+            changes, last = _polish_fix(polished, pdx, pdu, big, POLISH_TOLERANCE, sparse,
+                                        changed)
+            tight = eps[1]
+            if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                               dual <= tight[0] + tight[1] * dual_scale):
+                break
+        # the rows of knots after the last change are those of this factorization,
+        # and below it those of unmarked knots
+        t_end, knots = min(last + 1, N), changed
+        if changes == 0:
+            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                return 0, factorizations, sweeps
+            return 1, factorizations, sweeps
+    return 0, factorizations, sweeps
+
+
+@kernel
 def _costates_max(Vx, Vxx, gaps, dx):
     """max |lam| over the QP's costates lam_t = Vx_t + Vxx_t (dx_t - f_t) at its solution
     dx of the last sweep (Vx_t there is the value function's gradient at dx_t = f_t,
@@ -758,6 +819,9 @@ class CSQP:
         self.lam = np.zeros((N + 1, ndx))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
+        self._lq = None             # the LQ's arrays of the QP being solved (:meth:`_solve_qp`)
+        self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
+                               self.Quuk, self.Lq, self.Vf)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
         # the line search's trial points: two buffers each, the accepted one becomes the
@@ -778,40 +842,14 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks, sigma=None, t_end=None, swept=False, knots=None):
-        """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
-        the ``sigma`` option); with ``t_end`` < N only of the knots below it, those from
-        t_end on kept from the last factorization (the rows there unchanged).
-        ``swept``: its linear terms are the gradient of :func:`_admm`'s next iteration
-        (``sigma`` and the work's (dx, du)), so that the factorization's Vx and k are
-        that iteration's sweep (the knots from t_end on swept on the kept factorization
-        first): one sweep of the linear terms fewer per solve.  ``knots``: the knots whose
-        rows changed since the last factorization, whose Hessian :func:`_hessian`
-        rewrites (default: all)."""
-        problem = self.problem
+    def _factorize(self, blocks):
+        """Riccati factorization of the LQ with the rows' rho R^T R and the ``sigma``
+        option's sigma I, every knot, its linear terms L's gradient (ADMM's; the
+        active-set rounds factorize inside :func:`_active_set`)."""
         self._factorizations += 1
-        t_end = problem.N if t_end is None else t_end
-        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end,
-                 self._all_knots if knots is None else knots)
-        Hxx, Huu, Hxu, _, _ = self.H
-        Lx, Lu = problem.Lx, problem.Lu
-        if swept:
-            Lx, Lu = self.work[0], self.work[1]
-            _gradient(blocks, problem.Lx, problem.Lu, sigma, self.polish_work[6],
-                      self.polish_work[7], Lx, Lu)
-            if t_end < problem.N:
-                _linear_sweep((problem.Fx, problem.Fu), problem.nus,
-                              (self.Vxx, self.K, self.Lq, self.Vf), Lx, Lu, self.Vx, self.k,
-                              t_end)
-        failed = backward_range(problem.Fx, problem.Fu, Lx, Lu, Hxx, Huu, Hxu,
-                                self.gaps, False, self.sigma if sigma is None else sigma,
-                                problem.nus, self.no_box, self.bounds[0], self.bounds[0],
-                                self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                                self.K, self.Quuk, t_end, 0, problem.euler_structure)
-        if failed >= 0:
-            return False
-        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf,
-                       t_end) < 0
+        return _factorization(blocks, self._lq, self.H, self._factor_arrays,
+                              self.polish_work, self.sigma, self.problem.N, self._all_knots,
+                              False)
 
     def _qp_arrays(self):
         problem = self.problem
@@ -825,10 +863,15 @@ class CSQP:
         the first QP: the rows at or past a bound at the iterate, and the equalities);
         when it cycles or fails, ADMM with polishing.  Returns (ADMM iterations, primal
         residual, whether it met its tolerance, polished)."""
+        problem = self.problem
         self.dx[:] = 0.0
         self.du[:] = 0.0
+        # the arguments of the factorization kernels (:func:`_factorization`)
+        self._lq = ((problem.Fx, problem.Fu), self.gaps, problem.nus,
+                    (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu),
+                    problem.euler_structure)
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
-        if self.polish and self.blocks and self._polish(arrays, self.active_set_rounds):
+        if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
@@ -847,7 +890,7 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
-                if self._polish(arrays, self.polish_rounds):
+                if self._polish(self.polish_rounds):
                     return total, 0.0, True, True
                 if not self._factorize(self.typed_blocks):     # ADMM's again
                     return total, np.inf, False, False
@@ -860,10 +903,10 @@ class CSQP:
                 self.rho_now = rho
                 if not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
-        polished = self.polish and self.blocks and self._polish(arrays, self.polish_rounds)
+        polished = self.polish and self.blocks and self._polish(self.polish_rounds)
         return total, prim, solved, polished
 
-    def _polish(self, arrays, rounds):
+    def _polish(self, rounds):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
         Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
@@ -883,39 +926,18 @@ class CSQP:
         pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
-        sigma, t_end, knots = self.polish_sigma, None, None
-        changed = self._changed_knots
-        for _ in range(rounds):
-            if not self._factorize(self.typed_polished, sigma, t_end, True, knots):
-                return False
-            changed[:] = False
-            swept = True
-            tight = self._tight_eps
-            for eps in (POLISH_LOOSE_EPS, tight):
-                done, prim, dual, prim_scale, dual_scale = _admm(
-                    self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
-                    self.polish_iter, eps, swept)
-                swept = False
-                self._sweeps += done
-                # active rows that contradict each other leave the method of multipliers
-                # short of them: its penalized step still tells which rows to change
-                changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
-                                            POLISH_TOLERANCE, SPARSE_KINDS, changed)
-                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
-                                   dual <= tight[0] + tight[1] * dual_scale):
-                    break
-            # the rows of knots after the last change are those of this factorization,
-            # and below it those of unmarked knots
-            t_end, knots = min(last + 1, self.problem.N), changed
-            if changes == 0:
-                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
-                    return False
-                self._y_max = _polish_accept(self.typed_blocks, self.typed_polished, pdx,
-                                             pdu)
-                self.dx[:] = pdx
-                self.du[:] = pdu
-                return True
-        return False
+        outcome, factorizations, sweeps = _active_set(
+            self.typed_polished, self._lq, self.H, self._factor_arrays, self.polish_work,
+            self.polish_sigma, rounds, self.polish_iter, (POLISH_LOOSE_EPS, self._tight_eps),
+            self.big, SPARSE_KINDS, self._changed_knots, self._all_knots)
+        self._factorizations += factorizations
+        self._sweeps += sweeps
+        if outcome <= 0:
+            return False
+        self._y_max = _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
+        self.dx[:] = pdx
+        self.du[:] = pdu
+        return True
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
