@@ -95,6 +95,7 @@ rollout of the round's law, and three other starting active sets (qp14, qp15).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
+import math
 import time
 
 import numpy as np
@@ -354,6 +355,19 @@ def _rollout(F, gaps, k, K, dx, du):
 
 
 @kernel
+def _max_abs(a):
+    """max |a| over a 2-D array: np.abs(a).max() (NaN if any entry is) without the
+    temporary."""
+    largest = 0.0
+    for t in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            if np.isnan(a[t, i]):
+                return np.nan
+            largest = max(largest, abs(a[t, i]))
+    return largest
+
+
+@kernel
 def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     """Up to ``iterations`` ADMM iterations (module docstring) on the kept factorization
     (``project`` False: the method of multipliers of polishing, z fixed at the active
@@ -367,7 +381,7 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     gx, gu, Vx, k, tx, tu, dx, du, dual_x, dual_u = work
     K = factor[1]
     prim, dual, prim_scale = np.inf, np.inf, 0.0
-    dual_scale = max(np.abs(Lx).max(), np.abs(Lu).max())
+    dual_scale = max(_max_abs(Lx), _max_abs(Lu))
     done = 0
     for it in range(iterations):
         done = it + 1
@@ -388,7 +402,7 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
                 change = alpha * (tu[t, a] - du[t, a])
                 dual_u[t, a] += sigma * change
                 du[t, a] += change
-        dual = max(np.abs(dual_x).max(), np.abs(dual_u).max())
+        dual = max(_max_abs(dual_x), _max_abs(dual_u))
         if prim <= eps[0] + eps[1] * prim_scale and dual <= eps[0] + eps[1] * dual_scale:
             break
     return done, prim, dual, prim_scale, dual_scale
@@ -695,6 +709,32 @@ def _active_set(polished, problem, H, factor, work, sigma, rounds, iterations, e
 
 
 @kernel
+def _polished_qp(blocks, polished, problem, H, factor, work, step, sigma, rounds,
+                 iterations, eps, big, tolerance, fresh, sparse, changed, every):
+    """:meth:`CSQP._polish` in one call: the active rows from (y, z) (:func:`_polish_rows`),
+    the rounds from the step ``step`` = (dx, du) (:func:`_active_set`) and, when the
+    active set held, the rows' (y, z) from the polished step (:func:`_polish_accept`),
+    the step into ``step`` and max |lam| over the QP's costates (:func:`_costates_max`).
+    Returns (outcome, factorizations, sweeps, max |y|, max |lam|): outcome 1 kept, 0
+    not, -1 Quu not positive definite (the maxima 0 unless kept)."""
+    dx, du = step
+    pdx, pdu = work[6], work[7]
+    _polish_rows(blocks, polished, big, tolerance, fresh)
+    pdx[:] = dx
+    pdu[:] = du
+    outcome, factorizations, sweeps = _active_set(polished, problem, H, factor, work,
+                                                  sigma, rounds, iterations, eps, big,
+                                                  sparse, changed, every)
+    y_max, lam_max = 0.0, 0.0
+    if outcome == 1:
+        y_max = _polish_accept(blocks, polished, pdx, pdu)
+        dx[:] = pdx
+        du[:] = pdu
+        lam_max = _costates_max(factor[0], factor[1], problem[1], dx)
+    return outcome, factorizations, sweeps, y_max, lam_max
+
+
+@kernel
 def _costates_max(Vx, Vxx, gaps, dx):
     """max |lam| over the QP's costates lam_t = Vx_t + Vxx_t (dx_t - f_t) at its solution
     dx of the last sweep (Vx_t there is the value function's gradient at dx_t = f_t,
@@ -715,15 +755,19 @@ def _costates_max(Vx, Vxx, gaps, dx):
 
 @kernel
 def _merit_slope(Lx, Lu, dx, du):
-    """sum_t Lx_t dx_t + Lu_t du_t: the cost's directional derivative along the step."""
+    """(sum_t Lx_t dx_t + Lu_t du_t: the cost's directional derivative along the step,
+    whether every entry of the step is finite)."""
     s = 0.0
+    finite = True
     for t in range(dx.shape[0]):
         for a in range(dx.shape[1]):
             s += Lx[t, a] * dx[t, a]
+            finite = finite and np.isfinite(dx[t, a])
     for t in range(du.shape[0]):
         for a in range(du.shape[1]):
             s += Lu[t, a] * du[t, a]
-    return s
+            finite = finite and np.isfinite(du[t, a])
+    return s, finite
 
 
 class CSQP:
@@ -782,6 +826,7 @@ class CSQP:
         self._factorizations = self._sweeps = 0     # of the QP being solved
         self._fresh = False
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
+        self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -919,25 +964,16 @@ class CSQP:
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
-        tolerance = max(self.eps[0], 1e-9)
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance,
-                     self._fresh)
+        outcome, factorizations, sweeps, self._y_max, self._lam_max = _polished_qp(
+            self.typed_blocks, self.typed_polished, self._lq, self.H, self._factor_arrays,
+            self.polish_work, (self.dx, self.du), self.polish_sigma, rounds,
+            self.polish_iter, (POLISH_LOOSE_EPS, self._tight_eps), self.big,
+            max(self.eps[0], 1e-9), self._fresh, SPARSE_KINDS, self._changed_knots,
+            self._all_knots)
         self._fresh = False
-        pdx, pdu = self.polish_work[6], self.polish_work[7]
-        pdx[:] = self.dx
-        pdu[:] = self.du
-        outcome, factorizations, sweeps = _active_set(
-            self.typed_polished, self._lq, self.H, self._factor_arrays, self.polish_work,
-            self.polish_sigma, rounds, self.polish_iter, (POLISH_LOOSE_EPS, self._tight_eps),
-            self.big, SPARSE_KINDS, self._changed_knots, self._all_knots)
         self._factorizations += factorizations
         self._sweeps += sweeps
-        if outcome <= 0:
-            return False
-        self._y_max = _polish_accept(self.typed_blocks, self.typed_polished, pdx, pdu)
-        self.dx[:] = pdx
-        self.du[:] = pdu
-        return True
+        return outcome == 1
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
@@ -1085,19 +1121,19 @@ class CSQP:
                 status = "infeasible"
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
-                lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
-                y_max = self._y_max
+                lam_max, y_max = self._lam_max, self._y_max
             else:
                 _, lam_max, y_max = _stationarity(self.typed_blocks, F, L, self.dx, self.du,
                                                   self.lam, ax, au, True)
             nu = max(nu, 1.1 * max(lam_max, y_max))
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
-            slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
+            slope, finite = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du)
+            slope -= nu * infeasibility
             accepted, refused = None, np.inf    # refused: the last trial's infeasibility
             first = self._first_trial(history["step"])
-            # a step that is not finite: no trial (problem.calc's checks refused each)
-            finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
+            # a step that is not finite (``finite``): no trial (problem.calc's checks
+            # refused each)
             for step in self.alphas[first:] if finite else ():
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
@@ -1105,8 +1141,8 @@ class CSQP:
                     refused = np.inf
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
-                refused = trial[2] + trial[4] if np.isfinite(trial_merit) else np.inf
-                if np.isfinite(trial_merit) and \
+                refused = trial[2] + trial[4] if math.isfinite(trial_merit) else np.inf
+                if math.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit)
                     break
@@ -1178,7 +1214,7 @@ class CSQP:
         curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
             np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
             2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
-        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du) + 0.5 * curvature)
+        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du)[0] + 0.5 * curvature)
         # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
         # th_gaps, th_constraint), which can make the signed value negative and hide the
         # optimality part of the decrease (review)
