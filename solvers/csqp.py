@@ -629,112 +629,6 @@ def _polish_accept(blocks, polished, dx, du):
 
 
 @kernel
-def _factorization(blocks, problem, H, factor, work, sigma, t_end, knots, swept):
-    """The Riccati factorization of the LQ with the rows' rho R^T R and sigma I
-    (:meth:`CSQP._factorize`) in one call: :func:`_hessian` at the ``knots`` marked below
-    t_end, then :func:`.riccati.backward_range_kept` over the knots below t_end (those
-    from t_end on kept from the last factorization), which also keeps Quu's factors Lq
-    and Vxx f for the sweeps.  ``problem``: (F, gaps, nus, L (Lx, Lu, Lxx, Luu, Lxu),
-    euler); ``factor``: (Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf); ``work``: polishing's
-    (:func:`_admm`'s).  ``swept``: the linear terms are the gradient of :func:`_admm`'s
-    next iteration (``sigma`` and the work's (dx, du), :func:`_gradient` into the work's
-    (gx, gu)), so that the factorization's Vx and k are that iteration's sweep (the
-    knots from t_end on swept on the kept factorization first); else L's gradient.
-    Returns whether Quu is positive definite at every knot (the value function
-    finite)."""
-    F, gaps, nus, L, euler = problem
-    Fx, Fu = F
-    Lx, Lu, Lxx, Luu, Lxu = L
-    Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf = factor
-    Hxx, Huu, Hxu, _, _ = H
-    gx, gu = Lx, Lu
-    _hessian(blocks, (Lxx, Luu, Lxu), H, t_end, knots)
-    if swept:
-        gx, gu = work[0], work[1]
-        _gradient(blocks, Lx, Lu, sigma, work[6], work[7], gx, gu)
-        if t_end < Fu.shape[0]:
-            _linear_sweep(F, nus, (Vxx, K, Lq, Vf), gx, gu, Vx, k, t_end)
-    return backward_range_kept(Fx, Fu, gx, gu, Hxx, Huu, Hxu, gaps, sigma, nus, Vx, Vxx,
-                               Qu, Quu, k, K, Quuk, Lq, Vf, t_end, euler) < 0
-
-
-@kernel
-def _active_set(polished, problem, H, factor, work, sigma, rounds, iterations, eps, big,
-                sparse, changed, every):
-    """The rounds of the primal-dual active-set method (:meth:`CSQP._polish`) in one
-    call: each round a factorization (:func:`_factorization`, swept; after the first
-    only of the knots up to the last changed row, the Hessian rewritten at the knots
-    marked in ``changed``), the method of multipliers to the loose tolerance
-    (:data:`POLISH_LOOSE_EPS`, ``eps[0]``) and, when the active set holds, to the tight
-    one (``eps[1]``), and the active-set correction (:func:`_polish_fix`), up to
-    ``rounds`` factorizations.  ``every``: N+1 True (the first factorization's marks).
-    Returns (1 the active set held and the solve met POLISH_TOLERANCE, 0 it did not or
-    the rounds ran out, -1 Quu not positive definite; the factorizations; the sweeps)."""
-    F, gaps, nus, L, euler = problem
-    Vxx, K, Lq, Vf = factor[1], factor[5], factor[7], factor[8]
-    arrays = (F, gaps, nus, (Vxx, K, Lq, Vf), L[0], L[1])
-    pdx, pdu = work[6], work[7]
-    N = F[1].shape[0]
-    t_end, knots = N, every
-    factorizations, sweeps = 0, 0
-    for _ in range(rounds):
-        factorizations += 1
-        if not _factorization(polished, problem, H, factor, work, sigma, t_end, knots,
-                              True):
-            return -1, factorizations, sweeps
-        changed[:] = False
-        swept = True
-        changes, last, prim, prim_scale = 0, -1, np.inf, 0.0
-        for stage in range(2):
-            done, prim, dual, prim_scale, dual_scale = _admm(
-                polished, arrays, work, sigma, 1.0, False, iterations, eps[stage], swept)
-            swept = False
-            sweeps += done
-            # active rows that contradict each other leave the method of multipliers
-            # short of them: its penalized step still tells which rows to change
-            changes, last = _polish_fix(polished, pdx, pdu, big, POLISH_TOLERANCE, sparse,
-                                        changed)
-            tight = eps[1]
-            if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
-                               dual <= tight[0] + tight[1] * dual_scale):
-                break
-        # the rows of knots after the last change are those of this factorization,
-        # and below it those of unmarked knots
-        t_end, knots = min(last + 1, N), changed
-        if changes == 0:
-            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
-                return 0, factorizations, sweeps
-            return 1, factorizations, sweeps
-    return 0, factorizations, sweeps
-
-
-@kernel
-def _polished_qp(blocks, polished, problem, H, factor, work, step, sigma, rounds,
-                 iterations, eps, big, tolerance, fresh, sparse, changed, every):
-    """:meth:`CSQP._polish` in one call: the active rows from (y, z) (:func:`_polish_rows`),
-    the rounds from the step ``step`` = (dx, du) (:func:`_active_set`) and, when the
-    active set held, the rows' (y, z) from the polished step (:func:`_polish_accept`),
-    the step into ``step`` and max |lam| over the QP's costates (:func:`_costates_max`).
-    Returns (outcome, factorizations, sweeps, max |y|, max |lam|): outcome 1 kept, 0
-    not, -1 Quu not positive definite (the maxima 0 unless kept)."""
-    dx, du = step
-    pdx, pdu = work[6], work[7]
-    _polish_rows(blocks, polished, big, tolerance, fresh)
-    pdx[:] = dx
-    pdu[:] = du
-    outcome, factorizations, sweeps = _active_set(polished, problem, H, factor, work,
-                                                  sigma, rounds, iterations, eps, big,
-                                                  sparse, changed, every)
-    y_max, lam_max = 0.0, 0.0
-    if outcome == 1:
-        y_max = _polish_accept(blocks, polished, pdx, pdu)
-        dx[:] = pdx
-        du[:] = pdu
-        lam_max = _costates_max(factor[0], factor[1], problem[1], dx)
-    return outcome, factorizations, sweeps, y_max, lam_max
-
-
-@kernel
 def _costates_max(Vx, Vxx, gaps, dx):
     """max |lam| over the QP's costates lam_t = Vx_t + Vxx_t (dx_t - f_t) at its solution
     dx of the last sweep (Vx_t there is the value function's gradient at dx_t = f_t,
@@ -864,7 +758,6 @@ class CSQP:
         self.lam = np.zeros((N + 1, ndx))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
-        self._lq = None             # the LQ's arrays of the QP being solved (:meth:`_solve_qp`)
         self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
                                self.Quuk, self.Lq, self.Vf)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
@@ -889,12 +782,17 @@ class CSQP:
     # -- the QP ------------------------------------------------------------------------
     def _factorize(self, blocks):
         """Riccati factorization of the LQ with the rows' rho R^T R and the ``sigma``
-        option's sigma I, every knot, its linear terms L's gradient (ADMM's; the
-        active-set rounds factorize inside :func:`_active_set`)."""
+        option's sigma I at every knot, its linear terms L's gradient (ADMM's; the
+        active-set rounds in :meth:`_polish`).  Whether Quu is
+        positive definite at every knot."""
+        problem = self.problem
         self._factorizations += 1
-        return _factorization(blocks, self._lq, self.H, self._factor_arrays,
-                              self.polish_work, self.sigma, self.problem.N, self._all_knots,
-                              False)
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, problem.N,
+                 self._all_knots)
+        Hxx, Huu, Hxu, _, _ = self.H
+        return backward_range_kept(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu,
+                                   Hxu, self.gaps, self.sigma, problem.nus, *self._factor_arrays,
+                                   problem.N, problem.euler_structure) < 0
 
     def _qp_arrays(self):
         problem = self.problem
@@ -911,10 +809,6 @@ class CSQP:
         problem = self.problem
         self.dx[:] = 0.0
         self.du[:] = 0.0
-        # the arguments of the factorization kernels (:func:`_factorization`)
-        self._lq = ((problem.Fx, problem.Fu), self.gaps, problem.nus,
-                    (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu),
-                    problem.euler_structure)
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
@@ -964,16 +858,60 @@ class CSQP:
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
-        outcome, factorizations, sweeps, self._y_max, self._lam_max = _polished_qp(
-            self.typed_blocks, self.typed_polished, self._lq, self.H, self._factor_arrays,
-            self.polish_work, (self.dx, self.du), self.polish_sigma, rounds,
-            self.polish_iter, (POLISH_LOOSE_EPS, self._tight_eps), self.big,
-            max(self.eps[0], 1e-9), self._fresh, SPARSE_KINDS, self._changed_knots,
-            self._all_knots)
+        problem, work = self.problem, self.polish_work
+        pdx, pdu = work[6], work[7]
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
+                     self._fresh)
         self._fresh = False
-        self._factorizations += factorizations
-        self._sweeps += sweeps
-        return outcome == 1
+        pdx[:] = self.dx
+        pdu[:] = self.du
+        polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
+        Lh, F = (problem.Lxx, problem.Luu, problem.Lxu), (problem.Fx, problem.Fu)
+        factor = (self.Vxx, self.K, self.Lq, self.Vf)
+        Hxx, Huu, Hxu, _, _ = self.H
+        euler, arrays = problem.euler_structure, self._qp_arrays()
+        t_end, knots, changed = N, self._all_knots, self._changed_knots
+        for _ in range(rounds):
+            # the factorization's linear terms are the gradient of the method of
+            # multipliers' first iteration, so that its Vx and k are that iteration's
+            # sweep (``swept``; the knots from t_end on swept on the kept factorization)
+            self._factorizations += 1
+            _hessian(polished, Lh, self.H, t_end, knots)
+            _gradient(polished, problem.Lx, problem.Lu, sigma, pdx, pdu, work[0], work[1])
+            if t_end < N:
+                _linear_sweep(F, problem.nus, factor, work[0], work[1], self.Vx, self.k, t_end)
+            if backward_range_kept(problem.Fx, problem.Fu, work[0], work[1], Hxx, Huu, Hxu,
+                                   self.gaps, sigma, problem.nus, *self._factor_arrays,
+                                   t_end, euler) >= 0:
+                return False
+            changed[:] = False
+            swept = True
+            tight = self._tight_eps
+            for eps in (POLISH_LOOSE_EPS, tight):
+                done, prim, dual, prim_scale, dual_scale = _admm(
+                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
+                swept = False
+                self._sweeps += done
+                # active rows that contradict each other leave the method of multipliers
+                # short of them: its penalized step still tells which rows to change
+                changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
+                                            SPARSE_KINDS, changed)
+                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                                   dual <= tight[0] + tight[1] * dual_scale):
+                    break
+            # the rows of knots after the last change are those of this factorization,
+            # and below it those of unmarked knots
+            t_end, knots = min(last + 1, N), changed
+            if changes == 0:
+                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                    return False
+                self._y_max = _polish_accept(self.typed_blocks, polished, pdx, pdu)
+                self.dx[:] = pdx
+                self.du[:] = pdu
+                # the QP's own costates (the solve loop's nu): no adjoint sweep
+                self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
+                return True
+        return False
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
