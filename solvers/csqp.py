@@ -629,81 +629,6 @@ def _polish_accept(blocks, polished, dx, du):
 
 
 @kernel
-def _polished_qp(blocks, polished, problem, H, factor, work, step, sigma, rounds,
-                 iterations, eps, big, tolerance, fresh, sparse, changed):
-    """:meth:`CSQP._polish` in one call (one call from Python per QP; the kernels it
-    calls are not nested further, which would compile their code again per level).
-    The active rows from the rows' (y, z) (:func:`_polish_rows`), from the step
-    ``step`` = (dx, du), then the rounds of the primal-dual active-set method: each a
-    factorization (:func:`_hessian` at the marked knots below t_end, the gradient of
-    the method of multipliers' first iteration, :func:`.riccati.backward_range_kept`:
-    its Vx and k are that iteration's sweep; after the first round only of the knots up
-    to the last changed row, the knots from there on swept on the kept factorization
-    first, and the Hessian rewritten at the knots marked in ``changed``), the method of
-    multipliers (:func:`_admm`) to the loose tolerance (``eps[0]``,
-    :data:`POLISH_LOOSE_EPS`) and, when the active set holds, to the tight one
-    (``eps[1]``), and the active-set correction (:func:`_polish_fix`), up to ``rounds``
-    factorizations; when the active set held, the rows' (y, z) from the polished step
-    (:func:`_polish_accept`), the step into ``step`` and max |lam| over the QP's
-    costates (:func:`_costates_max`).  ``problem``: (F, gaps, nus, L (Lx, Lu, Lxx, Luu,
-    Lxu), euler); ``factor``: (Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf); ``work``:
-    polishing's (:func:`_admm`'s).  Returns (outcome: 1 the active set held and the
-    solve met POLISH_TOLERANCE, 0 it did not or the rounds ran out, -1 Quu not positive
-    definite; the factorizations; the sweeps; max |y|; max |lam|: 0 unless kept)."""
-    F, gaps, nus, L, euler = problem
-    Fx, Fu = F
-    Lx, Lu, Lxx, Luu, Lxu = L
-    Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf = factor
-    Hxx, Huu, Hxu, _, _ = H
-    arrays = (F, gaps, nus, (Vxx, K, Lq, Vf), Lx, Lu)
-    dx, du = step
-    gx, gu, pdx, pdu = work[0], work[1], work[6], work[7]
-    N = Fu.shape[0]
-    _polish_rows(blocks, polished, big, tolerance, fresh)
-    pdx[:] = dx
-    pdu[:] = du
-    t_end = N
-    changed[:] = True               # the first factorization: every knot's Hessian
-    factorizations, sweeps = 0, 0
-    for _ in range(rounds):
-        factorizations += 1
-        _hessian(polished, (Lxx, Luu, Lxu), H, t_end, changed)
-        _gradient(polished, Lx, Lu, sigma, pdx, pdu, gx, gu)
-        if t_end < N:
-            _linear_sweep(F, nus, (Vxx, K, Lq, Vf), gx, gu, Vx, k, t_end)
-        if backward_range_kept(Fx, Fu, gx, gu, Hxx, Huu, Hxu, gaps, sigma, nus, Vx, Vxx,
-                               Qu, Quu, k, K, Quuk, Lq, Vf, t_end, euler) >= 0:
-            return -1, factorizations, sweeps, 0.0, 0.0
-        changed[:] = False
-        swept = True
-        changes, last, prim, prim_scale = 0, -1, np.inf, 0.0
-        for stage in range(2):
-            done, prim, dual, prim_scale, dual_scale = _admm(
-                polished, arrays, work, sigma, 1.0, False, iterations, eps[stage], swept)
-            swept = False
-            sweeps += done
-            # active rows that contradict each other leave the method of multipliers
-            # short of them: its penalized step still tells which rows to change
-            changes, last = _polish_fix(polished, pdx, pdu, big, POLISH_TOLERANCE, sparse,
-                                        changed)
-            tight = eps[1]
-            if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
-                               dual <= tight[0] + tight[1] * dual_scale):
-                break
-        # the rows of knots after the last change are those of this factorization,
-        # and below it those of unmarked knots
-        t_end = min(last + 1, N)
-        if changes == 0:
-            if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
-                return 0, factorizations, sweeps, 0.0, 0.0
-            y_max = _polish_accept(blocks, polished, pdx, pdu)
-            dx[:] = pdx
-            du[:] = pdu
-            return 1, factorizations, sweeps, y_max, _costates_max(Vx, Vxx, gaps, dx)
-    return 0, factorizations, sweeps, 0.0, 0.0
-
-
-@kernel
 def _costates_max(Vx, Vxx, gaps, dx):
     """max |lam| over the QP's costates lam_t = Vx_t + Vxx_t (dx_t - f_t) at its solution
     dx of the last sweep (Vx_t there is the value function's gradient at dx_t = f_t,
@@ -833,7 +758,6 @@ class CSQP:
         self.lam = np.zeros((N + 1, ndx))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
-        self._lq = None             # the LQ's arrays of the QP being solved (:meth:`_solve_qp`)
         self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
                                self.Quuk, self.Lq, self.Vf)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
@@ -859,7 +783,7 @@ class CSQP:
     def _factorize(self, blocks):
         """Riccati factorization of the LQ with the rows' rho R^T R and the ``sigma``
         option's sigma I at every knot, its linear terms L's gradient (ADMM's; the
-        active-set rounds factorize inside :func:`_polished_qp`).  Whether Quu is
+        active-set rounds in :meth:`_polish`).  Whether Quu is
         positive definite at every knot."""
         problem = self.problem
         self._factorizations += 1
@@ -885,10 +809,6 @@ class CSQP:
         problem = self.problem
         self.dx[:] = 0.0
         self.du[:] = 0.0
-        # the arguments of the factorization kernels (:func:`_factorization`)
-        self._lq = ((problem.Fx, problem.Fu), self.gaps, problem.nus,
-                    (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu),
-                    problem.euler_structure)
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
@@ -938,15 +858,60 @@ class CSQP:
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
-        outcome, factorizations, sweeps, self._y_max, self._lam_max = _polished_qp(
-            self.typed_blocks, self.typed_polished, self._lq, self.H, self._factor_arrays,
-            self.polish_work, (self.dx, self.du), self.polish_sigma, rounds,
-            self.polish_iter, (POLISH_LOOSE_EPS, self._tight_eps), self.big,
-            max(self.eps[0], 1e-9), self._fresh, SPARSE_KINDS, self._changed_knots)
+        problem, work = self.problem, self.polish_work
+        pdx, pdu = work[6], work[7]
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
+                     self._fresh)
         self._fresh = False
-        self._factorizations += factorizations
-        self._sweeps += sweeps
-        return outcome == 1
+        pdx[:] = self.dx
+        pdu[:] = self.du
+        polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
+        Lh, F = (problem.Lxx, problem.Luu, problem.Lxu), (problem.Fx, problem.Fu)
+        factor = (self.Vxx, self.K, self.Lq, self.Vf)
+        Hxx, Huu, Hxu, _, _ = self.H
+        euler, arrays = problem.euler_structure, self._qp_arrays()
+        t_end, knots, changed = N, self._all_knots, self._changed_knots
+        for _ in range(rounds):
+            # the factorization's linear terms are the gradient of the method of
+            # multipliers' first iteration, so that its Vx and k are that iteration's
+            # sweep (``swept``; the knots from t_end on swept on the kept factorization)
+            self._factorizations += 1
+            _hessian(polished, Lh, self.H, t_end, knots)
+            _gradient(polished, problem.Lx, problem.Lu, sigma, pdx, pdu, work[0], work[1])
+            if t_end < N:
+                _linear_sweep(F, problem.nus, factor, work[0], work[1], self.Vx, self.k, t_end)
+            if backward_range_kept(problem.Fx, problem.Fu, work[0], work[1], Hxx, Huu, Hxu,
+                                   self.gaps, sigma, problem.nus, *self._factor_arrays,
+                                   t_end, euler) >= 0:
+                return False
+            changed[:] = False
+            swept = True
+            tight = self._tight_eps
+            for eps in (POLISH_LOOSE_EPS, tight):
+                done, prim, dual, prim_scale, dual_scale = _admm(
+                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
+                swept = False
+                self._sweeps += done
+                # active rows that contradict each other leave the method of multipliers
+                # short of them: its penalized step still tells which rows to change
+                changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
+                                            SPARSE_KINDS, changed)
+                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                                   dual <= tight[0] + tight[1] * dual_scale):
+                    break
+            # the rows of knots after the last change are those of this factorization,
+            # and below it those of unmarked knots
+            t_end, knots = min(last + 1, N), changed
+            if changes == 0:
+                if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
+                    return False
+                self._y_max = _polish_accept(self.typed_blocks, polished, pdx, pdu)
+                self.dx[:] = pdx
+                self.du[:] = pdu
+                # the QP's own costates (the solve loop's nu): no adjoint sweep
+                self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
+                return True
+        return False
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
