@@ -28,8 +28,8 @@ on w, alpha the relaxation):
     w^{k+1} = alpha w~ + (1 - alpha) w^k,   v^ = alpha v(w~) + (1 - alpha) z^k,
     z^{k+1} = clip(v^ + y^k / rho, l, h),   y^{k+1} = y^k + rho (v^ - z^{k+1}).
 
-The Riccati factorization (Quu's Cholesky factor, K, Vxx of :func:`.riccati.
-backward_range` on the Hessian with rho R^T R and sigma added) depends on rho only: an
+The Riccati factorization (Quu's Cholesky factor, K, Vxx and Vxx f of :func:`.riccati.
+backward_range_kept` on the Hessian with rho R^T R and sigma added) depends on rho only: an
 ADMM iteration is a sweep of the linear terms (:func:`_linear_sweep`: k, Vx) and a
 rollout of the linear dynamics (:func:`_rollout`), O(N ndx^2) instead of the
 factorization's O(N ndx^3); the factorization is redone only when rho changes (OSQP's
@@ -46,7 +46,7 @@ sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(
 c (h - v))), and again, until the active set holds (the step is the QP's exact
 solution) or ``active_set_rounds`` solves.  A round refactorizes only the knots up to
 its last changed row (the recursion above is unchanged: :func:`.riccati.
-backward_range`).  Near a solution the active set holds at the first solve.  When the
+backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
 first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
 ``polish_rounds`` solves) at every rho check.  Either way each SQP step is the exact
@@ -86,12 +86,16 @@ tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own co
 (:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
 a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on panda
 112 / 115 -> 47 / 64, trials per iteration 3.8 -> 1.8);
-the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
+the trial point written in place by one kernel (:func:`_trial_point`, the same bits);
+the factorization's Cholesky factors and gap terms kept from its backward pass
+(:func:`.riccati.backward_range_kept`: 25 us less per factorization on panda).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
 quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
 inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
-rollout of the round's law, and three other starting active sets (qp14, qp15).
+rollout of the round's law, and three other starting active sets (qp14, qp15); a QP's
+rounds in one kernel call (qp17: 1-4 % less time per SQP iteration, but the fused kernel
+optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
@@ -101,7 +105,7 @@ import time
 import numpy as np
 
 from ..dynamics.config import kernel
-from ..dynamics.linalg import cholesky_factor, cholesky_solve
+from ..dynamics.linalg import cholesky_solve
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
@@ -300,7 +304,7 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
 @kernel
 def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq, Vf
-    of :func:`.riccati.backward_range` and :func:`_factor` with the same Hessian): Vx_N =
+    of :func:`.riccati.backward_range_kept` with the same Hessian): Vx_N =
     gx_N + Vxx_N f_N, then k_t = Quu^-1 (gu_t + Fu^T Vx_{t+1}), Vx_t = gx_t + Fx^T
     Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`).  The
     products run along the rows of Fx, Fu, K (contiguous) and Vxx f comes from the
@@ -748,7 +752,6 @@ class CSQP:
         self.Vf = np.zeros((N + 1, ndx))
         self.Qu, self.Quu, self.Quuk = np.zeros((N, nu)), np.zeros((N, nu, nu)), np.zeros((N, nu))
         self.k, self.K, self.Lq = np.zeros((N, nu)), np.zeros((N, nu, ndx)), np.zeros((N, nu, nu))
-        self.no_box = np.zeros(N, dtype=bool)
         self.dx, self.du = np.zeros((N + 1, ndx)), np.zeros((N, nu))
         self.work = (np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.Vx, self.k,
                      np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.dx, self.du,
@@ -761,7 +764,6 @@ class CSQP:
         self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
                                self.Quuk, self.Lq, self.Vf)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
-        self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
         # the line search's trial points: two buffers each, the accepted one becomes the
         # iterate and the next iteration's trials go to the other (:meth:`_trial`)
         self.x_trials = (np.zeros((N + 1, problem.nx)), np.zeros((N + 1, problem.nx)))
@@ -806,7 +808,6 @@ class CSQP:
         the first QP: the rows at or past a bound at the iterate, and the equalities);
         when it cycles or fails, ADMM with polishing.  Returns (ADMM iterations, primal
         residual, whether it met its tolerance, polished)."""
-        problem = self.problem
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
