@@ -28,8 +28,8 @@ on w, alpha the relaxation):
     w^{k+1} = alpha w~ + (1 - alpha) w^k,   v^ = alpha v(w~) + (1 - alpha) z^k,
     z^{k+1} = clip(v^ + y^k / rho, l, h),   y^{k+1} = y^k + rho (v^ - z^{k+1}).
 
-The Riccati factorization (Quu's Cholesky factor, K, Vxx of :func:`.riccati.
-backward_range` on the Hessian with rho R^T R and sigma added) depends on rho only: an
+The Riccati factorization (Quu's Cholesky factor, K, Vxx and Vxx f of :func:`.riccati.
+backward_range_kept` on the Hessian with rho R^T R and sigma added) depends on rho only: an
 ADMM iteration is a sweep of the linear terms (:func:`_linear_sweep`: k, Vx) and a
 rollout of the linear dynamics (:func:`_rollout`), O(N ndx^2) instead of the
 factorization's O(N ndx^3); the factorization is redone only when rho changes (OSQP's
@@ -46,7 +46,7 @@ sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(
 c (h - v))), and again, until the active set holds (the step is the QP's exact
 solution) or ``active_set_rounds`` solves.  A round refactorizes only the knots up to
 its last changed row (the recursion above is unchanged: :func:`.riccati.
-backward_range`).  Near a solution the active set holds at the first solve.  When the
+backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
 first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
 ``polish_rounds`` solves) at every rho check.  Either way each SQP step is the exact
@@ -86,21 +86,26 @@ tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own co
 (:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
 a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on panda
 112 / 115 -> 47 / 64, trials per iteration 3.8 -> 1.8);
-the trial point written in place by one kernel (:func:`_trial_point`, the same bits).
+the trial point written in place by one kernel (:func:`_trial_point`, the same bits);
+the factorization's Cholesky factors and gap terms kept from its backward pass
+(:func:`.riccati.backward_range_kept`: 25 us less per factorization on panda).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
 quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
 inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
-rollout of the round's law, and three other starting active sets (qp14, qp15).
+rollout of the round's law, and three other starting active sets (qp14, qp15); a QP's
+rounds in one kernel call (qp17: 1-4 % less time per SQP iteration, but the fused kernel
+optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
+import math
 import time
 
 import numpy as np
 
 from ..dynamics.config import kernel
-from ..dynamics.linalg import cholesky_factor, cholesky_solve
+from ..dynamics.linalg import cholesky_solve
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
@@ -111,7 +116,7 @@ from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
-from .riccati import backward_range
+from .riccati import backward_range_kept
 
 # polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
 # eps_rel), then the test of the active rows' residual, the inactive rows' violation
@@ -297,28 +302,9 @@ def _gradient(blocks, Lx, Lu, sigma, dx, du, gx, gu):
 
 # -- the LQ solve -------------------------------------------------------------------------
 @kernel
-def _factor(Quu, nus, Vxx, gaps, Lq, Vf, t_end):
-    """Lq[t]: the Cholesky factor of Quu[t] (leading nus[t] block) of a backward pass;
-    Vf[t] = Vxx[t] f[t], the gap term of every sweep on this factorization; at the
-    knots the backward pass rewrote (below t_end; t_end = N: the terminal knot too)."""
-    N = Quu.shape[0]
-    top = N + 1 if t_end >= N else t_end
-    for t in range(top):
-        for i in range(Vf.shape[1]):
-            s = 0.0
-            for j in range(Vf.shape[1]):
-                s += Vxx[t, i, j] * gaps[t, j]
-            Vf[t, i] = s
-    for t in range(min(t_end, N)):
-        if not cholesky_factor(Quu[t], nus[t], Lq[t], 0.0):
-            return t
-    return -1
-
-
-@kernel
 def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     """The backward sweep of the linear terms on a kept factorization (Vxx, K, Lq, Vf
-    of :func:`.riccati.backward_range` and :func:`_factor` with the same Hessian): Vx_N =
+    of :func:`.riccati.backward_range_kept` with the same Hessian): Vx_N =
     gx_N + Vxx_N f_N, then k_t = Quu^-1 (gu_t + Fu^T Vx_{t+1}), Vx_t = gx_t + Fx^T
     Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`).  The
     products run along the rows of Fx, Fu, K (contiguous) and Vxx f comes from the
@@ -373,6 +359,19 @@ def _rollout(F, gaps, k, K, dx, du):
 
 
 @kernel
+def _max_abs(a):
+    """max |a| over a 2-D array: np.abs(a).max() (NaN if any entry is) without the
+    temporary."""
+    largest = 0.0
+    for t in range(a.shape[0]):
+        for i in range(a.shape[1]):
+            if np.isnan(a[t, i]):
+                return np.nan
+            largest = max(largest, abs(a[t, i]))
+    return largest
+
+
+@kernel
 def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     """Up to ``iterations`` ADMM iterations (module docstring) on the kept factorization
     (``project`` False: the method of multipliers of polishing, z fixed at the active
@@ -386,7 +385,7 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     gx, gu, Vx, k, tx, tu, dx, du, dual_x, dual_u = work
     K = factor[1]
     prim, dual, prim_scale = np.inf, np.inf, 0.0
-    dual_scale = max(np.abs(Lx).max(), np.abs(Lu).max())
+    dual_scale = max(_max_abs(Lx), _max_abs(Lu))
     done = 0
     for it in range(iterations):
         done = it + 1
@@ -407,7 +406,7 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
                 change = alpha * (tu[t, a] - du[t, a])
                 dual_u[t, a] += sigma * change
                 du[t, a] += change
-        dual = max(np.abs(dual_x).max(), np.abs(dual_u).max())
+        dual = max(_max_abs(dual_x), _max_abs(dual_u))
         if prim <= eps[0] + eps[1] * prim_scale and dual <= eps[0] + eps[1] * dual_scale:
             break
     return done, prim, dual, prim_scale, dual_scale
@@ -654,15 +653,19 @@ def _costates_max(Vx, Vxx, gaps, dx):
 
 @kernel
 def _merit_slope(Lx, Lu, dx, du):
-    """sum_t Lx_t dx_t + Lu_t du_t: the cost's directional derivative along the step."""
+    """(sum_t Lx_t dx_t + Lu_t du_t: the cost's directional derivative along the step,
+    whether every entry of the step is finite)."""
     s = 0.0
+    finite = True
     for t in range(dx.shape[0]):
         for a in range(dx.shape[1]):
             s += Lx[t, a] * dx[t, a]
+            finite = finite and np.isfinite(dx[t, a])
     for t in range(du.shape[0]):
         for a in range(du.shape[1]):
             s += Lu[t, a] * du[t, a]
-    return s
+            finite = finite and np.isfinite(du[t, a])
+    return s, finite
 
 
 class CSQP:
@@ -721,6 +724,7 @@ class CSQP:
         self._factorizations = self._sweeps = 0     # of the QP being solved
         self._fresh = False
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
+        self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -748,7 +752,6 @@ class CSQP:
         self.Vf = np.zeros((N + 1, ndx))
         self.Qu, self.Quu, self.Quuk = np.zeros((N, nu)), np.zeros((N, nu, nu)), np.zeros((N, nu))
         self.k, self.K, self.Lq = np.zeros((N, nu)), np.zeros((N, nu, ndx)), np.zeros((N, nu, nu))
-        self.no_box = np.zeros(N, dtype=bool)
         self.dx, self.du = np.zeros((N + 1, ndx)), np.zeros((N, nu))
         self.work = (np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.Vx, self.k,
                      np.zeros((N + 1, ndx)), np.zeros((N, nu)), self.dx, self.du,
@@ -758,8 +761,9 @@ class CSQP:
         self.lam = np.zeros((N + 1, ndx))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
+        self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
+                               self.Quuk, self.Lq, self.Vf)
         self.zeros = (np.zeros((N + 1, ndx)), np.zeros((N, nu)))
-        self.bounds = (np.full((N, nu), -np.inf), np.full((N, nu), np.inf))
         # the line search's trial points: two buffers each, the accepted one becomes the
         # iterate and the next iteration's trials go to the other (:meth:`_trial`)
         self.x_trials = (np.zeros((N + 1, problem.nx)), np.zeros((N + 1, problem.nx)))
@@ -778,40 +782,19 @@ class CSQP:
         return [b.item(*a, self.constraints.sources) for b, a in zip(blocks, arrays)]
 
     # -- the QP ------------------------------------------------------------------------
-    def _factorize(self, blocks, sigma=None, t_end=None, swept=False, knots=None):
-        """Riccati factorization of the LQ with the rows' rho R^T R and sigma I (default
-        the ``sigma`` option); with ``t_end`` < N only of the knots below it, those from
-        t_end on kept from the last factorization (the rows there unchanged).
-        ``swept``: its linear terms are the gradient of :func:`_admm`'s next iteration
-        (``sigma`` and the work's (dx, du)), so that the factorization's Vx and k are
-        that iteration's sweep (the knots from t_end on swept on the kept factorization
-        first): one sweep of the linear terms fewer per solve.  ``knots``: the knots whose
-        rows changed since the last factorization, whose Hessian :func:`_hessian`
-        rewrites (default: all)."""
+    def _factorize(self, blocks):
+        """Riccati factorization of the LQ with the rows' rho R^T R and the ``sigma``
+        option's sigma I at every knot, its linear terms L's gradient (ADMM's; the
+        active-set rounds in :meth:`_polish`).  Whether Quu is
+        positive definite at every knot."""
         problem = self.problem
         self._factorizations += 1
-        t_end = problem.N if t_end is None else t_end
-        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, t_end,
-                 self._all_knots if knots is None else knots)
+        _hessian(blocks, (problem.Lxx, problem.Luu, problem.Lxu), self.H, problem.N,
+                 self._all_knots)
         Hxx, Huu, Hxu, _, _ = self.H
-        Lx, Lu = problem.Lx, problem.Lu
-        if swept:
-            Lx, Lu = self.work[0], self.work[1]
-            _gradient(blocks, problem.Lx, problem.Lu, sigma, self.polish_work[6],
-                      self.polish_work[7], Lx, Lu)
-            if t_end < problem.N:
-                _linear_sweep((problem.Fx, problem.Fu), problem.nus,
-                              (self.Vxx, self.K, self.Lq, self.Vf), Lx, Lu, self.Vx, self.k,
-                              t_end)
-        failed = backward_range(problem.Fx, problem.Fu, Lx, Lu, Hxx, Huu, Hxu,
-                                self.gaps, False, self.sigma if sigma is None else sigma,
-                                problem.nus, self.no_box, self.bounds[0], self.bounds[0],
-                                self.bounds[1], self.Vx, self.Vxx, self.Qu, self.Quu, self.k,
-                                self.K, self.Quuk, t_end, 0, problem.euler_structure)
-        if failed >= 0:
-            return False
-        return _factor(self.Quu, problem.nus, self.Vxx, self.gaps, self.Lq, self.Vf,
-                       t_end) < 0
+        return backward_range_kept(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu,
+                                   Hxu, self.gaps, self.sigma, problem.nus, *self._factor_arrays,
+                                   problem.N, problem.euler_structure) < 0
 
     def _qp_arrays(self):
         problem = self.problem
@@ -828,7 +811,7 @@ class CSQP:
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
-        if self.polish and self.blocks and self._polish(arrays, self.active_set_rounds):
+        if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
@@ -847,7 +830,7 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
-                if self._polish(arrays, self.polish_rounds):
+                if self._polish(self.polish_rounds):
                     return total, 0.0, True, True
                 if not self._factorize(self.typed_blocks):     # ADMM's again
                     return total, np.inf, False, False
@@ -860,10 +843,10 @@ class CSQP:
                 self.rho_now = rho
                 if not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
-        polished = self.polish and self.blocks and self._polish(arrays, self.polish_rounds)
+        polished = self.polish and self.blocks and self._polish(self.polish_rounds)
         return total, prim, solved, polished
 
-    def _polish(self, arrays, rounds):
+    def _polish(self, rounds):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
         Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
@@ -876,44 +859,58 @@ class CSQP:
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y)."""
-        tolerance = max(self.eps[0], 1e-9)
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, tolerance,
+        problem, work = self.problem, self.polish_work
+        pdx, pdu = work[6], work[7]
+        _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh)
         self._fresh = False
-        pdx, pdu = self.polish_work[6], self.polish_work[7]
         pdx[:] = self.dx
         pdu[:] = self.du
-        sigma, t_end, knots = self.polish_sigma, None, None
-        changed = self._changed_knots
+        polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
+        Lh, F = (problem.Lxx, problem.Luu, problem.Lxu), (problem.Fx, problem.Fu)
+        factor = (self.Vxx, self.K, self.Lq, self.Vf)
+        Hxx, Huu, Hxu, _, _ = self.H
+        euler, arrays = problem.euler_structure, self._qp_arrays()
+        t_end, knots, changed = N, self._all_knots, self._changed_knots
         for _ in range(rounds):
-            if not self._factorize(self.typed_polished, sigma, t_end, True, knots):
+            # the factorization's linear terms are the gradient of the method of
+            # multipliers' first iteration, so that its Vx and k are that iteration's
+            # sweep (``swept``; the knots from t_end on swept on the kept factorization)
+            self._factorizations += 1
+            _hessian(polished, Lh, self.H, t_end, knots)
+            _gradient(polished, problem.Lx, problem.Lu, sigma, pdx, pdu, work[0], work[1])
+            if t_end < N:
+                _linear_sweep(F, problem.nus, factor, work[0], work[1], self.Vx, self.k, t_end)
+            if backward_range_kept(problem.Fx, problem.Fu, work[0], work[1], Hxx, Huu, Hxu,
+                                   self.gaps, sigma, problem.nus, *self._factor_arrays,
+                                   t_end, euler) >= 0:
                 return False
             changed[:] = False
             swept = True
             tight = self._tight_eps
             for eps in (POLISH_LOOSE_EPS, tight):
                 done, prim, dual, prim_scale, dual_scale = _admm(
-                    self.typed_polished, arrays, self.polish_work, sigma, 1.0, False,
-                    self.polish_iter, eps, swept)
+                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
                 swept = False
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
-                changes, last = _polish_fix(self.typed_polished, pdx, pdu, self.big,
-                                            POLISH_TOLERANCE, SPARSE_KINDS, changed)
+                changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
+                                            SPARSE_KINDS, changed)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
-            t_end, knots = min(last + 1, self.problem.N), changed
+            t_end, knots = min(last + 1, N), changed
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
-                self._y_max = _polish_accept(self.typed_blocks, self.typed_polished, pdx,
-                                             pdu)
+                self._y_max = _polish_accept(self.typed_blocks, polished, pdx, pdu)
                 self.dx[:] = pdx
                 self.du[:] = pdu
+                # the QP's own costates (the solve loop's nu): no adjoint sweep
+                self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
                 return True
         return False
 
@@ -1063,19 +1060,19 @@ class CSQP:
                 status = "infeasible"
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
-                lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
-                y_max = self._y_max
+                lam_max, y_max = self._lam_max, self._y_max
             else:
                 _, lam_max, y_max = _stationarity(self.typed_blocks, F, L, self.dx, self.du,
                                                   self.lam, ax, au, True)
             nu = max(nu, 1.1 * max(lam_max, y_max))
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
-            slope = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du) - nu * infeasibility
+            slope, finite = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du)
+            slope -= nu * infeasibility
             accepted, refused = None, np.inf    # refused: the last trial's infeasibility
             first = self._first_trial(history["step"])
-            # a step that is not finite: no trial (problem.calc's checks refused each)
-            finite = bool(np.isfinite(self.dx).all() and np.isfinite(self.du).all())
+            # a step that is not finite (``finite``): no trial (problem.calc's checks
+            # refused each)
             for step in self.alphas[first:] if finite else ():
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
@@ -1083,8 +1080,8 @@ class CSQP:
                     refused = np.inf
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
-                refused = trial[2] + trial[4] if np.isfinite(trial_merit) else np.inf
-                if np.isfinite(trial_merit) and \
+                refused = trial[2] + trial[4] if math.isfinite(trial_merit) else np.inf
+                if math.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit)
                     break
@@ -1156,7 +1153,7 @@ class CSQP:
         curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
             np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
             2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
-        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du) + 0.5 * curvature)
+        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du)[0] + 0.5 * curvature)
         # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
         # th_gaps, th_constraint), which can make the signed value negative and hide the
         # optimality part of the decrease (review)

@@ -479,3 +479,61 @@ def max_abs(gaps):
         for i in range(gaps.shape[1]):
             norm = max(norm, abs(gaps[t, i]))
     return norm
+
+
+# -- a factorization kept for later sweeps of new linear terms (CSQP) ----------------------
+@kernel
+def backward_range_kept(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, mu, nus, Vx, Vxx, Qu, Quu, k, K,
+                        Quuk, Lq, Vf, t_end, euler):
+    """:func:`backward_range` over the knots t_end - 1 .. 0 with the gap term (feasible
+    False) and no box, which also keeps what a sweep of other linear terms on the same
+    factorization reads (CSQP's ``_linear_sweep``): Lq[t], the Cholesky factor of
+    Quu[t] (its leading nus[t] block, lower triangle) that :func:`_gains` computed, and
+    Vf[t] = Vxx[t] f[t], the gap term :func:`_add_gap_term` added (t < t_end, and the
+    terminal knot when t_end = N).  The same calls in the same order as
+    :func:`backward_range`'s (the same bits), where refactorizing Quu and recomputing
+    Vxx f afterwards cost 25 us per factorization on panda (100 knots).  Returns -1 or
+    the knot where Quu is not positive definite (its value function not finite)."""
+    N, ndx, nu = Fu.shape
+    ws = _workspace(ndx, nu)
+    dts, lie_rows = euler
+    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+    L = ws[1][0]
+    if t_end == N:
+        for i in range(ndx):
+            Vx[N, i] = Lx[N, i]
+            for j in range(ndx):
+                Vxx[N, i, j] = Lxx[N, i, j]
+            Vxx[N, i, i] += mu
+        _kept_gap_term(Vx, Vxx, gaps, Vf, N)
+    for t in range(t_end - 1, -1, -1):
+        if dts.shape[0] > 0 and dts[t] > 0.0:
+            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
+        else:
+            _q_function(t, (Fx, Fu), Vxx, Quu, ws)
+        _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
+        n = nus[t]
+        if not _gains(t, n, ws, Qu, Quu, False, Qu, Qu, Qu, k, K):
+            return t
+        for i in range(n):
+            for j in range(i + 1):
+                Lq[t, i, j] = L[i, j]
+        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
+        _kept_gap_term(Vx, Vxx, gaps, Vf, t)
+        for i in range(ndx):
+            if not np.isfinite(Vx[t, i]):
+                return t
+    return -1
+
+
+@kernel
+def _kept_gap_term(Vx, Vxx, gaps, Vf, t):
+    """Vf[t] = Vxx[t] gaps[t], Vx[t] += Vf[t]: :func:`_add_gap_term` (the same sums)
+    with the product kept."""
+    ndx = Vx.shape[1]
+    for i in range(ndx):
+        s = 0.0
+        for j in range(ndx):
+            s += Vxx[t, i, j] * gaps[t, j]
+        Vf[t, i] = s
+        Vx[t, i] += s

@@ -13,6 +13,8 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
   projected onto the bounds, ALDDP's and ProxDDP's optimum (1e-6 relative).
 - The warm line search's first trials, and ur5 "stiff" from the guess in at most 34
   iterations (1.8 trials per iteration) at its optimum.
+- Its factorization (riccati.backward_range_kept) is backward_range's to the bit, with
+  Quu's Cholesky factors and the gap terms kept.
 - The talos squat with hard centre-of-pressure rows and torque limits (issue 19's task
   nobody tuned for): the second stopping test (the step's predicted decrease below the
   merit's resolution) ends it converged at FDDP's optimum.
@@ -243,6 +245,53 @@ def test_a_round_rewrites_the_hessian_at_its_changed_knots_only():
         csqp._hessian(blocks, L, stale, t_end, np.zeros(N + 1, dtype=bool))
         assert not np.array_equal(stale[1], rebuilt[1])
         solver.H = tuple(h.copy() for h in stale)
+
+
+def test_backward_range_kept_is_backward_range_with_its_factors():
+    """riccati.backward_range_kept (CSQP's factorization): Vx, Vxx, Qu, Quu, k, K, Quuk
+    equal to the bit to backward_range's (gap term, no box) on panda "plane" (20 knots,
+    a random infeasible point), with the dense products and with the Euler block
+    structure, over all knots and from a partial t_end on the kept value function; Lq
+    the Cholesky factor of Quu (numpy's, 1e-12) and Vf = Vxx f (1e-12)."""
+    from geppetto.benchmarks.constrained import PLANE_Z, reaching
+    from geppetto.solvers.riccati import backward_range, backward_range_kept
+    problem = reaching("panda", 20, PLANE_Z, 10, 18)
+    rng = np.random.default_rng(5)
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs[:, :problem.nx] += 0.1 * rng.standard_normal(xs.shape)
+    us = problem.quasi_static(xs) + rng.standard_normal((problem.N, problem.nu))
+    problem.calc_diff(xs, us)
+    gaps = np.ascontiguousarray(problem.gaps(xs))
+    assert np.abs(gaps).max() > 1e-2
+    N, ndx, nu, mu = problem.N, problem.ndx, problem.nu, 1e-8
+    L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
+    shapes = [(N + 1, ndx), (N + 1, ndx, ndx), (N, nu), (N, nu, nu), (N, nu), (N, nu, ndx),
+              (N, nu)]
+    for structured in (False, True):
+        problem.structured_backward = structured
+        euler = problem.euler_structure
+        assert (euler[0].shape[0] > 0) == structured
+        ours = [np.zeros(shape) for shape in shapes]
+        theirs = [np.zeros(shape) for shape in shapes]
+        Lq, Vf = np.zeros((N, nu, nu)), np.zeros((N + 1, ndx))
+        bounds = np.zeros((N, nu))
+        for t_end in (N, N // 2):
+            assert backward_range(problem.Fx, problem.Fu, *L, gaps, False, mu, problem.nus,
+                                  np.zeros(N, dtype=bool), bounds, bounds, bounds, *theirs,
+                                  t_end, 0, euler) == -1
+            assert backward_range_kept(problem.Fx, problem.Fu, *L, gaps, mu, problem.nus,
+                                       *ours, Lq, Vf, t_end, euler) == -1
+            for a, b in zip(ours, theirs):
+                np.testing.assert_array_equal(a, b)
+        Vxx, Quu = ours[1], ours[3]
+        for t in range(N):
+            expected = np.linalg.cholesky(Quu[t])
+            np.testing.assert_allclose(np.tril(Lq[t]), expected, rtol=1e-12,
+                                       atol=1e-12 * np.abs(expected).max())
+        Vf_expected = np.einsum("tij,tj->ti", Vxx, gaps)
+        np.testing.assert_allclose(Vf, Vf_expected, rtol=1e-12,
+                                   atol=1e-12 * np.abs(Vf_expected).max())
+    problem.structured_backward = "auto"
 
 
 def _talos_squat_with_hard_rows(N=16, dt=0.05):
