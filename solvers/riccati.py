@@ -168,13 +168,28 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
     included): reads gaps[t_begin:t_end] (gaps[N] too when t_end = N).  Two calls, (N, b)
     then (b, 0), are one pass, to the bit: the first can run while knots below b are
     still being evaluated (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``)."""
-    N, ndx, nu = Fu.shape
-    ws = _workspace(ndx, nu)
     if euler is None:
         dts, lie_rows = np.zeros(0), np.zeros(0, dtype=np.int64)
     else:
         dts, lie_rows = euler
+    return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
+                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)))
+
+
+@kernel
+def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, u_lower,
+           u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts, lie_rows, Lq, Vf):
+    """The knots t_end - 1 .. t_begin of the recursion: the one loop of
+    :func:`backward_range` and :func:`backward_range_kept`.  ``limited`` empty: no knot
+    takes the box QP; Lq, Vf empty: nothing kept, else Lq[t] gets the Cholesky factor
+    of Quu[t] that :func:`_gains` computed (its leading nus[t] block, lower triangle)
+    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible)."""
+    N, ndx, nu = Fu.shape
+    ws = _workspace(ndx, nu)
     blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+    keep = Lq.shape[0] > 0
+    L = ws[1][0]
     if t_end == N:
         for i in range(ndx):
             Vx[N, i] = Lx[N, i]
@@ -182,18 +197,23 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
                 Vxx[N, i, j] = Lxx[N, i, j]
             Vxx[N, i, i] += mu
         if not feasible:
-            _add_gap_term(Vx, Vxx, gaps, N)
+            _add_gap_term(Vx, Vxx, gaps, N, Vf)
     for t in range(t_end - 1, t_begin - 1, -1):
         if dts.shape[0] > 0 and dts[t] > 0.0:
             _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
         else:
             _q_function(t, (Fx, Fu), Vxx, Quu, ws)
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
-        if not _gains(t, nus[t], ws, Qu, Quu, limited[t], us, u_lower, u_upper, k, K):
+        boxed = limited.shape[0] > 0 and limited[t]
+        if not _gains(t, nus[t], ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
             return t
+        if keep:
+            for i in range(nus[t]):
+                for j in range(i + 1):
+                    Lq[t, i, j] = L[i, j]
         _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
-            _add_gap_term(Vx, Vxx, gaps, t)
+            _add_gap_term(Vx, Vxx, gaps, t, Vf)
         for i in range(ndx):
             if not np.isfinite(Vx[t, i]):
                 return t
@@ -391,13 +411,17 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
 
 
 @kernel
-def _add_gap_term(Vx, Vxx, gaps, t):
-    """Vx[t] += Vxx[t] gaps[t] (FDDP: the gradient at the end of the defect)."""
+def _add_gap_term(Vx, Vxx, gaps, t, Vf):
+    """Vx[t] += Vxx[t] gaps[t] (FDDP: the gradient at the end of the defect), the
+    product kept in Vf[t] unless Vf is empty."""
     ndx = Vx.shape[1]
+    keep = Vf.shape[0] > 0
     for i in range(ndx):
         s = 0.0
         for j in range(ndx):
             s += Vxx[t, i, j] * gaps[t, j]
+        if keep:
+            Vf[t, i] = s
         Vx[t, i] += s
 
 
@@ -490,50 +514,11 @@ def backward_range_kept(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, mu, nus, Vx, Vxx, Q
     factorization reads (CSQP's ``_linear_sweep``): Lq[t], the Cholesky factor of
     Quu[t] (its leading nus[t] block, lower triangle) that :func:`_gains` computed, and
     Vf[t] = Vxx[t] f[t], the gap term :func:`_add_gap_term` added (t < t_end, and the
-    terminal knot when t_end = N).  The same calls in the same order as
-    :func:`backward_range`'s (the same bits), where refactorizing Quu and recomputing
-    Vxx f afterwards cost 25 us per factorization on panda (100 knots).  Returns -1 or
+    terminal knot when t_end = N).  The loop is :func:`backward_range`'s (:func:`_sweep`,
+    the same bits), where refactorizing Quu and recomputing Vxx f afterwards cost 25 us
+    per factorization on panda (100 knots).  Returns -1 or
     the knot where Quu is not positive definite (its value function not finite)."""
-    N, ndx, nu = Fu.shape
-    ws = _workspace(ndx, nu)
     dts, lie_rows = euler
-    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
-    L = ws[1][0]
-    if t_end == N:
-        for i in range(ndx):
-            Vx[N, i] = Lx[N, i]
-            for j in range(ndx):
-                Vxx[N, i, j] = Lxx[N, i, j]
-            Vxx[N, i, i] += mu
-        _kept_gap_term(Vx, Vxx, gaps, Vf, N)
-    for t in range(t_end - 1, -1, -1):
-        if dts.shape[0] > 0 and dts[t] > 0.0:
-            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
-        else:
-            _q_function(t, (Fx, Fu), Vxx, Quu, ws)
-        _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
-        n = nus[t]
-        if not _gains(t, n, ws, Qu, Quu, False, Qu, Qu, Qu, k, K):
-            return t
-        for i in range(n):
-            for j in range(i + 1):
-                Lq[t, i, j] = L[i, j]
-        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
-        _kept_gap_term(Vx, Vxx, gaps, Vf, t)
-        for i in range(ndx):
-            if not np.isfinite(Vx[t, i]):
-                return t
-    return -1
-
-
-@kernel
-def _kept_gap_term(Vx, Vxx, gaps, Vf, t):
-    """Vf[t] = Vxx[t] gaps[t], Vx[t] += Vf[t]: :func:`_add_gap_term` (the same sums)
-    with the product kept."""
-    ndx = Vx.shape[1]
-    for i in range(ndx):
-        s = 0.0
-        for j in range(ndx):
-            s += Vxx[t, i, j] * gaps[t, j]
-        Vf[t, i] = s
-        Vx[t, i] += s
+    return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, False, mu, nus,
+                  np.zeros(0, dtype=np.bool_), Qu, Qu, Qu, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end,
+                  0, dts, lie_rows, Lq, Vf)
