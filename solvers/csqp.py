@@ -76,7 +76,9 @@ the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 ru
 ``polish_sigma`` 1e-8 (at ADMM's 1e-6, equal to a task's Luu, the method of multipliers
 crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
 solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
-need 37 sweeps and 28 solves); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
+need 37 sweeps and 28 solves), max(30, N) since the state-bound arcs of z1 "joints"
+(ext18: 74 solves at its first QP, on 100 knots, where 30 then fell back on ADMM for 1000
+iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
@@ -683,8 +685,11 @@ class CSQP:
     iterations between OSQP's rho updates), ``polish`` True (``big`` 1e5 the active
     rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
-    corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
-    method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
+    corrections after ADMM); ``active_set_rounds`` max(30, N) (default None): the
+    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; a
+    state bound's arc grows by about one knot per solve, hence N: the first QP of z1
+    "joints", benchmarks/constrained.py, from the guess needs 74 solves on 100 knots);
+    the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
     followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
@@ -698,7 +703,7 @@ class CSQP:
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
-                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True,
+                 active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
@@ -715,6 +720,8 @@ class CSQP:
         self.rho_init, self.rho_min, self.rho_max = rho_init, rho_min, rho_max
         self.sigma, self.alpha, self.rho_interval = sigma, alpha, int(rho_interval)
         self.polish, self.big, self.polish_iter = bool(polish), big, int(polish_iter)
+        if active_set_rounds is None:
+            active_set_rounds = max(30, problem.N)
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
