@@ -733,6 +733,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
+        self._failed_starts = set()     # the active sets _polish started from in this QP
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -818,6 +819,7 @@ class CSQP:
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
+        self._failed_starts = set()
         if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
@@ -837,9 +839,11 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
-                if self._polish(self.polish_rounds):
+                kept = self._polish(self.polish_rounds, skip_failed=True)
+                if kept:
                     return total, 0.0, True, True
-                if not self._factorize(self.typed_blocks):     # ADMM's again
+                # ADMM's again, unless polishing was skipped (None: its factors untouched)
+                if kept is not None and not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
             ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
                                                                   1e-300))
@@ -850,10 +854,11 @@ class CSQP:
                 self.rho_now = rho
                 if not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
-        polished = self.polish and self.blocks and self._polish(self.polish_rounds)
+        polished = self.polish and self.blocks and bool(self._polish(self.polish_rounds,
+                                                                     skip_failed=True))
         return total, prim, solved, polished
 
-    def _polish(self, rounds):
+    def _polish(self, rounds, skip_failed=False):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
         Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
@@ -865,12 +870,23 @@ class CSQP:
         solves.  A round whose active set will change needs the multipliers' signs
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
-        (dx, du), its multipliers in y)."""
+        (dx, du), its multipliers in y).  With ``skip_failed`` (ADMM's rho checks) None
+        at once, nothing solved, when the starting active set is one that already failed
+        in this QP: the
+        same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
+        its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
+        per SQP iteration)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh)
         self._fresh = False
+        # the active set: each active row's bound, inf on the inactive rows
+        start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                         zip(self._polished[1::3], self._polished[2::3]))
+        if skip_failed and start in self._failed_starts:
+            return None
+        self._failed_starts.add(start)
         pdx[:] = self.dx
         pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
