@@ -733,7 +733,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
-        self._failed_starts = set()     # the active sets _polish started from in this QP
+        self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -872,7 +872,7 @@ class CSQP:
         accepted after a solve to the tight one.  True when kept (the QP's solution in
         (dx, du), its multipliers in y).  With ``skip_failed`` (ADMM's rho checks) None
         at once, nothing solved, when the starting active set is one that already failed
-        in this QP: the
+        at a check of this QP: the
         same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
         its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
         per SQP iteration)."""
@@ -881,12 +881,12 @@ class CSQP:
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh)
         self._fresh = False
-        # the active set: each active row's bound, inf on the inactive rows
-        start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                         zip(self._polished[1::3], self._polished[2::3]))
-        if skip_failed and start in self._failed_starts:
-            return None
-        self._failed_starts.add(start)
+        if skip_failed:     # the active set: each active row's bound, inf on the inactive
+            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                             zip(self._polished[1::3], self._polished[2::3]))
+            if start in self._failed_starts:
+                return None
+            self._failed_starts.add(start)
         pdx[:] = self.dx
         pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
