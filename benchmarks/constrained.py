@@ -20,7 +20,7 @@ control regularization):
   other robots and constraint kinds, :func:`untuned2`: kinova "box" (the tool in a box on
   knots 30..79; continuous joints), z1 "joints" (joint position bounds as state bounds,
   the tool at rest at the target), ur10 "orient" (torque bounds saturating from the first
-  knot, a terminal orientation equality), talos_arm "effort" (its URDF effort limits),
+  knot, a terminal orientation equality), talos_arm "effort" (30 % of its URDF effort limits),
   go1 "cones" (contact dynamics, hard friction pyramids mu = 0.3, centre-of-mass height
   bound, 40 knots of 20 ms) and ur5 "infeasible" (contradicting terminal rows).  No
   mim_solvers rows for them.
@@ -294,6 +294,9 @@ BOX = ((0.5, -0.1, 0.35), (0.8, 0.22, 0.6), (30, 80))   # kinova's tool: lower, 
 Z1_JOINT_BOUNDS = {0: (0.0, 0.3), 3: (-0.1, 0.1)}
 UR10_TORQUE_LIMIT = np.array([150.0, 120.0, 40.0, 54.0, 54.0, 54.0])  # FDDP's peaks 28 191 49
 UR10_TURN = 0.3                                         # rad about z, of the start orientation
+# talos_arm: 30 % of its URDF effort limits (at 100 % they bind only where the target
+# leaves the reach of 1 s: offset (0.14, 0.07, 0.14), one row; 0.15 / 0.1 / 0.15 infeasible)
+TALOS_EFFORT_SCALE = 0.3
 GO1_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
 GO1_MU, GO1_SHIFT, GO1_DROP = 0.3, (0.04, 0.03, 0.0), 0.02   # cones; CoM target; z >= z0 - drop
 GO1_KNOTS, GO1_DT = 40, 0.02
@@ -309,16 +312,17 @@ def untuned2(task, knots):
     """The problem of task ``task`` of :data:`UNTUNED2` (its robot is the task's):
 
     - "box" (kinova: continuous joints, nq = 9 != nv = 6): the tool inside the box
-      :data:`BOX` (all three axes, lower and upper, both sides of y and z bind) on knots
-      30..79, the tool at the target at the last knot;
+      :data:`BOX` (all three axes, lower and upper; at the optimum y <= 0.22 binds on 12
+      knots, z >= 0.35 on 30) on knots 30..79, the tool at the target at the last knot;
     - "joints" (z1): joint position bounds :data:`Z1_JOINT_BOUNDS` as state bounds (both
       bind: the unconstrained motion leaves them), the tool at the target and at rest
       (its LOCAL_WORLD_ALIGNED spatial velocity zero, six equality rows) at the last knot;
-    - "orient" (ur10): torque bounds :data:`UR10_TORQUE_LIMIT` that saturate from the first
-      knot, the tool at the target and at the start orientation turned by
+    - "orient" (ur10): torque bounds :data:`UR10_TORQUE_LIMIT` (the elbow's saturates on
+      knots 0..18 at the optimum from the guess), the tool at the target and at the start orientation turned by
       :data:`UR10_TURN` about the world z axis at the last knot (six equality rows);
-    - "effort" (talos_arm): the arm's own effort limits (URDF) as control bounds (two
-      joints saturate from the first knot), the terminal equality;
+    - "effort" (talos_arm): :data:`TALOS_EFFORT_SCALE` of the arm's URDF effort limits as
+      control bounds (151 rows at a bound at the optimum, from the first knot), the
+      terminal equality;
     - "cones" (go1 on its four feet, contact dynamics, :data:`GO1_KNOTS` knots of
       :data:`GO1_DT`): shift the centre of mass by :data:`GO1_SHIFT`, every foot's force
       inside its friction pyramid of mu = :data:`GO1_MU` (hard cones) and the centre of
@@ -365,7 +369,7 @@ def untuned2(task, knots):
         terminal.append(gp.ocp.Constraint(gp.ocp.FrameRotationResidual(model, frame, turned),
                                           0.0, 0.0))
     elif task == "effort":
-        limit = np.asarray(model.effort_limit, float)
+        limit = TALOS_EFFORT_SCALE * np.asarray(model.effort_limit, float)
         running = [gp.ocp.StageModel(dynamics, costs, control_bounds=(-limit, limit),
                                      **options)] * knots
     elif task == "infeasible":
