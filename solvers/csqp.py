@@ -140,8 +140,14 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
 # knots, a velocity or torque bound or a friction cone saturates over arcs (module
-# docstring)
-SPARSE_KINDS = np.array([True, False, False])
+# docstring).  The fourth entry (CSQP._sparse: a multibody state's) marks the state bounds
+# on configuration coordinates (dx index < ndx / 2) so too, and leaves them out of the
+# first QP's starting active set where their multiplier is zero (:func:`_polish_rows`),
+# as the residual rows without a control term: a joint position bound entered whole
+# over its violated run and was peeled one knot per solve from each end of the too long
+# arc (ext18: z1 "joints", first QP 74 solves from the guess, 36 from FDDP's optimum;
+# entered one knot per run, 5 and 8)
+SPARSE_KINDS = np.array([True, False, False, True])
 
 # the warm line search (:meth:`CSQP._first_trial`): after an accepted step at most
 # CRAWL the next search starts a step above it; a full step accepted right after an
@@ -531,7 +537,7 @@ def _state_row(Ru, k, j):
 
 
 @kernel
-def _polish_rows(blocks, polished, big, tolerance, fresh):
+def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
     """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
     bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
     bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
@@ -541,14 +547,16 @@ def _polish_rows(blocks, polished, big, tolerance, fresh):
     of active rows."""
     active = 0
     for b in range(len(blocks)):
-        kind, Ru, index = blocks[b][0], blocks[b][4], blocks[b][10]
+        kind, Ru, index, dx_index = blocks[b][0], blocks[b][4], blocks[b][10], blocks[b][11]
         z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
         py, pz, prho = polished[b][5], polished[b][6], polished[b][7]
         for k in range(z.shape[0]):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
-                if fresh and y[k, i] == 0.0 and kind == 0 and _state_row(Ru, k, index[i]):
+                if fresh and y[k, i] == 0.0 and (
+                        (kind == 0 and _state_row(Ru, k, index[i])) or
+                        (kind == 2 and sparse[3] and dx_index[i] < ndx // 2)):
                     at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
@@ -588,8 +596,10 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
                     violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
                     if violation <= tolerance:
                         violation = 0.0
-                if violation > 0.0 and sparse[kind] and (kind != 0 or
-                                                          _state_row(Ru, k, index[i])):
+                if violation > 0.0 and ((sparse[kind] and (kind != 0 or
+                                                           _state_row(Ru, k, index[i])))
+                                        or (kind == 2 and sparse[3] and
+                                            dx_index[i] < dx.shape[1] // 2)):
                     if violation > best:
                         best, best_k = violation, k
                     continue
@@ -779,6 +789,8 @@ class CSQP:
         self._abs_gaps = np.zeros((N + 1, ndx))
         self._trial_work = (np.zeros(ndx), (np.empty(4), np.empty(4), np.empty(3)))
         self._multibody = isinstance(problem.state, StateMultibody)
+        self._sparse = SPARSE_KINDS.copy()
+        self._sparse[3] = self._multibody      # dx = (dq, dv): the first half configuration
         # the trials evaluated without problem.calc's input checks (:meth:`_evaluate`)
         self._unchecked = bool(np.all(problem.nus == nu))
 
@@ -879,7 +891,7 @@ class CSQP:
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
-                     self._fresh)
+                     self._fresh, self._sparse, problem.ndx)
         self._fresh = False
         if skip_failed:     # the active set: each active row's bound, inf on the inactive
             start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
@@ -919,7 +931,7 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
-                                            SPARSE_KINDS, changed)
+                                            self._sparse, changed)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
