@@ -28,8 +28,9 @@ control regularization):
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
 unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP, CSQP; default
 options: th_stop 1e-10, violation <= 1e-8; ``--solvers`` picks), IPOPT (tol 1e-8)
-(``--ipopt-tol``) on :class:`geppetto.solvers.NLP` with analytical derivatives (Gauss-Newton Hessian)
-and, with ``--casadi``, the CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
+(``--ipopt-tol``) on :class:`geppetto.solvers.NLP` with analytical derivatives
+(Gauss-Newton Hessian) and, with ``--casadi``, the CasADi exact Hessian; FDDP on the
+same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
@@ -318,8 +319,9 @@ def untuned2(task, knots):
       bind: the unconstrained motion leaves them), the tool at the target and at rest
       (its LOCAL_WORLD_ALIGNED spatial velocity zero, six equality rows) at the last knot;
     - "orient" (ur10): torque bounds :data:`UR10_TORQUE_LIMIT` (the elbow's saturates on
-      knots 0..18 at the optimum from the guess), the tool at the target and at the start orientation turned by
-      :data:`UR10_TURN` about the world z axis at the last knot (six equality rows);
+      knots 0..18 at the optimum from the guess), the tool at the target and at the start
+      orientation turned by :data:`UR10_TURN` about the world z axis at the last knot
+      (six equality rows);
     - "effort" (talos_arm): :data:`TALOS_EFFORT_SCALE` of the arm's URDF effort limits as
       control bounds (151 rows at a bound at the optimum, from the first knot), the
       terminal equality;

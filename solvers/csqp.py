@@ -76,9 +76,11 @@ the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 ru
 ``polish_sigma`` 1e-8 (at ADMM's 1e-6, equal to a task's Luu, the method of multipliers
 crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
 solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
-need 37 sweeps and 28 solves), max(30, N) since the state-bound arcs of z1 "joints"
-(ext18: 74 solves at its first QP, on 100 knots, where 30 then fell back on ADMM for 1000
-iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
+need 37 sweeps and 28 solves), max(30, N) since an arc peeled or grown one knot per
+solve needs up to ~N (ext18, z1 "joints" before its joint position rows entered one knot
+per run: 74 solves at its first QP on 100 knots, where 30 fell back on ADMM for 1000
+iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass
+(:data:`POLISH_LOOSE_EPS`), its
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
@@ -696,9 +698,10 @@ class CSQP:
     rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
     corrections after ADMM); ``active_set_rounds`` max(30, N) (default None): the
-    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; a
-    state bound's arc grows by about one knot per solve, hence N: the first QP of z1
-    "joints", benchmarks/constrained.py, from the guess needs 74 solves on 100 knots);
+    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; an arc
+    of a bound can grow or shrink by one knot per solve, hence N: the first QP of z1
+    "joints", benchmarks/constrained.py, from the guess needed 74 solves on 100 knots
+    before :data:`SPARSE_KINDS`' fourth entry);
     the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
