@@ -1,7 +1,7 @@
 """ALDDP and ProxDDP (augmented-Lagrangian DDPs) beside IPOPT on constrained reaching tasks.
 
     python -m geppetto.benchmarks.constrained [--robots ur5 panda] [--knots 100]
-                                              [--tasks plane stiff vbound torque]
+                                              [--tasks plane stiff vbound torque untuned2]
                                               [--solvers ALDDP ProxDDP] [--repeats 3]
                                               [--casadi] [--no-csqp] [--out DIR]
 
@@ -15,13 +15,22 @@ control regularization):
   5 cm to the target in the last step;
 - ``nlp`` (``--tasks nlp``): :mod:`.nlp`'s constrained task (other weights, the
   plane on knots 50..99 at a height from the unconstrained optimum), on which
-  the Gauss-Newton IPOPT does not converge for panda.
+  the Gauss-Newton IPOPT does not converge for panda;
+- ``untuned2`` (or one of its names; each on its own robot, ``--robots`` does not apply):
+  other robots and constraint kinds, :func:`untuned2`: kinova "box" (the tool in a box on
+  knots 30..79; continuous joints), z1 "joints" (joint position bounds as state bounds,
+  the tool at rest at the target), ur10 "orient" (torque bounds saturating from the first
+  knot, a terminal orientation equality), talos_arm "effort" (30 % of its URDF effort limits),
+  go1 "cones" (contact dynamics, hard friction pyramids mu = 0.3, centre-of-mass height
+  bound, 40 knots of 20 ms) and ur5 "infeasible" (contradicting terminal rows).  No
+  mim_solvers rows for them.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
 unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP, CSQP; default
 options: th_stop 1e-10, violation <= 1e-8; ``--solvers`` picks), IPOPT (tol 1e-8)
-on :class:`geppetto.solvers.NLP` with analytical derivatives (Gauss-Newton Hessian)
-and, with ``--casadi``, the CasADi exact Hessian; FDDP on the same problem (it leaves the constraints
+(``--ipopt-tol``) on :class:`geppetto.solvers.NLP` with analytical derivatives
+(Gauss-Newton Hessian) and, with ``--casadi``, the CasADi exact Hessian; FDDP on the
+same problem (it leaves the constraints
 out: the unconstrained optimum, the ``fddp`` start) for the time per
 iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
@@ -269,6 +278,139 @@ def untuned(name, knots, task):
     return gp.ocp.ShootingProblem(x0, models, terminal)
 
 
+# Tasks on other robots and constraint kinds, nobody tuned for (round ext18): task name ->
+# robot.  Each is the reaching task of :func:`untuned` (the same cost weights, 100 knots of
+# 10 ms, semi-implicit Euler) to a target offset from the tool's start, or a quadruped's
+# centre-of-mass shift, with the constraints of :func:`untuned2`.
+UNTUNED2 = {"box": "kinova", "joints": "z1", "orient": "ur10", "effort": "talos_arm",
+            "cones": "go1", "infeasible": "ur5"}
+UNTUNED2_TOOLS = {"kinova": "j2s6s200_end_effector", "z1": "gripperMover", "ur10": "tool0",
+                  "talos_arm": "gripper_left_motor_single_link", "ur5": "tool0"}
+UNTUNED2_OFFSETS = {"kinova": (-0.2, 0.25, -0.15), "z1": (0.25, 0.15, 0.05),
+                    "ur10": (-0.4, 0.3, 0.4), "talos_arm": (0.1, 0.05, 0.1)}
+BOX = ((0.5, -0.1, 0.35), (0.8, 0.22, 0.6), (30, 80))   # kinova's tool: lower, upper, knots
+# z1: its base yaw and wrist pitch, where FDDP's motion ends at 0.36 and -0.29 (bounds on
+# the shoulder or the elbow that bind, q1 <= 1.4 (FDDP: 1.46), leave the target out of reach:
+# IPOPT and CSQP stop at violations 0.02-0.24)
+Z1_JOINT_BOUNDS = {0: (0.0, 0.3), 3: (-0.1, 0.1)}
+UR10_TORQUE_LIMIT = np.array([150.0, 120.0, 40.0, 54.0, 54.0, 54.0])  # FDDP's peaks 28 191 49
+UR10_TURN = 0.3                                         # rad about z, of the start orientation
+# talos_arm: 30 % of its URDF effort limits (at 100 % they bind only where the target
+# leaves the reach of 1 s: offset (0.14, 0.07, 0.14), one row; 0.15 / 0.1 / 0.15 infeasible)
+TALOS_EFFORT_SCALE = 0.3
+GO1_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
+GO1_MU, GO1_SHIFT, GO1_DROP = 0.3, (0.04, 0.03, 0.0), 0.02   # cones; CoM target; z >= z0 - drop
+GO1_KNOTS, GO1_DT = 40, 0.02
+
+
+def _tool_position(model, frame, q):
+    data = model.create_data()
+    gp.dynamics.forward_kinematics(model, data, q)
+    return gp.dynamics.frame_placement(model, data, model.frame_id(frame))
+
+
+def untuned2(task, knots):
+    """The problem of task ``task`` of :data:`UNTUNED2` (its robot is the task's):
+
+    - "box" (kinova: continuous joints, nq = 9 != nv = 6): the tool inside the box
+      :data:`BOX` (all three axes, lower and upper; at the optimum y <= 0.22 binds on 12
+      knots, z >= 0.35 on 30) on knots 30..79, the tool at the target at the last knot;
+    - "joints" (z1): joint position bounds :data:`Z1_JOINT_BOUNDS` as state bounds (both
+      bind: the unconstrained motion leaves them), the tool at the target and at rest
+      (its LOCAL_WORLD_ALIGNED spatial velocity zero, six equality rows) at the last knot;
+    - "orient" (ur10): torque bounds :data:`UR10_TORQUE_LIMIT` (the elbow's saturates on
+      knots 0..18 at the optimum from the guess), the tool at the target and at the start
+      orientation turned by :data:`UR10_TURN` about the world z axis at the last knot
+      (six equality rows);
+    - "effort" (talos_arm): :data:`TALOS_EFFORT_SCALE` of the arm's URDF effort limits as
+      control bounds (151 rows at a bound at the optimum, from the first knot), the
+      terminal equality;
+    - "cones" (go1 on its four feet, contact dynamics, :data:`GO1_KNOTS` knots of
+      :data:`GO1_DT`): shift the centre of mass by :data:`GO1_SHIFT`, every foot's force
+      inside its friction pyramid of mu = :data:`GO1_MU` (hard cones) and the centre of
+      mass at z >= z0 - :data:`GO1_DROP` on every knot;
+    - "infeasible" (ur5): the tool exactly at :data:`nlp.TARGET` (z = 0.4) and at
+      z >= PLANE_Z = 0.45 at the last knot: no point satisfies both.
+    """
+    if task == "cones":
+        return _go1_cones()
+    name = UNTUNED2[task]
+    robot = gp.robots.load(name)
+    model, frame = robot.model, UNTUNED2_TOOLS[name]
+    dynamics = gp.ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    start_rotation, start = _tool_position(model, frame, robot.q0)
+    target = nlp.TARGET if task == "infeasible" else start + UNTUNED2_OFFSETS[name]
+    reach = gp.ocp.FrameTranslationResidual(model, frame, target)
+    costs = [gp.ocp.Cost(reach), gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+             gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+    options = dict(dt=DT, integrator="semi_implicit_euler")
+    terminal = [gp.ocp.Constraint(reach, 0.0, 0.0)]
+    running = [gp.ocp.StageModel(dynamics, costs, **options)] * knots
+    if task == "box":
+        lower, upper, (first, last) = BOX
+        inside = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(model, frame, np.zeros(3)),
+                                   lower, upper)
+        boxed = gp.ocp.StageModel(dynamics, costs, [inside], **options)
+        running = [boxed if first <= k < last else running[0] for k in range(knots)]
+    elif task == "joints":
+        lower, upper = np.full(state.nx, -np.inf), np.full(state.nx, np.inf)
+        for joint, (low, high) in Z1_JOINT_BOUNDS.items():
+            lower[joint], upper[joint] = low, high
+        running = [gp.ocp.StageModel(dynamics, costs, state_bounds=(lower, upper),
+                                     **options)] * knots
+        terminal.append(gp.ocp.Constraint(gp.ocp.FrameVelocityResidual(
+            model, frame, reference_frame="LOCAL_WORLD_ALIGNED"), 0.0, 0.0))
+    elif task == "orient":
+        running = [gp.ocp.StageModel(dynamics, costs, control_bounds=(-UR10_TORQUE_LIMIT,
+                                                                      UR10_TORQUE_LIMIT),
+                                     **options)] * knots
+        c, s = np.cos(UR10_TURN), np.sin(UR10_TURN)
+        turned = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ start_rotation
+        terminal.append(gp.ocp.Constraint(gp.ocp.FrameRotationResidual(model, frame, turned),
+                                          0.0, 0.0))
+    elif task == "effort":
+        limit = TALOS_EFFORT_SCALE * np.asarray(model.effort_limit, float)
+        running = [gp.ocp.StageModel(dynamics, costs, control_bounds=(-limit, limit),
+                                     **options)] * knots
+    elif task == "infeasible":
+        terminal.append(gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(
+            model, frame, [0, 0, PLANE_Z], axes=[2]), 0.0, np.inf))
+    else:
+        raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED2)}")
+    return gp.ocp.ShootingProblem(x0, running, gp.ocp.TerminalModel(
+        state, [gp.ocp.Cost(reach, weight=1e3), costs[1]], terminal))
+
+
+def _go1_cones():
+    """go1 on its four point feet (LOCAL_WORLD_ALIGNED contacts, Baumgarte Kd = 20) shifting
+    its centre of mass by :data:`GO1_SHIFT` in :data:`GO1_KNOTS` knots: hard friction
+    pyramids (mu = :data:`GO1_MU`) and the centre of mass at z >= z0 - :data:`GO1_DROP`."""
+    robot = gp.robots.load("go1")
+    model = robot.model
+    contacts = [gp.dynamics.constraints.contact_3d(model, foot, reference="LOCAL_WORLD_ALIGNED",
+                                                   Kd=20.0) for foot in GO1_FEET]
+    dynamics = gp.ocp.ContactDynamics(model, contacts)
+    state = dynamics.state
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
+    shift = gp.ocp.CenterOfMassResidual(model, com + np.asarray(GO1_SHIFT))
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(12, 1.0), np.full(18, 0.1)]
+    costs = [gp.ocp.Cost(shift, weight=1e2),
+             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights)),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
+    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, GO1_MU) for foot in GO1_FEET]
+    height = gp.ocp.Constraint(gp.ocp.CenterOfMassResidual(model, com), [-np.inf, -np.inf,
+                               -GO1_DROP], np.inf)
+    constraints = [gp.ocp.Constraint(cone, *cone.bounds) for cone in cones] + [height]
+    running = gp.ocp.StageModel(dynamics, costs, constraints, dt=GO1_DT,
+                                integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(shift, weight=1e4), costs[1]],
+                                    [height])
+    return gp.ocp.ShootingProblem(x0, [running] * GO1_KNOTS, terminal)
+
+
 # mim_solvers' SolverCSQP's row label (ours is "CSQP")
 MIM_CSQP = "CSQP (mim_solvers)"
 
@@ -368,13 +510,15 @@ def csqp_row(robot, task, problem, measure, start, rounds, theirs):
 
 
 def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_iter=500,
-        solvers=tuple(SOLVERS)):
+        solvers=tuple(SOLVERS), ipopt_tol=1e-8):
     """The rows of one robot and task.  Our ``solvers`` (names of :data:`SOLVERS`) and
     CSQP run interleaved in ``repeats`` rounds (each round: ours from every start, then
     CSQP from every start in one subprocess); their rows give the median CPU time of
     the rounds and the round times (``cpu_rounds``)."""
     if task == "nlp":
         problem = devs_problem(robot, knots)
+    elif task in UNTUNED2:
+        problem = untuned2(task, knots)
     elif task in UNTUNED:
         problem = untuned(robot, knots, task)
     else:
@@ -392,7 +536,7 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
         SOLVERS[name](problem).solve(max_iter=500)                 # compile
         ours.update({(name, start): [] for start in starts})
     built = {name: SOLVERS[name](problem) for name in solvers}
-    csqp = csqp and task != "nlp"
+    csqp = csqp and task != "nlp" and task not in UNTUNED2     # mim_solvers: ur5 / panda
     theirs, reason = [], None
     for round_ in range(repeats):
         for (name, start), runs in ours.items():
@@ -411,7 +555,7 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
                          result=result))
     modes = (["analytical"] if ipopt else []) + (["casadi"] if casadi else [])
     for mode in modes:
-        nlp = NLP(problem, derivatives=mode)
+        nlp = NLP(problem, derivatives=mode, tol=ipopt_tol)
         nlp.solve(max_iter=3)                                      # compile, create IPOPT
         for start, (xs, us) in starts.items():
             total, cpu, result = _best(lambda: nlp.solve(xs, us, max_iter=500), 1)
@@ -479,7 +623,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
     parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
-                        choices=["plane", "stiff", "nlp"] + list(UNTUNED))
+                        choices=["plane", "stiff", "nlp"] + list(UNTUNED) + list(UNTUNED2) +
+                        ["untuned2"], help="untuned2: every task of UNTUNED2, each on its own "
+                        "robot (--robots does not apply to them)")
     parser.add_argument("--knots", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--casadi", action="store_true", help="also IPOPT with CasADi's exact "
@@ -492,17 +638,23 @@ def main():
                         help="our constrained solvers (default: all)")
     parser.add_argument("--no-ipopt", dest="ipopt", action="store_false",
                         help="leave IPOPT out")
+    parser.add_argument("--ipopt-tol", type=float, default=1e-8,
+                        help="IPOPT's tol (default %(default)s; at 1e-8 its cost on the "
+                        "untuned2 tasks is 1e-6 to 8e-6 above the local optimum it reaches at "
+                        "1e-11)")
     parser.add_argument("--out", default=RESULTS_DIR)
     args = parser.parse_args()
     info = machine()
     print(describe_machine(info))
     rows = []
-    for robot in args.robots:
-        for task in args.tasks:
-            rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
-                        args.csqp, args.csqp_max_iter, args.solvers)
-            print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
-                  flush=True)
+    tasks = [t for name in args.tasks for t in (UNTUNED2 if name == "untuned2" else [name])]
+    runs = [(robot, task) for robot in args.robots for task in tasks if task not in UNTUNED2]
+    runs += [(UNTUNED2[task], task) for task in dict.fromkeys(tasks) if task in UNTUNED2]
+    for robot, task in runs:
+        rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
+                    args.csqp, args.csqp_max_iter, args.solvers, args.ipopt_tol)
+        print(markdown([r for r in rows if r["robot"] == robot and r["task"] == task]),
+              flush=True)
     info["load_average_end"] = os.getloadavg()
     table, comparison = csqp_comparison(rows)
     os.makedirs(args.out, exist_ok=True)

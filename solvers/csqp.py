@@ -76,7 +76,11 @@ the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 ru
 ``polish_sigma`` 1e-8 (at ADMM's 1e-6, equal to a task's Luu, the method of multipliers
 crawls); ``big`` 1e5 (fewer sweeps; the equality LQ within 7e-12 of the dense KKT
 solution); ``polish_iter`` 50 and ``active_set_rounds`` 30 (the first QPs of ur5 and panda
-need 37 sweeps and 28 solves); a round's loose pass (:data:`POLISH_LOOSE_EPS`), its
+need 37 sweeps and 28 solves), max(30, N) since an arc peeled or grown one knot per
+solve needs up to ~N (ext18, z1 "joints" before its joint position rows entered one knot
+per run: 74 solves at its first QP on 100 knots, where 30 fell back on ADMM for 1000
+iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass
+(:data:`POLISH_LOOSE_EPS`), its
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
@@ -138,8 +142,14 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
 # knots, a velocity or torque bound or a friction cone saturates over arcs (module
-# docstring)
-SPARSE_KINDS = np.array([True, False, False])
+# docstring).  The fourth entry (CSQP._sparse: a multibody state's) marks the state bounds
+# on configuration coordinates (dx index < ndx / 2) so too, and leaves them out of the
+# first QP's starting active set where their multiplier is zero (:func:`_polish_rows`),
+# as the residual rows without a control term: a joint position bound entered whole
+# over its violated run and was peeled one knot per solve from each end of the too long
+# arc (ext18: z1 "joints", first QP 74 solves from the guess, 36 from FDDP's optimum;
+# entered one knot per run, 5 and 8)
+SPARSE_KINDS = np.array([True, False, False, True])
 
 # the warm line search (:meth:`CSQP._first_trial`): after an accepted step at most
 # CRAWL the next search starts a step above it; a full step accepted right after an
@@ -529,7 +539,7 @@ def _state_row(Ru, k, j):
 
 
 @kernel
-def _polish_rows(blocks, polished, big, tolerance, fresh):
+def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
     """The polishing rows from ADMM's (z, y): a row whose z is at a bound, with y of the
     bound's sign (or |y| > tolerance), or an equality, becomes an equality at that
     bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
@@ -539,14 +549,16 @@ def _polish_rows(blocks, polished, big, tolerance, fresh):
     of active rows."""
     active = 0
     for b in range(len(blocks)):
-        kind, Ru, index = blocks[b][0], blocks[b][4], blocks[b][10]
+        kind, Ru, index, dx_index = blocks[b][0], blocks[b][4], blocks[b][10], blocks[b][11]
         z, y, lower, upper = blocks[b][6], blocks[b][5], blocks[b][8], blocks[b][9]
         py, pz, prho = polished[b][5], polished[b][6], polished[b][7]
         for k in range(z.shape[0]):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
-                if fresh and y[k, i] == 0.0 and kind == 0 and _state_row(Ru, k, index[i]):
+                if fresh and y[k, i] == 0.0 and (
+                        (kind == 0 and _state_row(Ru, k, index[i])) or
+                        (kind == 2 and sparse[3] and dx_index[i] < ndx // 2)):
                     at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]
@@ -586,8 +598,10 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
                     violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
                     if violation <= tolerance:
                         violation = 0.0
-                if violation > 0.0 and sparse[kind] and (kind != 0 or
-                                                          _state_row(Ru, k, index[i])):
+                if violation > 0.0 and ((sparse[kind] and (kind != 0 or
+                                                           _state_row(Ru, k, index[i])))
+                                        or (kind == 2 and sparse[3] and
+                                            dx_index[i] < dx.shape[1] // 2)):
                     if violation > best:
                         best, best_k = violation, k
                     continue
@@ -683,8 +697,12 @@ class CSQP:
     iterations between OSQP's rho updates), ``polish`` True (``big`` 1e5 the active
     rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
-    corrections after ADMM); ``active_set_rounds`` 30: the primal-dual active-set
-    method's solves before ADMM is tried (0: ADMM first); the line search: ``alphas``
+    corrections after ADMM); ``active_set_rounds`` max(30, N) (default None): the
+    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; an arc
+    of a bound can grow or shrink by one knot per solve, hence N: the first QP of z1
+    "joints", benchmarks/constrained.py, from the guess needed 74 solves on 100 knots
+    before :data:`SPARSE_KINDS`' fourth entry);
+    the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
     followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
@@ -698,7 +716,7 @@ class CSQP:
                  max_qp_iter=1000, eps_abs=1e-6, eps_rel=1e-6, rho_init=0.1, rho_min=1e-6,
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
-                 active_set_rounds=30, polish_sigma=1e-8, warm_line_search=True,
+                 active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
@@ -715,6 +733,8 @@ class CSQP:
         self.rho_init, self.rho_min, self.rho_max = rho_init, rho_min, rho_max
         self.sigma, self.alpha, self.rho_interval = sigma, alpha, int(rho_interval)
         self.polish, self.big, self.polish_iter = bool(polish), big, int(polish_iter)
+        if active_set_rounds is None:
+            active_set_rounds = max(30, problem.N)
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
@@ -726,6 +746,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
+        self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
         shapes = [b.shape for b in self.blocks]
@@ -771,6 +792,8 @@ class CSQP:
         self._abs_gaps = np.zeros((N + 1, ndx))
         self._trial_work = (np.zeros(ndx), (np.empty(4), np.empty(4), np.empty(3)))
         self._multibody = isinstance(problem.state, StateMultibody)
+        self._sparse = SPARSE_KINDS.copy()
+        self._sparse[3] = self._multibody      # dx = (dq, dv): the first half configuration
         # the trials evaluated without problem.calc's input checks (:meth:`_evaluate`)
         self._unchecked = bool(np.all(problem.nus == nu))
 
@@ -811,6 +834,7 @@ class CSQP:
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
+        self._failed_starts = set()
         if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
@@ -830,9 +854,11 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
-                if self._polish(self.polish_rounds):
+                kept = self._polish(self.polish_rounds, skip_failed=True)
+                if kept:
                     return total, 0.0, True, True
-                if not self._factorize(self.typed_blocks):     # ADMM's again
+                # ADMM's again, unless polishing was skipped (None: its factors untouched)
+                if kept is not None and not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
             ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
                                                                   1e-300))
@@ -843,10 +869,11 @@ class CSQP:
                 self.rho_now = rho
                 if not self._factorize(self.typed_blocks):
                     return total, np.inf, False, False
-        polished = self.polish and self.blocks and self._polish(self.polish_rounds)
+        polished = self.polish and self.blocks and bool(self._polish(self.polish_rounds,
+                                                                     skip_failed=True))
         return total, prim, solved, polished
 
-    def _polish(self, rounds):
+    def _polish(self, rounds, skip_failed=False):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
         Riccati sweeps, from the active set of (y, z): solve the equality-constrained LQ
@@ -858,12 +885,23 @@ class CSQP:
         solves.  A round whose active set will change needs the multipliers' signs
         only: its method of multipliers stops at the loose tolerance; the step is
         accepted after a solve to the tight one.  True when kept (the QP's solution in
-        (dx, du), its multipliers in y)."""
+        (dx, du), its multipliers in y).  With ``skip_failed`` (ADMM's rho checks) None
+        at once, nothing solved, when the starting active set is one that already failed
+        at a check of this QP: the
+        same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
+        its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
+        per SQP iteration)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
-                     self._fresh)
+                     self._fresh, self._sparse, problem.ndx)
         self._fresh = False
+        if skip_failed:     # the active set: each active row's bound, inf on the inactive
+            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                             zip(self._polished[1::3], self._polished[2::3]))
+            if start in self._failed_starts:
+                return None
+            self._failed_starts.add(start)
         pdx[:] = self.dx
         pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
@@ -896,7 +934,7 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
-                                            SPARSE_KINDS, changed)
+                                            self._sparse, changed)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break

@@ -346,3 +346,27 @@ def test_talos_squat_settles_where_the_merit_cannot_resolve_the_step():
     strict = gp.solvers.CSQP(hard, th_decrease=1e-15).solve(free.xs, free.us, max_iter=5)
     assert not strict.converged
     assert strict.status == "no step accepted by the line search"
+
+
+def test_z1_joint_position_bounds_enter_the_active_set_one_knot_per_run():
+    """z1 with its base yaw and wrist pitch bounded (state bounds on configuration
+    coordinates that bind on arcs) and the tool at rest at the target at the last knot
+    (benchmarks/constrained.py's "joints" on 40 knots), from the guess and from FDDP's
+    optimum.  Up to ext18 a position bound entered the active set over its whole violated
+    run and the too long arc was peeled one knot per solve from each end: 33 solves at
+    the first QP from the guess (more than the 30 rounds: ADMM took over, 25 iterations).
+    Entered one knot per run as the hand-position rows, every QP is solved by the
+    active-set method in a few solves, at the optimum IPOPT reaches at tol 1e-11
+    (measured: 5e-11 relative in the cost, 5e-6 in the states)."""
+    from geppetto.benchmarks.constrained import untuned2
+    problem = untuned2("joints", 40)
+    free = gp.solvers.FDDP(problem).solve(max_iter=100)
+    for xs, us in ((None, None), (free.xs, free.us)):
+        solver = gp.solvers.CSQP(problem)
+        result = solver.solve(xs, us, max_iter=50)
+        assert result.converged, result.status
+        assert result.history["qp_iterations"] == [0] * result.iterations
+        assert max(result.history["qp_factorizations"]) <= 4
+        assert result.violation <= 1e-10 and result.gaps <= 1e-9
+        assert abs(result.cost - 0.05039746890660946) <= 1e-9 * 0.0504
+    assert solver.active_set_rounds == 40               # max(30, N)
