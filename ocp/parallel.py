@@ -87,19 +87,47 @@ class ParallelRegion:
     def __init__(self, n):
         self.n = int(n)
         self._workers = []
+        self._started = [False] * (self.n - 1)     # worker i runs a task not waited for
         self.cpu = [0.0] * self.n
 
     def __del__(self):
         for worker in self._workers:
             worker.close()
 
+    def start(self, i, task):
+        """Start ``task`` on worker i ahead of a region (a calc_diff started during the
+        line search, :meth:`.problem.ShootingProblem.speculate`): the region's
+        ``tasks[i + 1]`` is then None, and the region waits for it.  :meth:`wait`: for
+        one started so, when no region follows."""
+        while len(self._workers) < self.n - 1:
+            self._workers.append(_Worker())
+        self._workers[i].start(task)
+        self._started[i] = True
+
+    def wait(self, i):
+        """Wait for the task started on worker i by :meth:`start` (its error raised);
+        its CPU seconds then in ``cpu[i + 1]``."""
+        if not self._started[i]:
+            return
+        self._started[i] = False
+        worker = self._workers[i]
+        try:
+            worker.wait()
+        finally:
+            self.cpu[i + 1] = worker.cpu
+
     def __call__(self, tasks):
         if len(tasks) != self.n:
             raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
         while len(self._workers) < self.n - 1:
             self._workers.append(_Worker())
-        for worker, task in zip(self._workers, tasks[1:]):
+        for i, (worker, task) in enumerate(zip(self._workers, tasks[1:])):
+            if task is None:
+                if not self._started[i]:
+                    raise ValueError(f"tasks[{i + 1}]: None, but no task started there")
+                continue
             worker.start(task)
+            self._started[i] = True
         cpu = time.thread_time()
         error = None
         try:
@@ -107,12 +135,11 @@ class ParallelRegion:
         except BaseException as raised:
             error = raised
         self.cpu[0] = time.thread_time() - cpu
-        for i, worker in enumerate(self._workers):
+        for i in range(len(self._workers)):
             try:
-                worker.wait()
+                self.wait(i)
             except BaseException as raised:
                 error = error or raised
-            self.cpu[i + 1] = worker.cpu
         if error is not None:
             raise error
 
@@ -204,6 +231,18 @@ def load_acquire(typingctx, array, index):
         pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
         return builder.load_atomic(pointer, "acquire", 8)
     return types.int64(array, types.intp), codegen
+
+
+# -- a calc_diff that follows the line-search trial it evaluates -------------------------
+#
+# The one-call trial (:func:`.horizon._trial`) publishes in ``trial[TRIAL_PROGRESS]`` the
+# knot below which its rollout and costs are done (after each of its parts, a release
+# store); a worker's chunk program following it (:func:`.horizon._chunk_diff`) evaluates
+# each part once it sees the part's stop (acquire loads), stops at the next part when
+# the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED) and evaluates the
+# parts left from the top down once it takes it (ACCEPTED).
+TRIAL_PROGRESS, TRIAL_DECISION = 0, 1
+UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
 
 
 @kernel

@@ -37,8 +37,9 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .horizon import chunk_program, horizon_evaluation
-from .parallel import ParallelRegion, Progress, wait_below
+from .horizon import FOLLOW_DROPPED, FOLLOW_WAITED, chunk_program, horizon_evaluation
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED, ParallelRegion,
+                       Progress, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -89,6 +90,19 @@ def _chunk_starts(plan, N):
     return starts
 
 
+class _Speculation:
+    """A calc_diff started at a line-search trial (:meth:`ShootingProblem.speculate`): the
+    trial's (xs, us), the plan it follows, the trial's wall-clock seconds."""
+
+    def __init__(self, xs, us, plan):
+        self.xs, self.us, self.plan = xs, us, plan
+        self.trial_seconds = 0.0
+
+    def takes(self, xs, us):
+        """Whether a calc_diff at (xs, us) takes this speculation up."""
+        return xs is self.xs and us is self.us
+
+
 def _own_stack(array, shape):
     """Whether ``array`` can go to a kernel as it is: float64, C-contiguous, of ``shape``."""
     return isinstance(array, np.ndarray) and array.dtype == np.float64 and \
@@ -128,6 +142,13 @@ def _copy_part_references(whole, part, a, b):
 # rounds of loads of the calling thread's compiled wait for the other chunks' parts before
 # it yields its core (os.sched_yield) and waits again (a round is a few acquire loads)
 WAIT_SPINS = 1000
+
+# rounds of loads of worker 0's compiled wait for the next part of the trial it follows
+# (:meth:`ShootingProblem.speculate`) before it yields its core and waits again
+FOLLOW_SPINS = 20000
+# calc_diff's time per knot over the trial's (about 2.3 on the solo12 trot, 2.9 on the talos
+# squat), for worker 0's rule when the backward pass is the longer (see speculate)
+FOLLOW_RATIO = 2.5
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -287,6 +308,15 @@ class ShootingProblem:
         self.chunk_programs = True
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
+        # the line-search trial's progress and the solver's decision (.parallel
+        # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
+        # (:meth:`speculate`), and that calc_diff while it runs
+        self.trial_signal = np.zeros(2, dtype=np.int64)
+        self._speculation = None
+        # speculations started, and taken up by calc_diff (:meth:`speculate`)
+        self.speculations = [0, 0]
+        # CPU seconds per knot of the last parallel calc_diff's then and of its calc_diff
+        self._per_knot = (0.0, 0.0)
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -434,7 +464,15 @@ class ShootingProblem:
             elif self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
+                if self._speculation is not None and not self._speculation.takes(xs, us):
+                    self.discard_speculation()
                 plan = self.parallel_plan(self.nthreads)
+                if self._speculation is not None:       # started at this very trial
+                    self.accept_speculation()
+                    self.speculations[1] += 1
+                    self._calc_diff_programs(plan, xs, us, then)
+                    self._rebalance(self.nthreads)
+                    return float(self.costs.sum())
                 if self.chunk_programs and self._programs[self.nthreads] is not None and _own_stack(
                         xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu)):
                     self._calc_diff_programs(plan, xs, us, then)
@@ -482,8 +520,9 @@ class ShootingProblem:
         n = self.nthreads
         programs, signal = self._programs[n], self._signals[n]
         starts = np.array(_chunk_starts(plan, self.N), dtype=np.int64)
-        signal[:n - 1] = starts[1:]
-        signal[n - 1] = 0
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:         # else set when the speculation started
+            self._reset_signal(n, starts)
         below = starts[:n - 1]
         self.pipeline_wait = 0.0
 
@@ -500,6 +539,7 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
+            clock = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
@@ -507,6 +547,7 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
+            own = time.thread_time() - clock    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
@@ -522,11 +563,128 @@ class ShootingProblem:
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
+            # CPU per knot of then (the backward pass) and of the chunk's calc_diff
+            rest = time.thread_time() - clock - own - waited
+            self._per_knot = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
 
         region = self._regions[n]
-        region([caller] + [partial(worker, i) for i in range(n - 1)])
+        tasks = [partial(worker, i) for i in range(n - 1)]
+        if speculation is not None:
+            tasks[0] = None             # worker 0 on its chunk since the trial started
+        region([caller] + tasks)
         # the calling thread's wait spins: its CPU time without it, for the balance
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)
+        if speculation is not None:     # worker 0's work after the trial, for the balance
+            region.cpu[1] = max(0.0, region.cpu[1] - speculation.trial_seconds)
+
+    def _reset_signal(self, n, starts):
+        """The chunks' progress signal before a region: nothing evaluated, no failure."""
+        signal = self._signals[n]
+        signal[:n - 1] = starts[1:]
+        signal[n - 1] = 0
+
+    # -- calc_diff during the line search ----------------------------------------------
+    def can_speculate(self, xs, us):
+        """Whether :meth:`speculate` would start at the trial (xs, us)."""
+        n = self.nthreads
+        if n < 2 or not self.chunk_programs:
+            return False
+        self.parallel_plan(n)
+        programs = self._programs[n]
+        return programs is not None and programs[0] is not None and _own_stack(
+            xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
+
+    def speculate(self, xs, us):
+        """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
+        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
+        phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
+        parallel plan, its parts from the bottom up, each once the trial has finished
+        its knots (:func:`.horizon._chunk_diff` following it, without Python or the
+        GIL); once the solver takes the trial (:meth:`accept_speculation`) the parts
+        left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
+        finds that chunk under way or done: the calling thread evaluates the last chunk
+        and runs ``then`` down as worker 0 publishes its parts.  Otherwise
+        :meth:`discard_speculation` stops it at its next part (the derivative arrays of
+        the parts it evaluated are then the trial's: the solver evaluates its iterate
+        again).  The same kernels on the same inputs as calc_diff: the same bits.
+        Returns whether it started (:meth:`can_speculate`)."""
+        if self._speculation is not None:
+            self.discard_speculation()
+        if not self.can_speculate(xs, us):
+            return False
+        n = self.nthreads
+        plan = self.parallel_plan(n)
+        self._reset_signal(n, np.array(_chunk_starts(plan, self.N), dtype=np.int64))
+        trial = self.trial_signal
+        trial[TRIAL_PROGRESS] = 0
+        trial[TRIAL_DECISION] = UNDECIDED
+        speculation = self._speculation = _Speculation(xs, us, plan)
+        program, signal = self._programs[n][0], self._signals[n]
+        # when the last region's then (a backward pass) took longer per knot than
+        # calc_diff, the backward pass is the longer: worker 0 starts no part that would
+        # end after the trial (the backward pass waits for its parts from the top down);
+        # otherwise it goes on (its chunk is the longer)
+        backward, diff = self._per_knot
+        ratio = FOLLOW_RATIO if backward > diff else 0.0
+        rule = os.environ.get("FOLLOW_RULE", "")
+        if rule == "none":
+            ratio = 0.0
+        elif rule == "cpu":
+            cpu = self._regions[n].cpu
+            ratio = FOLLOW_RATIO if cpu[0] > cpu[1] else 0.0
+        elif rule == "always":
+            ratio = FOLLOW_RATIO
+
+        def follow():
+            first = 0
+            try:
+                while True:
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS,
+                                            ratio)
+                    if failed > FOLLOW_WAITED:
+                        break
+                    first = FOLLOW_WAITED - failed     # the trial is slow: give up the core
+                    os.sched_yield()
+            except BaseException:
+                signal[n - 1] = 1
+                raise
+            if failed >= 0:
+                program.failed[failed]()        # raises
+                raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
+
+        self._regions[n].start(0, follow)
+        self.speculations[0] += 1
+        return True
+
+    def speculating(self, xs, us):
+        """Whether a calc_diff started by :meth:`speculate` at the trial (xs, us) runs."""
+        return self._speculation is not None and self._speculation.takes(xs, us)
+
+    def accept_speculation(self):
+        """The trial of the running speculation is the next iterate: worker 0 evaluates the
+        parts of its chunk left from the top down (the backward pass follows them)."""
+        if self._speculation is not None:
+            self.trial_signal[TRIAL_DECISION] = ACCEPTED
+
+    def trial_ended(self, seconds):
+        """The trial the running speculation follows took ``seconds`` (wall clock): worker 0's
+        CPU time beyond it counts for the chunk balance."""
+        if self._speculation is not None:
+            self._speculation.trial_seconds = seconds
+
+    def discard_speculation(self):
+        """Drop the running speculation, if any: worker 0 stops at its next part and is
+        waited for (another trial would rewrite what it reads); returns whether there
+        was one (the derivative arrays of the parts it evaluated are then the trial's)."""
+        if self._speculation is None:
+            return False
+        self._speculation = None
+        self.trial_signal[TRIAL_DECISION] = REJECTED
+        try:
+            self._regions[self.nthreads].wait(0)
+        except Exception:     # at a point no iterate takes: nothing to report
+            pass
+        return True
 
     def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
         """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot

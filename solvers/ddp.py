@@ -117,6 +117,10 @@ class DDP:
     Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
+    # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
+    # while the trial is rolled out (:meth:`iterate`); False: after it (for comparisons)
+    speculative = True
+
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
@@ -220,7 +224,26 @@ class DDP:
         of lists (:data:`_HISTORY_KEYS`) that gets each iteration's record, or None
         (no record is built unless there are ``callbacks``).  ``split`` then holds the
         last iteration's seconds (calc_diff, backward, forward, all): the MPC's path,
-        which allocates no arrays."""
+        which allocates no arrays.
+
+        On ``problem.nthreads`` > 1 the first trial of a line search starts calc_diff at
+        its point while it is rolled out (:meth:`~geppetto.ocp.ShootingProblem.speculate`):
+        taken up by the next calc_diff when the trial is accepted, dropped otherwise (and
+        when no trial is accepted calc_diff runs again at the iterate: the speculation
+        wrote some knots' derivatives at the trial).  The same kernel calls on the same
+        inputs: the same iterates and gains, to the bit."""
+        problem = self.problem
+        self._pending_xnext = None
+        try:
+            return self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
+        finally:
+            problem.discard_speculation()
+            if self._pending_xnext is not None:    # no calc_diff took the last trial up
+                problem.xnext[:] = self._pending_xnext
+                self._pending_xnext = None
+
+    def _iterate(self, xs, us, max_iter, deadline, is_feasible, callbacks, history):
+        """:meth:`iterate`'s loop."""
         problem = self.problem
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
@@ -239,6 +262,7 @@ class DDP:
                 if recalc:
                     if problem.nthreads > 1:     # the backward pass starts in calc_diff
                         tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
+                    self._pending_xnext = None   # calc_diff writes every row of xnext
                     try:
                         cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
@@ -268,11 +292,23 @@ class DDP:
             stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
             accepted = None
+            # on several threads, calc_diff at the first trial starts while it is rolled
+            # out, unless no iteration could follow (the last, or a full step that would
+            # converge): taken up by the next calc_diff if the trial is accepted
+            speculate = self.speculative and problem.nthreads > 1 and \
+                iteration < max_iter and not (feasible and stop < self.th_stop) and \
+                self.forward_pass.horizon is not None
+            spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
                     break
+                if trial_index == 0 and speculate:
+                    speculate = problem.speculate(*self.forward_pass.free_buffers(xs)[:2])
                 trial = self.try_step(xs, us, gaps, alpha, feasible)
+                if speculate and trial_index == 0:
+                    problem.trial_ended(time.perf_counter() - tf)
                 if trial is None:
+                    spoiled = problem.discard_speculation() or spoiled
                     continue
                 d1, d2 = self.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 dv_exp = alpha * (d1 + 0.5 * alpha * d2)
@@ -280,16 +316,24 @@ class DDP:
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
+                spoiled = problem.discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
-                problem.xnext[:] = xnext     # the trial's dynamics: the gaps of the new iterate
+                if problem.speculating(xs, us):
+                    # its worker writes xnext's rows: the next calc_diff writes all of them
+                    # (the trial's copied at the end of iterate if none comes)
+                    problem.accept_speculation()
+                    self._pending_xnext = xnext
+                else:
+                    problem.xnext[:] = xnext     # the trial's dynamics: the new gaps
                 was_feasible = feasible
                 feasible = self.feasible_after(was_feasible, alpha)
                 recalc = True
             else:
                 alpha, d1, dv_exp, dv = self.alphas[-1], dg, np.nan, np.nan
+                recalc = spoiled    # the iterate's derivatives again
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:

@@ -257,12 +257,16 @@ def test_two_threads(parity, name, comparison):
     problem = parity.problems[name]
     xs, us = parity.guesses[name]
     problem.nthreads = 2
+    problem.speculations[:] = 0, 0
     try:
         two = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(),
                                                                  max_iter=cp.MAX_ITER)
     finally:
         problem.nthreads = 1
     assert problem._programs[2] is not None      # each chunk one compiled call
+    # calc_diff started during the line search's first trials, and taken up
+    started, taken = problem.speculations
+    assert 0 < taken <= started < two.iterations
     assert two.iterations == one.iterations
     np.testing.assert_allclose(two.history["cost"], one.history["cost"], rtol=1e-10, atol=0)
     for array in ("xs", "us", "K", "k"):    # the same kernel calls in the same order
