@@ -532,7 +532,7 @@ def _diff_part(m, xnext, Fx, contact, impulse, free, address, order, xs, us, p):
 
 @kernel
 def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
-                trial, follow, spins, ratio):
+                trial, follow, spins):
     """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
     the last first: part p (row p of ``order``: its kind, its index in ``contact``,
     ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
@@ -550,11 +550,7 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
     the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
     ``order[p, 2]``, acquire loads: :func:`_trial`), until the solver takes the trial
     (``trial[TRIAL_DECISION]`` = ACCEPTED): the parts left then from the top down, as
-    above, for the backward pass that follows them.  With ``ratio`` > 0 (calc_diff's time
-    per knot over the trial's) a part starts only if the trial's knots left take as long
-    (else the worker waits for the decision: a part that ends after the trial delays
-    the parts from the top down, which a long backward pass waits for).
-    Returns FOLLOW_DROPPED when the
+    above, for the backward pass that follows them.  Returns FOLLOW_DROPPED when the
     solver dropped the trial (REJECTED), FOLLOW_WAITED - p when part p was not published
     in ``spins`` rounds of loads (the caller yields its core, then calls again from p)."""
     m, xnext, Fx = holder.item
@@ -569,14 +565,6 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
                 waited += 1
                 if waited > spins:
                     return FOLLOW_WAITED - low
-            if ratio > 0.0 and load_acquire(trial, TRIAL_DECISION) == UNDECIDED and ratio * (
-                    order[low, 2] - order[low, 3]) > xs.shape[0] - load_acquire(
-                        trial, TRIAL_PROGRESS):
-                waited = 0              # the trial ends before the part: the decision
-                while load_acquire(trial, TRIAL_DECISION) == UNDECIDED:
-                    waited += 1
-                    if waited > spins:
-                        return FOLLOW_WAITED - low
             decision = load_acquire(trial, TRIAL_DECISION)
             if decision == REJECTED:
                 return FOLLOW_DROPPED
@@ -606,7 +594,7 @@ class ChunkProgram:
     by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
     ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
     were not regular (its ``failed`` callback, :attr:`failed`, raises the error);
-    ``follow(xs, us, signal, index, trial, first, spins, ratio)``: the parts from
+    ``follow(xs, us, signal, index, trial, first, spins)``: the parts from
     ``first`` up as the trial publishes them (see :func:`_chunk_diff`)."""
 
     _no_trial = np.zeros(2, dtype=np.int64)
@@ -618,12 +606,12 @@ class ChunkProgram:
         self.entry = None
 
     def __call__(self, xs, us, signal, index):
-        return self.follow(xs, us, signal, index, self._no_trial, -1, 0, 0.0)
+        return self.follow(xs, us, signal, index, self._no_trial, -1, 0)
 
-    def follow(self, xs, us, signal, index, trial, first, spins, ratio):
+    def follow(self, xs, us, signal, index, trial, first, spins):
         arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
                                                    np.int64(index), trial, np.int64(first),
-                                                   np.int64(spins), float(ratio))
+                                                   np.int64(spins))
         if self.entry is None:
             _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
             self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call

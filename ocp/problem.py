@@ -146,9 +146,13 @@ WAIT_SPINS = 1000
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
 # (:meth:`ShootingProblem.speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
-# calc_diff's time per knot over the trial's (about 2.3 on the solo12 trot, 2.9 on the talos
-# squat), for worker 0's rule when the backward pass is the longer (see speculate)
-FOLLOW_RATIO = 2.5
+# speculate only where the backward pass (``then``) took at most this fraction of
+# calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
+# the longer and the time it gains during the trial shortens the iteration (the solo12
+# trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
+# worker busy during the trial only delays them (the talos squat: 1.0-1.1; two threads
+# over one 1.28x with speculation against 1.47x without, see :meth:`speculate`)
+SPECULATE_BACKWARD_SHARE = 0.5
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -539,7 +543,7 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
-            clock = time.thread_time()
+            began = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
@@ -547,7 +551,7 @@ class ShootingProblem:
             self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
-            own = time.thread_time() - clock    # its chunk's calc_diff
+            own = time.thread_time() - began    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
@@ -564,7 +568,7 @@ class ShootingProblem:
                 then(knot)
             self.pipeline_wait = waited
             # CPU per knot of then (the backward pass) and of the chunk's calc_diff
-            rest = time.thread_time() - clock - own - waited
+            rest = time.thread_time() - began - own - waited
             self._per_knot = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
 
         region = self._regions[n]
@@ -594,6 +598,13 @@ class ShootingProblem:
         return programs is not None and programs[0] is not None and _own_stack(
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
+    def speculation_pays(self):
+        """Whether the last parallel calc_diff's backward pass (its ``then``) took at most
+        ``SPECULATE_BACKWARD_SHARE`` of its calc_diff's CPU time per knot (False before
+        one): the solvers' rule for :meth:`speculate` (see SPECULATE_BACKWARD_SHARE)."""
+        backward, diff = self._per_knot
+        return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff
+
     def speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
         one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
@@ -620,27 +631,12 @@ class ShootingProblem:
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan)
         program, signal = self._programs[n][0], self._signals[n]
-        # when the last region's then (a backward pass) took longer per knot than
-        # calc_diff, the backward pass is the longer: worker 0 starts no part that would
-        # end after the trial (the backward pass waits for its parts from the top down);
-        # otherwise it goes on (its chunk is the longer)
-        backward, diff = self._per_knot
-        ratio = FOLLOW_RATIO if backward > diff else 0.0
-        rule = os.environ.get("FOLLOW_RULE", "")
-        if rule == "none":
-            ratio = 0.0
-        elif rule == "cpu":
-            cpu = self._regions[n].cpu
-            ratio = FOLLOW_RATIO if cpu[0] > cpu[1] else 0.0
-        elif rule == "always":
-            ratio = FOLLOW_RATIO
 
         def follow():
             first = 0
             try:
                 while True:
-                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS,
-                                            ratio)
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS)
                     if failed > FOLLOW_WAITED:
                         break
                     first = FOLLOW_WAITED - failed     # the trial is slow: give up the core

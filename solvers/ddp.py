@@ -118,8 +118,10 @@ class DDP:
     """
 
     # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
-    # while the trial is rolled out (:meth:`iterate`); False: after it (for comparisons)
-    speculative = True
+    # while the trial is rolled out (:meth:`iterate`): "auto" where the problem's last
+    # parallel calc_diff says it pays (:meth:`~geppetto.ocp.ShootingProblem.speculation_pays`),
+    # True at every line search, False never (after the trial, for comparisons)
+    speculative = "auto"
 
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
@@ -150,6 +152,9 @@ class DDP:
         self.gaps = np.zeros((N + 1, ndx))
         self.no_box = np.zeros(N, dtype=bool)
         self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
+        # line searches that took no step after a speculation had begun (the iterate's
+        # calc_diff then runs again: the speculation wrote some knots at the trial)
+        self.speculation_recalcs = 0
         self._copy_result = True        # solve(copy=...)
 
     # -- the pieces that differ along the hierarchy ------------------------------
@@ -295,9 +300,10 @@ class DDP:
             # on several threads, calc_diff at the first trial starts while it is rolled
             # out, unless no iteration could follow (the last, or a full step that would
             # converge): taken up by the next calc_diff if the trial is accepted
-            speculate = self.speculative and problem.nthreads > 1 and \
+            speculate = self.speculative is not False and problem.nthreads > 1 and \
                 iteration < max_iter and not (feasible and stop < self.th_stop) and \
-                self.forward_pass.horizon is not None
+                self.forward_pass.horizon is not None and (
+                    self.speculative is True or problem.speculation_pays())
             spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
@@ -334,6 +340,7 @@ class DDP:
             else:
                 alpha, d1, dv_exp, dv = self.alphas[-1], dg, np.nan, np.nan
                 recalc = spoiled    # the iterate's derivatives again
+                self.speculation_recalcs += spoiled
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:
