@@ -153,6 +153,8 @@ FOLLOW_SPINS = 20000
 # worker busy during the trial only delays them (the talos squat: 1.0-1.1; two threads
 # over one 1.28x with speculation against 1.47x without, see :meth:`speculate`)
 SPECULATE_BACKWARD_SHARE = 0.5
+# the weight of each new measurement in those CPU times per knot (a moving average)
+PER_KNOT_SMOOTHING = 0.25
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -319,7 +321,8 @@ class ShootingProblem:
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`speculate`)
         self.speculations = [0, 0]
-        # CPU seconds per knot of the last parallel calc_diff's then and of its calc_diff
+        # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
+        # (moving averages, see speculation_pays)
         self._per_knot = (0.0, 0.0)
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
@@ -567,9 +570,14 @@ class ShootingProblem:
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
-            # CPU per knot of then (the backward pass) and of the chunk's calc_diff
+            # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
+            # over the calls after the first (cold), for speculation_pays
             rest = time.thread_time() - began - own - waited
-            self._per_knot = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
+            measured = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
+            if self._parallel_calls[n] > 0:
+                self._per_knot = tuple(new if old == 0.0 else
+                                       old + PER_KNOT_SMOOTHING * (new - old)
+                                       for old, new in zip(self._per_knot, measured))
 
         region = self._regions[n]
         tasks = [partial(worker, i) for i in range(n - 1)]
@@ -599,9 +607,10 @@ class ShootingProblem:
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
     def speculation_pays(self):
-        """Whether the last parallel calc_diff's backward pass (its ``then``) took at most
-        ``SPECULATE_BACKWARD_SHARE`` of its calc_diff's CPU time per knot (False before
-        one): the solvers' rule for :meth:`speculate` (see SPECULATE_BACKWARD_SHARE)."""
+        """Whether the parallel calc_diffs' backward pass (their ``then``) took at most
+        ``SPECULATE_BACKWARD_SHARE`` of their calc_diff's CPU time per knot (moving
+        averages from the second call; False before it): the solvers' rule for
+        :meth:`speculate` (see SPECULATE_BACKWARD_SHARE)."""
         backward, diff = self._per_knot
         return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff
 
