@@ -245,11 +245,15 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores (one
-        thread's solve over two threads', wall clock, interleaved, best of 3 in each of 7
-        rounds, under real-time scheduling at load 8.5): solo12 trot 1.37x
-        (1.35-1.40), talos squat (BoxFDDP) 1.45x (1.44-1.49); ur5 and panda reaching
-        0.93x and 0.92x (one thread stays the default).
+        line search's one-call trial, the rollout) stay serial; where the backward pass
+        is the shorter (:meth:`speculation_pays`) the solvers start calc_diff at the
+        line search's first trial while it is rolled out (:meth:`speculate`).  Measured
+        on 2 cores (one thread's solve over two threads', wall clock, interleaved, best
+        of 3 in each of 7 rounds, each mode on its own problem, under real-time
+        scheduling at load 1.1-1.4): solo12 trot 1.41-1.44x (1.38-1.53; 1.31-1.36x
+        without the speculation), talos squat (BoxFDDP, no speculation) 1.47-1.51x
+        (1.38-1.59); earlier runs: ur5 and panda reaching 0.93x and 0.92x (one thread
+        stays the default).
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):

@@ -232,7 +232,8 @@ class DDP:
         which allocates no arrays.
 
         On ``problem.nthreads`` > 1 the first trial of a line search starts calc_diff at
-        its point while it is rolled out (:meth:`~geppetto.ocp.ShootingProblem.speculate`):
+        its point while it is rolled out, where ``speculative`` says so
+        (:meth:`~geppetto.ocp.ShootingProblem.speculate`):
         taken up by the next calc_diff when the trial is accepted, dropped otherwise (and
         when no trial is accepted calc_diff runs again at the iterate: the speculation
         wrote some knots' derivatives at the trial).  The same kernel calls on the same
