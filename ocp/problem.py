@@ -768,11 +768,6 @@ class ShootingProblem:
             cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
             # and a small top part, which the backward pass waits for first
             cut_at.add(hi - max(1, (hi - lo) // (4 * PIECES)))
-        # the parts of the plan replaced whose knots a:b stay a part keep their data (and
-        # its fused phase): a rebalancing builds only the parts whose boundaries moved
-        wholes = {id(data) for *_, data in self.phases}
-        kept = {(a, b): data for phases, _ in self._plans.get(n, ())
-                for _, a, b, data in phases if id(data) not in wholes}
         chunks = [[] for _ in range(n)]
         for model, start, stop, data in self.phases:
             cuts = sorted(b for b in cut_at if start < b < stop)
@@ -781,8 +776,8 @@ class ShootingProblem:
                 continue
             edges = [start] + cuts + [stop]
             for a, b in zip(edges[:-1], edges[1:]):
-                part = kept.get((a, b)) or self._part_data(data, start, stop, a, b)
-                chunks[chunk(a)].append((model, a, b, part))
+                chunks[chunk(a)].append((model, a, b, self._part_data(data, start, stop, a,
+                                                                      b)))
         self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
         self._bounds[n] = bounds
         with _numba_threads(1):

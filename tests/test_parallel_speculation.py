@@ -65,36 +65,3 @@ def test_no_step_accepted(trot):
     assert np.all(np.isnan(one.history["dV"]))          # no step accepted
     _assert_one_thread(one, two)
     assert started == 5 and taken == 0 and recalcs == 5
-
-
-def test_rebalance_keeps_unmoved_parts(trot):
-    """A plan rebuilt keeps the data of the parts whose knots did not move (their fused
-    phases are not built again: all of them with the same boundaries) and builds the
-    others (a boundary one knot lower); calc_diff on it is one thread's, to the bit."""
-    problem, xs, us = trot
-    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
-    problem.calc_diff(xs, us)
-    expected = {n: getattr(problem, n).copy() for n in names}
-    wholes = {id(data) for *_, data in problem.phases}
-
-    def parts():
-        return {(a, b): data for phases, _ in problem.parallel_plan(2)
-                for _, a, b, data in phases if id(data) not in wholes}
-
-    problem.nthreads = 2
-    try:
-        problem.calc_diff(xs, us)
-        before, bounds = parts(), list(problem._bounds[2])
-        problem._build_plan(2, bounds)           # the same boundaries: every part kept
-        assert before and parts().keys() == before.keys() and all(
-            data is before[key] for key, data in parts().items())
-        problem._build_plan(2, [bounds[0], bounds[1] - 1] + bounds[2:])
-        after = parts()
-        assert all(after[key] is before[key] for key in after if key in before)
-        assert any(key not in before for key in after)
-        problem.calc_diff(xs, us + 1e-3)     # every written entry elsewhere first
-        problem.calc_diff(xs, us)
-    finally:
-        problem.nthreads = 1
-    for n in names:
-        np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
