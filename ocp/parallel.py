@@ -25,16 +25,32 @@ import threading
 import time
 
 import numba
+import numpy as np
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from ..dynamics.config import kernel
 
 
-class _Worker:
-    """A daemon thread that runs one task at a time: ``start(task)`` then ``wait()``."""
+# a worker's state word (:class:`_Worker`): asleep on its lock, lingering (spinning
+# without the GIL after a task), a task posted to it while it lingered (run at once, or
+# once the line-search trial it follows is under way, :func:`linger`)
+SLEEPING, LINGERING, POSTED, POSTED_AFTER_TRIAL = 0, 1, 2, 3
+# rounds of loads a lingering worker spins before it sleeps (about 0.5 ms)
+LINGER_SPINS = 2000000
+# the weight of each task in a worker's ``off_core`` average
+OFF_CORE_SMOOTHING = 0.1
 
-    def __init__(self):
+
+class _Worker:
+    """A daemon thread that runs one task at a time: ``start(task)`` then ``wait()``.
+
+    With ``lingers`` set, after a task it spins for the next one without the GIL
+    (:func:`linger`) before it sleeps on its lock: a task posted meanwhile starts without
+    a lock hand-off (waking a sleeping thread costs the starting thread 16-22 us here,
+    the futex wake of an idle core)."""
+
+    def __init__(self, trial_signal=None):
         self._go = threading.Lock()
         self._go.acquire()
         self._done = threading.Lock()
@@ -42,33 +58,61 @@ class _Worker:
         self._task = None
         self.error = None
         self.cpu = 0.0                  # CPU seconds of the last task (its thread's)
+        # the share of its tasks' wall-clock time the thread spent off its core (moving
+        # average): the machine's other work took the core (about 0.005 with a core to
+        # itself, 0.2-0.3 beside another busy process on 2 cores)
+        self.off_core = 0.0
+        self.lingers = False
+        self.taken_lingering = 0        # tasks started while it lingered
+        # the state word, alone on its cache line, and the signal of the trial a task
+        # posted with ``after_trial`` waits for (see linger)
+        self._state = np.zeros(24, dtype=np.int64)[8:9]
+        self._trial = np.zeros(2, dtype=np.int64) if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="geppetto-horizon")
         self._thread.start()
 
     def _loop(self):
         numba.set_num_threads(1)        # the fused serial phases (thread-local setting)
+        lingering = False
         while True:
-            self._go.acquire()
+            if not (lingering and linger(self._state, self._trial, LINGER_SPINS)):
+                self._go.acquire()
             task, self._task = self._task, None
             if task is None:            # close()
                 return
             cpu = time.thread_time()
+            wall = time.perf_counter()
             try:
                 task()
             except BaseException as error:      # raised again by wait()
                 self.error = error
             self.cpu = time.thread_time() - cpu
+            wall = time.perf_counter() - wall
+            if wall > 0.0:
+                self.off_core += OFF_CORE_SMOOTHING * (max(0.0, 1.0 - self.cpu / wall)
+                                                       - self.off_core)
             task = None                 # kept, it would keep its problem alive
+            lingering = self.lingers
+            if lingering:
+                self._state[0] = LINGERING
             self._done.release()
 
-    def start(self, task):
+    def start(self, task, after_trial=False):
+        """Run ``task`` (the last one waited for); ``after_trial``: a lingering worker
+        takes the GIL once the trial it follows has published a part (the calling thread
+        is then in the compiled trial: no GIL hand-off)."""
         self._task, self.error = task, None
-        self._go.release()
+        posted = POSTED_AFTER_TRIAL if after_trial else POSTED
+        if compare_exchange_at(self._state, 0, LINGERING, posted) != LINGERING:
+            self._go.release()          # asleep (or never lingered)
+        else:
+            self.taken_lingering += 1
 
     def close(self):
+        self.lingers = False
         self._task = None
-        self._go.release()
+        self._go.release()          # a lingering worker takes it once it sleeps
 
     def wait(self):
         self._done.acquire()
@@ -84,8 +128,9 @@ class ParallelRegion:
     last region (its thread's ``time.thread_time``): the critical path is their maximum,
     the work their sum."""
 
-    def __init__(self, n):
+    def __init__(self, n, trial_signal=None):
         self.n = int(n)
+        self._trial_signal = trial_signal       # see _Worker.start(after_trial=)
         self._workers = []
         self._started = [False] * (self.n - 1)     # worker i runs a task not waited for
         self.cpu = [0.0] * self.n
@@ -94,15 +139,27 @@ class ParallelRegion:
         for worker in self._workers:
             worker.close()
 
-    def start(self, i, task):
+    def start(self, i, task, after_trial=False):
         """Start ``task`` on worker i ahead of a region (a calc_diff started during the
-        line search, :meth:`.problem.ShootingProblem.speculate`): the region's
-        ``tasks[i + 1]`` is then None, and the region waits for it.  :meth:`wait`: for
-        one started so, when no region follows."""
+        line search, :meth:`.problem.ShootingProblem.speculate`; ``after_trial``: see
+        :meth:`_Worker.start`): the region's ``tasks[i + 1]`` is then None, and the
+        region waits for it.  :meth:`wait`: for one started so, when no region follows."""
         while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker())
-        self._workers[i].start(task)
+            self._workers.append(_Worker(self._trial_signal))
+        self._workers[i].start(task, after_trial)
         self._started[i] = True
+
+    def off_core(self):
+        """The largest share of wall-clock time a worker spent off its core in its recent
+        tasks (:class:`_Worker`; 0 before any): above a few percent the machine's other
+        work takes the cores the region counts on."""
+        return max([worker.off_core for worker in self._workers], default=0.0)
+
+    def linger(self, i, lingers):
+        """Whether worker i spins for its next task after each (:class:`_Worker`)."""
+        while len(self._workers) < self.n - 1:
+            self._workers.append(_Worker(self._trial_signal))
+        self._workers[i].lingers = bool(lingers)
 
     def wait(self, i):
         """Wait for the task started on worker i by :meth:`start` (its error raised);
@@ -120,7 +177,7 @@ class ParallelRegion:
         if len(tasks) != self.n:
             raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
         while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker())
+            self._workers.append(_Worker(self._trial_signal))
         for i, (worker, task) in enumerate(zip(self._workers, tasks[1:])):
             if task is None:
                 if not self._started[i]:
@@ -265,3 +322,53 @@ def wait_below(signal, starts, knot, spins):
         if frontier < knot:
             return frontier
     return -1
+
+
+@intrinsic
+def compare_exchange(typingctx, array, index, expected, value):
+    """array[index] = value if it equals ``expected`` (one atomic operation, sequentially
+    consistent); returns the value it held (an int64 vector)."""
+    if not (_int64_vector(array) and isinstance(index, types.Integer)
+            and isinstance(expected, types.Integer) and isinstance(value, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        pointer = _item_pointer(context, builder, signature.args[0], args[0], args[1])
+        old = context.cast(builder, args[2], signature.args[2], types.int64)
+        new = context.cast(builder, args[3], signature.args[3], types.int64)
+        result = builder.cmpxchg(pointer, old, new, "seq_cst", "seq_cst")
+        return builder.extract_value(result, 0)
+    return types.int64(array, types.intp, types.int64, types.int64), codegen
+
+
+@kernel
+def compare_exchange_at(array, index, expected, value):
+    """:func:`compare_exchange` from Python."""
+    return compare_exchange(array, index, expected, value)
+
+
+@kernel
+def linger(state, trial, spins):
+    """A worker's wait for its next task after one (:class:`_Worker`), without the GIL:
+    ``state[0]`` LINGERING until a task is posted (POSTED, or POSTED_AFTER_TRIAL: then
+    also until ``trial`` shows the trial under way, its first part published or a
+    decision taken, so that the GIL the worker takes next is free); True then, the state
+    back to SLEEPING.  After ``spins`` rounds of loads without a post the state goes
+    LINGERING -> SLEEPING by a compare-exchange and False is returned (the worker sleeps
+    on its lock; a post that came first wins: True)."""
+    posted = SLEEPING
+    for _ in range(spins):
+        posted = load_acquire(state, 0)
+        if posted != LINGERING:
+            break
+    if posted == LINGERING:
+        posted = compare_exchange(state, 0, LINGERING, SLEEPING)
+        if posted == LINGERING:
+            return False
+    if posted == POSTED_AFTER_TRIAL:
+        for _ in range(spins):
+            if load_acquire(trial, TRIAL_PROGRESS) > 0 or \
+                    load_acquire(trial, TRIAL_DECISION) != UNDECIDED:
+                break
+    store_release(state, 0, SLEEPING)
+    return True

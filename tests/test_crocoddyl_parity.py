@@ -267,10 +267,11 @@ def test_two_threads(parity, name, comparison):
     assert problem._programs[2] is not None      # each chunk one compiled call
     # calc_diff started during the line search's first trials, and taken up, where the
     # backward pass is the shorter (the trot: ~0.3 of calc_diff's time per knot; talos
-    # ~0.8, SPECULATE_BACKWARD_SHARE 0.5)
+    # ~0.8, SPECULATE_BACKWARD_SHARE 0.5) and the worker has its core (on a loaded
+    # machine not: tests/test_parallel_speculation.py speculates at every line search)
     started, taken = problem.speculations
     if name == "solo12_trot":
-        assert 0 < taken <= started < two.iterations
+        assert taken <= started < two.iterations
     else:
         assert started == 0
     assert two.iterations == one.iterations

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import geppetto as gp
+from geppetto.ocp import problem as ocp_problem
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +43,17 @@ def _assert_one_thread(one, two):
                                       err_msg=array)
 
 
-def test_refused_full_steps(trot):
+@pytest.mark.parametrize("linger", [False, True])
+def test_refused_full_steps(trot, monkeypatch, linger):
     """Full steps refused (and shorter ones taken) in some iterations: the speculations
-    at those trials are dropped, the others taken up; one thread's solve to the bit."""
+    at those trials are dropped, the others taken up; one thread's solve to the bit.
+    ``linger``: worker 0 spins for its next task between speculations (as under a
+    real-time policy) and takes it from the spin."""
     problem, xs, us = trot
+    monkeypatch.setattr(ocp_problem, "_real_time", lambda: linger)
+    problem.parallel_plan(2)
+    problem._regions[2].linger(0, False)
+    problem._regions[2]._workers[0].taken_lingering = 0
     one, _, _ = _solve(problem, xs, us, 1, None, 10)
     two, (started, taken), recalcs = _solve(problem, xs, us, 2, None, 10)
     steps = np.array(one.history["step"])
@@ -53,6 +61,8 @@ def test_refused_full_steps(trot):
     assert started == one.iterations - 1 and 0 < taken < started   # the last starts none
     assert recalcs == 0                 # a step was accepted in every iteration
     _assert_one_thread(one, two)
+    worker = problem._regions[2]._workers[0]
+    assert worker.lingers == linger and (worker.taken_lingering > 0 or not linger)
 
 
 def test_no_step_accepted(trot):
