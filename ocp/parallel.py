@@ -8,7 +8,11 @@ the calling thread runs the first chunk and one persistent worker thread per oth
 runs the rest.  No Numba threading layer is involved (Numba's parallel kernels stay on
 one thread): no OpenMP threads spinning between regions, no workqueue launch, nothing to
 install; a worker waits on a lock (the kernel's futex, passive) and the region costs two
-lock hand-offs (measured 14 us for an empty region, idle machine).
+lock hand-offs (measured 14 us for an empty region, idle machine; in this 2-core VM
+waking a sleeping worker costs the starting thread 16-22 us).  Between a speculative
+calc_diff and the next (:meth:`.problem.ShootingProblem.speculate`), under a real-time
+policy, worker 0 instead lingers: it spins about 0.5 ms without the GIL (:func:`linger`)
+and a task posted meanwhile is taken by a compare-exchange of its state word.
 
 The workers set their Numba thread count to one, so that the stages they evaluate take
 the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).
@@ -59,8 +63,9 @@ class _Worker:
         self.error = None
         self.cpu = 0.0                  # CPU seconds of the last task (its thread's)
         # the share of its tasks' wall-clock time the thread spent off its core (moving
-        # average): the machine's other work took the core (about 0.005 with a core to
-        # itself, 0.2-0.3 beside another busy process on 2 cores)
+        # average): the machine's other work took the core (0.002-0.03 on the solo12
+        # trot with a core to itself, under a real-time policy; 0.02-0.17, median about
+        # 0.06, beside another busy process on 2 cores)
         self.off_core = 0.0
         self.lingers = False
         self.taken_lingering = 0        # tasks started while it lingered
