@@ -48,10 +48,11 @@ class _BackwardTail:
     """The backward pass run while a parallel calc_diff evaluates the knots below
     (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): each call with b, on
     the calling thread as soon as the knots b..N are evaluated, runs the recursion down
-    to knot s = b + 1 (the gaps of the rows it reads first) while the other thread
-    evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0 after the gaps of the
-    rows below.  The same kernel calls in the same order as one
-    :func:`.riccati.backward_pass`: the same gains, to the bit."""
+    to knot s = b + 1 (the gap of row b needs knot b - 1's prediction), and with b = 0
+    down to knot 0 (row 0's gap is x0's), while the other thread evaluates the knots
+    below; the gaps of rows s..N are then in ``gaps`` (:meth:`fill_gaps` writes the
+    others); :meth:`rest` runs knots s - 1 .. 0 after them.  The same kernel calls in
+    the same order as one :func:`.riccati.backward_pass`: the same gains, to the bit."""
 
     def __init__(self, solver, xs, us, gaps, feasible, preg):
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
@@ -60,7 +61,7 @@ class _BackwardTail:
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
-        split = min(b + 1, N)
+        split = 0 if b == 0 else min(b + 1, N)
         if self.failed >= 0 or split >= top:
             return
         if self.feasible:
@@ -70,10 +71,18 @@ class _BackwardTail:
         self.split = split
         self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
 
+    def fill_gaps(self):
+        """The gaps of the rows below the split, after calc_diff (:meth:`.ShootingProblem.gaps`
+        for those rows: no row computed twice)."""
+        if self.feasible:
+            self.gaps[:self.split] = 0.0
+        else:
+            self.problem.gaps_from(self.xs, self.gaps, 0, self.split)
+
     def rest(self):
         """The knots below the split (-1, or the knot where Quu is not positive
         definite, as :func:`.riccati.backward_pass`)."""
-        if self.failed >= 0:
+        if self.failed >= 0 or self.split == 0:
             return self.failed
         return backward_range(*self.arrays[:-1], min(self.split, self.problem.N), 0,
                               self.arrays[-1])
@@ -275,9 +284,12 @@ class DDP:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
                         return xs, us, np.nan, iteration - 1, False, status, stop
-                    problem.gaps(xs, gaps)
-                    if feasible:        # Crocoddyl's is_feasible: given, or after a full step
+                    if tail is not None:
+                        tail.fill_gaps()        # the rows the backward pass has not read
+                    elif feasible:      # Crocoddyl's is_feasible: given, or after a full step
                         gaps[:] = 0.0
+                    else:
+                        problem.gaps(xs, gaps)
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()
