@@ -344,6 +344,8 @@ class ShootingProblem:
         # by thread count: each chunk's ChunkProgram (or None when the plan has a chunk
         # that needs the phase-by-phase path), the progress signal they publish
         self._programs, self._signals = {}, {}
+        # by thread count: the first knot of each chunk of the plan (_chunk_starts, int64)
+        self._starts = {}
         # False: the chunks phase by phase from Python (for comparisons)
         self.chunk_programs = True
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
@@ -562,8 +564,7 @@ class ShootingProblem:
         from b up are ready (:func:`.parallel.wait_below`, a compiled wait without the GIL:
         no Python on the workers, no lock per part)."""
         n = self.nthreads
-        programs, signal = self._programs[n], self._signals[n]
-        starts = np.array(_chunk_starts(plan, self.N), dtype=np.int64)
+        programs, signal, starts = self._programs[n], self._signals[n], self._starts[n]
         speculation, self._speculation = self._speculation, None
         if speculation is None:         # else set when the speculation started
             self._reset_signal(n, starts)
@@ -610,16 +611,18 @@ class ShootingProblem:
             # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
             # over the calls after the first (cold), for speculation_pays
             rest = time.thread_time() - began - own - waited
-            measured = (rest / self.N, own / max(1, self.N + 1 - int(starts[-1])))
             if self._parallel_calls[n] > 0:
-                self._per_knot = tuple(new if old == 0.0 else
-                                       old + PER_KNOT_SMOOTHING * (new - old)
-                                       for old, new in zip(self._per_knot, measured))
+                backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
+                old_backward, old_diff = self._per_knot
+                self._per_knot = (
+                    backward if old_backward == 0.0 else
+                    old_backward + PER_KNOT_SMOOTHING * (backward - old_backward),
+                    diff if old_diff == 0.0 else old_diff + PER_KNOT_SMOOTHING * (diff - old_diff))
 
         region = self._regions[n]
-        tasks = [partial(worker, i) for i in range(n - 1)]
-        if speculation is not None:
-            tasks[0] = None             # worker 0 on its chunk since the trial started
+        # worker 0 on its chunk since the trial started where a speculation runs
+        tasks = [None if i == 0 and speculation is not None else partial(worker, i)
+                 for i in range(n - 1)]
         # worker 0 spins for the next speculation after this calc_diff where this one
         # took one up (the next start then costs no wake-up, see parallel._Worker), if
         # the threads run under a real-time policy (no other process takes its core)
@@ -676,8 +679,8 @@ class ShootingProblem:
         if not self.can_speculate(xs, us):
             return False
         n = self.nthreads
-        plan = self.parallel_plan(n)
-        self._reset_signal(n, np.array(_chunk_starts(plan, self.N), dtype=np.int64))
+        plan = self._plans[n]       # made by can_speculate
+        self._reset_signal(n, self._starts[n])
         trial = self.trial_signal
         trial[TRIAL_PROGRESS] = 0
         trial[TRIAL_DECISION] = UNDECIDED
@@ -824,6 +827,7 @@ class ShootingProblem:
         self._programs[n] = None if any(p is None and phases for p, phases in
                                          zip(programs, chunks)) else programs
         self._signals[n] = np.zeros(n, dtype=np.int64)
+        self._starts[n] = np.array(_chunk_starts(self._plans[n], self.N), dtype=np.int64)
 
     def _rebalance(self, n):
         """Move the chunk boundaries by the CPU time of the last region (see
