@@ -232,7 +232,6 @@ class HorizonTrial:
         """``entries``: each phase's entry (of :func:`_free_phase` or
         :func:`_contact_phase`), in ``order``; ``signal``: see :func:`_trial`."""
         self.problem = problem
-        self.signal = signal
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
                                                                           workspace, signal)
         self.holder = held(plan)

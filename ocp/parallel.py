@@ -11,8 +11,9 @@ install; a worker waits on a lock (the kernel's futex, passive) and the region c
 lock hand-offs (measured 14 us for an empty region, idle machine; in this 2-core VM
 waking a sleeping worker costs the starting thread 16-22 us).  Between a speculative
 calc_diff and the next (:meth:`.problem.ShootingProblem.speculate`), under a real-time
-policy, worker 0 instead lingers: it spins about 0.5 ms without the GIL (:func:`linger`)
-and a task posted meanwhile is taken by a compare-exchange of its state word.
+policy, worker 0 instead lingers: it spins about 0.5 ms without the GIL
+(:func:`_spin_for_task`) and a task posted meanwhile is taken by a compare-exchange of
+its state word.
 
 The workers set their Numba thread count to one, so that the stages they evaluate take
 the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).
@@ -38,7 +39,7 @@ from ..dynamics.config import kernel
 
 # a worker's state word (:class:`_Worker`): asleep on its lock, lingering (spinning
 # without the GIL after a task), a task posted to it while it lingered (run at once, or
-# once the line-search trial it follows is under way, :func:`linger`)
+# once the line-search trial it follows is under way, :func:`_spin_for_task`)
 SLEEPING, LINGERING, POSTED, POSTED_AFTER_TRIAL = 0, 1, 2, 3
 # rounds of loads a lingering worker spins before it sleeps (about 0.5 ms)
 LINGER_SPINS = 2000000
@@ -50,9 +51,9 @@ class _Worker:
     """A daemon thread that runs one task at a time: ``start(task)`` then ``wait()``.
 
     With ``lingers`` set, after a task it spins for the next one without the GIL
-    (:func:`linger`) before it sleeps on its lock: a task posted meanwhile starts without
-    a lock hand-off (waking a sleeping thread costs the starting thread 16-22 us here,
-    the futex wake of an idle core)."""
+    (:func:`_spin_for_task`) before it sleeps on its lock: a task posted meanwhile
+    starts without a lock hand-off (waking a sleeping thread costs the starting thread
+    16-22 us here, the futex wake of an idle core)."""
 
     def __init__(self, trial_signal=None):
         self._go = threading.Lock()
@@ -70,7 +71,7 @@ class _Worker:
         self.lingers = False
         self.taken_lingering = 0        # tasks started while it lingered
         # the state word, alone on its cache line, and the signal of the trial a task
-        # posted with ``after_trial`` waits for (see linger)
+        # posted with ``after_trial`` waits for (see _spin_for_task)
         self._state = np.zeros(24, dtype=np.int64)[8:9]
         self._trial = np.zeros(2, dtype=np.int64) if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
@@ -81,7 +82,7 @@ class _Worker:
         numba.set_num_threads(1)        # the fused serial phases (thread-local setting)
         lingering = False
         while True:
-            if not (lingering and linger(self._state, self._trial, LINGER_SPINS)):
+            if not (lingering and _spin_for_task(self._state, self._trial, LINGER_SPINS)):
                 self._go.acquire()
             task, self._task = self._task, None
             if task is None:            # close()
@@ -109,7 +110,7 @@ class _Worker:
         is then in the compiled trial: no GIL hand-off)."""
         self._task, self.error = task, None
         posted = POSTED_AFTER_TRIAL if after_trial else POSTED
-        if compare_exchange_at(self._state, 0, LINGERING, posted) != LINGERING:
+        if _compare_exchange_at(self._state, 0, LINGERING, posted) != LINGERING:
             self._go.release()          # asleep (or never lingered)
         else:
             self.taken_lingering += 1
@@ -144,15 +145,21 @@ class ParallelRegion:
         for worker in self._workers:
             worker.close()
 
+    def _make_workers(self):
+        """The worker threads, made at the first use."""
+        while len(self._workers) < self.n - 1:
+            self._workers.append(_Worker(self._trial_signal))
+
     def start(self, i, task, after_trial=False):
         """Start ``task`` on worker i ahead of a region (a calc_diff started during the
         line search, :meth:`.problem.ShootingProblem.speculate`; ``after_trial``: see
         :meth:`_Worker.start`): the region's ``tasks[i + 1]`` is then None, and the
         region waits for it.  :meth:`wait`: for one started so, when no region follows."""
-        while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker(self._trial_signal))
+        self._make_workers()
+        if self._started[i]:            # one started before and not waited for
+            self.wait(i)
+        self._started[i] = True         # first: waited for even if start is interrupted
         self._workers[i].start(task, after_trial)
-        self._started[i] = True
 
     def off_core(self):
         """The largest share of wall-clock time a worker spent off its core in its recent
@@ -160,10 +167,9 @@ class ParallelRegion:
         work takes the cores the region counts on."""
         return max([worker.off_core for worker in self._workers], default=0.0)
 
-    def linger(self, i, lingers):
+    def set_lingering(self, i, lingers):
         """Whether worker i spins for its next task after each (:class:`_Worker`)."""
-        while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker(self._trial_signal))
+        self._make_workers()
         self._workers[i].lingers = bool(lingers)
 
     def wait(self, i):
@@ -181,15 +187,16 @@ class ParallelRegion:
     def __call__(self, tasks):
         if len(tasks) != self.n:
             raise ValueError(f"tasks: expected {self.n}, got {len(tasks)}")
-        while len(self._workers) < self.n - 1:
-            self._workers.append(_Worker(self._trial_signal))
+        self._make_workers()
         for i, (worker, task) in enumerate(zip(self._workers, tasks[1:])):
             if task is None:
                 if not self._started[i]:
                     raise ValueError(f"tasks[{i + 1}]: None, but no task started there")
                 continue
-            worker.start(task)
+            if self._started[i]:        # one started by start() and not waited for
+                self.wait(i)
             self._started[i] = True
+            worker.start(task)
         cpu = time.thread_time()
         error = None
         try:
@@ -298,7 +305,7 @@ def load_acquire(typingctx, array, index):
 # -- a calc_diff that follows the line-search trial it evaluates -------------------------
 #
 # The one-call trial (:func:`.horizon._trial`) publishes in ``trial[TRIAL_PROGRESS]`` the
-# knot below which its rollout and costs are done (after each of its parts, a release
+# knot below which its rollout and costs are done (after each phase, a release
 # store); a worker's chunk program following it (:func:`.horizon._chunk_diff`) evaluates
 # each part once it sees the part's stop (acquire loads), stops at the next part when
 # the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED) and evaluates the
@@ -347,13 +354,25 @@ def compare_exchange(typingctx, array, index, expected, value):
 
 
 @kernel
-def compare_exchange_at(array, index, expected, value):
-    """:func:`compare_exchange` from Python."""
+def _compare_exchange_at(array, index, expected, value):
+    """:func:`compare_exchange` from Python (``index`` checked)."""
+    if index < 0 or index >= array.shape[0]:
+        raise IndexError("compare_exchange: index out of range")
     return compare_exchange(array, index, expected, value)
 
 
 @kernel
-def linger(state, trial, spins):
+def store_release_at(array, index, value):
+    """:func:`store_release` from Python (``index`` checked): the solver's decision on
+    the trial a worker follows (``trial[TRIAL_DECISION]``), published with release
+    ordering after what the calling thread wrote before it."""
+    if index < 0 or index >= array.shape[0]:
+        raise IndexError("store_release: index out of range")
+    store_release(array, index, value)
+
+
+@kernel
+def _spin_for_task(state, trial, spins):
     """A worker's wait for its next task after one (:class:`_Worker`), without the GIL:
     ``state[0]`` LINGERING until a task is posted (POSTED, or POSTED_AFTER_TRIAL: then
     also until ``trial`` shows the trial under way, its first part published or a

@@ -38,9 +38,9 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .horizon import FOLLOW_DROPPED, FOLLOW_WAITED, chunk_program, horizon_evaluation
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED, ParallelRegion,
-                       Progress, wait_below)
+from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -104,15 +104,17 @@ def _chunk_starts(plan, N):
 
 class _Speculation:
     """A calc_diff started at a line-search trial (:meth:`ShootingProblem.speculate`): the
-    trial's (xs, us), the plan it follows, the trial's wall-clock seconds."""
+    trial's (xs, us), the plan it follows and the region whose worker 0 runs it (those
+    of its thread count: waited for there even after the count changed), the trial's
+    wall-clock seconds."""
 
-    def __init__(self, xs, us, plan):
-        self.xs, self.us, self.plan = xs, us, plan
+    def __init__(self, xs, us, plan, region):
+        self.xs, self.us, self.plan, self.region = xs, us, plan, region
         self.trial_seconds = 0.0
 
-    def takes(self, xs, us):
-        """Whether a calc_diff at (xs, us) takes this speculation up."""
-        return xs is self.xs and us is self.us
+    def takes(self, xs, us, plan):
+        """Whether a calc_diff at (xs, us) by ``plan`` takes this speculation up."""
+        return xs is self.xs and us is self.us and plan is self.plan
 
 
 def _real_time():
@@ -174,7 +176,7 @@ FOLLOW_SPINS = 20000
 # calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
 # the longer and the time it gains during the trial shortens the iteration (the solo12
 # trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
-# worker busy during the trial only delays them (the talos squat: 1.0-1.1; two threads
+# worker busy during the trial only delays them (the talos squat: 0.8-1.1; two threads
 # over one 1.28x with speculation against 1.47x without, see :meth:`speculate`)
 SPECULATE_BACKWARD_SHARE = 0.5
 # the weight of each new measurement in those CPU times per knot (a moving average)
@@ -315,9 +317,7 @@ class ShootingProblem:
             raise ValueError("the terminal model's state differs from the running models'")
         self.running_models = running_models
         self.terminal_model = terminal_model
-        self.nthreads = int(nthreads)
-        if self.nthreads < 1:
-            raise ValueError(f"nthreads must be at least 1, got {nthreads}")
+        self.nthreads = nthreads
         self.N = N = len(running_models)
         self.x0 = self._validate_states(x0, "x0", single=True)
         nx, ndx, nu = self.nx, self.ndx, self.nu
@@ -464,6 +464,8 @@ class ShootingProblem:
         zero)."""
         if validate:
             xs, us = self._validate(xs, us)
+        if self._speculation is not None:       # its worker writes the same arrays
+            self.discard_speculation()
         with _numba_threads(1):
             evaluation = self._evaluation(xs, us)
             if evaluation is not None:
@@ -479,6 +481,8 @@ class ShootingProblem:
         """Total cost of (xs, us) without the dynamics (for line searches whose rollout
         already computed the predicted states ``xnext``, stored when given).
         No input checks: for solvers that built xs and us themselves."""
+        if self._speculation is not None:       # its worker writes the same arrays
+            self.discard_speculation()
         with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc_costs(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -486,6 +490,21 @@ class ShootingProblem:
         if xnext is not None:
             self.xnext[:] = xnext
         return float(self.costs.sum())
+
+    @property
+    def nthreads(self):
+        """Threads of calc_diff (:meth:`parallel_plan`); a change drops a running
+        speculation (:meth:`discard_speculation`)."""
+        return self._nthreads
+
+    @nthreads.setter
+    def nthreads(self, value):
+        count = int(value)
+        if count < 1:
+            raise ValueError(f"nthreads must be at least 1, got {value}")
+        if getattr(self, "_speculation", None) is not None:
+            self.discard_speculation()
+        self._nthreads = count
 
     def calc_diff(self, xs, us, validate=True, then=None):
         """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
@@ -510,9 +529,10 @@ class ShootingProblem:
             elif self.nthreads == 1:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
-                if self._speculation is not None and not self._speculation.takes(xs, us):
-                    self.discard_speculation()
                 plan = self.parallel_plan(self.nthreads)
+                if self._speculation is not None and not self._speculation.takes(xs, us,
+                                                                                 plan):
+                    self.discard_speculation()
                 if self._speculation is not None:       # started at this very trial
                     self.accept_speculation()
                     self.speculations[1] += 1
@@ -626,7 +646,7 @@ class ShootingProblem:
         # worker 0 spins for the next speculation after this calc_diff where this one
         # took one up (the next start then costs no wake-up, see parallel._Worker), if
         # the threads run under a real-time policy (no other process takes its core)
-        region.linger(0, speculation is not None and self.linger and _real_time())
+        region.set_lingering(0, speculation is not None and self.linger and _real_time())
         region([caller] + tasks)
         # the calling thread's wait spins: its CPU time without it, for the balance
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)
@@ -684,7 +704,7 @@ class ShootingProblem:
         trial = self.trial_signal
         trial[TRIAL_PROGRESS] = 0
         trial[TRIAL_DECISION] = UNDECIDED
-        speculation = self._speculation = _Speculation(xs, us, plan)
+        speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
         program, signal = self._programs[n][0], self._signals[n]
 
         def follow():
@@ -708,14 +728,16 @@ class ShootingProblem:
         return True
 
     def speculating(self, xs, us):
-        """Whether a calc_diff started by :meth:`speculate` at the trial (xs, us) runs."""
-        return self._speculation is not None and self._speculation.takes(xs, us)
+        """Whether a calc_diff started by :meth:`speculate` at the trial (xs, us) runs (and
+        a calc_diff there would take it up)."""
+        return self._speculation is not None and self._speculation.takes(
+            xs, us, self._plans.get(self.nthreads))
 
     def accept_speculation(self):
         """The trial of the running speculation is the next iterate: worker 0 evaluates the
         parts of its chunk left from the top down (the backward pass follows them)."""
-        if self._speculation is not None:
-            self.trial_signal[TRIAL_DECISION] = ACCEPTED
+        if self._speculation is not None and self.trial_signal[TRIAL_DECISION] != ACCEPTED:
+            store_release_at(self.trial_signal, TRIAL_DECISION, ACCEPTED)
 
     def trial_ended(self, seconds):
         """The trial the running speculation follows took ``seconds`` (wall clock): worker 0's
@@ -727,13 +749,13 @@ class ShootingProblem:
         """Drop the running speculation, if any: worker 0 stops at its next part and is
         waited for (another trial would rewrite what it reads); returns whether there
         was one (the derivative arrays of the parts it evaluated are then the trial's)."""
-        if self._speculation is None:
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:
             return False
-        self._speculation = None
-        self.trial_signal[TRIAL_DECISION] = REJECTED
+        store_release_at(self.trial_signal, TRIAL_DECISION, REJECTED)
         try:
-            self._regions[self.nthreads].wait(0)
-        except Exception:     # at a point no iterate takes: nothing to report
+            speculation.region.wait(0)
+        except Exception:     # the worker's, at a point no iterate takes: nothing to report
             pass
         return True
 
@@ -933,6 +955,8 @@ class ShootingProblem:
         reference's shape (same at every knot) or (N+1,) + that shape (knot k
         reads values[k]; the terminal knot reads values[N])."""
         values = _reference_values(values)
+        if self._speculation is not None:       # its worker reads the references
+            self.discard_speculation()
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
@@ -953,6 +977,8 @@ class ShootingProblem:
     # -- trajectories -------------------------------------------------------
     def rollout(self, us, x0=None):
         """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""
+        if self._speculation is not None:       # its worker reads the phases' data
+            self.discard_speculation()
         us = as_float_array(us, "us")
         if us.shape != (self.N, self.nu) or not np.all(np.isfinite(us)):
             raise ValueError(f"us: expected finite values of shape ({self.N}, {self.nu})")

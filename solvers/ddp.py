@@ -246,11 +246,25 @@ class DDP:
         taken up by the next calc_diff when the trial is accepted, dropped otherwise (and
         when no trial is accepted calc_diff runs again at the iterate: the speculation
         wrote some knots' derivatives at the trial).  The same kernel calls on the same
-        inputs: the same iterates and gains, to the bit."""
+        inputs: the same iterates and gains, to the bit.  Where the loop ends after such a
+        line search (no step taken, then the maximum regularization or the time limit),
+        calc_diff runs at the iterate once more: the problem's arrays (its predicted
+        states, for the result's gaps) are then the iterate's, as on one thread.  No
+        speculation where there are ``callbacks`` (they may read or write the problem's
+        arrays while worker 0 writes them)."""
         problem = self.problem
+        if not (self.speculative is True or self.speculative is False or (
+                isinstance(self.speculative, str) and self.speculative == "auto")):
+            raise ValueError("speculative: expected True, False or 'auto', got "
+                             f"{self.speculative!r}")
         self._pending_xnext = None
+        self._stale = False
         try:
-            return self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
+            outcome = self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
+            if self._stale:         # a dropped speculation wrote some knots at its trial
+                problem.discard_speculation()
+                problem.calc_diff(outcome[0], outcome[1], validate=False)
+            return outcome
         finally:
             problem.discard_speculation()
             if self._pending_xnext is not None:    # no calc_diff took the last trial up
@@ -278,6 +292,7 @@ class DDP:
                     if problem.nthreads > 1:     # the backward pass starts in calc_diff
                         tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
                     self._pending_xnext = None   # calc_diff writes every row of xnext
+                    self._stale = False
                     try:
                         cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
@@ -312,9 +327,12 @@ class DDP:
             accepted = None
             # on several threads, calc_diff at the first trial starts while it is rolled
             # out, unless no iteration could follow (the last, or a full step that would
-            # converge): taken up by the next calc_diff if the trial is accepted
+            # converge) or callbacks may touch the problem's arrays between iterations
+            # (worker 0 writes them): taken up by the next calc_diff if the trial is
+            # accepted
             speculate = self.speculative is not False and problem.nthreads > 1 and \
-                iteration < max_iter and not (feasible and stop < self.th_stop) and \
+                not callbacks and iteration < max_iter and \
+                not (feasible and stop < self.th_stop) and \
                 self.forward_pass.horizon is not None and (
                     self.speculative is True or problem.speculation_pays())
             spoiled = False     # a dropped speculation wrote some knots' derivatives
@@ -353,6 +371,7 @@ class DDP:
             else:
                 alpha, d1, dv_exp, dv = self.alphas[-1], dg, np.nan, np.nan
                 recalc = spoiled    # the iterate's derivatives again
+                self._stale = spoiled   # (at the end of iterate if the loop ends first)
                 self.speculation_recalcs += spoiled
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)

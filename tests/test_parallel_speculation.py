@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import geppetto as gp
+from geppetto.ocp import parallel as ocp_parallel
 from geppetto.ocp import problem as ocp_problem
 
 
@@ -22,13 +23,13 @@ def trot():
     return problem, xs, us
 
 
-def _solve(problem, xs, us, nthreads, alphas, max_iter):
+def _solve(problem, xs, us, nthreads, alphas, max_iter, callbacks=(), **options):
     problem.nthreads = nthreads
     problem.speculations[:] = 0, 0
     try:
-        solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP, alphas=alphas)
+        solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP, alphas=alphas, **options)
         solver.speculative = True           # at every line search (not only where it pays)
-        result = solver.solve(xs.copy(), us.copy(), max_iter=max_iter)
+        result = solver.solve(xs.copy(), us.copy(), max_iter=max_iter, callbacks=callbacks)
     finally:
         problem.nthreads = 1
     return result, list(problem.speculations), solver.speculation_recalcs
@@ -36,6 +37,7 @@ def _solve(problem, xs, us, nthreads, alphas, max_iter):
 
 def _assert_one_thread(one, two):
     assert two.iterations == one.iterations and two.status == one.status
+    assert two.gaps == one.gaps and two.cost == one.cost
     for key in ("cost", "step", "preg"):
         np.testing.assert_array_equal(two.history[key], one.history[key], err_msg=key)
     for array in ("xs", "us", "K", "k"):
@@ -51,8 +53,11 @@ def test_refused_full_steps(trot, monkeypatch, linger):
     real-time policy) and takes it from the spin."""
     problem, xs, us = trot
     monkeypatch.setattr(ocp_problem, "_real_time", lambda: linger)
+    # spins counted only while the worker runs: ~12 ms of them outlast a loaded
+    # machine's gap between two speculations (~0.5 ms by default)
+    monkeypatch.setattr(ocp_parallel, "LINGER_SPINS", 50_000_000)
     problem.parallel_plan(2)
-    problem._regions[2].linger(0, False)
+    problem._regions[2].set_lingering(0, False)
     problem._regions[2]._workers[0].taken_lingering = 0
     one, _, _ = _solve(problem, xs, us, 1, None, 10)
     two, (started, taken), recalcs = _solve(problem, xs, us, 2, None, 10)
@@ -75,3 +80,86 @@ def test_no_step_accepted(trot):
     assert np.all(np.isnan(one.history["dV"]))          # no step accepted
     _assert_one_thread(one, two)
     assert started == 5 and taken == 0 and recalcs == 5
+
+
+def test_no_step_accepted_then_maximum_regularization(trot):
+    """The loop ends right after a line search whose speculation was dropped (no step
+    taken, the regularization at its maximum): the problem's predicted states are the
+    iterate's again (calc_diff at the iterate), so the result's gaps are one thread's
+    (the refused trial's otherwise, on the knots worker 0 evaluated)."""
+    problem, xs, us = trot
+    options = dict(reg_init=1e-9, reg_min=1e-9, reg_max=1e-9)
+    one, _, _ = _solve(problem, xs, us, 1, [1.0], 6, **options)
+    two, (started, taken), recalcs = _solve(problem, xs, us, 2, [1.0], 6, **options)
+    assert one.status == "no step accepted at maximum regularization"
+    assert one.iterations == 1 and started == 1 and taken == 0 and recalcs == 1
+    _assert_one_thread(one, two)
+
+
+def test_no_speculation_with_callbacks(trot):
+    """Callbacks may read or write the problem's arrays between iterations, while worker
+    0 would write them: no speculation then."""
+    problem, xs, us = trot
+    seen = []
+
+    def callback(solver, iteration, record):
+        seen.append(solver.problem.costs.sum())
+
+    one, _, _ = _solve(problem, xs, us, 1, None, 4, callbacks=[callback])
+    two, (started, taken), _ = _solve(problem, xs, us, 2, None, 4, callbacks=[callback])
+    assert started == 0 and taken == 0
+    _assert_one_thread(one, two)
+    assert seen[:4] == seen[4:]
+
+
+def test_thread_count_change_drops_speculation(trot):
+    """A running speculation is dropped when the problem's thread count changes (worker
+    0 stopped and waited for on its own region), and calc_diff on either count is one
+    thread's afterwards."""
+    problem, xs, us = trot
+    xs, us = xs.copy(), us.copy()
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    try:
+        problem.calc_diff(xs, us, validate=False)
+        expected = {n: getattr(problem, n).copy() for n in names}
+        problem.nthreads = 2
+        problem.calc_diff(xs, us, validate=False)     # builds the plan and its programs
+        region = problem._regions[2]
+        assert problem.speculate(xs, us)
+        problem.nthreads = 1
+        assert not problem.speculating(xs, us) and not region._started[0]
+        problem.calc_diff(xs, us, validate=False)
+        problem.nthreads = 2
+        assert problem.speculate(xs, us)
+        problem.trial_signal[0] = problem.N + 1      # the trial done (TRIAL_PROGRESS)
+        problem.calc_diff(xs, us, validate=False)    # takes it up
+        assert not region._started[0]
+        for n in names:
+            np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
+    finally:
+        problem.discard_speculation()
+        problem.nthreads = 1
+
+
+def test_entry_points_drop_speculation(trot):
+    """calc, calc_costs and rollout write or read what worker 0 does: they drop a
+    running speculation first (worker 0 stopped and waited for); ``speculative`` other
+    than True, False and "auto" is refused."""
+    problem, xs, us = trot
+    xs, us = xs.copy(), us.copy()
+    problem.nthreads = 2
+    try:
+        problem.calc_diff(xs, us, validate=False)     # builds the plan and its programs
+        region = problem._regions[2]
+        for call in (lambda: problem.calc(xs, us), lambda: problem.calc_costs(xs, us),
+                     lambda: problem.rollout(np.zeros_like(us))):
+            assert problem.speculate(xs, us) and problem.speculating(xs, us)
+            call()
+            assert not problem.speculating(xs, us) and not region._started[0]
+    finally:
+        problem.discard_speculation()
+        problem.nthreads = 1
+    solver = gp.solvers.FDDP(problem)
+    solver.speculative = 1
+    with pytest.raises(ValueError, match="speculative"):
+        solver.solve(xs, us, max_iter=1)
