@@ -70,6 +70,7 @@ class _Worker:
         self.off_core = 0.0
         self.lingers = False
         self.taken_lingering = 0        # tasks started while it lingered
+        self._owed = False              # a task's end not waited for (wait interrupted)
         # the state word, alone on its cache line, and the signal of the trial a task
         # posted with ``after_trial`` waits for (see _spin_for_task)
         self._state = np.zeros(24, dtype=np.int64)[8:9]
@@ -108,6 +109,9 @@ class _Worker:
         """Run ``task`` (the last one waited for); ``after_trial``: a lingering worker
         takes the GIL once the trial it follows has published a part (the calling thread
         is then in the compiled trial: no GIL hand-off)."""
+        if self._owed:                  # the end of a task whose wait was interrupted
+            self._done.acquire()
+            self._owed = False
         self._task, self.error = task, None
         posted = POSTED_AFTER_TRIAL if after_trial else POSTED
         if _compare_exchange_at(self._state, 0, LINGERING, posted) != LINGERING:
@@ -121,7 +125,11 @@ class _Worker:
         self._go.release()          # a lingering worker takes it once it sleeps
 
     def wait(self):
-        self._done.acquire()
+        try:
+            self._done.acquire()
+        except BaseException:           # KeyboardInterrupt: the next start waits for it
+            self._owed = True
+            raise
         if self.error is not None:
             error, self.error = self.error, None
             raise error

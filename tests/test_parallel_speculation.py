@@ -4,6 +4,9 @@ taken: a full step refused (a shorter one accepted: the speculation is dropped),
 step accepted at all (the next backward pass runs on the iterate's derivatives:
 calc_diff evaluates the iterate again, the dropped speculation having written some
 knots at the trial).  The solve stays one thread's, to the bit."""
+import threading
+import time
+
 import crocoddyl_problems as cp
 import numpy as np
 import pytest
@@ -163,3 +166,36 @@ def test_entry_points_drop_speculation(trot):
     solver.speculative = 1
     with pytest.raises(ValueError, match="speculative"):
         solver.solve(xs, us, max_iter=1)
+
+
+def test_interrupted_wait_is_owed():
+    """A wait for a worker's task interrupted (KeyboardInterrupt) leaves that task's end
+    owed: the worker's next task starts after it, and the next wait is for the next
+    task (not the interrupted one's end, taken for it)."""
+    region = ocp_parallel.ParallelRegion(2)
+    first_may_end, ran = threading.Event(), []
+    region.start(0, first_may_end.wait)
+    worker = region._workers[0]
+
+    class Interrupted:
+        """The worker's lock, whose next acquire is interrupted."""
+
+        def __init__(self, lock):
+            self.lock, self.interrupt = lock, True
+
+        def acquire(self):
+            if self.interrupt:
+                self.interrupt = False
+                raise KeyboardInterrupt
+            return self.lock.acquire()
+
+        def release(self):
+            self.lock.release()
+
+    worker._done = Interrupted(worker._done)
+    with pytest.raises(KeyboardInterrupt):
+        region.wait(0)
+    first_may_end.set()
+    time.sleep(0.05)                    # the first task's end released
+    region([lambda: None, lambda: (time.sleep(0.05), ran.append(1))])
+    assert ran == [1]
