@@ -154,7 +154,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     ``holder.item`` ends with ``signal`` (int64 vector): after each phase (its rollout and
     costs, its knots' costs added to the total) ``signal[TRIAL_PROGRESS]`` = its stop, an
     atomic release store (:mod:`.parallel`): a worker evaluating calc_diff at this trial
-    follows it (:meth:`.problem.ShootingProblem.speculate`).  That calc_diff rewrites
+    follows it (:meth:`.problem.ShootingProblem._speculate`).  That calc_diff rewrites
     those knots' costs (accumulating), hence the sum as each phase ends: the same
     additions in the same order as one sum at the end."""
     m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
@@ -545,7 +545,7 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
     waiting thread stops).
 
     ``follow`` >= 0: calc_diff at a line-search trial being rolled out
-    (:meth:`.problem.ShootingProblem.speculate`): the parts from ``follow`` up, each once
+    (:meth:`.problem.ShootingProblem._speculate`): the parts from ``follow`` up, each once
     the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
     ``order[p, 2]``, acquire loads: :func:`_trial`), until the solver takes the trial
     (``trial[TRIAL_DECISION]`` = ACCEPTED): the parts left then from the top down, as

@@ -10,7 +10,7 @@ one thread): no OpenMP threads spinning between regions, no workqueue launch, no
 install; a worker waits on a lock (the kernel's futex, passive) and the region costs two
 lock hand-offs (measured 14 us for an empty region, idle machine; in this 2-core VM
 waking a sleeping worker costs the starting thread 16-22 us).  Between a speculative
-calc_diff and the next (:meth:`.problem.ShootingProblem.speculate`), under a real-time
+calc_diff and the next (:meth:`.problem.ShootingProblem._speculate`), under a real-time
 policy, worker 0 instead lingers: it spins about 0.5 ms without the GIL
 (:func:`_spin_for_task`) and a task posted meanwhile is taken by a compare-exchange of
 its state word.
@@ -160,7 +160,7 @@ class ParallelRegion:
 
     def start(self, i, task, after_trial=False):
         """Start ``task`` on worker i ahead of a region (a calc_diff started during the
-        line search, :meth:`.problem.ShootingProblem.speculate`; ``after_trial``: see
+        line search, :meth:`.problem.ShootingProblem._speculate`; ``after_trial``: see
         :meth:`_Worker.start`): the region's ``tasks[i + 1]`` is then None, and the
         region waits for it.  :meth:`wait`: for one started so, when no region follows."""
         self._make_workers()

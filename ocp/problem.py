@@ -103,7 +103,7 @@ def _chunk_starts(plan, N):
 
 
 class _Speculation:
-    """A calc_diff started at a line-search trial (:meth:`ShootingProblem.speculate`): the
+    """A calc_diff started at a line-search trial (:meth:`ShootingProblem._speculate`): the
     trial's (xs, us), the plan it follows and the region whose worker 0 runs it (those
     of its thread count: waited for there even after the count changed), the trial's
     wall-clock seconds."""
@@ -170,14 +170,14 @@ def _copy_part_references(whole, part, a, b):
 WAIT_SPINS = 1000
 
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
-# (:meth:`ShootingProblem.speculate`) before it yields its core and waits again
+# (:meth:`ShootingProblem._speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
 # speculate only where the backward pass (``then``) took at most this fraction of
 # calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
 # the longer and the time it gains during the trial shortens the iteration (the solo12
 # trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
 # worker busy during the trial only delays them (the talos squat: 0.8-1.1; two threads
-# over one 1.28x with speculation against 1.47x without, see :meth:`speculate`)
+# over one 1.28x with speculation against 1.47x without, see :meth:`_speculate`)
 SPECULATE_BACKWARD_SHARE = 0.5
 # the weight of each new measurement in those CPU times per knot (a moving average)
 PER_KNOT_SMOOTHING = 0.25
@@ -278,8 +278,8 @@ class ShootingProblem:
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
         line search's one-call trial, the rollout) stay serial; where the backward pass
-        is the shorter (:meth:`speculation_pays`) the solvers start calc_diff at the
-        line search's first trial while it is rolled out (:meth:`speculate`).  Measured
+        is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
+        line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
         on 2 cores (one thread's solve over two threads', wall clock, interleaved, best
         of 3 in each of 7 rounds, each mode on its own problem, under real-time
         scheduling at load 1.1-1.4): solo12 trot 1.41-1.44x (1.38-1.53; 1.31-1.36x
@@ -352,16 +352,16 @@ class ShootingProblem:
         self.pipeline_wait = 0.0
         # the line-search trial's progress and the solver's decision (.parallel
         # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
-        # (:meth:`speculate`), and that calc_diff while it runs
+        # (:meth:`_speculate`), and that calc_diff while it runs
         self.trial_signal = np.zeros(2, dtype=np.int64)
         self._speculation = None
-        # speculations started, and taken up by calc_diff (:meth:`speculate`)
+        # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
         # worker 0 spins between a speculation's calc_diff and the next where the threads
         # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
         # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
-        # (moving averages, see speculation_pays)
+        # (moving averages, see _speculation_pays)
         self._per_knot = (0.0, 0.0)
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
@@ -465,7 +465,7 @@ class ShootingProblem:
         if validate:
             xs, us = self._validate(xs, us)
         if self._speculation is not None:       # its worker writes the same arrays
-            self.discard_speculation()
+            self._discard_speculation()
         with _numba_threads(1):
             evaluation = self._evaluation(xs, us)
             if evaluation is not None:
@@ -482,7 +482,7 @@ class ShootingProblem:
         already computed the predicted states ``xnext``, stored when given).
         No input checks: for solvers that built xs and us themselves."""
         if self._speculation is not None:       # its worker writes the same arrays
-            self.discard_speculation()
+            self._discard_speculation()
         with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc_costs(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -494,7 +494,7 @@ class ShootingProblem:
     @property
     def nthreads(self):
         """Threads of calc_diff (:meth:`parallel_plan`); a change drops a running
-        speculation (:meth:`discard_speculation`)."""
+        speculation (:meth:`_discard_speculation`)."""
         return self._nthreads
 
     @nthreads.setter
@@ -503,7 +503,7 @@ class ShootingProblem:
         if count < 1:
             raise ValueError(f"nthreads must be at least 1, got {value}")
         if getattr(self, "_speculation", None) is not None:
-            self.discard_speculation()
+            self._discard_speculation()
         self._nthreads = count
 
     def calc_diff(self, xs, us, validate=True, then=None):
@@ -532,9 +532,9 @@ class ShootingProblem:
                 plan = self.parallel_plan(self.nthreads)
                 if self._speculation is not None and not self._speculation.takes(xs, us,
                                                                                  plan):
-                    self.discard_speculation()
+                    self._discard_speculation()
                 if self._speculation is not None:       # started at this very trial
-                    self.accept_speculation()
+                    self._accept_speculation()
                     self.speculations[1] += 1
                     self._calc_diff_programs(plan, xs, us, then)
                     self._rebalance(self.nthreads)
@@ -629,7 +629,7 @@ class ShootingProblem:
                 then(knot)
             self.pipeline_wait = waited
             # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
-            # over the calls after the first (cold), for speculation_pays
+            # over the calls after the first (cold), for _speculation_pays
             rest = time.thread_time() - began - own - waited
             if self._parallel_calls[n] > 0:
                 backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
@@ -660,8 +660,8 @@ class ShootingProblem:
         signal[n - 1] = 0
 
     # -- calc_diff during the line search ----------------------------------------------
-    def can_speculate(self, xs, us):
-        """Whether :meth:`speculate` would start at the trial (xs, us)."""
+    def _can_speculate(self, xs, us):
+        """Whether :meth:`_speculate` would start at the trial (xs, us)."""
         n = self.nthreads
         if n < 2 or not self.chunk_programs:
             return False
@@ -670,36 +670,36 @@ class ShootingProblem:
         return programs is not None and programs[0] is not None and _own_stack(
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
-    def speculation_pays(self):
+    def _speculation_pays(self):
         """Whether the parallel calc_diffs' backward pass (their ``then``) took at most
         ``SPECULATE_BACKWARD_SHARE`` of their calc_diff's CPU time per knot (moving
         averages from the second call; False before it) and their workers had their cores
-        (SPECULATE_MAX_OFF_CORE): the solvers' rule for :meth:`speculate`."""
+        (SPECULATE_MAX_OFF_CORE): the solvers' rule for :meth:`_speculate`."""
         backward, diff = self._per_knot
         region = self._regions.get(self.nthreads)
         return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff and (
             region is None or region.off_core() <= SPECULATE_MAX_OFF_CORE)
 
-    def speculate(self, xs, us):
+    def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
         one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
         phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
         parallel plan, its parts from the bottom up, each once the trial has finished
         its knots (:func:`.horizon._chunk_diff` following it, without Python or the
-        GIL); once the solver takes the trial (:meth:`accept_speculation`) the parts
+        GIL); once the solver takes the trial (:meth:`_accept_speculation`) the parts
         left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
         finds that chunk under way or done: the calling thread evaluates the last chunk
         and runs ``then`` down as worker 0 publishes its parts.  Otherwise
-        :meth:`discard_speculation` stops it at its next part (the derivative arrays of
+        :meth:`_discard_speculation` stops it at its next part (the derivative arrays of
         the parts it evaluated are then the trial's: the solver evaluates its iterate
         again).  The same kernels on the same inputs as calc_diff: the same bits.
-        Returns whether it started (:meth:`can_speculate`)."""
+        Returns whether it started (:meth:`_can_speculate`)."""
         if self._speculation is not None:
-            self.discard_speculation()
-        if not self.can_speculate(xs, us):
+            self._discard_speculation()
+        if not self._can_speculate(xs, us):
             return False
         n = self.nthreads
-        plan = self._plans[n]       # made by can_speculate
+        plan = self._plans[n]       # made by _can_speculate
         self._reset_signal(n, self._starts[n])
         trial = self.trial_signal
         trial[TRIAL_PROGRESS] = 0
@@ -727,25 +727,25 @@ class ShootingProblem:
         self.speculations[0] += 1
         return True
 
-    def speculating(self, xs, us):
-        """Whether a calc_diff started by :meth:`speculate` at the trial (xs, us) runs (and
+    def _speculating(self, xs, us):
+        """Whether a calc_diff started by :meth:`_speculate` at the trial (xs, us) runs (and
         a calc_diff there would take it up)."""
         return self._speculation is not None and self._speculation.takes(
             xs, us, self._plans.get(self.nthreads))
 
-    def accept_speculation(self):
+    def _accept_speculation(self):
         """The trial of the running speculation is the next iterate: worker 0 evaluates the
         parts of its chunk left from the top down (the backward pass follows them)."""
         if self._speculation is not None and self.trial_signal[TRIAL_DECISION] != ACCEPTED:
             store_release_at(self.trial_signal, TRIAL_DECISION, ACCEPTED)
 
-    def trial_ended(self, seconds):
+    def _trial_ended(self, seconds):
         """The trial the running speculation follows took ``seconds`` (wall clock): worker 0's
         CPU time beyond it counts for the chunk balance."""
         if self._speculation is not None:
             self._speculation.trial_seconds = seconds
 
-    def discard_speculation(self):
+    def _discard_speculation(self):
         """Drop the running speculation, if any: worker 0 stops at its next part and is
         waited for (another trial would rewrite what it reads); returns whether there
         was one (the derivative arrays of the parts it evaluated are then the trial's)."""
@@ -956,7 +956,7 @@ class ShootingProblem:
         reads values[k]; the terminal knot reads values[N])."""
         values = _reference_values(values)
         if self._speculation is not None:       # its worker reads the references
-            self.discard_speculation()
+            self._discard_speculation()
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
@@ -978,7 +978,7 @@ class ShootingProblem:
     def rollout(self, us, x0=None):
         """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""
         if self._speculation is not None:       # its worker reads the phases' data
-            self.discard_speculation()
+            self._discard_speculation()
         us = as_float_array(us, "us")
         if us.shape != (self.N, self.nu) or not np.all(np.isfinite(us)):
             raise ValueError(f"us: expected finite values of shape ({self.N}, {self.nu})")

@@ -128,7 +128,7 @@ class DDP:
 
     # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
     # while the trial is rolled out (:meth:`iterate`): "auto" where the problem's last
-    # parallel calc_diff says it pays (:meth:`~geppetto.ocp.ShootingProblem.speculation_pays`),
+    # parallel calc_diff says it pays (:meth:`~geppetto.ocp.ShootingProblem._speculation_pays`),
     # True at every line search, False never (after the trial, for comparisons)
     speculative = "auto"
 
@@ -242,7 +242,7 @@ class DDP:
 
         On ``problem.nthreads`` > 1 the first trial of a line search starts calc_diff at
         its point while it is rolled out, where ``speculative`` says so
-        (:meth:`~geppetto.ocp.ShootingProblem.speculate`):
+        (:meth:`~geppetto.ocp.ShootingProblem._speculate`):
         taken up by the next calc_diff when the trial is accepted, dropped otherwise (and
         when no trial is accepted calc_diff runs again at the iterate: the speculation
         wrote some knots' derivatives at the trial).  The same kernel calls on the same
@@ -262,11 +262,11 @@ class DDP:
         try:
             outcome = self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
             if self._stale:         # a dropped speculation wrote some knots at its trial
-                problem.discard_speculation()
+                problem._discard_speculation()
                 problem.calc_diff(outcome[0], outcome[1], validate=False)
             return outcome
         finally:
-            problem.discard_speculation()
+            problem._discard_speculation()
             if self._pending_xnext is not None:    # no calc_diff took the last trial up
                 problem.xnext[:] = self._pending_xnext
                 self._pending_xnext = None
@@ -334,18 +334,18 @@ class DDP:
                 not callbacks and iteration < max_iter and \
                 not (feasible and stop < self.th_stop) and \
                 self.forward_pass.horizon is not None and (
-                    self.speculative is True or problem.speculation_pays())
+                    self.speculative is True or problem._speculation_pays())
             spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
                     break
                 if trial_index == 0 and speculate:
-                    speculate = problem.speculate(*self.forward_pass.free_buffers(xs)[:2])
+                    speculate = problem._speculate(*self.forward_pass.free_buffers(xs)[:2])
                 trial = self.try_step(xs, us, gaps, alpha, feasible)
                 if speculate and trial_index == 0:
-                    problem.trial_ended(time.perf_counter() - tf)
+                    problem._trial_ended(time.perf_counter() - tf)
                 if trial is None:
-                    spoiled = problem.discard_speculation() or spoiled
+                    spoiled = problem._discard_speculation() or spoiled
                     continue
                 d1, d2 = self.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 dv_exp = alpha * (d1 + 0.5 * alpha * d2)
@@ -353,15 +353,15 @@ class DDP:
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
-                spoiled = problem.discard_speculation() or spoiled
+                spoiled = problem._discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
-                if problem.speculating(xs, us):
+                if problem._speculating(xs, us):
                     # its worker writes xnext's rows: the next calc_diff writes all of them
                     # (the trial's copied at the end of iterate if none comes)
-                    problem.accept_speculation()
+                    problem._accept_speculation()
                     self._pending_xnext = xnext
                 else:
                     problem.xnext[:] = xnext     # the trial's dynamics: the new gaps

@@ -72,7 +72,7 @@ class ForwardPass:
         """The one-call trial (built at the first trial, kept by the problem), or None: the
         phase-by-phase trial.  It publishes its progress phase by phase in the problem's
         ``trial_signal``, for a calc_diff started at the trial on several threads
-        (:meth:`~geppetto.ocp.ShootingProblem.speculate`).  (A trial over the parts of
+        (:meth:`~geppetto.ocp.ShootingProblem._speculate`).  (A trial over the parts of
         the parallel plan, each its own data, published finer but wrote the data that
         worker's calc_diff then read from the other core: on the solo12 trot, two
         threads over one 1.34-1.35x with it, 1.42-1.43x with the phases' own data.)"""

@@ -169,7 +169,7 @@ def test_threads_give_the_same_arrays():
 
 
 def test_speculated_calc_diff_is_calc_diff():
-    """A calc_diff started at a trial (``speculate``: worker 0 evaluates the first chunk's
+    """A calc_diff started at a trial (``_speculate``: worker 0 evaluates the first chunk's
     parts as the trial publishes its progress, here all at once) and taken up by
     calc_diff at that point gives one thread's arrays to the bit; one dropped before the
     trial published anything stops, and calc_diff elsewhere is still one thread's."""
@@ -184,19 +184,19 @@ def test_speculated_calc_diff_is_calc_diff():
         problem.nthreads = 2
         problem.calc_diff(xs, us)                # builds the plan and its programs
         problem.speculations[:] = 0, 0
-        assert problem.speculate(other, us)      # dropped: no calc_diff takes it
-        assert problem.discard_speculation() and not problem.discard_speculation()
+        assert problem._speculate(other, us)      # dropped: no calc_diff takes it
+        assert problem._discard_speculation() and not problem._discard_speculation()
         problem.calc_diff(other, us)
         np.testing.assert_array_equal(problem.Lx, one["Lx"])
         problem.Lxx[:] = np.nan
-        assert problem.speculate(xs, us)
+        assert problem._speculate(xs, us)
         problem.trial_signal[0] = problem.N + 1  # the trial done (TRIAL_PROGRESS)
         problem.calc_diff(xs, us, validate=False)
         assert problem.speculations == [2, 1]
         for n in names:
             np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
     finally:
-        problem.discard_speculation()
+        problem._discard_speculation()
         problem.nthreads = 1
 
 

@@ -1,5 +1,5 @@
 """calc_diff started during the line search's first trial on two threads (the solvers'
-``speculative``, :meth:`geppetto.ocp.ShootingProblem.speculate`) where the trial is not
+``speculative``, :meth:`geppetto.ocp.ShootingProblem._speculate`) where the trial is not
 taken: a full step refused (a shorter one accepted: the speculation is dropped), and no
 step accepted at all (the next backward pass runs on the iterate's derivatives:
 calc_diff evaluates the iterate again, the dropped speculation having written some
@@ -128,19 +128,19 @@ def test_thread_count_change_drops_speculation(trot):
         problem.nthreads = 2
         problem.calc_diff(xs, us, validate=False)     # builds the plan and its programs
         region = problem._regions[2]
-        assert problem.speculate(xs, us)
+        assert problem._speculate(xs, us)
         problem.nthreads = 1
-        assert not problem.speculating(xs, us) and not region._started[0]
+        assert not problem._speculating(xs, us) and not region._started[0]
         problem.calc_diff(xs, us, validate=False)
         problem.nthreads = 2
-        assert problem.speculate(xs, us)
+        assert problem._speculate(xs, us)
         problem.trial_signal[0] = problem.N + 1      # the trial done (TRIAL_PROGRESS)
         problem.calc_diff(xs, us, validate=False)    # takes it up
         assert not region._started[0]
         for n in names:
             np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
     finally:
-        problem.discard_speculation()
+        problem._discard_speculation()
         problem.nthreads = 1
 
 
@@ -156,11 +156,11 @@ def test_entry_points_drop_speculation(trot):
         region = problem._regions[2]
         for call in (lambda: problem.calc(xs, us), lambda: problem.calc_costs(xs, us),
                      lambda: problem.rollout(np.zeros_like(us))):
-            assert problem.speculate(xs, us) and problem.speculating(xs, us)
+            assert problem._speculate(xs, us) and problem._speculating(xs, us)
             call()
-            assert not problem.speculating(xs, us) and not region._started[0]
+            assert not problem._speculating(xs, us) and not region._started[0]
     finally:
-        problem.discard_speculation()
+        problem._discard_speculation()
         problem.nthreads = 1
     solver = gp.solvers.FDDP(problem)
     solver.speculative = 1
