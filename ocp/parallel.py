@@ -113,9 +113,14 @@ class _Worker:
             self._done.acquire()
             self._owed = False
         self._task, self.error = task, None
+        # a worker that did not linger after its last task (its state word set before
+        # the end that was waited for) sleeps on its lock: no compare-exchange
+        if self._state[0] != LINGERING:
+            self._go.release()
+            return
         posted = POSTED_AFTER_TRIAL if after_trial else POSTED
         if _compare_exchange_at(self._state, 0, LINGERING, posted) != LINGERING:
-            self._go.release()          # asleep (or never lingered)
+            self._go.release()          # asleep: its linger ended first
         else:
             self.taken_lingering += 1
 
@@ -387,7 +392,8 @@ def _spin_for_task(state, trial, spins):
     decision taken, so that the GIL the worker takes next is free); True then, the state
     back to SLEEPING.  After ``spins`` rounds of loads without a post the state goes
     LINGERING -> SLEEPING by a compare-exchange and False is returned (the worker sleeps
-    on its lock; a post that came first wins: True)."""
+    on its lock; a post that came first wins: True).  The wait for the trial is bounded
+    by ``spins`` rounds too (at most twice the linger then, ~1 ms)."""
     posted = SLEEPING
     for _ in range(spins):
         posted = load_acquire(state, 0)
