@@ -396,15 +396,94 @@ def _evaluate(holder, free, xs, us, mode):
     :class:`HorizonEvaluation`)."""
     m, kinematics, no_controls, terminal_program, address = holder.item
     running, terminal = address[0], address[1]
-    N = us.shape[0]
     for p in range(len(free)):
         start, stop, args, program = free[p].item
         call_checked(running[0, 0], running[0, 1], (xs[start:stop], us[start:stop], m, args,
                                                     mode))
         call_checked(running[1, 0], running[1, 1], (xs[start:stop], us[start:stop], program,
                                                     mode))
-    call_checked(terminal[0, 0], terminal[0, 1], (xs[N:], no_controls, kinematics, mode))
-    call_checked(terminal[1, 0], terminal[1, 1], (xs[N:], no_controls, terminal_program, mode))
+    _terminal_calls(terminal, kinematics, no_controls, terminal_program, xs, mode)
+
+
+@inline_kernel
+def _terminal_calls(address, kinematics, no_controls, program, xs, mode):
+    """The terminal knot (``xs[-1]``) in ``mode``: its kinematics pass then its cost
+    program, by the (address, key) rows ``address`` (2, 2) of _kinematics and _interpret,
+    as its :class:`~.fused.FusedPhase` runs them."""
+    N = xs.shape[0] - 1
+    call_checked(address[0, 0], address[0, 1], (xs[N:], no_controls, kinematics, mode))
+    call_checked(address[1, 0], address[1, 1], (xs[N:], no_controls, program, mode))
+
+
+@kernel
+def _terminal_knot(holder, xs, mode):
+    """The terminal knot of ``xs`` (N + 1, nx) in ``mode`` (:class:`TerminalKnot`):
+    ``holder.item`` = (its kinematics step's held arguments, its no_controls, its
+    program, the (address, key) table (2, 2) of :func:`_terminal_calls`)."""
+    kinematics, no_controls, program, address = holder.item
+    _terminal_calls(address, kinematics, no_controls, program, xs, mode)
+
+
+def _terminal_addresses(problem, terminal):
+    """The (address, key) rows (2, 2) of :func:`_terminal_calls` for ``terminal`` =
+    (kinematics, no_controls, program) on xs[N:] of the problem's stacks."""
+    kinematics, no_controls, program = terminal
+    typeof = numba.typeof
+    rows = _rows(typeof(problem.xnext))
+    return _addresses((((_kinematics, (rows, typeof(no_controls), typeof(kinematics),
+                                       types.int64)),
+                        (_interpret, (rows, typeof(no_controls), typeof(program),
+                                      types.int64))),))[0]
+
+
+class TerminalKnot:
+    """calc (CALC) or calc_diff (DIFF) of ``problem``'s terminal knot by one compiled
+    call (:func:`_terminal_knot`): ``__call__(xs, mode)``, xs (N+1, nx) float64
+    C-contiguous; the kernels its fused phase runs (:meth:`.stage.TerminalModel.calc_diff`)
+    without their dispatch from Python (the parallel calc_diff's calling thread: 1 call
+    instead of 2-3, 8 us of Python)."""
+
+    def __init__(self, problem, terminal):
+        kinematics, no_controls, program = terminal
+        address = _terminal_addresses(problem, terminal)
+        self.holder = held((kinematics, no_controls, program, address))
+        arguments = (self.holder, problem.xnext, DIFF)
+        _terminal_knot.compile(tuple(numba.typeof(a) for a in arguments))
+        self.entry = _compiled_entry(_terminal_knot, arguments)   # no dispatch per call
+
+    def __call__(self, xs, mode):
+        self.entry(self.holder, xs, mode)
+
+
+def terminal_knot(problem):
+    """A :class:`TerminalKnot` of ``problem``, or None when its terminal knot has no
+    fused phase of a kinematics pass (or none) and a program (:func:`_fused_terminal`).
+    Build it on one Numba thread."""
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    terminal = None if arrays is None else _fused_terminal(problem, arrays)
+    return None if terminal is None else TerminalKnot(problem, terminal)
+
+
+def _fused_terminal(problem, arrays):
+    """(kinematics, no_controls, program) of the terminal knot's fused phase, run the
+    same in CALC and DIFF modes (a kinematics pass on ``arrays``, or none: then a pass of
+    level 0, which copies q only), or None."""
+    terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
+    phase = fused_phase(terminal_model, terminal_data)
+    if phase is None or phase.program is None or \
+            getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+        return None
+    blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
+    if len(blocks[0]) != len(blocks[1]) or len(blocks[0]) > 1 or (blocks[0] and any(
+            a is not b for a, b in zip(blocks[0][0][:3], blocks[1][0][:3]))):
+        return None
+    if blocks[0]:
+        block, _, kinematics, _ = blocks[0][0]
+        if block is not _kinematics:
+            return None
+    else:                          # no kinematic cost: a pass of level 0 (copies q only)
+        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
+    return kinematics, terminal_data.no_controls, phase.program
 
 
 class HorizonEvaluation:
@@ -420,11 +499,10 @@ class HorizonEvaluation:
         free = _entries(entries)  # getitem compiles in every process, a minute)
         typeof = numba.typeof
         rows = _rows(typeof(problem.xnext))    # xs[start:stop], us[start:stop], xs[N:]
-        address = _addresses((
+        running = _addresses((
             ((_free_field, (rows, rows, typeof(arrays), typeof(entry[2]), types.int64)),
-             (_interpret, (rows, rows, typeof(entry[3]), types.int64))),
-            ((_kinematics, (rows, typeof(no_controls), typeof(kinematics), types.int64)),
-             (_interpret, (rows, typeof(no_controls), typeof(program), types.int64)))))
+             (_interpret, (rows, rows, typeof(entry[3]), types.int64))),))[0]
+        address = np.array([running, _terminal_addresses(problem, terminal)])
         plan = (arrays, kinematics, no_controls, program, address)
         self.address = address    # the table in the holder (the same array)
         self.holder = held(plan)
@@ -464,25 +542,12 @@ def horizon_evaluation(problem):
                for first in blocks) or blocks[0][0][2] is not blocks[1][0][2]:
             return None
         entries.append((np.int64(start), np.int64(stop), blocks[0][0][2], phase.program))
-    terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
-    phase = fused_phase(terminal_model, terminal_data)
-    if phase is None or phase.program is None or \
-            getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+    terminal = _fused_terminal(problem, arrays)
+    if terminal is None:
         return None
-    blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
-    if len(blocks[0]) != len(blocks[1]) or len(blocks[0]) > 1 or (blocks[0] and any(
-            a is not b for a, b in zip(blocks[0][0][:3], blocks[1][0][:3]))):
-        return None
-    if blocks[0]:
-        block, _, kinematics, _ = blocks[0][0]
-        if block is not _kinematics:
-            return None
-    else:                          # no kinematic cost: a pass of level 0 (copies q only)
-        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
     if any(numba.typeof(entry) != numba.typeof(entries[0]) for entry in entries):
         return None                # phases whose arguments differ in type: one by one
-    return HorizonEvaluation(problem, entries, (kinematics, terminal_data.no_controls,
-                                                          phase.program))
+    return HorizonEvaluation(problem, entries, terminal)
 
 
 # --- calc_diff of a parallel chunk's parts in one compiled call -------------------------

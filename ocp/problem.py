@@ -38,7 +38,7 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation
+from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
 from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
                        ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
@@ -563,6 +563,14 @@ class ShootingProblem:
         when a stage needs the phase-by-phase evaluation."""
         return horizon_evaluation(self)
 
+    @cached_property
+    def _terminal_knot(self):
+        """The terminal knot's calc_diff in one compiled call (:func:`.horizon.terminal_knot`)
+        for the parallel calc_diff's calling thread, or None (its fused phase from Python):
+        the same kernels, the same bits."""
+        with _numba_threads(1):
+            return terminal_knot(self)
+
     def _evaluation(self, xs, us):
         """:attr:`horizon_evaluation` when ``one_call`` is set, else None: phase by phase
         (also for (xs, us) not C-contiguous float64 stacks, the types it is compiled for).
@@ -585,6 +593,7 @@ class ShootingProblem:
         no Python on the workers, no lock per part)."""
         n = self.nthreads
         programs, signal, starts = self._programs[n], self._signals[n], self._starts[n]
+        terminal = self._terminal_knot
         speculation, self._speculation = self._speculation, None
         if speculation is None:         # else set when the speculation started
             self._reset_signal(n, starts)
@@ -609,7 +618,10 @@ class ShootingProblem:
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
-            self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+            if terminal is not None:
+                terminal(xs, DIFF)
+            else:
+                self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
             own = time.thread_time() - began    # its chunk's calc_diff
