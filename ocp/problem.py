@@ -636,12 +636,16 @@ class ShootingProblem:
             then(knot)
             waited = 0.0
             while knot > 0:
-                clock = time.thread_time()  # CPU spent spinning (a yield costs none)
-                lower = wait_below(signal, below, knot, WAIT_SPINS)
-                while lower < 0:            # the other thread is slow: give up the core
-                    os.sched_yield()
+                # knots ready already (the other thread ahead): no wait to clock (the
+                # thread's CPU clock is a system call here, ~1 us)
+                lower = wait_below(signal, below, knot, 1)
+                if lower < 0:
+                    clock = time.thread_time()  # CPU spent spinning (a yield costs none)
                     lower = wait_below(signal, below, knot, WAIT_SPINS)
-                waited += time.thread_time() - clock
+                    while lower < 0:            # the other thread is slow: give up the core
+                        os.sched_yield()
+                        lower = wait_below(signal, below, knot, WAIT_SPINS)
+                    waited += time.thread_time() - clock
                 if lower >= knot:           # a chunk failed: the region raises its error
                     break
                 knot = int(lower)
