@@ -68,8 +68,8 @@ from .dynamics import FreeDynamics
 from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_STARTED,
-                       UNDECIDED, load_acquire, store_release)
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       load_acquire, store_release)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -151,17 +151,13 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
     kernel, their code was optimized again at its compile.
 
-    ``holder.item`` ends with ``signal`` (int64 vector): ``signal[TRIAL_STARTED]`` = 1
-    first (the GIL released: a worker posted a calc_diff at this trial may take it), and
-    after each phase (its rollout and costs, its knots' costs added to the total)
-    ``signal[TRIAL_PROGRESS]`` = its stop, atomic release stores (:mod:`.parallel`): a
-    worker evaluating calc_diff at this trial follows it
-    (:meth:`.problem.ShootingProblem._speculate`).  That calc_diff rewrites
+    ``holder.item`` ends with ``signal`` (int64 vector): after each phase (its rollout and
+    costs, its knots' costs added to the total) ``signal[TRIAL_PROGRESS]`` = its stop, an
+    atomic release store (:mod:`.parallel`): a worker evaluating calc_diff at this trial
+    follows it (:meth:`.problem.ShootingProblem._speculate`).  That calc_diff rewrites
     those knots' costs (accumulating), hence the sum as each phase ends: the same
     additions in the same order as one sum at the end."""
     m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
-    if signal.shape[0] > TRIAL_STARTED:
-        store_release(signal, TRIAL_STARTED, 1)     # the GIL released (see .parallel)
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
@@ -350,7 +346,7 @@ def horizon_trial(problem, workspaces, signal=None):
     terminal knot without fused costs.  The trial publishes each phase's stop in
     ``signal`` (default: a vector of its own; see :func:`_trial`)."""
     phases = problem.phases
-    signal = np.zeros(3, dtype=np.int64) if signal is None else signal
+    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python

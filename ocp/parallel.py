@@ -74,7 +74,7 @@ class _Worker:
         # the state word, alone on its cache line, and the signal of the trial a task
         # posted with ``after_trial`` waits for (see _spin_for_task)
         self._state = np.zeros(24, dtype=np.int64)[8:9]
-        self._trial = np.zeros(3, dtype=np.int64) if trial_signal is None else trial_signal
+        self._trial = np.zeros(2, dtype=np.int64) if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="geppetto-horizon")
         self._thread.start()
@@ -322,10 +322,8 @@ def load_acquire(typingctx, array, index):
 # store); a worker's chunk program following it (:func:`.horizon._chunk_diff`) evaluates
 # each part once it sees the part's stop (acquire loads), stops at the next part when
 # the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED) and evaluates the
-# parts left from the top down once it takes it (ACCEPTED).  ``trial[TRIAL_STARTED]``:
-# nonzero once the trial runs (stored first thing in the compiled trial, the GIL then
-# released): a lingering worker posted the calc_diff takes the GIL from then on.
-TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_STARTED = 0, 1, 2
+# parts left from the top down once it takes it (ACCEPTED).
+TRIAL_PROGRESS, TRIAL_DECISION = 0, 1
 UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
 
 
@@ -390,10 +388,8 @@ def store_release_at(array, index, value):
 def _spin_for_task(state, trial, spins):
     """A worker's wait for its next task after one (:class:`_Worker`), without the GIL:
     ``state[0]`` LINGERING until a task is posted (POSTED, or POSTED_AFTER_TRIAL: then
-    also until ``trial`` shows the trial under way (TRIAL_STARTED) or a decision taken,
-    so that the GIL the worker takes next is free: the calling thread is in the
-    compiled trial, and the worker's Python overlaps the trial's first phase, the
-    first it follows); True then, the state
+    also until ``trial`` shows the trial under way, its first part published or a
+    decision taken, so that the GIL the worker takes next is free); True then, the state
     back to SLEEPING.  After ``spins`` rounds of loads without a post the state goes
     LINGERING -> SLEEPING by a compare-exchange and False is returned (the worker sleeps
     on its lock; a post that came first wins: True).  The wait for the trial is bounded
@@ -409,7 +405,7 @@ def _spin_for_task(state, trial, spins):
             return False
     if posted == POSTED_AFTER_TRIAL:
         for _ in range(spins):
-            if load_acquire(trial, TRIAL_STARTED) != 0 or \
+            if load_acquire(trial, TRIAL_PROGRESS) > 0 or \
                     load_acquire(trial, TRIAL_DECISION) != UNDECIDED:
                 break
     store_release(state, 0, SLEEPING)

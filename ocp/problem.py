@@ -38,8 +38,8 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_STARTED,
-                       UNDECIDED, ParallelRegion, Progress, store_release_at, wait_below)
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -360,7 +360,7 @@ class ShootingProblem:
         # the line-search trial's progress and the solver's decision (.parallel
         # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
         # (:meth:`_speculate`), and that calc_diff while it runs
-        self.trial_signal = np.zeros(3, dtype=np.int64)
+        self.trial_signal = np.zeros(2, dtype=np.int64)
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
@@ -725,7 +725,7 @@ class ShootingProblem:
         plan = self._plans[n]       # made by _can_speculate
         self._reset_signal(n, self._starts[n])
         trial = self.trial_signal
-        trial[TRIAL_PROGRESS] = trial[TRIAL_STARTED] = 0
+        trial[TRIAL_PROGRESS] = 0
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
         program, signal = self._programs[n][0], self._signals[n]
