@@ -12,7 +12,7 @@ kernel, :func:`_trial`:
                      the phase's cost program in TRIAL mode                  (.fused)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
-    cost = sum of the knots' costs,
+    cost = sum of the knots' costs (in order, each phase's as it ends),
     dv = -sum_t f_t . Vxx_t (x_t (-) x_t^try)   (FDDP's gap term, when asked)
 
 No Python per phase, no allocation: the same kernels, on the same arrays, as
@@ -68,7 +68,8 @@ from .dynamics import FreeDynamics
 from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
-from .parallel import store_release
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       load_acquire, store_release)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -148,13 +149,21 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     row p the (address, key) of phase p's rollout and cost program, the last row those
     of the terminal knot's kinematics pass and cost program, compiled for the types of
     these arguments (:meth:`HorizonTrial.plan`, :func:`_addresses`): linked into this
-    kernel, their code was optimized again at its compile."""
-    m, order, kinematics, no_controls, terminal_program, costs, ws = holder.item
+    kernel, their code was optimized again at its compile.
+
+    ``holder.item`` ends with ``signal`` (int64 vector): after each phase (its rollout and
+    costs, its knots' costs added to the total) ``signal[TRIAL_PROGRESS]`` = its stop, an
+    atomic release store (:mod:`.parallel`): a worker evaluating calc_diff at this trial
+    follows it (:meth:`.problem.ShootingProblem._speculate`).  That calc_diff rewrites
+    those knots' costs (accumulating), hence the sum as each phase ends: the same
+    additions in the same order as one sum at the end."""
+    m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
     xnext = outputs[2]
     N = xnext.shape[0]
     predicted = x0
+    cost, summed = 0.0, 0
     for p in range(order.shape[0]):
         failed, stop = -1, 0
         if order[p, 0] == FREE_PHASE:
@@ -167,6 +176,10 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
+        for t in range(summed, stop):
+            cost += costs[t]
+        summed = stop
+        store_release(signal, TRIAL_PROGRESS, stop)
     dx, w = ws[1][1], ws[1][2][:gaps.shape[1]]
     s4, t4, s3 = ws[3]
     trial_state(m, predicted, gaps[N], alpha, use_gaps, w, xs_try[N], s4, t4, s3)
@@ -174,8 +187,7 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     call_checked(terminal[0, 0], terminal[0, 1], (xs_try[N:], no_controls, kinematics, CALC))
     call_checked(terminal[1, 0], terminal[1, 1], (xs_try[N:], no_controls, terminal_program,
                                                   CALC))
-    cost = 0.0
-    for t in range(costs.shape[0]):
+    for t in range(summed, costs.shape[0]):
         cost += costs[t]
     dv = 0.0
     if merit_gaps:
@@ -216,12 +228,12 @@ class HorizonTrial:
     ``__call__(inputs, outputs, Vxx, merit_gaps)`` returns (failed, cost, dv) and
     leaves the knots' costs in ``problem.costs``."""
 
-    def __init__(self, problem, order, free, contact, terminal, workspace, entries):
+    def __init__(self, problem, order, free, contact, terminal, workspace, entries, signal):
         """``entries``: each phase's entry (of :func:`_free_phase` or
-        :func:`_contact_phase`), in ``order``."""
+        :func:`_contact_phase`), in ``order``; ``signal``: see :func:`_trial`."""
         self.problem = problem
         plan = (problem.phases[0][0].dynamics.arrays, order) + terminal + (problem.costs,
-                                                                          workspace)
+                                                                          workspace, signal)
         self.holder = held(plan)
         self.free, self.contact = free, contact
         self.order, self.entries, self.terminal = order, entries, terminal
@@ -327,16 +339,19 @@ def _entries(entries):
     return typed_list([held(entry) for entry in entries])
 
 
-def horizon_trial(problem, workspaces):
+def horizon_trial(problem, workspaces, signal=None):
     """A :class:`HorizonTrial` of ``problem`` (``workspaces`` the phases'
     ``trial_workspace``), or None when a stage needs the phase-by-phase trial (see
     :func:`_free_entry`, :func:`_contact_entry`), phases on different models, a
-    terminal knot without fused costs."""
+    terminal knot without fused costs.  The trial publishes each phase's stop in
+    ``signal`` (default: a vector of its own; see :func:`_trial`)."""
+    phases = problem.phases
+    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
     order, kinds = [], ([], [])
-    for (model, start, stop, data), workspace in zip(problem.phases, workspaces):
+    for (model, start, stop, data), workspace in zip(phases, workspaces):
         if getattr(model.dynamics, "arrays", None) is not arrays:
             return None
         if type(model.dynamics) is FreeDynamics:
@@ -364,7 +379,7 @@ def horizon_trial(problem, workspaces):
     entries = [kinds[kind][index] for kind, index in order]
     return HorizonTrial(problem, np.array(order, dtype=np.int64), _entries(kinds[0]),
                         _entries(kinds[1]), terminal, step_workspace(arrays, problem.nx),
-                        entries)
+                        entries, signal)
 
 
 # --- calc / calc_diff of the whole horizon in one compiled call ------------------------
@@ -381,15 +396,94 @@ def _evaluate(holder, free, xs, us, mode):
     :class:`HorizonEvaluation`)."""
     m, kinematics, no_controls, terminal_program, address = holder.item
     running, terminal = address[0], address[1]
-    N = us.shape[0]
     for p in range(len(free)):
         start, stop, args, program = free[p].item
         call_checked(running[0, 0], running[0, 1], (xs[start:stop], us[start:stop], m, args,
                                                     mode))
         call_checked(running[1, 0], running[1, 1], (xs[start:stop], us[start:stop], program,
                                                     mode))
-    call_checked(terminal[0, 0], terminal[0, 1], (xs[N:], no_controls, kinematics, mode))
-    call_checked(terminal[1, 0], terminal[1, 1], (xs[N:], no_controls, terminal_program, mode))
+    _terminal_calls(terminal, kinematics, no_controls, terminal_program, xs, mode)
+
+
+@inline_kernel
+def _terminal_calls(address, kinematics, no_controls, program, xs, mode):
+    """The terminal knot (``xs[-1]``) in ``mode``: its kinematics pass then its cost
+    program, by the (address, key) rows ``address`` (2, 2) of _kinematics and _interpret,
+    as its :class:`~.fused.FusedPhase` runs them."""
+    N = xs.shape[0] - 1
+    call_checked(address[0, 0], address[0, 1], (xs[N:], no_controls, kinematics, mode))
+    call_checked(address[1, 0], address[1, 1], (xs[N:], no_controls, program, mode))
+
+
+@kernel
+def _terminal_knot(holder, xs, mode):
+    """The terminal knot of ``xs`` (N + 1, nx) in ``mode`` (:class:`TerminalKnot`):
+    ``holder.item`` = (its kinematics step's held arguments, its no_controls, its
+    program, the (address, key) table (2, 2) of :func:`_terminal_calls`)."""
+    kinematics, no_controls, program, address = holder.item
+    _terminal_calls(address, kinematics, no_controls, program, xs, mode)
+
+
+def _terminal_addresses(problem, terminal):
+    """The (address, key) rows (2, 2) of :func:`_terminal_calls` for ``terminal`` =
+    (kinematics, no_controls, program) on xs[N:] of the problem's stacks."""
+    kinematics, no_controls, program = terminal
+    typeof = numba.typeof
+    rows = _rows(typeof(problem.xnext))
+    return _addresses((((_kinematics, (rows, typeof(no_controls), typeof(kinematics),
+                                       types.int64)),
+                        (_interpret, (rows, typeof(no_controls), typeof(program),
+                                      types.int64))),))[0]
+
+
+class TerminalKnot:
+    """calc (CALC) or calc_diff (DIFF) of ``problem``'s terminal knot by one compiled
+    call (:func:`_terminal_knot`): ``__call__(xs, mode)``, xs (N+1, nx) float64
+    C-contiguous; the kernels its fused phase runs (:meth:`.stage.TerminalModel.calc_diff`)
+    without their dispatch from Python (the parallel calc_diff's calling thread: 1 call
+    instead of 2-3, 8 us of Python)."""
+
+    def __init__(self, problem, terminal):
+        kinematics, no_controls, program = terminal
+        address = _terminal_addresses(problem, terminal)
+        self.holder = held((kinematics, no_controls, program, address))
+        arguments = (self.holder, problem.xnext, DIFF)
+        _terminal_knot.compile(tuple(numba.typeof(a) for a in arguments))
+        self.entry = _compiled_entry(_terminal_knot, arguments)   # no dispatch per call
+
+    def __call__(self, xs, mode):
+        self.entry(self.holder, xs, mode)
+
+
+def terminal_knot(problem):
+    """A :class:`TerminalKnot` of ``problem``, or None when its terminal knot has no
+    fused phase of a kinematics pass (or none) and a program (:func:`_fused_terminal`).
+    Build it on one Numba thread."""
+    arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
+    terminal = None if arrays is None else _fused_terminal(problem, arrays)
+    return None if terminal is None else TerminalKnot(problem, terminal)
+
+
+def _fused_terminal(problem, arrays):
+    """(kinematics, no_controls, program) of the terminal knot's fused phase, run the
+    same in CALC and DIFF modes (a kinematics pass on ``arrays``, or none: then a pass of
+    level 0, which copies q only), or None."""
+    terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
+    phase = fused_phase(terminal_model, terminal_data)
+    if phase is None or phase.program is None or \
+            getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+        return None
+    blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
+    if len(blocks[0]) != len(blocks[1]) or len(blocks[0]) > 1 or (blocks[0] and any(
+            a is not b for a, b in zip(blocks[0][0][:3], blocks[1][0][:3]))):
+        return None
+    if blocks[0]:
+        block, _, kinematics, _ = blocks[0][0]
+        if block is not _kinematics:
+            return None
+    else:                          # no kinematic cost: a pass of level 0 (copies q only)
+        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
+    return kinematics, terminal_data.no_controls, phase.program
 
 
 class HorizonEvaluation:
@@ -405,11 +499,10 @@ class HorizonEvaluation:
         free = _entries(entries)  # getitem compiles in every process, a minute)
         typeof = numba.typeof
         rows = _rows(typeof(problem.xnext))    # xs[start:stop], us[start:stop], xs[N:]
-        address = _addresses((
+        running = _addresses((
             ((_free_field, (rows, rows, typeof(arrays), typeof(entry[2]), types.int64)),
-             (_interpret, (rows, rows, typeof(entry[3]), types.int64))),
-            ((_kinematics, (rows, typeof(no_controls), typeof(kinematics), types.int64)),
-             (_interpret, (rows, typeof(no_controls), typeof(program), types.int64)))))
+             (_interpret, (rows, rows, typeof(entry[3]), types.int64))),))[0]
+        address = np.array([running, _terminal_addresses(problem, terminal)])
         plan = (arrays, kinematics, no_controls, program, address)
         self.address = address    # the table in the holder (the same array)
         self.holder = held(plan)
@@ -449,25 +542,12 @@ def horizon_evaluation(problem):
                for first in blocks) or blocks[0][0][2] is not blocks[1][0][2]:
             return None
         entries.append((np.int64(start), np.int64(stop), blocks[0][0][2], phase.program))
-    terminal_model, terminal_data = problem.terminal_model, problem.terminal_data
-    phase = fused_phase(terminal_model, terminal_data)
-    if phase is None or phase.program is None or \
-            getattr(getattr(terminal_model.state, "model", None), "arrays", None) is not arrays:
+    terminal = _fused_terminal(problem, arrays)
+    if terminal is None:
         return None
-    blocks = [phase.first_by_mode[mode] for mode in (CALC, DIFF)]
-    if len(blocks[0]) != len(blocks[1]) or len(blocks[0]) > 1 or (blocks[0] and any(
-            a is not b for a, b in zip(blocks[0][0][:3], blocks[1][0][:3]))):
-        return None
-    if blocks[0]:
-        block, _, kinematics, _ = blocks[0][0]
-        if block is not _kinematics:
-            return None
-    else:                          # no kinematic cost: a pass of level 0 (copies q only)
-        kinematics = kinematics_step(arrays, terminal_data.kinematics, 0).args
     if any(numba.typeof(entry) != numba.typeof(entries[0]) for entry in entries):
         return None                # phases whose arguments differ in type: one by one
-    return HorizonEvaluation(problem, entries, (kinematics, terminal_data.no_controls,
-                                                          phase.program))
+    return HorizonEvaluation(problem, entries, terminal)
 
 
 # --- calc_diff of a parallel chunk's parts in one compiled call -------------------------
@@ -476,55 +556,100 @@ CONTACT_PART, IMPULSE_PART, FREE_PART = 0, 1, 2
 _call_checked_bool = intrinsic(_checked_call(types.boolean))
 
 
-@kernel
-def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index):
-    """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
-    the last first: part p (row p of ``order``: its kind and its index in ``contact``,
-    ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
-    of that kind) runs its dynamics block then its cost program in DIFF mode, as its
-    :class:`~.fused.FusedPhase` does, by the (address, key) rows ``address[p]``; an impulse
-    part then copies its predicted states and Fx from its integrator's own arrays into the
-    problem's (``holder.item`` = (model, xnext, Fx)).  With ``index`` >= 0, after each part
-    ``signal[index]`` = its first knot (an atomic release store: its knots are ready,
-    :func:`.parallel.wait_below`).  Returns -1, or the part whose contacts were not regular
-    (``signal[-1]`` = 1 then: the waiting thread stops)."""
-    m, xnext, Fx = holder.item
-    n = order.shape[0]
-    for j in range(n):
-        p = n - 1 - j
-        kind, i = order[p, 0], order[p, 1]
-        block, costs = address[p, 0], address[p, 1]
-        start = 0
-        regular = True
-        if kind == FREE_PART:
-            if free is not None:
-                start, stop, args, program = free[i].item
-                call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args,
-                                                  DIFF))
-                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
-                                                  DIFF))
-        elif kind == CONTACT_PART:
-            if contact is not None:
-                start, stop, step, program = contact[i].item
-                regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
-                                                                  step, DIFF))
-                if regular:
-                    call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
-                                                      DIFF))
-        elif impulse is not None:
-            start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
-            regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls,
+# what :func:`_chunk_diff` returns when it follows a trial: the trial was dropped; it
+# waited ``spins`` rounds (the part to go on from is FOLLOW_WAITED - the value)
+FOLLOW_DROPPED, FOLLOW_WAITED = -2, -3
+
+
+@inline_kernel
+def _diff_part(m, xnext, Fx, contact, impulse, free, address, order, xs, us, p):
+    """calc_diff of part p of a chunk (see :func:`_chunk_diff`): (its first knot, whether
+    its contacts were regular)."""
+    kind, i = order[p, 0], order[p, 1]
+    block, costs = address[p, 0], address[p, 1]
+    start = 0
+    regular = True
+    if kind == FREE_PART:
+        if free is not None:
+            start, stop, args, program = free[i].item
+            call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args, DIFF))
+            call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program, DIFF))
+    elif kind == CONTACT_PART:
+        if contact is not None:
+            start, stop, step, program = contact[i].item
+            regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
                                                               step, DIFF))
             if regular:
-                call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
-                for t in range(start, stop):
-                    xnext[t, :] = own_xnext[t - start]
-                    Fx[t, :, :] = own_Fx[t - start]
+                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
+                                                  DIFF))
+    elif impulse is not None:
+        start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
+        regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls, step,
+                                                          DIFF))
+        if regular:
+            call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
+            for t in range(start, stop):
+                xnext[t, :] = own_xnext[t - start]
+                Fx[t, :, :] = own_Fx[t - start]
+    return start, regular
+
+
+@kernel
+def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
+                trial, follow, spins):
+    """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
+    the last first: part p (row p of ``order``: its kind, its index in ``contact``,
+    ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
+    of that kind, its stop and its start) runs its dynamics block then its cost program
+    in DIFF mode, as its :class:`~.fused.FusedPhase` does, by the (address, key) rows
+    ``address[p]``; an impulse part then copies its predicted states and Fx from its
+    integrator's own arrays into the problem's (``holder.item`` = (model, xnext, Fx)).
+    With ``index`` >= 0, after each part ``signal[index]`` = the knot from which the
+    chunk's knots are ready (an atomic release store, :func:`.parallel.wait_below`).
+    Returns -1, or the part whose contacts were not regular (``signal[-1]`` = 1 then: the
+    waiting thread stops).
+
+    ``follow`` >= 0: calc_diff at a line-search trial being rolled out
+    (:meth:`.problem.ShootingProblem._speculate`): the parts from ``follow`` up, each once
+    the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
+    ``order[p, 2]``, acquire loads: :func:`_trial`), until the solver takes the trial
+    (``trial[TRIAL_DECISION]`` = ACCEPTED): the parts left then from the top down, as
+    above, for the backward pass that follows them.  Returns FOLLOW_DROPPED when the
+    solver dropped the trial (REJECTED), FOLLOW_WAITED - p when part p was not published
+    in ``spins`` rounds of loads (the caller yields its core, then calls again from p)."""
+    m, xnext, Fx = holder.item
+    n = order.shape[0]
+    low = 0                             # the parts below are done
+    if follow >= 0:
+        low = follow
+        while low < n:
+            waited = 0
+            while load_acquire(trial, TRIAL_PROGRESS) < order[low, 2] and \
+                    load_acquire(trial, TRIAL_DECISION) == UNDECIDED:
+                waited += 1
+                if waited > spins:
+                    return FOLLOW_WAITED - low
+            decision = load_acquire(trial, TRIAL_DECISION)
+            if decision == REJECTED:
+                return FOLLOW_DROPPED
+            if decision == ACCEPTED:
+                break                   # the rest from the top down
+            start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address,
+                                        order, xs, us, low)
+            if not regular:
+                store_release(signal, signal.shape[0] - 1, 1)
+                return low
+            low += 1
+    for p in range(n - 1, low - 1, -1):
+        start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address, order,
+                                    xs, us, p)
         if not regular:
             store_release(signal, signal.shape[0] - 1, 1)
             return p
         if index >= 0:
-            store_release(signal, index, start)
+            store_release(signal, index, start if p > low else order[0, 3])
+    if index >= 0 and low == n and n > 0:
+        store_release(signal, index, order[0, 3])
     return -1
 
 
@@ -532,7 +657,11 @@ class ChunkProgram:
     """calc_diff of a chunk's parts ``phases`` [(model, start, stop, data)] of ``problem``
     by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
     ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
-    were not regular (its ``failed`` callback, :attr:`failed`, raises the error)."""
+    were not regular (its ``failed`` callback, :attr:`failed`, raises the error);
+    ``follow(xs, us, signal, index, trial, first, spins)``: the parts from
+    ``first`` up as the trial publishes them (see :func:`_chunk_diff`)."""
+
+    _no_trial = np.zeros(2, dtype=np.int64)
 
     def __init__(self, problem, order, lists, address, failed):
         self.problem = problem
@@ -541,8 +670,12 @@ class ChunkProgram:
         self.entry = None
 
     def __call__(self, xs, us, signal, index):
+        return self.follow(xs, us, signal, index, self._no_trial, -1, 0)
+
+    def follow(self, xs, us, signal, index, trial, first, spins):
         arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
-                                                   np.int64(index))
+                                                   np.int64(index), trial, np.int64(first),
+                                                   np.int64(spins))
         if self.entry is None:
             _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
             self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call
@@ -591,7 +724,7 @@ def chunk_program(problem, phases):
             controls = typeof(no_controls)
         else:
             return None
-        order.append((kind, len(entries[kind])))
+        order.append((kind, len(entries[kind]), stop, start))
         entries[kind].append(entry)
         calls.append((call, (_interpret, (rows_x, controls, typeof(program), types.int64))))
         failed.append(fail)

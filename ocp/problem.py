@@ -25,10 +25,10 @@ out).  The padding of a warm start is ignored (set to zero).
 from bisect import bisect_right
 import os
 import time
-from contextlib import contextmanager
 from functools import cached_property, partial
 
 import numba
+import numba.np.ufunc.parallel as _numba_parallel
 import numpy as np
 
 from ..dynamics.config import kernel, num_threads
@@ -37,25 +37,45 @@ from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .horizon import chunk_program, horizon_evaluation
-from .parallel import ParallelRegion, Progress, wait_below
+from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
+                       ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
 from .trial import free_rollout
 
 
-@contextmanager
-def _numba_threads(n):
-    """Run the enclosed kernels on n Numba threads (restored afterwards)."""
-    previous = num_threads()
-    if n != previous:
+def _set_num_threads(n):
+    """``numba.set_num_threads(n)`` for a count n known valid (1, or one read from
+    :func:`num_threads`): once the threading layer is up, its setting of the calling
+    thread alone (Numba's function first takes the layer's launch lock and checks the
+    count: 1.6 us against 0.3 us, twice per parallel calc_diff)."""
+    if getattr(_numba_parallel, "_is_initialized", False):
+        _numba_parallel._set_num_threads(n)
+    else:
         numba.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if n != previous:
-            numba.set_num_threads(previous)
+
+
+class _numba_threads:
+    """Run the enclosed kernels on n Numba threads (restored afterwards).  A class: the
+    generator-based context manager it replaces cost 2.0 us per use with a switch, this
+    one 1.2 us (each calc_diff on several threads makes one)."""
+
+    __slots__ = ("n", "previous")
+
+    def __init__(self, n):
+        self.n = n
+
+    def __enter__(self):
+        self.previous = num_threads()
+        if self.n != self.previous:
+            _set_num_threads(self.n)
+
+    def __exit__(self, *exception):
+        if self.n != self.previous:
+            _set_num_threads(self.previous)
+        return False
 
 
 @kernel
@@ -87,6 +107,33 @@ def _chunk_starts(plan, N):
         phases = plan[i][0]
         starts[i] = phases[0][1] if phases else (starts[i + 1] if i + 1 < len(plan) else N)
     return starts
+
+
+class _Speculation:
+    """A calc_diff started at a line-search trial (:meth:`ShootingProblem._speculate`): the
+    trial's (xs, us), the plan it follows and the region whose worker 0 runs it (those
+    of its thread count: waited for there even after the count changed), the trial's
+    wall-clock seconds."""
+
+    def __init__(self, xs, us, plan, region):
+        self.xs, self.us, self.plan, self.region = xs, us, plan, region
+        self.trial_seconds = 0.0
+
+    def takes(self, xs, us, plan):
+        """Whether a calc_diff at (xs, us) by ``plan`` takes this speculation up."""
+        return xs is self.xs and us is self.us and plan is self.plan
+
+
+def _real_time():
+    """Whether the calling thread runs under a real-time policy (SCHED_FIFO, SCHED_RR:
+    ``chrt``; the threads it starts inherit it): no other process's work takes its core,
+    so a worker spinning for its next task costs nothing.  Measured on the solo12 trot
+    (2 cores, two threads over one, interleaved, 5-7 rounds): under ``chrt -f 1`` a
+    lingering worker 1.39-1.49x against 1.34-1.45x without it (the speculation's start
+    10.6 us instead of 26 us on the calling thread, 16 us of it the futex wake-up of a
+    sleeping thread); without it, beside another busy process, 0.83x against 0.88x."""
+    policy = getattr(os, "sched_getscheduler", None)
+    return policy is not None and policy(0) in (os.SCHED_FIFO, os.SCHED_RR)
 
 
 def _own_stack(array, shape):
@@ -128,6 +175,25 @@ def _copy_part_references(whole, part, a, b):
 # rounds of loads of the calling thread's compiled wait for the other chunks' parts before
 # it yields its core (os.sched_yield) and waits again (a round is a few acquire loads)
 WAIT_SPINS = 1000
+
+# rounds of loads of worker 0's compiled wait for the next part of the trial it follows
+# (:meth:`ShootingProblem._speculate`) before it yields its core and waits again
+FOLLOW_SPINS = 20000
+# speculate only where the backward pass (``then``) took at most this fraction of
+# calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
+# the longer and the time it gains during the trial shortens the iteration (the solo12
+# trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
+# worker busy during the trial only delays them (the talos squat: 0.8-1.1; two threads
+# over one 1.28x with speculation against 1.47x without, see :meth:`_speculate`)
+SPECULATE_BACKWARD_SHARE = 0.5
+# the weight of each new measurement in those CPU times per knot (a moving average)
+PER_KNOT_SMOOTHING = 0.25
+# nor where the worker threads spend more than this share of their tasks' wall-clock
+# time off their core (ParallelRegion.off_core: the machine's other work takes it): a
+# worker busy during the trial, or spinning for the next one, then delays the calling
+# thread (the trot beside another busy process on 2 cores: two threads over one 0.72x
+# with speculation and lingering, 0.88x with speculation, 0.91x without)
+SPECULATE_MAX_OFF_CORE = 0.05
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -218,11 +284,15 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial.  Measured on 2 cores (one
-        thread's solve over two threads', wall clock, interleaved, best of 3 in each of 7
-        rounds, under real-time scheduling at load 8.5): solo12 trot 1.37x
-        (1.35-1.40), talos squat (BoxFDDP) 1.45x (1.44-1.49); ur5 and panda reaching
-        0.93x and 0.92x (one thread stays the default).
+        line search's one-call trial, the rollout) stay serial; where the backward pass
+        is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
+        line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
+        on 2 cores (one thread's solve over two threads', wall clock, interleaved, best
+        of 3 in each of 7 rounds, each mode on its own problem, under real-time
+        scheduling at load 1.1-1.4): solo12 trot 1.41-1.44x (1.38-1.53; 1.31-1.36x
+        without the speculation), talos squat (BoxFDDP, no speculation) 1.47-1.51x
+        (1.38-1.59); earlier runs: ur5 and panda reaching 0.93x and 0.92x (one thread
+        stays the default).
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
@@ -254,9 +324,7 @@ class ShootingProblem:
             raise ValueError("the terminal model's state differs from the running models'")
         self.running_models = running_models
         self.terminal_model = terminal_model
-        self.nthreads = int(nthreads)
-        if self.nthreads < 1:
-            raise ValueError(f"nthreads must be at least 1, got {nthreads}")
+        self.nthreads = nthreads
         self.N = N = len(running_models)
         self.x0 = self._validate_states(x0, "x0", single=True)
         nx, ndx, nu = self.nx, self.ndx, self.nu
@@ -283,10 +351,25 @@ class ShootingProblem:
         # by thread count: each chunk's ChunkProgram (or None when the plan has a chunk
         # that needs the phase-by-phase path), the progress signal they publish
         self._programs, self._signals = {}, {}
+        # by thread count: the first knot of each chunk of the plan (_chunk_starts, int64)
+        self._starts = {}
         # False: the chunks phase by phase from Python (for comparisons)
         self.chunk_programs = True
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
+        # the line-search trial's progress and the solver's decision (.parallel
+        # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
+        # (:meth:`_speculate`), and that calc_diff while it runs
+        self.trial_signal = np.zeros(2, dtype=np.int64)
+        self._speculation = None
+        # speculations started, and taken up by calc_diff (:meth:`_speculate`)
+        self.speculations = [0, 0]
+        # worker 0 spins between a speculation's calc_diff and the next where the threads
+        # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
+        self.linger = True
+        # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
+        # (moving averages, see _speculation_pays)
+        self._per_knot = (0.0, 0.0)
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -388,6 +471,8 @@ class ShootingProblem:
         zero)."""
         if validate:
             xs, us = self._validate(xs, us)
+        if self._speculation is not None:       # its worker writes the same arrays
+            self._discard_speculation()
         with _numba_threads(1):
             evaluation = self._evaluation(xs, us)
             if evaluation is not None:
@@ -403,6 +488,8 @@ class ShootingProblem:
         """Total cost of (xs, us) without the dynamics (for line searches whose rollout
         already computed the predicted states ``xnext``, stored when given).
         No input checks: for solvers that built xs and us themselves."""
+        if self._speculation is not None:       # its worker writes the same arrays
+            self._discard_speculation()
         with _numba_threads(1):
             for model, start, stop, data in self.phases:
                 model.calc_costs(data, xs[start:stop], self._controls(us, model, start, stop))
@@ -410,6 +497,21 @@ class ShootingProblem:
         if xnext is not None:
             self.xnext[:] = xnext
         return float(self.costs.sum())
+
+    @property
+    def nthreads(self):
+        """Threads of calc_diff (:meth:`parallel_plan`); a change drops a running
+        speculation (:meth:`_discard_speculation`)."""
+        return self._nthreads
+
+    @nthreads.setter
+    def nthreads(self, value):
+        count = int(value)
+        if count < 1:
+            raise ValueError(f"nthreads must be at least 1, got {value}")
+        if getattr(self, "_speculation", None) is not None:
+            self._discard_speculation()
+        self._nthreads = count
 
     def calc_diff(self, xs, us, validate=True, then=None):
         """Fill Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, costs and xnext at (xs, us); returns the cost.
@@ -435,6 +537,15 @@ class ShootingProblem:
                 self._calc_diff_chunk(self.phases, True, xs, us, then)
             else:
                 plan = self.parallel_plan(self.nthreads)
+                if self._speculation is not None and not self._speculation.takes(xs, us,
+                                                                                 plan):
+                    self._discard_speculation()
+                if self._speculation is not None:       # started at this very trial
+                    self._accept_speculation()
+                    self.speculations[1] += 1
+                    self._calc_diff_programs(plan, xs, us, then)
+                    self._rebalance(self.nthreads)
+                    return float(self.costs.sum())
                 if self.chunk_programs and self._programs[self.nthreads] is not None and _own_stack(
                         xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu)):
                     self._calc_diff_programs(plan, xs, us, then)
@@ -459,6 +570,14 @@ class ShootingProblem:
         when a stage needs the phase-by-phase evaluation."""
         return horizon_evaluation(self)
 
+    @cached_property
+    def _terminal_knot(self):
+        """The terminal knot's calc_diff in one compiled call (:func:`.horizon.terminal_knot`)
+        for the parallel calc_diff's calling thread, or None (its fused phase from Python):
+        the same kernels, the same bits."""
+        with _numba_threads(1):
+            return terminal_knot(self)
+
     def _evaluation(self, xs, us):
         """:attr:`horizon_evaluation` when ``one_call`` is set, else None: phase by phase
         (also for (xs, us) not C-contiguous float64 stacks, the types it is compiled for).
@@ -480,10 +599,11 @@ class ShootingProblem:
         from b up are ready (:func:`.parallel.wait_below`, a compiled wait without the GIL:
         no Python on the workers, no lock per part)."""
         n = self.nthreads
-        programs, signal = self._programs[n], self._signals[n]
-        starts = np.array(_chunk_starts(plan, self.N), dtype=np.int64)
-        signal[:n - 1] = starts[1:]
-        signal[n - 1] = 0
+        programs, signal, starts = self._programs[n], self._signals[n], self._starts[n]
+        terminal = self._terminal_knot
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:         # else set when the speculation started
+            self._reset_signal(n, starts)
         below = starts[:n - 1]
         self.pipeline_wait = 0.0
 
@@ -500,33 +620,167 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
+            began = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
-            self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
+            if terminal is not None:
+                terminal(xs, DIFF)
+            else:
+                self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
+            own = time.thread_time() - began    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
             while knot > 0:
-                clock = time.thread_time()  # CPU spent spinning (a yield costs none)
-                lower = wait_below(signal, below, knot, WAIT_SPINS)
-                while lower < 0:            # the other thread is slow: give up the core
-                    os.sched_yield()
+                # knots ready already (the other thread ahead): no wait to clock (the
+                # thread's CPU clock is a system call here, ~1 us)
+                lower = wait_below(signal, below, knot, 1)
+                if lower < 0:
+                    clock = time.thread_time()  # CPU spent spinning (a yield costs none)
                     lower = wait_below(signal, below, knot, WAIT_SPINS)
-                waited += time.thread_time() - clock
+                    while lower < 0:            # the other thread is slow: give up the core
+                        os.sched_yield()
+                        lower = wait_below(signal, below, knot, WAIT_SPINS)
+                    waited += time.thread_time() - clock
                 if lower >= knot:           # a chunk failed: the region raises its error
                     break
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
+            # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
+            # over the calls after the first (cold), for _speculation_pays
+            rest = time.thread_time() - began - own - waited
+            if self._parallel_calls[n] > 0:
+                backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
+                old_backward, old_diff = self._per_knot
+                self._per_knot = (
+                    backward if old_backward == 0.0 else
+                    old_backward + PER_KNOT_SMOOTHING * (backward - old_backward),
+                    diff if old_diff == 0.0 else old_diff + PER_KNOT_SMOOTHING * (diff - old_diff))
 
         region = self._regions[n]
-        region([caller] + [partial(worker, i) for i in range(n - 1)])
+        # worker 0 on its chunk since the trial started where a speculation runs
+        tasks = [None if i == 0 and speculation is not None else partial(worker, i)
+                 for i in range(n - 1)]
+        # worker 0 spins for the next speculation after this calc_diff where this one
+        # took one up (the next start then costs no wake-up, see parallel._Worker), if
+        # the threads run under a real-time policy (no other process takes its core)
+        region.set_lingering(0, speculation is not None and self.linger and _real_time())
+        region([caller] + tasks)
         # the calling thread's wait spins: its CPU time without it, for the balance
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)
+        if speculation is not None:     # worker 0's work after the trial, for the balance
+            region.cpu[1] = max(0.0, region.cpu[1] - speculation.trial_seconds)
+
+    def _reset_signal(self, n, starts):
+        """The chunks' progress signal before a region: nothing evaluated, no failure."""
+        signal = self._signals[n]
+        signal[:n - 1] = starts[1:]
+        signal[n - 1] = 0
+
+    # -- calc_diff during the line search ----------------------------------------------
+    def _can_speculate(self, xs, us):
+        """Whether :meth:`_speculate` would start at the trial (xs, us)."""
+        n = self.nthreads
+        if n < 2 or not self.chunk_programs:
+            return False
+        self.parallel_plan(n)
+        programs = self._programs[n]
+        return programs is not None and programs[0] is not None and _own_stack(
+            xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
+
+    def _speculation_pays(self):
+        """Whether the parallel calc_diffs' backward pass (their ``then``) took at most
+        ``SPECULATE_BACKWARD_SHARE`` of their calc_diff's CPU time per knot (moving
+        averages from the second call; False before it) and their workers had their cores
+        (SPECULATE_MAX_OFF_CORE): the solvers' rule for :meth:`_speculate`."""
+        backward, diff = self._per_knot
+        region = self._regions.get(self.nthreads)
+        return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff and (
+            region is None or region.off_core() <= SPECULATE_MAX_OFF_CORE)
+
+    def _speculate(self, xs, us):
+        """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
+        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
+        phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
+        parallel plan, its parts from the bottom up, each once the trial has finished
+        its knots (:func:`.horizon._chunk_diff` following it, without Python or the
+        GIL); once the solver takes the trial (:meth:`_accept_speculation`) the parts
+        left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
+        finds that chunk under way or done: the calling thread evaluates the last chunk
+        and runs ``then`` down as worker 0 publishes its parts.  Otherwise
+        :meth:`_discard_speculation` stops it at its next part (the derivative arrays of
+        the parts it evaluated are then the trial's: the solver evaluates its iterate
+        again).  The same kernels on the same inputs as calc_diff: the same bits.
+        Returns whether it started (:meth:`_can_speculate`)."""
+        if self._speculation is not None:
+            self._discard_speculation()
+        if not self._can_speculate(xs, us):
+            return False
+        n = self.nthreads
+        plan = self._plans[n]       # made by _can_speculate
+        self._reset_signal(n, self._starts[n])
+        trial = self.trial_signal
+        trial[TRIAL_PROGRESS] = 0
+        trial[TRIAL_DECISION] = UNDECIDED
+        speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
+        program, signal = self._programs[n][0], self._signals[n]
+
+        def follow():
+            first = 0
+            try:
+                while True:
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS)
+                    if failed > FOLLOW_WAITED:
+                        break
+                    first = FOLLOW_WAITED - failed     # the trial is slow: give up the core
+                    os.sched_yield()
+            except BaseException:
+                signal[n - 1] = 1
+                raise
+            if failed >= 0:
+                program.failed[failed]()        # raises
+                raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
+
+        self._regions[n].start(0, follow, after_trial=True)
+        self.speculations[0] += 1
+        return True
+
+    def _speculating(self, xs, us):
+        """Whether a calc_diff started by :meth:`_speculate` at the trial (xs, us) runs (and
+        a calc_diff there would take it up)."""
+        return self._speculation is not None and self._speculation.takes(
+            xs, us, self._plans.get(self.nthreads))
+
+    def _accept_speculation(self):
+        """The trial of the running speculation is the next iterate: worker 0 evaluates the
+        parts of its chunk left from the top down (the backward pass follows them)."""
+        if self._speculation is not None and self.trial_signal[TRIAL_DECISION] != ACCEPTED:
+            store_release_at(self.trial_signal, TRIAL_DECISION, ACCEPTED)
+
+    def _trial_ended(self, seconds):
+        """The trial the running speculation follows took ``seconds`` (wall clock): worker 0's
+        CPU time beyond it counts for the chunk balance."""
+        if self._speculation is not None:
+            self._speculation.trial_seconds = seconds
+
+    def _discard_speculation(self):
+        """Drop the running speculation, if any: worker 0 stops at its next part and is
+        waited for (another trial would rewrite what it reads); returns whether there
+        was one (the derivative arrays of the parts it evaluated are then the trial's)."""
+        speculation, self._speculation = self._speculation, None
+        if speculation is None:
+            return False
+        store_release_at(self.trial_signal, TRIAL_DECISION, REJECTED)
+        try:
+            speculation.region.wait(0)
+        except Exception:     # the worker's, at a point no iterate takes: nothing to report
+            pass
+        return True
 
     def _calc_diff_chunk(self, phases, terminal, xs, us, then=None, progress=None, index=0):
         """calc_diff of ``phases`` [(model, start, stop, data)], and of the terminal knot
@@ -585,7 +839,7 @@ class ShootingProblem:
         depend on the boundaries: every knot is evaluated by the same kernels."""
         if n not in self._plans:
             self._build_plan(n, [round(i * (self.N + 1) / n) for i in range(n + 1)])
-            self._regions[n] = ParallelRegion(n)
+            self._regions[n] = ParallelRegion(n, self.trial_signal)
             self._parallel_calls[n] = 0
         return self._plans[n]
 
@@ -618,6 +872,7 @@ class ShootingProblem:
         self._programs[n] = None if any(p is None and phases for p, phases in
                                          zip(programs, chunks)) else programs
         self._signals[n] = np.zeros(n, dtype=np.int64)
+        self._starts[n] = np.array(_chunk_starts(self._plans[n], self.N), dtype=np.int64)
 
     def _rebalance(self, n):
         """Move the chunk boundaries by the CPU time of the last region (see
@@ -681,14 +936,16 @@ class ShootingProblem:
         return out
 
     def gaps_from(self, xs, out, first, stop=None):
-        """Rows first..stop - 1 of the gaps (:meth:`gaps`) into ``out``, 1 <= first,
-        stop <= N + 1 (default N + 1; all rows where the state is not a multibody's)."""
+        """Rows first..stop - 1 of the gaps (:meth:`gaps`) into ``out``, 0 <= first,
+        stop <= N + 1 (default N + 1; all rows where the state is not a multibody's):
+        the same kernel on the same pairs as :meth:`gaps`, the same bits."""
         stop = self.N + 1 if stop is None else stop
         if first >= stop:
             return out
         if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
                 and _own_stack(out, (self.N + 1, self.ndx)):
-            _multibody_gaps(model_ref(self.state.model), self.xnext[first - 1],
+            _multibody_gaps(model_ref(self.state.model),
+                            self.x0 if first == 0 else self.xnext[first - 1],
                             self.xnext[first:stop - 1], xs[first:stop], out[first:stop],
                             self._lie_scratch)
             return out
@@ -721,6 +978,8 @@ class ShootingProblem:
         reference's shape (same at every knot) or (N+1,) + that shape (knot k
         reads values[k]; the terminal knot reads values[N])."""
         values = _reference_values(values)
+        if self._speculation is not None:       # its worker reads the references
+            self._discard_speculation()
         found = False
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
@@ -741,6 +1000,8 @@ class ShootingProblem:
     # -- trajectories -------------------------------------------------------
     def rollout(self, us, x0=None):
         """xs (N+1, nx) from x0 applying us: one sequential kernel per phase."""
+        if self._speculation is not None:       # its worker reads the phases' data
+            self._discard_speculation()
         us = as_float_array(us, "us")
         if us.shape != (self.N, self.nu) or not np.all(np.isfinite(us)):
             raise ValueError(f"us: expected finite values of shape ({self.N}, {self.nu})")

@@ -48,10 +48,11 @@ class _BackwardTail:
     """The backward pass run while a parallel calc_diff evaluates the knots below
     (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): each call with b, on
     the calling thread as soon as the knots b..N are evaluated, runs the recursion down
-    to knot s = b + 1 (the gaps of the rows it reads first) while the other thread
-    evaluates the knots below; :meth:`rest` runs knots s - 1 .. 0 after the gaps of the
-    rows below.  The same kernel calls in the same order as one
-    :func:`.riccati.backward_pass`: the same gains, to the bit."""
+    to knot s = b + 1 (the gap of row b needs knot b - 1's prediction), and with b = 0
+    down to knot 0 (row 0's gap is x0's), while the other thread evaluates the knots
+    below; the gaps of rows s..N are then in ``gaps`` (:meth:`fill_gaps` writes the
+    others); :meth:`rest` runs knots s - 1 .. 0 after them.  The same kernel calls in
+    the same order as one :func:`.riccati.backward_pass`: the same gains, to the bit."""
 
     def __init__(self, solver, xs, us, gaps, feasible, preg):
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
@@ -60,7 +61,7 @@ class _BackwardTail:
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
-        split = min(b + 1, N)
+        split = 0 if b == 0 else min(b + 1, N)
         if self.failed >= 0 or split >= top:
             return
         if self.feasible:
@@ -70,10 +71,18 @@ class _BackwardTail:
         self.split = split
         self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
 
+    def fill_gaps(self):
+        """The gaps of the rows below the split, after calc_diff (:meth:`.ShootingProblem.gaps`
+        for those rows: no row computed twice)."""
+        if self.feasible:
+            self.gaps[:self.split] = 0.0
+        else:
+            self.problem.gaps_from(self.xs, self.gaps, 0, self.split)
+
     def rest(self):
         """The knots below the split (-1, or the knot where Quu is not positive
         definite, as :func:`.riccati.backward_pass`)."""
-        if self.failed >= 0:
+        if self.failed >= 0 or self.split == 0:
             return self.failed
         return backward_range(*self.arrays[:-1], min(self.split, self.problem.N), 0,
                               self.arrays[-1])
@@ -117,6 +126,12 @@ class DDP:
     Crocoddyl's ``th_gaptol`` is not used by its solvers and is not kept.
     """
 
+    # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
+    # while the trial is rolled out (:meth:`iterate`): "auto" where the problem's last
+    # parallel calc_diff says it pays (:meth:`~geppetto.ocp.ShootingProblem._speculation_pays`),
+    # True at every line search, False never (after the trial, for comparisons)
+    speculative = "auto"
+
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
@@ -146,6 +161,9 @@ class DDP:
         self.gaps = np.zeros((N + 1, ndx))
         self.no_box = np.zeros(N, dtype=bool)
         self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
+        # line searches that took no step after a speculation had begun (the iterate's
+        # calc_diff then runs again: the speculation wrote some knots at the trial)
+        self.speculation_recalcs = 0
         self._copy_result = True        # solve(copy=...)
 
     # -- the pieces that differ along the hierarchy ------------------------------
@@ -220,7 +238,41 @@ class DDP:
         of lists (:data:`_HISTORY_KEYS`) that gets each iteration's record, or None
         (no record is built unless there are ``callbacks``).  ``split`` then holds the
         last iteration's seconds (calc_diff, backward, forward, all): the MPC's path,
-        which allocates no arrays."""
+        which allocates no arrays.
+
+        On ``problem.nthreads`` > 1 the first trial of a line search starts calc_diff at
+        its point while it is rolled out, where ``speculative`` says so
+        (:meth:`~geppetto.ocp.ShootingProblem._speculate`):
+        taken up by the next calc_diff when the trial is accepted, dropped otherwise (and
+        when no trial is accepted calc_diff runs again at the iterate: the speculation
+        wrote some knots' derivatives at the trial).  The same kernel calls on the same
+        inputs: the same iterates and gains, to the bit.  Where the loop ends after such a
+        line search (no step taken, then the maximum regularization or the time limit),
+        calc_diff runs at the iterate once more: the problem's arrays (its predicted
+        states, for the result's gaps) are then the iterate's, as on one thread.  No
+        speculation where there are ``callbacks`` (they may read or write the problem's
+        arrays while worker 0 writes them)."""
+        problem = self.problem
+        if not (self.speculative is True or self.speculative is False or (
+                isinstance(self.speculative, str) and self.speculative == "auto")):
+            raise ValueError("speculative: expected True, False or 'auto', got "
+                             f"{self.speculative!r}")
+        self._pending_xnext = None
+        self._stale = False
+        try:
+            outcome = self._iterate(xs, us, max_iter, deadline, is_feasible, callbacks, history)
+            if self._stale:         # a dropped speculation wrote some knots at its trial
+                problem._discard_speculation()
+                problem.calc_diff(outcome[0], outcome[1], validate=False)
+            return outcome
+        finally:
+            problem._discard_speculation()
+            if self._pending_xnext is not None:    # no calc_diff took the last trial up
+                problem.xnext[:] = self._pending_xnext
+                self._pending_xnext = None
+
+    def _iterate(self, xs, us, max_iter, deadline, is_feasible, callbacks, history):
+        """:meth:`iterate`'s loop."""
         problem = self.problem
         feasible = bool(is_feasible)
         was_feasible = False        # of the iterate the last accepted step started from
@@ -239,15 +291,20 @@ class DDP:
                 if recalc:
                     if problem.nthreads > 1:     # the backward pass starts in calc_diff
                         tail = _BackwardTail(self, xs, us, gaps, feasible, preg)
+                    self._pending_xnext = None   # calc_diff writes every row of xnext
+                    self._stale = False
                     try:
                         cost = problem.calc_diff(xs, us, validate=False, then=tail)
                     except KERNEL_ERRORS as error:
                         status = ("the dynamics failed at the current iterate "
                                   f"({type(error).__name__})")
                         return xs, us, np.nan, iteration - 1, False, status, stop
-                    problem.gaps(xs, gaps)
-                    if feasible:        # Crocoddyl's is_feasible: given, or after a full step
+                    if tail is not None:
+                        tail.fill_gaps()        # the rows the backward pass has not read
+                    elif feasible:      # Crocoddyl's is_feasible: given, or after a full step
                         gaps[:] = 0.0
+                    else:
+                        problem.gaps(xs, gaps)
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()
@@ -268,11 +325,27 @@ class DDP:
             stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
             accepted = None
+            # on several threads, calc_diff at the first trial starts while it is rolled
+            # out, unless no iteration could follow (the last, or a full step that would
+            # converge) or callbacks may touch the problem's arrays between iterations
+            # (worker 0 writes them): taken up by the next calc_diff if the trial is
+            # accepted
+            speculate = self.speculative is not False and problem.nthreads > 1 and \
+                not callbacks and iteration < max_iter and \
+                not (feasible and stop < self.th_stop) and \
+                self.forward_pass.horizon is not None and (
+                    self.speculative is True or problem._speculation_pays())
+            spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
                     break
+                if trial_index == 0 and speculate:
+                    speculate = problem._speculate(*self.forward_pass.free_buffers(xs)[:2])
                 trial = self.try_step(xs, us, gaps, alpha, feasible)
+                if speculate and trial_index == 0:
+                    problem._trial_ended(time.perf_counter() - tf)
                 if trial is None:
+                    spoiled = problem._discard_speculation() or spoiled
                     continue
                 d1, d2 = self.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
                 dv_exp = alpha * (d1 + 0.5 * alpha * d2)
@@ -280,16 +353,26 @@ class DDP:
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
                     break
+                spoiled = problem._discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted
-                problem.xnext[:] = xnext     # the trial's dynamics: the gaps of the new iterate
+                if problem._speculating(xs, us):
+                    # its worker writes xnext's rows: the next calc_diff writes all of them
+                    # (the trial's copied at the end of iterate if none comes)
+                    problem._accept_speculation()
+                    self._pending_xnext = xnext
+                else:
+                    problem.xnext[:] = xnext     # the trial's dynamics: the new gaps
                 was_feasible = feasible
                 feasible = self.feasible_after(was_feasible, alpha)
                 recalc = True
             else:
                 alpha, d1, dv_exp, dv = self.alphas[-1], dg, np.nan, np.nan
+                recalc = spoiled    # the iterate's derivatives again
+                self._stale = spoiled   # (at the end of iterate if the loop ends first)
+                self.speculation_recalcs += spoiled
             if alpha > self.th_stepdec:
                 preg = max(preg / self.reg_factor, self.reg_min)
             if alpha <= self.th_stepinc:

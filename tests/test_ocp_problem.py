@@ -120,11 +120,9 @@ def test_rollout_from_another_initial_state():
     assert not np.allclose(rolled[1], problem.rollout(us)[1])
 
 
-def test_threads_give_the_same_arrays():
-    """nthreads = 2: one parallel region per calc_diff, the knots in two chunks, the
-    phases across the boundaries cut in parts with their own data, each thread running
-    the serial kernels of one thread: the arrays are those of one thread, to the bit, and
-    set_reference (per knot) reaches the parts."""
+def _panda_reaching(N1=3, N2=5):
+    """Panda reaching, one FreeDynamics: N1 knots of regularization, N2 with a target;
+    (problem, its target residual, xs, us)."""
     rob = robot("panda")
     model = rob.model
     dynamics = ocp.FreeDynamics(model)
@@ -135,10 +133,19 @@ def test_threads_give_the_same_arrays():
                       ocp.Cost(ocp.ControlResidual(nu), weight=1e-3)]
     first = ocp.StageModel(dynamics, regularization, dt=0.01)
     second = ocp.StageModel(dynamics, [ocp.Cost(target, weight=10.0)] + regularization, dt=0.02)
-    problem = ocp.ShootingProblem(x_ref, [first] * 3 + [second] * 5,
+    problem = ocp.ShootingProblem(x_ref, [first] * N1 + [second] * N2,
                                   ocp.TerminalModel(state, [ocp.Cost(target, weight=100.0)]))
-    xs = states(model, 9, seed=21, velocity=0.5)
-    us = 3.0 * rng_for("panda", 22).standard_normal((8, nu))
+    xs = states(model, N1 + N2 + 1, seed=21, velocity=0.5)
+    us = 3.0 * rng_for("panda", 22).standard_normal((N1 + N2, nu))
+    return problem, target, xs, us
+
+
+def test_threads_give_the_same_arrays():
+    """nthreads = 2: one parallel region per calc_diff, the knots in two chunks, the
+    phases across the boundaries cut in parts with their own data, each thread running
+    the serial kernels of one thread: the arrays are those of one thread, to the bit, and
+    set_reference (per knot) reaches the parts."""
+    problem, target, xs, us = _panda_reaching()
     names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
     results, knots = [], None
     try:
@@ -159,6 +166,38 @@ def test_threads_give_the_same_arrays():
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
         np.testing.assert_array_equal(results[2][n], results[3][n], err_msg=n)
+
+
+def test_speculated_calc_diff_is_calc_diff():
+    """A calc_diff started at a trial (``_speculate``: worker 0 evaluates the first chunk's
+    parts as the trial publishes its progress, here all at once) and taken up by
+    calc_diff at that point gives one thread's arrays to the bit; one dropped before the
+    trial published anything stops, and calc_diff elsewhere is still one thread's."""
+    problem, _, xs, us = _panda_reaching()
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    other = xs + 0.01
+    try:
+        problem.calc_diff(other, us)
+        one = {n: getattr(problem, n).copy() for n in names}
+        problem.calc_diff(xs, us)
+        expected = {n: getattr(problem, n).copy() for n in names}
+        problem.nthreads = 2
+        problem.calc_diff(xs, us)                # builds the plan and its programs
+        problem.speculations[:] = 0, 0
+        assert problem._speculate(other, us)      # dropped: no calc_diff takes it
+        assert problem._discard_speculation() and not problem._discard_speculation()
+        problem.calc_diff(other, us)
+        np.testing.assert_array_equal(problem.Lx, one["Lx"])
+        problem.Lxx[:] = np.nan
+        assert problem._speculate(xs, us)
+        problem.trial_signal[0] = problem.N + 1  # the trial done (TRIAL_PROGRESS)
+        problem.calc_diff(xs, us, validate=False)
+        assert problem.speculations == [2, 1]
+        for n in names:
+            np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
+    finally:
+        problem._discard_speculation()
+        problem.nthreads = 1
 
 
 def test_threads_run_phases_at_once():

@@ -1,0 +1,201 @@
+"""calc_diff started during the line search's first trial on two threads (the solvers'
+``speculative``, :meth:`geppetto.ocp.ShootingProblem._speculate`) where the trial is not
+taken: a full step refused (a shorter one accepted: the speculation is dropped), and no
+step accepted at all (the next backward pass runs on the iterate's derivatives:
+calc_diff evaluates the iterate again, the dropped speculation having written some
+knots at the trial).  The solve stays one thread's, to the bit."""
+import threading
+import time
+
+import crocoddyl_problems as cp
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto.ocp import parallel as ocp_parallel
+from geppetto.ocp import problem as ocp_problem
+
+
+@pytest.fixture(scope="module")
+def trot():
+    """A short solo12 trot (12 knots: contact, impulse and swing phases) from a seeded
+    random point far from the rollout (most full steps are refused there)."""
+    problem = cp.build(cp.trot_task(step_knots=4, support_knots=1))
+    xs, us = cp.random_point(problem, 1)
+    xs[0] = problem.x0
+    return problem, xs, us
+
+
+def _solve(problem, xs, us, nthreads, alphas, max_iter, callbacks=(), **options):
+    problem.nthreads = nthreads
+    problem.speculations[:] = 0, 0
+    try:
+        solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP, alphas=alphas, **options)
+        solver.speculative = True           # at every line search (not only where it pays)
+        result = solver.solve(xs.copy(), us.copy(), max_iter=max_iter, callbacks=callbacks)
+    finally:
+        problem.nthreads = 1
+    return result, list(problem.speculations), solver.speculation_recalcs
+
+
+def _assert_one_thread(one, two):
+    assert two.iterations == one.iterations and two.status == one.status
+    assert two.gaps == one.gaps and two.cost == one.cost
+    for key in ("cost", "step", "preg"):
+        np.testing.assert_array_equal(two.history[key], one.history[key], err_msg=key)
+    for array in ("xs", "us", "K", "k"):
+        np.testing.assert_array_equal(getattr(two, array), getattr(one, array),
+                                      err_msg=array)
+
+
+@pytest.mark.parametrize("linger", [False, True])
+def test_refused_full_steps(trot, monkeypatch, linger):
+    """Full steps refused (and shorter ones taken) in some iterations: the speculations
+    at those trials are dropped, the others taken up; one thread's solve to the bit.
+    ``linger``: worker 0 spins for its next task between speculations (as under a
+    real-time policy) and takes it from the spin."""
+    problem, xs, us = trot
+    monkeypatch.setattr(ocp_problem, "_real_time", lambda: linger)
+    # spins counted only while the worker runs: ~12 ms of them outlast a loaded
+    # machine's gap between two speculations (~0.5 ms by default)
+    monkeypatch.setattr(ocp_parallel, "LINGER_SPINS", 50_000_000)
+    problem.parallel_plan(2)
+    problem._regions[2].set_lingering(0, False)
+    problem._regions[2]._workers[0].taken_lingering = 0
+    one, _, _ = _solve(problem, xs, us, 1, None, 10)
+    two, (started, taken), recalcs = _solve(problem, xs, us, 2, None, 10)
+    steps = np.array(one.history["step"])
+    assert np.any(steps < 1.0) and np.any(steps == 1.0)
+    assert started == one.iterations - 1 and 0 < taken < started   # the last starts none
+    assert recalcs == 0                 # a step was accepted in every iteration
+    _assert_one_thread(one, two)
+    worker = problem._regions[2]._workers[0]
+    assert worker.lingers == linger and (worker.taken_lingering > 0 or not linger)
+
+
+def test_no_step_accepted(trot):
+    """Only full steps tried, and refused: no step is accepted, and the next backward
+    pass runs on the iterate's derivatives, evaluated again by calc_diff after each
+    dropped speculation; one thread's solve to the bit."""
+    problem, xs, us = trot
+    one, _, _ = _solve(problem, xs, us, 1, [1.0], 6)
+    two, (started, taken), recalcs = _solve(problem, xs, us, 2, [1.0], 6)
+    assert np.all(np.isnan(one.history["dV"]))          # no step accepted
+    _assert_one_thread(one, two)
+    assert started == 5 and taken == 0 and recalcs == 5
+
+
+def test_no_step_accepted_then_maximum_regularization(trot):
+    """The loop ends right after a line search whose speculation was dropped (no step
+    taken, the regularization at its maximum): the problem's predicted states are the
+    iterate's again (calc_diff at the iterate), so the result's gaps are one thread's
+    (the refused trial's otherwise, on the knots worker 0 evaluated)."""
+    problem, xs, us = trot
+    options = dict(reg_init=1e-9, reg_min=1e-9, reg_max=1e-9)
+    one, _, _ = _solve(problem, xs, us, 1, [1.0], 6, **options)
+    two, (started, taken), recalcs = _solve(problem, xs, us, 2, [1.0], 6, **options)
+    assert one.status == "no step accepted at maximum regularization"
+    assert one.iterations == 1 and started == 1 and taken == 0 and recalcs == 1
+    _assert_one_thread(one, two)
+
+
+def test_no_speculation_with_callbacks(trot):
+    """Callbacks may read or write the problem's arrays between iterations, while worker
+    0 would write them: no speculation then."""
+    problem, xs, us = trot
+    seen = []
+
+    def callback(solver, iteration, record):
+        seen.append(solver.problem.costs.sum())
+
+    one, _, _ = _solve(problem, xs, us, 1, None, 4, callbacks=[callback])
+    two, (started, taken), _ = _solve(problem, xs, us, 2, None, 4, callbacks=[callback])
+    assert started == 0 and taken == 0
+    _assert_one_thread(one, two)
+    assert seen[:4] == seen[4:]
+
+
+def test_thread_count_change_drops_speculation(trot):
+    """A running speculation is dropped when the problem's thread count changes (worker
+    0 stopped and waited for on its own region), and calc_diff on either count is one
+    thread's afterwards."""
+    problem, xs, us = trot
+    xs, us = xs.copy(), us.copy()
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    try:
+        problem.calc_diff(xs, us, validate=False)
+        expected = {n: getattr(problem, n).copy() for n in names}
+        problem.nthreads = 2
+        problem.calc_diff(xs, us, validate=False)     # builds the plan and its programs
+        region = problem._regions[2]
+        assert problem._speculate(xs, us)
+        problem.nthreads = 1
+        assert not problem._speculating(xs, us) and not region._started[0]
+        problem.calc_diff(xs, us, validate=False)
+        problem.nthreads = 2
+        assert problem._speculate(xs, us)
+        problem.trial_signal[0] = problem.N + 1      # the trial done (TRIAL_PROGRESS)
+        problem.calc_diff(xs, us, validate=False)    # takes it up
+        assert not region._started[0]
+        for n in names:
+            np.testing.assert_array_equal(getattr(problem, n), expected[n], err_msg=n)
+    finally:
+        problem._discard_speculation()
+        problem.nthreads = 1
+
+
+def test_entry_points_drop_speculation(trot):
+    """calc, calc_costs and rollout write or read what worker 0 does: they drop a
+    running speculation first (worker 0 stopped and waited for); ``speculative`` other
+    than True, False and "auto" is refused."""
+    problem, xs, us = trot
+    xs, us = xs.copy(), us.copy()
+    problem.nthreads = 2
+    try:
+        problem.calc_diff(xs, us, validate=False)     # builds the plan and its programs
+        region = problem._regions[2]
+        for call in (lambda: problem.calc(xs, us), lambda: problem.calc_costs(xs, us),
+                     lambda: problem.rollout(np.zeros_like(us))):
+            assert problem._speculate(xs, us) and problem._speculating(xs, us)
+            call()
+            assert not problem._speculating(xs, us) and not region._started[0]
+    finally:
+        problem._discard_speculation()
+        problem.nthreads = 1
+    solver = gp.solvers.FDDP(problem)
+    solver.speculative = 1
+    with pytest.raises(ValueError, match="speculative"):
+        solver.solve(xs, us, max_iter=1)
+
+
+def test_interrupted_wait_is_owed():
+    """A wait for a worker's task interrupted (KeyboardInterrupt) leaves that task's end
+    owed: the worker's next task starts after it, and the next wait is for the next
+    task (not the interrupted one's end, taken for it)."""
+    region = ocp_parallel.ParallelRegion(2)
+    first_may_end, ran = threading.Event(), []
+    region.start(0, first_may_end.wait)
+    worker = region._workers[0]
+
+    class Interrupted:
+        """The worker's lock, whose next acquire is interrupted."""
+
+        def __init__(self, lock):
+            self.lock, self.interrupt = lock, True
+
+        def acquire(self):
+            if self.interrupt:
+                self.interrupt = False
+                raise KeyboardInterrupt
+            return self.lock.acquire()
+
+        def release(self):
+            self.lock.release()
+
+    worker._done = Interrupted(worker._done)
+    with pytest.raises(KeyboardInterrupt):
+        region.wait(0)
+    first_may_end.set()
+    time.sleep(0.05)                    # the first task's end released
+    region([lambda: None, lambda: (time.sleep(0.05), ran.append(1))])
+    assert ran == [1]
