@@ -135,6 +135,9 @@ class _Worker:
         except BaseException:           # KeyboardInterrupt: the next start waits for it
             self._owed = True
             raise
+        # an end still owed was this one: start() was interrupted before posting (no task
+        # posted since the interrupted wait), so nothing else will release _done
+        self._owed = False
         if self.error is not None:
             error, self.error = self.error, None
             raise error

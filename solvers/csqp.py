@@ -736,6 +736,9 @@ class CSQP:
         if active_set_rounds is None:
             active_set_rounds = max(30, problem.N)
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
+        if self.active_set_rounds < 0 or self.polish_rounds < 0:
+            raise ValueError("active_set_rounds and polish_rounds must be >= 0, got "
+                             f"{self.active_set_rounds} and {self.polish_rounds}")
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
         self.warm_line_search = bool(warm_line_search)

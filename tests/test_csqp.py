@@ -20,6 +20,7 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
   merit's resolution) ends it converged at FDDP's optimum.
 """
 import numpy as np
+import pytest
 
 import geppetto as gp
 from geppetto import ocp
@@ -370,3 +371,6 @@ def test_z1_joint_position_bounds_enter_the_active_set_one_knot_per_run():
         assert result.violation <= 1e-10 and result.gaps <= 1e-9
         assert abs(result.cost - 0.05039746890660946) <= 1e-9 * 0.0504
     assert solver.active_set_rounds == 40               # max(30, N)
+    for bad in (dict(active_set_rounds=-1), dict(polish_rounds=-2)):
+        with pytest.raises(ValueError, match="must be >= 0"):
+            gp.solvers.CSQP(problem, **bad)

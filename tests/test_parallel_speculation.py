@@ -199,3 +199,42 @@ def test_interrupted_wait_is_owed():
     time.sleep(0.05)                    # the first task's end released
     region([lambda: None, lambda: (time.sleep(0.05), ran.append(1))])
     assert ran == [1]
+
+
+def test_second_interrupt_in_the_owed_start_does_not_hang():
+    """A wait interrupted, then the next region's start interrupted while it takes the
+    owed end (two Ctrl-C): the region after them consumes the old end in its wait and
+    runs its task (rev18: the owed flag stayed set and that region's start waited
+    forever for an end nothing would release)."""
+    region = ocp_parallel.ParallelRegion(2)
+    first_may_end, ran = threading.Event(), []
+    region.start(0, first_may_end.wait)
+    worker = region._workers[0]
+
+    class Interrupted:
+        """The worker's lock, whose next two acquires are interrupted."""
+
+        def __init__(self, lock):
+            self.lock, self.interrupts = lock, 2
+
+        def acquire(self):
+            if self.interrupts:
+                self.interrupts -= 1
+                raise KeyboardInterrupt
+            return self.lock.acquire()
+
+        def release(self):
+            self.lock.release()
+
+    worker._done = Interrupted(worker._done)
+    with pytest.raises(KeyboardInterrupt):
+        region.wait(0)
+    with pytest.raises(KeyboardInterrupt):
+        region([lambda: None, lambda: ran.append("never posted")])
+    first_may_end.set()
+    caller = threading.Thread(
+        target=lambda: region([lambda: None, lambda: ran.append("third")]), daemon=True)
+    caller.start()
+    caller.join(5.0)
+    assert not caller.is_alive(), "the third region waits for an end nothing releases"
+    assert ran == ["third"]
