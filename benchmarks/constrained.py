@@ -383,24 +383,39 @@ def untuned2(task, knots):
         state, [gp.ocp.Cost(reach, weight=1e3), costs[1]], terminal))
 
 
-def _go1_cones():
-    """go1 on its four point feet (LOCAL_WORLD_ALIGNED contacts, Baumgarte Kd = 20) shifting
-    its centre of mass by :data:`GO1_SHIFT` in :data:`GO1_KNOTS` knots: hard friction
-    pyramids (mu = :data:`GO1_MU`) and the centre of mass at z >= z0 - :data:`GO1_DROP`."""
-    robot = gp.robots.load("go1")
+def quadruped_com_shift(name, feet, shift, mu):
+    """The pieces of a quadruped standing on its point ``feet`` (LOCAL_WORLD_ALIGNED
+    contacts, Baumgarte Kd = 20) asked to move its centre of mass by ``shift``:
+    (dynamics, x0, the centre of mass at q0, its shift residual, the costs (the shift
+    1e2, the state about x0 weighted 0 / 10 / 1 / 0.1 on base position / base
+    orientation / joints / velocities, the controls 1e-3), the friction pyramids of
+    coefficient ``mu``, one per foot).  The go1 task here and the tests' solo12 balance
+    build on it."""
+    robot = gp.robots.load(name)
     model = robot.model
     contacts = [gp.dynamics.constraints.contact_3d(model, foot, reference="LOCAL_WORLD_ALIGNED",
-                                                   Kd=20.0) for foot in GO1_FEET]
+                                                   Kd=20.0) for foot in feet]
     dynamics = gp.ocp.ContactDynamics(model, contacts)
-    state = dynamics.state
     x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
     com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
-    shift = gp.ocp.CenterOfMassResidual(model, com + np.asarray(GO1_SHIFT))
-    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(12, 1.0), np.full(18, 0.1)]
-    costs = [gp.ocp.Cost(shift, weight=1e2),
-             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights)),
+    residual = gp.ocp.CenterOfMassResidual(model, com + np.asarray(shift))
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(model.nv - 6, 1.0),
+                    np.full(model.nv, 0.1)]
+    costs = [gp.ocp.Cost(residual, weight=1e2),
+             gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0),
+                         gp.ocp.WeightedQuadratic(weights)),
              gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
-    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, GO1_MU) for foot in GO1_FEET]
+    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, mu) for foot in feet]
+    return dynamics, x0, com, residual, costs, cones
+
+
+def _go1_cones():
+    """go1 on its four point feet (:func:`quadruped_com_shift`) shifting its centre of mass
+    by :data:`GO1_SHIFT` in :data:`GO1_KNOTS` knots: hard friction pyramids (mu =
+    :data:`GO1_MU`) and the centre of mass at z >= z0 - :data:`GO1_DROP`."""
+    dynamics, x0, com, shift, costs, cones = quadruped_com_shift("go1", GO1_FEET, GO1_SHIFT,
+                                                                 GO1_MU)
+    model, state = dynamics.model, dynamics.state
     height = gp.ocp.Constraint(gp.ocp.CenterOfMassResidual(model, com), [-np.inf, -np.inf,
                                -GO1_DROP], np.inf)
     constraints = [gp.ocp.Constraint(cone, *cone.bounds) for cone in cones] + [height]

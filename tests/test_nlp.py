@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import geppetto as gp
+from geppetto.benchmarks.constrained import quadruped_com_shift
 from geppetto.solvers import NLP, CallbackLogger
 from geppetto.solvers.symbolic_terms import MissingTwinError
 
@@ -464,22 +465,11 @@ SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
 def solo12_balance(N=4):
     """solo12 on its four point feet shifting its centre of mass by (2, -1, -2) cm in
     N knots, the friction pyramids as constraints, a force cost on one foot."""
-    robot = gp.robots.load("solo12")
-    model = robot.model
-    contacts = [gp.dynamics.constraints.contact_3d(model, foot, reference="LOCAL_WORLD_ALIGNED",
-                                                   Kd=20.0) for foot in SOLO_FEET]
-    dynamics = gp.ocp.ContactDynamics(model, contacts)
+    dynamics, x0, _, _, costs, cones = quadruped_com_shift("solo12", SOLO_FEET,
+                                                           [0.02, -0.01, -0.02], 0.7)
     state = dynamics.state
-    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
-    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
-    target = com + np.array([0.02, -0.01, -0.02])
-    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(12, 1.0), np.full(18, 0.1)]
-    costs = [gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, target), weight=1e2),
-             gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights)),
-             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3),
-             gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, 0, [0.0, 0.0, 6.0]),
-                         weight=1e-3)]
-    cones = [gp.ocp.FrictionConeResidual(dynamics, foot, 0.7) for foot in SOLO_FEET]
+    costs.append(gp.ocp.Cost(gp.ocp.ContactForceResidual(dynamics, 0, [0.0, 0.0, 6.0]),
+                             weight=1e-3))
     constraints = [gp.ocp.Constraint(r, *r.bounds) for r in cones]
     running = gp.ocp.StageModel(dynamics, costs, constraints, dt=0.02,
                                 integrator="semi_implicit_euler")

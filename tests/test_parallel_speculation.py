@@ -168,6 +168,23 @@ def test_entry_points_drop_speculation(trot):
         solver.solve(xs, us, max_iter=1)
 
 
+class _Interrupted:
+    """A worker's lock whose next ``interrupts`` acquires raise KeyboardInterrupt (a
+    Ctrl-C landing in the wait), then acquire it."""
+
+    def __init__(self, lock, interrupts):
+        self.lock, self.interrupts = lock, interrupts
+
+    def acquire(self):
+        if self.interrupts:
+            self.interrupts -= 1
+            raise KeyboardInterrupt
+        return self.lock.acquire()
+
+    def release(self):
+        self.lock.release()
+
+
 def test_interrupted_wait_is_owed():
     """A wait for a worker's task interrupted (KeyboardInterrupt) leaves that task's end
     owed: the worker's next task starts after it, and the next wait is for the next
@@ -176,23 +193,7 @@ def test_interrupted_wait_is_owed():
     first_may_end, ran = threading.Event(), []
     region.start(0, first_may_end.wait)
     worker = region._workers[0]
-
-    class Interrupted:
-        """The worker's lock, whose next acquire is interrupted."""
-
-        def __init__(self, lock):
-            self.lock, self.interrupt = lock, True
-
-        def acquire(self):
-            if self.interrupt:
-                self.interrupt = False
-                raise KeyboardInterrupt
-            return self.lock.acquire()
-
-        def release(self):
-            self.lock.release()
-
-    worker._done = Interrupted(worker._done)
+    worker._done = _Interrupted(worker._done, 1)
     with pytest.raises(KeyboardInterrupt):
         region.wait(0)
     first_may_end.set()
@@ -210,23 +211,7 @@ def test_second_interrupt_in_the_owed_start_does_not_hang():
     first_may_end, ran = threading.Event(), []
     region.start(0, first_may_end.wait)
     worker = region._workers[0]
-
-    class Interrupted:
-        """The worker's lock, whose next two acquires are interrupted."""
-
-        def __init__(self, lock):
-            self.lock, self.interrupts = lock, 2
-
-        def acquire(self):
-            if self.interrupts:
-                self.interrupts -= 1
-                raise KeyboardInterrupt
-            return self.lock.acquire()
-
-        def release(self):
-            self.lock.release()
-
-    worker._done = Interrupted(worker._done)
+    worker._done = _Interrupted(worker._done, 2)
     with pytest.raises(KeyboardInterrupt):
         region.wait(0)
     with pytest.raises(KeyboardInterrupt):
