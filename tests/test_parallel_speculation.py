@@ -185,15 +185,23 @@ class _Interrupted:
         self.lock.release()
 
 
+def _region_with_interrupted_waits(interrupts):
+    """(region, event, list): a two-thread region whose worker runs a task that ends when
+    the event is set, its lock's next ``interrupts`` acquires interrupted; the list for
+    the tasks that ran."""
+    region = ocp_parallel.ParallelRegion(2)
+    first_may_end = threading.Event()
+    region.start(0, first_may_end.wait)
+    worker = region._workers[0]
+    worker._done = _Interrupted(worker._done, interrupts)
+    return region, first_may_end, []
+
+
 def test_interrupted_wait_is_owed():
     """A wait for a worker's task interrupted (KeyboardInterrupt) leaves that task's end
     owed: the worker's next task starts after it, and the next wait is for the next
     task (not the interrupted one's end, taken for it)."""
-    region = ocp_parallel.ParallelRegion(2)
-    first_may_end, ran = threading.Event(), []
-    region.start(0, first_may_end.wait)
-    worker = region._workers[0]
-    worker._done = _Interrupted(worker._done, 1)
+    region, first_may_end, ran = _region_with_interrupted_waits(1)
     with pytest.raises(KeyboardInterrupt):
         region.wait(0)
     first_may_end.set()
@@ -207,11 +215,7 @@ def test_second_interrupt_in_the_owed_start_does_not_hang():
     owed end (two Ctrl-C): the region after them consumes the old end in its wait and
     runs its task (rev18: the owed flag stayed set and that region's start waited
     forever for an end nothing would release)."""
-    region = ocp_parallel.ParallelRegion(2)
-    first_may_end, ran = threading.Event(), []
-    region.start(0, first_may_end.wait)
-    worker = region._workers[0]
-    worker._done = _Interrupted(worker._done, 2)
+    region, first_may_end, ran = _region_with_interrupted_waits(2)
     with pytest.raises(KeyboardInterrupt):
         region.wait(0)
     with pytest.raises(KeyboardInterrupt):
