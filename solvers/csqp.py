@@ -60,14 +60,13 @@ multipliers' largest magnitude, costates and rows, makes the SQP step a descent
 direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
 :func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
 th_constraint and the stationarity of the Lagrangian in the controls (the costates of
-an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, when the
-line search refuses every trial at such a feasible iterate, the active-set QP step's
-predicted decrease of the cost (FDDP's expected improvement), in magnitude, at most
-th_decrease max(1, |cost|) and below nu times the last trial's infeasibility (the
-merit's resolution), status :data:`SETTLED`
-(:meth:`CSQP._settled`; the talos squat and the solo12 trot with hard cones, where the
-Hessian's conditioning keeps a stationarity of 6e-4 / 4e-6 at a relative decrease of
-2e-11 / 5e-15).
+an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, after the
+QP at such a feasible iterate, the active-set QP step's predicted decrease of the cost
+(FDDP's expected improvement), in magnitude, at most th_decrease max(1, |cost|), status
+:data:`SETTLED` (:meth:`CSQP._settled`: where the Gauss-Newton Hessian leaves out a large
+lam^T F'' (light wrists: kinova, talos_arm) the SQP converges linearly and the
+stationarity, read through an adjoint sweep that amplifies the iterate's error backwards,
+stalls above th_stop with the cost converged to 12 digits; gn19).
 
 What the options and the structure rest on (measured; the figures, the traces and the
 variants tried and not kept are in ``benchmarks/constrained_notes.md``, section "CSQP"):
@@ -688,9 +687,9 @@ class CSQP:
 
     Options: ``th_stop`` 1e-6 (the Lagrangian's largest control gradient at
     convergence), ``th_constraint`` 1e-8 (largest violation), ``th_gaps`` 1e-9;
-    ``th_decrease`` 1e-9 (when the line search refuses every trial at a feasible iterate:
-    converged, status :data:`SETTLED`, if the step's predicted decrease (in magnitude) is
-    at most th_decrease max(1, |cost|) and below the merit's resolution, :meth:`_settled`);
+    ``th_decrease`` 1e-9 (at a feasible iterate whose QP the active-set method solved:
+    converged, status :data:`SETTLED`, if the full step's predicted decrease of the cost
+    (in magnitude) is at most th_decrease max(1, |cost|), :meth:`_settled`);
     the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
