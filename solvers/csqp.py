@@ -1190,9 +1190,11 @@ class CSQP:
                 and np.isfinite(cost)):
             return False
         problem, dx, du = self.problem, self.dx, self.du
-        curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
-            np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
-            2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
+        # w^T H w by stacked products (29 us on panda's 100 knots, where three
+        # einsum("tij,ti,tj->") took 100: the test now runs at every feasible iterate)
+        curvature = np.vdot(dx, np.matmul(problem.Lxx, dx[:, :, None])) + \
+            np.vdot(du, np.matmul(problem.Luu, du[:, :, None])) + \
+            2.0 * np.vdot(dx[:-1], np.matmul(problem.Lxu, du[:, :, None]))
         decrease = -(cost_slope + 0.5 * curvature)
         # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
         # th_gaps, th_constraint), which can make the signed value negative and hide the
