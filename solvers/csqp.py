@@ -98,8 +98,12 @@ quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian
 inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
 rollout of the round's law, and three other starting active sets (qp14, qp15); a QP's
 rounds in one kernel call (qp17: 1-4 % less time per SQP iteration, but the fused kernel
-optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s).
-Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
+optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s); a
+per-knot SR1 term for the curvature Gauss-Newton leaves out (gn19: kinova "box" 9 -> 91
+iterations, talos_arm "effort" 33 -> 76).
+Changes must keep the 16 runs' iterations and costs (1e-8 relative), or say which runs
+stop earlier and by how much their costs moved (gn19: the second stopping test, the
+eight panda runs 1-13 iterations fewer, costs within 6.2e-10 relative), and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
 import math
