@@ -60,14 +60,13 @@ multipliers' largest magnitude, costates and rows, makes the SQP step a descent
 direction; the costates are the QP's own, Vx + Vxx (dx - f) of its last sweep,
 :func:`_costates_max`).  Converged: the largest gap <= th_gaps, violation <=
 th_constraint and the stationarity of the Lagrangian in the controls (the costates of
-an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, when the
-line search refuses every trial at such a feasible iterate, the active-set QP step's
-predicted decrease of the cost (FDDP's expected improvement), in magnitude, at most
-th_decrease max(1, |cost|) and below nu times the last trial's infeasibility (the
-merit's resolution), status :data:`SETTLED`
-(:meth:`CSQP._settled`; the talos squat and the solo12 trot with hard cones, where the
-Hessian's conditioning keeps a stationarity of 6e-4 / 4e-6 at a relative decrease of
-2e-11 / 5e-15).
+an adjoint sweep at the iterate with the QP's row multipliers) <= th_stop; or, after the
+QP at such a feasible iterate, the active-set QP step's predicted decrease of the cost
+(FDDP's expected improvement), in magnitude, at most th_decrease max(1, |cost|), status
+:data:`SETTLED` (:meth:`CSQP._settled`: where the Gauss-Newton Hessian leaves out a large
+lam^T F'' (light wrists: kinova, talos_arm) the SQP converges linearly and the
+stationarity, read through an adjoint sweep that amplifies the iterate's error backwards,
+stalls above th_stop with the cost converged to 12 digits; gn19).
 
 What the options and the structure rest on (measured; the figures, the traces and the
 variants tried and not kept are in ``benchmarks/constrained_notes.md``, section "CSQP"):
@@ -99,8 +98,12 @@ quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian
 inexact active-set method (a cap on the rounds), the bound arcs predicted by a clamped
 rollout of the round's law, and three other starting active sets (qp14, qp15); a QP's
 rounds in one kernel call (qp17: 1-4 % less time per SQP iteration, but the fused kernel
-optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s).
-Changes must keep the 16 runs' iterations and costs (1e-8 relative) and be measured
+optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s); a
+per-knot SR1 term for the curvature Gauss-Newton leaves out (gn19: kinova "box" 9 -> 91
+iterations, talos_arm "effort" 33 -> 76).
+Changes must keep the 16 runs' iterations and costs (1e-8 relative), or say which runs
+stop earlier and by how much their costs moved (gn19: the second stopping test, the
+eight panda runs 1-13 iterations fewer, costs within 6.2e-10 relative), and be measured
 as new / old per SQP iteration and per solve, interleaved in one process.
 """
 import math
@@ -161,7 +164,7 @@ CRAWL_RESUME = 0.25
 INFEASIBLE_RATIO = 0.1
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
-SETTLED = "converged: the step's predicted decrease below the merit's resolution"
+SETTLED = "converged: the step's predicted decrease below th_decrease"
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
@@ -688,9 +691,9 @@ class CSQP:
 
     Options: ``th_stop`` 1e-6 (the Lagrangian's largest control gradient at
     convergence), ``th_constraint`` 1e-8 (largest violation), ``th_gaps`` 1e-9;
-    ``th_decrease`` 1e-9 (when the line search refuses every trial at a feasible iterate:
-    converged, status :data:`SETTLED`, if the step's predicted decrease (in magnitude) is
-    at most th_decrease max(1, |cost|) and below the merit's resolution, :meth:`_settled`);
+    ``th_decrease`` 1e-9 (at a feasible iterate whose QP the active-set method solved:
+    converged, status :data:`SETTLED`, if the full step's predicted decrease of the cost
+    (in magnitude) is at most th_decrease max(1, |cost|), :meth:`_settled`);
     the QP: ``max_qp_iter`` 1000 ADMM iterations per SQP iteration, ``eps_abs`` /
     ``eps_rel`` 1e-6 / 1e-6 (OSQP's test), ``rho_init`` 0.1, ``rho_min`` / ``rho_max``
     1e-6 / 1e6, ``sigma`` 1e-6, ``alpha`` 1.6 (relaxation), ``rho_interval`` 25 (ADMM
@@ -1108,9 +1111,19 @@ class CSQP:
             nu = max(nu, 1.1 * max(lam_max, y_max))
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
-            slope, finite = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du)
-            slope -= nu * infeasibility
-            accepted, refused = None, np.inf    # refused: the last trial's infeasibility
+            cost_slope, finite = _merit_slope(problem.Lx, problem.Lu, self.dx, self.du)
+            slope = cost_slope - nu * infeasibility
+            record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
+                          step=np.nan, gaps=gap, violation=violation,
+                          qp_iterations=qp_iterations, qp_primal=prim, polished=polished,
+                          qp_factorizations=self._factorizations, qp_sweeps=self._sweeps,
+                          rho=self.rho_now, dV_exp=np.nan,
+                          dV=np.nan, time=0.0)
+            if finite and self._settled(cost, gap, violation, polished, cost_slope):
+                status, converged = SETTLED, True
+                self._record(history, callbacks, iteration, record, t0)
+                break
+            accepted = None
             first = self._first_trial(history["step"])
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
@@ -1118,25 +1131,12 @@ class CSQP:
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
                 except (KERNEL_ERRORS + (ValueError,)):
-                    refused = np.inf
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
-                refused = trial[2] + trial[4] if math.isfinite(trial_merit) else np.inf
                 if math.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit)
                     break
-            record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
-                          step=np.nan, gaps=gap, violation=violation,
-                          qp_iterations=qp_iterations, qp_primal=prim, polished=polished,
-                          qp_factorizations=self._factorizations, qp_sweeps=self._sweeps,
-                          rho=self.rho_now, dV_exp=np.nan,
-                          dV=np.nan, time=0.0)
-            if accepted is None and finite and self._settled(cost, gap, violation, polished,
-                                                             nu, refused):
-                status, converged = SETTLED, True
-                self._record(history, callbacks, iteration, record, t0)
-                break
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -1163,42 +1163,47 @@ class CSQP:
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
 
-    def _settled(self, cost, gap, violation, polished, nu, refused):
-        """Whether an iterate whose line search refused every trial is a solution to the
-        precision the merit can resolve (the second stopping test, status
-        :data:`SETTLED`): the iterate feasible (gap <= th_gaps, violation <=
-        th_constraint), the QP solved by the active-set method (its polish, to its
-        tolerance; not ADMM's iterate), the cost finite, and the magnitude of the full
-        step's predicted decrease of the cost, the QP model's -(g^T w + 1/2 w^T H w)
-        (as FDDP's |d1 + d2 / 2|, Crocoddyl's stopping value), both
-        (1) at most ``th_decrease`` max(1, |cost|): FDDP's test, relative to the cost's
-            scale (a step would change the cost in its tenth significant digit), and
-        (2) at most nu times the infeasibility |f|_1 + |violation|_1 at the last
-            trial (evaluated, its merit finite): the merit's resolution.  With the
-            default alphas the step's second-order gaps there are 2^-18 of the full
-            step's, so the infeasibility is the iterate's own residual gaps and the
-            gaps' round-off, which nu (above the costates, 1e2 ..
-            1e4 on the talos squat and the solo12 trot with hard cones) lifts above the
-            whole predicted decrease: no trial can pass Armijo's test however close to
-            the solution.
-        The stationarity of the Lagrangian may still exceed th_stop there: on an
-        ill-conditioned problem (talos: the Hessian ~4e6 along the first knots'
-        controls) a gradient of 6e-4 costs a decrease of 3e-10 (3e-11 relative); FDDP
-        stops on the same point by its expected improvement with a gradient of 3e-2
-        (benchmarks/constrained_notes.md, section CSQP, qp16)."""
+    def _settled(self, cost, gap, violation, polished, cost_slope):
+        """Whether the iterate is a solution to the cost's precision (the second stopping
+        test, status :data:`SETTLED`, tried after each QP before the line search): the
+        iterate feasible (gap <= th_gaps, violation <= th_constraint), the QP solved by
+        the active-set method (its polish, to its tolerance; not ADMM's iterate), the
+        cost finite, and the magnitude of the full step's predicted decrease of the
+        cost, the QP model's -(g^T w + 1/2 w^T H w) (``cost_slope`` = g^T w; FDDP's |d1
+        + d2 / 2|, Crocoddyl's stopping value), at most ``th_decrease`` max(1, |cost|):
+        FDDP's test, relative to the cost's scale (the step would change the cost in its
+        tenth significant digit).
+        Why not the stationarity alone (benchmarks/constrained_notes.md, section CSQP,
+        gn19): the Gauss-Newton Hessian leaves out the costates' term lam^T F'', large
+        where a light link makes M^-1 large (kinova's wrist 1589, talos_arm's 903 against
+        ur5's 63): the SQP then converges linearly (kinova "box": the step / 4 per
+        iteration, talos_arm "effort": / 1.7), and the stationarity, read from an adjoint
+        sweep that amplifies the iterate's error backwards along the horizon (kinova:
+        |lam_1| 3.8 at the iterate against 0.035 at the solution), stalls at 1e-4
+        (kinova) or 6e-4 (the talos squat: the Hessian ~4e6 along its first knots'
+        controls, where a gradient of 6e-4 is worth a decrease of 3e-10) with the cost
+        converged to 12 digits.  Up to gn19 the test waited for a line search that
+        refused every trial (the step's decrease below the merit's resolution, nu times
+        the gaps' round-off): kinova "box" 18 iterations from the guess, of which the
+        last 9 changed the cost by 6e-12 relative; it now stops at the first feasible
+        iterate whose step is worth at most th_decrease, as FDDP does (9 iterations; the
+        cost 2.6e-9 relative below IPOPT's at tol 1e-11).  On a problem where the full
+        step is still worth more, the test waits: the 8 ur5 runs of
+        benchmarks/constrained.py end on the stationarity test, bitwise as before."""
         if not (polished and gap <= self.th_gaps and violation <= self.th_constraint
-                and np.isfinite(refused)         # the shortest trial evaluated, finite
                 and np.isfinite(cost)):
             return False
         problem, dx, du = self.problem, self.dx, self.du
-        curvature = np.einsum("tij,ti,tj->", problem.Lxx, dx, dx) + \
-            np.einsum("tij,ti,tj->", problem.Luu, du, du) + \
-            2.0 * np.einsum("tij,ti,tj->", problem.Lxu, dx[:-1], du)
-        decrease = -(_merit_slope(problem.Lx, problem.Lu, dx, du)[0] + 0.5 * curvature)
+        # w^T H w by stacked products (29 us on panda's 100 knots, where three
+        # einsum("tij,ti,tj->") took 100: the test now runs at every feasible iterate)
+        curvature = np.vdot(dx, np.matmul(problem.Lxx, dx[:, :, None])) + \
+            np.vdot(du, np.matmul(problem.Luu, du[:, :, None])) + \
+            2.0 * np.vdot(dx[:-1], np.matmul(problem.Lxu, du[:, :, None]))
+        decrease = -(cost_slope + 0.5 * curvature)
         # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
         # th_gaps, th_constraint), which can make the signed value negative and hide the
         # optimality part of the decrease (review)
-        return abs(decrease) <= min(self.th_decrease * max(1.0, abs(cost)), nu * refused)
+        return abs(decrease) <= self.th_decrease * max(1.0, abs(cost))
 
     def _first_trial(self, steps):
         """The index in ``alphas`` of the line search's first trial after the accepted
