@@ -61,7 +61,10 @@ the dynamics' multipliers of the certificate from an adjoint sweep
 at once, without polishing (ur5 "infeasible": 25-50 ADMM iterations per QP where the
 1000 of ``max_qp_iter`` and ~41 polishes ran before).  Two SQP iterations in a row whose
 QP is certified infeasible (:data:`CERTIFIED_AFTER`) end the solve with status
-"infeasible"; a line search that refuses every trial after a certified QP too.
+"infeasible"; a line search that refuses every trial after a certified QP too.  Before
+the first iteration, rows at knot 0 without a control term that x0 violates (state
+bounds; state-only residual rows where the start has x_0 = x0) end the solve at once
+"infeasible": x0 alone fixes them (:func:`_fixed_row_violation`).
 
 The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
 backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
@@ -504,6 +507,28 @@ def _certificate_rows(blocks):
                     support += (lower[i] - value) * d
                 largest = max(largest, abs(d))
     return largest, support
+
+
+@kernel
+def _fixed_row_violation(blocks, f0):
+    """The largest violation at x0 of the rows at knot 0 without a control term: with
+    x_0 = x0 fixed nothing can change them.  The state bounds (x (+) dx adds there) at
+    x_0 (+) f_0 = x0 exactly; the residual rows whose Ru row is zero at their values r,
+    x0's only where the gap f_0 at knot 0 is zero (else left out)."""
+    largest = 0.0
+    at_x0 = True
+    for a in range(f0.shape[0]):
+        at_x0 = at_x0 and f0[a] == 0.0
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        if start != 0 or kind == 1 or y.shape[0] == 0 or (kind == 0 and not at_x0):
+            continue
+        for i in range(y.shape[1]):
+            if kind == 0 and not _state_row(Ru, 0, index[i]):
+                continue
+            value = r[0, index[i]] if kind == 0 else r[0, i] + f0[dx_index[i]]
+            largest = max(largest, lower[i] - value, value - upper[i])
+    return largest
 
 
 @kernel
@@ -1184,6 +1209,11 @@ class CSQP:
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
         self._fresh = True
+        if self.blocks and _fixed_row_violation(self.typed_blocks,
+                                                self.gaps[0]) > self.th_constraint:
+            # x_0 = x0 violates rows it alone determines: no (xs, us) satisfies them
+            return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
+                                (gap, violation))
         while True:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]

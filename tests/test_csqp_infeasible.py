@@ -10,6 +10,8 @@ first rho check, and two such QPs in a row end the SQP with status "infeasible".
   knot; ur5 held at rest (a stage state equality) by torques of at most 1 N m, too weak
   against gravity; panda's arm joints boxed within 0.05 rad of q0 (state bounds) with the
   hand at a far target at the last knot.
+- Rows at knot 0 that x_0 = x0 alone fixes (a state bound the start violates): "infeasible"
+  before the first iteration.
 - Nearly infeasible but feasible (ur5 "infeasible" with the plane 1e-6 below the target,
   ADMM first): converged, the same iterates as without the certificate.
 - LQ: the certificate of contradicting terminal equalities is Farkas' on the dense QP
@@ -26,10 +28,12 @@ from geppetto.benchmarks import constrained, nlp
 from test_constrained_solver import _dense, _lq_problem
 
 
-def _arm(name, knots, stage_rows=(), terminal_rows=(), state_bounds=None, **options):
+def _arm(name, knots, stage_rows=(), terminal_rows=(), state_bounds=None, first=0,
+         **options):
     """benchmarks/constrained.py's reaching costs on ``name`` (``knots`` of 10 ms) with the
-    stage and terminal rows built by ``stage_rows(model, state, frame, x0)`` (and
-    ``terminal_rows``), the state bounds on every knot, the terminal one included."""
+    stage rows built by ``stage_rows(model, state, frame, x0)`` on knots ``first`` ..
+    knots - 1 and the terminal ones by ``terminal_rows``, the state bounds on every knot,
+    the terminal one included."""
     robot = gp.robots.load(name)
     model = robot.model
     dynamics = ocp.FreeDynamics(model)
@@ -46,15 +50,19 @@ def _arm(name, knots, stage_rows=(), terminal_rows=(), state_bounds=None, **opti
     terminal = ocp.TerminalModel(state, [ocp.Cost(reach, weight=1e3), costs[1]], list(
         terminal_rows(model, state, frame, x0)) if terminal_rows else [],
         state_bounds=state_bounds)
-    return ocp.ShootingProblem(x0, [stage] * knots, terminal)
+    plain = ocp.StageModel(dynamics, costs, dt=constrained.DT,
+                           integrator="semi_implicit_euler", state_bounds=state_bounds,
+                           **options)
+    return ocp.ShootingProblem(x0, [plain] * first + [stage] * (knots - first), terminal)
 
 
 def _two_planes(knots=30):
-    """ur5: the tool at z >= 0.5 and at z <= 0.3 on every knot."""
+    """ur5: the tool at z >= 0.5 and at z <= 0.3 on knots 1 .. 29 (x0 violates one of
+    them: at knot 0 the start check would end it before any QP)."""
     def rows(model, state, frame, x0):
         height = ocp.FrameTranslationResidual(model, frame, np.zeros(3), axes=[2])
         return [ocp.Constraint(height, 0.5, np.inf), ocp.Constraint(height, -np.inf, 0.3)]
-    return _arm("ur5", knots, rows)
+    return _arm("ur5", knots, rows, first=1)
 
 
 def _weak_hold(knots=30):
@@ -108,7 +116,7 @@ def test_ur5_infeasible_certified_at_the_first_rho_check():
 def test_infeasible_problems_of_other_kinds(build):
     """Contradicting planes, a hold too weak for gravity, a joint box against a terminal
     target: "infeasible" after 2 SQP iterations from the guess and from FDDP's optimum,
-    every QP ending ADMM within 75 iterations (the old code: 1000 per QP; 6 SQP
+    every QP ending ADMM within 100 iterations (the old code: 1000 per QP; 6 SQP
     iterations on the planes and the joint box; on the weak hold from the guess, "no
     step accepted by the line search")."""
     problem = build()
@@ -116,7 +124,35 @@ def test_infeasible_problems_of_other_kinds(build):
         result = gp.solvers.CSQP(problem).solve(xs, us, max_iter=100)
         assert result.status == "infeasible" and not result.converged, (name, result.status)
         assert result.iterations <= 2, (name, result.iterations)
-        assert max(result.history["qp_iterations"]) <= 75, result.history["qp_iterations"]
+        assert max(result.history["qp_iterations"]) <= 100, result.history["qp_iterations"]
+
+
+def test_rows_violated_by_x0_at_knot_0_end_before_the_first_iteration():
+    """ur5's shoulder lift bounded 0.1 rad above its start on every knot (state bounds):
+    x_0 = x0 violates the bound at knot 0, which nothing can change: "infeasible" with
+    no iteration from the guess and from FDDP's optimum (the old code: 6 SQP iterations
+    of 1000 ADMM iterations each; the start projected onto the bounds, its x_0 off x0).
+    A plane on the tool's height that x0 violates on every knot: the same.  A state-only
+    residual row at a start with a gap at knot 0 is left to the QPs."""
+    q0 = gp.robots.load("ur5").q0
+    lower, upper = np.full(2 * q0.size, -np.inf), np.full(2 * q0.size, np.inf)
+    lower[1] = q0[1] + 0.1
+    problem = _arm("ur5", 30, state_bounds=(lower, upper))
+    for name, (xs, us) in _starts(problem).items():
+        result = gp.solvers.CSQP(problem).solve(xs, us, max_iter=100)
+        assert result.status == "infeasible" and result.iterations == 0, (name, result)
+        # the bound's 0.1 rad at x0: a gap at knot 0 of the start projected onto it
+        assert max(result.violation, result.gaps) >= 0.1 - 1e-12, result
+    def plane(model, state, frame, x0):     # the tool starts at z = -0.005
+        return [ocp.Constraint(ocp.FrameTranslationResidual(model, frame, np.zeros(3),
+                                                            axes=[2]), 0.5, np.inf)]
+    problem = _arm("ur5", 30, plane)
+    result = gp.solvers.CSQP(problem).solve(max_iter=100)
+    assert result.status == "infeasible" and result.iterations == 0, result
+    xs = np.repeat(problem.x0[None], problem.N + 1, axis=0)
+    xs[0, 1] += 0.2                     # a gap at knot 0: the check does not apply
+    result = gp.solvers.CSQP(problem).solve(xs, max_iter=1)
+    assert result.iterations == 1
 
 
 def test_nearly_infeasible_converges_unchanged():
