@@ -928,7 +928,8 @@ class CSQP:
         self.du[:] = 0.0
         if not self._factorize(self.typed_blocks):
             return -1, np.inf, False, False
-        check = self.eps_prim_inf > 0.0     # OSQP's infeasibility test at each rho check
+        # OSQP's infeasibility test at each rho check (rows to certify with)
+        check = self.eps_prim_inf > 0.0 and bool(self.blocks)
         while total < self.max_qp_iter:
             count = min(self.rho_interval, self.max_qp_iter - total)
             # the chunk's last iteration apart, its y^{k-1} kept (the same iterates)
