@@ -485,7 +485,8 @@ def _certificate_rows(blocks):
     """The rows' part of OSQP's primal-infeasibility test (Sec. 3.4) on dy = y^k - y^{k-1},
     held in the y slots of ``blocks``: dy projected in place onto the polar cone of the
     recession cone of [l, h] (a row without an upper bound keeps dy_i <= 0, one without a
-    lower bound dy_i >= 0: the other sign would make the support below +inf), and
+    lower bound dy_i >= 0: the other sign would make its support term +inf; OSQP's
+    projection), and
     returns (max |dy|, the support sum_i (h_i - r_i) max(dy_i, 0) + (l_i - r_i)
     min(dy_i, 0) of the QP's row set l - r <= R w <= h - r, r the rows' values at the
     iterate)."""
