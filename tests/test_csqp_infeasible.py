@@ -6,8 +6,8 @@ first rho check, and two such QPs in a row end the SQP with status "infeasible".
   last knot), from the guess and from FDDP's optimum: "infeasible" after 2 SQP iterations
   and at most 50 ADMM iterations per QP, where without the certificate (eps_prim_inf 0,
   the old code) every QP ran its 1000 ADMM iterations (6 and 2 SQP iterations).
-- Three other kinds, 30 knots: ur5's tool above one plane and below another on every
-  knot; ur5 held at rest (a stage state equality) by torques of at most 1 N m, too weak
+- Three other kinds, 30 knots: ur5's tool above one plane and below another on knots
+  1..29; ur5 held at rest (a stage state equality) by torques of at most 1 N m, too weak
   against gravity; panda's arm joints boxed within 0.05 rad of q0 (state bounds) with the
   hand at a far target at the last knot.
 - Rows at knot 0 that x_0 = x0 alone fixes (a state bound the start violates): "infeasible"
