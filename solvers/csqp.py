@@ -53,6 +53,19 @@ first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active
 QP solution once the active set is found, where ADMM alone reaches its tolerance only
 (mim_solvers' stall at KKT 5e-6, issue 19).
 
+A QP with no solution (the linearized rows contradict each other or the linearized
+dynamics) makes the active-set method cycle and ADMM's multipliers diverge: at each rho
+check ADMM tests OSQP's primal-infeasibility certificate (Sec. 3.4) on dy = y^k - y^{k-1},
+the dynamics' multipliers of the certificate from an adjoint sweep
+(:meth:`CSQP._certified_infeasible` derives it), and a QP certified infeasible ends ADMM
+at once, without polishing (ur5 "infeasible": 25-50 ADMM iterations per QP where the
+1000 of ``max_qp_iter`` and ~41 polishes ran before).  Two SQP iterations in a row whose
+QP is certified infeasible (:data:`CERTIFIED_AFTER`) end the solve with status
+"infeasible"; a line search that refuses every trial after a certified QP too.  Before
+the first iteration, rows at knot 0 without a control term that x0 violates (state
+bounds; state-only residual rows where the start has x_0 = x0) end the solve at once
+"infeasible": x0 alone fixes them (:func:`_fixed_row_violation`).
+
 The SQP step is taken in multiple-shooting form, x (+) a dx, u + a du, with a
 backtracking line search on the l1 merit cost + nu (|f|_1 + |violation|_1) (Nocedal &
 Wright, "Numerical Optimization", 2nd ed., eq. 18.27 and Theorem 18.2: nu above the
@@ -162,6 +175,9 @@ CRAWL_RESUME = 0.25
 
 # "infeasible": the QP's primal residual at least this fraction of the violation
 INFEASIBLE_RATIO = 0.1
+# "infeasible" at once when this many SQP iterations in a row end with their QP certified
+# infeasible by ADMM (:meth:`CSQP._certified_infeasible`)
+CERTIFIED_AFTER = 2
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
@@ -468,6 +484,58 @@ def _update(blocks, tx, tu, dx, du, alpha, project, dual_x, dual_u):
 
 
 @kernel
+def _certificate_rows(blocks):
+    """The rows' part of OSQP's primal-infeasibility test (Sec. 3.4) on dy = y^k - y^{k-1},
+    held in the y slots of ``blocks``: dy projected in place onto the polar cone of the
+    recession cone of [l, h] (a row without an upper bound keeps dy_i <= 0, one without a
+    lower bound dy_i >= 0: the other sign would make its support term +inf; OSQP's
+    projection), and
+    returns (max |dy|, the support sum_i (h_i - r_i) max(dy_i, 0) + (l_i - r_i)
+    min(dy_i, 0) of the QP's row set l - r <= R w <= h - r, r the rows' values at the
+    iterate)."""
+    largest, support = 0.0, 0.0
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, dy, z, rho, lower, upper, index, dx_index = blocks[b]
+        for k in range(dy.shape[0]):
+            for i in range(dy.shape[1]):
+                d = dy[k, i]
+                if upper[i] == np.inf:
+                    d = min(d, 0.0)
+                if lower[i] == -np.inf:
+                    d = max(d, 0.0)
+                dy[k, i] = d
+                value = r[k, index[i]] if kind == 0 else r[k, i]
+                if d > 0.0:
+                    support += (upper[i] - value) * d
+                elif d < 0.0:
+                    support += (lower[i] - value) * d
+                largest = max(largest, abs(d))
+    return largest, support
+
+
+@kernel
+def _fixed_row_violation(blocks, f0):
+    """The largest violation at x0 of the rows at knot 0 without a control term: with
+    x_0 = x0 fixed nothing can change them.  The state bounds (x (+) dx adds there) at
+    x_0 (+) f_0 = x0 exactly; the residual rows whose Ru row is zero at their values r,
+    x0's only where the gap f_0 at knot 0 is zero (else left out)."""
+    largest = 0.0
+    at_x0 = True
+    for a in range(f0.shape[0]):
+        at_x0 = at_x0 and f0[a] == 0.0
+    for b in range(len(blocks)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = blocks[b]
+        if start != 0 or kind == 1 or y.shape[0] == 0 or (kind == 0 and not at_x0):
+            continue
+        for i in range(y.shape[1]):
+            if kind == 0 and not _state_row(Ru, 0, index[i]):
+                continue
+            value = r[0, index[i]] if kind == 0 else r[0, i] + f0[dx_index[i]]
+            largest = max(largest, lower[i] - value, value - upper[i])
+    return largest
+
+
+@kernel
 def _stationarity(blocks, F, L, dx, du, lam, ax, au, with_step):
     """The costates lam (N+1, ndx) of the LQ at w = (dx, du) with the rows' multipliers
     y (adjoint sweep: lam_N = Lx_N + Lxx_N dx_N + Rx^T y, lam_t = Lx + Lxx dx + Lxu du
@@ -725,7 +793,11 @@ class CSQP:
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
     followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
-    its primal tolerance with no decrease of the violation.  ``solve`` accepts the
+    its primal tolerance with no decrease of the violation, or :data:`CERTIFIED_AFTER`
+    in a row end their QP certified infeasible; ``eps_prim_inf`` 1e-4 (OSQP's default):
+    the tolerance of ADMM's primal-infeasibility certificate
+    (:meth:`_certified_infeasible`; 0: no certificate, the QP runs its ``max_qp_iter``).
+    ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
     block in the order of :attr:`blocks`, as ALDDP's).
     """
@@ -735,7 +807,7 @@ class CSQP:
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
-                 th_decrease=1e-9):
+                 th_decrease=1e-9, eps_prim_inf=1e-4):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -744,6 +816,8 @@ class CSQP:
                 raise ValueError(f"{name} must be finite and positive, got {value}")
         if not 0.0 < alpha < 2.0:
             raise ValueError(f"alpha must be in (0, 2), got {alpha}")
+        if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
+            raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
         self.problem = problem
         self.th_stop, self.th_constraint, self.th_gaps = th_stop, th_constraint, th_gaps
         self.th_decrease = th_decrease
@@ -759,6 +833,8 @@ class CSQP:
                              f"{self.active_set_rounds} and {self.polish_rounds}")
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
+        self.eps_prim_inf = float(eps_prim_inf)
+        self._certified = False     # the last QP's ADMM certified it infeasible
         self.warm_line_search = bool(warm_line_search)
         self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
         self.multipliers = None
@@ -786,7 +862,15 @@ class CSQP:
                 item[:5] + (y, z, rho) + item[8:] for item, y, z, rho in zip(
                     self.items, self._polished[0::3], self._polished[1::3],
                     self._polished[2::3])])
+        # ADMM's last dy = y^k - y^{k-1} in the rows' tuples (:meth:`_certified_infeasible`)
+        self._dy = [np.zeros(s) for s in shapes]
+        self.typed_dy = None
+        if self.blocks:
+            self.typed_dy = typed_list([item[:5] + (dy,) + item[6:] for item, dy in
+                                        zip(self.items, self._dy)])
         N, ndx, nu = problem.N, problem.ndx, problem.nu
+        self._certificate_work = (np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx)),
+                                  np.zeros((N, nu)))
         self.gaps = np.zeros((N + 1, ndx))
         self.H = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu)),
                   np.zeros((N + 1, ndx)), np.zeros((N, nu)))
@@ -856,22 +940,38 @@ class CSQP:
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         self._failed_starts = set()
+        self._certified = False
         if self.polish and self.blocks and self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
         if not self._factorize(self.typed_blocks):
             return -1, np.inf, False, False
+        # OSQP's infeasibility test at each rho check (rows to certify with)
+        check = self.eps_prim_inf > 0.0 and bool(self.blocks)
         while total < self.max_qp_iter:
             count = min(self.rho_interval, self.max_qp_iter - total)
+            # the chunk's last iteration apart, its y^{k-1} kept (the same iterates)
             done, prim, dual, prim_scale, dual_scale = _admm(
-                self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, count,
-                self.eps, False)
+                self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True,
+                count - 1 if check else count, self.eps, False)
+            if check and done == count - 1 and not (
+                    prim <= self.eps[0] + self.eps[1] * prim_scale and
+                    dual <= self.eps[0] + self.eps[1] * dual_scale):     # (not converged)
+                for dy, y in zip(self._dy, self.y):
+                    dy[:] = y
+                done, prim, dual, prim_scale, dual_scale = _admm(
+                    self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, 1,
+                    self.eps, False)
+                done += count - 1
             total += done
             self._sweeps += done
             if done < count:
                 solved = True
                 break
+            if check and self._certified_infeasible(self.gaps):
+                self._certified = True          # ADMM ends at once (no polish)
+                return total, prim, False, False
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
@@ -893,6 +993,40 @@ class CSQP:
         polished = self.polish and self.blocks and bool(self._polish(self.polish_rounds,
                                                                      skip_failed=True))
         return total, prim, solved, polished
+
+    def _certified_infeasible(self, gaps):
+        """Whether ADMM's last dy = y^k - y^{k-1} (in :attr:`typed_dy`) certifies the QP
+        with the gaps ``gaps`` infeasible (OSQP, Sec. 3.4: on an infeasible QP y^k
+        diverges and dy converges to a Farkas certificate).
+
+        OSQP's QP is min 1/2 w^T P w + q^T w s.t. l <= A w <= u; its primal-infeasibility
+        test asks ||A^T dy|| <= eps_prim_inf ||dy|| and u^T max(dy, 0) + l^T min(dy, 0)
+        < -eps_prim_inf ||dy|| (infinity norms).  Here A stacks the dynamics rows D w = f
+        (dx_0 = f_0, dx_{t+1} - Fx_t dx_t - Fu_t du_t = f_{t+1}, equalities l = u = f)
+        and the constraint rows l - r <= R w <= h - r (:func:`_certificate_rows`).  The
+        Riccati sweep eliminates the dynamics, so ADMM has no iterate of their
+        multipliers mu: take the mu that zeroes the dx part of A^T (mu, dy) exactly.
+        With lam = -mu that part reads, for t = N .. 0,
+
+            lam_N = Rx_N^T dy_N,   lam_t = Fx_t^T lam_{t+1} + Rx_t^T dy_t,
+
+        the adjoint sweep of :func:`_stationarity` with the cost left out (L = 0), and
+        the du part left is its control gradient Fu_t^T lam_{t+1} + Ru_t^T dy_t: the
+        test's ||A^T dy|| is that sweep's stationarity.  The dynamics rows' support is
+        f^T mu = -sum_t f_t^T lam_t (equalities: u = l = f).  A pair (mu, dy) that meets
+        both tests with eps_prim_inf = 0 is Farkas' certificate: any feasible w would
+        give 0 = (A^T (mu, dy))^T w = mu^T D w + dy^T R w <= the support < 0."""
+        lam, ax, au = self._certificate_work
+        largest, support = _certificate_rows(self.typed_dy)
+        if not largest > 0.0:
+            return False
+        problem = self.problem
+        residual = _stationarity(self.typed_dy, (problem.Fx, problem.Fu),
+                                 self.zeros + (problem.Lxx, problem.Luu, problem.Lxu),
+                                 *self.zeros, lam, ax, au, False)[0]
+        support -= float(np.vdot(gaps, lam))
+        return support < -self.eps_prim_inf * largest and \
+            residual <= self.eps_prim_inf * largest
 
     def _polish(self, rounds, skip_failed=False):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
@@ -1082,6 +1216,7 @@ class CSQP:
         history = {key: [] for key in _HISTORY_KEYS}
         status, converged, iteration, nu = "max_iter", False, 0, 0.0
         stop, cost, stuck, last_violation = np.inf, np.nan, 0, np.inf
+        certified = 0               # consecutive QPs certified infeasible
         F = (problem.Fx, problem.Fu)
         L = (problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu)
         ax, au = self.polish_work[8], self.polish_work[9]
@@ -1094,6 +1229,11 @@ class CSQP:
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
         self._fresh = True
+        if self.blocks and _fixed_row_violation(self.typed_blocks,
+                                                self.gaps[0]) > self.th_constraint:
+            # x_0 = x0 violates rows it alone determines: no (xs, us) satisfies them
+            return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
+                                (gap, violation))
         while True:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
@@ -1115,7 +1255,8 @@ class CSQP:
             unsolvable = not (solved or polished) and prim >= INFEASIBLE_RATIO * violation
             stuck = stuck + 1 if unsolvable and violation >= 0.5 * last_violation else 0
             last_violation = min(last_violation, violation)
-            if stuck >= self.infeasible_after:
+            certified = certified + 1 if self._certified else 0
+            if stuck >= self.infeasible_after or certified >= CERTIFIED_AFTER:
                 status = "infeasible"
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
@@ -1160,8 +1301,10 @@ class CSQP:
                 # the violation (ADMM could not bring the linearized rows within their
                 # bounds): the linearized constraints, most likely the constraints,
                 # have no solution
-                infeasible = not (solved or polished) and violation > self.th_constraint \
-                    and prim >= INFEASIBLE_RATIO * violation
+                # (or the QP certified infeasible: :meth:`_certified_infeasible`)
+                infeasible = self._certified or (
+                    not (solved or polished) and violation > self.th_constraint
+                    and prim >= INFEASIBLE_RATIO * violation)
                 status = "infeasible" if infeasible else "no step accepted by the line search"
                 self._record(history, callbacks, iteration, record, t0)
                 break
