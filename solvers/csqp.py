@@ -949,11 +949,16 @@ class CSQP:
             return -1, np.inf, False, False
         # OSQP's infeasibility test at each rho check (rows to certify with)
         check = self.eps_prim_inf > 0.0 and bool(self.blocks)
+        # without rows the QP is the LQ itself: its first iterate from w = 0 is the
+        # solution (with sigma's proximal term), which the relaxation would overshoot by
+        # alpha (a full SQP step then left 1 - alpha = -0.6 of each gap: linear
+        # convergence on a problem FDDP solves in two iterations)
+        alpha = self.alpha if self.blocks else 1.0
         while total < self.max_qp_iter:
             count = min(self.rho_interval, self.max_qp_iter - total)
             # the chunk's last iteration apart, its y^{k-1} kept (the same iterates)
             done, prim, dual, prim_scale, dual_scale = _admm(
-                self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True,
+                self.typed_blocks, arrays, self.work, self.sigma, alpha, True,
                 count - 1 if check else count, self.eps, False)
             if check and done == count - 1 and not (
                     prim <= self.eps[0] + self.eps[1] * prim_scale and

@@ -383,3 +383,29 @@ def test_z1_joint_position_bounds_enter_the_active_set_one_knot_per_run():
     for bad in (dict(active_set_rounds=-1), dict(polish_rounds=-2)):
         with pytest.raises(ValueError, match="must be >= 0"):
             gp.solvers.CSQP(problem, **bad)
+
+
+def test_without_constraints_it_solves_the_lq_and_meets_fddp():
+    """No constraint rows: the QP is the LQ itself, so a full SQP step closes the
+    linear problem's gaps (before, ADMM's relaxation alpha = 1.6 overshot the LQ step
+    and each iteration left -0.6 of the gaps: max_iter 20 on this problem); and on ur5
+    reaching an SE3 target (nonlinear, no rows) CSQP ends at FDDP's optimum."""
+    import crocoddyl_problems as cp
+    problem = _lq_problem()
+    H, g, A, b, X, U = _dense(problem)
+    kkt = np.block([[H, A.T], [A, np.zeros((A.shape[0], A.shape[0]))]])
+    z = np.linalg.solve(kkt, np.concatenate([-g, b]))[:H.shape[0]]
+    xs_ref, us_ref = _split(problem, z, X, U)
+    result = gp.solvers.CSQP(problem).solve(max_iter=20)
+    assert result.converged and result.iterations <= 2, result
+    assert result.gaps < 1e-12
+    np.testing.assert_allclose(result.xs, xs_ref, rtol=0.0, atol=1e-8)
+    np.testing.assert_allclose(result.us, us_ref, rtol=0.0, atol=1e-8)
+    arm = cp.build(cp.arm_task("ur5_se3", "ur5", "tool0", (0.4, 0.2, 0.4), knots=20))
+    fddp = gp.solvers.FDDP(arm).solve(max_iter=100)
+    csqp = gp.solvers.CSQP(arm).solve(max_iter=100)
+    assert fddp.converged and csqp.converged, (fddp, csqp)
+    assert abs(csqp.cost - fddp.cost) <= 1e-7 * fddp.cost, (csqp.cost, fddp.cost)
+    # FDDP stops on its expected improvement: its controls agree to its precision
+    np.testing.assert_allclose(csqp.us, fddp.us, rtol=0.0,
+                               atol=1e-4 * np.abs(fddp.us).max())
