@@ -254,8 +254,10 @@ class _Block:
     (nr,)."""
 
     def __init__(self, kind, start, stop, lower, upper, name, m=0, x_index=None,
-                 dx_index=None, data=None):
+                 dx_index=None, data=None, uses_control=None):
         self.kind, self.start, self.stop, self.name = kind, start, stop, name
+        # whether the rows may depend on u (a residual's own declaration; bounds by kind)
+        self.uses_control = (kind != "x") if uses_control is None else bool(uses_control)
         self.lower, self.upper = lower, upper
         self.m, self.x_index, self.dx_index, self.data = m, x_index, dx_index, data
 
@@ -291,7 +293,7 @@ def constraint_blocks(problem):
     for model, start, stop, data in stages:
         for c, cd in zip(model.constraints, data.constraints):
             blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name,
-                                 data=cd))
+                                 data=cd, uses_control=c.residual.uses_control))
         if not model.terminal and model.has_control_bounds:
             blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
                                  "control_bounds", m=model.nu))

@@ -853,6 +853,12 @@ class CSQP:
                          zip(self.blocks, shapes)]
         self.items = self._items(self.y, self.z, self.rho)
         self.typed_blocks = typed_list(self.items)
+        # the rows at knot 0 x0 alone may fix (:func:`_fixed_row_violation`): state bounds
+        # and residuals that do not use u (one whose Ru is zero at the start's u only, a
+        # custom |u|^2 >= c at u = 0, is not fixed: review)
+        fixed = [item for item, block in zip(self.items, self.blocks)
+                 if block.start == 0 and not block.uses_control]
+        self._fixed_blocks = typed_list(fixed) if fixed else None
         self._polished = [np.zeros(s) for s in shapes for _ in range(3)]
         # the same rows (their r, R arrays) with polishing's y, z, rho (it runs only with
         # rows)
@@ -966,12 +972,17 @@ class CSQP:
                 for dy, y in zip(self._dy, self.y):
                     dy[:] = y
                 done, prim, dual, prim_scale, dual_scale = _admm(
-                    self.typed_blocks, arrays, self.work, self.sigma, self.alpha, True, 1,
+                    self.typed_blocks, arrays, self.work, self.sigma, alpha, True, 1,
                     self.eps, False)
+                for dy, y in zip(self._dy, self.y):
+                    np.subtract(y, dy, out=dy)          # dy = y^k - y^{k-1} (review)
                 done += count - 1
             total += done
             self._sweeps += done
-            if done < count:
+            # solved, also where the chunk's last iteration met the tolerance (OSQP tests
+            # convergence before infeasibility: a solved QP's dy is noise)
+            if done < count or (prim <= self.eps[0] + self.eps[1] * prim_scale and
+                                dual <= self.eps[0] + self.eps[1] * dual_scale):
                 solved = True
                 break
             if check and self._certified_infeasible(self.gaps):
@@ -1234,8 +1245,8 @@ class CSQP:
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
         self._fresh = True
-        if self.blocks and _fixed_row_violation(self.typed_blocks,
-                                                self.gaps[0]) > self.th_constraint:
+        if self._fixed_blocks is not None and _fixed_row_violation(
+                self._fixed_blocks, self.gaps[0]) > self.th_constraint:
             # x_0 = x0 violates rows it alone determines: no (xs, us) satisfies them
             return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
                                 (gap, violation))
@@ -1283,7 +1294,7 @@ class CSQP:
                           rho=self.rho_now, dV_exp=np.nan,
                           dV=np.nan, time=0.0)
             if finite and self._settled(cost, gap, violation, polished,
-                                                  cost_slope + 0.5 * curvature):
+                                                  cost_slope, curvature):
                 status, converged = SETTLED, True
                 self._record(history, callbacks, iteration, record, t0)
                 break
@@ -1329,16 +1340,23 @@ class CSQP:
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
 
-    def _settled(self, cost, gap, violation, polished, model_change):
+    def _settled(self, cost, gap, violation, polished, slope, curvature):
         """Whether the iterate is a solution to the cost's precision (the second stopping
         test, status :data:`SETTLED`, tried after each QP before the line search): the
         iterate feasible (gap <= th_gaps, violation <= th_constraint), the QP solved by
         the active-set method (its polish, to its tolerance; not ADMM's iterate), the
         cost finite, and the magnitude of the full step's predicted decrease of the
-        cost, the QP model's -(g^T w + 1/2 w^T H w) (-``model_change``, from
-        :func:`_step_model`; FDDP's |d1 + d2 / 2|, Crocoddyl's stopping value), at most ``th_decrease`` max(1, |cost|):
-        FDDP's test, relative to the cost's scale (the step would change the cost in its
-        tenth significant digit).
+        cost, the QP model's -(g^T w + 1/2 w^T H w) (``slope`` g^T w and ``curvature``
+        w^T H w from :func:`_step_model`; FDDP's |d1 + d2 / 2|, Crocoddyl's stopping
+        value), and the curvature's part 1/2 w^T H w alone, both at most ``th_decrease``
+        max(1, |cost|): FDDP's test, relative to the cost's scale (the step would change
+        the cost in its tenth significant digit).  The curvature's part on its own: at
+        the QP's solution g^T w = -(w^T H w + y^T b + lam^T f), the rows' and gaps'
+        restoration terms (b the active rows' residual, f the gaps, up to th_constraint
+        and th_gaps) of the other sign, which could cancel the sum to zero at a step
+        still worth w^T H w / 2 (review).  Below |cost| = 1 the test is absolute, as
+        Crocoddyl's th_stop (a cost of 1e-4 may then stop 1e-5 relative from its
+        optimum; th_decrease smaller asks more).
         Why not the stationarity alone (benchmarks/constrained_notes.md, section CSQP,
         gn19): the Gauss-Newton Hessian leaves out the costates' term lam^T F'', large
         where a light link makes M^-1 large (kinova's wrist 1589, talos_arm's 903 against
@@ -1359,11 +1377,12 @@ class CSQP:
         if not (polished and gap <= self.th_gaps and violation <= self.th_constraint
                 and np.isfinite(cost)):
             return False
-        decrease = -model_change
+        decrease = -(slope + 0.5 * curvature)
         # |decrease|: the step also closes the iterate's own residual gaps and rows (up to
         # th_gaps, th_constraint), which can make the signed value negative and hide the
-        # optimality part of the decrease (review)
-        return abs(decrease) <= self.th_decrease * max(1.0, abs(cost))
+        # optimality part of the decrease (review); the curvature's part bounds the
+        # optimality part where the two cancel
+        return max(abs(decrease), 0.5 * curvature) <= self.th_decrease * max(1.0, abs(cost))
 
     def _first_trial(self, steps):
         """The index in ``alphas`` of the line search's first trial after the accepted

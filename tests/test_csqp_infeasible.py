@@ -102,9 +102,14 @@ def test_ur5_infeasible_certified_at_the_first_rho_check():
     iterations from the guess), the SQP "infeasible" after its second QP."""
     problem = constrained.untuned2("infeasible", 100)
     for name, (xs, us) in _starts(problem).items():
-        result = gp.solvers.CSQP(problem).solve(xs, us, max_iter=100)
+        solver = gp.solvers.CSQP(problem)
+        result = solver.solve(xs, us, max_iter=100)
         assert result.status == "infeasible" and not result.converged, (name, result.status)
         assert result.iterations == 2, (name, result.iterations)
+        # the certificate read dy = y^k - y^{k-1}, not y^{k-1} (review): y grows by about
+        # dy per iteration, so after 25 or more |dy| is a small fraction of |y|
+        largest_dy = max(np.abs(dy).max() for dy in solver._dy)
+        assert 0.0 < largest_dy <= 0.1 * max(np.abs(y).max() for y in solver.y), largest_dy
         assert result.history["qp_iterations"] and \
             max(result.history["qp_iterations"]) <= 50, result.history["qp_iterations"]
         assert result.violation >= 0.025         # the rows 5 cm apart: one violated by half
