@@ -96,7 +96,9 @@ iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
-(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); the final solve's inexact
+(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); after the first QP, a row without
+a multiplier starting inactive even at its bound (:func:`_polish_rows`; kinova "box": a
+weakly inactive row entered and left at every QP, 2 -> 1 factorizations per QP); the final solve's inexact
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
 (:func:`_costates_max`) and multipliers; the start projected onto the box bounds
 (:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
@@ -616,8 +618,15 @@ def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
     bound with penalty ``big`` and multiplier y; the others rho 0, y 0.  With ``fresh``
     (the first QP of a solve: z the iterate's values clipped, y the start multipliers)
     a residual row without a control term and without a multiplier starts inactive:
-    the first solve's step tells which rows it pushes past a bound (:func:`_polish_fix`).  Returns the number
-    of active rows."""
+    the first solve's step tells which rows it pushes past a bound (:func:`_polish_fix`).
+    Without ``fresh`` (z, y those of the last QP's solution or of ADMM's iterate) an
+    inequality row whose multiplier is exactly zero was inactive there and starts
+    inactive, even where its value z lies within ``tolerance`` of a bound: such a row
+    (a weakly inactive one, its value at the bound with no force needed) entered the
+    active set at every QP, got a multiplier of the wrong sign and left again, one
+    factorization and sweep more per SQP iteration (kinova "box": the tool's z >= 0.35
+    at knot 65, QPs 2-18 of 2 factorizations each, now 1).  Returns the number of
+    active rows."""
     active = 0
     for b in range(len(blocks)):
         kind, Ru, index, dx_index = blocks[b][0], blocks[b][4], blocks[b][10], blocks[b][11]
@@ -627,9 +636,9 @@ def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
             for i in range(z.shape[1]):
                 at_lower = z[k, i] - lower[i] <= tolerance and y[k, i] <= 0.0
                 at_upper = upper[i] - z[k, i] <= tolerance and y[k, i] >= 0.0
-                if fresh and y[k, i] == 0.0 and (
+                if y[k, i] == 0.0 and (not fresh or (
                         (kind == 0 and _state_row(Ru, k, index[i])) or
-                        (kind == 2 and sparse[3] and dx_index[i] < ndx // 2)):
+                        (kind == 2 and sparse[3] and dx_index[i] < ndx // 2))):
                     at_lower = at_upper = False
                 if lower[i] == upper[i] or at_lower or at_upper:
                     pz[k, i] = lower[i] if (at_lower or lower[i] == upper[i]) else upper[i]

@@ -19,6 +19,10 @@ problems of tests/test_constrained_solver.py (imported: its kernels are compiled
   nobody tuned for): the second stopping test (the full step's predicted decrease below
   th_decrease at a feasible iterate, tried after every QP) ends it converged at FDDP's
   optimum, from the guess in fewer iterations than when it waited for a refused search.
+- A QP's starting active set: a row without multiplier at its bound starts inactive
+  after the first QP (a weakly inactive row no longer enters and leaves at every QP).
+- Without constraint rows: the LQ's exact step (the LQ problem in two iterations) and
+  FDDP's optimum on ur5.
 """
 import numpy as np
 import pytest
@@ -249,6 +253,34 @@ def test_a_round_rewrites_the_hessian_at_its_changed_knots_only():
         csqp._hessian(blocks, L, stale, t_end, np.zeros(N + 1, dtype=bool))
         assert not np.array_equal(stale[1], rebuilt[1])
         solver.H = tuple(h.copy() for h in stale)
+
+
+def test_a_row_without_multiplier_at_its_bound_starts_the_next_qp_inactive():
+    """csqp._polish_rows after the first QP of a solve: a control-bound row whose value z
+    sits at its upper bound with multiplier exactly 0 (inactive in the last QP's
+    solution: a weakly inactive row) starts inactive, with a multiplier of the bound's
+    sign it starts active at that bound; in the first QP (``fresh``) the rows at a bound
+    start active as before.  Before, such a row entered the active set at every QP and
+    left it with a wrong-sign multiplier (kinova "box" of benchmarks/constrained.py: 2
+    factorizations per QP over QPs 2-18, then 1)."""
+    from geppetto.solvers import csqp
+    knots = range(4, 9)
+    problem = _lq_problem(control_bounds=(-0.4, 0.4), bounded_knots=knots)
+    solver = gp.solvers.CSQP(problem)
+    assert solver.solve(max_iter=20).converged
+    u = next(i for i, b in enumerate(solver.blocks) if b.kind == "u")
+    y, z = solver.y[u], solver.z[u]
+    rho = solver._polished[3 * u + 2]
+    tolerance = max(solver.eps[0], 1e-9)
+    y[:], z[:] = 0.0, 0.0                      # every row inactive, inside its bounds
+    z[2, 1] = 0.4 - 1e-12                      # block knot 2, control 1: at its upper bound
+    for fresh, multiplier, active in ((False, 0.0, 0), (False, 1e-3, 1), (True, 0.0, 1)):
+        y[2, 1] = multiplier
+        count = csqp._polish_rows(solver.typed_blocks, solver.typed_polished, solver.big,
+                                  tolerance, fresh, solver._sparse, problem.ndx)
+        assert count == active and (rho[2, 1] != 0.0) == bool(active), (fresh, multiplier)
+        if active:
+            assert rho[2, 1] == solver.big and solver._polished[3 * u + 1][2, 1] == 0.4
 
 
 def test_backward_range_kept_is_backward_range_with_its_factors():
