@@ -61,8 +61,10 @@ class _BackwardTail:
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
-        split = 0 if b == 0 else min(b + 1, N)
-        if self.failed >= 0 or split >= top:
+        # b = N (the last chunk holds the terminal knot alone): nothing yet, the terminal
+        # knot's gap needs knot N - 1's prediction, which another thread evaluates
+        split = 0 if b == 0 else b + 1
+        if self.failed >= 0 or split >= top or split > N:
             return
         if self.feasible:
             self.gaps[split:top] = 0.0
