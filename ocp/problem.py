@@ -301,11 +301,14 @@ class ShootingProblem:
         is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
         line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
         on 2 cores (one thread's solve over two threads', wall clock, interleaved, best
-        of 3 in each of 7 rounds, each mode on its own problem, medians over four
-        processes, under real-time scheduling at load 1.7-1.8): solo12 trot 1.49x
-        (1.47-1.51; 1.33-1.40x without the speculation in earlier runs), talos squat
-        (BoxFDDP, no speculation) 1.51x (1.46-1.53); earlier runs: ur5 and panda
-        reaching 0.93x and 0.92x (one thread stays the default).
+        of 3 in each of 7 rounds, each mode on its own problem, medians over seven
+        processes, without real-time scheduling, rounds where no other process ran,
+        load 1.1-1.4): solo12 trot 1.49x (1.46-1.53 over the processes; 1.45x for
+        the previous commit in the same window; 1.33-1.40x without the speculation in
+        earlier runs), talos squat (BoxFDDP, no speculation) 1.54x (1.45-1.57; 1.51x);
+        earlier runs: ur5 and panda reaching 0.93x and 0.92x (one thread stays the
+        default).  Beside another busy process two threads are slower than one
+        (0.9x): the second core is not free.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):
