@@ -10,11 +10,10 @@ one thread): no OpenMP threads spinning between regions, no workqueue launch, no
 install; a worker waits on a lock (the kernel's futex, passive) and the region costs two
 lock hand-offs (measured 14 us for an empty region, idle machine; in this 2-core VM
 waking a sleeping worker costs the starting thread 16-22 us).  Between a speculative
-calc_diff and the next (:meth:`.problem.ShootingProblem._speculate`), where no other
-work waits for its core (a real-time policy, or the workers had their cores in their
-recent tasks: :func:`.problem._may_linger`), worker 0 instead lingers: it spins about
-0.5 ms without the GIL (:func:`_spin_for_task`) and a task posted meanwhile is taken by
-a compare-exchange of its state word.
+calc_diff and the next (:meth:`.problem.ShootingProblem._speculate`), under a real-time
+policy, worker 0 instead lingers: it spins about 0.5 ms without the GIL
+(:func:`_spin_for_task`) and a task posted meanwhile is taken by a compare-exchange of
+its state word.
 
 The workers set their Numba thread count to one, so that the stages they evaluate take
 the fused (serial) phase, as on the calling thread (:func:`.stage.fused_phase`).

@@ -136,19 +136,6 @@ def _real_time():
     return policy is not None and policy(0) in (os.SCHED_FIFO, os.SCHED_RR)
 
 
-def _may_linger(region):
-    """Whether worker 0 of ``region`` may spin for its next task after a calc_diff that
-    took up a speculation (:class:`.parallel._Worker`): under a real-time policy
-    (:func:`_real_time`), or where the workers had their cores in their recent tasks
-    (``region.off_core()`` at most SPECULATE_MAX_OFF_CORE, the rule the speculation
-    itself starts by): no other work then waits for the core the spin holds.  Measured
-    without a real-time policy, both cores free (solo12 trot, two threads over one,
-    interleaved in one process, quiet rounds, load 1.4): 1.48x (1.10-1.53) with the spin
-    against 1.48x (1.09-1.50) without, the two-thread iteration 1.009x faster
-    (0.76-1.03), the best one 1.035 ms against 1.051 ms."""
-    return _real_time() or region.off_core() <= SPECULATE_MAX_OFF_CORE
-
-
 def _own_stack(array, shape):
     """Whether ``array`` can go to a kernel as it is: float64, C-contiguous, of ``shape``."""
     return isinstance(array, np.ndarray) and array.dtype == np.float64 and \
@@ -380,8 +367,8 @@ class ShootingProblem:
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
-        # worker 0 spins between a speculation's calc_diff and the next where no other
-        # work waits for its core (False: it sleeps; see _may_linger)
+        # worker 0 spins between a speculation's calc_diff and the next where the threads
+        # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
         # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
         # (moving averages, see _speculation_pays)
@@ -684,9 +671,8 @@ class ShootingProblem:
                  for i in range(n - 1)]
         # worker 0 spins for the next speculation after this calc_diff where this one
         # took one up (the next start then costs no wake-up, see parallel._Worker), if
-        # no other work waits for its core (_may_linger)
-        region.set_lingering(0, speculation is not None and self.linger and
-                             _may_linger(region))
+        # the threads run under a real-time policy (no other process takes its core)
+        region.set_lingering(0, speculation is not None and self.linger and _real_time())
         region([caller] + tasks)
         # the calling thread's wait spins: its CPU time without it, for the balance
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)

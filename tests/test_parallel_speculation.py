@@ -55,7 +55,7 @@ def test_refused_full_steps(trot, monkeypatch, linger):
     ``linger``: worker 0 spins for its next task between speculations (as under a
     real-time policy) and takes it from the spin."""
     problem, xs, us = trot
-    monkeypatch.setattr(ocp_problem, "_may_linger", lambda region: linger)
+    monkeypatch.setattr(ocp_problem, "_real_time", lambda: linger)
     # spins counted only while the worker runs: ~12 ms of them outlast a loaded
     # machine's gap between two speculations (~0.5 ms by default)
     monkeypatch.setattr(ocp_parallel, "LINGER_SPINS", 50_000_000)
