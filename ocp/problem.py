@@ -287,12 +287,15 @@ class ShootingProblem:
         line search's one-call trial, the rollout) stay serial; where the backward pass
         is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
         line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
-        on 2 cores (one thread's solve over two threads', wall clock, interleaved, best
-        of 3 in each of 7 rounds, each mode on its own problem, medians over four
-        processes, under real-time scheduling at load 1.7-1.8): solo12 trot 1.49x
-        (1.47-1.51; 1.33-1.40x without the speculation in earlier runs), talos squat
-        (BoxFDDP, no speculation) 1.51x (1.46-1.53); earlier runs: ur5 and panda
-        reaching 0.93x and 0.92x (one thread stays the default).
+        on 2 cores (one thread's solve over two threads', wall clock, interleaved in one
+        process, best of 3 in each of 20 rounds, each mode on its own problem, rounds
+        where no other process ran, no real-time scheduling, load 0.7-0.9): solo12 trot
+        1.46-1.47x, talos squat (BoxFDDP, no speculation) 1.50-1.52x against 1.44-1.49x
+        with the backward pass one knot behind the worker on feasible iterates too (the
+        previous rule); earlier runs, under real-time scheduling: trot 1.49x, squat
+        1.51x, ur5 and panda reaching 0.93x and 0.92x (one thread stays the default).
+        Beside another busy process two threads are slower than one (0.9x): the second
+        core is not free.
     """
 
     def __init__(self, x0, running_models, terminal_model, nthreads=1):

@@ -48,8 +48,9 @@ class _BackwardTail:
     """The backward pass run while a parallel calc_diff evaluates the knots below
     (:meth:`~geppetto.ocp.ShootingProblem.calc_diff`'s ``then``): each call with b, on
     the calling thread as soon as the knots b..N are evaluated, runs the recursion down
-    to knot s = b + 1 (the gap of row b needs knot b - 1's prediction), and with b = 0
-    down to knot 0 (row 0's gap is x0's), while the other thread evaluates the knots
+    to knot s = b + 1 (the gap of row b needs knot b - 1's prediction), on a feasible
+    iterate (no gaps) down to s = b, and with b = 0 down to knot 0 (row 0's gap is
+    x0's), while the other thread evaluates the knots
     below; the gaps of rows s..N are then in ``gaps`` (:meth:`fill_gaps` writes the
     others); :meth:`rest` runs knots s - 1 .. 0 after them.  The same kernel calls in
     the same order as one :func:`.riccati.backward_pass`: the same gains, to the bit."""
@@ -61,8 +62,12 @@ class _BackwardTail:
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
-        split = 0 if b == 0 else min(b + 1, N)
-        if self.failed >= 0 or split >= top:
+        # on an infeasible iterate knot b waits for knot b - 1's prediction (its gap); b = N
+        # (the last chunk holds the terminal knot alone): nothing yet there, the terminal
+        # knot's gap needs knot N - 1's, which another thread evaluates.  On a feasible one
+        # the gaps are zero: knot b at once (one knot more before each wait)
+        split = b if b == 0 or self.feasible else b + 1
+        if self.failed >= 0 or split >= top or split > N:
             return
         if self.feasible:
             self.gaps[split:top] = 0.0

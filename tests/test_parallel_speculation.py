@@ -144,6 +144,30 @@ def test_thread_count_change_drops_speculation(trot):
         problem.nthreads = 1
 
 
+def test_last_chunk_with_the_terminal_knot_alone(trot):
+    """A plan whose last chunk holds the terminal knot alone (the chunk boundaries at
+    [0, N, N + 1], where the rebalance may put them): the terminal knot's gap needs knot
+    N - 1's prediction, which worker 0 evaluates, so the backward pass waits for it.  The
+    predicted states left stale from another point (zero here): the solve from a fresh
+    point is one thread's, to the bit (on the old code it read the stale prediction and
+    ended at the maximum regularization)."""
+    problem, xs, us = trot
+    N = problem.N
+    problem.parallel_plan(2)
+    try:
+        problem.xnext[:] = 0.0
+        one, _, _ = _solve(problem, xs, us, 1, None, 4)
+        problem._build_plan(2, [0, N, N + 1])
+        problem._parallel_calls[2] = 257             # no rebalance: the plan kept
+        problem.xnext[:] = 0.0
+        two, _, _ = _solve(problem, xs, us, 2, None, 4)
+        assert problem._bounds[2] == [0, N, N + 1] and problem._starts[2][-1] == N
+        _assert_one_thread(one, two)
+    finally:
+        problem._build_plan(2, [round(i * (N + 1) / 2) for i in range(3)])
+        problem._parallel_calls[2] = 0
+
+
 def test_entry_points_drop_speculation(trot):
     """calc, calc_costs and rollout write or read what worker 0 does: they drop a
     running speculation first (worker 0 stopped and waited for); ``speculative`` other
