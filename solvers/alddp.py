@@ -293,7 +293,8 @@ def constraint_blocks(problem):
     for model, start, stop, data in stages:
         for c, cd in zip(model.constraints, data.constraints):
             blocks.append(_Block("residual", start, stop, c.lower, c.upper, c.name,
-                                 data=cd, uses_control=c.residual.uses_control))
+                                 data=cd,
+                                 uses_control=getattr(c.residual, "uses_control", True)))
         if not model.terminal and model.has_control_bounds:
             blocks.append(_Block("u", start, stop, model.u_lower, model.u_upper,
                                  "control_bounds", m=model.nu))
