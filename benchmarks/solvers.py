@@ -18,7 +18,9 @@ calc_diff as one parallel region (the knots in two chunks, :mod:`geppetto.ocp.pa
 the backward pass starting on the calling thread's chunk while the other is evaluated;
 the forward pass stays serial.  Besides the wall clock, the CPU time of the solve's
 critical path on two threads (:func:`critical_path`) over one thread's CPU time gives
-the speed-up the work allows whatever the load (``thread_lines``).
+the speed-up the work allows whatever the load (``thread_lines``); the speed-up quoted is
+the median of small interleaved blocks, one thread against two, with its range
+(:func:`interleaved_thread_ratio`).
 
 The task is the one of :mod:`.ocp` (frame translation + state and control
 regularization, semi-implicit Euler, dt = 10 ms, 100 knots), built the same
@@ -77,6 +79,8 @@ from geppetto.benchmarks.ocp import (CROCODDYL_REACHING, FRAMES, KNOTS, TIMING_S
 
 TH_STOP = 1e-9
 MAX_ITER = 200
+# interleaved blocks of the two-thread speed-up (:func:`interleaved_thread_ratio`)
+THREAD_BLOCKS = 15
 TARGET_ITERATIONS = 0.2  # relative
 TARGET_COST = 1e-6  # relative
 
@@ -243,6 +247,33 @@ def time_ours(problem, threads, repeats, solver_class=gp.solvers.FDDP, guess=(No
     return best
 
 
+def interleaved_thread_ratio(problem, solver_class=gp.solvers.FDDP, guess=(None, None),
+                             blocks=THREAD_BLOCKS, per_block=3):
+    """One thread's solve time over two threads' (wall clock), measured in ``blocks``
+    small interleaved blocks: in each, the fastest of ``per_block`` solves on one thread
+    and on two (which goes first alternates from block to block), their ratio; returns
+    the median ratio, its range and the ratios.  A shared machine's load moves both
+    sides of a block alike, where the best of each side's own block of solves (the
+    table's wall-clock columns) can catch one side in a quiet minute and the other in a
+    busy one."""
+    ratios = []
+    gc.disable()
+    try:
+        for block in range(blocks):
+            best = {}
+            for threads in ((1, 2) if block % 2 == 0 else (2, 1)):
+                use_threads(problem, threads)
+                best[threads] = min(solve_ours(problem, solver_class=solver_class,
+                                               guess=guess)[1] for _ in range(per_block))
+            ratios.append(best[1] / best[2])
+    finally:
+        gc.enable()
+        use_threads(problem, 1)
+    return dict(median=float(np.median(ratios)), low=float(min(ratios)),
+                high=float(max(ratios)), ratios=[float(r) for r in ratios],
+                blocks=blocks, per_block=per_block)
+
+
 def critical_path(problem, solver_class, guess):
     """(low, high) estimates of the CPU seconds of a solve's critical path on several
     threads: the calling thread's CPU time, plus, in each iteration's parallel
@@ -287,11 +318,13 @@ def thread_lines(row):
     """The 2-thread lines of a row: wall-clock speed-up, same iterates, and the CPU-time
     figures: calc_diff's chunks (at the solution, without the backward pass's start) and
     the speed-up of the solve's critical path (:func:`critical_path`) over one thread's
-    CPU time."""
+    CPU time; and the interleaved blocks' median speed-up and range
+    (:func:`interleaved_thread_ratio`)."""
     one, two = row["ours"]["1"], row["ours"]["2"]
     chunks = two["calc_diff_cpu_s"]["chunks"]
     serial_calc_diff = one["calc_diff_cpu_s"]["caller"]
     low, high = two["critical_path_cpu_s"]
+    ratio = two.get("thread_ratio")
     return [f"{row['robot']}: 2 threads over 1, wall clock: solve "
             f"{one['total_s'] / two['total_s']:.2f}x; iterations {one['iterations']} / "
             f"{two['iterations']}, final costs differ by {abs(one['cost'] - two['cost']):.1e}",
@@ -299,7 +332,11 @@ def thread_lines(row):
             f"on two {low * 1e3:.2f}-{high * 1e3:.2f} ms: {one['cpu_s'] / high:.2f}x-"
             f"{one['cpu_s'] / low:.2f}x; calc_diff at the solution "
             f"{serial_calc_diff * 1e3:.3f} ms on one thread, chunks "
-            + " / ".join(f"{c * 1e3:.3f}" for c in chunks) + " ms"]
+            + " / ".join(f"{c * 1e3:.3f}" for c in chunks) + " ms"] + ([
+            f"  interleaved ({ratio['blocks']} blocks, each the fastest of "
+            f"{ratio['per_block']} solves per side): one thread over two "
+            f"{ratio['median']:.2f}x median, range {ratio['low']:.2f}-{ratio['high']:.2f}x"]
+            if ratio else [])
 
 
 def to_crocoddyl_stop(problem):
@@ -531,6 +568,14 @@ def main(argv=None):
                 ours_rounds[name, t].append(time_extra(problem, task, guess, t,
                                                        options.repeats))
         print(f"  round {round_index + 1}/{options.rounds} done", file=sys.stderr, flush=True)
+    ratios = {}
+    if 2 in threads:
+        for name, problem in problems.items():
+            ratios[name] = interleaved_thread_ratio(problem)
+        for name, (task, problem, guess, _) in extra.items():
+            ratios[name] = interleaved_thread_ratio(problem, getattr(gp.solvers,
+                                                                     task["solver"]), guess)
+        print("  two-thread blocks done", file=sys.stderr, flush=True)
     crocoddyl_rounds = crocoddyl_rounds or extra_rounds
     if crocoddyl_rounds:
         info.update(crocoddyl_rounds[0]["versions"])
@@ -557,6 +602,8 @@ def main(argv=None):
             ours_costs = np.array([r["cost"] for r in records[:common]])
             diag["largest_cost_difference_per_iteration"] = float(np.max(
                 np.abs(ours_costs - croc["history"]["cost"][:common]) / np.abs(ours_costs)))
+        if name in ratios:
+            ours["2"]["thread_ratio"] = ratios[name]
         rows.append(dict(robot=name, solver="FDDP", ours=ours, crocoddyl=croc,
                          ours_to_crocoddyl_stop=diag))
     for name, (task, problem, guess, _) in extra.items():
@@ -568,6 +615,8 @@ def main(argv=None):
             croc = dict(croc, split=dict(croc["split"], per_call_s={
                 key: min(r["problems"][name]["split"]["per_call_s"][key] for r in extra_rounds)
                 for key in ("calc_diff", "backward", "forward")}))
+        if name in ratios:
+            ours["2"]["thread_ratio"] = ratios[name]
         rows.append(dict(robot=name, solver=task["solver"], ours=ours, crocoddyl=croc))
     print(f"machine: {machine_line}")
     print("The machine may be loaded by other work: each time is the fastest of "
