@@ -1306,7 +1306,8 @@ class CSQP:
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
             # the curvature only where the second stopping test may end the solve
-            settles = polished and gap <= self.th_gaps and violation <= self.th_constraint
+            settles = bool(polished) and gap <= self.th_gaps and \
+                violation <= self.th_constraint
             cost_slope, curvature, finite = _step_model(problem.Lx, problem.Lu, problem.Lxx,
                                                         problem.Luu, problem.Lxu, self.dx,
                                                         self.du, settles)
