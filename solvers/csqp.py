@@ -746,12 +746,15 @@ def _costates_max(Vx, Vxx, gaps, dx):
 
 
 @kernel
-def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du):
+def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du, with_curvature):
     """The cost's quadratic model along the step w = (dx, du): (g^T w = sum_t Lx_t dx_t +
     Lu_t du_t, the cost's directional derivative (the merit's slope), w^T H w = sum_t
     dx_t^T Lxx_t dx_t + du_t^T Luu_t du_t + 2 dx_t^T Lxu_t du_t (the second stopping
     test's curvature, :meth:`CSQP._settled`), whether every entry of the step is
-    finite), in one pass (numpy's stacked products took 29 us on panda's 100 knots)."""
+    finite), in one pass (numpy's stacked products took 29 us on panda's 100 knots).
+    ``with_curvature`` False: the curvature is left out (0.0), where the second stopping
+    test cannot apply (an infeasible iterate, an ADMM step): its products are most of
+    the pass (ndx^2 + 2 ndx nu + nu^2 per knot against ndx + nu)."""
     s = 0.0
     curvature = 0.0
     finite = True
@@ -759,6 +762,8 @@ def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du):
         for a in range(dx.shape[1]):
             s += Lx[t, a] * dx[t, a]
             finite = finite and np.isfinite(dx[t, a])
+            if not with_curvature:
+                continue
             row = 0.0
             for b in range(dx.shape[1]):
                 row += Lxx[t, a, b] * dx[t, b]
@@ -770,6 +775,8 @@ def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du):
         for a in range(du.shape[1]):
             s += Lu[t, a] * du[t, a]
             finite = finite and np.isfinite(du[t, a])
+            if not with_curvature:
+                continue
             row = 0.0
             for b in range(du.shape[1]):
                 row += Luu[t, a, b] * du[t, b]
@@ -1191,17 +1198,23 @@ class CSQP:
             values = r[:, index] if kind == 0 else r
             z[:] = np.clip(values, lower, upper)
 
-    def _evaluate(self, xs, us, mode, unchecked=False):
+    def _evaluate(self, xs, us, mode, unchecked=False, trial=None):
         """(cost, largest gap, sum |gaps|, largest violation, sum of violations) at (xs,
         us); with DIFF the derivatives and the rows' Jacobians too.  ``unchecked``: a
         CALC of this solver's own trial point (finite, no control padding) by
-        ``problem.calc`` without its input checks (14 us of a 0.3 ms trial on panda)."""
+        ``problem.calc`` without its input checks (14 us of a 0.3 ms trial on panda).
+        ``trial``: with DIFF at the line search's accepted trial point, the values of its
+        CALC, the last evaluation (the gaps, the bound rows' values and the violations
+        are those of the same point: ``calc_diff`` writes the same xnext and the rows the
+        same values as ``calc``, to the bit): only the derivatives are evaluated."""
         problem = self.problem
         if mode == DIFF:
             cost = problem.calc_diff(xs, us, validate=False)
         else:
             cost = problem.calc(xs, us, validate=not unchecked)
         self.constraints.evaluate(xs, us, mode)
+        if trial is not None:
+            return (cost,) + trial[1:]
         gaps = problem.gaps(xs, self.gaps)
         largest, total = _residuals(self.typed_blocks, xs, us)
         magnitudes = np.abs(gaps, out=self._abs_gaps)
@@ -1292,9 +1305,12 @@ class CSQP:
             nu = max(nu, 1.1 * max(lam_max, y_max))
             infeasibility = gap_sum + violation_sum
             merit = cost + nu * infeasibility
+            # the curvature only where the second stopping test may end the solve
+            settles = bool(polished) and gap <= self.th_gaps and \
+                violation <= self.th_constraint
             cost_slope, curvature, finite = _step_model(problem.Lx, problem.Lu, problem.Lxx,
                                                         problem.Luu, problem.Lxu, self.dx,
-                                                        self.du)
+                                                        self.du, settles)
             slope = cost_slope - nu * infeasibility
             record = dict(cost=cost, merit=merit, stop=stop, grad=slope, preg=self.sigma,
                           step=np.nan, gaps=gap, violation=violation,
@@ -1302,7 +1318,7 @@ class CSQP:
                           qp_factorizations=self._factorizations, qp_sweeps=self._sweeps,
                           rho=self.rho_now, dV_exp=np.nan,
                           dV=np.nan, time=0.0)
-            if finite and self._settled(cost, gap, violation, polished,
+            if finite and settles and self._settled(cost, gap, violation, polished,
                                                   cost_slope, curvature):
                 status, converged = SETTLED, True
                 self._record(history, callbacks, iteration, record, t0)
@@ -1319,7 +1335,7 @@ class CSQP:
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
                 if math.isfinite(trial_merit) and \
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
-                    accepted = (step, x_try, u_try, trial_merit)
+                    accepted = (step, x_try, u_try, trial_merit, trial)
                     break
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
@@ -1333,11 +1349,12 @@ class CSQP:
                 status = "infeasible" if infeasible else "no step accepted by the line search"
                 self._record(history, callbacks, iteration, record, t0)
                 break
-            step, xs, us, trial_merit = accepted
+            step, xs, us, trial_merit, trial = accepted
             slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
             record.update(step=step, dV_exp=-self.c1 * step * slope, dV=merit - trial_merit)
             try:
-                cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
+                cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF,
+                                                                              trial=trial)
             except KERNEL_ERRORS as error:
                 status = f"the dynamics failed at the current iterate ({type(error).__name__})"
                 evaluated = False
