@@ -746,6 +746,27 @@ def _costates_max(Vx, Vxx, gaps, dx):
 
 
 @kernel
+def _block_model(g, H, v, cross, w, with_curvature, s, curvature, finite):
+    """:func:`_step_model`'s sums over one block of the step, v (dx or du), carried on
+    from ``s``, ``curvature``, ``finite``: s += g_t v_t, curvature += v_t^T (H_t v_t + 2
+    cross_t w_t) (the cross term dx^T Lxu du on the knots ``cross`` has, none for du)."""
+    for t in range(v.shape[0]):
+        for a in range(v.shape[1]):
+            s += g[t, a] * v[t, a]
+            finite = finite and np.isfinite(v[t, a])
+            if not with_curvature:
+                continue
+            row = 0.0
+            for b in range(v.shape[1]):
+                row += H[t, a, b] * v[t, b]
+            if t < cross.shape[0]:
+                for b in range(w.shape[1]):
+                    row += 2.0 * cross[t, a, b] * w[t, b]
+            curvature += v[t, a] * row
+    return s, curvature, finite
+
+
+@kernel
 def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du, with_curvature):
     """The cost's quadratic model along the step w = (dx, du): (g^T w = sum_t Lx_t dx_t +
     Lu_t du_t, the cost's directional derivative (the merit's slope), w^T H w = sum_t
@@ -755,33 +776,9 @@ def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du, with_curvature):
     ``with_curvature`` False: the curvature is left out (0.0), where the second stopping
     test cannot apply (an infeasible iterate, an ADMM step): its products are most of
     the pass (ndx^2 + 2 ndx nu + nu^2 per knot against ndx + nu)."""
-    s = 0.0
-    curvature = 0.0
-    finite = True
-    for t in range(dx.shape[0]):
-        for a in range(dx.shape[1]):
-            s += Lx[t, a] * dx[t, a]
-            finite = finite and np.isfinite(dx[t, a])
-            if not with_curvature:
-                continue
-            row = 0.0
-            for b in range(dx.shape[1]):
-                row += Lxx[t, a, b] * dx[t, b]
-            if t < du.shape[0]:
-                for b in range(du.shape[1]):
-                    row += 2.0 * Lxu[t, a, b] * du[t, b]
-            curvature += dx[t, a] * row
-    for t in range(du.shape[0]):
-        for a in range(du.shape[1]):
-            s += Lu[t, a] * du[t, a]
-            finite = finite and np.isfinite(du[t, a])
-            if not with_curvature:
-                continue
-            row = 0.0
-            for b in range(du.shape[1]):
-                row += Luu[t, a, b] * du[t, b]
-            curvature += du[t, a] * row
-    return s, curvature, finite
+    s, curvature, finite = _block_model(Lx, Lxx, dx, Lxu, du, with_curvature, 0.0, 0.0,
+                                        True)
+    return _block_model(Lu, Luu, du, Lxu[:0], du, with_curvature, s, curvature, finite)
 
 
 class CSQP:
