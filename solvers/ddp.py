@@ -67,7 +67,7 @@ class _BackwardTail:
         # knot's gap needs knot N - 1's, which another thread evaluates.  On a feasible one
         # the gaps are zero: knot b at once (one knot more before each wait)
         split = b if b == 0 or self.feasible else b + 1
-        if self.failed >= 0 or split >= top or split > N:
+        if self.failed >= 0 or split >= top:
             return
         if self.feasible:
             self.gaps[split:top] = 0.0
