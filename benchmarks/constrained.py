@@ -485,7 +485,7 @@ def _reach(name, frame, target, knots, dt, stage_rows=(), terminal_rows=(), **op
     return gp.ocp.ShootingProblem(x0, [stage] * knots, terminal)
 
 
-def untuned3(task):
+def untuned3(task, knots=None):
     """The problem of task ``task`` of :data:`UNTUNED3` (its robot is the task's):
 
     - "limits" (ur5_limited, 100 knots of 6 ms): its URDF joint position and velocity
@@ -504,6 +504,8 @@ def untuned3(task):
       below 0;
     - "barely" (ur5, 30 knots of 10 ms): :data:`nlp.TARGET` in 0.3 s with the torques
       within 40 % of the URDF effort limits (they bind on most knots).
+
+    ``knots``: another horizon of the same knot duration (the tests' 30 knots).
     """
     if task == "limits":
         robot = gp.robots.load("ur5_limited")
@@ -514,7 +516,8 @@ def untuned3(task):
             model, "tool0", [0, 0, start[2] - 0.05], axes=[2]), 0.0, np.inf)
         bounds = (np.r_[model.lower_position_limit, -speed],
                   np.r_[model.upper_position_limit, speed])
-        return _reach("ur5_limited", "tool0", start + np.array([-0.5, 0.4, 0.1]), 100, 0.006,
+        return _reach("ur5_limited", "tool0", start + np.array([-0.5, 0.4, 0.1]), knots or 100,
+                      0.006,
                       [floor], state_bounds=bounds)
     if task == "obstacle":
         robot = gp.robots.load("panda")
@@ -525,7 +528,7 @@ def untuned3(task):
         joint = list(model.names).index("panda_joint7")
         distance = gp.ocp.NumbaResidual(1, sphere_distance, parameters=[joint, 7, *centre],
                                         needs_kinematics=True)
-        return _reach("panda", "panda_joint7", target, 100, DT,
+        return _reach("panda", "panda_joint7", target, knots or 100, DT,
                       [gp.ocp.Constraint(distance, OBSTACLE_RADIUS, np.inf)])
     if task == "swingup":
         dynamics = gp.ocp.FreeDynamics(gp.robots.double_pendulum())
@@ -537,18 +540,19 @@ def untuned3(task):
                                                                SWINGUP_TORQUE))
         terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(up)],
                                         [gp.ocp.Constraint(up, 0.0, 0.0)])
-        return gp.ocp.ShootingProblem(np.zeros(4), [stage] * 100, terminal)
+        return gp.ocp.ShootingProblem(np.zeros(4), [stage] * (knots or 100), terminal)
     if task == "start_bound":
         robot = gp.robots.load("ur3")
         _, start = _tool_position(robot.model, "tool0", robot.q0)
         nx = robot.model.nq + robot.model.nv
         lower, upper = np.full(nx, -np.inf), np.full(nx, np.inf)
         lower[1], upper[2] = 0.0, 0.2
-        return _reach("ur3", "tool0", start + np.array([-0.1, 0.1, -0.15]), 100, DT,
+        return _reach("ur3", "tool0", start + np.array([-0.1, 0.1, -0.15]), knots or 100, DT,
                       state_bounds=(lower, upper))
     if task == "barely":
         limit = 0.4 * np.asarray(gp.robots.load("ur5").model.effort_limit)
-        return _reach("ur5", "tool0", nlp.TARGET, 30, DT, control_bounds=(-limit, limit))
+        return _reach("ur5", "tool0", nlp.TARGET, knots or 30, DT,
+                      control_bounds=(-limit, limit))
     raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED3)}")
 
 
