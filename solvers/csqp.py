@@ -953,8 +953,9 @@ class CSQP:
         """The QP from w = 0: first the primal-dual active-set method (:meth:`_polish`
         with up to ``active_set_rounds`` corrections) from the last QP's active set (at
         the first QP: the rows at or past a bound at the iterate, and the equalities);
-        when it cycles or fails, ADMM with polishing.  Returns (ADMM iterations, primal
-        residual, whether it met its tolerance, polished)."""
+        when it cycles or fails, ADMM with polishing.  Right after a QP certified
+        infeasible, ADMM first (:meth:`_certified_infeasible`).  Returns (ADMM
+        iterations, primal residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
