@@ -1,7 +1,7 @@
 """ALDDP and ProxDDP (augmented-Lagrangian DDPs) beside IPOPT on constrained reaching tasks.
 
     python -m geppetto.benchmarks.constrained [--robots ur5 panda] [--knots 100]
-                                              [--tasks plane stiff vbound torque untuned2]
+                                              [--tasks plane stiff vbound torque untuned2 untuned3]
                                               [--solvers ALDDP ProxDDP] [--repeats 3]
                                               [--casadi] [--no-csqp] [--out DIR]
 
@@ -24,6 +24,13 @@ control regularization):
   go1 "cones" (contact dynamics, hard friction pyramids mu = 0.3, centre-of-mass height
   bound, 40 knots of 20 ms) and ur5 "infeasible" (contradicting terminal rows).  No
   mim_solvers rows for them.
+- ``untuned3`` (or one of its names; each on its own robot and horizon, ``--robots`` and
+  ``--knots`` do not apply): robots and constraint kinds nobody had run (round rob21),
+  :func:`untuned3`: ur5_limited "limits" (URDF position and velocity limits, a path
+  inequality), panda "obstacle" (a user Numba residual: the distance from a point, a
+  non-convex row), double_pendulum "swingup" (torque bounds too weak to lift it, a
+  terminal state equality), ur3 "start_bound" (a state bound active at x0) and ur5
+  "barely" (a reach in 0.3 s under torque bounds).  No mim_solvers rows for them.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
 unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP, CSQP; default
@@ -81,6 +88,7 @@ import json
 import os
 import time
 
+import numba
 import numpy as np
 
 import geppetto as gp
@@ -426,6 +434,128 @@ def _go1_cones():
     return gp.ocp.ShootingProblem(x0, [running] * GO1_KNOTS, terminal)
 
 
+# Tasks on robots and constraint kinds nobody had run (round rob21, issue 19's outside
+# checker): task name -> robot.  Each horizon is the task's own (``--knots`` does not
+# apply): :func:`untuned3`.
+UNTUNED3 = {"limits": "ur5_limited", "obstacle": "panda", "swingup": "double_pendulum",
+            "start_bound": "ur3", "barely": "ur5"}
+OBSTACLE_RADIUS, OBSTACLE_OFFSET = 0.12, (0.0, 0.4, -0.1)   # panda_joint7's reach
+SWINGUP_TORQUE = np.array([12.0, 6.0])      # N m; holding it upright takes 29.4 / 9.8
+
+
+@numba.njit(cache=True)
+def sphere_distance(x, u, oR, op, J, reference, parameters, r, Rx, Ru, with_jacobian):
+    """A user residual (:class:`geppetto.ocp.NumbaResidual`): the distance |p - c| of
+    joint ``parameters[0]``'s origin p from the centre c = ``parameters[2:5]``; the
+    joint on a chain supported by the dofs 0 .. ``parameters[1]`` - 1.  Its Jacobian:
+    (p - c)^T / |p - c| times the point's velocity v_o + w x p of each dof's world motion
+    (J's columns: the motion at the world origin, [linear; angular])."""
+    joint, support = int(parameters[0]), int(parameters[1])
+    d0 = op[joint, 0] - parameters[2]
+    d1 = op[joint, 1] - parameters[3]
+    d2 = op[joint, 2] - parameters[4]
+    distance = np.sqrt(d0 * d0 + d1 * d1 + d2 * d2)
+    r[0] = distance
+    if with_jacobian:
+        p0, p1, p2 = op[joint, 0], op[joint, 1], op[joint, 2]
+        for i in range(support):
+            w0, w1, w2 = J[3, i], J[4, i], J[5, i]
+            v0 = J[0, i] + w1 * p2 - w2 * p1
+            v1 = J[1, i] + w2 * p0 - w0 * p2
+            v2 = J[2, i] + w0 * p1 - w1 * p0
+            Rx[0, i] = (d0 * v0 + d1 * v1 + d2 * v2) / distance
+
+
+def _reach(name, frame, target, knots, dt, stage_rows=(), terminal_rows=(), **options):
+    """:func:`untuned`'s reaching costs on ``name``'s ``frame`` to ``target``, the tool at
+    the target at the last knot (equality) and the ``terminal_rows`` besides, the
+    ``stage_rows`` on every running knot, StageModel ``options`` (bounds)."""
+    robot = gp.robots.load(name)
+    model = robot.model
+    dynamics = gp.ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    reach = gp.ocp.FrameTranslationResidual(model, frame, target)
+    costs = [gp.ocp.Cost(reach), gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+             gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+    stage = gp.ocp.StageModel(dynamics, costs, list(stage_rows), dt=dt,
+                              integrator="semi_implicit_euler", **options)
+    terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach, weight=1e3), costs[1]],
+                                    [gp.ocp.Constraint(reach, 0.0, 0.0)] + list(terminal_rows))
+    return gp.ocp.ShootingProblem(x0, [stage] * knots, terminal)
+
+
+def untuned3(task, knots=None):
+    """The problem of task ``task`` of :data:`UNTUNED3` (its robot is the task's):
+
+    - "limits" (ur5_limited, 100 knots of 6 ms): its URDF joint position and velocity
+      limits as state bounds (the velocity limits bind), the tool at z >= its start's
+      - 5 cm on every running knot, the terminal equality at (-0.5, 0.4, 0.1) from the
+      tool's start;
+    - "obstacle" (panda, 100 knots of 10 ms): panda_joint7's origin to (0, 0.4, -0.1)
+      from its start, at least :data:`OBSTACLE_RADIUS` from a point 2 cm above the
+      straight path's midpoint on every running knot (:func:`sphere_distance`, a user
+      Numba residual: a non-convex row), the terminal equality;
+    - "swingup" (the builtin double pendulum, hanging at q = 0, 100 knots of 20 ms): to
+      (pi, 0) at rest at the last knot (a terminal state equality) with the torques
+      within :data:`SWINGUP_TORQUE` (too weak to lift it without swinging);
+    - "start_bound" (ur3, 100 knots of 10 ms): state bounds q1 >= 0 (active at the start
+      q0 = 0) and q2 <= 0.2, the tool to (-0.1, 0.1, -0.15) from its start, which pulls q1
+      below 0;
+    - "barely" (ur5, 30 knots of 10 ms): :data:`nlp.TARGET` in 0.3 s with the torques
+      within 40 % of the URDF effort limits (they bind on most knots).
+
+    ``knots``: another horizon of the same knot duration (the tests' 30 knots).
+    """
+    if task == "limits":
+        robot = gp.robots.load("ur5_limited")
+        model = robot.model
+        _, start = _tool_position(model, "tool0", robot.q0)
+        speed = np.asarray(model.velocity_limit)
+        floor = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(
+            model, "tool0", [0, 0, start[2] - 0.05], axes=[2]), 0.0, np.inf)
+        bounds = (np.r_[model.lower_position_limit, -speed],
+                  np.r_[model.upper_position_limit, speed])
+        return _reach("ur5_limited", "tool0", start + np.array([-0.5, 0.4, 0.1]), knots or 100,
+                      0.006,
+                      [floor], state_bounds=bounds)
+    if task == "obstacle":
+        robot = gp.robots.load("panda")
+        model = robot.model
+        _, start = _tool_position(model, "panda_joint7", robot.q0)
+        target = start + np.asarray(OBSTACLE_OFFSET)
+        centre = 0.5 * (start + target) + np.array([0.0, 0.0, 0.02])
+        joint = list(model.names).index("panda_joint7")
+        distance = gp.ocp.NumbaResidual(1, sphere_distance, parameters=[joint, 7, *centre],
+                                        needs_kinematics=True)
+        return _reach("panda", "panda_joint7", target, knots or 100, DT,
+                      [gp.ocp.Constraint(distance, OBSTACLE_RADIUS, np.inf)])
+    if task == "swingup":
+        dynamics = gp.ocp.FreeDynamics(gp.robots.double_pendulum())
+        state, nu = dynamics.state, dynamics.nu
+        up = gp.ocp.StateResidual(state, [np.pi, 0.0, 0.0, 0.0])
+        stage = gp.ocp.StageModel(dynamics, [gp.ocp.Cost(up, weight=1e-2), gp.ocp.Cost(
+            gp.ocp.ControlResidual(nu), weight=1e-3)], dt=0.02,
+            integrator="semi_implicit_euler", control_bounds=(-SWINGUP_TORQUE,
+                                                               SWINGUP_TORQUE))
+        terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(up)],
+                                        [gp.ocp.Constraint(up, 0.0, 0.0)])
+        return gp.ocp.ShootingProblem(np.zeros(4), [stage] * (knots or 100), terminal)
+    if task == "start_bound":
+        robot = gp.robots.load("ur3")
+        _, start = _tool_position(robot.model, "tool0", robot.q0)
+        nx = robot.model.nq + robot.model.nv
+        lower, upper = np.full(nx, -np.inf), np.full(nx, np.inf)
+        lower[1], upper[2] = 0.0, 0.2
+        return _reach("ur3", "tool0", start + np.array([-0.1, 0.1, -0.15]), knots or 100, DT,
+                      state_bounds=(lower, upper))
+    if task == "barely":
+        limit = 0.4 * np.asarray(gp.robots.load("ur5").model.effort_limit)
+        return _reach("ur5", "tool0", nlp.TARGET, knots or 30, DT,
+                      control_bounds=(-limit, limit))
+    raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED3)}")
+
+
 # mim_solvers' SolverCSQP's row label (ours is "CSQP")
 MIM_CSQP = "CSQP (mim_solvers)"
 
@@ -534,6 +664,8 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
         problem = devs_problem(robot, knots)
     elif task in UNTUNED2:
         problem = untuned2(task, knots)
+    elif task in UNTUNED3:
+        problem = untuned3(task)
     elif task in UNTUNED:
         problem = untuned(robot, knots, task)
     else:
@@ -551,7 +683,7 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
         SOLVERS[name](problem).solve(max_iter=500)                 # compile
         ours.update({(name, start): [] for start in starts})
     built = {name: SOLVERS[name](problem) for name in solvers}
-    csqp = csqp and task != "nlp" and task not in UNTUNED2     # mim_solvers: ur5 / panda
+    csqp = csqp and task in ("plane", "stiff") + UNTUNED       # mim_solvers: ur5 / panda
     theirs, reason = [], None
     for round_ in range(repeats):
         for (name, start), runs in ours.items():
@@ -639,8 +771,9 @@ def main():
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
     parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
                         choices=["plane", "stiff", "nlp"] + list(UNTUNED) + list(UNTUNED2) +
-                        ["untuned2"], help="untuned2: every task of UNTUNED2, each on its own "
-                        "robot (--robots does not apply to them)")
+                        list(UNTUNED3) + ["untuned2", "untuned3"], help="untuned2 / untuned3: "
+                        "every task of UNTUNED2 / UNTUNED3, each on its own robot (--robots "
+                        "does not apply to them)")
     parser.add_argument("--knots", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--casadi", action="store_true", help="also IPOPT with CasADi's exact "
@@ -662,9 +795,11 @@ def main():
     info = machine()
     print(describe_machine(info))
     rows = []
-    tasks = [t for name in args.tasks for t in (UNTUNED2 if name == "untuned2" else [name])]
-    runs = [(robot, task) for robot in args.robots for task in tasks if task not in UNTUNED2]
-    runs += [(UNTUNED2[task], task) for task in dict.fromkeys(tasks) if task in UNTUNED2]
+    sets = {"untuned2": UNTUNED2, "untuned3": UNTUNED3}
+    tasks = [t for name in args.tasks for t in sets.get(name, [name])]
+    own = dict(UNTUNED2, **UNTUNED3)            # task -> its robot
+    runs = [(robot, task) for robot in args.robots for task in tasks if task not in own]
+    runs += [(own[task], task) for task in dict.fromkeys(tasks) if task in own]
     for robot, task in runs:
         rows += run(robot, task, args.knots, args.repeats, args.casadi, args.ipopt,
                     args.csqp, args.csqp_max_iter, args.solvers, args.ipopt_tol)

@@ -953,14 +953,21 @@ class CSQP:
         """The QP from w = 0: first the primal-dual active-set method (:meth:`_polish`
         with up to ``active_set_rounds`` corrections) from the last QP's active set (at
         the first QP: the rows at or past a bound at the iterate, and the equalities);
-        when it cycles or fails, ADMM with polishing.  Returns (ADMM iterations, primal
-        residual, whether it met its tolerance, polished)."""
+        when it cycles or fails, ADMM with polishing.  Right after a QP certified
+        infeasible, ADMM first (:meth:`_certified_infeasible`).  Returns (ADMM
+        iterations, primal residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         self._failed_starts = set()
-        self._certified = False
-        if self.polish and self.blocks and self._polish(self.active_set_rounds):
+        # right after a QP certified infeasible the next one starts with ADMM: the
+        # linearization moved by one step, and on a QP without a solution the active-set
+        # method runs all its active_set_rounds solves before ADMM certifies it
+        # (double_pendulum "swingup", benchmarks/constrained.py untuned3: 100 solves,
+        # 101 factorizations per QP; rob21)
+        after_certified, self._certified = self._certified, False
+        if self.polish and self.blocks and not after_certified and \
+                self._polish(self.active_set_rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
@@ -1264,6 +1271,7 @@ class CSQP:
                                 f"start ({type(error).__name__})", np.inf, history)
         self._start_z()
         self._fresh = True
+        self._certified = False     # no QP of this solve certified yet
         if self._fixed_blocks is not None and _fixed_row_violation(
                 self._fixed_blocks, self.gaps[0]) > self.th_constraint:
             # x_0 = x0 violates rows it alone determines: no (xs, us) satisfies them
