@@ -96,7 +96,9 @@ iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
-(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); after the first QP, a row without
+(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``), an arc's ends entering with
+its run's most violated knot (:func:`_polish_fix`; z1 "joints" 24 -> 20 factorizations from
+the guess, an arc filled by bisection before); after the first QP, a row without
 a multiplier starting inactive even at its bound (:func:`_polish_rows`; kinova "box": a
 weakly inactive row entered and left at every QP, 2 -> 1 factorizations per QP); the final solve's inexact
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
