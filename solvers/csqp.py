@@ -96,7 +96,9 @@ iterations and 206 more factorizations, 129 against 34 ms); a round's loose pass
 partial refactorization (from its last changed knot down, the Hessian rewritten
 at its changed knots only) and its factorization that
 is also its first sweep (``swept``); the sparse entry of state-only residual rows
-(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``); after the first QP, a row without
+(:data:`SPARSE_KINDS`, :func:`_polish_rows`'s ``fresh``), an arc's ends entering with
+its run's most violated knot (:func:`_polish_fix`; z1 "joints" 24 -> 20 factorizations from
+the guess, an arc filled by bisection before); after the first QP, a row without
 a multiplier starting inactive even at its bound (:func:`_polish_rows`; kinova "box": a
 weakly inactive row entered and left at every QP, 2 -> 1 factorizations per QP); the final solve's inexact
 tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
@@ -653,6 +655,13 @@ def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
 
 
 @kernel
+def _activate(z, rho, values, lower, upper, big, k, i):
+    """Row i at block knot k becomes active at the bound its value v passed."""
+    z[k, i] = lower[i] if values[k, i] < lower[i] else upper[i]
+    rho[k, i] = big
+
+
+@kernel
 def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
@@ -660,7 +669,12 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
     a block whose kind is marked in ``sparse`` (0 residual rows, 1 control bounds, 2
     state bounds), of a run of consecutive knots where a row is pushed past its bound
     only the knot of the largest violation becomes active, for residual rows without a
-    control term (module docstring: the touch points of a position constraint).  Marks the
+    control term (module docstring: the touch points of a position constraint), and the
+    run's first (last) knot where the knot before (after) it is active in the same row:
+    the arc that row is on grows into the run (z1 "joints": an arc of a joint position
+    bound was filled by bisection, each round's most violated knot splitting the run,
+    QP 2 from the guess 7 solves; with its ends 24 -> 20 factorizations from the guess,
+    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  Marks the
     knots of the changed rows in ``changed`` (N+1 bools, left as they are elsewhere).
     Returns (the number of rows changed (0: the polished step is the QP's solution), the
     last knot with a changed row)."""
@@ -671,7 +685,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
         _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
         K = y.shape[0]
         for i in range(y.shape[1]):
-            best, best_k = 0.0, -1
+            best, best_k, first = 0.0, -1, 0
             for k in range(K + 1):
                 violation = 0.0
                 if k < K and rho[k, i] == 0.0:
@@ -682,18 +696,30 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
                                                            _state_row(Ru, k, index[i])))
                                         or (kind == 2 and sparse[3] and
                                             dx_index[i] < dx.shape[1] // 2)):
+                    if best_k < 0:
+                        first = k
                     if violation > best:
                         best, best_k = violation, k
                     continue
-                # the run ends here: its most violated knot, and knot k if it is violated
-                # (a row with a control term at k), become active
-                for add in (best_k, k if violation > 0.0 else -1):
-                    if add >= 0:
-                        z[add, i] = lower[i] if values[add, i] < lower[i] else upper[i]
-                        rho[add, i] = big
-                        changes += 1
-                        last = max(last, start + add)
-                        changed[start + add] = True
+                # the run ends here: its most violated knot, the knot next to an active
+                # row of the same coordinate at either end (the arc that row is on grows
+                # into the run), and knot k if it is violated (a row with a control term
+                # at k) become active
+                if best_k >= 0:
+                    arc_before = first > 0 and rho[first - 1, i] != 0.0
+                    arc_after = k < K and rho[k, i] != 0.0
+                    for add in (best_k, first if arc_before else -1,
+                                k - 1 if arc_after else -1):
+                        if add >= 0 and rho[add, i] == 0.0:
+                            _activate(z, rho, values, lower, upper, big, add, i)
+                            changes += 1
+                            last = max(last, start + add)
+                            changed[start + add] = True
+                if violation > 0.0:
+                    _activate(z, rho, values, lower, upper, big, k, i)
+                    changes += 1
+                    last = max(last, start + k)
+                    changed[start + k] = True
                 best, best_k = 0.0, -1
         for k in range(K):
             for i in range(y.shape[1]):

@@ -412,6 +412,15 @@ def test_z1_joint_position_bounds_enter_the_active_set_one_knot_per_run():
         assert result.violation <= 1e-10 and result.gaps <= 1e-9
         assert abs(result.cost - 0.05039746890660946) <= 1e-9 * 0.0504
     assert solver.active_set_rounds == 40               # max(30, N)
+    # 100 knots from the guess: an arc of the wrist pitch's bound (knots ~57-77) is found
+    # by its ends (the knot next to an active one enters with the run's most violated
+    # knot, csqp._polish_fix): 20 factorizations (24 when each round's most violated knot
+    # alone split the run, filling the arc by bisection), the same QP solutions
+    result = gp.solvers.CSQP(untuned2("joints", 100)).solve(max_iter=50)
+    assert result.converged and result.iterations == 8, result.status
+    assert result.history["qp_iterations"] == [0] * 8
+    assert sum(result.history["qp_factorizations"]) <= 21
+    assert abs(result.cost - 0.04468306359753219) <= 1e-9 * 0.0447
     for bad in (dict(active_set_rounds=-1), dict(polish_rounds=-2)):
         with pytest.raises(ValueError, match="must be >= 0"):
             gp.solvers.CSQP(problem, **bad)
