@@ -221,9 +221,31 @@ def _rows_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out, rho):
     row), out left as it is at the others: the method of multipliers' update reads the
     active rows only (go1 "cones": 91 of 923 rows of 48 columns)."""
     every = rho.shape[0] == 0
+    ndx, nu = Rx.shape[2], Ru.shape[2]
     for k in range(out.shape[0]):
         n = start + k
-        for i in range(out.shape[1]):
+        first = 0
+        while every and kind == 0 and first + 4 <= out.shape[1]:
+            # four rows' sums at a time, each in its own order (:func:`_rows_dot`): go1's
+            # 923 rows of 48 columns 41 -> ~15 us
+            j0, j1, j2, j3 = index[first], index[first + 1], index[first + 2], index[first + 3]
+            s0, s1, s2, s3 = r[k, j0], r[k, j1], r[k, j2], r[k, j3]
+            for a in range(ndx):
+                v = dx[n, a]
+                s0 += Rx[k, j0, a] * v
+                s1 += Rx[k, j1, a] * v
+                s2 += Rx[k, j2, a] * v
+                s3 += Rx[k, j3, a] * v
+            for a in range(nu):
+                v = du[n, a]
+                s0 += Ru[k, j0, a] * v
+                s1 += Ru[k, j1, a] * v
+                s2 += Ru[k, j2, a] * v
+                s3 += Ru[k, j3, a] * v
+            out[k, first], out[k, first + 1], out[k, first + 2], out[k, first + 3] = \
+                s0, s1, s2, s3
+            first += 4
+        for i in range(first, out.shape[1]):
             if not every and rho[k, i] == 0.0:
                 continue
             if kind == 1:
@@ -233,9 +255,9 @@ def _rows_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out, rho):
             else:
                 j = index[i]
                 s = r[k, j]
-                for a in range(Rx.shape[2]):
+                for a in range(ndx):
                     s += Rx[k, j, a] * dx[n, a]
-                for a in range(Ru.shape[2]):
+                for a in range(nu):
                     s += Ru[k, j, a] * du[n, a]
                 out[k, i] = s
 
