@@ -230,28 +230,7 @@ def _rows_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, out, rho):
     ndx, nu = Rx.shape[2], Ru.shape[2]
     for k in range(out.shape[0]):
         n = start + k
-        first = 0
-        while every and kind == 0 and first + 4 <= out.shape[1]:
-            # four rows' sums at a time, each in its own order (:func:`_rows_dot`): go1's
-            # 923 rows of 48 columns 41 -> ~15 us
-            j0, j1, j2, j3 = index[first], index[first + 1], index[first + 2], index[first + 3]
-            s0, s1, s2, s3 = r[k, j0], r[k, j1], r[k, j2], r[k, j3]
-            for a in range(ndx):
-                v = dx[n, a]
-                s0 += Rx[k, j0, a] * v
-                s1 += Rx[k, j1, a] * v
-                s2 += Rx[k, j2, a] * v
-                s3 += Rx[k, j3, a] * v
-            for a in range(nu):
-                v = du[n, a]
-                s0 += Ru[k, j0, a] * v
-                s1 += Ru[k, j1, a] * v
-                s2 += Ru[k, j2, a] * v
-                s3 += Ru[k, j3, a] * v
-            out[k, first], out[k, first + 1], out[k, first + 2], out[k, first + 3] = \
-                s0, s1, s2, s3
-            first += 4
-        for i in range(first, out.shape[1]):
+        for i in range(out.shape[1]):
             if not every and rho[k, i] == 0.0:
                 continue
             if kind == 1:
@@ -408,54 +387,49 @@ def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
 
 
 @kernel
-def _rows_dot(A, x, out, negate):
-    """out[i] += sum_j A[i, j] x[j] (``negate``: -=) for each row i of A, the terms of a
-    row added one by one in the order of j (the bits of the plain row loop), four rows
-    at a time: four independent sums, where a single row's sum waits on each addition
-    (no reassociation without fastmath; go1's rollout, 36 x 48 per knot: 43 -> 15 us)."""
+def _rows_dot(A, x, out):
+    """out[i] += sum_j A[i, j] x[j] for each row i of A, the terms of a row added one by
+    one in the order of j (the bits of the plain row loop), four rows at a time: four
+    independent sums, where a single row's sum waits on each addition (no reassociation
+    without fastmath; go1's rollout, 36 x 48 per knot: 43 -> 22 us)."""
     m, n = A.shape
     i = 0
     while i + 4 <= m:
         s0, s1, s2, s3 = out[i], out[i + 1], out[i + 2], out[i + 3]
         for j in range(n):
             v = x[j]
-            if negate:
-                s0 -= A[i, j] * v
-                s1 -= A[i + 1, j] * v
-                s2 -= A[i + 2, j] * v
-                s3 -= A[i + 3, j] * v
-            else:
-                s0 += A[i, j] * v
-                s1 += A[i + 1, j] * v
-                s2 += A[i + 2, j] * v
-                s3 += A[i + 3, j] * v
+            s0 += A[i, j] * v
+            s1 += A[i + 1, j] * v
+            s2 += A[i + 2, j] * v
+            s3 += A[i + 3, j] * v
         out[i], out[i + 1], out[i + 2], out[i + 3] = s0, s1, s2, s3
         i += 4
     for i in range(i, m):
         s = out[i]
         for j in range(n):
-            if negate:
-                s -= A[i, j] * x[j]
-            else:
-                s += A[i, j] * x[j]
+            s += A[i, j] * x[j]
         out[i] = s
 
 
 @kernel
 def _rollout(F, gaps, k, K, dx, du):
     """dx_0 = f_0, du_t = -k_t - K_t dx_t, dx_{t+1} = Fx dx_t + Fu du_t + f_{t+1} (each
-    entry's sum in the order of its terms: :func:`_rows_dot`)."""
+    entry's sum in the order of its terms: :func:`_rows_dot`).  du_t as -(k_t + K_t dx_t):
+    round-to-nearest is symmetric in the sign, so (-a) - b = -(a + b) at every step, the
+    bits of -k_t - K_t dx_t summed in that order."""
     Fx, Fu = F
     N, ndx, nu = Fu.shape
     dx[0] = gaps[0]
     for t in range(N):
         for i in range(nu):
-            du[t, i] = -k[t, i]
-        _rows_dot(K[t], dx[t], du[t], True)
+            du[t, i] = k[t, i]
+        _rows_dot(K[t], dx[t], du[t])
+        for i in range(nu):
+            du[t, i] = -du[t, i]
         for i in range(ndx):
             dx[t + 1, i] = gaps[t + 1, i]
-        _rows_dot(Fx[t], dx[t], dx[t + 1], False)
-        _rows_dot(Fu[t], du[t], dx[t + 1], False)
+        _rows_dot(Fx[t], dx[t], dx[t + 1])
+        _rows_dot(Fu[t], du[t], dx[t + 1])
 
 
 @kernel
