@@ -18,11 +18,12 @@ The constraints of a stage that cannot join a program (a residual without a fuse
 step, one that reads the stage's dynamics, such as a contact force; all of a phase the
 interpreter does not take) are evaluated from Python after the call, one constraint at
 a time as its ``calc_constraints`` does, and the others of that stage join the program
-(go1 "cones": the centre-of-mass row beside the feet's pyramids, 110 -> ~10 us per
-DIFF).  The linear force rows of one contact dynamics (the friction pyramids of a
-stage's feet: residuals of equal ``group_key()``) are evaluated together, one call for
-all of them (:class:`.contacts.LinearForceRows`), their values side by side in the
-group's arrays (``sources``).
+(go1 "cones": the centre-of-mass row beside the feet's pyramids).  The linear force
+rows of one contact dynamics (the friction pyramids of a stage's feet: residuals of
+equal ``group_key()``) are evaluated together, one call for all of them
+(:class:`.contacts.LinearForceRows`), their values side by side in the group's arrays
+(``sources``).  Both on go1 "cones": the rows' DIFF 330 -> 121 us per call, a trial's
+CALC 170 -> 54 us (qp22, benchmarks/constrained_notes.md).
 """
 import numba
 import numpy as np

@@ -776,8 +776,8 @@ def _linear_force_rows(lam, lam_x, lam_u, A, starts, with_derivatives, r, Rx, Ru
     axes without rotation (:meth:`_LinearForceResidual.group_key`): member m's row i,
     column m nr + i of r (K, M nr), is sum_j A[m, i, j] lam[:, starts[m] + j] (and its
     Jacobians Rx, Ru from lam_x, lam_u the same way), the products along the Jacobian
-    rows (contiguous).  One call for a stage's feet, where each foot's three numpy
-    matmuls and stamp check cost ~30 us (go1 "cones", 40 knots)."""
+    rows (contiguous).  One call for a stage's feet, where each foot's stamp check and
+    three numpy matmuls cost 48 us per DIFF (go1 "cones", 40 knots, in the solve)."""
     M, nr, n = A.shape
     ndx, nu = Rx.shape[2], Ru.shape[2]
     for k in range(r.shape[0]):
