@@ -14,9 +14,16 @@ the residuals read the knots' kinematics as the last :meth:`.problem.ShootingPro
 calc_diff` (DIFF), ``calc`` or ``calc_costs`` (a line search's trial) at the same (xs,
 us) left them (those refresh what the costs and the constraints read).
 
-A stage whose constraints cannot join a program (a residual without a fused step, one
-that reads the stage's dynamics, such as a contact force, or a phase the interpreter
-does not take) is evaluated from Python by its ``calc_constraints``, after the call.
+The constraints of a stage that cannot join a program (a residual without a fused
+step, one that reads the stage's dynamics, such as a contact force; all of a phase the
+interpreter does not take) are evaluated from Python after the call, one constraint at
+a time as its ``calc_constraints`` does, and the others of that stage join the program
+(go1 "cones": the centre-of-mass row beside the feet's pyramids).  The linear force
+rows of one contact dynamics (the friction pyramids of a stage's feet: residuals of
+equal ``group_key()``) are evaluated together, one call for all of them
+(:class:`.contacts.LinearForceRows`), their values side by side in the group's arrays
+(``sources``).  Both on go1 "cones": the rows' DIFF 330 -> 121 us per call, a trial's
+CALC 170 -> 54 us (qp22, benchmarks/constrained_notes.md).
 """
 import numba
 import numpy as np
@@ -36,14 +43,18 @@ def _evaluate(xs, us, programs, windows, mode):
 
 
 def _steps(model, data):
-    """The fused steps of a stage's constraints and, per constraint, where its values
-    land: (r, Rx, Ru, rows) with r[:, rows] the constraint's rows (a residual that keeps
-    some rows of a larger one, ``fused_rows``, leaves them all); or None."""
-    steps, sources = [], []
+    """The fused steps of a stage's constraints that have one and, per such constraint,
+    where its values land: ([step], [(constraint data, (r, Rx, Ru, rows))]) with r[:,
+    rows] the constraint's rows (a residual that keeps some rows of a larger one,
+    ``fused_rows``, leaves them all); and the (constraint, data) pairs without one (a
+    residual that reads the stage's dynamics, such as a contact force, or has no fused
+    step), left to Python."""
+    steps, sources, rest = [], [], []
     for c, cd in zip(model.constraints, data.constraints):
         residual = c.residual
         if getattr(residual, "reads_dynamics", False):
-            return None
+            rest.append((c, cd))
+            continue
         make = getattr(residual, "fused_rows", None)
         selected = None if make is None else make(cd, data.kinematics, model.state)
         if selected is not None:
@@ -53,10 +64,12 @@ def _steps(model, data):
             step = None if make is None else make(cd, data.kinematics, model.state)
             source, rows = cd, np.arange(cd.r.shape[1])
         if step is None:
-            return None
+            rest.append((c, cd))
+            continue
         steps.append(step)
-        sources.append((source.r, source.Rx, source.Ru, np.asarray(rows, dtype=np.int64)))
-    return steps, sources
+        sources.append((cd, (source.r, source.Rx, source.Ru,
+                             np.asarray(rows, dtype=np.int64))))
+    return steps, sources, rest
 
 
 def _program(steps):
@@ -89,22 +102,51 @@ class HorizonConstraints:
         self.sources = {}
         compiled = []
         for model, start, stop, data in self.stages:
-            made = _steps(model, data)
-            program = None if made is None else _program(made[0])
+            steps, sources, rest = _steps(model, data)
+            program = _program(steps) if steps else None
             if program is not None and compiled and \
                     numba.typeof(program) != numba.typeof(compiled[0][0]):
                 program = None          # another model type: one typed List holds one type
             if program is None:
-                self.python.append((model, start, stop, data))
-                for cd in data.constraints:
-                    self.sources[id(cd)] = (cd.r, cd.Rx, cd.Ru,
-                                            np.arange(cd.r.shape[1], dtype=np.int64))
+                rest = list(zip(model.constraints, data.constraints))
             else:
                 compiled.append((program, start, stop))
-                self.sources.update(zip(map(id, data.constraints), made[1]))
+                self.sources.update((id(cd), source) for cd, source in sources)
+            if rest:
+                self.python.append((model, start, stop, data,
+                                    self._python_items(rest, model.terminal)))
         if compiled:
             self.programs = typed_list([program for program, _, _ in compiled])
             self.windows = np.array([(a, b) for _, a, b in compiled], dtype=np.int64)
+
+    def _python_items(self, pairs, terminal):
+        """A stage's (constraint, data) ``pairs`` evaluated from Python: the groups of two
+        or more linear force residuals of equal ``group_key()`` (one group object each,
+        its rows the members' sources) and the other pairs."""
+        items, groups = [], {}
+        for c, cd in pairs:
+            key = getattr(c.residual, "group_key", None)
+            key = None if key is None or terminal else key()
+            if key is None:
+                items.append((c, cd))
+            else:
+                groups.setdefault(key, []).append((c, cd))
+        for members in groups.values():
+            if len(members) == 1:
+                items.extend(members)
+                continue
+            K, _, ndx = members[0][1].Rx.shape
+            group = members[0][0].residual.group([c.residual for c, _ in members], K, ndx,
+                                                 members[0][1].Ru.shape[2])
+            items.append(group)
+            for m, (_, cd) in enumerate(members):
+                self.sources[id(cd)] = (group.r, group.Rx, group.Ru, group.rows(m))
+        for item in items:
+            if isinstance(item, tuple):
+                cd = item[1]
+                self.sources[id(cd)] = (cd.r, cd.Rx, cd.Ru,
+                                        np.arange(cd.r.shape[1], dtype=np.int64))
+        return items
 
     def evaluate(self, xs, us, mode):
         """The constraint residuals at (xs (N+1, nx), us (N, nu)), C-contiguous, with
@@ -112,6 +154,12 @@ class HorizonConstraints:
         if self.programs is not None:
             _evaluate(xs, us, self.programs, self.windows, mode)
         problem = self.problem
-        for model, start, stop, data in self.python:
+        with_derivatives = mode == DIFF
+        for model, start, stop, data, items in self.python:
             controls = None if model.terminal else problem._controls(us, model, start, stop)
-            model.calc_constraints(data, xs[start:stop], controls, mode == DIFF, False)
+            knots = xs[start:stop]
+            for item in items:     # as model.calc_constraints(..., refresh=False)
+                if isinstance(item, tuple):
+                    item[0].calc(item[1], data.kinematics, knots, controls, with_derivatives)
+                else:
+                    item.evaluate(data.kinematics, knots, controls, with_derivatives)

@@ -61,7 +61,7 @@ from ..dynamics.constrained_dynamics import (_impulse_dynamics, _impulse_dynamic
                                              constraint_dynamics_derivatives_parallel,
                                              constraint_dynamics_parallel, derivatives_workspace,
                                              impulse_derivatives_workspace)
-from ..dynamics.config import num_threads
+from ..dynamics.config import kernel, num_threads
 from ..dynamics.constraints import as_constraint_set, constraint_jacobian, contact_3d, contact_6d
 from ..dynamics.kinematics import LOCAL, LOCAL_WORLD_ALIGNED
 from ..dynamics.model import FREE_FLYER, freeze_arrays
@@ -748,6 +748,19 @@ class _LinearForceResidual(_ContactResidual):
         w = self._force_in(out, self.world, False)[0]
         np.matmul(w[:, :self.A.shape[1]], self.A.T, out=data.r)
 
+    def group_key(self):
+        """Residuals of equal keys are evaluated together by :class:`LinearForceRows`
+        (their rows need no rotation: the force's axes are those of ``world``); None
+        for one that rotates its force."""
+        if self.world != (self.constraint.reference != LOCAL):
+            return None
+        return (id(self.dynamics), self.A.shape)
+
+    @staticmethod
+    def group(members, K, ndx, nu):
+        """The :class:`LinearForceRows` of ``members`` (equal :meth:`group_key`)."""
+        return LinearForceRows(members, K, ndx, nu)
+
     def calc_diff(self, data, kinematics, xs, us):
         out = self._outputs(kinematics, xs, us, DERIVATIVES)
         w, w_x, w_u = self._force_in(out, self.world, True)
@@ -755,6 +768,71 @@ class _LinearForceResidual(_ContactResidual):
         np.matmul(w[:, :n], self.A.T, out=data.r)
         np.matmul(self.A, w_x[:, :n], out=data.Rx)
         np.matmul(self.A, w_u[:, :n], out=data.Ru)
+
+
+@kernel
+def _linear_force_rows(lam, lam_x, lam_u, A, starts, with_derivatives, r, Rx, Ru):
+    """The rows of M linear force residuals of one contact dynamics' forces, in world
+    axes without rotation (:meth:`_LinearForceResidual.group_key`): member m's row i,
+    column m nr + i of r (K, M nr), is sum_j A[m, i, j] lam[:, starts[m] + j] (and its
+    Jacobians Rx, Ru from lam_x, lam_u the same way), the products along the Jacobian
+    rows (contiguous).  One call for a stage's feet, where each foot's stamp check and
+    three numpy matmuls cost 48 us per DIFF (go1 "cones", 40 knots, in the solve)."""
+    M, nr, n = A.shape
+    ndx, nu = Rx.shape[2], Ru.shape[2]
+    for k in range(r.shape[0]):
+        for m in range(M):
+            s0 = starts[m]
+            for i in range(nr):
+                row = m * nr + i
+                v = 0.0
+                for j in range(n):
+                    v += A[m, i, j] * lam[k, s0 + j]
+                r[k, row] = v
+                if not with_derivatives:
+                    continue
+                for a in range(ndx):
+                    Rx[k, row, a] = 0.0
+                for a in range(nu):
+                    Ru[k, row, a] = 0.0
+                for j in range(n):
+                    c = A[m, i, j]
+                    for a in range(ndx):
+                        Rx[k, row, a] += c * lam_x[k, s0 + j, a]
+                    for a in range(nu):
+                        Ru[k, row, a] += c * lam_u[k, s0 + j, a]
+
+
+class LinearForceRows:
+    """The linear force residuals (:class:`_LinearForceResidual`: friction pyramids,
+    unilateral rows) of one stage on one contact dynamics, evaluated together: one stamp
+    check (:func:`contact_outputs`) and one kernel call (:func:`_linear_force_rows`) for
+    every member, their rows side by side in ``r`` (K, M nr), ``Rx``, ``Ru`` (member m:
+    columns m nr .. m nr + nr, :meth:`rows`).  ``members``: residuals with the same
+    :meth:`_LinearForceResidual.group_key`."""
+
+    def __init__(self, members, K, ndx, nu):
+        self.dynamics = members[0].dynamics
+        self.A = np.ascontiguousarray(np.stack([m.A for m in members]))
+        self.starts = np.array([m.rows.start for m in members], dtype=np.int64)
+        M, nr = self.A.shape[:2]
+        self.nr = nr
+        self.r = np.zeros((K, M * nr))
+        self.Rx = np.zeros((K, M * nr, ndx))
+        self.Ru = np.zeros((K, M * nr, nu))
+
+    def rows(self, m):
+        """Member m's columns of r (int64)."""
+        return np.arange(m * self.nr, (m + 1) * self.nr, dtype=np.int64)
+
+    def evaluate(self, kinematics, xs, us, with_derivatives):
+        """The members' rows at (xs, us) (with their Jacobians), reading the forces the
+        stage's dynamics left on ``kinematics`` (or evaluating them, as each member's
+        ``calc`` does)."""
+        out = contact_outputs(self.dynamics, kinematics, xs, us,
+                              DERIVATIVES if with_derivatives else VALUES)
+        _linear_force_rows(out.lam, out.lam_x, out.lam_u, self.A, self.starts,
+                           with_derivatives, self.r, self.Rx, self.Ru)
 
 
 class FrictionConeResidual(_LinearForceResidual):

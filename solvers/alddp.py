@@ -219,9 +219,15 @@ def _row_scales(blocks, largest):
 @kernel
 def _add_row(rx, ru, h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu):
     """Knot n: Lx += h rx, Lu += h ru, Lxx += w rx^T rx, Lxu += w rx^T ru, Luu += w ru^T
-    ru, over the non-zero columns of the row (rx, ru)."""
+    ru, over the non-zero columns of the row (rx, ru).  Where those columns are one
+    range each in rx and ru (a friction pyramid's row: dx columns 3..35 and du 0..11 on
+    go1) :func:`_add_row_range` adds the same products."""
     nx = _nonzero_columns(rx, cx)
     nu = _nonzero_columns(ru, cu)
+    if (nx == 0 or cx[nx - 1] - cx[0] == nx - 1) and (nu == 0 or cu[nu - 1] - cu[0] == nu - 1):
+        _add_row_range(rx, ru, h, w, n, cx[0] if nx > 0 else 0, nx, cu[0] if nu > 0 else 0,
+                       nu, Lx, Lu, Lxx, Luu, Lxu)
+        return
     for p in range(nx):
         a = cx[p]
         Lx[n, a] += h * rx[a]
@@ -234,6 +240,33 @@ def _add_row(rx, ru, h, w, n, cx, cu, Lx, Lu, Lxx, Luu, Lxu):
         Lu[n, a] += h * ru[a]
         for q in range(nu):
             Luu[n, a, cu[q]] += w * ru[a] * ru[cu[q]]
+
+
+@kernel
+def _add_row_range(rx, ru, h, w, n, x0, nx, u0, nu, Lx, Lu, Lxx, Luu, Lxu):
+    """:func:`_add_row` for a row whose non-zero columns are x0 .. x0 + nx of rx and u0 ..
+    u0 + nu of ru: the same products (w rx_a) rx_b, added in the same order, on slices
+    indexed from 0, whose inner loops LLVM vectorizes (an index read from the columns
+    array, or a range from x0, keeps Numba's negative-index test in the loop: go1's 91
+    active pyramid rows 134 -> 50 us, where a direct range alone gave 12 %, qp19)."""
+    vx = rx[x0:x0 + nx]
+    vu = ru[u0:u0 + nu]
+    for p in range(nx):
+        Lx[n, x0 + p] += h * vx[p]
+        c = w * vx[p]
+        hxx = Lxx[n, x0 + p, x0:x0 + nx]
+        for q in range(nx):
+            hxx[q] += c * vx[q]
+        if nu > 0:          # (the terminal knot has no Lxu[n])
+            hxu = Lxu[n, x0 + p, u0:u0 + nu]
+            for q in range(nu):
+                hxu[q] += c * vu[q]
+    for p in range(nu):
+        Lu[n, u0 + p] += h * vu[p]
+        c = w * vu[p]
+        huu = Luu[n, u0 + p, u0:u0 + nu]
+        for q in range(nu):
+            huu[q] += c * vu[q]
 
 
 def record_iteration(solver, keys, history, callbacks, iteration, record, t0):

@@ -342,6 +342,67 @@ def test_horizon_constraints_equal_the_per_term_path():
                 assert np.abs(Rx_ref).max() > 0.1
 
 
+def test_grouped_friction_cones_equal_the_per_term_path():
+    """The friction pyramids of a stage's four feet (solo12, contact dynamics) are
+    evaluated by HorizonConstraints as one group (ocp.contacts.LinearForceRows: one stamp
+    check, one kernel call), beside a centre-of-mass row and a tilted cone that rotates
+    its force (evaluated alone): values and Jacobians equal those of the per-term path
+    (StageModel.calc_constraints) after calc_diff (DIFF) and after a trial's calc (CALC),
+    to 1e-12 (the group sums the products in its own order)."""
+    from geppetto.dynamics import LOCAL, LOCAL_WORLD_ALIGNED, contact_3d
+    from geppetto.ocp.constraints import HorizonConstraints
+    from geppetto.ocp.contacts import LinearForceRows
+    from geppetto.ocp.fused import CALC
+    robot = gp.robots.load("solo12")
+    model = robot.model
+    feet = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+    dynamics = ocp.ContactDynamics(model, [contact_3d(
+        model, foot, reference=LOCAL if foot == "HR_FOOT" else LOCAL_WORLD_ALIGNED)
+        for foot in feet])
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    cones = [ocp.FrictionConeResidual(dynamics, foot, mu=0.5 + 0.1 * i)
+             for i, foot in enumerate(feet)]
+    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
+    height = ocp.Constraint(ocp.CenterOfMassResidual(model, com), [-np.inf, -np.inf, -0.02],
+                            np.inf)
+    stage = ocp.StageModel(dynamics, [ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)],
+                           [ocp.Constraint(c, *c.bounds) for c in cones] + [height], dt=0.02)
+    problem = ocp.ShootingProblem(x0, [stage] * 4, ocp.TerminalModel(dynamics.state))
+    horizon = HorizonConstraints(problem)
+    (_, _, _, _, items), = horizon.python
+    groups = [item for item in items if isinstance(item, LinearForceRows)]
+    assert horizon.programs is not None and len(items) == 2        # the height compiled
+    assert len(groups) == 1 and groups[0].A.shape == (3, 5, 3)     # HR_FOOT's is LOCAL
+    rng = np.random.default_rng(3)
+    start = np.repeat(x0[None], problem.N + 1, axis=0)
+    us = problem.quasi_static(start) + rng.standard_normal((problem.N, problem.nu))
+    xs, trial = (start + np.r_[np.zeros(7), 0.02 * rng.standard_normal(model.nq + model.nv - 7)]
+                 for _ in range(2))
+    for points, mode in ((xs, DIFF), (trial, CALC)):
+        if mode == DIFF:
+            problem.calc_diff(points, us)
+        else:
+            problem.calc(points, us)
+        horizon.evaluate(points, us, mode)
+        fused = []
+        for _, _, _, data in horizon.stages:
+            for cd in data.constraints:
+                r, Rx, Ru, rows = horizon.sources[id(cd)]
+                fused.append((r[:, rows].copy(), Rx[:, rows].copy(), Ru[:, rows].copy()))
+        per_term = [(d.r.copy(), d.Rx.copy(), d.Ru.copy()) for _, _, _, phase in
+                    problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+        assert len(fused) == len(per_term) == 5
+        for j, ((r, Rx, Ru), (r_ref, Rx_ref, Ru_ref)) in enumerate(zip(fused, per_term)):
+            np.testing.assert_allclose(r, r_ref, rtol=0.0, atol=1e-12 * np.abs(r_ref).max())
+            if mode == DIFF:
+                assert np.abs(Rx_ref).max() > 0.5
+                assert j == 4 or np.abs(Ru_ref).max() > 1e-3        # the cones' forces
+                np.testing.assert_allclose(Rx, Rx_ref, rtol=0.0,
+                                           atol=1e-12 * np.abs(Rx_ref).max())
+                np.testing.assert_allclose(Ru, Ru_ref, rtol=0.0,
+                                           atol=1e-12 * np.abs(Ru_ref).max())
+
+
 def test_ur5_constrained_reach_matches_ipopt():
     """From FDDP's unconstrained optimum: ALDDP, ProxDDP, CSQP and IPOPT (exact Hessian:
     the Gauss-Newton NLP stalls on this task) reach the same optimum, cost to 1e-6
