@@ -55,6 +55,9 @@ import threading
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
@@ -999,58 +1002,89 @@ def _item_type(name):
     return _ITEM_TYPES[name]
 
 
-@inline_kernel
-def _a1(arrays, i):
-    return arrays[i][0, 0, 0]
+@intrinsic
+def _array_at(typingctx, address, shape, strides):
+    """The C-contiguous float64 array at ``address`` (an int64) with ``shape`` and
+    ``strides`` (tuples of int64), with no memory owner (a null meminfo, as
+    :func:`~geppetto.dynamics.borrowed.borrowed`): making it is filling a structure, no
+    call and no atomic reference count; its owner is the program's ``arrays`` List."""
+    if not isinstance(shape, types.UniTuple) or not isinstance(strides, types.UniTuple):
+        return None
+    array = types.Array(types.float64, len(shape), "C")
+
+    def codegen(context, builder, signature, arguments):
+        view = make_array(array)(context, builder)
+        data = builder.inttoptr(arguments[0],
+                                context.get_value_type(types.CPointer(types.float64)))
+        populate_array(view, data=data, shape=arguments[1], strides=arguments[2],
+                       itemsize=context.get_constant(types.intp, 8), meminfo=None,
+                       parent=None)
+        return view._getvalue()
+
+    return array(types.int64, shape, strides), codegen
+
+
+# the columns of a row of a program's ``views`` table (:meth:`_Operands.tables`): the
+# address of the operand's data, then the shape and the strides of its 4D view
+_VIEW_ADDRESS, _VIEW_SHAPE, _VIEW_STRIDES = 0, 1, 5
 
 
 @inline_kernel
-def _a2(arrays, i):
-    return arrays[i][0, 0]
+def _a1(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[4],), (v[8],))
 
 
 @inline_kernel
-def _a3(arrays, i):
-    return arrays[i][0]
+def _a2(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[3], v[4]), (v[7], v[8]))
 
 
 @inline_kernel
-def _a4(arrays, i):
-    return arrays[i]
+def _a3(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[2], v[3], v[4]), (v[6], v[7], v[8]))
+
+
+@inline_kernel
+def _a4(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[1], v[2], v[3], v[4]), (v[5], v[6], v[7], v[8]))
 
 
 @kernel
 def _interpret(xs, us, holder, mode):
-    """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, out)
+    """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, views, out)
     (see the layout above).  One :class:`.held.Held` holds them all: a call unboxes one
     object instead of a dozen."""
-    m, rows, floats, ints, arrays, out = holder.item
+    m, rows, floats, ints, _, views, out = holder.item
     for i in range(rows.shape[0]):
         code, r = rows[i, 0], rows[i, 1:]
         if code == CLEAR_CODE:
             _clear(out, mode)
         elif code == 1:
-            _euler(xs, us, m, _operands_euler(arrays, floats, r), mode)
+            _euler(xs, us, m, _operands_euler(views, floats, r), mode)
         elif code == 2:
-            _state(xs, us, m, _operands_state(arrays, r), mode)
+            _state(xs, us, m, _operands_state(views, r), mode)
         elif code == 3:
-            _control(xs, us, (_a2(arrays, r[0]), _a2(arrays, r[1])), mode)
+            _control(xs, us, (_a2(views, r[0]), _a2(views, r[1])), mode)
         elif code == 4:
-            _frame(xs, us, m, _operands_frame(arrays, r), mode)
+            _frame(xs, us, m, _operands_frame(views, r), mode)
         elif code == 5:
-            _frame_velocity(xs, us, m, _operands_frame_velocity(arrays, r), mode)
+            _frame_velocity(xs, us, m, _operands_frame_velocity(views, r), mode)
         elif code == 6:
-            _com(xs, us, m, (_a4(arrays, r[0]), _a3(arrays, r[1]),
-                             _a3(arrays, r[2]), _a2(arrays, r[3]),
-                             _a2(arrays, r[4]), _a3(arrays, r[5])), mode)
+            _com(xs, us, m, (_a4(views, r[0]), _a3(views, r[1]),
+                             _a3(views, r[2]), _a2(views, r[3]),
+                             _a2(views, r[4]), _a3(views, r[5])), mode)
         elif code == 7:
-            _contact_wrench(xs, us, _operands_contact_wrench(arrays, ints, r), mode)
+            _contact_wrench(xs, us, _operands_contact_wrench(views, ints, r), mode)
         elif code == 8:
-            _user(xs, us, (r[0], r[1], _a4(arrays, r[2]), _a3(arrays, r[3]),
-                           _a3(arrays, r[4]), _a2(arrays, r[5]), _a1(arrays, r[6]),
-                           _a2(arrays, r[7]), _a3(arrays, r[8]), _a3(arrays, r[9])), mode)
+            _user(xs, us, (r[0], r[1], _a4(views, r[2]), _a3(views, r[3]),
+                           _a3(views, r[4]), _a2(views, r[5]), _a1(views, r[6]),
+                           _a2(views, r[7]), _a3(views, r[8]), _a3(views, r[9])), mode)
         else:
-            _cost(_operands_cost(arrays, floats, r), out, mode)
+            _cost(_operands_cost(views, floats, r), out, mode)
 
 
 @inline_kernel
@@ -1133,13 +1167,21 @@ class _Operands:
         return [len(self.arrays) - 1]
 
     def tables(self):
-        """(floats, ints, arrays)."""
+        """(floats, ints, arrays, views): ``views`` the int64 table (n arrays, 9) of each
+        array's data address, shape and strides (its 4D view's), from which
+        :func:`_interpret` makes its operands (:func:`_array_at`); ``arrays`` holds them
+        (a typed List, not read by the kernel: the owner of the views' memory)."""
+        views = np.zeros((len(self.arrays), 9), dtype=np.int64)
+        for i, array in enumerate(self.arrays):
+            views[i, _VIEW_ADDRESS] = array.ctypes.data
+            views[i, _VIEW_SHAPE:_VIEW_SHAPE + 4] = array.shape
+            views[i, _VIEW_STRIDES:_VIEW_STRIDES + 4] = array.strides
         return (np.array(self.floats, dtype=float), np.array(self.ints, dtype=np.int64),
-                typed_list(self.arrays))
+                typed_list(self.arrays), views)
 
 
 def interpreted(steps, clear_at, model=None):
-    """(model, rows, floats, ints, arrays) running ``steps`` in the interpreter
+    """(model, rows, floats, ints, arrays, views) running ``steps`` in the interpreter
     (append ``out`` for the holder of :func:`_interpret`), or None when a step is not one
     of its blocks, has arguments of another type, or the steps use several models, or
     none and no ``model`` is given (the generated function takes them)."""
