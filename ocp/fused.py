@@ -57,6 +57,7 @@ import numba
 import numpy as np
 from numba.core import types
 from numba.extending import intrinsic
+from numba.experimental.structref import _Utils as _StructUtils
 from numba.np.arrayobj import make_array, populate_array
 
 from ..dynamics.config import inline_kernel, kernel
@@ -71,7 +72,7 @@ from ..dynamics.liegroups import _integrate
 from ..dynamics.native import call_checked
 from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
-from .held import held, typed_list
+from .held import HeldType, held, typed_list
 from .integrators import _semi_implicit_jacobian
 from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
                         JACOBIANS, PLACEMENTS)
@@ -248,7 +249,7 @@ def _contact_field(xs, us, holder, mode):
     nothing: the rollout stored them).  Stamps the data with (xs, us) and VALUES; returns
     whether the contacts are regular at every knot.  ``holder.item`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     ca, B, damping, settings, buf, d, out, stamp, ws, _, _, _ = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -284,7 +285,7 @@ def _contact_field_diff(xs, us, holder, mode):
     (:func:`_contact_rows`), without the raw partials (ddq_dq ... dlam_dtau, not
     filled) or the products with B; otherwise the raw partials, then
     :func:`.contact_step._contact_jacobians`."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved, direct = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -377,7 +378,7 @@ def _impulse_field(xs, us, holder, mode):
     constraints, constraints without Baumgarte gains, restitution, settings, scratch,
     Data arrays, outputs, stamp, solve workspace, derivatives workspace))
     (:func:`~geppetto.dynamics.constrained_dynamics.impulse_derivatives_workspace`)."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, _ = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -402,7 +403,7 @@ def _impulse_field_diff(xs, us, holder, mode):
     :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
     and the constraints without Baumgarte gains, the derivatives' kernel; the workspaces
     are the step's, made with the data: no allocation per call)."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, dws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -471,7 +472,7 @@ def _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc):
 def _kinematics(xs, us, holder, mode):
     """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
     terminal knot's pass); ``holder.item`` = (model, arguments) (:func:`held`)."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 
@@ -942,13 +943,17 @@ def lie_scratch(nv):
 # containers of fixed type, whatever the blocks and their number:
 #
 #   arrays  typed List of float64 4D arrays: every float array of the steps, as a view
-#           with leading axes of length 1 (the blocks write into the Data's arrays;
-#           ``a[0, 0]`` gives back a 2D operand, C-contiguous, without a reshape's checks)
+#           with leading axes of length 1 (the blocks write into the Data's arrays); the
+#           kernel does not read it: it holds the memory of
+#   views   int64 (n arrays, 9): each array's data address, its 4D view's shape and
+#           strides, from which ``_a1`` ... ``_a4`` make the operands (:func:`_array_at`,
+#           C-contiguous arrays with no memory owner: a structure filled, where a List's
+#           getitem was a call, a copy and an atomic reference count per operand)
 #   floats  float64 (n floats,): the float scalars (dt, a cost's scale)
 #   ints    int64 (n ints,): the entries of the int64 arrays (a contact's dofs)
 #   rows    int64 (n rows, 1 + _WIDTH): block code (1 + index in _BLOCKS, 0: _clear),
 #           then one column per operand of the block's argument tuple in
-#           _SPECS order: an array's index in ``arrays``, an int or bool's value, a
+#           _SPECS order: an array's index in ``arrays`` and ``views``, an int or bool's value, a
 #           float's index in ``floats``, an int array's (offset, length) in ``ints``
 #
 # The interpreter rebuilds each block's argument tuple from its row (:func:`_operands_*`;
@@ -1024,6 +1029,43 @@ def _array_at(typingctx, address, shape, strides):
     return array(types.int64, shape, strides), codegen
 
 
+def _borrow(context, builder, typ, value):
+    """``value`` of type ``typ`` with every array in it (nested tuples included) without
+    its memory owner (a null meminfo); other members reference-counted as a borrowed
+    read would (an increment: the caller's decrement at their end balances it)."""
+    if isinstance(typ, types.Array):
+        source = make_array(typ)(context, builder, value)
+        view = make_array(typ)(context, builder)
+        populate_array(view, data=source.data, shape=source.shape, strides=source.strides,
+                       itemsize=source.itemsize, meminfo=None, parent=None)
+        return view._getvalue()
+    if isinstance(typ, types.BaseTuple):
+        members = [_borrow(context, builder, t, builder.extract_value(value, i))
+                   for i, t in enumerate(typ)]
+        return context.make_tuple(builder, typ, members)
+    context.nrt.incref(builder, typ, value)
+    return value
+
+
+@intrinsic
+def _borrowed_item(typingctx, holder):
+    """``holder.item`` (a :class:`.held.Held`) with its arrays borrowed (see
+    :func:`_borrow`): reading it is copying a structure, where ``holder.item`` counts a
+    reference to each of its arrays, an atomic increment and a decrement on a cache line
+    of its own per array (a contact block's item holds about a hundred: cold lines at
+    every call of a chunk's part, whose arrays are its own).  The holder, an argument,
+    owns them for the whole call."""
+    if not isinstance(holder, HeldType):
+        return None
+    typ = holder.field_dict["item"]
+
+    def codegen(context, builder, signature, arguments):
+        data = _StructUtils(context, builder, holder).get_data_struct(arguments[0])
+        return _borrow(context, builder, typ, data.item)
+
+    return typ(holder), codegen
+
+
 # the columns of a row of a program's ``views`` table (:meth:`_Operands.tables`): the
 # address of the operand's data, then the shape and the strides of its 4D view
 _VIEW_ADDRESS, _VIEW_SHAPE, _VIEW_STRIDES = 0, 1, 5
@@ -1058,7 +1100,7 @@ def _interpret(xs, us, holder, mode):
     """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, views, out)
     (see the layout above).  One :class:`.held.Held` holds them all: a call unboxes one
     object instead of a dozen."""
-    m, rows, floats, ints, _, views, out = holder.item
+    m, rows, floats, ints, _, views, out = _borrowed_item(holder)
     for i in range(rows.shape[0]):
         code, r = rows[i, 0], rows[i, 1:]
         if code == CLEAR_CODE:
