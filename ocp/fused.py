@@ -378,7 +378,7 @@ def _impulse_field(xs, us, holder, mode):
     constraints, constraints without Baumgarte gains, restitution, settings, scratch,
     Data arrays, outputs, stamp, solve workspace, derivatives workspace))
     (:func:`~geppetto.dynamics.constrained_dynamics.impulse_derivatives_workspace`)."""
-    m, a = _borrowed_item(holder)
+    m, a = holder.item
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, _ = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -403,7 +403,7 @@ def _impulse_field_diff(xs, us, holder, mode):
     :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
     and the constraints without Baumgarte gains, the derivatives' kernel; the workspaces
     are the step's, made with the data: no allocation per call)."""
-    m, a = _borrowed_item(holder)
+    m, a = holder.item
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, dws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -472,7 +472,7 @@ def _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc):
 def _kinematics(xs, us, holder, mode):
     """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
     terminal knot's pass); ``holder.item`` = (model, arguments) (:func:`held`)."""
-    m, a = _borrowed_item(holder)
+    m, a = holder.item
     level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 
