@@ -55,6 +55,10 @@ import threading
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import intrinsic
+from numba.experimental.structref import _Utils as _StructUtils
+from numba.np.arrayobj import make_array, populate_array
 
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
@@ -68,7 +72,7 @@ from ..dynamics.liegroups import _integrate
 from ..dynamics.native import call_checked
 from .contact_step import DERIVATIVES, VALUES, _contact_jacobians, solved_at
 from .costs import _accumulate, _accumulate_rows, _activate
-from .held import held, typed_list
+from .held import HeldType, held, typed_list
 from .integrators import _semi_implicit_jacobian
 from .residuals import (_com_residual, _frame_residual, _frame_velocity_residual,
                         JACOBIANS, PLACEMENTS)
@@ -245,7 +249,7 @@ def _contact_field(xs, us, holder, mode):
     nothing: the rollout stored them).  Stamps the data with (xs, us) and VALUES; returns
     whether the contacts are regular at every knot.  ``holder.item`` = (model, arguments)
     (:func:`held`); DIFF mode runs :func:`_contact_field_diff` on the same arguments."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     ca, B, damping, settings, buf, d, out, stamp, ws, _, _, _ = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -281,7 +285,7 @@ def _contact_field_diff(xs, us, holder, mode):
     (:func:`_contact_rows`), without the raw partials (ddq_dq ... dlam_dtau, not
     filled) or the products with B; otherwise the raw partials, then
     :func:`.contact_step._contact_jacobians`."""
-    m, a = holder.item
+    m, a = _borrowed_item(holder)
     ca, B, damping, settings, buf, d, out, stamp, ws, dws, solved, direct = a
     qs, vs, tau = buf
     liR, lip, oR, op, J, oY, M, ddq = d
@@ -939,13 +943,17 @@ def lie_scratch(nv):
 # containers of fixed type, whatever the blocks and their number:
 #
 #   arrays  typed List of float64 4D arrays: every float array of the steps, as a view
-#           with leading axes of length 1 (the blocks write into the Data's arrays;
-#           ``a[0, 0]`` gives back a 2D operand, C-contiguous, without a reshape's checks)
+#           with leading axes of length 1 (the blocks write into the Data's arrays); the
+#           kernel does not read it: it holds the memory of
+#   views   int64 (n arrays, 9): each array's data address, its 4D view's shape and
+#           strides, from which ``_a1`` ... ``_a4`` make the operands (:func:`_array_at`,
+#           C-contiguous arrays with no memory owner: a structure filled, where a List's
+#           getitem was a call, a copy and an atomic reference count per operand)
 #   floats  float64 (n floats,): the float scalars (dt, a cost's scale)
 #   ints    int64 (n ints,): the entries of the int64 arrays (a contact's dofs)
 #   rows    int64 (n rows, 1 + _WIDTH): block code (1 + index in _BLOCKS, 0: _clear),
 #           then one column per operand of the block's argument tuple in
-#           _SPECS order: an array's index in ``arrays``, an int or bool's value, a
+#           _SPECS order: an array's index in ``arrays`` and ``views``, an int or bool's value, a
 #           float's index in ``floats``, an int array's (offset, length) in ``ints``
 #
 # The interpreter rebuilds each block's argument tuple from its row (:func:`_operands_*`;
@@ -999,58 +1007,126 @@ def _item_type(name):
     return _ITEM_TYPES[name]
 
 
-@inline_kernel
-def _a1(arrays, i):
-    return arrays[i][0, 0, 0]
+@intrinsic
+def _array_at(typingctx, address, shape, strides):
+    """The C-contiguous float64 array at ``address`` (an int64) with ``shape`` and
+    ``strides`` (tuples of int64), with no memory owner (a null meminfo, as
+    :func:`~geppetto.dynamics.borrowed.borrowed`): making it is filling a structure, no
+    call and no atomic reference count; its owner is the program's ``arrays`` List."""
+    if not isinstance(shape, types.UniTuple) or not isinstance(strides, types.UniTuple):
+        return None
+    array = types.Array(types.float64, len(shape), "C")
+
+    def codegen(context, builder, signature, arguments):
+        view = make_array(array)(context, builder)
+        data = builder.inttoptr(arguments[0],
+                                context.get_value_type(types.CPointer(types.float64)))
+        populate_array(view, data=data, shape=arguments[1], strides=arguments[2],
+                       itemsize=context.get_constant(types.intp, 8), meminfo=None,
+                       parent=None)
+        return view._getvalue()
+
+    return array(types.int64, shape, strides), codegen
+
+
+def _borrow(context, builder, typ, value):
+    """``value`` of type ``typ`` with every array in it (nested tuples included) without
+    its memory owner (a null meminfo); other members reference-counted as a borrowed
+    read would (an increment: the caller's decrement at their end balances it)."""
+    if isinstance(typ, types.Array):
+        source = make_array(typ)(context, builder, value)
+        view = make_array(typ)(context, builder)
+        populate_array(view, data=source.data, shape=source.shape, strides=source.strides,
+                       itemsize=source.itemsize, meminfo=None, parent=None)
+        return view._getvalue()
+    if isinstance(typ, types.BaseTuple):
+        members = [_borrow(context, builder, t, builder.extract_value(value, i))
+                   for i, t in enumerate(typ)]
+        return context.make_tuple(builder, typ, members)
+    context.nrt.incref(builder, typ, value)
+    return value
+
+
+@intrinsic
+def _borrowed_item(typingctx, holder):
+    """``holder.item`` (a :class:`.held.Held`) with its arrays borrowed (see
+    :func:`_borrow`): reading it is copying a structure, where ``holder.item`` counts a
+    reference to each of its arrays, an atomic increment and a decrement on a cache line
+    of its own per array (a contact block's item holds about a hundred: cold lines at
+    every call of a chunk's part, whose arrays are its own).  The holder, an argument,
+    owns them for the whole call."""
+    if not isinstance(holder, HeldType):
+        return None
+    typ = holder.field_dict["item"]
+
+    def codegen(context, builder, signature, arguments):
+        data = _StructUtils(context, builder, holder).get_data_struct(arguments[0])
+        return _borrow(context, builder, typ, data.item)
+
+    return typ(holder), codegen
+
+
+# the columns of a row of a program's ``views`` table (:meth:`_Operands.tables`): the
+# address of the operand's data, then the shape and the strides of its 4D view
+_VIEW_ADDRESS, _VIEW_SHAPE, _VIEW_STRIDES = 0, 1, 5
 
 
 @inline_kernel
-def _a2(arrays, i):
-    return arrays[i][0, 0]
+def _a1(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[4],), (v[8],))
 
 
 @inline_kernel
-def _a3(arrays, i):
-    return arrays[i][0]
+def _a2(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[3], v[4]), (v[7], v[8]))
 
 
 @inline_kernel
-def _a4(arrays, i):
-    return arrays[i]
+def _a3(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[2], v[3], v[4]), (v[6], v[7], v[8]))
+
+
+@inline_kernel
+def _a4(views, i):
+    v = views[i]
+    return _array_at(v[0], (v[1], v[2], v[3], v[4]), (v[5], v[6], v[7], v[8]))
 
 
 @kernel
 def _interpret(xs, us, holder, mode):
-    """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, out)
+    """Run the program of ``holder.item`` = (model, rows, floats, ints, arrays, views, out)
     (see the layout above).  One :class:`.held.Held` holds them all: a call unboxes one
     object instead of a dozen."""
-    m, rows, floats, ints, arrays, out = holder.item
+    m, rows, floats, ints, _, views, out = _borrowed_item(holder)
     for i in range(rows.shape[0]):
         code, r = rows[i, 0], rows[i, 1:]
         if code == CLEAR_CODE:
             _clear(out, mode)
         elif code == 1:
-            _euler(xs, us, m, _operands_euler(arrays, floats, r), mode)
+            _euler(xs, us, m, _operands_euler(views, floats, r), mode)
         elif code == 2:
-            _state(xs, us, m, _operands_state(arrays, r), mode)
+            _state(xs, us, m, _operands_state(views, r), mode)
         elif code == 3:
-            _control(xs, us, (_a2(arrays, r[0]), _a2(arrays, r[1])), mode)
+            _control(xs, us, (_a2(views, r[0]), _a2(views, r[1])), mode)
         elif code == 4:
-            _frame(xs, us, m, _operands_frame(arrays, r), mode)
+            _frame(xs, us, m, _operands_frame(views, r), mode)
         elif code == 5:
-            _frame_velocity(xs, us, m, _operands_frame_velocity(arrays, r), mode)
+            _frame_velocity(xs, us, m, _operands_frame_velocity(views, r), mode)
         elif code == 6:
-            _com(xs, us, m, (_a4(arrays, r[0]), _a3(arrays, r[1]),
-                             _a3(arrays, r[2]), _a2(arrays, r[3]),
-                             _a2(arrays, r[4]), _a3(arrays, r[5])), mode)
+            _com(xs, us, m, (_a4(views, r[0]), _a3(views, r[1]),
+                             _a3(views, r[2]), _a2(views, r[3]),
+                             _a2(views, r[4]), _a3(views, r[5])), mode)
         elif code == 7:
-            _contact_wrench(xs, us, _operands_contact_wrench(arrays, ints, r), mode)
+            _contact_wrench(xs, us, _operands_contact_wrench(views, ints, r), mode)
         elif code == 8:
-            _user(xs, us, (r[0], r[1], _a4(arrays, r[2]), _a3(arrays, r[3]),
-                           _a3(arrays, r[4]), _a2(arrays, r[5]), _a1(arrays, r[6]),
-                           _a2(arrays, r[7]), _a3(arrays, r[8]), _a3(arrays, r[9])), mode)
+            _user(xs, us, (r[0], r[1], _a4(views, r[2]), _a3(views, r[3]),
+                           _a3(views, r[4]), _a2(views, r[5]), _a1(views, r[6]),
+                           _a2(views, r[7]), _a3(views, r[8]), _a3(views, r[9])), mode)
         else:
-            _cost(_operands_cost(arrays, floats, r), out, mode)
+            _cost(_operands_cost(views, floats, r), out, mode)
 
 
 @inline_kernel
@@ -1133,13 +1209,21 @@ class _Operands:
         return [len(self.arrays) - 1]
 
     def tables(self):
-        """(floats, ints, arrays)."""
+        """(floats, ints, arrays, views): ``views`` the int64 table (n arrays, 9) of each
+        array's data address, shape and strides (its 4D view's), from which
+        :func:`_interpret` makes its operands (:func:`_array_at`); ``arrays`` holds them
+        (a typed List, not read by the kernel: the owner of the views' memory)."""
+        views = np.zeros((len(self.arrays), 9), dtype=np.int64)
+        for i, array in enumerate(self.arrays):
+            views[i, _VIEW_ADDRESS] = array.ctypes.data
+            views[i, _VIEW_SHAPE:_VIEW_SHAPE + 4] = array.shape
+            views[i, _VIEW_STRIDES:_VIEW_STRIDES + 4] = array.strides
         return (np.array(self.floats, dtype=float), np.array(self.ints, dtype=np.int64),
-                typed_list(self.arrays))
+                typed_list(self.arrays), views)
 
 
 def interpreted(steps, clear_at, model=None):
-    """(model, rows, floats, ints, arrays) running ``steps`` in the interpreter
+    """(model, rows, floats, ints, arrays, views) running ``steps`` in the interpreter
     (append ``out`` for the holder of :func:`_interpret`), or None when a step is not one
     of its blocks, has arguments of another type, or the steps use several models, or
     none and no ``model`` is given (the generated function takes them)."""
