@@ -898,8 +898,10 @@ class FusedPhase:
         items = interpreted(steps, clear_at - n, model)
         self.program = self.items = None
         if items is not None:
-            # the program for the kernels, and its (model, rows, floats, ints, arrays, out)
-            # as Python objects for inspection (a Held is not read from Python)
+            # the program for the kernels, and its (model, rows, floats, ints, arrays,
+            # views, out) as Python objects for inspection (a Held is not read from
+            # Python); read only: ``views`` holds the addresses of ``arrays``' memory, so
+            # an entry of that List replaced would leave the kernel a freed address
             self.items = items + (out,)
             self.program = held(self.items)
         else:
@@ -1215,9 +1217,15 @@ class _Operands:
         (a typed List, not read by the kernel: the owner of the views' memory)."""
         views = np.zeros((len(self.arrays), 9), dtype=np.int64)
         for i, array in enumerate(self.arrays):
+            # _array_at claims what it is not told: check it once here (rev22)
+            if not (array.dtype == np.float64 and array.flags.c_contiguous and
+                    array.flags.aligned and array.flags.writeable):
+                raise ValueError("a fused operand must be a writable, aligned, C-contiguous "
+                                 f"float64 array, got {array.dtype} {array.flags}")
             views[i, _VIEW_ADDRESS] = array.ctypes.data
             views[i, _VIEW_SHAPE:_VIEW_SHAPE + 4] = array.shape
             views[i, _VIEW_STRIDES:_VIEW_STRIDES + 4] = array.strides
+        views.setflags(write=False)       # the kernel only reads it; an address is no input
         return (np.array(self.floats, dtype=float), np.array(self.ints, dtype=np.int64),
                 typed_list(self.arrays), views)
 

@@ -15,6 +15,9 @@ The protocol: a module-level function compiled with ``numba.njit(cache=True)`` (
         # r (nr,): write the residual;  Rx (nr, ndx), Ru (nr, nu): write its Jacobians
         #     when with_jacobian is True (tangent coordinates of x; entries left alone
         #     keep the zeros they start with)
+        # The arrays are lent for the call: they have no owner of their own (the phase's
+        # program holds their memory), so a kernel must not keep one past its return
+        # (an objmode block that stores r somewhere, for instance: copy it).
 
 A compiled loop over the knots calls it (:func:`.fused.knot_loop`, one per kernel),
 and the phase's interpreter program calls that loop by the address of its compiled
