@@ -708,7 +708,7 @@ def _activate(z, rho, values, lower, upper, big, k, i):
 
 
 @kernel
-def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
+def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
     active inequality row whose multiplier has the wrong sign becomes inactive.  In
@@ -720,10 +720,13 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
     the arc that row is on grows into the run (z1 "joints": an arc of a joint position
     bound was filled by bisection, each round's most violated knot splitting the run,
     QP 2 from the guess 7 solves; with its ends 24 -> 20 factorizations from the guess,
-    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  Marks the
-    knots of the changed rows in ``changed`` (N+1 bools, left as they are elsewhere).
-    Returns (the number of rows changed (0: the polished step is the QP's solution), the
-    last knot with a changed row)."""
+    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  With ``peel``
+    (the rounds cycled: :meth:`CSQP._polish`) an active row with a multiplier of the
+    wrong sign leaves only at an end of its arc (the knot before or after it inactive
+    in the same row, or the block's first or last knot): an arc is peeled from its ends,
+    as it grows at its ends.  Marks the knots of the changed rows in ``changed`` (N+1
+    bools, left as they are elsewhere).  Returns (the number of rows changed (0: the
+    polished step is the QP's solution), the last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
@@ -772,6 +775,9 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
                 if rho[k, i] != 0.0 and lower[i] < upper[i] and (
                         (z[k, i] == lower[i] and y[k, i] > tolerance) or
                         (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                    if peel and 0 < k < y.shape[0] - 1 and rho[k - 1, i] != 0.0 and \
+                            rho[k + 1, i] != 0.0:
+                        continue
                     rho[k, i] = 0.0
                     y[k, i] = 0.0
                     changes += 1
@@ -1136,6 +1142,12 @@ class CSQP:
         return support < -self.eps_prim_inf * largest and \
             residual <= self.eps_prim_inf * largest
 
+    def _active_set_key(self):
+        """The polishing rows' active set as bytes: each active row's bound, inf on the
+        inactive ones."""
+        return b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                        zip(self._polished[1::3], self._polished[2::3]))
+
     def _polish(self, rounds, skip_failed=False):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
@@ -1160,8 +1172,7 @@ class CSQP:
                      self._fresh, self._sparse, problem.ndx)
         self._fresh = False
         if skip_failed:     # the active set: each active row's bound, inf on the inactive
-            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                             zip(self._polished[1::3], self._polished[2::3]))
+            start = self._active_set_key()
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
@@ -1173,6 +1184,12 @@ class CSQP:
         Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
+        # the active sets the rounds reached: one reached again is a cycle (HIK's method
+        # converges on an M-matrix only), which the same rule would repeat to the last
+        # round and then ADMM (ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and
+        # 7 rounds, 70 factorizations each); from there on an active row leaves only at
+        # an end of its arc (:func:`_polish_fix`'s ``peel``)
+        seen, peel = set(), False
         for _ in range(rounds):
             # the factorization's linear terms are the gradient of the method of
             # multipliers' first iteration, so that its Vx and k are that iteration's
@@ -1197,13 +1214,17 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
-                                            self._sparse, changed)
+                                            self._sparse, changed, peel)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed
+            if not peel and changes > 0:
+                key = self._active_set_key()
+                peel = key in seen
+                seen.add(key)
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
