@@ -114,7 +114,12 @@ the rollout's and the rows' sums four rows at a time (:func:`_rows_dot`: the sam
 a single row's sum waits on each addition), a row's rho R^T R on 0-based slices where
 its columns are one range (:func:`.alddp._add_row_range`), and a contact stage's
 friction pyramids evaluated as one group (:class:`.ocp.contacts.LinearForceRows`):
-go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22).
+go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22); an active set
+that the rounds reach again (a cycle of HIK's method, whose convergence needs an
+M-matrix) switching them to peeling arcs from their ends (:meth:`CSQP._polish`,
+:func:`_polish_fix`'s ``peel``: ur5 "barely" from the guess, QPs 4 and 5 cycled over 11
+and 7 active sets to the round limit and ADMM, 199 -> 117 factorizations, 0.55x per SQP
+iteration, the other runs bitwise equal; qp24).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
 quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
@@ -1165,7 +1170,9 @@ class CSQP:
         at a check of this QP: the
         same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
         its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
-        per SQP iteration)."""
+        per SQP iteration).  Once a round's active set is one an earlier round of the
+        call solved (a cycle: the same rule would repeat it to the last round), an
+        active row leaves only at an end of its arc (:func:`_polish_fix`'s ``peel``)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
