@@ -1230,6 +1230,11 @@ class CSQP:
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
                                             self._sparse, changed, peel)
+                if changes == 0 and peel:
+                    # the wrong-signed rows inside arcs that peeling kept leave now: the
+                    # step is the QP's solution only with every multiplier's sign right
+                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
+                                                POLISH_TOLERANCE, self._sparse, changed, False)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
