@@ -114,12 +114,12 @@ the rollout's and the rows' sums four rows at a time (:func:`_rows_dot`: the sam
 a single row's sum waits on each addition), a row's rho R^T R on 0-based slices where
 its columns are one range (:func:`.alddp._add_row_range`), and a contact stage's
 friction pyramids evaluated as one group (:class:`.ocp.contacts.LinearForceRows`):
-go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22); an active set
-that the rounds reach again (a cycle of HIK's method, whose convergence needs an
-M-matrix) switching them to peeling arcs from their ends (:meth:`CSQP._polish`,
-:func:`_polish_fix`'s ``peel``: ur5 "barely" from the guess, QPs 4 and 5 cycled over 11
-and 7 active sets to the round limit and ADMM, 199 -> 117 factorizations, 0.55x per SQP
-iteration, the other runs bitwise equal; qp24).
+go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22); rounds that stall
+(:data:`STALL_ROUNDS`: HIK's method, whose convergence needs an M-matrix, cycling or
+wandering) switched to peeling arcs from their ends (:meth:`CSQP._polish`,
+:func:`_polish_fix`'s ``peel``: bolt under friction pyramids from the guess, 30 rounds
+over 30 distinct active sets and ADMM at QP 4 before, 175 -> 98 factorizations, 0.52x
+per SQP iteration, the other runs bitwise equal; qp24).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
 quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
@@ -172,8 +172,8 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # the active-set method's rounds: after more than this many rounds in a row that change
 # no fewer rows than the fewest so far, an active row leaves only at an end of its arc
 # (:meth:`CSQP._polish`; as in Judice & Pires' block principal pivoting, Comput. Oper.
-# Res. 21(5), 1994, a safeguard after rounds without progress).  6: ur5 "barely" from
-# the guess 189 factorizations against 117 at 10 (the path moved), bolt 93 against 98
+# Res. 21(5), 1994, a safeguard after rounds without progress).  bolt from the guess:
+# 98 factorizations at 10, 93 at 6 (175 without)
 STALL_ROUNDS = 10
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
@@ -732,7 +732,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     bound was filled by bisection, each round's most violated knot splitting the run,
     QP 2 from the guess 7 solves; with its ends 24 -> 20 factorizations from the guess,
     17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  With ``peel``
-    (the rounds cycled: :meth:`CSQP._polish`) an active row with a multiplier of the
+    (the rounds stalled: :meth:`CSQP._polish`) an active row with a multiplier of the
     wrong sign leaves only at an end of its arc (the knot before or after it inactive
     in the same row, or the block's first or last knot): an arc is peeled from its ends,
     as it grows at its ends.  Marks the knots of the changed rows in ``changed`` (N+1
@@ -1153,12 +1153,6 @@ class CSQP:
         return support < -self.eps_prim_inf * largest and \
             residual <= self.eps_prim_inf * largest
 
-    def _active_set_key(self):
-        """The polishing rows' active set as bytes: each active row's bound, inf on the
-        inactive ones."""
-        return b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                        zip(self._polished[1::3], self._polished[2::3]))
-
     def _polish(self, rounds, skip_failed=False):
         """The primal-dual active-set method (Hintermueller, Ito & Kunisch, SIAM J. Optim.
         13(3) 2002; OSQP's polishing, Sec. 4.3, is its first round) on
@@ -1176,16 +1170,18 @@ class CSQP:
         at a check of this QP: the
         same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
         its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
-        per SQP iteration).  Once a round's active set is one an earlier round of the
-        call solved (a cycle: the same rule would repeat it to the last round), an
-        active row leaves only at an end of its arc (:func:`_polish_fix`'s ``peel``)."""
+        per SQP iteration).  After more than :data:`STALL_ROUNDS` rounds in a row that
+        change no fewer rows than the fewest so far, an active row leaves only at an
+        end of its arc (:func:`_polish_fix`'s ``peel``); a round that peeling leaves
+        unchanged takes the full rule (a step is kept only with every sign right)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh, self._sparse, problem.ndx)
         self._fresh = False
         if skip_failed:     # the active set: each active row's bound, inf on the inactive
-            start = self._active_set_key()
+            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                             zip(self._polished[1::3], self._polished[2::3]))
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
@@ -1197,14 +1193,13 @@ class CSQP:
         Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
-        # the active sets the rounds reached: one reached again is a cycle (HIK's method
-        # converges on an M-matrix only), which the same rule would repeat to the last
-        # round and then ADMM (ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and
-        # 7 rounds, 70 factorizations each); so are more than STALL_ROUNDS rounds in a
-        # row that change no fewer rows than the fewest so far (bolt's friction
-        # pyramids: 30 distinct active sets, then ADMM).  From there on an active row
-        # leaves only at an end of its arc (:func:`_polish_fix`'s ``peel``)
-        seen, peel, fewest, stalled = set(), False, 1 << 62, 0
+        # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
+        # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
+        # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
+        # wander (bolt's friction pyramids: 30 distinct active sets), to the last round
+        # and then ADMM.  From there on an active row leaves only at an end of its arc
+        # (:func:`_polish_fix`'s ``peel``)
+        peel, fewest, stalled = False, 1 << 62, 0
         for _ in range(rounds):
             # the factorization's linear terms are the gradient of the method of
             # multipliers' first iteration, so that its Vx and k are that iteration's
@@ -1242,10 +1237,8 @@ class CSQP:
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed
             if not peel and changes > 0:
-                key = self._active_set_key()
                 fewest, stalled = min(fewest, changes), 0 if changes < fewest else stalled + 1
-                peel = key in seen or stalled > STALL_ROUNDS
-                seen.add(key)
+                peel = stalled > STALL_ROUNDS
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
