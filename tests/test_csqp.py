@@ -465,7 +465,7 @@ def test_bolt_stalled_active_set_rounds_peel_arc_ends():
     more than csqp.STALL_ROUNDS rounds without progress the rounds peel arcs from their
     ends only (csqp._polish_fix's ``peel``): every QP solved by the active-set method,
     98 factorizations, 24 SQP iterations as before, at the same optimum (the old run's
-    cost 1.3192629838699546, 3.6e-15 relative)."""
+    cost 1.3192629838699546, 3.7e-15 relative)."""
     from geppetto.benchmarks.constrained import quadruped_com_shift
     feet = ("FL_FOOT", "FR_FOOT")
     dynamics, x0, _, residual, costs, cones = quadruped_com_shift(
