@@ -114,7 +114,12 @@ the rollout's and the rows' sums four rows at a time (:func:`_rows_dot`: the sam
 a single row's sum waits on each addition), a row's rho R^T R on 0-based slices where
 its columns are one range (:func:`.alddp._add_row_range`), and a contact stage's
 friction pyramids evaluated as one group (:class:`.ocp.contacts.LinearForceRows`):
-go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22).
+go1 "cones" 0.90x per SQP iteration, bitwise equal elsewhere (qp22); rounds that stall
+(:data:`STALL_ROUNDS`: HIK's method, whose convergence needs an M-matrix, cycling or
+wandering) switched to peeling arcs from their ends (:meth:`CSQP._polish`,
+:func:`_polish_fix`'s ``peel``: bolt under friction pyramids from the guess, 30 rounds
+over 30 distinct active sets and ADMM at QP 4 before, 175 -> 98 factorizations, 0.52x
+per SQP iteration, the other runs bitwise equal; qp24).
 Tried and not kept (figures in the notes): a nonmonotone merit reference, a
 second-order correction on the same factorization, skipping the trials the merit's
 quadratic model predicts refused, a Levenberg-Marquardt term on the QP's Hessian; an
@@ -164,6 +169,12 @@ POLISH_EPS_CAP, POLISH_FORCING, POLISH_NEAR = 1e-10, 1e-3, 10.0
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
+# the active-set method's rounds: after more than this many rounds in a row that change
+# no fewer rows than the fewest so far, an active row leaves only at an end of its arc
+# (:meth:`CSQP._polish`; as in Judice & Pires' block principal pivoting, Comput. Oper.
+# Res. 21(5), 1994, a safeguard after rounds without progress).  bolt from the guess:
+# 98 factorizations at 10, 93 at 6 (175 without)
+STALL_ROUNDS = 10
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
@@ -708,7 +719,7 @@ def _activate(z, rho, values, lower, upper, big, k, i):
 
 
 @kernel
-def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
+def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
     active inequality row whose multiplier has the wrong sign becomes inactive.  In
@@ -720,10 +731,13 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
     the arc that row is on grows into the run (z1 "joints": an arc of a joint position
     bound was filled by bisection, each round's most violated knot splitting the run,
     QP 2 from the guess 7 solves; with its ends 24 -> 20 factorizations from the guess,
-    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  Marks the
-    knots of the changed rows in ``changed`` (N+1 bools, left as they are elsewhere).
-    Returns (the number of rows changed (0: the polished step is the QP's solution), the
-    last knot with a changed row)."""
+    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  With ``peel``
+    (the rounds stalled: :meth:`CSQP._polish`) an active row with a multiplier of the
+    wrong sign leaves only at an end of its arc (the knot before or after it inactive
+    in the same row, or the block's first or last knot): an arc is peeled from its ends,
+    as it grows at its ends.  Marks the knots of the changed rows in ``changed`` (N+1
+    bools, left as they are elsewhere).  Returns (the number of rows changed (0: the
+    polished step is the QP's solution), the last knot with a changed row)."""
     changes, last = 0, -1
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
@@ -772,6 +786,9 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed):
                 if rho[k, i] != 0.0 and lower[i] < upper[i] and (
                         (z[k, i] == lower[i] and y[k, i] > tolerance) or
                         (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                    if peel and 0 < k < y.shape[0] - 1 and rho[k - 1, i] != 0.0 and \
+                            rho[k + 1, i] != 0.0:
+                        continue
                     rho[k, i] = 0.0
                     y[k, i] = 0.0
                     changes += 1
@@ -1153,7 +1170,10 @@ class CSQP:
         at a check of this QP: the
         same rows, the same rounds (an infeasible QP's ADMM keeps its active set for
         its 1000 iterations: ur5 "infeasible", 41 polishes of ~100 sweeps each, 190 ms
-        per SQP iteration)."""
+        per SQP iteration).  After more than :data:`STALL_ROUNDS` rounds in a row that
+        change no fewer rows than the fewest so far, an active row leaves only at an
+        end of its arc (:func:`_polish_fix`'s ``peel``); a round that peeling leaves
+        unchanged takes the full rule (a step is kept only with every sign right)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
@@ -1173,6 +1193,13 @@ class CSQP:
         Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
+        # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
+        # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
+        # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
+        # wander (bolt's friction pyramids: 30 distinct active sets), to the last round
+        # and then ADMM.  From there on an active row leaves only at an end of its arc
+        # (:func:`_polish_fix`'s ``peel``)
+        peel, fewest, stalled = False, 1 << 62, 0
         for _ in range(rounds):
             # the factorization's linear terms are the gradient of the method of
             # multipliers' first iteration, so that its Vx and k are that iteration's
@@ -1197,13 +1224,21 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
-                                            self._sparse, changed)
+                                            self._sparse, changed, peel)
+                if changes == 0 and peel:
+                    # the wrong-signed rows inside arcs that peeling kept leave now: the
+                    # step is the QP's solution only with every multiplier's sign right
+                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
+                                                POLISH_TOLERANCE, self._sparse, changed, False)
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed
+            if not peel and changes > 0:
+                fewest, stalled = min(fewest, changes), 0 if changes < fewest else stalled + 1
+                peel = stalled > STALL_ROUNDS
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
