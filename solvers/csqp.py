@@ -976,6 +976,9 @@ class CSQP:
         self.polish_work = self.work[:6] + (np.zeros((N + 1, ndx)), np.zeros((N, nu))) + \
             self.work[8:]
         self.lam = np.zeros((N + 1, ndx))
+        # ADMM's factorization (Vxx, K, Lq, Vf) kept across a polish at its rho checks
+        self._admm_factor = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, ndx)),
+                             np.zeros((N, nu, nu)), np.zeros((N + 1, ndx)))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
         self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
@@ -1083,12 +1086,18 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
+                factor = arrays[3]
+                for kept, now in zip(self._admm_factor, factor):
+                    kept[:] = now
                 kept = self._polish(self.polish_rounds, skip_failed=True)
                 if kept:
                     return total, 0.0, True, True
-                # ADMM's again, unless polishing was skipped (None: its factors untouched)
-                if kept is not None and not self._factorize(self.typed_blocks):
-                    return total, np.inf, False, False
+                # ADMM's factorization back where polishing wrote its own (None: its
+                # factors untouched): copied, not recomputed (the same Hessian and rows:
+                # the same bits; one factorization less per failed polish)
+                if kept is not None:
+                    for now, kept in zip(factor, self._admm_factor):
+                        now[:] = kept
             ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
                                                                   1e-300))
             rho = np.clip(self.rho_now * ratio, self.rho_min, self.rho_max)
