@@ -49,9 +49,11 @@ its last changed row (the recursion above is unchanged: :func:`.riccati.
 backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
 first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
-``polish_rounds`` solves) at every rho check.  Either way each SQP step is the exact
-QP solution once the active set is found, where ADMM alone reaches its tolerance only
-(mim_solvers' stall at KKT 5e-6, issue 19).
+``polish_rounds`` solves, and one more while each round changes fewer rows than the one
+before, up to ``active_set_rounds``) at every rho check, ADMM's factorization kept
+across a polish that fails (copied back, not recomputed).  Either way each SQP step is
+the exact QP solution once the active set is found, where ADMM alone reaches its
+tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
 
 A QP with no solution (the linearized rows contradict each other or the linearized
 dynamics) makes the active-set method cycle and ADMM's multipliers diverge: at each rho
@@ -868,11 +870,12 @@ class CSQP:
     iterations between OSQP's rho updates), ``polish`` True (``big`` 1e5 the active
     rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
-    corrections after ADMM); ``active_set_rounds`` max(30, N) (default None): the
-    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; an arc
-    of a bound can grow or shrink by one knot per solve, hence N: the first QP of z1
-    "joints", benchmarks/constrained.py, from the guess needed 74 solves on 100 knots
-    before :data:`SPARSE_KINDS`' fourth entry);
+    corrections after ADMM, more while each round changes fewer rows);
+    ``active_set_rounds`` max(30, N) (default None): the primal-dual active-set method's
+    solves before ADMM is tried (0: ADMM first; an arc of a bound can grow or shrink by
+    one knot per solve, hence N: the first QP of z1 "joints", benchmarks/constrained.py,
+    from the guess needed 74 solves on 100 knots before :data:`SPARSE_KINDS`' fourth
+    entry);
     the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
