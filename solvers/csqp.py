@@ -1171,12 +1171,12 @@ class CSQP:
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh, self._sparse, problem.ndx)
         self._fresh = False
-        if skip_failed:     # the active set: each active row's bound, inf on the inactive
-            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                             zip(self._polished[1::3], self._polished[2::3]))
+        start = self._active_set()
+        if skip_failed:
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
+        visited = {start}
         pdx[:] = self.dx
         pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
@@ -1237,7 +1237,21 @@ class CSQP:
                 # the QP's own costates (the solve loop's nu): no adjoint sweep
                 self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
                 return True
+            # an active set this call already solved: the rounds cycle, give up now
+            # rather than after ``rounds`` (ur5 "barely", untuned3, from the guess: QPs
+            # 4 and 5 went round a cycle of 11 and 8 active sets until their 30 solves
+            # ran out, then ADMM)
+            active = self._active_set()
+            if active in visited:
+                return False
+            visited.add(active)
         return False
+
+    def _active_set(self):
+        """The polishing rows' active set as bytes: each active row's bound, inf on the
+        inactive rows."""
+        return b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                        zip(self._polished[1::3], self._polished[2::3]))
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):
