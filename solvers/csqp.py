@@ -49,9 +49,11 @@ its last changed row (the recursion above is unchanged: :func:`.riccati.
 backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
 first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
-``polish_rounds`` solves) at every rho check.  Either way each SQP step is the exact
-QP solution once the active set is found, where ADMM alone reaches its tolerance only
-(mim_solvers' stall at KKT 5e-6, issue 19).
+``polish_rounds`` solves, and one more while each round changes fewer rows than the one
+before, up to ``active_set_rounds``) at every rho check, ADMM's factorization kept
+across a polish that fails (copied back, not recomputed).  Either way each SQP step is
+the exact QP solution once the active set is found, where ADMM alone reaches its
+tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
 
 A QP with no solution (the linearized rows contradict each other or the linearized
 dynamics) makes the active-set method cycle and ADMM's multipliers diverge: at each rho
@@ -885,11 +887,12 @@ class CSQP:
     iterations between OSQP's rho updates), ``polish`` True (``big`` 1e5 the active
     rows' penalty, up to ``polish_iter`` 50 sweeps of the method of multipliers per
     solve, ``polish_sigma`` 1e-8 its proximal weight, ``polish_rounds`` 4 active-set
-    corrections after ADMM); ``active_set_rounds`` max(30, N) (default None): the
-    primal-dual active-set method's solves before ADMM is tried (0: ADMM first; an arc
-    of a bound can grow or shrink by one knot per solve, hence N: the first QP of z1
-    "joints", benchmarks/constrained.py, from the guess needed 74 solves on 100 knots
-    before :data:`SPARSE_KINDS`' fourth entry);
+    corrections after ADMM, more while each round changes fewer rows);
+    ``active_set_rounds`` max(30, N) (default None): the primal-dual active-set method's
+    solves before ADMM is tried (0: ADMM first; an arc of a bound can grow or shrink by
+    one knot per solve, hence N: the first QP of z1 "joints", benchmarks/constrained.py,
+    from the guess needed 74 solves on 100 knots before :data:`SPARSE_KINDS`' fourth
+    entry);
     the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
@@ -993,6 +996,9 @@ class CSQP:
         self.polish_work = self.work[:6] + (np.zeros((N + 1, ndx)), np.zeros((N, nu))) + \
             self.work[8:]
         self.lam = np.zeros((N + 1, ndx))
+        # ADMM's factorization (Vxx, K, Lq, Vf) kept across a polish at its rho checks
+        self._admm_factor = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, ndx)),
+                             np.zeros((N, nu, nu)), np.zeros((N + 1, ndx)))
         self._all_knots = np.ones(N + 1, dtype=bool)
         self._changed_knots = np.zeros(N + 1, dtype=bool)
         self._factor_arrays = (self.Vx, self.Vxx, self.Qu, self.Quu, self.k, self.K,
@@ -1043,20 +1049,24 @@ class CSQP:
         with up to ``active_set_rounds`` corrections) from the last QP's active set (at
         the first QP: the rows at or past a bound at the iterate, and the equalities);
         when it cycles or fails, ADMM with polishing.  Right after a QP certified
-        infeasible, ADMM first (:meth:`_certified_infeasible`).  Returns (ADMM
+        infeasible (:meth:`_certified_infeasible`), ADMM after ``polish_rounds``
+        active-set solves.  Returns (ADMM
         iterations, primal residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         self._failed_starts = set()
-        # right after a QP certified infeasible the next one starts with ADMM: the
-        # linearization moved by one step, and on a QP without a solution the active-set
-        # method runs all its active_set_rounds solves before ADMM certifies it
-        # (double_pendulum "swingup", benchmarks/constrained.py untuned3: 100 solves,
-        # 101 factorizations per QP; rob21)
+        # right after a QP certified infeasible the next one gets only polish_rounds
+        # active-set solves before ADMM: the linearization moved by one step, and on a QP
+        # without a solution the method runs all its active_set_rounds solves before
+        # ADMM certifies it (double_pendulum "swingup", benchmarks/constrained.py
+        # untuned3: 100 solves, 101 factorizations per QP; rob21); a QP that is feasible
+        # again is most often solved in those few rounds, not left to ADMM from the
+        # certified QP's diverging multipliers, whose second certificate would end a
+        # feasible solve (rev21)
         after_certified, self._certified = self._certified, False
-        if self.polish and self.blocks and not after_certified and \
-                self._polish(self.active_set_rounds):
+        rounds = self.polish_rounds if after_certified else self.active_set_rounds
+        if self.polish and self.blocks and self._polish(rounds):
             return 0, 0.0, True, True
         self.dx[:] = 0.0
         self.du[:] = 0.0
@@ -1100,12 +1110,18 @@ class CSQP:
             # the exact solution on ADMM's active set, tried at every rho check: once
             # the active set is right ADMM need not reach its tolerance
             if self.polish and self.blocks:
+                factor = arrays[3]
+                for kept, now in zip(self._admm_factor, factor):
+                    kept[:] = now
                 kept = self._polish(self.polish_rounds, skip_failed=True)
                 if kept:
                     return total, 0.0, True, True
-                # ADMM's again, unless polishing was skipped (None: its factors untouched)
-                if kept is not None and not self._factorize(self.typed_blocks):
-                    return total, np.inf, False, False
+                # ADMM's factorization back where polishing wrote its own (None: its
+                # factors untouched): copied, not recomputed (the same Hessian and rows:
+                # the same bits; one factorization less per failed polish)
+                if kept is not None:
+                    for now, kept in zip(factor, self._admm_factor):
+                        now[:] = kept
             ratio = np.sqrt((prim / max(prim_scale, 1e-12)) / max(dual / max(dual_scale, 1e-12),
                                                                   1e-300))
             rho = np.clip(self.rho_now * ratio, self.rho_min, self.rho_max)
@@ -1179,12 +1195,12 @@ class CSQP:
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
                      self._fresh, self._sparse, problem.ndx)
         self._fresh = False
-        if skip_failed:     # the active set: each active row's bound, inf on the inactive
-            start = b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                             zip(self._polished[1::3], self._polished[2::3]))
+        start = self._active_set()
+        if skip_failed:
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
+        visited = {start}
         pdx[:] = self.dx
         pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
@@ -1200,7 +1216,9 @@ class CSQP:
         # and then ADMM.  From there on an active row leaves only at an end of its arc
         # (:func:`_polish_fix`'s ``peel``)
         peel, fewest, stalled = False, 1 << 62, 0
-        for _ in range(rounds):
+        done_rounds, previous = 0, np.inf
+        while done_rounds < rounds:
+            done_rounds += 1
             # the factorization's linear terms are the gradient of the method of
             # multipliers' first iteration, so that its Vx and k are that iteration's
             # sweep (``swept``; the knots from t_end on swept on the kept factorization)
@@ -1239,6 +1257,16 @@ class CSQP:
             if not peel and changes > 0:
                 fewest, stalled = min(fewest, changes), 0 if changes < fewest else stalled + 1
                 peel = stalled > STALL_ROUNDS
+            # from ADMM's active set (``skip_failed``) one round more while each round
+            # changes fewer rows than the one before, up to ``active_set_rounds``: ADMM's
+            # guess is near the QP's active set and the rounds converge there (bolt, the
+            # QP where the pyramids become active: 38, 19, 8, 2 changes in the 4 rounds
+            # of ``polish_rounds``, the fifth solves it; each failed polish restarted
+            # from ADMM's next active set and did the same rounds again)
+            if skip_failed and done_rounds == rounds and changes < previous and \
+                    rounds < self.active_set_rounds:
+                rounds += 1
+            previous = changes
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
@@ -1248,7 +1276,21 @@ class CSQP:
                 # the QP's own costates (the solve loop's nu): no adjoint sweep
                 self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
                 return True
+            # an active set this call already solved: the rounds cycle, give up now
+            # rather than after ``rounds`` (ur5 "barely", untuned3, from the guess: QPs
+            # 4 and 5 went round a cycle of 11 and 8 active sets until their 30 solves
+            # ran out, then ADMM)
+            active = self._active_set()
+            if active in visited:
+                return False
+            visited.add(active)
         return False
+
+    def _active_set(self):
+        """The polishing rows' active set as bytes: each active row's bound, inf on the
+        inactive rows."""
+        return b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
+                        zip(self._polished[1::3], self._polished[2::3]))
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):

@@ -480,3 +480,37 @@ def test_bolt_stalled_active_set_rounds_peel_arc_ends():
     assert sum(result.history["qp_factorizations"]) <= 110
     assert result.violation <= 1e-8 and result.gaps <= 1e-9
     assert abs(result.cost - 1.3192629838699546) <= 1e-9 * 1.32
+
+
+def test_bolt_fallback_qp_polishes_from_admm_with_shrinking_rounds():
+    """bolt on its two point feet, hard friction pyramids (mu 0.7), the CoM 3 cm lower
+    and 1 cm sideways, 30 knots (rob21's task nobody tuned for), from the guess, with
+    ``active_set_rounds=10``, so that the QP of SQP iteration 4, where the pyramids
+    become active, leaves the active-set method before its stall rule (``peel``, the
+    test above) and ADMM takes over: the fallback path.  A polish from ADMM's active set
+    goes on past ``polish_rounds`` while each round changes fewer rows: 250 ADMM
+    iterations and 58 factorizations in that QP, where 4 rounds restarted at every rho
+    check needed 625 and 87 (measured on the merge of qp23 and qp24).  The QP's solution
+    is unique: the iterates are those of a polish with 1000 rounds, the cost the
+    default solve's (1.3192629838699546 before qp23, 9e-15 relative measured)."""
+    from geppetto.benchmarks.constrained import quadruped_com_shift
+    dynamics, x0, _, shift, costs, cones = quadruped_com_shift(
+        "bolt", ("FL_FOOT", "FR_FOOT"), (0.0, 0.01, -0.03), 0.7)
+    stage = ocp.StageModel(dynamics, costs, [ocp.Constraint(c, *c.bounds) for c in cones],
+                           dt=0.02, integrator="semi_implicit_euler")
+    terminal = ocp.TerminalModel(dynamics.state, [ocp.Cost(shift, weight=1e4), costs[1]])
+    problem = ocp.ShootingProblem(x0, [stage] * 30, terminal)
+    result = gp.solvers.CSQP(problem, active_set_rounds=10).solve(max_iter=60)
+    assert result.converged and result.iterations == 24, result.status
+    history = result.history
+    assert history["qp_iterations"][3] == 250           # ADMM's (625 before)
+    assert history["qp_factorizations"][3] <= 60        # 87 before
+    assert sum(history["qp_iterations"]) == 250
+    assert result.violation <= 1e-8 and result.gaps <= 1e-9
+    assert abs(result.cost - 1.3192629838699546) <= 1e-9 * 1.32
+    reference = gp.solvers.CSQP(problem, active_set_rounds=10,
+                                polish_rounds=1000).solve(max_iter=60)
+    assert reference.iterations == 24
+    assert abs(reference.cost - result.cost) <= 1e-10 * 1.32
+    assert np.abs(reference.xs - result.xs).max() <= 1e-8
+    assert np.abs(reference.us - result.us).max() <= 1e-6

@@ -167,18 +167,21 @@ def test_rows_violated_by_x0_at_knot_0_end_before_the_first_iteration():
 def test_qp_after_a_certified_one_starts_with_admm():
     """The double pendulum's swing-up under torque bounds (benchmarks/constrained.py
     untuned3 "swingup", 50 knots of 20 ms) from the guess: the linearization at rest
-    cannot reach the upright state, the first QP runs its max(30, N) = 50 active-set
-    solves before ADMM certifies it infeasible (51 factorizations), and the second QP,
-    right after the certified one, starts with ADMM (1 factorization; the old code ran
-    the 50 solves again, 51): "infeasible" after 2 SQP iterations as before, at the
-    same iterate (the active-set method leaves ADMM's y, z as they were when it fails)."""
+    cannot reach the upright state; the first QP's active-set rounds stall and stop at an
+    active set they already solved (qp23, qp24: 30 factorizations; 51 before, the
+    max(30, N) = 50 solves), ADMM certifies it infeasible, and the second QP, right after
+    the certified one, gets only ``polish_rounds`` (4) active-set solves before ADMM (5
+    factorizations; the old code ran the 50 solves again, 51): "infeasible" after 2 SQP
+    iterations as before, at the same iterate (the active-set method leaves ADMM's y, z as
+    they were when it fails)."""
     problem = constrained.untuned3("swingup", 50)
     solver = gp.solvers.CSQP(problem)
     result = solver.solve(max_iter=100)
     assert result.status == "infeasible" and result.iterations == 2, result
-    assert result.history["qp_factorizations"] == [51], result.history["qp_factorizations"]
-    assert solver._factorizations <= 2, solver._factorizations     # the last QP's
+    assert result.history["qp_factorizations"] == [30], result.history["qp_factorizations"]
+    assert solver._factorizations <= 5, solver._factorizations     # the last QP's
     assert abs(result.violation - 2.9941612907) <= 1e-6, result.violation
+
 
 def test_nearly_infeasible_converges_unchanged():
     """ur5 "infeasible" with the plane at z >= 0.4 - 1e-6 (feasible by 1e-6: the terminal
