@@ -7,7 +7,10 @@ blocks only, no accumulation), and :func:`_evaluate` runs the programs of all st
 (running phases and the terminal knot) in one call.  The values (and, in DIFF mode, the
 Jacobians) land in the constraint data, ``data.constraints[j].r`` (K, nr), ``.Rx`` (K,
 nr, ndx), ``.Ru`` (K, nr, nu), where :meth:`.stage.StageModel.calc_constraints` writes
-them too.
+them too; a contact stage's friction pyramids evaluated as one group
+(:class:`.contacts.LinearForceRows`) land in the group's arrays instead, which
+:attr:`HorizonConstraints.sources` names for each constraint (the solvers read them
+there).
 
 Preconditions, as for :meth:`.stage.StageModel.calc_constraints` with ``refresh=False``:
 the residuals read the knots' kinematics as the last :meth:`.problem.ShootingProblem.

@@ -112,7 +112,7 @@ the trial point written in place by one kernel (:func:`_trial_point`, the same b
 the factorization's Cholesky factors and gap terms kept from its backward pass
 (:func:`.riccati.backward_range_kept`: 25 us less per factorization on panda); the
 method of multipliers' update reading the active rows' values only (:func:`_rows_values`),
-the rollout's and the rows' sums four rows at a time (:func:`_rows_dot`: the same bits,
+the rollout's sums four rows at a time (:func:`_rows_dot`: the same bits,
 a single row's sum waits on each addition), a row's rho R^T R on 0-based slices where
 its columns are one range (:func:`.alddp._add_row_range`), and a contact stage's
 friction pyramids evaluated as one group (:class:`.ocp.contacts.LinearForceRows`):
@@ -733,7 +733,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     the arc that row is on grows into the run (z1 "joints": an arc of a joint position
     bound was filled by bisection, each round's most violated knot splitting the run,
     QP 2 from the guess 7 solves; with its ends 24 -> 20 factorizations from the guess,
-    17 -> 13 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  With ``peel``
+    17 -> 14 from FDDP's optimum; kinova "box" 26 -> 24, 13 -> 11).  With ``peel``
     (the rounds stalled: :meth:`CSQP._polish`) an active row with a multiplier of the
     wrong sign leaves only at an end of its arc (the knot before or after it inactive
     in the same row, or the block's first or last knot): an arc is peeled from its ends,
