@@ -307,6 +307,25 @@ def test_proximal_trial_multipliers_read_dx_where_the_state_adds():
     assert np.max(np.abs(moved)) > 1e-3                # the feedback term D R (dx, du) / mu
 
 
+def _fused_and_per_term(problem, horizon, points, us, mode, calc):
+    """The constraint rows (r, Rx, Ru) of every stage at (points, us) after calc_diff
+    (DIFF) or ``calc`` (CALC): from ``horizon`` (HorizonConstraints, one compiled call,
+    read where its ``sources`` say) and from the per-term path (problem.constraints)."""
+    if mode == DIFF:
+        problem.calc_diff(points, us)
+    else:
+        calc(points, us)
+    horizon.evaluate(points, us, mode)
+    fused = []
+    for _, _, _, data in horizon.stages:
+        for cd in data.constraints:
+            r, Rx, Ru, rows = horizon.sources[id(cd)]
+            fused.append((r[:, rows].copy(), Rx[:, rows].copy(), Ru[:, rows].copy()))
+    per_term = [(d.r.copy(), d.Rx.copy(), d.Ru.copy()) for _, _, _, phase in
+                problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+    return fused, per_term
+
+
 def test_horizon_constraints_equal_the_per_term_path():
     """ocp.constraints.HorizonConstraints (the constraint residuals of every stage in one
     compiled call, the plane's z row taken from its three-row fused step) leaves the
@@ -322,20 +341,10 @@ def test_horizon_constraints_equal_the_per_term_path():
     xs, trial = (start + 0.1 * rng.standard_normal(start.shape) for _ in range(2))
     us = rng.standard_normal((problem.N, problem.nu))
     for points, mode in ((xs, DIFF), (trial, CALC)):
-        if mode == DIFF:
-            problem.calc_diff(points, us)
-        else:
-            problem.calc_costs(points, us)
-        horizon.evaluate(points, us, mode)
-        fused = []
-        for _, _, _, data in horizon.stages:
-            for cd in data.constraints:
-                r, Rx, _, rows = horizon.sources[id(cd)]
-                fused.append((r[:, rows].copy(), Rx[:, rows].copy()))
-        per_term = [(d.r.copy(), d.Rx.copy()) for _, _, _, phase in
-                    problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+        fused, per_term = _fused_and_per_term(problem, horizon, points, us, mode,
+                                              problem.calc_costs)
         assert len(fused) == len(per_term) == 2
-        for (r, Rx), (r_ref, Rx_ref) in zip(fused, per_term):
+        for (r, Rx, _), (r_ref, Rx_ref, _) in zip(fused, per_term):
             np.testing.assert_allclose(r, r_ref, rtol=0.0, atol=1e-14)
             if mode == DIFF:
                 np.testing.assert_allclose(Rx, Rx_ref, rtol=0.0, atol=1e-14)
@@ -379,18 +388,8 @@ def test_grouped_friction_cones_equal_the_per_term_path():
     xs, trial = (start + np.r_[np.zeros(7), 0.02 * rng.standard_normal(model.nq + model.nv - 7)]
                  for _ in range(2))
     for points, mode in ((xs, DIFF), (trial, CALC)):
-        if mode == DIFF:
-            problem.calc_diff(points, us)
-        else:
-            problem.calc(points, us)
-        horizon.evaluate(points, us, mode)
-        fused = []
-        for _, _, _, data in horizon.stages:
-            for cd in data.constraints:
-                r, Rx, Ru, rows = horizon.sources[id(cd)]
-                fused.append((r[:, rows].copy(), Rx[:, rows].copy(), Ru[:, rows].copy()))
-        per_term = [(d.r.copy(), d.Rx.copy(), d.Ru.copy()) for _, _, _, phase in
-                    problem.constraints(points, us, mode == DIFF, refresh=False) for d in phase]
+        fused, per_term = _fused_and_per_term(problem, horizon, points, us, mode,
+                                              problem.calc)
         assert len(fused) == len(per_term) == 5
         for j, ((r, Rx, Ru), (r_ref, Rx_ref, Ru_ref)) in enumerate(zip(fused, per_term)):
             np.testing.assert_allclose(r, r_ref, rtol=0.0, atol=1e-12 * np.abs(r_ref).max())
