@@ -53,7 +53,9 @@ def test_aligned_and_unaligned_pin_twins_have_the_same_dynamics(name):
     for function in (lambda m: pin.rnea(m, m.createData(), q, v, a),
                      lambda m: pin.crba(m, m.createData(), q),
                      lambda m: pin.aba(m, m.createData(), q, v, a)):
-        np.testing.assert_allclose(function(aligned), function(unaligned), rtol=0, atol=1e-9)
+        # The two layouts take different Eigen code paths: they agree to round-off, relative to
+        # the entries' size (forces of 1e3-1e4 differ in the 12th digit).
+        np.testing.assert_allclose(function(aligned), function(unaligned), rtol=1e-11, atol=1e-9)
 
 
 @pytest.mark.parametrize("name", ["ur5", "panda", "solo12", "hyq", "anymal", "talos"])
