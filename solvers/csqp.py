@@ -143,12 +143,12 @@ import numpy as np
 
 from ..dynamics.config import kernel
 from ..dynamics.linalg import cholesky_solve
+from ..dynamics.liegroups import integrate_state
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
 from ..ocp.state import StateMultibody
-from ..ocp.step import state_integrate
 from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
@@ -216,13 +216,21 @@ def _trial_point(model, xs, us, dx, du, step, x_try, u_try, w, scratch):
     """x_try = xs (+) step dx, u_try = us + step du for x = (q, v) into the trial buffers,
     ``model`` a ModelRef: the products and sums of ``state.integrate(xs, step * dx)``
     and ``us + step * du`` in the same order (the same bits) in one call, where those
-    cost 23 us of a trial's Python and allocations (panda)."""
+    cost 23 us of a trial's Python and allocations (panda).  The body of
+    :func:`.ocp.step.state_integrate` is written out around the Lie-group kernel (as in
+    :func:`.ocp.trial.rollout_free`): a compiled call per knot that passes the model
+    tuple on cost ~250 ns per knot: 35 -> 11.6 us per trial point on ur5_limited (101
+    knots)."""
     m = model_arrays(model)
     s4, t4, s3 = scratch
+    nq, nv = m.nq, m.nv
     for t in range(xs.shape[0]):
         for i in range(w.shape[0]):
             w[i] = step * dx[t, i]
-        state_integrate(m, xs[t], w, x_try[t], s4, t4, s3)
+        x, out = xs[t], x_try[t]
+        integrate_state(m, x[:nq], w[:nv], out[:nq], s4, t4, s3)
+        for i in range(nv):
+            out[nq + i] = x[nq + i] + w[nv + i]
     for t in range(us.shape[0]):
         for i in range(us.shape[1]):
             u_try[t, i] = us[t, i] + step * du[t, i]
@@ -800,6 +808,21 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
 
 
 @kernel
+def _active_key(polished, key):
+    """key = each polishing row's bound where it is active (rho != 0), inf elsewhere,
+    block after block, each in C order: :meth:`CSQP._active_set`'s bytes, written by
+    one call where a numpy expression per block cost 10-11 us per round (three blocks:
+    ur5_limited "limits", z1 "joints")."""
+    n = 0
+    for b in range(len(polished)):
+        z, rho = polished[b][6], polished[b][7]
+        for k in range(z.shape[0]):
+            for i in range(z.shape[1]):
+                key[n] = z[k, i] if rho[k, i] != 0.0 else np.inf
+                n += 1
+
+
+@kernel
 def _polish_accept(blocks, polished, dx, du):
     """The rows' (y, z) from the polished step: y polishing's, z = v clipped.  Returns
     max |y|."""
@@ -965,6 +988,8 @@ class CSQP:
                  if block.start == 0 and not block.uses_control]
         self._fixed_blocks = typed_list(fixed) if fixed else None
         self._polished = [np.zeros(s) for s in shapes for _ in range(3)]
+        # the active set's key (:meth:`_active_set`), one entry per polishing row
+        self._key = np.empty(sum(int(np.prod(s)) for s in shapes))
         # the same rows (their r, R arrays) with polishing's y, z, rho (it runs only with
         # rows)
         self.typed_polished = None
@@ -1288,9 +1313,9 @@ class CSQP:
 
     def _active_set(self):
         """The polishing rows' active set as bytes: each active row's bound, inf on the
-        inactive rows."""
-        return b"".join(np.where(rho != 0.0, z, np.inf).tobytes() for z, rho in
-                        zip(self._polished[1::3], self._polished[2::3]))
+        inactive rows (:func:`_active_key`, one buffer for all blocks)."""
+        _active_key(self.typed_polished, self._key)
+        return self._key.tobytes()
 
     # -- the SQP loop ------------------------------------------------------------------
     def _initial_guess(self, xs, us):

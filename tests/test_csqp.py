@@ -224,6 +224,32 @@ def test_trial_point_equals_integrate_and_calc_to_the_bit():
         assert trial[1] > 1e-3 and trial[3] > 0.0        # gaps and violations nonzero
 
 
+def test_trial_point_on_every_joint_type_equals_integrate_to_the_bit():
+    """csqp._trial_point writes state_integrate's body out around the Lie-group kernel:
+    its trial states hold the bits of ``state.integrate(xs, a dx)`` on a random tree
+    with a free-flyer root and every other joint type (spherical, planar, unbounded
+    revolute, ...), at random states and a random step."""
+    model = gp.robots.random_tree(7, seed=5, root_joint="free-flyer")
+    dynamics = ocp.FreeDynamics(model)
+    state, nu = dynamics.state, dynamics.nu
+    rng = np.random.default_rng(11)
+    x0 = np.concatenate([gp.dynamics.random_configuration(model, rng), np.zeros(model.nv)])
+    costs = [ocp.Cost(ocp.StateResidual(state, x0)), ocp.Cost(ocp.ControlResidual(nu))]
+    stage = ocp.StageModel(dynamics, costs, dt=0.01, control_bounds=(-np.ones(nu),
+                                                                     np.ones(nu)))
+    problem = ocp.ShootingProblem(x0, [stage] * 6, ocp.TerminalModel(state, costs[:1]))
+    solver = gp.solvers.CSQP(problem)
+    xs = np.stack([np.concatenate([gp.dynamics.random_configuration(model, rng),
+                                   rng.standard_normal(model.nv)]) for _ in range(7)])
+    us = rng.standard_normal((6, nu))
+    solver.dx[:] = rng.standard_normal(solver.dx.shape)
+    solver.du[:] = rng.standard_normal(solver.du.shape)
+    for step, slot in ((1.0, 0), (0.3, 1)):
+        x_try, u_try, _ = solver._trial(xs, us, step, slot)
+        np.testing.assert_array_equal(x_try, problem.state.integrate(xs, step * solver.dx))
+        np.testing.assert_array_equal(u_try, us + step * solver.du)
+
+
 def test_a_round_rewrites_the_hessian_at_its_changed_knots_only():
     """An active-set round's Hessian (csqp._hessian with the knots _polish_fix marked):
     equal to the bit to the one rebuilt at every knot after a control-bound row is
