@@ -38,8 +38,8 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
-                       ParallelRegion, Progress, store_release_at, wait_below)
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
+                       UNDECIDED, ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -361,9 +361,9 @@ class ShootingProblem:
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
         # the line-search trial's progress and the solver's decision (.parallel
-        # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
+        # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff started at it
         # (:meth:`_speculate`), and that calc_diff while it runs
-        self.trial_signal = np.zeros(2, dtype=np.int64)
+        self.trial_signal = np.zeros(3, dtype=np.int64)
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
@@ -729,6 +729,7 @@ class ShootingProblem:
         self._reset_signal(n, self._starts[n])
         trial = self.trial_signal
         trial[TRIAL_PROGRESS] = 0
+        trial[TRIAL_ROLLED] = 0
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
         program, signal = self._programs[n][0], self._signals[n]
