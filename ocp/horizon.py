@@ -614,7 +614,7 @@ def _diff_costs(xnext, Fx, contact, impulse, free, address, order, xs, us, p):
 
 @kernel
 def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
-                trial, follow, spins):
+                trial, follow, spins, rolled):
     """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
     the last first: part p (row p of ``order``: its kind, its index in ``contact``,
     ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
@@ -629,8 +629,9 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
 
     ``follow`` >= 0: calc_diff at a line-search trial being rolled out
     (:meth:`.problem.ShootingProblem._speculate`), from the bottom up: part p's dynamics
-    block once the rollout has passed its stop (``trial[TRIAL_ROLLED]`` >= ``order[p,
-    2]``, published per knot), its costs once the trial's costs have
+    block once the rollout has passed its stop (``trial[rolled]`` >= ``order[p, 2]``,
+    ``rolled`` TRIAL_ROLLED, published per knot; TRIAL_PROGRESS: per phase, once its
+    costs are summed, for comparisons), its costs once the trial's costs have
     (``trial[TRIAL_PROGRESS]``, per phase: the trial's cost program writes the knots'
     costs too), the costs first when both can run; until the solver takes the trial
     (``trial[TRIAL_DECISION]`` = ACCEPTED): what is left then from the top down, as
@@ -656,7 +657,7 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
                 _diff_costs(xnext, Fx, contact, impulse, free, address, order, xs, us, low)
                 low += 1
                 waited = 0
-            elif dyn < n and load_acquire(trial, TRIAL_ROLLED) >= order[dyn, 2]:
+            elif dyn < n and load_acquire(trial, rolled) >= order[dyn, 2]:
                 if not _diff_block(m, contact, impulse, free, address, order, xs, us, dyn):
                     store_release(signal, signal.shape[0] - 1, 1)
                     return dyn
@@ -684,10 +685,10 @@ class ChunkProgram:
     by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
     ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
     were not regular (its ``failed`` callback, :attr:`failed`, raises the error);
-    ``follow(xs, us, signal, index, trial, first, spins)``: the parts from
-    ``first`` up as the trial publishes them (see :func:`_chunk_diff`)."""
+    ``follow(xs, us, signal, index, trial, first, spins, rolled)``: the parts from
+    ``first`` on as the trial publishes them (see :func:`_chunk_diff`)."""
 
-    _no_trial = np.zeros(2, dtype=np.int64)
+    _no_trial = np.zeros(3, dtype=np.int64)
 
     def __init__(self, problem, order, lists, address, failed):
         self.problem = problem
@@ -698,10 +699,10 @@ class ChunkProgram:
     def __call__(self, xs, us, signal, index):
         return self.follow(xs, us, signal, index, self._no_trial, -1, 0)
 
-    def follow(self, xs, us, signal, index, trial, first, spins):
+    def follow(self, xs, us, signal, index, trial, first, spins, rolled=TRIAL_ROLLED):
         arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
                                                    np.int64(index), trial, np.int64(first),
-                                                   np.int64(spins))
+                                                   np.int64(spins), np.int64(rolled))
         if self.entry is None:
             _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
             self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call

@@ -364,6 +364,10 @@ class ShootingProblem:
         # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff started at it
         # (:meth:`_speculate`), and that calc_diff while it runs
         self.trial_signal = np.zeros(3, dtype=np.int64)
+        # a speculative calc_diff runs a part's dynamics block once the trial's rollout
+        # has passed its knots (TRIAL_ROLLED); False: once the trial's costs have
+        # (TRIAL_PROGRESS, per phase, as before this round; for comparisons)
+        self.follow_rollout = True
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
@@ -733,12 +737,14 @@ class ShootingProblem:
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
         program, signal = self._programs[n][0], self._signals[n]
+        rolled = TRIAL_ROLLED if self.follow_rollout else TRIAL_PROGRESS
 
         def follow():
             first = 0
             try:
                 while True:
-                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS)
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS,
+                                            rolled)
                     if failed > FOLLOW_WAITED:
                         break
                     first = FOLLOW_WAITED - failed     # the trial is slow: give up the core
