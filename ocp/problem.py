@@ -219,13 +219,10 @@ def _share_trial_solves(whole, part, a, b):
         part.kinematics.contact.solved = tuple(rows[a:b] for rows in forces.solved)
 
 
-def _balanced_bounds(knots, cpu, fixed=0.0):
+def _balanced_bounds(knots, cpu):
     """Chunk boundaries over the knots 0..N (the terminal one N) that share out the work
     equally, the work of each knot the CPU time of its chunk ``cpu[i]`` over its knots
-    ``knots[i]`` = (first, stop), the last chunk's thread also doing ``fixed`` seconds
-    that do not depend on its knots (the solvers' backward pass, ``then``: it runs down
-    all the knots whichever chunk evaluates them); the last chunk keeps the terminal
-    knot at least."""
+    ``knots[i]`` = (first, stop)."""
     n, total = len(knots), knots[-1][1]
     rate = np.zeros(total)
     for (a, b), seconds in zip(knots, cpu):
@@ -234,11 +231,9 @@ def _balanced_bounds(knots, cpu, fixed=0.0):
     work = np.concatenate([[0.0], np.cumsum(rate)])
     bounds = [0]
     for i in range(1, n):
-        target = (work[-1] + fixed) * i / n
+        target = work[-1] * i / n
         k = int(np.searchsorted(work, target))
-        if k >= total:
-            k = total - 1
-        elif k > 0 and target - work[k - 1] < work[k] - target:
+        if k > 0 and target - work[k - 1] < work[k] - target:
             k -= 1
         bounds.append(max(k, bounds[-1]))
     return bounds + [total]
@@ -382,8 +377,6 @@ class ShootingProblem:
         # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
         # (moving averages, see _speculation_pays)
         self._per_knot = (0.0, 0.0)
-        # CPU seconds of the last parallel calc_diff's then (chunk programs), for the balance
-        self._then_cpu = 0.0
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -620,7 +613,6 @@ class ShootingProblem:
             self._reset_signal(n, starts)
         below = starts[:n - 1]
         self.pipeline_wait = 0.0
-        self._then_cpu = 0.0
 
         def worker(i):
             if programs[i] is None:         # no knots
@@ -669,7 +661,6 @@ class ShootingProblem:
             # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
             # over the calls after the first (cold), for _speculation_pays
             rest = time.thread_time() - began - own - waited
-            self._then_cpu = rest
             if self._parallel_calls[n] > 0:
                 backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
                 old_backward, old_diff = self._per_knot
@@ -853,10 +844,8 @@ class ShootingProblem:
         waits for it first).  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
-        thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk's thread
-        also does what ``then`` did: the solvers' backward pass starts there; with chunk
-        programs that counts as fixed work of that thread, not as a cost of its knots, since
-        it runs down all the knots).  The results do not
+        thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
+        what ``then`` did: the solvers' backward pass starts there).  The results do not
         depend on the boundaries: every knot is evaluated by the same kernels."""
         if n not in self._plans:
             self._build_plan(n, [round(i * (self.N + 1) / n) for i in range(n + 1)])
@@ -901,17 +890,13 @@ class ShootingProblem:
         calls = self._parallel_calls[n] = self._parallel_calls[n] + 1
         if calls < 2 or calls > 256 or calls & (calls - 1):
             return
-        # the calling thread's then (the backward pass) goes down all the knots: a fixed
-        # share of its thread's work, not a cost of its chunk's knots
-        then_cpu = min(self._then_cpu, self._regions[n].cpu[0])
-        cpu = list(self._regions[n].cpu)
-        cpu[0] -= then_cpu
+        cpu = self._regions[n].cpu
         knots, first = [], 0
         for phases, terminal in self._plans[n]:
             stop = max([first] + [phase[2] for phase in phases]) + (1 if terminal else 0)
             knots.append((first, stop))
             first = stop
-        bounds = _balanced_bounds(knots, cpu[1:] + cpu[:1], then_cpu)
+        bounds = _balanced_bounds(knots, cpu[1:] + cpu[:1])
         if bounds != self._bounds[n]:
             self._build_plan(n, bounds)
 

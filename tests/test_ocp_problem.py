@@ -231,18 +231,6 @@ def test_balanced_bounds_share_the_measured_work():
     assert _balanced_bounds([(0, 3), (3, 6), (6, 9)], [0.3, 0.3, 0.3]) == [0, 3, 6, 9]
 
 
-def test_balanced_bounds_count_the_backward_pass_as_fixed_work():
-    """The last chunk's thread also runs the backward pass down all the knots (``fixed``):
-    knots 0-4 at 0.2 s and 5-9 at 0.3 s with 1.1 s of backward pass (3.6 s in all) are
-    shared at knot 8 (1.0 + 0.9 = 1.9 s against 0.6 + 1.1 s, the nearest); a backward
-    pass longer than all the knots' work leaves the last chunk the terminal knot alone
-    (the old rule, the backward pass spread over the last chunk's knots, kept knots 7-9
-    there: they looked 0.7 s each)."""
-    assert _balanced_bounds([(0, 5), (5, 10)], [1.0, 1.5], 1.1) == [0, 8, 10]
-    assert _balanced_bounds([(0, 5), (5, 10)], [1.0, 1.0], 5.0) == [0, 9, 10]
-    assert _balanced_bounds([(0, 5), (5, 10)], [1.0, 3.5]) == [0, 7, 10]
-
-
 def test_progress_reports_the_knots_ready_from_the_top():
     """Chunks of knots 0-3 and 4-7 below a last chunk from knot 8: the frontier goes down
     as the chunk next to the last reports its parts, then the one below (a part of the
