@@ -712,11 +712,12 @@ class ShootingProblem:
 
     def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
-        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
-        phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
-        parallel plan, its parts from the bottom up, each once the trial has finished
-        its knots (:func:`.horizon._chunk_diff` following it, without Python or the
-        GIL); once the solver takes the trial (:meth:`_accept_speculation`) the parts
+        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its rollout knot
+        by knot and its costs phase by phase in ``trial_signal``): worker 0 evaluates
+        the first chunk of the parallel plan, its parts from the bottom up, each part's
+        dynamics block once the rollout has passed its knots and its costs once the
+        trial's costs have (:func:`.horizon._chunk_diff` following it, without Python or
+        the GIL; ``follow_rollout`` False: the blocks wait for the costs too); once the solver takes the trial (:meth:`_accept_speculation`) the parts
         left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
         finds that chunk under way or done: the calling thread evaluates the last chunk
         and runs ``then`` down as worker 0 publishes its parts.  Otherwise
