@@ -361,8 +361,8 @@ class ShootingProblem:
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
         # the line-search trial's progress and the solver's decision (.parallel
-        # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff started at it
-        # (:meth:`_speculate`), and that calc_diff while it runs
+        # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff
+        # started at it (:meth:`_speculate`), and that calc_diff while it runs
         self.trial_signal = np.zeros(3, dtype=np.int64)
         # a speculative calc_diff runs a part's dynamics block once the trial's rollout
         # has passed its knots (TRIAL_ROLLED); False: once the trial's costs have
@@ -717,8 +717,9 @@ class ShootingProblem:
         the first chunk of the parallel plan, its parts from the bottom up, each part's
         dynamics block once the rollout has passed its knots and its costs once the
         trial's costs have (:func:`.horizon._chunk_diff` following it, without Python or
-        the GIL; ``follow_rollout`` False: the blocks wait for the costs too); once the solver takes the trial (:meth:`_accept_speculation`) the parts
-        left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
+        the GIL; ``follow_rollout`` False: the blocks wait for the costs too); once the
+        solver takes the trial (:meth:`_accept_speculation`) the parts left from the top
+        down, and the next :meth:`calc_diff` at these very (xs, us)
         finds that chunk under way or done: the calling thread evaluates the last chunk
         and runs ``then`` down as worker 0 publishes its parts.  Otherwise
         :meth:`_discard_speculation` stops it at its next part (the derivative arrays of
