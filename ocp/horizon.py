@@ -115,7 +115,8 @@ def _contact_phase(entry, address, inputs, predicted, outputs, signal):
     held tuple of :func:`.trial.rollout_contact`), program, actuated, no_controls (K, 0)):
     its rollout (publishing each knot in ``signal``, :mod:`.trial`), then its costs (on
     ``no_controls`` when the knots have none: impulses), by the (address, key) rows of
-    ``address`` = (:func:`.trial.rollout_contact`, :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
+    ``address`` = (:func:`.trial.rollout_contact`, :func:`.fused._interpret`); returns
+    (the knot that failed or -1, stop)."""
     start, stop, workspace, program, actuated, no_controls = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
