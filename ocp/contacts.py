@@ -72,7 +72,7 @@ from .dynamics import Actuation, DynamicsData, FreeDynamics, setup_multibody
 from .held import Held, held
 from .residuals import Residual
 from .stage import StageModel
-from .trial import IMPULSE, no_kinematics, rollout_contact, rollout_python
+from .trial import IMPULSE, NO_PROGRESS, no_kinematics, rollout_contact, rollout_python
 
 
 class ContactDynamicsData(DynamicsData):
@@ -308,7 +308,7 @@ class ContactDynamics:
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_contact`)."""
         if isinstance(workspace, Held):     # held by trial_workspace: a jitted step
-            return rollout_contact(workspace, inputs, x_start, outputs)
+            return rollout_contact(workspace, inputs, x_start, outputs, NO_PROGRESS, -1)
         return rollout_python(integrator, inputs, x_start, outputs, workspace)
 
     def quasi_static(self, xs):

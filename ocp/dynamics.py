@@ -28,7 +28,7 @@ from ..dynamics.native import callee_address
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
-from .trial import no_kinematics, rollout_free, rollout_python
+from .trial import NO_PROGRESS, no_kinematics, rollout_free, rollout_python
 
 
 class Actuation:
@@ -217,7 +217,7 @@ class FreeDynamics:
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_free`)."""
         return rollout_free(self.arrays, self.actuation.B, self.damping,
                             SCHEME_CODES[integrator.scheme], integrator.dt, inputs, x_start,
-                            outputs, workspace[0], workspace[1])
+                            outputs, workspace[0], workspace[1], NO_PROGRESS, -1)
 
 
 class CustomDynamics:

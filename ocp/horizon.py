@@ -68,8 +68,8 @@ from .dynamics import FreeDynamics
 from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impulse_field_diff,
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
-                       load_acquire, store_release)
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
+                       UNDECIDED, load_acquire, store_release)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -87,16 +87,18 @@ def _window(inputs, start, stop):
 
 
 @inline_kernel
-def _free_phase(m, entry, address, inputs, predicted, outputs, ws):
+def _free_phase(m, entry, address, inputs, predicted, outputs, ws, signal):
     """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
-    dt, kinematics, program): its rollout from ``predicted``, then its costs, by the
+    dt, kinematics, program): its rollout from ``predicted`` (publishing each knot in
+    ``signal``, :mod:`.trial`), then its costs, by the
     (address, key) rows of ``address`` = (:func:`.trial.rollout_free`,
     :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
     start, stop, B, damping, scheme, dt, stored, program = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
     failed = call_checked_int(address[0, 0], address[0, 1], (
-        m, B, damping, scheme, dt, _window(inputs, start, stop), predicted, out, ws, stored))
+        m, B, damping, scheme, dt, _window(inputs, start, stop), predicted, out, ws, stored,
+        signal, start))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
@@ -108,17 +110,18 @@ def _free_phase(m, entry, address, inputs, predicted, outputs, ws):
 
 
 @inline_kernel
-def _contact_phase(entry, address, inputs, predicted, outputs):
+def _contact_phase(entry, address, inputs, predicted, outputs, signal):
     """The trial of a contact or impulse phase ``entry`` = (start, stop, workspace (the
     held tuple of :func:`.trial.rollout_contact`), program, actuated, no_controls (K, 0)):
-    its rollout, then its costs (on ``no_controls`` when the knots have none: impulses),
-    by the (address, key) rows of ``address`` = (:func:`.trial.rollout_contact`,
-    :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
+    its rollout (publishing each knot in ``signal``, :mod:`.trial`), then its costs (on
+    ``no_controls`` when the knots have none: impulses), by the (address, key) rows of
+    ``address`` = (:func:`.trial.rollout_contact`, :func:`.fused._interpret`); returns
+    (the knot that failed or -1, stop)."""
     start, stop, workspace, program, actuated, no_controls = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
     failed = call_checked_int(address[0, 0], address[0, 1], (
-        workspace, _window(inputs, start, stop), predicted, out))
+        workspace, _window(inputs, start, stop), predicted, out, signal, start))
     if failed >= 0:
         return start + failed, stop
     for t in range(start, stop):
@@ -156,7 +159,8 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
     atomic release store (:mod:`.parallel`): a worker evaluating calc_diff at this trial
     follows it (:meth:`.problem.ShootingProblem._speculate`).  That calc_diff rewrites
     those knots' costs (accumulating), hence the sum as each phase ends: the same
-    additions in the same order as one sum at the end."""
+    additions in the same order as one sum at the end.  The rollouts publish each knot
+    in ``signal[TRIAL_ROLLED]`` (:mod:`.trial`)."""
     m, order, kinematics, no_controls, terminal_program, costs, ws, signal = holder.item
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try = outputs[0]
@@ -169,10 +173,10 @@ def _trial(holder, free, contact, address, inputs, x0, outputs, Vxx, merit_gaps)
         if order[p, 0] == FREE_PHASE:
             if free is not None:
                 failed, stop = _free_phase(m, free[order[p, 1]].item, address[p], inputs,
-                                           predicted, outputs, ws)
+                                           predicted, outputs, ws, signal)
         elif contact is not None:
             failed, stop = _contact_phase(contact[order[p, 1]].item, address[p], inputs,
-                                          predicted, outputs)
+                                          predicted, outputs, signal)
         if failed >= 0:
             return failed, np.nan, 0.0
         predicted = xnext[stop - 1]
@@ -237,7 +241,7 @@ class HorizonTrial:
         self.holder = held(plan)
         self.free, self.contact = free, contact
         self.order, self.entries, self.terminal = order, entries, terminal
-        self.arrays, self.workspace = plan[0], workspace
+        self.arrays, self.workspace, self.signal = plan[0], workspace, signal
         self.plans = {}                # {fingerprint of the trial's arguments: plan}
 
     def __call__(self, inputs, outputs, Vxx, merit_gaps):
@@ -263,6 +267,7 @@ class HorizonTrial:
         predicted = cpu_target.typing_context.unify_types(
             typeof(self.problem.x0), _indexed(output_types.types[2], types.int64))
         xs_try, us_try = out.types[0], out.types[1]     # xs_try[N:] is of xs_try's type
+        progress = (typeof(self.signal), types.int64)
         # the typed Lists' item types: their first entry's
         first = {kind: typeof(self.entries[index]).types for index, (kind, _) in
                  reversed(list(enumerate(self.order)))}
@@ -272,13 +277,14 @@ class HorizonTrial:
             if kind == FREE_PHASE:
                 B, damping, scheme, dt, stored, program = entry_types[2:]
                 rollout = (rollout_free, (typeof(self.arrays), B, damping, scheme, dt, window,
-                                          predicted, out, typeof(self.workspace), stored),
-                           types.int64)
+                                          predicted, out, typeof(self.workspace), stored)
+                           + progress, types.int64)
                 controls = us_try
             else:
                 workspace, program, no_controls = (entry_types[2], entry_types[3],
                                                    entry_types[5])
-                rollout = (rollout_contact, (workspace, window, predicted, out), types.int64)
+                rollout = (rollout_contact, (workspace, window, predicted, out) + progress,
+                           types.int64)
                 controls = us_try if entry[4] else no_controls
             calls.append((rollout, (_interpret, (xs_try, controls, program, types.int64))))
         kinematics, no_controls, program = (typeof(a) for a in self.terminal)
@@ -346,7 +352,7 @@ def horizon_trial(problem, workspaces, signal=None):
     terminal knot without fused costs.  The trial publishes each phase's stop in
     ``signal`` (default: a vector of its own; see :func:`_trial`)."""
     phases = problem.phases
-    signal = np.zeros(2, dtype=np.int64) if signal is None else signal
+    signal = np.zeros(3, dtype=np.int64) if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
@@ -562,47 +568,60 @@ FOLLOW_DROPPED, FOLLOW_WAITED = -2, -3
 
 
 @inline_kernel
-def _diff_part(m, xnext, Fx, contact, impulse, free, address, order, xs, us, p):
-    """calc_diff of part p of a chunk (see :func:`_chunk_diff`): (its first knot, whether
-    its contacts were regular)."""
+def _diff_block(m, contact, impulse, free, address, order, xs, us, p):
+    """The dynamics block of part p of a chunk (see :func:`_chunk_diff`) in DIFF mode:
+    whether its contacts were regular."""
     kind, i = order[p, 0], order[p, 1]
-    block, costs = address[p, 0], address[p, 1]
-    start = 0
+    block = address[p, 0]
     regular = True
     if kind == FREE_PART:
         if free is not None:
             start, stop, args, program = free[i].item
             call_checked(block[0], block[1], (xs[start:stop], us[start:stop], m, args, DIFF))
-            call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program, DIFF))
     elif kind == CONTACT_PART:
         if contact is not None:
             start, stop, step, program = contact[i].item
             regular = _call_checked_bool(block[0], block[1], (xs[start:stop], us[start:stop],
                                                               step, DIFF))
-            if regular:
-                call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program,
-                                                  DIFF))
     elif impulse is not None:
         start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
         regular = _call_checked_bool(block[0], block[1], (xs[start:stop], no_controls, step,
                                                           DIFF))
-        if regular:
-            call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
-            for t in range(start, stop):
-                xnext[t, :] = own_xnext[t - start]
-                Fx[t, :, :] = own_Fx[t - start]
-    return start, regular
+    return regular
+
+
+@inline_kernel
+def _diff_costs(xnext, Fx, contact, impulse, free, address, order, xs, us, p):
+    """The cost program of part p of a chunk in DIFF mode (with the integrator's step),
+    after its dynamics block; an impulse part then copies its predicted states and Fx
+    from its integrator's own arrays into the problem's ``xnext``, ``Fx``."""
+    kind, i = order[p, 0], order[p, 1]
+    costs = address[p, 1]
+    if kind == FREE_PART:
+        if free is not None:
+            start, stop, args, program = free[i].item
+            call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program, DIFF))
+    elif kind == CONTACT_PART:
+        if contact is not None:
+            start, stop, step, program = contact[i].item
+            call_checked(costs[0], costs[1], (xs[start:stop], us[start:stop], program, DIFF))
+    elif impulse is not None:
+        start, stop, step, program, no_controls, own_xnext, own_Fx = impulse[i].item
+        call_checked(costs[0], costs[1], (xs[start:stop], no_controls, program, DIFF))
+        for t in range(start, stop):
+            xnext[t, :] = own_xnext[t - start]
+            Fx[t, :, :] = own_Fx[t - start]
 
 
 @kernel
 def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, index,
-                trial, follow, spins):
+                trial, follow, spins, rolled):
     """calc_diff of the parts of a chunk (:meth:`.problem.ShootingProblem.parallel_plan`),
     the last first: part p (row p of ``order``: its kind, its index in ``contact``,
     ``impulse`` or ``free``, typed Lists of held entries, None when the chunk has no part
     of that kind, its stop and its start) runs its dynamics block then its cost program
     in DIFF mode, as its :class:`~.fused.FusedPhase` does, by the (address, key) rows
-    ``address[p]``; an impulse part then copies its predicted states and Fx from its
+    ``address[p]``; an impulse part copies its predicted states and Fx from its
     integrator's own arrays into the problem's (``holder.item`` = (model, xnext, Fx)).
     With ``index`` >= 0, after each part ``signal[index]`` = the knot from which the
     chunk's knots are ready (an atomic release store, :func:`.parallel.wait_below`).
@@ -610,44 +629,53 @@ def _chunk_diff(holder, contact, impulse, free, address, order, xs, us, signal, 
     waiting thread stops).
 
     ``follow`` >= 0: calc_diff at a line-search trial being rolled out
-    (:meth:`.problem.ShootingProblem._speculate`): the parts from ``follow`` up, each once
-    the trial has published its knots (``trial[TRIAL_PROGRESS]`` >= the part's stop,
-    ``order[p, 2]``, acquire loads: :func:`_trial`), until the solver takes the trial
-    (``trial[TRIAL_DECISION]`` = ACCEPTED): the parts left then from the top down, as
-    above, for the backward pass that follows them.  Returns FOLLOW_DROPPED when the
-    solver dropped the trial (REJECTED), FOLLOW_WAITED - p when part p was not published
-    in ``spins`` rounds of loads (the caller yields its core, then calls again from p)."""
+    (:meth:`.problem.ShootingProblem._speculate`), from the bottom up: part p's dynamics
+    block once the rollout has passed its stop (``trial[rolled]`` >= ``order[p, 2]``,
+    ``rolled`` TRIAL_ROLLED, published per knot; TRIAL_PROGRESS: per phase, once its
+    costs are summed, for comparisons), its costs once the trial's costs have
+    (``trial[TRIAL_PROGRESS]``, per phase: the trial's cost program writes the knots'
+    costs too), the costs first when both can run; until the solver takes the trial
+    (``trial[TRIAL_DECISION]`` = ACCEPTED): what is left then from the top down, as
+    above, for the backward pass that follows.  ``follow`` = low + (n + 1) dyn: the
+    parts below ``low`` are done, those below ``dyn`` have their dynamics block done (0
+    at the start).  Returns FOLLOW_DROPPED when the solver dropped the trial (REJECTED),
+    FOLLOW_WAITED - (low + (n + 1) dyn) when neither step could run in ``spins`` rounds
+    of loads (the caller yields its core, then calls again from there)."""
     m, xnext, Fx = holder.item
     n = order.shape[0]
     low = 0                             # the parts below are done
+    dyn = 0                             # the parts below have their dynamics block done
     if follow >= 0:
-        low = follow
+        low, dyn = follow % (n + 1), follow // (n + 1)
+        waited = 0
         while low < n:
-            waited = 0
-            while load_acquire(trial, TRIAL_PROGRESS) < order[low, 2] and \
-                    load_acquire(trial, TRIAL_DECISION) == UNDECIDED:
-                waited += 1
-                if waited > spins:
-                    return FOLLOW_WAITED - low
             decision = load_acquire(trial, TRIAL_DECISION)
             if decision == REJECTED:
                 return FOLLOW_DROPPED
             if decision == ACCEPTED:
                 break                   # the rest from the top down
-            start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address,
-                                        order, xs, us, low)
-            if not regular:
-                store_release(signal, signal.shape[0] - 1, 1)
-                return low
-            low += 1
+            if dyn > low and load_acquire(trial, TRIAL_PROGRESS) >= order[low, 2]:
+                _diff_costs(xnext, Fx, contact, impulse, free, address, order, xs, us, low)
+                low += 1
+                waited = 0
+            elif dyn < n and load_acquire(trial, rolled) >= order[dyn, 2]:
+                if not _diff_block(m, contact, impulse, free, address, order, xs, us, dyn):
+                    store_release(signal, signal.shape[0] - 1, 1)
+                    return dyn
+                dyn += 1
+                waited = 0
+            else:
+                waited += 1
+                if waited > spins:
+                    return FOLLOW_WAITED - (low + (n + 1) * dyn)
     for p in range(n - 1, low - 1, -1):
-        start, regular = _diff_part(m, xnext, Fx, contact, impulse, free, address, order,
-                                    xs, us, p)
-        if not regular:
+        if p >= dyn and not _diff_block(m, contact, impulse, free, address, order, xs, us,
+                                        p):
             store_release(signal, signal.shape[0] - 1, 1)
             return p
+        _diff_costs(xnext, Fx, contact, impulse, free, address, order, xs, us, p)
         if index >= 0:
-            store_release(signal, index, start if p > low else order[0, 3])
+            store_release(signal, index, order[p, 3] if p > low else order[0, 3])
     if index >= 0 and low == n and n > 0:
         store_release(signal, index, order[0, 3])
     return -1
@@ -658,10 +686,10 @@ class ChunkProgram:
     by one call of :func:`_chunk_diff` (built by :func:`chunk_program`):
     ``__call__(xs, us, signal, index)`` returns -1 or the index of the part whose contacts
     were not regular (its ``failed`` callback, :attr:`failed`, raises the error);
-    ``follow(xs, us, signal, index, trial, first, spins)``: the parts from
-    ``first`` up as the trial publishes them (see :func:`_chunk_diff`)."""
+    ``follow(xs, us, signal, index, trial, first, spins, rolled)``: the parts from
+    ``first`` on as the trial publishes them (see :func:`_chunk_diff`)."""
 
-    _no_trial = np.zeros(2, dtype=np.int64)
+    _no_trial = np.zeros(3, dtype=np.int64)
 
     def __init__(self, problem, order, lists, address, failed):
         self.problem = problem
@@ -672,10 +700,10 @@ class ChunkProgram:
     def __call__(self, xs, us, signal, index):
         return self.follow(xs, us, signal, index, self._no_trial, -1, 0)
 
-    def follow(self, xs, us, signal, index, trial, first, spins):
+    def follow(self, xs, us, signal, index, trial, first, spins, rolled=TRIAL_ROLLED):
         arguments = (self.holder,) + self.lists + (self.address, self.order, xs, us, signal,
                                                    np.int64(index), trial, np.int64(first),
-                                                   np.int64(spins))
+                                                   np.int64(spins), np.int64(rolled))
         if self.entry is None:
             _chunk_diff.compile(tuple(numba.typeof(a) for a in arguments))
             self.entry = _compiled_entry(_chunk_diff, arguments)     # no dispatch per call

@@ -74,7 +74,7 @@ class _Worker:
         # the state word, alone on its cache line, and the signal of the trial a task
         # posted with ``after_trial`` waits for (see _spin_for_task)
         self._state = np.zeros(24, dtype=np.int64)[8:9]
-        self._trial = np.zeros(2, dtype=np.int64) if trial_signal is None else trial_signal
+        self._trial = np.zeros(3, dtype=np.int64) if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="geppetto-horizon")
         self._thread.start()
@@ -322,11 +322,14 @@ def load_acquire(typingctx, array, index):
 #
 # The one-call trial (:func:`.horizon._trial`) publishes in ``trial[TRIAL_PROGRESS]`` the
 # knot below which its rollout and costs are done (after each phase, a release
-# store); a worker's chunk program following it (:func:`.horizon._chunk_diff`) evaluates
-# each part once it sees the part's stop (acquire loads), stops at the next part when
-# the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED) and evaluates the
-# parts left from the top down once it takes it (ACCEPTED).
-TRIAL_PROGRESS, TRIAL_DECISION = 0, 1
+# store), and in ``trial[TRIAL_ROLLED]`` the knot below which its rollout is done (after
+# each knot, :mod:`.trial`); a worker's chunk program following it
+# (:func:`.horizon._chunk_diff`) runs each part's dynamics block once the rollout has
+# passed the part's stop and its costs once the trial's costs have (acquire loads: the
+# trial's cost program writes the knots' costs, which calc_diff's rewrites), stops at
+# the next step when the solver drops the trial (``trial[TRIAL_DECISION]`` = REJECTED)
+# and evaluates what is left from the top down once it takes it (ACCEPTED).
+TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED = 0, 1, 2
 UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
 
 
@@ -391,7 +394,7 @@ def store_release_at(array, index, value):
 def _spin_for_task(state, trial, spins):
     """A worker's wait for its next task after one (:class:`_Worker`), without the GIL:
     ``state[0]`` LINGERING until a task is posted (POSTED, or POSTED_AFTER_TRIAL: then
-    also until ``trial`` shows the trial under way, its first part published or a
+    also until ``trial`` shows the trial under way, its first knot or part published or a
     decision taken, so that the GIL the worker takes next is free); True then, the state
     back to SLEEPING.  After ``spins`` rounds of loads without a post the state goes
     LINGERING -> SLEEPING by a compare-exchange and False is returned (the worker sleeps
@@ -408,7 +411,8 @@ def _spin_for_task(state, trial, spins):
             return False
     if posted == POSTED_AFTER_TRIAL:
         for _ in range(spins):
-            if load_acquire(trial, TRIAL_PROGRESS) > 0 or \
+            if load_acquire(trial, TRIAL_ROLLED) > 0 or \
+                    load_acquire(trial, TRIAL_PROGRESS) > 0 or \
                     load_acquire(trial, TRIAL_DECISION) != UNDECIDED:
                 break
     store_release(state, 0, SLEEPING)

@@ -38,8 +38,8 @@ from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
-from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, UNDECIDED,
-                       ParallelRegion, Progress, store_release_at, wait_below)
+from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
+                       UNDECIDED, ParallelRegion, Progress, store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -361,9 +361,13 @@ class ShootingProblem:
         # CPU seconds the last parallel calc_diff's ``then`` spent waiting for the knots below
         self.pipeline_wait = 0.0
         # the line-search trial's progress and the solver's decision (.parallel
-        # TRIAL_PROGRESS, TRIAL_DECISION), published to the calc_diff started at it
-        # (:meth:`_speculate`), and that calc_diff while it runs
-        self.trial_signal = np.zeros(2, dtype=np.int64)
+        # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff
+        # started at it (:meth:`_speculate`), and that calc_diff while it runs
+        self.trial_signal = np.zeros(3, dtype=np.int64)
+        # a speculative calc_diff runs a part's dynamics block once the trial's rollout
+        # has passed its knots (TRIAL_ROLLED); False: once the trial's costs have
+        # (TRIAL_PROGRESS, per phase, as before this round; for comparisons)
+        self.follow_rollout = True
         self._speculation = None
         # speculations started, and taken up by calc_diff (:meth:`_speculate`)
         self.speculations = [0, 0]
@@ -708,12 +712,14 @@ class ShootingProblem:
 
     def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
-        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its progress
-        phase by phase in ``trial_signal``): worker 0 evaluates the first chunk of the
-        parallel plan, its parts from the bottom up, each once the trial has finished
-        its knots (:func:`.horizon._chunk_diff` following it, without Python or the
-        GIL); once the solver takes the trial (:meth:`_accept_speculation`) the parts
-        left from the top down, and the next :meth:`calc_diff` at these very (xs, us)
+        one-call trial (:class:`.horizon.HorizonTrial`, which publishes its rollout knot
+        by knot and its costs phase by phase in ``trial_signal``): worker 0 evaluates
+        the first chunk of the parallel plan, its parts from the bottom up, each part's
+        dynamics block once the rollout has passed its knots and its costs once the
+        trial's costs have (:func:`.horizon._chunk_diff` following it, without Python or
+        the GIL; ``follow_rollout`` False: the blocks wait for the costs too); once the
+        solver takes the trial (:meth:`_accept_speculation`) the parts left from the top
+        down, and the next :meth:`calc_diff` at these very (xs, us)
         finds that chunk under way or done: the calling thread evaluates the last chunk
         and runs ``then`` down as worker 0 publishes its parts.  Otherwise
         :meth:`_discard_speculation` stops it at its next part (the derivative arrays of
@@ -729,15 +735,18 @@ class ShootingProblem:
         self._reset_signal(n, self._starts[n])
         trial = self.trial_signal
         trial[TRIAL_PROGRESS] = 0
+        trial[TRIAL_ROLLED] = 0
         trial[TRIAL_DECISION] = UNDECIDED
         speculation = self._speculation = _Speculation(xs, us, plan, self._regions[n])
         program, signal = self._programs[n][0], self._signals[n]
+        rolled = TRIAL_ROLLED if self.follow_rollout else TRIAL_PROGRESS
 
         def follow():
             first = 0
             try:
                 while True:
-                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS)
+                    failed = program.follow(xs, us, signal, 0, trial, first, FOLLOW_SPINS,
+                                            rolled)
                     if failed > FOLLOW_WAITED:
                         break
                     first = FOLLOW_WAITED - failed     # the trial is slow: give up the core

@@ -24,6 +24,13 @@ A trial is two tuples over the knots of one phase:
 Knots with nu = 0 (impulses, control-free knots) have zero-width control
 arrays: the law is then empty.  A rollout returns -1, or the knot where the
 state became non-finite or the contacts degenerate.
+
+The jitted rollouts publish their progress: after knot t (its trial state and
+control, its predicted state, what its step stored) ``progress[TRIAL_ROLLED]`` =
+``offset + t + 1``, an atomic release store (:mod:`.parallel`), so that a calc_diff
+started at the trial on another thread (:func:`.horizon._chunk_diff` following it)
+runs a part's dynamics block as soon as the rollout has passed its knots, before the
+phase's costs are summed; ``offset`` < 0: nothing published (:data:`NO_PROGRESS`).
 """
 import numpy as np
 
@@ -33,10 +40,13 @@ from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
 from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
 from .residuals import JACOBIANS
+from .parallel import TRIAL_ROLLED, store_release
 from .step import (actuated_torque, stage_count, stage_offset, state_integrate,
                    step_increment)
 
 IMPULSE = -1
+# the progress vector of a rollout that publishes nothing (offset -1)
+NO_PROGRESS = np.zeros(3, dtype=np.int64)
 
 
 @inline_kernel
@@ -99,13 +109,15 @@ def no_kinematics():
 
 
 @kernel
-def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinematics):
+def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinematics,
+                 progress, offset):
     """The trial of a phase of FreeDynamics knots (``scheme`` a SCHEME_CODES value);
     ``ws`` from :func:`~.step.step_workspace`.  ``kinematics`` = (level, liR, lip, oR,
     op, J) of the phase's knots: with an Euler scheme (one ABA, at the knot) and level
     PLACEMENTS or JACOBIANS, each knot's placements (and world Jacobians) computed by
     its step's ABA are stored there, so that the trial's costs need no forward
-    kinematics; level 0 stores nothing (:func:`no_kinematics`).
+    kinematics; level 0 stores nothing (:func:`no_kinematics`).  ``progress``,
+    ``offset``: see the module docstring.
 
     The knot loop reads the workspace's arrays unpacked, once, and writes out the
     bodies of :func:`trial_state`, :func:`state_difference` and
@@ -175,6 +187,8 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
             return t
         if store:
             _store_kinematics(liR, lip, oR, op, J, kinematics, t)
+        if offset >= 0:
+            store_release(progress, TRIAL_ROLLED, offset + t + 1)
         predicted = xnext[t]
     return -1
 
@@ -199,7 +213,7 @@ def free_rollout(dynamics, integrator, us, xs):
 
 
 @kernel
-def rollout_contact(holder, inputs, x_start, outputs):
+def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
     """The trial of a phase of contact knots or impacts; ``holder.item`` = (model arrays,
     constraint arrays, stage, ws, store) (see :func:`.held.held`);
     ``stage`` = (B, damping,
@@ -262,6 +276,8 @@ def rollout_contact(holder, inputs, x_start, outputs):
                 stamp_xs[t, i] = xs_try[t, i]
             for i in range(stamp_us.shape[1]):
                 stamp_us[t, i] = us_try[t, i]
+        if offset >= 0:
+            store_release(progress, TRIAL_ROLLED, offset + t + 1)
         predicted = xnext[t]
     if forces:
         holding[0] = VALUES

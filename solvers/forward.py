@@ -70,8 +70,9 @@ class ForwardPass:
     @property
     def horizon(self):
         """The one-call trial (built at the first trial, kept by the problem), or None: the
-        phase-by-phase trial.  It publishes its progress phase by phase in the problem's
-        ``trial_signal``, for a calc_diff started at the trial on several threads
+        phase-by-phase trial.  It publishes its rollout knot by knot and its costs phase
+        by phase in the problem's ``trial_signal``, for a calc_diff started at the trial
+        on several threads
         (:meth:`~geppetto.ocp.ShootingProblem._speculate`).  (A trial over the parts of
         the parallel plan, each its own data, published finer but wrote the data that
         worker's calc_diff then read from the other core: on the solo12 trot, two

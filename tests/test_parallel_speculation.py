@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import geppetto as gp
+from geppetto.ocp import horizon as ocp_horizon
 from geppetto.ocp import parallel as ocp_parallel
 from geppetto.ocp import problem as ocp_problem
 
@@ -166,6 +167,53 @@ def test_last_chunk_with_the_terminal_knot_alone(trot):
     finally:
         problem._build_plan(2, [round(i * (N + 1) / 2) for i in range(3)])
         problem._parallel_calls[2] = 0
+
+
+def test_blocks_follow_the_rollout_and_costs_the_trial_costs(trot):
+    """The one-call trial's rollouts publish each knot (``trial_signal[TRIAL_ROLLED]``,
+    N after a trial); a chunk following a trial runs a part's dynamics block once the
+    rollout has passed its knots, its costs only once the trial's costs have: with the
+    rollout published past two parts and no costs, worker 0's program runs those two
+    blocks (their rows of the problem's arrays untouched: the costs and the integrator
+    step are the program's) and gives up its core; taken (costs published, ACCEPTED), it
+    ends from there with one thread's calc_diff of its rows, to the bit.  (Before, the
+    rollout published nothing and the blocks waited for the trial's costs: no part ran.)"""
+    problem, xs, us = trot
+    arrays = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    problem.nthreads = 1
+    solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP)
+    result = solver.solve(xs.copy(), us.copy(), max_iter=1)     # its last trial taken
+    trial = problem.trial_signal
+    assert trial[ocp_parallel.TRIAL_ROLLED] == problem.N
+    point = (result.xs, result.us)      # the trial's solves are kept for this point
+    problem.calc_diff(*point, validate=False)
+    expected = {name: getattr(problem, name).copy() for name in arrays}
+    try:
+        problem.nthreads = 2
+        problem.parallel_plan(2)
+        program, signal = problem._programs[2][0], problem._signals[2]
+        n, top = program.order.shape[0], int(problem._starts[2][1])
+        assert n >= 3
+        problem._reset_signal(2, problem._starts[2])
+        for name in arrays:
+            getattr(problem, name)[:] = 0.0
+        trial[:] = 0
+        trial[ocp_parallel.TRIAL_ROLLED] = program.order[1, 2]
+        waited = program.follow(*point, signal, 0, trial, 0, 1000)
+        assert waited == ocp_horizon.FOLLOW_WAITED - 2 * (n + 1)     # two blocks, no costs
+        for name in arrays:
+            assert not getattr(problem, name)[:top].any(), name
+        trial[ocp_parallel.TRIAL_PROGRESS] = problem.N
+        trial[ocp_parallel.TRIAL_DECISION] = ocp_parallel.ACCEPTED
+        assert program.follow(*point, signal, 0, trial, ocp_horizon.FOLLOW_WAITED - waited,
+                              1000) == -1
+        assert signal[0] == 0
+        for name in arrays:
+            np.testing.assert_array_equal(getattr(problem, name)[:top], expected[name][:top],
+                                          err_msg=name)
+    finally:
+        trial[:] = 0
+        problem.nthreads = 1
 
 
 def test_entry_points_drop_speculation(trot):
