@@ -99,12 +99,15 @@ from .riccati import backward_pass
 class ConstrainedResult(SolverResult):
     """A :class:`~.ddp.SolverResult` with ``violation`` (largest constraint violation),
     ``multipliers`` (list of (K, nr) arrays, one per constraint block, in the order
-    of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``."""
+    of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``; CSQP's
+    ``restoration_iterations``: the iterations of its restoration (:meth:`.csqp.CSQP.
+    _restore`), which ``iterations`` (the SQP's) leaves out."""
 
     violation: float = np.nan
     multipliers: list = None
     mu: float = np.nan
     outer_iterations: int = 0
+    restoration_iterations: int = 0
 
     def __repr__(self):
         return (f"ConstrainedResult(status={self.status!r}, converged={self.converged}, "

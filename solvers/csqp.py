@@ -149,10 +149,11 @@ from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
 from ..ocp.state import StateMultibody
 from ..ocp.step import state_integrate
-from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
+from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
+from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
 # polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
@@ -201,6 +202,15 @@ INFEASIBLE_RATIO = 0.1
 # "infeasible" at once when this many SQP iterations in a row end with their QP certified
 # infeasible by ADMM (:meth:`CSQP._certified_infeasible`)
 CERTIFIED_AFTER = 2
+
+# the restoration (:meth:`CSQP._restore`): it runs, once per solve, from an infeasible
+# iterate where the SQP would stop without a solution (QP certified infeasible
+# CERTIFIED_AFTER times in a row or left unsolved, a line search that refuses every
+# trial) or where the line search accepted its smallest step RESTORE_CRAWL times in a
+# row (the linearization valid on 1/512 of the QP's step or less)
+RESTORE_CRAWL = 2
+# its solvers, by the ``restoration`` option's value
+RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
@@ -912,7 +922,7 @@ class CSQP:
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
-                 th_decrease=1e-9, eps_prim_inf=1e-4):
+                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp"):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -923,6 +933,12 @@ class CSQP:
             raise ValueError(f"alpha must be in (0, 2), got {alpha}")
         if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
+        if restoration is not None and restoration not in RESTORATIONS:
+            raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
+                             f"got {restoration!r}")
+        self.restoration = restoration
+        self._restorer = None       # the restoration's solver, built at its first run
+        self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
         self.th_stop, self.th_constraint, self.th_gaps = th_stop, th_constraint, th_gaps
         self.th_decrease = th_decrease
@@ -1413,6 +1429,10 @@ class CSQP:
         ax, au = self.polish_work[8], self.polish_work[9]
         evaluated = True            # (cost, gap, violation) those of (xs, us)
         slot = 0                    # the trial buffers the line search writes
+        # the restoration's turn (:meth:`_restore`): None, "stopped" (the SQP would stop
+        # at an infeasible iterate: it stops if the restoration fails) or "crawling"
+        restore, crawled, since = None, 0, 0
+        self.restored = None
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
@@ -1427,6 +1447,29 @@ class CSQP:
             return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
                                 (gap, violation))
         while True:
+            if restore is not None:
+                restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time)
+                if self.restored.status == "time_limit":
+                    status = "time_limit"
+                    break
+                if restored is None and restore == "stopped":
+                    break
+                if restored is not None:
+                    xs, us = restored
+                    try:
+                        cost, gap, gap_sum, violation, violation_sum = self._evaluate(
+                            xs, us, DIFF)
+                    except KERNEL_ERRORS as error:
+                        status = "the dynamics failed at the current iterate " \
+                            f"({type(error).__name__})"
+                        evaluated = False
+                        break
+                    self._start_z()
+                    # a new start for the merit, the infeasibility counts and the warm line
+                    # search
+                    nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
+                    since = len(history["step"])
+                restore, crawled = None, 0
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
@@ -1450,6 +1493,9 @@ class CSQP:
             certified = certified + 1 if self._certified else 0
             if stuck >= self.infeasible_after or certified >= CERTIFIED_AFTER:
                 status = "infeasible"
+                if self._restorable(gap, violation):
+                    restore = "stopped"
+                    continue
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
                 lam_max, y_max = self._lam_max, self._y_max
@@ -1478,7 +1524,7 @@ class CSQP:
                 self._record(history, callbacks, iteration, record, t0)
                 break
             accepted = None
-            first = self._first_trial(history["step"])
+            first = self._first_trial(history["step"][since:])
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
             for step in self.alphas[first:] if finite else ():
@@ -1502,6 +1548,9 @@ class CSQP:
                     and prim >= INFEASIBLE_RATIO * violation)
                 status = "infeasible" if infeasible else "no step accepted by the line search"
                 self._record(history, callbacks, iteration, record, t0)
+                if self._restorable(gap, violation):
+                    restore = "stopped"
+                    continue
                 break
             step, xs, us, trial_merit, trial = accepted
             slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
@@ -1517,8 +1566,41 @@ class CSQP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
+            crawled = crawled + 1 if step == self.alphas[-1] else 0
+            if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
+                restore = "crawling"
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _restorable(self, gap, violation):
+        """Whether the restoration may run at an iterate with the largest gap ``gap`` and
+        violation ``violation``: the ``restoration`` option set, none run yet in this
+        solve, the iterate infeasible."""
+        return self.restoration is not None and self.restored is None and (
+            gap > self.th_gaps or violation > self.th_constraint)
+
+    def _restore(self, xs, us, max_iter, time_limit, start_time):
+        """The restoration from (xs, us): the ``restoration`` option's augmented-
+        Lagrangian solver (ProxDDP or ALDDP, default options, this solver's
+        th_constraint; multipliers from zero: the SQP's are those of a QP the
+        linearization forced) for up to ``max_iter`` iterations and the solve's time left.
+        Its result in :attr:`restored`.  Returns its (xs, us), with its multipliers in the
+        rows (y, rho_init, a fresh active set), where it converged or ended feasible
+        (gaps <= th_gaps, violation <= th_constraint), or None."""
+        if self._restorer is None:
+            self._restorer = RESTORATIONS[self.restoration](
+                self.problem, th_constraint=self.th_constraint)
+        left = None if time_limit is None else max(
+            time_limit - (time.perf_counter() - start_time), 0.0)
+        result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left)
+        self.restored = result
+        if not (result.converged or (result.gaps <= self.th_gaps and
+                                     result.violation <= self.th_constraint)):
+            return None
+        self._start_rows(result.multipliers)
+        self._fresh = True
+        self._certified = False
+        return np.array(result.xs, order="C"), np.array(result.us, order="C")
 
     def _settled(self, cost, gap, violation, polished, slope, curvature):
         """Whether the iterate is a solution to the cost's precision (the second stopping
@@ -1608,4 +1690,6 @@ class CSQP:
                                  cost=float(cost), iterations=iterations, converged=converged,
                                  status=status, gaps=gaps, stop=stop, history=history,
                                  violation=violation, multipliers=[y.copy() for y in self.y],
-                                 mu=self.rho_now, outer_iterations=0)
+                                 mu=self.rho_now, outer_iterations=0,
+                                 restoration_iterations=0 if self.restored is None else
+                                 self.restored.iterations)
