@@ -1,0 +1,75 @@
+"""CSQP's restoration (CSQP._restore, issue 19): where the SQP would stop at an infeasible
+iterate (its QP certified infeasible twice, a line search that refuses every trial) or
+crawls at its smallest step, an augmented-Lagrangian solver (ProxDDP by default) runs
+from the iterate and hands its point and multipliers back to the SQP.
+
+- panda "obstacle" (benchmarks/constrained.py untuned3, 30 knots) from the guess: every
+  knot linearizes the sphere's exterior as the same half-space; the old code (restoration
+  None) accepted steps of 2^-9 for 225 iterations and ended "no step accepted by the line
+  search" at violation 0.26.  Now: the crawl's second 2^-9 step starts the restoration,
+  and the SQP converges at ALDDP's local optimum from the same start.
+- double_pendulum "swingup" (untuned3, 100 knots) from the guess: the linearization at rest
+  cannot reach the upright state (QP certified infeasible twice: "infeasible" after 2
+  iterations before); now converged at ALDDP's optimum.
+- A truly infeasible problem (two contradicting planes) still ends "infeasible" after 2
+  SQP iterations: the restoration ends "infeasible" too (its own test).
+"""
+import numpy as np
+import pytest
+
+import geppetto as gp
+from geppetto.benchmarks import constrained
+
+from test_csqp_infeasible import _two_planes
+
+
+def _converged_at_alddp(problem, result, rtol):
+    assert result.converged, result.status
+    assert result.violation <= 1e-8 and result.gaps <= 1e-9, result
+    reference = gp.solvers.ALDDP(problem).solve(max_iter=500)
+    assert reference.converged, reference.status
+    assert abs(result.cost - reference.cost) <= rtol * reference.cost, (result.cost,
+                                                                       reference.cost)
+
+
+def test_obstacle_from_the_guess_converges_after_the_crawl():
+    problem = constrained.untuned3("obstacle", 30)
+    old = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=500)
+    assert not old.converged and old.status == "no step accepted by the line search", old
+    assert old.violation >= 0.1, old.violation
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=500)
+    # two steps of 2^-9, then the restoration; the SQP ends after its first QP there
+    assert result.history["step"][:2] == [2.0 ** -9] * 2, result.history["step"]
+    assert solver.restored.converged and result.restoration_iterations > 0
+    assert result.iterations <= 4, result.iterations
+    _converged_at_alddp(problem, result, 1e-7)
+    # the other restoration converges too (the same local optimum)
+    other = gp.solvers.CSQP(problem, restoration="alddp").solve(max_iter=500)
+    assert other.converged and abs(other.cost - result.cost) <= 1e-7 * result.cost, other
+
+
+def test_swingup_from_the_guess_converges_after_the_certified_qps():
+    problem = constrained.untuned3("swingup")
+    old = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=500)
+    assert old.status == "infeasible" and old.iterations == 2, old
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=500)
+    assert solver.restored.converged, solver.restored.status
+    assert result.iterations <= 4, result.iterations
+    _converged_at_alddp(problem, result, 1e-7)
+
+
+def test_truly_infeasible_stays_infeasible_after_the_restoration():
+    problem = _two_planes()
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=100)
+    assert result.status == "infeasible" and result.iterations == 2, result
+    assert solver.restored is not None and solver.restored.status == "infeasible", \
+        solver.restored
+    assert 0 < result.restoration_iterations <= 100
+
+
+def test_restoration_option_is_validated():
+    with pytest.raises(ValueError, match="restoration"):
+        gp.solvers.CSQP(constrained.untuned3("swingup", 10), restoration="ipopt")
