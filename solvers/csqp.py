@@ -95,10 +95,14 @@ needs no feasible linearization, solves the problem from the iterate, as a filte
 SQP's restoration phase (Fletcher & Leyffer, Math. Prog. 91, 2002; IPOPT's, Waechter &
 Biegler 2006 Sec. 3.3) leaves the SQP's model until a point is acceptable; where it
 ends feasible the SQP goes on from its point with its multipliers (a fresh merit weight
-and active set), where it does not, the solve ends with the status that triggered it
-("infeasible" stays "infeasible": the restoration's own test, the BCL penalty grown
-``infeasible_ratio`` times without halving the violation, agrees on the four
-infeasible test problems).  Once per solve; ``result.restoration_iterations`` its
+and active set), and so where it ends unconverged but less infeasible (largest gap or
+violation) than the iterate, unless a QP was certified infeasible (after a stalled line
+search or a crawl: kinova's tool to a pose under velocity limits from the guess, 100
+knots, "no step accepted" after 1 iteration before, converged now, the restoration
+ending max_iter at violation 3e-3); otherwise the solve ends with the status that
+triggered it ("infeasible" stays "infeasible": the restoration's own test, the BCL
+penalty grown ``infeasible_ratio`` times without halving the violation, agrees on the
+four infeasible test problems).  Once per solve; ``result.restoration_iterations`` its
 iterations, :attr:`CSQP.restored` its result.  panda "obstacle" from the guess
 (benchmarks/constrained.py untuned3: every knot linearizes the sphere's exterior as the
 same half-space, steps of 2^-9 for 143 iterations, "no step accepted"): 2 crawling SQP
@@ -944,8 +948,9 @@ class CSQP:
     (those "infeasible" tests, or a line search that refuses every trial) or accepts the
     smallest of ``alphas`` :data:`RESTORE_CRAWL` times in a row, for the iterations
     ``max_iter`` leaves and the time ``time_limit`` leaves; the SQP goes on from its
-    point where it ends feasible, the solve ends with the triggering status where it does
-    not (:meth:`_restore`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
+    point where it ends feasible (or, without a certified QP, less infeasible than the
+    iterate), the solve ends with the triggering status where it does not
+    (:meth:`_restore`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
     against ALDDP's 35 / 314 on the module docstring's two tasks: 50 / 298 ms against 64 /
     301 ms).
     ``solve`` accepts the
@@ -1466,8 +1471,10 @@ class CSQP:
         evaluated = True            # (cost, gap, violation) those of (xs, us)
         slot = 0                    # the trial buffers the line search writes
         # the restoration's turn (:meth:`_restore`): None, "stopped" (the SQP would stop
-        # at an infeasible iterate: it stops if the restoration fails) or "crawling"
-        restore, crawled, since = None, 0, 0
+        # at an infeasible iterate: it stops if the restoration fails) or "crawling";
+        # ``beaten`` the infeasibility its point must be below to be handed back
+        # unconverged (0: only a feasible one, after a QP certified infeasible)
+        restore, crawled, since, beaten = None, 0, 0, 0.0
         self.restored = None
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
@@ -1484,7 +1491,8 @@ class CSQP:
                                 (gap, violation))
         while True:
             if restore is not None:
-                restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time)
+                restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
+                                         beaten)
                 if restored is not None:
                     xs, us = restored
                 # the problem's values and derivatives those of (xs, us) again: the
@@ -1531,7 +1539,7 @@ class CSQP:
             if stuck >= self.infeasible_after or certified >= CERTIFIED_AFTER:
                 status = "infeasible"
                 if self._restorable(gap, violation):
-                    restore = "stopped"
+                    restore, beaten = "stopped", 0.0
                     continue
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
@@ -1587,6 +1595,7 @@ class CSQP:
                 self._record(history, callbacks, iteration, record, t0)
                 if self._restorable(gap, violation):
                     restore = "stopped"
+                    beaten = 0.0 if infeasible else max(gap, violation)
                     continue
                 break
             step, xs, us, trial_merit, trial = accepted
@@ -1605,7 +1614,7 @@ class CSQP:
                 break
             crawled = crawled + 1 if step == self.alphas[-1] else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
-                restore = "crawling"
+                restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
 
@@ -1616,14 +1625,17 @@ class CSQP:
         return self.restoration is not None and self.restored is None and (
             gap > self.th_gaps or violation > self.th_constraint)
 
-    def _restore(self, xs, us, max_iter, time_limit, start_time):
+    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten):
         """The restoration from (xs, us): the ``restoration`` option's augmented-
         Lagrangian solver (ProxDDP or ALDDP, default options, this solver's
         th_constraint; multipliers from zero: the SQP's are those of a QP the
         linearization forced) for up to ``max_iter`` iterations and the solve's time left.
         Its result in :attr:`restored`.  Returns its (xs, us), with its multipliers in the
         rows (y, rho_init, a fresh active set), where it converged or ended feasible
-        (gaps <= th_gaps, violation <= th_constraint), or None."""
+        (gaps <= th_gaps, violation <= th_constraint), or, not "infeasible" by its own
+        test, with max(gaps, violation) below ``beaten`` (the iterate's, where no QP
+        certified the linearization infeasible: a stalled line search or a crawl; 0
+        after a certificate); otherwise None."""
         if self._restorer is None:
             self._restorer = RESTORATIONS[self.restoration](
                 self.problem, th_constraint=self.th_constraint)
@@ -1631,8 +1643,9 @@ class CSQP:
             time_limit - (time.perf_counter() - start_time), 0.0)
         result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left)
         self.restored = result
-        if not (result.converged or (result.gaps <= self.th_gaps and
-                                     result.violation <= self.th_constraint)):
+        feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
+        less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten
+        if not (result.converged or feasible or less):
             return None
         self._start_rows(result.multipliers)
         self._fresh = True

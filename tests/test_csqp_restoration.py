@@ -11,6 +11,8 @@ from the iterate and hands its point and multipliers back to the SQP.
 - double_pendulum "swingup" (untuned3, 100 knots) from the guess: the linearization at rest
   cannot reach the upright state (QP certified infeasible twice: "infeasible" after 2
   iterations before); now converged at ALDDP's optimum.
+- An unconverged restoration whose point is less infeasible than the iterate goes back to
+  the SQP where no QP certified the linearization infeasible (obstacle with max_iter 14).
 - A truly infeasible problem (two contradicting planes) still ends "infeasible" after 2
   SQP iterations: the restoration ends "infeasible" too (its own test).
 """
@@ -73,3 +75,18 @@ def test_truly_infeasible_stays_infeasible_after_the_restoration():
 def test_restoration_option_is_validated():
     with pytest.raises(ValueError, match="restoration"):
         gp.solvers.CSQP(constrained.untuned3("swingup", 10), restoration="ipopt")
+
+
+def test_an_unconverged_restoration_less_infeasible_is_handed_back():
+    """obstacle (30 knots) with max_iter 14: the restoration after the crawl's two SQP
+    iterations gets the 12 iterations left and ends "max_iter" at violation 7e-5, below
+    the crawling iterate's 0.4: no certificate says the linearization has no solution, so
+    its point goes back to the SQP, which converges from it (a restoration handing back
+    only feasible points left the SQP crawling at 2^-9 to max_iter, violation ~0.4)."""
+    problem = constrained.untuned3("obstacle", 30)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=14)
+    assert solver.restored.status == "max_iter" and result.restoration_iterations == 12
+    assert 0.0 < solver.restored.violation <= 1e-3, solver.restored.violation
+    assert result.history["step"][2] >= 2.0 ** -3, result.history["step"]
+    _converged_at_alddp(problem, result, 1e-7)
