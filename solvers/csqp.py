@@ -1641,7 +1641,11 @@ class CSQP:
                 self.problem, th_constraint=self.th_constraint)
         left = None if time_limit is None else max(
             time_limit - (time.perf_counter() - start_time), 0.0)
-        result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left)
+        # where a less infeasible point may go back (``beaten`` > 0: no certificate), the
+        # restoration stops paying once its own line search crawls as the SQP's did
+        crawl_limit = RESTORE_CRAWL if beaten > 0.0 else None
+        result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left,
+                                      crawl_limit=crawl_limit)
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
         less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten
