@@ -15,6 +15,11 @@ from the iterate and hands its point and multipliers back to the SQP.
   the SQP where no QP certified the linearization infeasible (obstacle with max_iter 14).
 - A truly infeasible problem (two contradicting planes) still ends "infeasible" after 2
   SQP iterations: the restoration ends "infeasible" too (its own test).
+- A restoration that may hand back a less infeasible point (no certificate) stops once its
+  own line search crawls (ALDDP/ProxDDP ``crawl_limit``): kinova "pose" (untuned3) from
+  FDDP's optimum, where the SQP's crawl trigger fires although the SQP recovers by itself,
+  took 498 restoration iterations (max_iter) and 11x the SQP's time; now 19, at the same
+  optimum.
 """
 import numpy as np
 import pytest
@@ -90,3 +95,33 @@ def test_an_unconverged_restoration_less_infeasible_is_handed_back():
     assert 0.0 < solver.restored.violation <= 1e-3, solver.restored.violation
     assert result.history["step"][2] >= 2.0 ** -3, result.history["step"]
     _converged_at_alddp(problem, result, 1e-7)
+
+
+def test_a_crawling_restoration_hands_back_at_once():
+    """kinova "pose" from FDDP's optimum: the SQP crawls at 2^-9 (the trigger fires after
+    two such steps) and recovers by itself without the restoration (61 iterations).
+    ProxDDP from the crawling iterate crawls too after 19 iterations (two smallest steps in
+    a row): it stops there ("crawling", violation 0.17 below the iterate's 0.64) and the
+    SQP converges from its point at the SQP's own optimum (the old rule ran ProxDDP to
+    max_iter, 498 iterations, before handing back)."""
+    problem = constrained.untuned3("pose")
+    free = gp.solvers.FDDP(problem).solve(max_iter=200)
+    alone = gp.solvers.CSQP(problem, restoration=None).solve(free.xs, free.us, max_iter=500)
+    assert alone.converged, alone.status
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(free.xs, free.us, max_iter=500)
+    restored = solver.restored
+    assert restored.status == "crawling", restored.status
+    smallest = solver._restorer.inner.alphas[-1]
+    assert restored.history["step"][-2:] == [smallest] * 2, restored.history["step"][-2:]
+    assert 0 < result.restoration_iterations <= 50, result.restoration_iterations
+    assert result.converged and result.violation <= 1e-8 and result.gaps <= 1e-9, result
+    assert abs(result.cost - alone.cost) <= 1e-8 * alone.cost, (result.cost, alone.cost)
+
+
+def test_crawl_limit_is_validated():
+    problem = constrained.untuned3("swingup", 10)
+    for solver in (gp.solvers.ALDDP(problem), gp.solvers.ProxDDP(problem)):
+        for bad in (0, 1.5, "2"):
+            with pytest.raises(ValueError, match="crawl_limit"):
+                solver.solve(max_iter=5, crawl_limit=bad)
