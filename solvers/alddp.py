@@ -473,14 +473,16 @@ class ALDDP:
     # -- the loop ---------------------------------------------------------------------
     def solve(self, xs=None, us=None, multipliers=None, mu=None, max_iter=500,
               time_limit=None, verbose=False, callbacks=(), is_feasible=False,
-              crawl_limit=None):
+              crawl_limit=None, crawl_above=0.0):
         """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
         multipliers of a previous result (``result.multipliers``) and its ``mu``.
         ``max_iter`` counts Riccati iterations over all outer updates.  ``crawl_limit``
         (default None: no limit): end with status "crawling" once the line search's
         smallest step (accepted, or taken or not after a refused search) has ended
-        ``crawl_limit`` iterations in a row: the quadratic model valid on 1/512 of its
-        step or less (CSQP's restoration stops there: :meth:`.csqp.CSQP._restore`).
+        ``crawl_limit`` iterations in a row at iterates whose infeasibility max(max
+        |gap|, violation) is above ``crawl_above`` (default 0): the quadratic model valid
+        on 1/512 of its step or less (CSQP's restoration stops there:
+        :meth:`.csqp.CSQP._restore`).
         Returns a :class:`ConstrainedResult`; never raises from inside a kernel.
 
         The loop is ALDDP's and ProxDDP's: what differs is in the methods
@@ -627,7 +629,8 @@ class ALDDP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-            crawled = crawled + 1 if alpha == inner.alphas[-1] else 0
+            crawled = crawled + 1 if alpha == inner.alphas[-1] and max(
+                gap_norm, violation) > crawl_above else 0
             if crawl_limit is not None and crawled >= crawl_limit:
                 status = "crawling"
                 break

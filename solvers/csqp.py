@@ -240,6 +240,12 @@ CERTIFIED_AFTER = 2
 # trial) or where the line search accepted its smallest step RESTORE_CRAWL times in a
 # row (the linearization valid on 1/512 of the QP's step or less)
 RESTORE_CRAWL = 2
+# the restoration stops when its own line search crawls (RESTORE_CRAWL smallest steps in a
+# row): anywhere where it may hand back a less infeasible point, and after a certificate
+# while its infeasibility is above RESTORE_PROGRESS times the iterate's (IPOPT's
+# required_infeasibility_reduction, the reduction its restoration phase must reach:
+# Waechter & Biegler 2006, Sec. 3.3)
+RESTORE_PROGRESS = 0.9
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
@@ -1492,7 +1498,7 @@ class CSQP:
         while True:
             if restore is not None:
                 restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
-                                         beaten)
+                                         beaten, max(gap, violation))
                 if restored is not None:
                     xs, us = restored
                 # the problem's values and derivatives those of (xs, us) again: the
@@ -1625,7 +1631,7 @@ class CSQP:
         return self.restoration is not None and self.restored is None and (
             gap > self.th_gaps or violation > self.th_constraint)
 
-    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten):
+    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility):
         """The restoration from (xs, us): the ``restoration`` option's augmented-
         Lagrangian solver (ProxDDP or ALDDP, default options, this solver's
         th_constraint; multipliers from zero: the SQP's are those of a QP the
@@ -1641,11 +1647,13 @@ class CSQP:
                 self.problem, th_constraint=self.th_constraint)
         left = None if time_limit is None else max(
             time_limit - (time.perf_counter() - start_time), 0.0)
-        # where a less infeasible point may go back (``beaten`` > 0: no certificate), the
-        # restoration stops paying once its own line search crawls as the SQP's did
-        crawl_limit = RESTORE_CRAWL if beaten > 0.0 else None
+        # the restoration stops paying once its own line search crawls as the SQP's did:
+        # anywhere where a less infeasible point may go back (``beaten`` > 0: no
+        # certificate); after a certificate (only a feasible point goes back) only before
+        # it reduced the infeasibility to RESTORE_PROGRESS times the iterate's
+        crawl_above = 0.0 if beaten > 0.0 else RESTORE_PROGRESS * infeasibility
         result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left,
-                                      crawl_limit=crawl_limit)
+                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above)
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
         less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten
