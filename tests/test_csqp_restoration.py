@@ -19,7 +19,10 @@ from the iterate and hands its point and multipliers back to the SQP.
   own line search crawls (ALDDP/ProxDDP ``crawl_limit``): kinova "pose" (untuned3) from
   FDDP's optimum, where the SQP's crawl trigger fires although the SQP recovers by itself,
   took 498 restoration iterations (max_iter) and 11x the SQP's time; now 19, at the same
-  optimum.
+  optimum.  After a certificate (only a feasible point goes back) the crawl ends it only
+  before it reduced the infeasibility to 0.9 of the iterate's: ur5 held by too weak
+  torques ends after 2 restoration iterations instead of 99 (the swing-up, whose
+  restoration crawls after that reduction, still converges).
 """
 import numpy as np
 import pytest
@@ -27,7 +30,7 @@ import pytest
 import geppetto as gp
 from geppetto.benchmarks import constrained
 
-from test_csqp_infeasible import _two_planes
+from test_csqp_infeasible import _two_planes, _weak_hold
 
 
 def _converged_at_alddp(problem, result, rtol):
@@ -125,3 +128,16 @@ def test_crawl_limit_is_validated():
         for bad in (0, 1.5, "2"):
             with pytest.raises(ValueError, match="crawl_limit"):
                 solver.solve(max_iter=5, crawl_limit=bad)
+
+
+def test_a_certified_restoration_crawling_before_any_progress_ends():
+    """ur5 held at rest by torques too weak against gravity (from the guess): the QP is
+    certified infeasible at the first iteration; ProxDDP from there takes its smallest
+    step at once, twice, at the iterate's infeasibility (gaps 0.33): it ends "crawling"
+    after 2 iterations (the old rule ran it to max_iter, 99) and the solve "infeasible"."""
+    problem = _weak_hold()
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=100)
+    assert result.status == "infeasible" and result.iterations == 1, result
+    assert solver.restored.status == "crawling", solver.restored.status
+    assert result.restoration_iterations == 2, result.restoration_iterations
