@@ -1518,10 +1518,12 @@ class CSQP:
                     status = f"the dynamics failed at the current iterate ({type(error).__name__})"
                     evaluated = False
                     break
+                if restored is None and restore == "stopped":
+                    # the certificate (or the refused line search) stands: a restoration
+                    # cut short by the time limit does not replace it (review rev25)
+                    break
                 if self.restored.status == "time_limit":
                     status = "time_limit"
-                    break
-                if restored is None and restore == "stopped":
                     break
                 if restored is not None:
                     self._start_z()

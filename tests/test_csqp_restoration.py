@@ -141,3 +141,25 @@ def test_a_certified_restoration_crawling_before_any_progress_ends():
     assert result.status == "infeasible" and result.iterations == 1, result
     assert solver.restored.status == "crawling", solver.restored.status
     assert result.restoration_iterations == 2, result.restoration_iterations
+
+
+class _HurriedProxDDP(gp.solvers.ProxDDP):
+    """A restoration whose time is up at once (its time limit 0 whatever the solve's)."""
+
+    def solve(self, *args, time_limit=None, **options):
+        return super().solve(*args, time_limit=0.0, **options)
+
+
+def test_a_time_limit_in_the_restoration_keeps_the_certified_status():
+    """Two contradicting planes: the QP is certified infeasible after 2 iterations; a
+    restoration cut short by its time limit hands nothing back, and the solve ends
+    "infeasible", at the iterate of the SQP alone (the old code reported "time_limit")."""
+    problem = _two_planes()
+    solver = gp.solvers.CSQP(problem)
+    solver._restorer = _HurriedProxDDP(problem, th_constraint=solver.th_constraint)
+    result = solver.solve(max_iter=100)
+    alone = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=100)
+    assert solver.restored is not None and solver.restored.status == "time_limit", \
+        solver.restored
+    assert result.status == alone.status == "infeasible", (result.status, alone.status)
+    assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
