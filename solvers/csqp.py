@@ -1528,9 +1528,11 @@ class CSQP:
                 if restored is not None:
                     self._start_z()
                     # a new start for the merit, the infeasibility counts and the warm line
-                    # search
+                    # search; the status that triggered the restoration is no longer the
+                    # SQP's (review rev25): without a new stop, the iterations ran out
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
                     since = len(history["step"])
+                    status = "max_iter"
                 restore, crawled = None, 0
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]

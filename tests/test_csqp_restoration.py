@@ -163,3 +163,16 @@ def test_a_time_limit_in_the_restoration_keeps_the_certified_status():
         solver.restored
     assert result.status == alone.status == "infeasible", (result.status, alone.status)
     assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
+
+
+def test_max_iter_after_a_hand_back_reports_max_iter():
+    """obstacle (30 knots) without a line search below 1/2: the first line search refuses
+    every trial, the restoration hands back a less infeasible point and the iterations
+    run out: the status is "max_iter", not the refused line search's (the old code
+    reported "no step accepted by the line search" with the violation still falling)."""
+    problem = constrained.untuned3("obstacle", 30)
+    solver = gp.solvers.CSQP(problem, alphas=[1.0, 0.5])
+    result = solver.solve(max_iter=3)
+    assert solver.restored is not None and solver.restored.iterations > 0
+    assert result.status == "max_iter" and not result.converged, result.status
+    assert result.violation < 1e-2, result.violation
