@@ -101,7 +101,9 @@ class ConstrainedResult(SolverResult):
     ``multipliers`` (list of (K, nr) arrays, one per constraint block, in the order
     of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``; CSQP's
     ``restoration_iterations``: the iterations of its restoration (:meth:`.csqp.CSQP.
-    _restore`), which ``iterations`` (the SQP's) leaves out."""
+    _restore`), counted in ``iterations`` too (the SQP's and the restoration's together,
+    bounded by ``max_iter``; the SQP's own: ``iterations - restoration_iterations``, the
+    length of the history)."""
 
     violation: float = np.nan
     multipliers: list = None

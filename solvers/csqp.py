@@ -111,7 +111,8 @@ goes on to its own end).  kinova "pose" (benchmarks/constrained.py untuned3) fro
 FDDP's optimum, where the SQP crawled five iterations and recovered by itself: 19
 restoration iterations instead of 498 (ProxDDP fails on this task), 78 ms instead of
 877 (the SQP alone 88 ms).  Once per solve; ``result.restoration_iterations`` its
-iterations, :attr:`CSQP.restored` its result.  panda "obstacle" from the guess
+iterations, counted in ``result.iterations`` too (``max_iter`` bounds both together; no
+restoration runs when none is left), :attr:`CSQP.restored` its result.  panda "obstacle" from the guess
 (benchmarks/constrained.py untuned3: every knot linearizes the sphere's exterior as the
 same half-space, steps of 2^-9 for 143 iterations, "no step accepted"): 2 crawling SQP
 iterations, 23 ProxDDP iterations, 1 SQP iteration, converged at ALDDP's and ProxDDP's
@@ -961,7 +962,9 @@ class CSQP:
     solver that runs, once per solve, where the SQP would stop at an infeasible iterate
     (those "infeasible" tests, or a line search that refuses every trial) or accepts the
     smallest of ``alphas`` :data:`RESTORE_CRAWL` times in a row, for the iterations
-    ``max_iter`` leaves and the time ``time_limit`` leaves; the SQP goes on from its
+    ``max_iter`` leaves (counted in the result's ``iterations``; none runs where no
+    iteration is left: an MPC step with ``max_iter`` 1 whose QP or line search stalls
+    ends as without the restoration) and the time ``time_limit`` leaves; the SQP goes on from its
     point where it ends feasible (or, without a certified QP, less infeasible than the
     iterate), the solve ends with the triggering status where it does not; the
     restoration ends early once its own line search crawls (:meth:`_restore`,
@@ -1505,9 +1508,18 @@ class CSQP:
             return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
                                 (gap, violation))
         while True:
+            if restore is not None and iteration >= max_iter:
+                # no iteration left for a restoration (max_iter bounds the SQP's and the
+                # restoration's iterations together): a stalled SQP stops with its own
+                # status, a crawling one goes on to the max_iter test
+                if restore == "stopped":
+                    break
+                restore, crawled = None, 0
             if restore is not None:
                 restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
                                          beaten, max(gap, violation))
+                # the restoration's iterations are the solve's too (review rev25)
+                iteration += self.restored.iterations
                 if restored is not None:
                     xs, us = restored
                 # the problem's values and derivatives those of (xs, us) again: the
@@ -1669,7 +1681,7 @@ class CSQP:
         # certificate); after a certificate (only a feasible point goes back) only before
         # it reduced the infeasibility to RESTORE_PROGRESS times the iterate's
         crawl_above = 0.0 if beaten > 0.0 else RESTORE_PROGRESS * infeasibility
-        result = self._restorer.solve(xs, us, max_iter=max(max_iter, 1), time_limit=left,
+        result = self._restorer.solve(xs, us, max_iter=max_iter, time_limit=left,
                                       crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above)
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
