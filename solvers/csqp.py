@@ -1643,7 +1643,9 @@ class CSQP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-            crawled = crawled + 1 if step == self.alphas[-1] else 0
+            # a crawl: the smallest step of a line search that has one below 1 (with
+            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,

@@ -209,3 +209,18 @@ def test_max_iter_after_a_hand_back_reports_max_iter():
     assert solver.restored is not None and solver.restored.iterations > 0
     assert result.status == "max_iter" and not result.converged, result.status
     assert result.violation < 0.5 * alone.violation, (result.violation, alone.violation)
+
+
+def test_full_steps_without_a_line_search_are_no_crawl():
+    """``alphas`` [1] (no line search): two full steps at an infeasible iterate are the
+    SQP's ordinary progress, not a crawl: untuned3 "start_bound" (30 knots) converges as
+    without the restoration, to the bit (the old trigger started the restoration after 2
+    iterations and ended at another point)."""
+    problem = constrained.untuned3("start_bound", 30)
+    alone = gp.solvers.CSQP(problem, alphas=[1.0], restoration=None).solve(max_iter=100)
+    assert alone.converged, alone.status
+    solver = gp.solvers.CSQP(problem, alphas=[1.0])
+    result = solver.solve(max_iter=100)
+    assert solver.restored is None and result.restoration_iterations == 0
+    assert result.iterations == alone.iterations and result.cost == alone.cost
+    assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
