@@ -1569,6 +1569,14 @@ class CSQP:
             certified = certified + 1 if self._certified else 0
             if stuck >= self.infeasible_after or certified >= CERTIFIED_AFTER:
                 status = "infeasible"
+                # an iteration of the solve (counted in ``iterations``): in the history
+                # and to the callbacks as the others, without a step (review rev25)
+                self._record(history, callbacks, iteration, dict(
+                    cost=cost, merit=np.nan, stop=stop, grad=np.nan, preg=self.sigma,
+                    step=np.nan, gaps=gap, violation=violation, qp_iterations=qp_iterations,
+                    qp_primal=prim, polished=polished, qp_factorizations=self._factorizations,
+                    qp_sweeps=self._sweeps, rho=self.rho_now, dV_exp=np.nan, dV=np.nan,
+                    time=0.0), t0)
                 if self._restorable(gap, violation):
                     restore, beaten = "stopped", 0.0
                     continue

@@ -63,9 +63,15 @@ def test_swingup_from_the_guess_converges_after_the_certified_qps():
     problem = constrained.untuned3("swingup")
     old = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=500)
     assert old.status == "infeasible" and old.iterations == 2, old
+    # every iteration in the history, the certified one too (the old code left it out)
+    assert len(old.history["step"]) == 2 and np.isnan(old.history["step"][-1]), old.history
     solver = gp.solvers.CSQP(problem)
-    result = solver.solve(max_iter=500)
+    seen = []
+    result = solver.solve(max_iter=500, callbacks=[lambda s, i, record: seen.append(i)])
     assert solver.restored.converged, solver.restored.status
+    assert len(result.history["step"]) == result.iterations - result.restoration_iterations
+    assert seen == list(range(1, 3)) + list(range(3 + result.restoration_iterations,
+                                                  result.iterations + 1)), seen
     assert result.iterations - result.restoration_iterations <= 4, result.iterations
     _converged_at_alddp(problem, result, 1e-7)
 
