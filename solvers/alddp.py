@@ -103,7 +103,11 @@ class ConstrainedResult(SolverResult):
     ``restoration_iterations``: the iterations of its restoration (:meth:`.csqp.CSQP.
     _restore`), counted in ``iterations`` too (the SQP's and the restoration's together,
     bounded by ``max_iter``; the SQP's own: ``iterations - restoration_iterations``, the
-    length of the history)."""
+    length of the history).  CSQP's ``K`` and ``k``: those of the last QP solved; where the
+    solve ends right after a restoration handed its point back (time_limit, or max_iter
+    with no iteration left), the QP's before the restoration, not a policy at the returned
+    iterate (``stop``, ``cost``, ``gaps``, ``violation`` and ``multipliers`` are the
+    returned iterate's)."""
 
     violation: float = np.nan
     multipliers: list = None

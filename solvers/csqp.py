@@ -1534,9 +1534,6 @@ class CSQP:
                     # the certificate (or the refused line search) stands: a restoration
                     # cut short by the time limit does not replace it (review rev25)
                     break
-                if self.restored.status == "time_limit":
-                    status = "time_limit"
-                    break
                 if restored is not None:
                     self._start_z()
                     # a new start for the merit, the infeasibility counts and the warm line
@@ -1545,11 +1542,20 @@ class CSQP:
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
                     since = len(history["step"])
                     status = "max_iter"
+                # the time is up: the solve ends after the stopping tests at the
+                # restoration's point (its stationarity in the result, not the old
+                # iterate's; review rev25)
+                out_of_time = self.restored.status == "time_limit"
                 restore, crawled = None, 0
+            else:
+                out_of_time = False
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
                 status, converged = "converged", True
+                break
+            if out_of_time:
+                status = "time_limit"
                 break
             if iteration >= max_iter:
                 break

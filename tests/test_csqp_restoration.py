@@ -230,3 +230,22 @@ def test_full_steps_without_a_line_search_are_no_crawl():
     assert solver.restored is None and result.restoration_iterations == 0
     assert result.iterations == alone.iterations and result.cost == alone.cost
     assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
+
+
+def test_a_time_limit_after_a_hand_back_reports_the_returned_point():
+    """obstacle (30 knots), a restoration whose time is up after its first iteration: its
+    less infeasible point goes back (no certificate: a crawl) and the solve ends
+    "time_limit" there, with that point's stationarity (the old code returned the crawling
+    iterate's), as a solve from the returned point and multipliers reads it."""
+    problem = constrained.untuned3("obstacle", 30)
+    solver = gp.solvers.CSQP(problem)
+    solver._restorer = _HurriedProxDDP(problem, th_constraint=solver.th_constraint)
+    result = solver.solve(max_iter=100)
+    assert solver.restored.status == "time_limit", solver.restored.status
+    assert result.status == "time_limit", result.status
+    crawling = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=2)
+    assert result.violation < crawling.violation, (result.violation, crawling.violation)
+    again = gp.solvers.CSQP(problem).solve(result.xs, result.us, result.multipliers,
+                                           max_iter=0)
+    assert np.isfinite(result.stop) and abs(result.stop - again.stop) <= \
+        1e-9 * max(1.0, again.stop), (result.stop, again.stop, crawling.stop)
