@@ -1517,7 +1517,7 @@ class CSQP:
                 restore, crawled = None, 0
             if restore is not None:
                 restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
-                                         beaten, max(gap, violation))
+                                         beaten, max(gap, violation), verbose)
                 # the restoration's iterations are the solve's too (review rev25)
                 iteration += self.restored.iterations
                 if restored is not None:
@@ -1672,7 +1672,8 @@ class CSQP:
         return self.restoration is not None and self.restored is None and (
             gap > self.th_gaps or violation > self.th_constraint)
 
-    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility):
+    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility,
+                 verbose=False):
         """The restoration from (xs, us): the ``restoration`` option's augmented-
         Lagrangian solver (ProxDDP or ALDDP, default options, this solver's
         th_constraint; multipliers from zero: the SQP's are those of a QP the
@@ -1686,10 +1687,16 @@ class CSQP:
         :data:`RESTORE_CRAWL` smallest steps in a row (ALDDP's ``crawl_limit``): at any
         infeasibility where ``beaten`` > 0, after a certificate only above
         :data:`RESTORE_PROGRESS` times ``infeasibility``, the iterate's max(gaps,
-        violation)."""
-        if self._restorer is None:
-            self._restorer = RESTORATIONS[self.restoration](
-                self.problem, th_constraint=self.th_constraint)
+        violation).  A result with non-finite values (point or multipliers) is a failed
+        restoration.  The solver is built at the first restoration and again where the
+        ``restoration`` option changed; this solver's th_constraint is read at each run.
+        ``verbose``: one line at the restoration's end (its iterations are not in the
+        SQP's history or callbacks; :attr:`restored` has its own history)."""
+        kind = RESTORATIONS[self.restoration]
+        if type(self._restorer) is not kind:
+            self._restorer = kind(self.problem, th_constraint=self.th_constraint)
+        # the options as they are at this solve, not at the first restoration's
+        self._restorer.th_constraint = self.th_constraint
         left = None if time_limit is None else max(
             time_limit - (time.perf_counter() - start_time), 0.0)
         # the restoration stops paying once its own line search crawls as the SQP's did:
@@ -1702,7 +1709,16 @@ class CSQP:
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
         less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten
-        if not (result.converged or feasible or less):
+        # a point or multipliers that are not finite: a failed restoration, not an
+        # exception out of solve (review rev25)
+        finite = bool(np.all(np.isfinite(result.xs)) and np.all(np.isfinite(result.us))
+                      and all(np.all(np.isfinite(y)) for y in result.multipliers))
+        handed = finite and (result.converged or feasible or less)
+        if verbose:
+            print(f"restoration ({self.restoration}): {result.status}, {result.iterations} "
+                  f"iterations, gaps {result.gaps:.2e}, violation {result.violation:.2e}, "
+                  + ("handed back" if handed else "nothing handed back"))
+        if not handed:
             return None
         self._start_rows(result.multipliers)
         self._fresh = True

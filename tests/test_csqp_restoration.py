@@ -29,6 +29,7 @@ import pytest
 
 import geppetto as gp
 from geppetto.benchmarks import constrained
+from geppetto.solvers import csqp as csqp_module
 
 from test_csqp_infeasible import _two_planes, _weak_hold
 
@@ -99,7 +100,7 @@ class _CappedProxDDP(gp.solvers.ProxDDP):
         return super().solve(*args, max_iter=min(max_iter, 12), **options)
 
 
-def test_an_unconverged_restoration_less_infeasible_is_handed_back():
+def test_an_unconverged_restoration_less_infeasible_is_handed_back(monkeypatch):
     """obstacle (30 knots), the restoration held to 12 iterations: after the crawl's two
     SQP iterations it ends "max_iter" at violation ~7e-5, below the crawling iterate's
     0.4: no certificate says the linearization has no solution, so its point goes back to
@@ -107,8 +108,8 @@ def test_an_unconverged_restoration_less_infeasible_is_handed_back():
     the SQP crawling at 2^-9, violation ~0.4).  max_iter counts the SQP's and the
     restoration's iterations together."""
     problem = constrained.untuned3("obstacle", 30)
+    monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _CappedProxDDP)
     solver = gp.solvers.CSQP(problem)
-    solver._restorer = _CappedProxDDP(problem, th_constraint=solver.th_constraint)
     result = solver.solve(max_iter=100)
     assert solver.restored.status == "max_iter", solver.restored.status
     assert 0 < result.restoration_iterations <= 12, result.restoration_iterations
@@ -187,13 +188,13 @@ class _HurriedProxDDP(gp.solvers.ProxDDP):
         return super().solve(*args, time_limit=0.0, **options)
 
 
-def test_a_time_limit_in_the_restoration_keeps_the_certified_status():
+def test_a_time_limit_in_the_restoration_keeps_the_certified_status(monkeypatch):
     """Two contradicting planes: the QP is certified infeasible after 2 iterations; a
     restoration cut short by its time limit hands nothing back, and the solve ends
     "infeasible", at the iterate of the SQP alone (the old code reported "time_limit")."""
     problem = _two_planes()
+    monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _HurriedProxDDP)
     solver = gp.solvers.CSQP(problem)
-    solver._restorer = _HurriedProxDDP(problem, th_constraint=solver.th_constraint)
     result = solver.solve(max_iter=100)
     alone = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=100)
     assert solver.restored is not None and solver.restored.status == "time_limit", \
@@ -232,14 +233,14 @@ def test_full_steps_without_a_line_search_are_no_crawl():
     assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
 
 
-def test_a_time_limit_after_a_hand_back_reports_the_returned_point():
+def test_a_time_limit_after_a_hand_back_reports_the_returned_point(monkeypatch):
     """obstacle (30 knots), a restoration whose time is up after its first iteration: its
     less infeasible point goes back (no certificate: a crawl) and the solve ends
     "time_limit" there, with that point's stationarity (the old code returned the crawling
     iterate's), as a solve from the returned point and multipliers reads it."""
     problem = constrained.untuned3("obstacle", 30)
+    monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _HurriedProxDDP)
     solver = gp.solvers.CSQP(problem)
-    solver._restorer = _HurriedProxDDP(problem, th_constraint=solver.th_constraint)
     result = solver.solve(max_iter=100)
     assert solver.restored.status == "time_limit", solver.restored.status
     assert result.status == "time_limit", result.status
@@ -249,3 +250,45 @@ def test_a_time_limit_after_a_hand_back_reports_the_returned_point():
                                            max_iter=0)
     assert np.isfinite(result.stop) and abs(result.stop - again.stop) <= \
         1e-9 * max(1.0, again.stop), (result.stop, again.stop, crawling.stop)
+
+
+class _NonFiniteProxDDP(gp.solvers.ProxDDP):
+    """A restoration of one iteration whose multipliers come back NaN."""
+
+    def solve(self, *args, max_iter=100, **options):
+        result = super().solve(*args, max_iter=min(max_iter, 1), **options)
+        result.multipliers = [np.full_like(y, np.nan) for y in result.multipliers]
+        return result
+
+
+def test_non_finite_restoration_multipliers_are_a_failed_restoration(monkeypatch, capsys):
+    """obstacle (30 knots): a restoration whose multipliers are NaN hands nothing back and
+    the SQP goes on crawling from its own iterate, as without the restoration (the old
+    code raised ValueError out of solve); verbose prints the restoration's line."""
+    monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _NonFiniteProxDDP)
+    problem = constrained.untuned3("obstacle", 30)
+    alone = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=20)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=21, verbose=True)
+    assert solver.restored is not None and result.restoration_iterations == 1
+    assert "restoration (proxddp)" in capsys.readouterr().out
+    assert result.status == alone.status and result.iterations == 21, result
+    assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
+
+
+def test_the_restoration_reads_the_options_at_each_run():
+    """th_constraint changed between two solves: the second restoration uses the new value
+    (the old code kept the one of the first restoration's solver); a changed
+    ``restoration`` option builds the other solver."""
+    problem = constrained.untuned3("obstacle", 30)
+    solver = gp.solvers.CSQP(problem)
+    solver.solve(max_iter=30)
+    first = solver._restorer
+    assert first.th_constraint == solver.th_constraint
+    solver.th_constraint = 1e-6
+    result = solver.solve(max_iter=30)
+    assert solver._restorer is first and first.th_constraint == 1e-6
+    assert result.converged and result.violation <= 1e-6, result
+    solver.restoration = "alddp"
+    solver.solve(max_iter=30)
+    assert type(solver._restorer) is gp.solvers.ALDDP, type(solver._restorer)
