@@ -292,3 +292,18 @@ def test_the_restoration_reads_the_options_at_each_run():
     solver.restoration = "alddp"
     solver.solve(max_iter=30)
     assert type(solver._restorer) is gp.solvers.ALDDP, type(solver._restorer)
+
+
+def test_a_converging_run_is_bitwise_the_sqp_alone():
+    """untuned3 "start_bound" (30 knots) converges without any trigger: the default solver
+    runs no restoration and returns the iterates of restoration=None to the bit."""
+    problem = constrained.untuned3("start_bound", 30)
+    alone = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=100)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=100)
+    assert alone.converged and result.converged, (alone.status, result.status)
+    assert solver.restored is None and result.restoration_iterations == 0
+    assert (result.iterations, result.status, repr(result.cost)) == \
+        (alone.iterations, alone.status, repr(alone.cost))
+    assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
+    assert all(np.array_equal(a, b) for a, b in zip(result.multipliers, alone.multipliers))
