@@ -112,7 +112,8 @@ FDDP's optimum, where the SQP crawled five iterations and recovered by itself: 1
 restoration iterations instead of 498 (ProxDDP fails on this task), 78 ms instead of
 877 (the SQP alone 88 ms).  Once per solve; ``result.restoration_iterations`` its
 iterations, counted in ``result.iterations`` too (``max_iter`` bounds both together; no
-restoration runs when none is left), :attr:`CSQP.restored` its result.  panda "obstacle" from the guess
+restoration runs when none is left), :attr:`CSQP.restored` its result.  panda
+"obstacle" from the guess
 (benchmarks/constrained.py untuned3: every knot linearizes the sphere's exterior as the
 same half-space, steps of 2^-9 for 143 iterations, "no step accepted"): 2 crawling SQP
 iterations, 23 ProxDDP iterations, 1 SQP iteration, converged at ALDDP's and ProxDDP's
@@ -972,9 +973,9 @@ class CSQP:
     smallest of ``alphas`` :data:`RESTORE_CRAWL` times in a row, for the iterations
     ``max_iter`` leaves (counted in the result's ``iterations``; none runs where no
     iteration is left: an MPC step with ``max_iter`` 1 whose QP or line search stalls
-    ends as without the restoration) and the time ``time_limit`` leaves; the SQP goes on from its
-    point where it ends feasible (or, without a certified QP, less infeasible than the
-    iterate), the solve ends with the triggering status where it does not; the
+    ends as without the restoration) and the time ``time_limit`` leaves; the SQP goes on
+    from its point where it ends feasible (or, without a certified QP, less infeasible
+    than the iterate), the solve ends with the triggering status where it does not; the
     restoration ends early once its own line search crawls (:meth:`_restore`,
     :data:`RESTORE_PROGRESS`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
     against ALDDP's 35 / 314 on the module docstring's two tasks: 50 / 298 ms against 64 /
