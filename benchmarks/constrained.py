@@ -438,9 +438,10 @@ def _go1_cones():
 # checker): task name -> robot.  Each horizon is the task's own (``--knots`` does not
 # apply): :func:`untuned3`.
 UNTUNED3 = {"limits": "ur5_limited", "obstacle": "panda", "swingup": "double_pendulum",
-            "start_bound": "ur3", "barely": "ur5"}
+            "start_bound": "ur3", "barely": "ur5", "pose": "kinova"}
 OBSTACLE_RADIUS, OBSTACLE_OFFSET = 0.12, (0.0, 0.4, -0.1)   # panda_joint7's reach
 SWINGUP_TORQUE = np.array([12.0, 6.0])      # N m; holding it upright takes 29.4 / 9.8
+POSE_TURN = 0.5                             # rad about the world x axis, kinova's tool
 
 
 @numba.njit(cache=True)
@@ -503,7 +504,13 @@ def untuned3(task, knots=None):
       q0 = 0) and q2 <= 0.2, the tool to (-0.1, 0.1, -0.15) from its start, which pulls q1
       below 0;
     - "barely" (ur5, 30 knots of 10 ms): :data:`nlp.TARGET` in 0.3 s with the torques
-      within 40 % of the URDF effort limits (they bind on most knots).
+      within 40 % of the URDF effort limits (they bind on most knots);
+    - "pose" (kinova, 100 knots of 10 ms; glob25's task): the tool to untuned2's target
+      (:data:`UNTUNED2_OFFSETS`) and to its start orientation turned by
+      :data:`POSE_TURN` about the world x axis at the last knot (terminal position and
+      rotation equalities), the URDF velocity limits as state bounds (from FDDP's
+      optimum CSQP's line search crawls at its smallest step for five iterations and
+      then recovers by itself; ALDDP and ProxDDP do not converge in 500 iterations).
 
     ``knots``: another horizon of the same knot duration (the tests' 30 knots).
     """
@@ -553,6 +560,20 @@ def untuned3(task, knots=None):
         limit = 0.4 * np.asarray(gp.robots.load("ur5").model.effort_limit)
         return _reach("ur5", "tool0", nlp.TARGET, knots or 30, DT,
                       control_bounds=(-limit, limit))
+    if task == "pose":
+        robot = gp.robots.load("kinova")
+        model, frame = robot.model, UNTUNED2_TOOLS["kinova"]
+        start_rotation, start = _tool_position(model, frame, robot.q0)
+        c, s = np.cos(POSE_TURN), np.sin(POSE_TURN)
+        turned = np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]]) @ start_rotation
+        speed = np.asarray(model.velocity_limit, float)
+        nq = model.nq
+        lower, upper = np.full(nq + model.nv, -np.inf), np.full(nq + model.nv, np.inf)
+        lower[nq:], upper[nq:] = -speed, speed
+        rotation = gp.ocp.Constraint(gp.ocp.FrameRotationResidual(model, frame, turned), 0.0,
+                                     0.0)
+        return _reach("kinova", frame, start + np.asarray(UNTUNED2_OFFSETS["kinova"]),
+                      knots or 100, DT, terminal_rows=[rotation], state_bounds=(lower, upper))
     raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED3)}")
 
 

@@ -99,12 +99,21 @@ from .riccati import backward_pass
 class ConstrainedResult(SolverResult):
     """A :class:`~.ddp.SolverResult` with ``violation`` (largest constraint violation),
     ``multipliers`` (list of (K, nr) arrays, one per constraint block, in the order
-    of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``."""
+    of :attr:`ALDDP.blocks`), the final ``mu`` and the ``outer_iterations``; CSQP's
+    ``restoration_iterations``: the iterations of its restoration (:meth:`.csqp.CSQP.
+    _restore`), counted in ``iterations`` too (the SQP's and the restoration's together,
+    bounded by ``max_iter``; the SQP's own: ``iterations - restoration_iterations``, the
+    length of the history).  CSQP's ``K`` and ``k``: those of the last QP solved; where the
+    solve ends right after a restoration handed its point back (time_limit, or max_iter
+    with no iteration left), the QP's before the restoration, not a policy at the returned
+    iterate (``stop``, ``cost``, ``gaps``, ``violation`` and ``multipliers`` are the
+    returned iterate's)."""
 
     violation: float = np.nan
     multipliers: list = None
     mu: float = np.nan
     outer_iterations: int = 0
+    restoration_iterations: int = 0
 
     def __repr__(self):
         return (f"ConstrainedResult(status={self.status!r}, converged={self.converged}, "
@@ -469,11 +478,18 @@ class ALDDP:
 
     # -- the loop ---------------------------------------------------------------------
     def solve(self, xs=None, us=None, multipliers=None, mu=None, max_iter=500,
-              time_limit=None, verbose=False, callbacks=(), is_feasible=False):
+              time_limit=None, verbose=False, callbacks=(), is_feasible=False,
+              crawl_limit=None, crawl_above=0.0):
         """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
         multipliers of a previous result (``result.multipliers``) and its ``mu``.
-        ``max_iter`` counts Riccati iterations over all outer updates.  Returns a
-        :class:`ConstrainedResult`; never raises from inside a kernel.
+        ``max_iter`` counts Riccati iterations over all outer updates.  ``crawl_limit``
+        (default None: no limit): end with status "crawling" once the line search's
+        smallest step (accepted, or taken or not after a refused search) has ended
+        ``crawl_limit`` iterations in a row at iterates whose infeasibility max(max
+        |gap|, violation) is above ``crawl_above`` (default 0): the quadratic model valid
+        on 1/512 of its step or less (CSQP's restoration stops there:
+        :meth:`.csqp.CSQP._restore`).
+        Returns a :class:`ConstrainedResult`; never raises from inside a kernel.
 
         The loop is ALDDP's and ProxDDP's: what differs is in the methods
         :meth:`_start_multipliers`, :meth:`_dual_terms`, :meth:`_update_multipliers`,
@@ -491,6 +507,9 @@ class ALDDP:
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
             raise ValueError(f"mu must be finite and positive, got {mu}")
+        if crawl_limit is not None and not (isinstance(crawl_limit, (int, np.integer))
+                                            and crawl_limit >= 1):
+            raise ValueError(f"crawl_limit must be None or an integer >= 1, got {crawl_limit!r}")
         mu = max(mu, self.mu_min)
         omega, eta = self._tolerances(mu)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -507,6 +526,7 @@ class ALDDP:
         recalc, last_stop, stepped_from_feasible, stepped = True, np.inf, False, False
         last_preg = preg
         first_trial, last_index = 0, 0
+        crawled = 0                     # iterations in a row ended at the smallest step
         while iteration < max_iter:
             iteration += 1
             t0 = time.perf_counter()
@@ -614,6 +634,11 @@ class ALDDP:
                 break
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
+                break
+            crawled = crawled + 1 if alpha == inner.alphas[-1] and max(
+                gap_norm, violation) > crawl_above else 0
+            if crawl_limit is not None and crawled >= crawl_limit:
+                status = "crawling"
                 break
         return self._result(xs, us, cost, iteration, converged, status, mu, stop, outer,
                             history)

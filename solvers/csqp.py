@@ -83,6 +83,55 @@ lam^T F'' (light wrists: kinova, talos_arm) the SQP converges linearly and the
 stationarity, read through an adjoint sweep that amplifies the iterate's error backwards,
 stalls above th_stop with the cost converged to 12 digits; gn19).
 
+The restoration (:meth:`CSQP._restore`, option ``restoration``, default "proxddp"): the
+QP insists on the rows' linearization however far outside its validity that takes the
+step.  Where the SQP would stop without a solution at an infeasible iterate (its QP
+certified infeasible :data:`CERTIFIED_AFTER` times in a row or left unsolved
+``infeasible_after`` times, or a line search that refuses every trial) or crawls (the
+line search's smallest step accepted :data:`RESTORE_CRAWL` times in a row: the
+linearization valid on 1/512 of the step, the trust-region ratio test's verdict), an
+augmented-Lagrangian DDP (:class:`.proxddp.ProxDDP`, or :class:`.alddp.ALDDP`), which
+needs no feasible linearization, solves the problem from the iterate, as a filter
+SQP's restoration phase (Fletcher & Leyffer, Math. Prog. 91, 2002; IPOPT's, Waechter &
+Biegler 2006 Sec. 3.3) leaves the SQP's model until a point is acceptable; where it
+ends feasible the SQP goes on from its point with its multipliers (a fresh merit weight
+and active set), and so where it ends unconverged but less infeasible (largest gap or
+violation) than the iterate, unless a QP was certified infeasible (after a stalled line
+search or a crawl: kinova's tool to a pose under velocity limits from the guess, 100
+knots, "no step accepted" after 1 iteration before, converged now, the restoration
+ending at violation 0.05); otherwise the solve ends with the status that
+triggered it ("infeasible" stays "infeasible": the restoration's own test, the BCL
+penalty grown ``infeasible_ratio`` times without halving the violation, agrees on the
+four infeasible test problems).  The restoration stops paying when its own line search
+crawls as the SQP's did (its smallest step :data:`RESTORE_CRAWL` times in a row, status
+"crawling"): anywhere where a less infeasible point may go back, after a certificate
+only while its infeasibility is above :data:`RESTORE_PROGRESS` times the iterate's
+(before any progress; a certified restoration that crawls later, as the swing-up's,
+goes on to its own end).  kinova "pose" (benchmarks/constrained.py untuned3) from
+FDDP's optimum, where the SQP crawled five iterations and recovered by itself: 19
+restoration iterations instead of 498 (ProxDDP fails on this task), 78 ms instead of
+877 (the SQP alone 88 ms).  Once per solve; ``result.restoration_iterations`` its
+iterations, counted in ``result.iterations`` too (``max_iter`` bounds both together; no
+restoration runs when none is left), :attr:`CSQP.restored` its result.  panda
+"obstacle" from the guess
+(benchmarks/constrained.py untuned3: every knot linearizes the sphere's exterior as the
+same half-space, steps of 2^-9 for 143 iterations, "no step accepted"): 2 crawling SQP
+iterations, 23 ProxDDP iterations, 1 SQP iteration, converged at ALDDP's and ProxDDP's
+optimum 0.0678908492 in 50 ms, IPOPT 0.0678908562 in 928 ms; the swing-up of the
+double pendulum from rest ("infeasible" after 2 certified QPs: the linearization at rest
+cannot reach the upright state under the torque bounds): converged at 0.4040068086
+(ALDDP's; IPOPT "acceptable" at 0.4040070) in 298 ms, IPOPT 206 ms, ALDDP 346 ms
+(benchmarks/constrained_notes.md, section glob25).  Checked to the bit (iterates, cost,
+status, iterations) against ``restoration=None``: the 33 runs of
+``benchmarks/constrained.py`` that converge without a restoration (ur5 and panda
+plane / stiff / vbound / torque, untuned2's kinova box, z1 joints, ur10 orient,
+talos_arm effort, go1 cones, untuned3's ur5_limited limits, ur3 start_bound, ur5 barely
+from the guess, obstacle and swing-up from FDDP's optimum; each from the guess and from
+FDDP's optimum unless named; no trigger fires on them; section glob27).  Not in
+general: a run that converged before may meet a trigger and end at another point of
+the same optimum (kinova "pose" from FDDP's optimum: the SQP crawled and recovered by
+itself; 0.9684349203 against 0.9684349194).
+
 What the options and the structure rest on (measured; the figures, the traces and the
 variants tried and not kept are in ``benchmarks/constrained_notes.md``, section "CSQP"):
 the active-set method before ADMM (ADMM alone stalls at its tolerance; the 16 runs of
@@ -149,10 +198,11 @@ from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import typed_list
 from ..ocp.state import StateMultibody
-from .alddp import (ConstrainedResult, _add_rows, _Block, _bound_residuals,
+from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
+from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
 # polishing: the method of multipliers' target residual (OSQP's test, eps_abs and
@@ -201,6 +251,21 @@ INFEASIBLE_RATIO = 0.1
 # "infeasible" at once when this many SQP iterations in a row end with their QP certified
 # infeasible by ADMM (:meth:`CSQP._certified_infeasible`)
 CERTIFIED_AFTER = 2
+
+# the restoration (:meth:`CSQP._restore`): it runs, once per solve, from an infeasible
+# iterate where the SQP would stop without a solution (QP certified infeasible
+# CERTIFIED_AFTER times in a row or left unsolved, a line search that refuses every
+# trial) or where the line search accepted its smallest step RESTORE_CRAWL times in a
+# row (the linearization valid on 1/512 of the QP's step or less)
+RESTORE_CRAWL = 2
+# the restoration stops when its own line search crawls (RESTORE_CRAWL smallest steps in a
+# row): anywhere where it may hand back a less infeasible point, and after a certificate
+# while its infeasibility is above RESTORE_PROGRESS times the iterate's (IPOPT's
+# required_infeasibility_reduction, the reduction its restoration phase must reach:
+# Waechter & Biegler 2006, Sec. 3.3)
+RESTORE_PROGRESS = 0.9
+# its solvers, by the ``restoration`` option's value
+RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
@@ -925,6 +990,19 @@ class CSQP:
     in a row end their QP certified infeasible; ``eps_prim_inf`` 1e-4 (OSQP's default):
     the tolerance of ADMM's primal-infeasibility certificate
     (:meth:`_certified_infeasible`; 0: no certificate, the QP runs its ``max_qp_iter``).
+    ``restoration`` "proxddp" (default), "alddp" or None: the augmented-Lagrangian
+    solver that runs, once per solve, where the SQP would stop at an infeasible iterate
+    (those "infeasible" tests, or a line search that refuses every trial) or accepts the
+    smallest of ``alphas`` :data:`RESTORE_CRAWL` times in a row, for the iterations
+    ``max_iter`` leaves (counted in the result's ``iterations``; none runs where no
+    iteration is left: an MPC step with ``max_iter`` 1 whose QP or line search stalls
+    ends as without the restoration) and the time ``time_limit`` leaves; the SQP goes on
+    from its point where it ends feasible (or, without a certified QP, less infeasible
+    than the iterate), the solve ends with the triggering status where it does not; the
+    restoration ends early once its own line search crawls (:meth:`_restore`,
+    :data:`RESTORE_PROGRESS`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
+    against ALDDP's 35 / 314 on the module docstring's two tasks: 50 / 298 ms against 64 /
+    301 ms).
     ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
     block in the order of :attr:`blocks`, as ALDDP's).
@@ -935,7 +1013,7 @@ class CSQP:
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
-                 th_decrease=1e-9, eps_prim_inf=1e-4):
+                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp"):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -946,6 +1024,12 @@ class CSQP:
             raise ValueError(f"alpha must be in (0, 2), got {alpha}")
         if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
+        if restoration is not None and restoration not in RESTORATIONS:
+            raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
+                             f"got {restoration!r}")
+        self.restoration = restoration
+        self._restorer = None       # the restoration's solver, built at its first run
+        self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
         self.th_stop, self.th_constraint, self.th_gaps = th_stop, th_constraint, th_gaps
         self.th_decrease = th_decrease
@@ -1438,6 +1522,12 @@ class CSQP:
         ax, au = self.polish_work[8], self.polish_work[9]
         evaluated = True            # (cost, gap, violation) those of (xs, us)
         slot = 0                    # the trial buffers the line search writes
+        # the restoration's turn (:meth:`_restore`): None, "stopped" (the SQP would stop
+        # at an infeasible iterate: it stops if the restoration fails) or "crawling";
+        # ``beaten`` the infeasibility its point must be below to be handed back
+        # unconverged (0: only a feasible one, after a QP certified infeasible)
+        restore, crawled, since, beaten = None, 0, 0, 0.0
+        self.restored = None
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
@@ -1452,10 +1542,54 @@ class CSQP:
             return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
                                 (gap, violation))
         while True:
+            if restore is not None and iteration >= max_iter:
+                # no iteration left for a restoration (max_iter bounds the SQP's and the
+                # restoration's iterations together): a stalled SQP stops with its own
+                # status, a crawling one goes on to the max_iter test
+                if restore == "stopped":
+                    break
+                restore, crawled = None, 0
+            if restore is not None:
+                restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
+                                         beaten, max(gap, violation), verbose)
+                # the restoration's iterations are the solve's too (review rev25)
+                iteration += self.restored.iterations
+                if restored is not None:
+                    xs, us = restored
+                # the problem's values and derivatives those of (xs, us) again: the
+                # restoration evaluated its own points
+                try:
+                    cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
+                except KERNEL_ERRORS as error:
+                    status = f"the dynamics failed at the current iterate ({type(error).__name__})"
+                    evaluated = False
+                    break
+                if restored is None and restore == "stopped":
+                    # the certificate (or the refused line search) stands: a restoration
+                    # cut short by the time limit does not replace it (review rev25)
+                    break
+                if restored is not None:
+                    self._start_z()
+                    # a new start for the merit, the infeasibility counts and the warm line
+                    # search; the status that triggered the restoration is no longer the
+                    # SQP's (review rev25): without a new stop, the iterations ran out
+                    nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
+                    since = len(history["step"])
+                    status = "max_iter"
+                # the time is up: the solve ends after the stopping tests at the
+                # restoration's point (its stationarity in the result, not the old
+                # iterate's; review rev25)
+                out_of_time = self.restored.status == "time_limit"
+                restore, crawled = None, 0
+            else:
+                out_of_time = False
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
                 status, converged = "converged", True
+                break
+            if out_of_time:
+                status = "time_limit"
                 break
             if iteration >= max_iter:
                 break
@@ -1475,6 +1609,17 @@ class CSQP:
             certified = certified + 1 if self._certified else 0
             if stuck >= self.infeasible_after or certified >= CERTIFIED_AFTER:
                 status = "infeasible"
+                # an iteration of the solve (counted in ``iterations``): in the history
+                # and to the callbacks as the others, without a step (review rev25)
+                self._record(history, callbacks, iteration, dict(
+                    cost=cost, merit=np.nan, stop=stop, grad=np.nan, preg=self.sigma,
+                    step=np.nan, gaps=gap, violation=violation, qp_iterations=qp_iterations,
+                    qp_primal=prim, polished=polished, qp_factorizations=self._factorizations,
+                    qp_sweeps=self._sweeps, rho=self.rho_now, dV_exp=np.nan, dV=np.nan,
+                    time=0.0), t0)
+                if self._restorable(gap, violation):
+                    restore, beaten = "stopped", 0.0
+                    continue
                 break
             if polished:    # the QP's own costates and multipliers: no adjoint sweep
                 lam_max, y_max = self._lam_max, self._y_max
@@ -1503,7 +1648,7 @@ class CSQP:
                 self._record(history, callbacks, iteration, record, t0)
                 break
             accepted = None
-            first = self._first_trial(history["step"])
+            first = self._first_trial(history["step"][since:])
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
             for step in self.alphas[first:] if finite else ():
@@ -1527,6 +1672,10 @@ class CSQP:
                     and prim >= INFEASIBLE_RATIO * violation)
                 status = "infeasible" if infeasible else "no step accepted by the line search"
                 self._record(history, callbacks, iteration, record, t0)
+                if self._restorable(gap, violation):
+                    restore = "stopped"
+                    beaten = 0.0 if infeasible else max(gap, violation)
+                    continue
                 break
             step, xs, us, trial_merit, trial = accepted
             slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
@@ -1542,8 +1691,73 @@ class CSQP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
+            # a crawl: the smallest step of a line search that has one below 1 (with
+            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 else 0
+            if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
+                restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _restorable(self, gap, violation):
+        """Whether the restoration may run at an iterate with the largest gap ``gap`` and
+        violation ``violation``: the ``restoration`` option set, none run yet in this
+        solve, the iterate infeasible."""
+        return self.restoration is not None and self.restored is None and (
+            gap > self.th_gaps or violation > self.th_constraint)
+
+    def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility,
+                 verbose=False):
+        """The restoration from (xs, us): the ``restoration`` option's augmented-
+        Lagrangian solver (ProxDDP or ALDDP, default options, this solver's
+        th_constraint; multipliers from zero: the SQP's are those of a QP the
+        linearization forced) for up to ``max_iter`` iterations and the solve's time left.
+        Its result in :attr:`restored`.  Returns its (xs, us), with its multipliers in the
+        rows (y, rho_init, a fresh active set), where it converged or ended feasible
+        (gaps <= th_gaps, violation <= th_constraint), or, not "infeasible" by its own
+        test, with max(gaps, violation) below ``beaten`` (the iterate's, where no QP
+        certified the linearization infeasible: a stalled line search or a crawl; 0
+        after a certificate); otherwise None.  The restoration ends "crawling" after
+        :data:`RESTORE_CRAWL` smallest steps in a row (ALDDP's ``crawl_limit``): at any
+        infeasibility where ``beaten`` > 0, after a certificate only above
+        :data:`RESTORE_PROGRESS` times ``infeasibility``, the iterate's max(gaps,
+        violation).  A result with non-finite values (point or multipliers) is a failed
+        restoration.  The solver is built at the first restoration and again where the
+        ``restoration`` option changed; this solver's th_constraint is read at each run.
+        ``verbose``: one line at the restoration's end (its iterations are not in the
+        SQP's history or callbacks; :attr:`restored` has its own history)."""
+        kind = RESTORATIONS[self.restoration]
+        if type(self._restorer) is not kind:
+            self._restorer = kind(self.problem, th_constraint=self.th_constraint)
+        # the options as they are at this solve, not at the first restoration's
+        self._restorer.th_constraint = self.th_constraint
+        left = None if time_limit is None else max(
+            time_limit - (time.perf_counter() - start_time), 0.0)
+        # the restoration stops paying once its own line search crawls as the SQP's did:
+        # anywhere where a less infeasible point may go back (``beaten`` > 0: no
+        # certificate); after a certificate (only a feasible point goes back) only before
+        # it reduced the infeasibility to RESTORE_PROGRESS times the iterate's
+        crawl_above = 0.0 if beaten > 0.0 else RESTORE_PROGRESS * infeasibility
+        result = self._restorer.solve(xs, us, max_iter=max_iter, time_limit=left,
+                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above)
+        self.restored = result
+        feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
+        less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten
+        # a point or multipliers that are not finite: a failed restoration, not an
+        # exception out of solve (review rev25)
+        finite = bool(np.all(np.isfinite(result.xs)) and np.all(np.isfinite(result.us))
+                      and all(np.all(np.isfinite(y)) for y in result.multipliers))
+        handed = finite and (result.converged or feasible or less)
+        if verbose:
+            print(f"restoration ({self.restoration}): {result.status}, {result.iterations} "
+                  f"iterations, gaps {result.gaps:.2e}, violation {result.violation:.2e}, "
+                  + ("handed back" if handed else "nothing handed back"))
+        if not handed:
+            return None
+        self._start_rows(result.multipliers)
+        self._fresh = True
+        self._certified = False
+        return np.array(result.xs, order="C"), np.array(result.us, order="C")
 
     def _settled(self, cost, gap, violation, polished, slope, curvature):
         """Whether the iterate is a solution to the cost's precision (the second stopping
@@ -1633,4 +1847,6 @@ class CSQP:
                                  cost=float(cost), iterations=iterations, converged=converged,
                                  status=status, gaps=gaps, stop=stop, history=history,
                                  violation=violation, multipliers=[y.copy() for y in self.y],
-                                 mu=self.rho_now, outer_iterations=0)
+                                 mu=self.rho_now, outer_iterations=0,
+                                 restoration_iterations=0 if self.restored is None else
+                                 self.restored.iterations)
