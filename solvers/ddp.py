@@ -41,7 +41,25 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import backward_pass, backward_range, expected_terms, max_abs
+from .riccati import (assist, backward_pass, backward_range, backward_range_shared,
+                      expected_terms, max_abs, release, shared_rows, split_is_exact)
+
+
+# the rows of a knot's state from which the worker of a parallel calc_diff, once its knots
+# are done, computes a share of the backward pass's products (:func:`.riccati.assist`):
+# the talos squat's knots (76 rows, 32 controls) 1.13x faster so, the solo12 trot's (36
+# rows) 0.92-0.96x (a micro-benchmark of one knot's products split by rows, two threads,
+# load 1.0): below, the handshakes and the rows crossing cores cost more than they save
+ASSIST_MIN_ROWS = 48
+# {(ndx, nu, lie rows, cut): whether the split products give the whole ones' bits}
+_EXACT_SPLITS = {}
+
+
+def assist_cut(ndx):
+    """The first row of the worker's share: about half the rows, a multiple of 8 (the
+    row blocks of the BLAS kernels: OpenBLAS's Haswell dgemm gives a row block the
+    whole product's bits at even cuts only)."""
+    return max(8, int(round(ndx / 16.0)) * 8)
 
 
 class _BackwardTail:
@@ -59,6 +77,29 @@ class _BackwardTail:
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
         self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
         self.split, self.failed = solver.problem.N + 1, -1
+        # the knots' products shared with worker 0 once its chunk is done (its calc_diff
+        # task then runs :meth:`assist` until :meth:`release`), where the sizes pay
+        self.shared = solver._shared_rows()
+        if self.shared is None:
+            self.assist = None
+        else:
+            self.shared[0][:] = 0
+
+    def assist(self):
+        """Worker 0's share of the knots' products (:func:`.riccati.assist`), from the
+        end of its chunk until :meth:`release` (the calling thread's, after the region's
+        backward pass)."""
+        assist(self.shared, self.problem.Fx, self.problem.Fu, self.arrays[16],
+               self.arrays[20])
+
+    def release(self):
+        release(self.shared[0])
+
+    def _range(self, t_end, t_begin):
+        if self.shared is None:
+            return backward_range(*self.arrays[:-1], t_end, t_begin, self.arrays[-1])
+        return backward_range_shared(*self.arrays[:-1], t_end, t_begin, self.arrays[-1],
+                                     self.shared)
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
@@ -74,7 +115,7 @@ class _BackwardTail:
         else:
             self.problem.gaps_from(self.xs, self.gaps, split, top)
         self.split = split
-        self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
+        self.failed = self._range(min(top, N), split)
 
     def fill_gaps(self):
         """The gaps of the rows below the split, after calc_diff (:meth:`.ShootingProblem.gaps`
@@ -89,8 +130,7 @@ class _BackwardTail:
         definite, as :func:`.riccati.backward_pass`)."""
         if self.failed >= 0 or self.split == 0:
             return self.failed
-        return backward_range(*self.arrays[:-1], min(self.split, self.problem.N), 0,
-                              self.arrays[-1])
+        return self._range(min(self.split, self.problem.N), 0)
 
 
 @dataclass
@@ -406,6 +446,25 @@ class DDP:
         if max_iter == 0:
             cost = self._initial_cost(xs, us)
         return xs, us, cost, iteration, converged, status, stop
+
+    def _shared_rows(self):
+        """The workspace of a backward pass that shares its knots' products with a worker
+        (:func:`.riccati.shared_rows`), or None: fewer than :data:`ASSIST_MIN_ROWS` state
+        rows, or splits that would change the bits (:func:`.riccati.split_is_exact`)."""
+        problem = self.problem
+        ndx, nu = problem.ndx, problem.nu
+        dts, lie_rows = problem.euler_structure
+        key = (ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+        if ndx < ASSIST_MIN_ROWS:
+            return None
+        if getattr(self, "_shared", (None, None))[0] != key:
+            cut = assist_cut(ndx)
+            exact = _EXACT_SPLITS.get(key[:3] + (cut,))
+            if exact is None:
+                exact = _EXACT_SPLITS[key[:3] + (cut,)] = bool(
+                    split_is_exact(ndx, nu, lie_rows.shape[0], cut))
+            self._shared = (key, shared_rows(*key, cut) if exact else None)
+        return self._shared[1]
 
     def _riccati_arrays(self, us, gaps, feasible, preg):
         """The arguments of :func:`.riccati.backward_pass` at the current iterate."""

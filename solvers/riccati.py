@@ -44,6 +44,7 @@ import numpy as np
 
 from ..dynamics.config import kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
+from ..ocp.parallel import load_acquire, store_release
 
 
 @kernel
@@ -174,20 +175,37 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
         dts, lie_rows = euler
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
-                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)))
+                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)),
+                  alone(Fu.shape[1], Fu.shape[2], lie_rows.shape[0], dts.shape[0] > 0))
+
+
+@kernel
+def backward_range_shared(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                          u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin,
+                          euler, shared):
+    """:func:`backward_range` (``euler`` the tuple) with the workspace and the channel
+    of ``shared`` (:func:`shared_rows`): at each knot where a worker waits in
+    :func:`assist`, it computes the rows ``cut``.. of the knot's Qxx, Qxu and Qxu K (the
+    same bits as one thread's, :func:`split_is_exact`)."""
+    dts, lie_rows = euler
+    return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
+                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)), shared)
 
 
 @kernel
 def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, u_lower,
-           u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts, lie_rows, Lq, Vf):
+           u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts, lie_rows, Lq, Vf, shared):
     """The knots t_end - 1 .. t_begin of the recursion: the one loop of
     :func:`backward_range` and :func:`backward_range_kept`.  ``limited`` empty: no knot
     takes the box QP; Lq, Vf empty: nothing kept, else Lq[t] gets the Cholesky factor
     of Quu[t] that :func:`_gains` computed (its leading nus[t] block, lower triangle)
-    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible)."""
+    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible).  ``shared`` = (channel,
+    workspace, Euler workspace, cut) (:func:`shared_rows`; :func:`alone`: an empty
+    channel, nothing shared): a knot that starts while a worker waits in :func:`assist`
+    hands it the rows cut.. of its products."""
     N, ndx, nu = Fu.shape
-    ws = _workspace(ndx, nu)
-    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+    channel, ws, blocks, cut = shared
     keep = Lq.shape[0] > 0
     L = ws[1][0]
     if t_end == N:
@@ -199,10 +217,16 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, N, Vf)
     for t in range(t_end - 1, t_begin - 1, -1):
+        # rows 0..split here, split.. on the worker (ndx: all here; a knot is split or not
+        # as a whole, so a worker that arrives mid-knot waits for the next)
+        split = ndx
+        if channel.shape[0] > 0 and load_acquire(channel, PRESENT) != 0:
+            split = cut
         if dts.shape[0] > 0 and dts[t] > 0.0:
-            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
+            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks, channel,
+                              split)
         else:
-            _q_function(t, (Fx, Fu), Vxx, Quu, ws)
+            _q_function(t, (Fx, Fu), Vxx, Quu, ws, channel, split)
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
         boxed = limited.shape[0] > 0 and limited[t]
         if not _gains(t, nus[t], ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
@@ -211,7 +235,7 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
             for i in range(nus[t]):
                 for j in range(i + 1):
                     Lq[t, i, j] = L[i, j]
-        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
+        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, split)
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t, Vf)
         for i in range(ndx):
@@ -231,17 +255,142 @@ def _workspace(ndx, nu):
     return products, box
 
 
+# -- a worker's share of a knot's products (two threads) -----------------------------
+#
+# Where a parallel calc_diff's worker has finished its knots, the backward pass that
+# follows them (:class:`.ddp._BackwardTail`) hands it, at each knot, the rows cut..ndx
+# of Qxx and Qxu (:func:`_euler_rows`, :func:`_dense_rows`) and of Qxu K
+# (:func:`_value_function`): the worker waits in :func:`assist`, the calling thread posts
+# a request (the knot, which product) by a release store and waits for its number in
+# DONE (acquire loads, :mod:`geppetto.ocp.parallel`), without the GIL.  Each row is
+# one BLAS product's row either way: the same bits as one thread's when the library
+# gives a row block the full product's bits, which :func:`split_is_exact` checks for
+# the sizes (OpenBLAS's Haswell kernels: at an even cut, and not where it threads the
+# product itself).  The channel's slots, each alone on a cache line:
+REQUEST, KNOT, TASK, DONE, PRESENT, END = 0, 8, 16, 24, 32, 40
+CHANNEL_LENGTH = 48
+EULER_ROWS, DENSE_ROWS, VALUE_ROWS = 1, 2, 3
+
+
 @kernel
-def _q_function(t, F, Vxx, Quu, ws):
+def alone(ndx, nu, n_lie, euler):
+    """The ``shared`` argument of :func:`_sweep` of a pass that shares nothing: an empty
+    channel, its own workspaces (:func:`_workspace`, :func:`_euler_workspace`)."""
+    return (np.zeros(0, dtype=np.int64), _workspace(ndx, nu),
+            _euler_workspace(ndx, nu, n_lie, euler), ndx)
+
+
+@kernel
+def shared_rows(ndx, nu, n_lie, euler, cut):
+    """(channel, workspace, Euler workspace, cut) of a backward pass whose knots a worker
+    may help with (:func:`backward_range_shared`, :func:`assist`): rows cut.. theirs."""
+    return (np.zeros(CHANNEL_LENGTH, dtype=np.int64), _workspace(ndx, nu),
+            _euler_workspace(ndx, nu, n_lie, euler), cut)
+
+
+@kernel
+def _post(channel, t, task, split, rows):
+    """Hand the worker the rows split..rows of ``task`` at knot t (nothing when split =
+    rows); returns the request's number (0: none)."""
+    if split >= rows:
+        return 0
+    request = channel[REQUEST] + 1              # written by this thread only
+    channel[KNOT] = t
+    channel[TASK] = task
+    store_release(channel, REQUEST, request)
+    return request
+
+
+@kernel
+def _wait_done(channel, request):
+    """Spin until the worker has answered ``request`` (0: none posted)."""
+    if request == 0:
+        return
+    while load_acquire(channel, DONE) != request:
+        pass
+
+
+@kernel
+def assist(shared, Fx, Fu, Vxx, K):
+    """The worker's side (see above): mark itself present, then answer each request of
+    the backward pass sharing ``shared`` until the calling thread sets END
+    (:func:`release`); spins without the GIL."""
+    channel, ws, blocks, cut = shared
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    BR, BRu, FxVC = blocks[0], blocks[1], blocks[3]
+    ndx = Qxx.shape[0]
+    store_release(channel, PRESENT, 1)
+    seen = 0
+    while load_acquire(channel, END) == 0:
+        request = load_acquire(channel, REQUEST)
+        if request == seen:
+            continue
+        seen = request
+        t, task = channel[KNOT], channel[TASK]
+        if task == EULER_ROWS:
+            _euler_rows(FxVC, BR, BRu, Qxx, Qxu, cut, ndx)
+        elif task == DENSE_ROWS:
+            _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, cut, ndx)
+        else:
+            np.dot(Qxu[cut:], K[t], Vxx[t, cut:])
+        store_release(channel, DONE, request)
+
+
+@kernel
+def release(channel):
+    """End the worker's :func:`assist` (the backward pass needs it no more)."""
+    store_release(channel, END, 1)
+
+
+@kernel
+def split_is_exact(ndx, nu, n_lie, cut):
+    """Whether the products the worker shares give, split at row ``cut``, the bits of
+    the whole products (:func:`_euler_rows` with n + n_lie inner columns,
+    :func:`_dense_rows`, Qxu K), on arrays of their shapes filled with a fixed
+    pattern: which kernel the BLAS library runs depends on the sizes, not the values."""
+    m = ndx // 2 + n_lie
+    sizes = ((ndx, m, ndx), (ndx, m, nu), (ndx, ndx, ndx), (ndx, ndx, nu), (ndx, nu, ndx))
+    for a, b, c in sizes:
+        A = np.empty((a, b))
+        B = np.empty((2, b, c))
+        for i in range(a):
+            for j in range(b):
+                A[i, j] = np.sin(1.0 + 0.37 * i + 1.91 * j)
+        for i in range(b):
+            for j in range(c):
+                B[1, i, j] = np.cos(0.5 + 1.13 * i + 0.29 * j)
+        whole = np.empty((2, a, c))
+        rows = np.empty((2, a, c))
+        np.dot(A, B[1], whole[1])
+        np.dot(A[:cut], B[1], rows[1, :cut])
+        np.dot(A[cut:], B[1], rows[1, cut:])
+        for i in range(a):
+            for j in range(c):
+                if whole[1, i, j] != rows[1, i, j]:
+                    return False
+    return True
+
+
+@kernel
+def _q_function(t, F, Vxx, Quu, ws, channel, split):
     """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
-    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws."""
+    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws; the rows split.. of Qxx and
+    Qxu by the worker of ``channel`` when split < ndx (:func:`_dense_rows`)."""
     Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
     np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
     np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
-    np.dot(FxV, Fx[t], Qxx)
-    np.dot(FxV, Fu[t], Qxu)
+    request = _post(channel, t, DENSE_ROWS, split, Qxx.shape[0])
+    _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, 0, split)
     np.dot(FuV, Fu[t], Quu[t])
+    _wait_done(channel, request)
+
+
+@kernel
+def _dense_rows(FxV, Fxt, Fut, Qxx, Qxu, first, stop):
+    """Rows first..stop of Qxx = (Fx^T Vxx') Fx and Qxu = (Fx^T Vxx') Fu."""
+    np.dot(FxV[first:stop], Fxt, Qxx[first:stop])
+    np.dot(FxV[first:stop], Fut, Qxu[first:stop])
 
 
 @kernel
@@ -254,9 +403,11 @@ def _euler_workspace(ndx, nu, n_lie, used):
 
 
 @kernel
-def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
+def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, split):
     """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
-    the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru]."""
+    the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru];
+    the rows split.. of Qxx and Qxu by the worker of ``channel`` when split < ndx
+    (:func:`_euler_rows`)."""
     Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
     BR, BRu, CV, FxVC, FuVC = blocks
@@ -291,12 +442,21 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(FxV, dt, lie_rows, FxVC)
     _times_c(FuV, dt, lie_rows, FuVC)
-    np.dot(FxVC, BR, Qxx)                      # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
-    for r in range(ndx):
+    request = _post(channel, t, EULER_ROWS, split, ndx)
+    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, split)
+    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
+    _wait_done(channel, request)
+    for r in range(ndx):                       # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
         for c in range(n):
             Qxx[r, c] += FxV[r, c]
-    np.dot(FxVC, BRu, Qxu)                     # (Fx^T V) Fu = (Fx^T V) C [Bu; Ru]
-    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
+
+
+@kernel
+def _euler_rows(FxVC, BR, BRu, Qxx, Qxu, first, stop):
+    """Rows first..stop of (Fx^T V) C [B; R] (into Qxx, before its E term) and of Qxu =
+    (Fx^T V) C [Bu; Ru] (:func:`_q_function_euler`)."""
+    np.dot(FxVC[first:stop], BR, Qxx[first:stop])
+    np.dot(FxVC[first:stop], BRu, Qxu[first:stop])
 
 
 @kernel
@@ -386,22 +546,25 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 
 
 @kernel
-def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
-    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I."""
+def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, split):
+    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I; the rows
+    split.. of Qxu K by the worker of ``channel`` when split < ndx."""
     _, _, Qx, Qxx, Qxu = ws[0]
     ndx, nu = Qxu.shape
+    request = _post(channel, t, VALUE_ROWS, split, ndx)
+    np.dot(Qxu[:split], K[t], Vxx[t, :split])  # Qxu K, then Qxx - Qxu K
     for i in range(nu):
         s = 0.0
         for j in range(nu):
             s += Quu[t, i, j] * k[t, j]
         Quuk[t, i] = s
-    np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
     for i in range(ndx):                       # along K's rows, each entry in order p
         Vx[t, i] = Qx[i]
     for p in range(nu):
         qp = Qu[t, p]
         for i in range(ndx):
             Vx[t, i] -= K[t, p, i] * qp
+    _wait_done(channel, request)
     for i in range(ndx):
         Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
         for j in range(i):
@@ -521,4 +684,5 @@ def backward_range_kept(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, mu, nus, Vx, Vxx, Q
     dts, lie_rows = euler
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, False, mu, nus,
                   np.zeros(0, dtype=np.bool_), Qu, Qu, Qu, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end,
-                  0, dts, lie_rows, Lq, Vf)
+                  0, dts, lie_rows, Lq, Vf,
+                  alone(Fu.shape[1], Fu.shape[2], lie_rows.shape[0], dts.shape[0] > 0))
