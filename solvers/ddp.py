@@ -46,20 +46,33 @@ from .riccati import (assist, backward_pass, backward_range, backward_range_shar
 
 
 # the rows of a knot's state from which the worker of a parallel calc_diff, once its knots
-# are done, computes a share of the backward pass's products (:func:`.riccati.assist`):
+# are done, takes a share of the backward pass's products (:func:`.riccati.assist`):
 # the talos squat's knots (76 rows, 32 controls) 1.13x faster so, the solo12 trot's (36
 # rows) 0.92-0.96x (a micro-benchmark of one knot's products split by rows, two threads,
 # load 1.0): below, the handshakes and the rows crossing cores cost more than they save
 ASSIST_MIN_ROWS = 48
-# {(ndx, nu, lie rows, cut): whether the split products give the whole ones' bits}
+# {(ndx, nu, lie rows, cuts): whether the split products give the whole ones' bits}
 _EXACT_SPLITS = {}
 
 
-def assist_cut(ndx):
-    """The first row of the worker's share: about half the rows, a multiple of 8 (the
-    row blocks of the BLAS kernels: OpenBLAS's Haswell dgemm gives a row block the
-    whole product's bits at even cuts only)."""
-    return max(8, int(round(ndx / 16.0)) * 8)
+def _multiple_of_8(rows, ndx):
+    """``rows`` rounded up to a multiple of 8 within [8, ndx - 8] (the BLAS kernels' row
+    blocks: OpenBLAS's Haswell dgemm gives a row block the whole product's bits at even
+    cuts only)."""
+    return int(min(max(8, 8 * np.ceil(rows / 8.0)), ndx - 8))
+
+
+def assist_cuts(ndx, nu, n_lie, euler):
+    """(product_cut, value_cut): the first rows of the worker's share of Qxx and Qxu, and
+    of Qxu K.  The calling thread computes Fx^T Vxx' and the rows above product_cut, the
+    worker Fu^T Vxx', Quu and the rows below, for equal multiply-adds on each side (the
+    Euler products' inner size n + |L|, the dense ones' ndx); Qxu K in halves."""
+    inner = ndx // 2 + n_lie if euler else ndx
+    calling = ndx * inner * ndx                     # Fx^T Vxx'
+    worker = nu * inner * ndx + nu * inner * nu     # Fu^T Vxx', Quu
+    per_row = inner * (ndx + nu)                    # a row of Qxx and Qxu
+    product_cut = (worker + per_row * ndx - calling) / (2.0 * per_row)
+    return _multiple_of_8(product_cut, ndx), _multiple_of_8(ndx / 2.0, ndx)
 
 
 class _BackwardTail:
@@ -90,7 +103,7 @@ class _BackwardTail:
         end of its chunk until :meth:`release` (the calling thread's, after the region's
         backward pass)."""
         assist(self.shared, self.problem.Fx, self.problem.Fu, self.arrays[16],
-               self.arrays[20])
+               self.arrays[18], self.arrays[20], self.arrays[-1])
 
     def release(self):
         release(self.shared[0])
@@ -458,12 +471,12 @@ class DDP:
         if ndx < ASSIST_MIN_ROWS:
             return None
         if getattr(self, "_shared", (None, None))[0] != key:
-            cut = assist_cut(ndx)
-            exact = _EXACT_SPLITS.get(key[:3] + (cut,))
+            cuts = assist_cuts(*key)
+            exact = _EXACT_SPLITS.get(key[:3] + cuts)
             if exact is None:
-                exact = _EXACT_SPLITS[key[:3] + (cut,)] = bool(
-                    split_is_exact(ndx, nu, lie_rows.shape[0], cut))
-            self._shared = (key, shared_rows(*key, cut) if exact else None)
+                exact = _EXACT_SPLITS[key[:3] + cuts] = bool(
+                    split_is_exact(ndx, nu, lie_rows.shape[0], *cuts))
+            self._shared = (key, shared_rows(*key, *cuts) if exact else None)
         return self._shared[1]
 
     def _riccati_arrays(self, us, gaps, feasible, preg):

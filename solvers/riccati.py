@@ -184,9 +184,9 @@ def backward_range_shared(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus
                           u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin,
                           euler, shared):
     """:func:`backward_range` (``euler`` the tuple) with the workspace and the channel
-    of ``shared`` (:func:`shared_rows`): at each knot where a worker waits in
-    :func:`assist`, it computes the rows ``cut``.. of the knot's Qxx, Qxu and Qxu K (the
-    same bits as one thread's, :func:`split_is_exact`)."""
+    of ``shared`` (:func:`shared_rows`): at each knot that starts while a worker waits in
+    :func:`assist`, it computes the knot's Fu^T Vxx' and Quu and its cuts' rows of Qxx,
+    Qxu and Qxu K (the same bits as one thread's, :func:`split_is_exact`)."""
     dts, lie_rows = euler
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
@@ -201,11 +201,11 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
     takes the box QP; Lq, Vf empty: nothing kept, else Lq[t] gets the Cholesky factor
     of Quu[t] that :func:`_gains` computed (its leading nus[t] block, lower triangle)
     and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible).  ``shared`` = (channel,
-    workspace, Euler workspace, cut) (:func:`shared_rows`; :func:`alone`: an empty
+    workspace, Euler workspace, cuts) (:func:`shared_rows`; :func:`alone`: an empty
     channel, nothing shared): a knot that starts while a worker waits in :func:`assist`
-    hands it the rows cut.. of its products."""
+    hands it a share of its products."""
     N, ndx, nu = Fu.shape
-    channel, ws, blocks, cut = shared
+    channel, ws, blocks, cuts = shared
     keep = Lq.shape[0] > 0
     L = ws[1][0]
     if t_end == N:
@@ -217,16 +217,13 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, N, Vf)
     for t in range(t_end - 1, t_begin - 1, -1):
-        # rows 0..split here, split.. on the worker (ndx: all here; a knot is split or not
-        # as a whole, so a worker that arrives mid-knot waits for the next)
-        split = ndx
-        if channel.shape[0] > 0 and load_acquire(channel, PRESENT) != 0:
-            split = cut
+        # a knot is shared or not as a whole: a worker that arrives mid-knot takes the next
+        shared = channel.shape[0] > 0 and load_acquire(channel, PRESENT) != 0
         if dts.shape[0] > 0 and dts[t] > 0.0:
             _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks, channel,
-                              split)
+                              shared, cuts[0])
         else:
-            _q_function(t, (Fx, Fu), Vxx, Quu, ws, channel, split)
+            _q_function(t, (Fx, Fu), Vxx, Quu, ws, channel, shared, cuts[0])
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
         boxed = limited.shape[0] > 0 and limited[t]
         if not _gains(t, nus[t], ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
@@ -235,7 +232,7 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
             for i in range(nus[t]):
                 for j in range(i + 1):
                     Lq[t, i, j] = L[i, j]
-        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, split)
+        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, cuts[1])
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t, Vf)
         for i in range(ndx):
@@ -258,18 +255,22 @@ def _workspace(ndx, nu):
 # -- a worker's share of a knot's products (two threads) -----------------------------
 #
 # Where a parallel calc_diff's worker has finished its knots, the backward pass that
-# follows them (:class:`.ddp._BackwardTail`) hands it, at each knot, the rows cut..ndx
-# of Qxx and Qxu (:func:`_euler_rows`, :func:`_dense_rows`) and of Qxu K
-# (:func:`_value_function`): the worker waits in :func:`assist`, the calling thread posts
-# a request (the knot, which product) by a release store and waits for its number in
-# DONE (acquire loads, :mod:`geppetto.ocp.parallel`), without the GIL.  Each row is
-# one BLAS product's row either way: the same bits as one thread's when the library
-# gives a row block the full product's bits, which :func:`split_is_exact` checks for
-# the sizes (OpenBLAS's Haswell kernels: at an even cut, and not where it threads the
-# product itself).  The channel's slots, each alone on a cache line:
-REQUEST, KNOT, TASK, DONE, PRESENT, END = 0, 8, 16, 24, 32, 40
+# follows them (:class:`.ddp._BackwardTail`) hands it, at each knot, the control-side
+# chain Fu^T Vxx' and Quu = Fu^T Vxx' Fu whole (:func:`_euler_u`, :func:`_dense_u`),
+# then the rows cut.. of Qxx and Qxu (:func:`_euler_rows`, :func:`_dense_rows`), and
+# after the gains the rows cut.. of Qxu K (:func:`_value_function`), while it computes
+# Fx^T Vxx' and the other rows: the worker waits in :func:`assist`, the calling thread
+# posts each request (the knot, which product) by a release store and waits for its
+# number in DONE (acquire loads, :mod:`geppetto.ocp.parallel`), without the GIL.  A
+# whole product is the same call on either thread; a row block gives the whole
+# product's bits where the BLAS library computes each row alike whatever the block,
+# which :func:`split_is_exact` checks for the sizes (OpenBLAS's Haswell kernels: at
+# even cuts, and not where it threads the product itself).  The channel's slots, each
+# alone on a cache line; a request's knot and task in one of two slots by its parity
+# (at most two are pending):
+REQUEST, DONE, PRESENT, END, TASKS = 0, 8, 16, 24, 32
 CHANNEL_LENGTH = 48
-EULER_ROWS, DENSE_ROWS, VALUE_ROWS = 1, 2, 3
+EULER_U, EULER_ROWS, DENSE_U, DENSE_ROWS, VALUE_ROWS = 1, 2, 3, 4, 5
 
 
 @kernel
@@ -277,63 +278,72 @@ def alone(ndx, nu, n_lie, euler):
     """The ``shared`` argument of :func:`_sweep` of a pass that shares nothing: an empty
     channel, its own workspaces (:func:`_workspace`, :func:`_euler_workspace`)."""
     return (np.zeros(0, dtype=np.int64), _workspace(ndx, nu),
-            _euler_workspace(ndx, nu, n_lie, euler), ndx)
+            _euler_workspace(ndx, nu, n_lie, euler), (ndx, ndx))
 
 
 @kernel
-def shared_rows(ndx, nu, n_lie, euler, cut):
-    """(channel, workspace, Euler workspace, cut) of a backward pass whose knots a worker
-    may help with (:func:`backward_range_shared`, :func:`assist`): rows cut.. theirs."""
+def shared_rows(ndx, nu, n_lie, euler, product_cut, value_cut):
+    """(channel, workspace, Euler workspace, (product_cut, value_cut)) of a backward pass
+    whose knots a worker may help with (:func:`backward_range_shared`, :func:`assist`):
+    the rows product_cut.. of Qxx and Qxu and value_cut.. of Qxu K are its."""
     return (np.zeros(CHANNEL_LENGTH, dtype=np.int64), _workspace(ndx, nu),
-            _euler_workspace(ndx, nu, n_lie, euler), cut)
+            _euler_workspace(ndx, nu, n_lie, euler), (product_cut, value_cut))
 
 
 @kernel
-def _post(channel, t, task, split, rows):
-    """Hand the worker the rows split..rows of ``task`` at knot t (nothing when split =
-    rows); returns the request's number (0: none)."""
-    if split >= rows:
+def _post(channel, t, task, shared):
+    """Hand the worker ``task`` at knot t when ``shared``; returns the request's number
+    (0: none posted)."""
+    if not shared:
         return 0
     request = channel[REQUEST] + 1              # written by this thread only
-    channel[KNOT] = t
-    channel[TASK] = task
+    slot = TASKS + 2 * (request % 2)
+    channel[slot] = t
+    channel[slot + 1] = task
     store_release(channel, REQUEST, request)
     return request
 
 
 @kernel
 def _wait_done(channel, request):
-    """Spin until the worker has answered ``request`` (0: none posted)."""
+    """Spin until the worker has answered ``request`` (0: none posted) and those before."""
     if request == 0:
         return
-    while load_acquire(channel, DONE) != request:
+    while load_acquire(channel, DONE) < request:
         pass
 
 
 @kernel
-def assist(shared, Fx, Fu, Vxx, K):
-    """The worker's side (see above): mark itself present, then answer each request of
-    the backward pass sharing ``shared`` until the calling thread sets END
-    (:func:`release`); spins without the GIL."""
-    channel, ws, blocks, cut = shared
+def assist(shared, Fx, Fu, Vxx, Quu, K, euler):
+    """The worker's side (see above): mark itself present, then answer the requests of
+    the backward pass sharing ``shared``, in order, until the calling thread sets END
+    (:func:`release`); spins without the GIL.  ``euler`` = (dts, lie_rows) as
+    :func:`backward_range`'s."""
+    channel, ws, blocks, cuts = shared
+    dts, lie_rows = euler
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    BR, BRu, FxVC = blocks[0], blocks[1], blocks[3]
+    BR, BRu, CV, FxVC, FuVC = blocks
     ndx = Qxx.shape[0]
+    product_cut, value_cut = cuts
     store_release(channel, PRESENT, 1)
     seen = 0
     while load_acquire(channel, END) == 0:
-        request = load_acquire(channel, REQUEST)
-        if request == seen:
+        if load_acquire(channel, REQUEST) == seen:
             continue
-        seen = request
-        t, task = channel[KNOT], channel[TASK]
-        if task == EULER_ROWS:
-            _euler_rows(FxVC, BR, BRu, Qxx, Qxu, cut, ndx)
+        seen += 1
+        slot = TASKS + 2 * (seen % 2)
+        t, task = channel[slot], channel[slot + 1]
+        if task == EULER_U:
+            _euler_u(BRu, CV, dts[t], lie_rows, FuV, FuVC, Quu[t])
+        elif task == EULER_ROWS:
+            _euler_rows(FxVC, BR, BRu, Qxx, Qxu, product_cut, ndx)
+        elif task == DENSE_U:
+            _dense_u(Fu[t], Vxx[t + 1], FuV, Quu[t])
         elif task == DENSE_ROWS:
-            _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, cut, ndx)
+            _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, product_cut, ndx)
         else:
-            np.dot(Qxu[cut:], K[t], Vxx[t, cut:])
-        store_release(channel, DONE, request)
+            np.dot(Qxu[value_cut:], K[t], Vxx[t, value_cut:])
+        store_release(channel, DONE, seen)
 
 
 @kernel
@@ -343,14 +353,16 @@ def release(channel):
 
 
 @kernel
-def split_is_exact(ndx, nu, n_lie, cut):
-    """Whether the products the worker shares give, split at row ``cut``, the bits of
-    the whole products (:func:`_euler_rows` with n + n_lie inner columns,
+def split_is_exact(ndx, nu, n_lie, product_cut, value_cut):
+    """Whether the products the worker shares give, split at their cuts, the bits of the
+    whole products (:func:`_euler_rows` with n + n_lie inner columns,
     :func:`_dense_rows`, Qxu K), on arrays of their shapes filled with a fixed
     pattern: which kernel the BLAS library runs depends on the sizes, not the values."""
     m = ndx // 2 + n_lie
-    sizes = ((ndx, m, ndx), (ndx, m, nu), (ndx, ndx, ndx), (ndx, ndx, nu), (ndx, nu, ndx))
-    for a, b, c in sizes:
+    sizes = ((ndx, m, ndx, product_cut), (ndx, m, nu, product_cut),
+             (ndx, ndx, ndx, product_cut), (ndx, ndx, nu, product_cut),
+             (ndx, nu, ndx, value_cut))
+    for a, b, c, cut in sizes:
         A = np.empty((a, b))
         B = np.empty((2, b, c))
         for i in range(a):
@@ -372,18 +384,27 @@ def split_is_exact(ndx, nu, n_lie, cut):
 
 
 @kernel
-def _q_function(t, F, Vxx, Quu, ws, channel, split):
+def _q_function(t, F, Vxx, Quu, ws, channel, shared, product_cut):
     """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
-    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws; the rows split.. of Qxx and
-    Qxu by the worker of ``channel`` when split < ndx (:func:`_dense_rows`)."""
+    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws; with ``shared``, Fu^T Vxx',
+    Quu[t] and the rows product_cut.. of Qxx and Qxu by the worker of ``channel``."""
     Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    u_chain = _post(channel, t, DENSE_U, shared)
     np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
-    np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
-    request = _post(channel, t, DENSE_ROWS, split, Qxx.shape[0])
+    rows = _post(channel, t, DENSE_ROWS, shared)
+    split = product_cut if shared else Qxx.shape[0]
     _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, 0, split)
-    np.dot(FuV, Fu[t], Quu[t])
-    _wait_done(channel, request)
+    if u_chain == 0:
+        _dense_u(Fu[t], Vxx[t + 1], FuV, Quu[t])
+    _wait_done(channel, rows)
+
+
+@kernel
+def _dense_u(Fut, V, FuV, Quut):
+    """Fu^T Vxx' (into FuV) and Quu = (Fu^T Vxx') Fu."""
+    np.dot(Fut.T, V, FuV)
+    np.dot(FuV, Fut, Quut)
 
 
 @kernel
@@ -403,11 +424,12 @@ def _euler_workspace(ndx, nu, n_lie, used):
 
 
 @kernel
-def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, split):
+def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, shared,
+                      product_cut):
     """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
     the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru];
-    the rows split.. of Qxx and Qxu by the worker of ``channel`` when split < ndx
-    (:func:`_euler_rows`)."""
+    with ``shared``, Fu^T V, Quu[t] (:func:`_euler_u`) and the rows product_cut.. of
+    Qxx and Qxu (:func:`_euler_rows`) by the worker of ``channel``."""
     Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
     BR, BRu, CV, FxVC, FuVC = blocks
@@ -434,21 +456,30 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, split):
     for a in range(lie_rows.shape[0]):
         for c in range(ndx):
             CV[n + a, c] = V[lie_rows[a], c]
+    u_chain = _post(channel, t, EULER_U, shared)
     np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
     for r in range(n):
         for c in range(ndx):
             FxV[r, c] += V[r, c]
-    np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
-    # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
+    # (Fx^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(FxV, dt, lie_rows, FxVC)
-    _times_c(FuV, dt, lie_rows, FuVC)
-    request = _post(channel, t, EULER_ROWS, split, ndx)
-    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, split)
-    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
-    _wait_done(channel, request)
+    rows = _post(channel, t, EULER_ROWS, shared)
+    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, product_cut if shared else ndx)
+    if u_chain == 0:
+        _euler_u(BRu, CV, dt, lie_rows, FuV, FuVC, Quu[t])
+    _wait_done(channel, rows)
     for r in range(ndx):                       # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
         for c in range(n):
             Qxx[r, c] += FxV[r, c]
+
+
+@kernel
+def _euler_u(BRu, CV, dt, lie_rows, FuV, FuVC, Quut):
+    """Fu^T V = [Bu; Ru]^T C^T V (into FuV), (Fu^T V) C (FuVC) and Quu = (Fu^T V) Fu =
+    (Fu^T V) C [Bu; Ru] (:func:`_q_function_euler`)."""
+    np.dot(BRu.T, CV, FuV)
+    _times_c(FuV, dt, lie_rows, FuVC)
+    np.dot(FuVC, BRu, Quut)
 
 
 @kernel
@@ -546,12 +577,13 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 
 
 @kernel
-def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, split):
-    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I; the rows
-    split.. of Qxu K by the worker of ``channel`` when split < ndx."""
+def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, value_cut):
+    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I; with
+    ``shared``, the rows value_cut.. of Qxu K by the worker of ``channel``."""
     _, _, Qx, Qxx, Qxu = ws[0]
     ndx, nu = Qxu.shape
-    request = _post(channel, t, VALUE_ROWS, split, ndx)
+    request = _post(channel, t, VALUE_ROWS, shared)
+    split = value_cut if shared else ndx
     np.dot(Qxu[:split], K[t], Vxx[t, :split])  # Qxu K, then Qxx - Qxu K
     for i in range(nu):
         s = 0.0
