@@ -217,6 +217,8 @@ class DDP:
             self.has_control_limits[start:stop] = model.has_control_bounds
         self.forward_pass = ForwardPass(problem)
         self.gaps = np.zeros((N + 1, ndx))
+        # (sizes, workspace) of the backward pass shared with a worker (:meth:`_shared_rows`)
+        self._shared = (None, None)
         self.no_box = np.zeros(N, dtype=bool)
         self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
         # line searches that took no step after a speculation had begun (the iterate's
@@ -470,7 +472,7 @@ class DDP:
         key = (ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
         if ndx < ASSIST_MIN_ROWS:
             return None
-        if getattr(self, "_shared", (None, None))[0] != key:
+        if self._shared[0] != key:
             cuts = assist_cuts(*key)
             exact = _EXACT_SPLITS.get(key[:3] + cuts)
             if exact is None:

@@ -42,7 +42,7 @@ cond(Quu) (up to 1e-10 of the largest gain on the solo12 trot, cond 1.6e9).
 """
 import numpy as np
 
-from ..dynamics.config import kernel
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
 from ..ocp.parallel import load_acquire, store_release
 
@@ -219,11 +219,16 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
     for t in range(t_end - 1, t_begin - 1, -1):
         # a knot is shared or not as a whole: a worker that arrives mid-knot takes the next
         shared = channel.shape[0] > 0 and load_acquire(channel, PRESENT) != 0
-        if dts.shape[0] > 0 and dts[t] > 0.0:
-            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks, channel,
-                              shared, cuts[0])
+        euler_knot = dts.shape[0] > 0 and dts[t] > 0.0
+        if euler_knot and shared:
+            _q_function_euler_shared(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks,
+                                     channel, cuts[0])
+        elif euler_knot:
+            _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
+        elif shared:
+            _q_function_shared(t, (Fx, Fu), Vxx, Quu, ws, channel, cuts[0])
         else:
-            _q_function(t, (Fx, Fu), Vxx, Quu, ws, channel, shared, cuts[0])
+            _q_function(t, (Fx, Fu), Vxx, Quu, ws)
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
         boxed = limited.shape[0] > 0 and limited[t]
         if not _gains(t, nus[t], ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
@@ -232,7 +237,10 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
             for i in range(nus[t]):
                 for j in range(i + 1):
                     Lq[t, i, j] = L[i, j]
-        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, cuts[1])
+        if shared:
+            _value_function_shared(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, cuts[1])
+        else:
+            _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t, Vf)
         for i in range(ndx):
@@ -291,11 +299,8 @@ def shared_rows(ndx, nu, n_lie, euler, product_cut, value_cut):
 
 
 @kernel
-def _post(channel, t, task, shared):
-    """Hand the worker ``task`` at knot t when ``shared``; returns the request's number
-    (0: none posted)."""
-    if not shared:
-        return 0
+def _post(channel, t, task):
+    """Hand the worker ``task`` at knot t; returns the request's number."""
     request = channel[REQUEST] + 1              # written by this thread only
     slot = TASKS + 2 * (request % 2)
     channel[slot] = t
@@ -306,9 +311,7 @@ def _post(channel, t, task, shared):
 
 @kernel
 def _wait_done(channel, request):
-    """Spin until the worker has answered ``request`` (0: none posted) and those before."""
-    if request == 0:
-        return
+    """Spin until the worker has answered ``request`` and those before."""
     while load_acquire(channel, DONE) < request:
         pass
 
@@ -384,21 +387,30 @@ def split_is_exact(ndx, nu, n_lie, product_cut, value_cut):
 
 
 @kernel
-def _q_function(t, F, Vxx, Quu, ws, channel, shared, product_cut):
+def _q_function(t, F, Vxx, Quu, ws):
     """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
-    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws; with ``shared``, Fu^T Vxx',
-    Quu[t] and the rows product_cut.. of Qxx and Qxu by the worker of ``channel``."""
+    (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws."""
     Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    u_chain = _post(channel, t, DENSE_U, shared)
     np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
-    rows = _post(channel, t, DENSE_ROWS, shared)
-    split = product_cut if shared else Qxx.shape[0]
-    _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, 0, split)
-    if u_chain == 0:
-        _dense_u(Fu[t], Vxx[t + 1], FuV, Quu[t])
-    _wait_done(channel, rows)
+    np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
+    np.dot(FxV, Fx[t], Qxx)
+    np.dot(FxV, Fu[t], Qxu)
+    np.dot(FuV, Fu[t], Quu[t])
 
+
+@kernel
+def _q_function_shared(t, F, Vxx, Quu, ws, channel, product_cut):
+    """:func:`_q_function`'s products with the worker of ``channel``: it computes Fu^T
+    Vxx' and Quu[t] (:func:`_dense_u`) and the rows product_cut.. of Qxx and Qxu (the
+    same calls as one thread's, the rows' bits checked by :func:`split_is_exact`)."""
+    Fx, Fu = F
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    _post(channel, t, DENSE_U)
+    np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
+    rows = _post(channel, t, DENSE_ROWS)
+    _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, 0, product_cut)
+    _wait_done(channel, rows)
 
 @kernel
 def _dense_u(Fut, V, FuV, Quut):
@@ -424,18 +436,40 @@ def _euler_workspace(ndx, nu, n_lie, used):
 
 
 @kernel
-def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, shared,
-                      product_cut):
+def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
-    the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru];
-    with ``shared``, Fu^T V, Quu[t] (:func:`_euler_u`) and the rows product_cut.. of
-    Qxx and Qxu (:func:`_euler_rows`) by the worker of ``channel``."""
-    Fx, Fu = F
+    the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru]."""
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
     BR, BRu, CV, FxVC, FuVC = blocks
-    ndx, nu = Qxu.shape
+    ndx = Qxu.shape[0]
     n = ndx // 2
     V = Vxx[t + 1]
+    _euler_blocks(t, dt, lie_rows, F, V, blocks)
+    np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
+    for r in range(n):
+        for c in range(ndx):
+            FxV[r, c] += V[r, c]
+    np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
+    # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
+    _times_c(FxV, dt, lie_rows, FxVC)
+    _times_c(FuV, dt, lie_rows, FuVC)
+    np.dot(FxVC, BR, Qxx)                      # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
+    for r in range(ndx):
+        for c in range(n):
+            Qxx[r, c] += FxV[r, c]
+    np.dot(FxVC, BRu, Qxu)                     # (Fx^T V) Fu = (Fx^T V) C [Bu; Ru]
+    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
+
+
+@inline_kernel
+def _euler_blocks(t, dt, lie_rows, F, V, blocks):
+    """[B; R], [Bu; Ru] and C^T V of knot t (:func:`_q_function_euler`; inlined: as a
+    call, given the tuples, one thread's knot took 1.02-1.05x the time on solo12's
+    sizes)."""
+    Fx, Fu = F
+    BR, BRu, CV = blocks[0], blocks[1], blocks[2]
+    ndx, nu = Fu.shape[1], Fu.shape[2]
+    n = ndx // 2
     # [B; R], [Bu; Ru]: B, Bu the bottom rows of Fx, Fu; R, Ru their Lie rows' rest
     for r in range(n):
         for c in range(ndx):
@@ -456,22 +490,30 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, shared,
     for a in range(lie_rows.shape[0]):
         for c in range(ndx):
             CV[n + a, c] = V[lie_rows[a], c]
-    u_chain = _post(channel, t, EULER_U, shared)
+
+@kernel
+def _q_function_euler_shared(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, product_cut):
+    """:func:`_q_function_euler`'s products with the worker of ``channel``: it computes
+    Fu^T V and Quu[t] (:func:`_euler_u`) and the rows product_cut.. of Qxx and Qxu (the
+    same calls as one thread's, the rows' bits checked by :func:`split_is_exact`)."""
+    FxV, FuV, Qx, Qxx, Qxu = ws[0]
+    BR, BRu, CV, FxVC, FuVC = blocks
+    ndx = Qxu.shape[0]
+    n = ndx // 2
+    V = Vxx[t + 1]
+    _euler_blocks(t, dt, lie_rows, F, V, blocks)
+    _post(channel, t, EULER_U)
     np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
     for r in range(n):
         for c in range(ndx):
             FxV[r, c] += V[r, c]
-    # (Fx^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(FxV, dt, lie_rows, FxVC)
-    rows = _post(channel, t, EULER_ROWS, shared)
-    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, product_cut if shared else ndx)
-    if u_chain == 0:
-        _euler_u(BRu, CV, dt, lie_rows, FuV, FuVC, Quu[t])
+    rows = _post(channel, t, EULER_ROWS)
+    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, product_cut)
     _wait_done(channel, rows)
-    for r in range(ndx):                       # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
+    for r in range(ndx):                       # the E term of (Fx^T V) Fx
         for c in range(n):
             Qxx[r, c] += FxV[r, c]
-
 
 @kernel
 def _euler_u(BRu, CV, dt, lie_rows, FuV, FuVC, Quut):
@@ -577,14 +619,18 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 
 
 @kernel
-def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, value_cut):
-    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I; with
-    ``shared``, the rows value_cut.. of Qxu K by the worker of ``channel``."""
+def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
+    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I."""
     _, _, Qx, Qxx, Qxu = ws[0]
-    ndx, nu = Qxu.shape
-    request = _post(channel, t, VALUE_ROWS, shared)
-    split = value_cut if shared else ndx
-    np.dot(Qxu[:split], K[t], Vxx[t, :split])  # Qxu K, then Qxx - Qxu K
+    np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
+    _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx)
+    _symmetric_value(t, Qxx, Vxx, mu)
+
+
+@inline_kernel
+def _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx):
+    """Quuk[t] = Quu k and Vx[t] = Qx - K^T Qu (:func:`_value_function`)."""
+    ndx, nu = K.shape[2], K.shape[1]
     for i in range(nu):
         s = 0.0
         for j in range(nu):
@@ -596,7 +642,12 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, va
         qp = Qu[t, p]
         for i in range(ndx):
             Vx[t, i] -= K[t, p, i] * qp
-    _wait_done(channel, request)
+
+
+@inline_kernel
+def _symmetric_value(t, Qxx, Vxx, mu):
+    """Vxx[t] = sym(Qxx - Vxx[t]) + mu I, Vxx[t] holding Qxu K (:func:`_value_function`)."""
+    ndx = Qxx.shape[0]
     for i in range(ndx):
         Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
         for j in range(i):
@@ -604,6 +655,17 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, shared, va
             Vxx[t, i, j] = s
             Vxx[t, j, i] = s
 
+
+@kernel
+def _value_function_shared(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, value_cut):
+    """:func:`_value_function` with the worker of ``channel`` computing the rows
+    value_cut.. of Qxu K."""
+    _, _, Qx, Qxx, Qxu = ws[0]
+    request = _post(channel, t, VALUE_ROWS)
+    np.dot(Qxu[:value_cut], K[t], Vxx[t, :value_cut])
+    _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx)
+    _wait_done(channel, request)
+    _symmetric_value(t, Qxx, Vxx, mu)
 
 @kernel
 def _add_gap_term(Vx, Vxx, gaps, t, Vf):
