@@ -531,9 +531,9 @@ class ShootingProblem:
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
         knots, with b = 0.  A ``then`` whose ``assist`` is not None gets worker 0 once its
         chunk program is done: ``then.assist()`` runs there until the calling thread's
-        ``then.release()``, called once its part of the region is over (raised or not).  On one thread a horizon of free-dynamics phases is evaluated
-        in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
-        the bit."""
+        ``then.release()``, called once its part of the region is over (raised or not).
+        On one thread a horizon of free-dynamics phases is evaluated in one compiled call
+        (:meth:`_evaluation`): the same kernels, the same arrays to the bit."""
         if validate:
             xs, us = self._validate(xs, us)
         with _numba_threads(1):
