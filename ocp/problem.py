@@ -529,11 +529,9 @@ class ShootingProblem:
         chunk, the terminal knot included) are evaluated, while the other chunks may
         still run (a solver's backward pass starts on them, see
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
-        knots, with b = 0.  A ``then`` whose ``assist`` is not None gets worker 0 once its
-        chunk program is done: ``then.assist()`` runs there until the calling thread's
-        ``then.release()``, called once its part of the region is over (raised or not).
-        On one thread a horizon of free-dynamics phases is evaluated in one compiled call
-        (:meth:`_evaluation`): the same kernels, the same arrays to the bit."""
+        knots, with b = 0.  On one thread a horizon of free-dynamics phases is evaluated
+        in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
+        the bit."""
         if validate:
             xs, us = self._validate(xs, us)
         with _numba_threads(1):
@@ -616,11 +614,6 @@ class ShootingProblem:
         below = starts[:n - 1]
         self.pipeline_wait = 0.0
 
-        # then.assist: worker 0's share of the backward pass once its chunk is done, until
-        # the calling thread's then.release() (the solver's, see .solvers.ddp._BackwardTail)
-        assist = getattr(then, "assist", None)
-        assisted = [0.0]                # worker 0's CPU seconds in then.assist
-
         def worker(i):
             if programs[i] is None:         # no knots
                 return
@@ -632,19 +625,8 @@ class ShootingProblem:
             if failed >= 0:
                 programs[i].failed[failed]()        # raises
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
-            if i == 0 and assist is not None:
-                began = time.thread_time()
-                assist()
-                assisted[0] = time.thread_time() - began
 
         def caller():
-            try:
-                follow()
-            finally:
-                if assist is not None:
-                    then.release()
-
-        def follow():
             began = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
@@ -700,8 +682,6 @@ class ShootingProblem:
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)
         if speculation is not None:     # worker 0's work after the trial, for the balance
             region.cpu[1] = max(0.0, region.cpu[1] - speculation.trial_seconds)
-        # its chunk's, for the balance: the backward pass it helped with is the caller's
-        region.cpu[1] = max(0.0, region.cpu[1] - assisted[0])
 
     def _reset_signal(self, n, starts):
         """The chunks' progress signal before a region: nothing evaluated, no failure."""

@@ -41,38 +41,7 @@ import numpy as np
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
-from .riccati import (assist, backward_pass, backward_range, backward_range_shared,
-                      expected_terms, max_abs, release, shared_rows, split_is_exact)
-
-
-# the rows of a knot's state from which the worker of a parallel calc_diff, once its knots
-# are done, takes a share of the backward pass's products (:func:`.riccati.assist`):
-# the talos squat's knots (76 rows, 32 controls) 1.13x faster so, the solo12 trot's (36
-# rows) 0.92-0.96x (a micro-benchmark of one knot's products split by rows, two threads,
-# load 1.0): below, the handshakes and the rows crossing cores cost more than they save
-ASSIST_MIN_ROWS = 48
-# {(ndx, nu, lie rows, cuts): whether the split products give the whole ones' bits}
-_EXACT_SPLITS = {}
-
-
-def _multiple_of_8(rows, ndx):
-    """``rows`` rounded up to a multiple of 8 within [8, ndx - 8] (the BLAS kernels' row
-    blocks: OpenBLAS's Haswell dgemm gives a row block the whole product's bits at even
-    cuts only)."""
-    return int(min(max(8, 8 * np.ceil(rows / 8.0)), ndx - 8))
-
-
-def assist_cuts(ndx, nu, n_lie, euler):
-    """(product_cut, value_cut): the first rows of the worker's share of Qxx and Qxu, and
-    of Qxu K.  The calling thread computes Fx^T Vxx' and the rows above product_cut, the
-    worker Fu^T Vxx', Quu and the rows below, for equal multiply-adds on each side (the
-    Euler products' inner size n + |L|, the dense ones' ndx); Qxu K in halves."""
-    inner = ndx // 2 + n_lie if euler else ndx
-    calling = ndx * inner * ndx                     # Fx^T Vxx'
-    worker = nu * inner * ndx + nu * inner * nu     # Fu^T Vxx', Quu
-    per_row = inner * (ndx + nu)                    # a row of Qxx and Qxu
-    product_cut = (worker + per_row * ndx - calling) / (2.0 * per_row)
-    return _multiple_of_8(product_cut, ndx), _multiple_of_8(ndx / 2.0, ndx)
+from .riccati import backward_pass, backward_range, expected_terms, max_abs
 
 
 class _BackwardTail:
@@ -90,29 +59,6 @@ class _BackwardTail:
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
         self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
         self.split, self.failed = solver.problem.N + 1, -1
-        # the knots' products shared with worker 0 once its chunk is done (its calc_diff
-        # task then runs :meth:`assist` until :meth:`release`), where the sizes pay
-        self.shared = solver._shared_rows()
-        if self.shared is None:
-            self.assist = None
-        else:
-            self.shared[0][:] = 0
-
-    def assist(self):
-        """Worker 0's share of the knots' products (:func:`.riccati.assist`), from the
-        end of its chunk until :meth:`release` (the calling thread's, after the region's
-        backward pass)."""
-        assist(self.shared, self.problem.Fx, self.problem.Fu, self.arrays[16],
-               self.arrays[18], self.arrays[20], self.arrays[-1])
-
-    def release(self):
-        release(self.shared[0])
-
-    def _range(self, t_end, t_begin):
-        if self.shared is None:
-            return backward_range(*self.arrays[:-1], t_end, t_begin, self.arrays[-1])
-        return backward_range_shared(*self.arrays[:-1], t_end, t_begin, self.arrays[-1],
-                                     self.shared)
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
@@ -128,7 +74,7 @@ class _BackwardTail:
         else:
             self.problem.gaps_from(self.xs, self.gaps, split, top)
         self.split = split
-        self.failed = self._range(min(top, N), split)
+        self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
 
     def fill_gaps(self):
         """The gaps of the rows below the split, after calc_diff (:meth:`.ShootingProblem.gaps`
@@ -143,7 +89,8 @@ class _BackwardTail:
         definite, as :func:`.riccati.backward_pass`)."""
         if self.failed >= 0 or self.split == 0:
             return self.failed
-        return self._range(min(self.split, self.problem.N), 0)
+        return backward_range(*self.arrays[:-1], min(self.split, self.problem.N), 0,
+                              self.arrays[-1])
 
 
 @dataclass
@@ -217,8 +164,6 @@ class DDP:
             self.has_control_limits[start:stop] = model.has_control_bounds
         self.forward_pass = ForwardPass(problem)
         self.gaps = np.zeros((N + 1, ndx))
-        # (sizes, workspace) of the backward pass shared with a worker (:meth:`_shared_rows`)
-        self._shared = (None, None)
         self.no_box = np.zeros(N, dtype=bool)
         self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
         # line searches that took no step after a speculation had begun (the iterate's
@@ -461,25 +406,6 @@ class DDP:
         if max_iter == 0:
             cost = self._initial_cost(xs, us)
         return xs, us, cost, iteration, converged, status, stop
-
-    def _shared_rows(self):
-        """The workspace of a backward pass that shares its knots' products with a worker
-        (:func:`.riccati.shared_rows`), or None: fewer than :data:`ASSIST_MIN_ROWS` state
-        rows, or splits that would change the bits (:func:`.riccati.split_is_exact`)."""
-        problem = self.problem
-        ndx, nu = problem.ndx, problem.nu
-        dts, lie_rows = problem.euler_structure
-        key = (ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
-        if ndx < ASSIST_MIN_ROWS:
-            return None
-        if self._shared[0] != key:
-            cuts = assist_cuts(*key)
-            exact = _EXACT_SPLITS.get(key[:3] + cuts)
-            if exact is None:
-                exact = _EXACT_SPLITS[key[:3] + cuts] = bool(
-                    split_is_exact(ndx, nu, lie_rows.shape[0], *cuts))
-            self._shared = (key, shared_rows(*key, *cuts) if exact else None)
-        return self._shared[1]
 
     def _riccati_arrays(self, us, gaps, feasible, preg):
         """The arguments of :func:`.riccati.backward_pass` at the current iterate."""

@@ -42,9 +42,8 @@ cond(Quu) (up to 1e-10 of the largest gain on the solo12 trot, cond 1.6e9).
 """
 import numpy as np
 
-from ..dynamics.config import inline_kernel, kernel
+from ..dynamics.config import kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
-from ..ocp.parallel import load_acquire, store_release
 
 
 @kernel
@@ -175,37 +174,20 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
         dts, lie_rows = euler
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
-                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)),
-                  alone(Fu.shape[1], Fu.shape[2], lie_rows.shape[0], dts.shape[0] > 0))
-
-
-@kernel
-def backward_range_shared(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
-                          u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin,
-                          euler, shared):
-    """:func:`backward_range` (``euler`` the tuple) with the workspace and the channel
-    of ``shared`` (:func:`shared_rows`): at each knot that starts while a worker waits in
-    :func:`assist`, it computes the knot's Fu^T Vxx' and Quu and its cuts' rows of Qxx,
-    Qxu and Qxu K (the same bits as one thread's, :func:`split_is_exact`)."""
-    dts, lie_rows = euler
-    return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
-                  u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
-                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)), shared)
+                  lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)))
 
 
 @kernel
 def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, u_lower,
-           u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts, lie_rows, Lq, Vf, shared):
+           u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts, lie_rows, Lq, Vf):
     """The knots t_end - 1 .. t_begin of the recursion: the one loop of
     :func:`backward_range` and :func:`backward_range_kept`.  ``limited`` empty: no knot
     takes the box QP; Lq, Vf empty: nothing kept, else Lq[t] gets the Cholesky factor
     of Quu[t] that :func:`_gains` computed (its leading nus[t] block, lower triangle)
-    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible).  ``shared`` = (channel,
-    workspace, Euler workspace, cuts) (:func:`shared_rows`; :func:`alone`: an empty
-    channel, nothing shared): a knot that starts while a worker waits in :func:`assist`
-    hands it a share of its products."""
+    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible)."""
     N, ndx, nu = Fu.shape
-    channel, ws, blocks, cuts = shared
+    ws = _workspace(ndx, nu)
+    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
     keep = Lq.shape[0] > 0
     L = ws[1][0]
     if t_end == N:
@@ -217,16 +199,8 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, N, Vf)
     for t in range(t_end - 1, t_begin - 1, -1):
-        # a knot is shared or not as a whole: a worker that arrives mid-knot takes the next
-        shared = channel.shape[0] > 0 and load_acquire(channel, PRESENT) != 0
-        euler_knot = dts.shape[0] > 0 and dts[t] > 0.0
-        if euler_knot and shared:
-            _q_function_euler_shared(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks,
-                                     channel, cuts[0])
-        elif euler_knot:
+        if dts.shape[0] > 0 and dts[t] > 0.0:
             _q_function_euler(t, dts[t], lie_rows, (Fx, Fu), Vxx, Quu, ws, blocks)
-        elif shared:
-            _q_function_shared(t, (Fx, Fu), Vxx, Quu, ws, channel, cuts[0])
         else:
             _q_function(t, (Fx, Fu), Vxx, Quu, ws)
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
@@ -237,10 +211,7 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
             for i in range(nus[t]):
                 for j in range(i + 1):
                     Lq[t, i, j] = L[i, j]
-        if shared:
-            _value_function_shared(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, cuts[1])
-        else:
-            _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
+        _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t, Vf)
         for i in range(ndx):
@@ -260,132 +231,6 @@ def _workspace(ndx, nu):
     return products, box
 
 
-# -- a worker's share of a knot's products (two threads) -----------------------------
-#
-# Where a parallel calc_diff's worker has finished its knots, the backward pass that
-# follows them (:class:`.ddp._BackwardTail`) hands it, at each knot, the control-side
-# chain Fu^T Vxx' and Quu = Fu^T Vxx' Fu whole (:func:`_euler_u`, :func:`_dense_u`),
-# then the rows cut.. of Qxx and Qxu (:func:`_euler_rows`, :func:`_dense_rows`), and
-# after the gains the rows cut.. of Qxu K (:func:`_value_function`), while it computes
-# Fx^T Vxx' and the other rows: the worker waits in :func:`assist`, the calling thread
-# posts each request (the knot, which product) by a release store and waits for its
-# number in DONE (acquire loads, :mod:`geppetto.ocp.parallel`), without the GIL.  A
-# whole product is the same call on either thread; a row block gives the whole
-# product's bits where the BLAS library computes each row alike whatever the block,
-# which :func:`split_is_exact` checks for the sizes (OpenBLAS's Haswell kernels: at
-# even cuts, and not where it threads the product itself).  The channel's slots, each
-# alone on a cache line; a request's knot and task in one of two slots by its parity
-# (at most two are pending):
-REQUEST, DONE, PRESENT, END, TASKS = 0, 8, 16, 24, 32
-CHANNEL_LENGTH = 48
-EULER_U, EULER_ROWS, DENSE_U, DENSE_ROWS, VALUE_ROWS = 1, 2, 3, 4, 5
-
-
-@kernel
-def alone(ndx, nu, n_lie, euler):
-    """The ``shared`` argument of :func:`_sweep` of a pass that shares nothing: an empty
-    channel, its own workspaces (:func:`_workspace`, :func:`_euler_workspace`)."""
-    return (np.zeros(0, dtype=np.int64), _workspace(ndx, nu),
-            _euler_workspace(ndx, nu, n_lie, euler), (ndx, ndx))
-
-
-@kernel
-def shared_rows(ndx, nu, n_lie, euler, product_cut, value_cut):
-    """(channel, workspace, Euler workspace, (product_cut, value_cut)) of a backward pass
-    whose knots a worker may help with (:func:`backward_range_shared`, :func:`assist`):
-    the rows product_cut.. of Qxx and Qxu and value_cut.. of Qxu K are its."""
-    return (np.zeros(CHANNEL_LENGTH, dtype=np.int64), _workspace(ndx, nu),
-            _euler_workspace(ndx, nu, n_lie, euler), (product_cut, value_cut))
-
-
-@kernel
-def _post(channel, t, task):
-    """Hand the worker ``task`` at knot t; returns the request's number."""
-    request = channel[REQUEST] + 1              # written by this thread only
-    slot = TASKS + 2 * (request % 2)
-    channel[slot] = t
-    channel[slot + 1] = task
-    store_release(channel, REQUEST, request)
-    return request
-
-
-@kernel
-def _wait_done(channel, request):
-    """Spin until the worker has answered ``request`` and those before."""
-    while load_acquire(channel, DONE) < request:
-        pass
-
-
-@kernel
-def assist(shared, Fx, Fu, Vxx, Quu, K, euler):
-    """The worker's side (see above): mark itself present, then answer the requests of
-    the backward pass sharing ``shared``, in order, until the calling thread sets END
-    (:func:`release`); spins without the GIL.  ``euler`` = (dts, lie_rows) as
-    :func:`backward_range`'s."""
-    channel, ws, blocks, cuts = shared
-    dts, lie_rows = euler
-    FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    BR, BRu, CV, FxVC, FuVC = blocks
-    ndx = Qxx.shape[0]
-    product_cut, value_cut = cuts
-    store_release(channel, PRESENT, 1)
-    seen = 0
-    while load_acquire(channel, END) == 0:
-        if load_acquire(channel, REQUEST) == seen:
-            continue
-        seen += 1
-        slot = TASKS + 2 * (seen % 2)
-        t, task = channel[slot], channel[slot + 1]
-        if task == EULER_U:
-            _euler_u(BRu, CV, dts[t], lie_rows, FuV, FuVC, Quu[t])
-        elif task == EULER_ROWS:
-            _euler_rows(FxVC, BR, BRu, Qxx, Qxu, product_cut, ndx)
-        elif task == DENSE_U:
-            _dense_u(Fu[t], Vxx[t + 1], FuV, Quu[t])
-        elif task == DENSE_ROWS:
-            _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, product_cut, ndx)
-        else:
-            np.dot(Qxu[value_cut:], K[t], Vxx[t, value_cut:])
-        store_release(channel, DONE, seen)
-
-
-@kernel
-def release(channel):
-    """End the worker's :func:`assist` (the backward pass needs it no more)."""
-    store_release(channel, END, 1)
-
-
-@kernel
-def split_is_exact(ndx, nu, n_lie, product_cut, value_cut):
-    """Whether the products the worker shares give, split at their cuts, the bits of the
-    whole products (:func:`_euler_rows` with n + n_lie inner columns,
-    :func:`_dense_rows`, Qxu K), on arrays of their shapes filled with a fixed
-    pattern: which kernel the BLAS library runs depends on the sizes, not the values."""
-    m = ndx // 2 + n_lie
-    sizes = ((ndx, m, ndx, product_cut), (ndx, m, nu, product_cut),
-             (ndx, ndx, ndx, product_cut), (ndx, ndx, nu, product_cut),
-             (ndx, nu, ndx, value_cut))
-    for a, b, c, cut in sizes:
-        A = np.empty((a, b))
-        B = np.empty((2, b, c))
-        for i in range(a):
-            for j in range(b):
-                A[i, j] = np.sin(1.0 + 0.37 * i + 1.91 * j)
-        for i in range(b):
-            for j in range(c):
-                B[1, i, j] = np.cos(0.5 + 1.13 * i + 0.29 * j)
-        whole = np.empty((2, a, c))
-        rows = np.empty((2, a, c))
-        np.dot(A, B[1], whole[1])
-        np.dot(A[:cut], B[1], rows[1, :cut])
-        np.dot(A[cut:], B[1], rows[1, cut:])
-        for i in range(a):
-            for j in range(c):
-                if whole[1, i, j] != rows[1, i, j]:
-                    return False
-    return True
-
-
 @kernel
 def _q_function(t, F, Vxx, Quu, ws):
     """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
@@ -397,33 +242,6 @@ def _q_function(t, F, Vxx, Quu, ws):
     np.dot(FxV, Fx[t], Qxx)
     np.dot(FxV, Fu[t], Qxu)
     np.dot(FuV, Fu[t], Quu[t])
-
-
-@kernel
-def _q_function_shared(t, F, Vxx, Quu, ws, channel, product_cut):
-    """:func:`_q_function`'s products with the worker of ``channel``: it computes Fu^T
-    Vxx' and Quu[t] (:func:`_dense_u`) and the rows product_cut.. of Qxx and Qxu (the
-    same calls as one thread's, the rows' bits checked by :func:`split_is_exact`)."""
-    Fx, Fu = F
-    FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    _post(channel, t, DENSE_U)
-    np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
-    rows = _post(channel, t, DENSE_ROWS)
-    _dense_rows(FxV, Fx[t], Fu[t], Qxx, Qxu, 0, product_cut)
-    _wait_done(channel, rows)
-
-@kernel
-def _dense_u(Fut, V, FuV, Quut):
-    """Fu^T Vxx' (into FuV) and Quu = (Fu^T Vxx') Fu."""
-    np.dot(Fut.T, V, FuV)
-    np.dot(FuV, Fut, Quut)
-
-
-@kernel
-def _dense_rows(FxV, Fxt, Fut, Qxx, Qxu, first, stop):
-    """Rows first..stop of Qxx = (Fx^T Vxx') Fx and Qxu = (Fx^T Vxx') Fu."""
-    np.dot(FxV[first:stop], Fxt, Qxx[first:stop])
-    np.dot(FxV[first:stop], Fut, Qxu[first:stop])
 
 
 @kernel
@@ -439,37 +257,12 @@ def _euler_workspace(ndx, nu, n_lie, used):
 def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
     the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru]."""
+    Fx, Fu = F
     FxV, FuV, Qx, Qxx, Qxu = ws[0]
     BR, BRu, CV, FxVC, FuVC = blocks
-    ndx = Qxu.shape[0]
+    ndx, nu = Qxu.shape
     n = ndx // 2
     V = Vxx[t + 1]
-    _euler_blocks(t, dt, lie_rows, F, V, blocks)
-    np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
-    for r in range(n):
-        for c in range(ndx):
-            FxV[r, c] += V[r, c]
-    np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
-    # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
-    _times_c(FxV, dt, lie_rows, FxVC)
-    _times_c(FuV, dt, lie_rows, FuVC)
-    np.dot(FxVC, BR, Qxx)                      # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
-    for r in range(ndx):
-        for c in range(n):
-            Qxx[r, c] += FxV[r, c]
-    np.dot(FxVC, BRu, Qxu)                     # (Fx^T V) Fu = (Fx^T V) C [Bu; Ru]
-    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
-
-
-@inline_kernel
-def _euler_blocks(t, dt, lie_rows, F, V, blocks):
-    """[B; R], [Bu; Ru] and C^T V of knot t (:func:`_q_function_euler`; inlined: as a
-    call, given the tuples, one thread's knot took 1.02-1.05x the time on solo12's
-    sizes)."""
-    Fx, Fu = F
-    BR, BRu, CV = blocks[0], blocks[1], blocks[2]
-    ndx, nu = Fu.shape[1], Fu.shape[2]
-    n = ndx // 2
     # [B; R], [Bu; Ru]: B, Bu the bottom rows of Fx, Fu; R, Ru their Lie rows' rest
     for r in range(n):
         for c in range(ndx):
@@ -490,46 +283,20 @@ def _euler_blocks(t, dt, lie_rows, F, V, blocks):
     for a in range(lie_rows.shape[0]):
         for c in range(ndx):
             CV[n + a, c] = V[lie_rows[a], c]
-
-@kernel
-def _q_function_euler_shared(t, dt, lie_rows, F, Vxx, Quu, ws, blocks, channel, product_cut):
-    """:func:`_q_function_euler`'s products with the worker of ``channel``: it computes
-    Fu^T V and Quu[t] (:func:`_euler_u`) and the rows product_cut.. of Qxx and Qxu (the
-    same calls as one thread's, the rows' bits checked by :func:`split_is_exact`)."""
-    FxV, FuV, Qx, Qxx, Qxu = ws[0]
-    BR, BRu, CV, FxVC, FuVC = blocks
-    ndx = Qxu.shape[0]
-    n = ndx // 2
-    V = Vxx[t + 1]
-    _euler_blocks(t, dt, lie_rows, F, V, blocks)
-    _post(channel, t, EULER_U)
     np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
     for r in range(n):
         for c in range(ndx):
             FxV[r, c] += V[r, c]
+    np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
+    # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(FxV, dt, lie_rows, FxVC)
-    rows = _post(channel, t, EULER_ROWS)
-    _euler_rows(FxVC, BR, BRu, Qxx, Qxu, 0, product_cut)
-    _wait_done(channel, rows)
-    for r in range(ndx):                       # the E term of (Fx^T V) Fx
+    _times_c(FuV, dt, lie_rows, FuVC)
+    np.dot(FxVC, BR, Qxx)                      # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R]
+    for r in range(ndx):
         for c in range(n):
             Qxx[r, c] += FxV[r, c]
-
-@kernel
-def _euler_u(BRu, CV, dt, lie_rows, FuV, FuVC, Quut):
-    """Fu^T V = [Bu; Ru]^T C^T V (into FuV), (Fu^T V) C (FuVC) and Quu = (Fu^T V) Fu =
-    (Fu^T V) C [Bu; Ru] (:func:`_q_function_euler`)."""
-    np.dot(BRu.T, CV, FuV)
-    _times_c(FuV, dt, lie_rows, FuVC)
-    np.dot(FuVC, BRu, Quut)
-
-
-@kernel
-def _euler_rows(FxVC, BR, BRu, Qxx, Qxu, first, stop):
-    """Rows first..stop of (Fx^T V) C [B; R] (into Qxx, before its E term) and of Qxu =
-    (Fx^T V) C [Bu; Ru] (:func:`_q_function_euler`)."""
-    np.dot(FxVC[first:stop], BR, Qxx[first:stop])
-    np.dot(FxVC[first:stop], BRu, Qxu[first:stop])
+    np.dot(FxVC, BRu, Qxu)                     # (Fx^T V) Fu = (Fx^T V) C [Bu; Ru]
+    np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
 
 
 @kernel
@@ -622,32 +389,19 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
     """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I."""
     _, _, Qx, Qxx, Qxu = ws[0]
-    np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
-    _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx)
-    _symmetric_value(t, Qxx, Vxx, mu)
-
-
-@inline_kernel
-def _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx):
-    """Quuk[t] = Quu k and Vx[t] = Qx - K^T Qu (:func:`_value_function`)."""
-    ndx, nu = K.shape[2], K.shape[1]
+    ndx, nu = Qxu.shape
     for i in range(nu):
         s = 0.0
         for j in range(nu):
             s += Quu[t, i, j] * k[t, j]
         Quuk[t, i] = s
+    np.dot(Qxu, K[t], Vxx[t])                  # Qxu K, then Qxx - Qxu K
     for i in range(ndx):                       # along K's rows, each entry in order p
         Vx[t, i] = Qx[i]
     for p in range(nu):
         qp = Qu[t, p]
         for i in range(ndx):
             Vx[t, i] -= K[t, p, i] * qp
-
-
-@inline_kernel
-def _symmetric_value(t, Qxx, Vxx, mu):
-    """Vxx[t] = sym(Qxx - Vxx[t]) + mu I, Vxx[t] holding Qxu K (:func:`_value_function`)."""
-    ndx = Qxx.shape[0]
     for i in range(ndx):
         Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
         for j in range(i):
@@ -655,17 +409,6 @@ def _symmetric_value(t, Qxx, Vxx, mu):
             Vxx[t, i, j] = s
             Vxx[t, j, i] = s
 
-
-@kernel
-def _value_function_shared(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu, channel, value_cut):
-    """:func:`_value_function` with the worker of ``channel`` computing the rows
-    value_cut.. of Qxu K."""
-    _, _, Qx, Qxx, Qxu = ws[0]
-    request = _post(channel, t, VALUE_ROWS)
-    np.dot(Qxu[:value_cut], K[t], Vxx[t, :value_cut])
-    _value_terms(t, Qx, Qu, Quu, k, K, Quuk, Vx)
-    _wait_done(channel, request)
-    _symmetric_value(t, Qxx, Vxx, mu)
 
 @kernel
 def _add_gap_term(Vx, Vxx, gaps, t, Vf):
@@ -778,5 +521,4 @@ def backward_range_kept(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, mu, nus, Vx, Vxx, Q
     dts, lie_rows = euler
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, False, mu, nus,
                   np.zeros(0, dtype=np.bool_), Qu, Qu, Qu, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end,
-                  0, dts, lie_rows, Lq, Vf,
-                  alone(Fu.shape[1], Fu.shape[2], lie_rows.shape[0], dts.shape[0] > 0))
+                  0, dts, lie_rows, Lq, Vf)

@@ -23,7 +23,6 @@
 Every random warm start is seeded.  The NLP comparison waits for the NLP.
 """
 import math
-import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -861,74 +860,6 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
         assert not np.array_equal(dense, structured)     # the structured products ran
         np.testing.assert_allclose(structured, dense, rtol=0,
                                    atol=tolerance * max(1.0, np.abs(dense).max()))
-
-
-def _random_backward_problem(rng, N, nv, nu, n_lie):
-    """The arrays of :func:`.riccati.backward_range` on random data (N knots, ndx = 2 nv):
-    Euler knots of step 0.03 but one dense knot, box QP knots with active bounds,
-    positive definite cost Hessians, gaps."""
-    ndx = 2 * nv
-    Fx = np.eye(ndx) + 0.05 * rng.normal(size=(N, ndx, ndx))
-    Fu = 0.1 * rng.normal(size=(N, ndx, nu))
-    Lx, Lu = rng.normal(size=(N + 1, ndx)), rng.normal(size=(N, nu))
-    A, Bm = rng.normal(size=(N + 1, ndx, ndx)), rng.normal(size=(N, nu, nu))
-    Lxx = np.einsum("tij,tkj->tik", A, A) / ndx + np.eye(ndx)
-    Luu = np.einsum("tij,tkj->tik", Bm, Bm) / nu + np.eye(nu)
-    Lxu = 0.01 * rng.normal(size=(N, ndx, nu))
-    gaps = 0.01 * rng.normal(size=(N + 1, ndx))
-    dts = np.full(N, 0.03)
-    dts[N // 2] = 0.0
-    limited = np.arange(N) % 2 == 0
-    us = rng.normal(size=(N, nu))
-    lower, upper = us - 0.05, us + 0.05
-    out = (np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu)),
-           np.zeros((N, nu, nu)), np.zeros((N, nu)), np.zeros((N, nu, ndx)), np.zeros((N, nu)))
-    return ((Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, False, 1e-6, np.full(N, nu), limited, us,
-             lower, upper) + out, (dts, np.arange(n_lie)))
-
-
-@pytest.mark.parametrize("fail_at", [-1, 3])
-def test_backward_pass_shared_with_a_worker_is_one_threads_to_the_bit(fail_at):
-    """The backward pass whose knots' products a worker thread shares
-    (:func:`.riccati.assist`: Fu^T Vxx', Quu and rows of Qxx, Qxu and Qxu K, handed over
-    by release stores) gives one thread's Vx, Vxx, Qu, Quu, k, K to the bit, at Euler and
-    dense knots, box QP knots among them; a knot whose Quu is not positive definite
-    stops both at that knot, and the worker ends once released."""
-    import threading
-    from geppetto.solvers import riccati
-    from geppetto.solvers.ddp import ASSIST_MIN_ROWS, assist_cuts
-    N, nv, nu, n_lie = 6, 30, 20, 6
-    assert 2 * nv >= ASSIST_MIN_ROWS
-    cuts = assist_cuts(2 * nv, nu, n_lie, True)
-    assert riccati.split_is_exact(2 * nv, nu, n_lie, *cuts)
-    results = []
-    for share in (False, True):
-        arrays, euler = _random_backward_problem(np.random.default_rng(4), N, nv, nu, n_lie)
-        if fail_at >= 0:
-            arrays[5][fail_at] = -1e3 * np.eye(nu)      # Luu: Quu not positive definite
-        if not share:
-            failed = riccati.backward_range(*arrays, N, 0, euler)
-        else:
-            shared = riccati.shared_rows(2 * nv, nu, n_lie, True, *cuts)
-            worker = threading.Thread(target=riccati.assist, args=(
-                shared, arrays[0], arrays[1], arrays[16], arrays[18], arrays[20], euler))
-            worker.start()
-            deadline = time.monotonic() + 30.0
-            while shared[0][riccati.PRESENT] == 0 and time.monotonic() < deadline:
-                time.sleep(0.001)
-            try:
-                failed = riccati.backward_range_shared(*arrays, N, 0, euler, shared)
-            finally:
-                riccati.release(shared[0])
-                worker.join(30.0)
-            assert not worker.is_alive()
-            # three requests per knot reached: the worker's share computed at every one
-            knots = N if fail_at < 0 else N - fail_at
-            assert shared[0][riccati.DONE] == 3 * knots - (1 if fail_at >= 0 else 0)
-        results.append((failed,) + arrays[15:22])
-    assert results[0][0] == results[1][0] == fail_at
-    for one, two in zip(results[0][1:], results[1][1:]):
-        np.testing.assert_array_equal(two, one)
 
 
 def _box_qp_by_enumeration(H, q, lower, upper):
