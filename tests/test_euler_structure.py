@@ -49,7 +49,10 @@ def test_fddp_iterates_on_the_euler_structure_equal_the_dense_ones():
     largest entry) with and without the structured backward pass, which must have
     changed some bits (it ran).  Quu's condition number is about 1.4e8 here (the free
     flyer's torques near 180 N m hold the chain up): the rounding of the two products
-    reaches us at 4e-10 absolute, 2.4e-12 of the largest torque (measured)."""
+    reaches us at 4e-10 absolute, 2.4e-12 of the largest torque (measured).  The costs are
+    compared to 1e-9: on a machine with other BLAS kernels the same two runs differ by
+    1.2e-10 relative at iteration 2 (xs and us by 5.5e-12 and 1.3e-12 of their largest
+    entries), each run's bits being the same on the old and the new code."""
     runs = []
     for structured in (False, True):
         _, problem = spherical_mid_chain_problem()
@@ -60,7 +63,7 @@ def test_fddp_iterates_on_the_euler_structure_equal_the_dense_ones():
     assert len(costs) == len(structured_costs) == 8 == structured.iterations
     assert costs[-1] < 0.01 * costs[0]                                  # it made progress
     assert not np.array_equal(structured.us, dense.us)                  # the blocks ran
-    np.testing.assert_allclose(structured_costs, costs, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(structured_costs, costs, rtol=1e-9, atol=0)
     for ours, reference in ((structured.xs, dense.xs), (structured.us, dense.us)):
         np.testing.assert_allclose(ours, reference, rtol=0,
                                    atol=1e-10 * np.abs(reference).max())
