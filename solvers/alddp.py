@@ -92,6 +92,7 @@ from .callbacks import CallbackVerbose
 from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
 from .nlp import _vector_coordinates
+from .options import _number, check_solve_arguments
 from .riccati import backward_pass
 
 
@@ -103,7 +104,8 @@ class ConstrainedResult(SolverResult):
     ``restoration_iterations``: the iterations of its restoration (:meth:`.csqp.CSQP.
     _restore`), counted in ``iterations`` too (the SQP's and the restoration's together,
     bounded by ``max_iter``; the SQP's own: ``iterations - restoration_iterations``, the
-    length of the history).  CSQP's ``K`` and ``k``: those of the last QP solved; where the
+    length of the history, except where the solve stops inside an iteration that records
+    nothing: a Hessian not positive definite, the dynamics failing after a step).  CSQP's ``K`` and ``k``: those of the last QP solved; where the
     solve ends right after a restoration handed its point back (time_limit, or max_iter
     with no iteration left), the QP's before the restoration, not a policy at the returned
     iterate (``stop``, ``cost``, ``gaps``, ``violation`` and ``multipliers`` are the
@@ -484,8 +486,8 @@ class ALDDP:
         multipliers of a previous result (``result.multipliers``) and its ``mu``.
         ``max_iter`` counts Riccati iterations over all outer updates.  ``crawl_limit``
         (default None: no limit): end with status "crawling" once the line search's
-        smallest step (accepted, or taken or not after a refused search) has ended
-        ``crawl_limit`` iterations in a row at iterates whose infeasibility max(max
+        smallest step, below 1 (accepted, or taken or not after a refused search), has
+        ended ``crawl_limit`` iterations in a row at iterates whose infeasibility max(max
         |gap|, violation) is above ``crawl_above`` (default 0): the quadratic model valid
         on 1/512 of its step or less (CSQP's restoration stops there:
         :meth:`.csqp.CSQP._restore`).
@@ -507,9 +509,11 @@ class ALDDP:
         mu = self.mu_init if mu is None else float(mu)
         if not (np.isfinite(mu) and mu > 0.0):
             raise ValueError(f"mu must be finite and positive, got {mu}")
-        if crawl_limit is not None and not (isinstance(crawl_limit, (int, np.integer))
-                                            and crawl_limit >= 1):
+        max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
+        if crawl_limit is not None and (isinstance(crawl_limit, (bool, np.bool_)) or not (
+                isinstance(crawl_limit, (int, np.integer)) and crawl_limit >= 1)):
             raise ValueError(f"crawl_limit must be None or an integer >= 1, got {crawl_limit!r}")
+        crawl_above = _number(crawl_above, "crawl_above", 0.0, allow_inf=True)
         mu = max(mu, self.mu_min)
         omega, eta = self._tolerances(mu)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -635,7 +639,9 @@ class ALDDP:
             if time_limit is not None and time.perf_counter() - start_time > time_limit:
                 status = "time_limit"
                 break
-            crawled = crawled + 1 if alpha == inner.alphas[-1] and max(
+            # a crawl needs a line search below the full step (with alphas [1] every
+            # step is the smallest; review rev26)
+            crawled = crawled + 1 if alpha == inner.alphas[-1] < 1.0 and max(
                 gap_norm, violation) > crawl_above else 0
             if crawl_limit is not None and crawled >= crawl_limit:
                 status = "crawling"

@@ -202,6 +202,7 @@ from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residual
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
+from .options import check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
@@ -1001,8 +1002,10 @@ class CSQP:
     than the iterate), the solve ends with the triggering status where it does not; the
     restoration ends early once its own line search crawls (:meth:`_restore`,
     :data:`RESTORE_PROGRESS`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
-    against ALDDP's 35 / 314 on the module docstring's two tasks: 50 / 298 ms against 64 /
-    301 ms).
+    against ALDDP's 24 / 314 on the module docstring's two tasks, glob25's and rev26's
+    runs).  The first restoration in a process compiles the AL solver's kernels where
+    no AL solver ran before (about 3 s on an empty Numba cache): an MPC loop with a time
+    budget should solve once before it starts.
     ``solve`` accepts the
     multipliers of a previous result (``result.multipliers``, one (K, nr) array per
     block in the order of :attr:`blocks`, as ALDDP's).
@@ -1510,6 +1513,12 @@ class CSQP:
         refused trial point); its derivatives, the returned iterate's."""
         problem = self.problem
         start_time = time.perf_counter()
+        max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
+        if self.restoration is not None and self.restoration not in RESTORATIONS:
+            # the option is read at each restoration: a value set after construction is
+            # checked here, not as a KeyError mid-solve (review rev26)
+            raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
+                             f"got {self.restoration!r}")
         xs, us = self._initial_guess(xs, us)
         self._start_rows(multipliers)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -1542,12 +1551,16 @@ class CSQP:
             return self._result(xs, us, cost, 0, False, "infeasible", np.inf, history,
                                 (gap, violation))
         while True:
-            if restore is not None and iteration >= max_iter:
-                # no iteration left for a restoration (max_iter bounds the SQP's and the
-                # restoration's iterations together): a stalled SQP stops with its own
-                # status, a crawling one goes on to the max_iter test
+            out_of_time = False
+            if restore is not None and (iteration >= max_iter or (
+                    time_limit is not None and time.perf_counter() - start_time > time_limit)):
+                # no iteration or no time left for a restoration (max_iter bounds the
+                # SQP's and the restoration's iterations together): a stalled SQP stops
+                # with its own status, a crawling one goes on to the stopping tests
+                # (review rev26: the restoration ran one iteration past the time limit)
                 if restore == "stopped":
                     break
+                out_of_time = iteration < max_iter
                 restore, crawled = None, 0
             if restore is not None:
                 restored = self._restore(xs, us, max_iter - iteration, time_limit, start_time,
@@ -1581,8 +1594,6 @@ class CSQP:
                 # iterate's; review rev25)
                 out_of_time = self.restored.status == "time_limit"
                 restore, crawled = None, 0
-            else:
-                out_of_time = False
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:

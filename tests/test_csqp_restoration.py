@@ -161,9 +161,61 @@ def test_a_crawling_restoration_hands_back_at_once():
 def test_crawl_limit_is_validated():
     problem = constrained.untuned3("swingup", 10)
     for solver in (gp.solvers.ALDDP(problem), gp.solvers.ProxDDP(problem)):
-        for bad in (0, 1.5, "2"):
+        for bad in (0, 1.5, "2", True):
             with pytest.raises(ValueError, match="crawl_limit"):
                 solver.solve(max_iter=5, crawl_limit=bad)
+        for bad in (None, np.nan, -1.0, "0"):
+            with pytest.raises(ValueError, match="crawl_above"):
+                solver.solve(max_iter=5, crawl_limit=2, crawl_above=bad)
+        for bad in (2.5, -1, True):
+            with pytest.raises(ValueError, match="max_iter"):
+                solver.solve(max_iter=bad)
+
+
+def test_full_steps_of_the_al_solvers_are_no_crawl():
+    """ALDDP / ProxDDP with ``alphas`` [1] (no line search) and ``crawl_limit`` 2: full
+    steps at an infeasible iterate are no crawl; obstacle (30 knots) from the guess runs as
+    without the limit (review rev26: the old rule ended "crawling" after 2 full steps)."""
+    problem = constrained.untuned3("obstacle", 30)
+    for kind in (gp.solvers.ALDDP, gp.solvers.ProxDDP):
+        free = kind(problem, alphas=[1.0]).solve(max_iter=20)
+        limited = kind(problem, alphas=[1.0]).solve(max_iter=20, crawl_limit=2)
+        assert limited.status != "crawling" and limited.status == free.status, \
+            (kind.__name__, limited.status, free.status)
+        assert limited.iterations == free.iterations and limited.cost == free.cost
+
+
+def test_no_restoration_once_the_time_is_up(monkeypatch):
+    """A restoration triggered after the solve's time limit has passed does not run (the
+    old code ran one AL iteration and a calc_diff past the limit; review rev26): two
+    contradicting planes, the clock moved past the limit at the second certificate."""
+    problem = _two_planes()
+    solver = gp.solvers.CSQP(problem)
+    real = csqp_module.CSQP._certified_infeasible
+    clock = {"shift": 0.0, "certified": 0}
+
+    def certified_then_late(self, *args, **kwargs):
+        # the second certificate, the one that starts the restoration, comes late
+        result = real(self, *args, **kwargs)
+        clock["certified"] += bool(result)
+        if clock["certified"] >= 2:
+            clock["shift"] = 1e3
+        return result
+
+    monkeypatch.setattr(csqp_module.CSQP, "_certified_infeasible", certified_then_late)
+    perf_counter = csqp_module.time.perf_counter
+    monkeypatch.setattr(csqp_module.time, "perf_counter",
+                        lambda: perf_counter() + clock["shift"])
+    result = solver.solve(max_iter=100, time_limit=100.0)
+    assert solver.restored is None and result.restoration_iterations == 0, solver.restored
+    assert result.status == "infeasible", result.status
+
+
+def test_a_restoration_option_set_after_construction_is_checked():
+    solver = gp.solvers.CSQP(constrained.untuned3("swingup", 10))
+    solver.restoration = "bogus"
+    with pytest.raises(ValueError, match="restoration"):
+        solver.solve(max_iter=3)
 
 
 def test_a_certified_restoration_crawling_before_any_progress_ends():
