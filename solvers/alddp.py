@@ -105,11 +105,11 @@ class ConstrainedResult(SolverResult):
     _restore`), counted in ``iterations`` too (the SQP's and the restoration's together,
     bounded by ``max_iter``; the SQP's own: ``iterations - restoration_iterations``, the
     length of the history, except where the solve stops inside an iteration that records
-    nothing: a Hessian not positive definite, the dynamics failing after a step).  CSQP's ``K`` and ``k``: those of the last QP solved; where the
-    solve ends right after a restoration handed its point back (time_limit, or max_iter
-    with no iteration left), the QP's before the restoration, not a policy at the returned
-    iterate (``stop``, ``cost``, ``gaps``, ``violation`` and ``multipliers`` are the
-    returned iterate's)."""
+    nothing: a Hessian not positive definite, the dynamics failing after a step).  CSQP's
+    ``K`` and ``k``: those of the last QP solved; where the solve ends right after a
+    restoration handed its point back (time_limit, or max_iter with no iteration left),
+    the restoration's (its last backward pass, at its augmented Lagrangian), not the QP's
+    at the point before the restoration."""
 
     violation: float = np.nan
     multipliers: list = None

@@ -1166,6 +1166,7 @@ class CSQP:
         iterations, primal residual, whether it met its tolerance, polished)."""
         self.dx[:] = 0.0
         self.du[:] = 0.0
+        self._handed_back = False   # K, k are this QP's from here on
         arrays, total, solved, prim = self._qp_arrays(), 0, False, np.inf
         self._failed_starts = set()
         # right after a QP certified infeasible the next one gets only polish_rounds
@@ -1537,6 +1538,7 @@ class CSQP:
         # unconverged (0: only a feasible one, after a QP certified infeasible)
         restore, crawled, since, beaten = None, 0, 0, 0.0
         self.restored = None
+        self._handed_back = False
         try:
             cost, gap, gap_sum, violation, violation_sum = self._evaluate(xs, us, DIFF)
         except KERNEL_ERRORS as error:
@@ -1583,6 +1585,9 @@ class CSQP:
                     break
                 if restored is not None:
                     self._start_z()
+                    # until the next QP the policy at (xs, us) is the restoration's
+                    # (review rev26: the result's K, k were the QP's at the old iterate)
+                    self._handed_back = True
                     # a new start for the merit, the infeasibility counts and the warm line
                     # search; the status that triggered the restoration is no longer the
                     # SQP's (review rev25): without a new stop, the iterations ran out
@@ -1854,7 +1859,11 @@ class CSQP:
         else:
             gaps = violation = np.inf
         self.multipliers = [y.copy() for y in self.y]
-        return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=self.K.copy(), k=self.k.copy(),
+        # a solve that ends right after a hand-back (time or iterations out) returns the
+        # restoration's feedback policy at the returned point, not the last QP's at the
+        # point before the restoration (MPC's use_feedback applies it; review rev26)
+        K, k = (self.restored.K, self.restored.k) if self._handed_back else (self.K, self.k)
+        return ConstrainedResult(xs=xs.copy(), us=us.copy(), K=K.copy(), k=k.copy(),
                                  cost=float(cost), iterations=iterations, converged=converged,
                                  status=status, gaps=gaps, stop=stop, history=history,
                                  violation=violation, multipliers=[y.copy() for y in self.y],

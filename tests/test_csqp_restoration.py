@@ -359,3 +359,19 @@ def test_a_converging_run_is_bitwise_the_sqp_alone():
         (alone.iterations, alone.status, repr(alone.cost))
     assert np.array_equal(result.xs, alone.xs) and np.array_equal(result.us, alone.us)
     assert all(np.array_equal(a, b) for a, b in zip(result.multipliers, alone.multipliers))
+
+
+def test_a_solve_ending_after_a_hand_back_returns_the_restorations_policy():
+    """obstacle (30 knots), max_iter 12: the restoration hands back its point with no
+    iteration left, so no QP is solved there; the result's feedback gains are the
+    restoration's (its last backward pass), not the last QP's at the point before it
+    (MPC's use_feedback applies them; review rev26)."""
+    problem = constrained.untuned3("obstacle", 30)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=12)
+    assert result.status == "max_iter" and result.restoration_iterations > 0, result
+    restored = solver.restored
+    assert np.array_equal(result.xs, restored.xs) and np.array_equal(result.us, restored.us)
+    assert np.array_equal(result.K, restored.K) and np.array_equal(result.k, restored.k)
+    # the last QP's gains, at the point before the restoration, are another policy
+    assert not np.array_equal(result.K, solver.K)
