@@ -69,7 +69,7 @@ from .fused import (CALC, DIFF, TRIAL, _contact_field_diff, _free_field, _impuls
                     _interpret, _kinematics, kinematics_step)
 from .held import Held, held, typed_list
 from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
-                       UNDECIDED, load_acquire, store_release)
+                       UNDECIDED, load_acquire, new_trial_signal, store_release)
 from .stage import fused_phase
 from .step import SCHEME_CODES, step_workspace
 from .trial import rollout_contact, rollout_free, state_difference, trial_state
@@ -352,7 +352,7 @@ def horizon_trial(problem, workspaces, signal=None):
     terminal knot without fused costs.  The trial publishes each phase's stop in
     ``signal`` (default: a vector of its own; see :func:`_trial`)."""
     phases = problem.phases
-    signal = np.zeros(3, dtype=np.int64) if signal is None else signal
+    signal = new_trial_signal() if signal is None else signal
     arrays = getattr(problem.phases[0][0].dynamics, "arrays", None)
     if arrays is None:
         return None               # custom dynamics: stepped in Python
@@ -689,7 +689,7 @@ class ChunkProgram:
     ``follow(xs, us, signal, index, trial, first, spins, rolled)``: the parts from
     ``first`` on as the trial publishes them (see :func:`_chunk_diff`)."""
 
-    _no_trial = np.zeros(3, dtype=np.int64)
+    _no_trial = new_trial_signal()
 
     def __init__(self, problem, order, lists, address, failed):
         self.problem = problem

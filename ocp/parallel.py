@@ -74,7 +74,7 @@ class _Worker:
         # the state word, alone on its cache line, and the signal of the trial a task
         # posted with ``after_trial`` waits for (see _spin_for_task)
         self._state = np.zeros(24, dtype=np.int64)[8:9]
-        self._trial = np.zeros(3, dtype=np.int64) if trial_signal is None else trial_signal
+        self._trial = new_trial_signal() if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="geppetto-horizon")
         self._thread.start()
@@ -331,6 +331,12 @@ def load_acquire(typingctx, array, index):
 # and evaluates what is left from the top down once it takes it (ACCEPTED).
 TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED = 0, 1, 2
 UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
+
+
+def new_trial_signal():
+    """A trial's signal vector, zeroed: one int64 per entry above (TRIAL_PROGRESS,
+    TRIAL_DECISION, TRIAL_ROLLED), the one shape every publisher and reader takes."""
+    return np.zeros(3, dtype=np.int64)
 
 
 @kernel

@@ -39,7 +39,8 @@ from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
 from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
-                       UNDECIDED, ParallelRegion, Progress, store_release_at, wait_below)
+                       UNDECIDED, ParallelRegion, Progress, new_trial_signal,
+                       store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
 from .state import StateMultibody
@@ -363,7 +364,7 @@ class ShootingProblem:
         # the line-search trial's progress and the solver's decision (.parallel
         # TRIAL_PROGRESS, TRIAL_DECISION, TRIAL_ROLLED), published to the calc_diff
         # started at it (:meth:`_speculate`), and that calc_diff while it runs
-        self.trial_signal = np.zeros(3, dtype=np.int64)
+        self.trial_signal = new_trial_signal()
         # a speculative calc_diff runs a part's dynamics block once the trial's rollout
         # has passed its knots (TRIAL_ROLLED); False: once the trial's costs have
         # (TRIAL_PROGRESS, per phase, as before this round; for comparisons)

@@ -40,13 +40,13 @@ from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
 from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
 from .residuals import JACOBIANS
-from .parallel import TRIAL_ROLLED, store_release
+from .parallel import TRIAL_ROLLED, new_trial_signal, store_release
 from .step import (actuated_torque, stage_count, stage_offset, state_integrate,
                    step_increment)
 
 IMPULSE = -1
 # the progress vector of a rollout that publishes nothing (offset -1)
-NO_PROGRESS = np.zeros(3, dtype=np.int64)
+NO_PROGRESS = new_trial_signal()
 
 
 @inline_kernel
