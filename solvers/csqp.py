@@ -268,6 +268,14 @@ RESTORE_PROGRESS = 0.9
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
+
+def _checked_restoration(restoration):
+    """``restoration`` (None or a key of :data:`RESTORATIONS`), or a ValueError."""
+    if restoration is not None and restoration not in RESTORATIONS:
+        raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
+                         f"got {restoration!r}")
+    return restoration
+
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
 
@@ -1027,10 +1035,7 @@ class CSQP:
             raise ValueError(f"alpha must be in (0, 2), got {alpha}")
         if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
-        if restoration is not None and restoration not in RESTORATIONS:
-            raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
-                             f"got {restoration!r}")
-        self.restoration = restoration
+        self.restoration = _checked_restoration(restoration)
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -1515,11 +1520,9 @@ class CSQP:
         problem = self.problem
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
-        if self.restoration is not None and self.restoration not in RESTORATIONS:
-            # the option is read at each restoration: a value set after construction is
-            # checked here, not as a KeyError mid-solve (review rev26)
-            raise ValueError(f"restoration must be None or one of {sorted(RESTORATIONS)}, "
-                             f"got {self.restoration!r}")
+        # the option is read at each restoration: a value set after construction is
+        # checked here, not as a KeyError mid-solve (review rev26)
+        _checked_restoration(self.restoration)
         xs, us = self._initial_guess(xs, us)
         self._start_rows(multipliers)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
