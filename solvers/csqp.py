@@ -268,6 +268,61 @@ RESTORE_PROGRESS = 0.9
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
+# the filter line search (``line_search="filter"``; Waechter & Biegler, "On the
+# implementation of an interior-point filter line-search algorithm for large-scale
+# nonlinear programming", Math. Prog. 106, 2006, Sec. 2.3, with IPOPT's constants): the
+# margins gamma_theta, gamma_phi of the filter's envelope, the switching condition's
+# delta, s_theta, s_phi (eq. 19: the step is an f-type step where the cost's predicted
+# decrease dominates the infeasibility), and theta_min, theta_max relative to max(1,
+# theta_0) (Armijo on the cost only below theta_min; no trial above theta_max)
+FILTER_GAMMA_THETA, FILTER_GAMMA_PHI = 1e-5, 1e-8
+FILTER_DELTA, FILTER_S_THETA, FILTER_S_PHI = 1.0, 1.1, 2.3
+FILTER_THETA_MIN, FILTER_THETA_MAX = 1e-4, 1e4
+LINE_SEARCHES = ("filter", "merit")
+
+
+class _Filter:
+    """Waechter & Biegler's filter (Math. Prog. 106, 2006, Sec. 2.3, their Algorithm A
+    without the second-order correction) on the pair (theta, phi): theta the l1
+    infeasibility (gaps and rows, the merit's), phi the cost.  A trial is acceptable where
+    theta_t <= theta_max, it lies outside every stored envelope (theta_j, phi_j) (theta_t
+    < theta_j or phi_t < phi_j), and it decreases the infeasibility or the cost enough
+    with respect to the iterate (eq. 18: theta_t <= (1 - gamma_theta) theta or phi_t <=
+    phi - gamma_phi theta); where the switching condition holds (the QP step's cost slope
+    g^T w < 0 and step (-g^T w)^s_phi > delta theta^s_theta) and theta <= theta_min, it
+    asks Armijo on the cost instead (an f-type step), and only the other (h-type) steps
+    add the iterate's envelope to the filter.  Unlike the l1 merit's penalty nu (the
+    multipliers' largest magnitude), it lets the infeasibility grow where the cost falls,
+    up to theta_max, as IPOPT does."""
+
+    def __init__(self, theta):
+        scale = max(1.0, theta)
+        self.theta_min, self.theta_max = FILTER_THETA_MIN * scale, FILTER_THETA_MAX * scale
+        self.entries = []
+
+    def accepts(self, cost, theta, cost_slope, step, trial_cost, trial_theta, c1):
+        """None (refused), "f" (Armijo on the cost) or "h" (filter and sufficient
+        decrease of theta or phi)."""
+        if not (math.isfinite(trial_cost) and math.isfinite(trial_theta)) or \
+                trial_theta > self.theta_max:
+            return None
+        for theta_j, phi_j in self.entries:
+            if trial_theta >= theta_j and trial_cost >= phi_j:
+                return None
+        switching = cost_slope < 0.0 and \
+            step * (-cost_slope) ** FILTER_S_PHI > FILTER_DELTA * theta ** FILTER_S_THETA
+        if switching and theta <= self.theta_min:
+            return "f" if trial_cost <= cost + c1 * step * cost_slope else None
+        if trial_theta <= (1.0 - FILTER_GAMMA_THETA) * theta or \
+                trial_cost <= cost - FILTER_GAMMA_PHI * theta:
+            return "h"
+        return None
+
+    def add(self, cost, theta):
+        """The iterate's envelope after an h-type step (eq. 20)."""
+        self.entries.append(((1.0 - FILTER_GAMMA_THETA) * theta,
+                             cost - FILTER_GAMMA_PHI * theta))
+
 
 def _checked_restoration(restoration):
     """``restoration`` (None or a key of :data:`RESTORATIONS`), or a ValueError."""
@@ -1024,7 +1079,8 @@ class CSQP:
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
-                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp"):
+                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
+                 line_search="filter"):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -1036,6 +1092,9 @@ class CSQP:
         if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
         self.restoration = _checked_restoration(restoration)
+        if line_search not in LINE_SEARCHES:
+            raise ValueError(f"line_search must be one of {LINE_SEARCHES}, got {line_search!r}")
+        self.line_search = line_search
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -1540,6 +1599,7 @@ class CSQP:
         # ``beaten`` the infeasibility its point must be below to be handed back
         # unconverged (0: only a feasible one, after a QP certified infeasible)
         restore, crawled, since, beaten = None, 0, 0, 0.0
+        filter_ = None              # the filter line search's (:class:`_Filter`), per start
         self.restored = None
         self._handed_back = False
         try:
@@ -1595,6 +1655,7 @@ class CSQP:
                     # search; the status that triggered the restoration is no longer the
                     # SQP's (review rev25): without a new stop, the iterations ran out
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
+                    filter_ = None
                     since = len(history["step"])
                     status = "max_iter"
                 # the time is up: the solve ends after the stopping tests at the
@@ -1668,6 +1729,9 @@ class CSQP:
                 break
             accepted = None
             first = self._first_trial(history["step"][since:])
+            if filter_ is None:
+                filter_ = _Filter(infeasibility)
+            kind = None
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
             for step in self.alphas[first:] if finite else ():
@@ -1676,10 +1740,18 @@ class CSQP:
                 except (KERNEL_ERRORS + (ValueError,)):
                     continue
                 trial_merit = trial[0] + nu * (trial[2] + trial[4])
-                if math.isfinite(trial_merit) and \
-                        trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+                if self.line_search == "filter":
+                    kind = filter_.accepts(cost, infeasibility, cost_slope, step, trial[0],
+                                           trial[2] + trial[4], self.c1)
+                    ok = kind is not None
+                else:
+                    ok = math.isfinite(trial_merit) and \
+                        trial_merit <= merit + self.c1 * step * min(slope, 0.0)
+                if ok:
                     accepted = (step, x_try, u_try, trial_merit, trial)
                     break
+            if kind == "h":
+                filter_.add(cost, infeasibility)
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
