@@ -1781,7 +1781,8 @@ class CSQP:
                     verdict = filter_.accepts(cost, infeasibility, cost_slope, step,
                                               trial[0], trial[2] + trial[4], self.c1)
                     largest = None if verdict is None else step
-            if accepted is None and largest is not None:
+            by_filter = accepted is None and largest is not None
+            if by_filter:
                 # the merit refused every trial, the filter accepts one: IPOPT's order (its
                 # restoration phase only where the filter refuses every trial).  The
                 # trial buffers hold the last trial: the filter's is evaluated again (the
@@ -1822,8 +1823,13 @@ class CSQP:
                 status = "time_limit"
                 break
             # a crawl: the smallest step of a line search that has one below 1 (with
-            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25)
-            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 else 0
+            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25),
+            # or the filter's step where the merit refused every trial: the merit's model
+            # refused the step as a crawl says it is valid on 1/512 of it, and the SQP
+            # alone would have stopped there before the fallback (panda "obstacle", 30
+            # knots, restoration None: 491 filter steps in a row to max_iter 500 where
+            # the merit alone stopped at its first refusal)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,

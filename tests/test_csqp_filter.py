@@ -89,3 +89,22 @@ def test_a_run_the_merit_accepts_is_bitwise_the_merit_alone():
     assert new.cost == old.cost
     np.testing.assert_array_equal(new.xs, old.xs)
     np.testing.assert_array_equal(new.us, old.us)
+
+
+def test_filter_steps_in_a_row_start_the_restoration():
+    """A filter step (the merit refused every trial) counts as a crawl: two in a row start
+    the restoration, as two smallest steps do (before the fallback a single refusal did).
+    Forced here by a merit that refuses every trial (c1 1e3) on obstacle (30 knots): two
+    full filter steps, then the restoration (ProxDDP) from the second's point; without a
+    restoration the SQP goes on with filter steps (and converges there, at 0.0833178289,
+    where the restoration's hand-back ends at another local optimum, 0.0876580054: the
+    price of the trigger, measured)."""
+    problem = constrained.untuned3("obstacle", 30)
+    seen = []
+    solver = gp.solvers.CSQP(problem, c1=1e3)
+    result = solver.solve(max_iter=60, callbacks=[lambda s, i, record: seen.append(i)])
+    assert result.history["step"][:2] == [1.0, 1.0], result.history["step"]
+    assert solver.restored is not None and result.restoration_iterations > 0
+    assert seen[:2] == [1, 2] and (len(seen) == 2 or seen[2] > 3), seen
+    alone = gp.solvers.CSQP(problem, c1=1e3, restoration=None).solve(max_iter=60)
+    assert alone.restoration_iterations == 0 and alone.history["step"][:3] == [1.0] * 3
