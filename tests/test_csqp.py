@@ -401,8 +401,8 @@ def test_talos_squat_settles_where_the_merit_cannot_resolve_the_step():
     there), where main's CSQP said "no step accepted by the line search".  Since gn19 the
     test is tried after every QP, not only after a refused line search: from the guess
     25 iterations when measured (32 before, each of the last 7 gaining < 2e-11 of the
-    cost; asserted at most 27).  With th_decrease 1e-15 (and the merit alone) the test does not hold and the
-    old status comes back."""
+    cost; asserted at most 27).  With th_decrease 1e-15 (and the merit alone) the test
+    does not hold and the old status comes back."""
     from geppetto.solvers.csqp import SETTLED
     hard, soft = _talos_squat_with_hard_rows()
     free = gp.solvers.FDDP(soft).solve(max_iter=200)
