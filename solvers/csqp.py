@@ -83,6 +83,27 @@ lam^T F'' (light wrists: kinova, talos_arm) the SQP converges linearly and the
 stationarity, read through an adjoint sweep that amplifies the iterate's error backwards,
 stalls above th_stop with the cost converged to 12 digits; gn19).
 
+Where the merit refuses every trial of a step that solves the QP (the active-set
+method's, or ADMM's to its tolerance), a filter (Waechter & Biegler, Math. Prog. 106,
+2006, Sec. 2.3: a trial is acceptable where it is not dominated by a stored pair
+(theta, cost), theta the l1 infeasibility, and decreases theta or the cost by a margin;
+:class:`_Filter`) judges the same trials, and the largest it accepts is taken (option
+``filter_fallback``): IPOPT's order, whose restoration phase starts only where the filter
+refuses every trial.  The merit's nu, above the multipliers' largest magnitude, weighs
+the gaps' second-order growth along a long step against a linear decrease: on kinova
+"pose" from the guess (benchmarks/constrained.py untuned3: a QP step of 850 N m on the
+last knot's light wrist) every trial was refused, the restoration ran 37 ProxDDP
+iterations to violation 0.05 and the SQP then took 27 steps of 1/64 (the merit's
+second-order term, nu times the gaps' growth, ~300 step^2 against its linear decrease
+8.4 step): 94 iterations in all.  The filter
+accepts the full step (the cost falls, the gaps grow to 231, as IPOPT's do to 21.8), and
+the next full steps close the gaps quadratically: 8 iterations, no restoration, the
+same optimum (glob29).  The filter alone as the line search (every trial) was measured
+and not kept: the stiff tasks' Gauss-Newton steps near the solution then cycle between
+gaps and cost (panda "stiff" 46 -> 204 iterations; panda "torque" from the guess ends at
+a higher optimum).  Where the merit accepts a step, it is taken as before: the other
+runs of benchmarks/constrained.py keep their iterates to the bit.
+
 The restoration (:meth:`CSQP._restore`, option ``restoration``, default "proxddp"): the
 QP insists on the rows' linearization however far outside its validity that takes the
 step.  Where the SQP would stop without a solution at an infeasible iterate (its QP
@@ -267,6 +288,63 @@ RESTORE_CRAWL = 2
 RESTORE_PROGRESS = 0.9
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
+
+# the filter that judges a solved QP's step where the l1 merit refuses every trial
+# (``filter_fallback``; Waechter & Biegler, "On the implementation of an interior-point
+# filter line-search algorithm for large-scale nonlinear programming", Math. Prog. 106,
+# 2006, Sec. 2.3, with IPOPT's constants): the margins gamma_theta, gamma_phi of the
+# filter's envelope, the switching condition's delta, s_theta, s_phi (their eq. 19: an
+# f-type step, where the cost's predicted decrease dominates the infeasibility), and
+# theta_min, theta_max relative to max(1, theta_0) (Armijo on the cost only below
+# theta_min; no trial above theta_max)
+FILTER_GAMMA_THETA, FILTER_GAMMA_PHI = 1e-5, 1e-8
+FILTER_DELTA, FILTER_S_THETA, FILTER_S_PHI = 1.0, 1.1, 2.3
+FILTER_THETA_MIN, FILTER_THETA_MAX = 1e-4, 1e4
+
+
+class _Filter:
+    """Waechter & Biegler's filter (Math. Prog. 106, 2006, Sec. 2.3, their Algorithm A
+    without the second-order correction) on the pair (theta, phi): theta the l1
+    infeasibility (gaps and rows, the merit's), phi the cost; CSQP asks it only about the
+    trials the l1 merit refused (``filter_fallback``).  A trial is acceptable where
+    theta_t <= theta_max, it lies outside every stored envelope (theta_j, phi_j) (theta_t
+    < theta_j or phi_t < phi_j), and it decreases the infeasibility or the cost enough
+    with respect to the iterate (eq. 18: theta_t <= (1 - gamma_theta) theta or phi_t <=
+    phi - gamma_phi theta); where the switching condition holds (the QP step's cost slope
+    g^T w < 0 and step (-g^T w)^s_phi > delta theta^s_theta) and theta <= theta_min, it
+    asks Armijo on the cost instead (an f-type step), and only the other (h-type) steps
+    add the iterate's envelope to the filter.  Unlike the l1 merit's penalty nu (the
+    multipliers' largest magnitude), it lets the infeasibility grow where the cost falls,
+    up to theta_max, as IPOPT does (kinova "pose" from the guess: IPOPT's gaps grow to
+    21.8 in its first three full steps, then close quadratically)."""
+
+    def __init__(self, theta):
+        scale = max(1.0, theta)
+        self.theta_min, self.theta_max = FILTER_THETA_MIN * scale, FILTER_THETA_MAX * scale
+        self.entries = []
+
+    def accepts(self, cost, theta, cost_slope, step, trial_cost, trial_theta, c1):
+        """None (refused), "f" (Armijo on the cost) or "h" (filter and sufficient
+        decrease of theta or phi)."""
+        if not (math.isfinite(trial_cost) and math.isfinite(trial_theta)) or \
+                trial_theta > self.theta_max:
+            return None
+        for theta_j, phi_j in self.entries:
+            if trial_theta >= theta_j and trial_cost >= phi_j:
+                return None
+        switching = cost_slope < 0.0 and \
+            step * (-cost_slope) ** FILTER_S_PHI > FILTER_DELTA * theta ** FILTER_S_THETA
+        if switching and theta <= self.theta_min:
+            return "f" if trial_cost <= cost + c1 * step * cost_slope else None
+        if trial_theta <= (1.0 - FILTER_GAMMA_THETA) * theta or \
+                trial_cost <= cost - FILTER_GAMMA_PHI * theta:
+            return "h"
+        return None
+
+    def add(self, cost, theta):
+        """The iterate's envelope after an h-type step (eq. 20)."""
+        self.entries.append(((1.0 - FILTER_GAMMA_THETA) * theta,
+                             cost - FILTER_GAMMA_PHI * theta))
 
 
 def _checked_restoration(restoration):
@@ -993,7 +1071,10 @@ class CSQP:
     the line search: ``alphas``
     1, 1/2 .. 2^-9, Armijo's ``c1`` 1e-4 on the l1 merit, ``warm_line_search`` True
     (after an accepted step <= 1/8 the search starts at twice it; after a full step that
-    followed a step <= 1/4, at that step).  ``infeasible_after`` 5:
+    followed a step <= 1/4, at that step), ``filter_fallback`` True (where the merit
+    refuses every trial of a solved QP's step, the largest trial that Waechter &
+    Biegler's filter accepts is taken, :class:`_Filter`, before any restoration; False:
+    the merit alone, as before).  ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation, or :data:`CERTIFIED_AFTER`
     in a row end their QP certified infeasible; ``eps_prim_inf`` 1e-4 (OSQP's default):
@@ -1024,7 +1105,8 @@ class CSQP:
                  rho_max=1e6, sigma=1e-6, alpha=1.6, rho_interval=25, polish=True, big=1e5,
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
-                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp"):
+                 th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
+                 filter_fallback=True):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -1036,6 +1118,7 @@ class CSQP:
         if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
         self.restoration = _checked_restoration(restoration)
+        self.filter_fallback = bool(filter_fallback)
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -1540,6 +1623,7 @@ class CSQP:
         # ``beaten`` the infeasibility its point must be below to be handed back
         # unconverged (0: only a feasible one, after a QP certified infeasible)
         restore, crawled, since, beaten = None, 0, 0, 0.0
+        filter_ = None              # the fallback's :class:`_Filter`, one per start
         self.restored = None
         self._handed_back = False
         try:
@@ -1595,6 +1679,7 @@ class CSQP:
                     # search; the status that triggered the restoration is no longer the
                     # SQP's (review rev25): without a new stop, the iterations ran out
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
+                    filter_ = None
                     since = len(history["step"])
                     status = "max_iter"
                 # the time is up: the solve ends after the stopping tests at the
@@ -1668,6 +1753,18 @@ class CSQP:
                 break
             accepted = None
             first = self._first_trial(history["step"][since:])
+            if filter_ is None:
+                filter_ = _Filter(infeasibility)
+            # the filter's verdict on the trials the merit refuses (``filter_fallback``),
+            # where the step solves the QP (the active-set method's, or ADMM's to its
+            # tolerance): the filter's premise is a step along which the linearized gaps
+            # and rows vanish, theta's model (1 - step) theta (Waechter & Biegler Sec.
+            # 2.3; an inconsistent linearization goes to their restoration phase).  A step
+            # of an unsolved or certified-infeasible QP makes no such promise (the
+            # swing-up from rest: the filter took the first certified QP's full step, to a
+            # point from which ProxDDP's restoration does not converge in 500 iterations)
+            fallback = self.filter_fallback and bool(solved or polished)
+            largest, verdict = None, None   # the largest trial the filter accepts
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
             for step in self.alphas[first:] if finite else ():
@@ -1680,6 +1777,21 @@ class CSQP:
                         trial_merit <= merit + self.c1 * step * min(slope, 0.0):
                     accepted = (step, x_try, u_try, trial_merit, trial)
                     break
+                if fallback and largest is None:
+                    verdict = filter_.accepts(cost, infeasibility, cost_slope, step,
+                                              trial[0], trial[2] + trial[4], self.c1)
+                    largest = None if verdict is None else step
+            by_filter = accepted is None and largest is not None
+            if by_filter:
+                # the merit refused every trial, the filter accepts one: IPOPT's order (its
+                # restoration phase only where the filter refuses every trial).  The
+                # trial buffers hold the last trial: the filter's is evaluated again (the
+                # same bits)
+                x_try, u_try, trial = self._trial(xs, us, largest, slot)
+                accepted = (largest, x_try, u_try, trial[0] + nu * (trial[2] + trial[4]),
+                            trial)
+                if verdict == "h":
+                    filter_.add(cost, infeasibility)
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -1711,8 +1823,13 @@ class CSQP:
                 status = "time_limit"
                 break
             # a crawl: the smallest step of a line search that has one below 1 (with
-            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25)
-            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 else 0
+            # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25),
+            # or the filter's step where the merit refused every trial: the merit's model
+            # refused the step as a crawl says it is valid on 1/512 of it, and the SQP
+            # alone would have stopped there before the fallback (panda "obstacle", 30
+            # knots, restoration None: 491 filter steps in a row to max_iter 500 where
+            # the merit alone stopped at its first refusal)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,

@@ -45,7 +45,8 @@ def _converged_at_alddp(problem, result, rtol):
 
 def test_obstacle_from_the_guess_converges_after_the_crawl():
     problem = constrained.untuned3("obstacle", 30)
-    old = gp.solvers.CSQP(problem, restoration=None).solve(max_iter=500)
+    # the SQP alone: no restoration, no filter fallback (glob29)
+    old = gp.solvers.CSQP(problem, restoration=None, filter_fallback=False).solve(max_iter=500)
     assert not old.converged and old.status == "no step accepted by the line search", old
     assert old.violation >= 0.1, old.violation
     solver = gp.solvers.CSQP(problem)
@@ -261,9 +262,12 @@ def test_max_iter_after_a_hand_back_reports_max_iter():
     run out: the status is "max_iter", not the refused line search's (the old code
     reported "no step accepted by the line search" with the violation still falling)."""
     problem = constrained.untuned3("obstacle", 30)
-    alone = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], restoration=None).solve(max_iter=3)
+    alone = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], restoration=None,
+                            filter_fallback=False).solve(max_iter=3)
     assert alone.status == "no step accepted by the line search", alone.status
-    solver = gp.solvers.CSQP(problem, alphas=[1.0, 0.5])
+    # the refused line search starts the restoration where the merit judges alone (the
+    # filter fallback takes full steps here instead: glob29)
+    solver = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], filter_fallback=False)
     result = solver.solve(max_iter=3)
     assert solver.restored is not None and solver.restored.iterations > 0
     assert result.status == "max_iter" and not result.converged, result.status
