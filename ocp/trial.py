@@ -35,6 +35,7 @@ phase's costs are summed; ``offset`` < 0: nothing published (:data:`NO_PROGRESS`
 import numpy as np
 
 from ..dynamics.aba import _aba_state
+from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
@@ -136,6 +137,8 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     (free dynamics), 1.00x and 0.98x with RK4 (whose four ABAs share the cost; the
     same bits; thread CPU time, 15 interleaved blocks of 100 trials in one process,
     load 9-11)."""
+    m, B, damping, inputs, x_start, outputs, ws, kinematics, progress = borrowed_all((
+        m, B, damping, inputs, x_start, outputs, ws, kinematics, progress))
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
     xs_try, us_try, xnext = outputs
     dyn, stages, aba_ws, lie = ws
@@ -144,8 +147,10 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     fields, w, xi = stages
     nq, nv = m.nq, m.nv
     n_stages = stage_count(scheme)
-    dx = np.empty(gaps.shape[1])
+    dx_owner = np.empty(gaps.shape[1])
+    dx = borrowed(dx_owner)
     store = kinematics[0] > 0 and scheme <= 1
+    failed = -1
     predicted = x_start
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
@@ -184,13 +189,15 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
         for i in range(nv):
             xn[nq + i] = x[nq + i] + w[nv + i]
         if not all_finite(xnext[t]):
-            return t
+            failed = t
+            break
         if store:
             _store_kinematics(liR, lip, oR, op, J, kinematics, t)
         if offset >= 0:
             store_release(progress, TRIAL_ROLLED, offset + t + 1)
         predicted = xnext[t]
-    return -1
+    keep_alive((dx_owner,))
+    return failed
 
 
 def free_rollout(dynamics, integrator, us, xs):
