@@ -42,7 +42,7 @@ cond(Quu) (up to 1e-10 of the largest gain on the solo12 trot, cond 1.6e9).
 """
 import numpy as np
 
-from ..dynamics.config import kernel
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
 
 
@@ -231,7 +231,7 @@ def _workspace(ndx, nu):
     return products, box
 
 
-@kernel
+@inline_kernel
 def _q_function(t, F, Vxx, Quu, ws):
     """The products Fx^T Vxx' Fx (into ws's Qxx), Fx^T Vxx' Fu (Qxu), Fu^T Vxx' Fu
     (Quu[t]), dense, with Fx^T Vxx' and Fu^T Vxx' into ws."""
@@ -253,7 +253,7 @@ def _euler_workspace(ndx, nu, n_lie, used):
             np.empty((nu, m)))
 
 
-@kernel
+@inline_kernel
 def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     """The products of :func:`_q_function` at a symplectic Euler knot of step dt, by
     the block structure of the module docstring: Fx = E + C [B; R], Fu = C [Bu; Ru]."""
@@ -299,7 +299,7 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     np.dot(FuVC, BRu, Quu[t])                  # (Fu^T V) Fu = (Fu^T V) C [Bu; Ru]
 
 
-@kernel
+@inline_kernel
 def _times_c(X, dt, lie_rows, out):
     """out = X C (see the module docstring): out[:, j] = dt X[:, j] + X[:, n + j] for
     j < n, then the columns X[:, l], l in L."""
@@ -311,7 +311,7 @@ def _times_c(X, dt, lie_rows, out):
             out[r, n + a] = X[r, lie_rows[a]]
 
 
-@kernel
+@inline_kernel
 def _q_terms(t, F, L, Vx, mu, Qu, Quu, ws):
     """Qx, Qxx, Qxu (into ws) and Qu[t], Quu[t] (+ mu I): the cost derivatives and the
     gradient terms added to the products of :func:`_q_function` (Vx[t+1])."""
@@ -344,7 +344,7 @@ def _q_terms(t, F, L, Vx, mu, Qu, Quu, ws):
         Quu[t, i, i] += mu
 
 
-@kernel
+@inline_kernel
 def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
     """k[t], K[t] (their first n rows; the padding zero) from the Cholesky factor of
     Quu[t], or with ``boxed`` from the box QP (Crocoddyl's
@@ -385,7 +385,7 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
     return True
 
 
-@kernel
+@inline_kernel
 def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
     """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I."""
     _, _, Qx, Qxx, Qxu = ws[0]
@@ -410,7 +410,7 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
             Vxx[t, j, i] = s
 
 
-@kernel
+@inline_kernel
 def _add_gap_term(Vx, Vxx, gaps, t, Vf):
     """Vx[t] += Vxx[t] gaps[t] (FDDP: the gradient at the end of the defect), the
     product kept in Vf[t] unless Vf is empty."""
