@@ -223,11 +223,11 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
 @kernel
 def _workspace(ndx, nu):
     """Buffers of one backward pass: (FxV, FuV, Qx, Qxx, Qxu) of the current knot,
-    then the box QP's (L, free, work, lo, hi, du)."""
+    then the gains' (L, free, work, lo, hi, du, Kk): the box QP's and [K | k]."""
     products = (np.empty((ndx, ndx)), np.empty((nu, ndx)), np.empty(ndx),
                 np.empty((ndx, ndx)), np.empty((ndx, nu)))
     box = (np.zeros((nu, nu)), np.zeros(nu, dtype=np.bool_), np.zeros((4 + nu, max(nu, 1))),
-           np.empty(nu), np.empty(nu), np.empty(nu))
+           np.empty(nu), np.empty(nu), np.empty(nu), np.empty((nu, ndx + 1)))
     return products, box
 
 
@@ -354,7 +354,7 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
     improvement, hence in the stopping value).  False when Quu (or its free block)
     is not positive definite."""
     Qxu = ws[0][4]
-    L, free, work, lo, hi, du = ws[1]
+    L, free, work, lo, hi, du, Kk = ws[1]
     ndx, nu = Qxu.shape
     for i in range(n, nu):
         k[t, i] = 0.0
@@ -376,12 +376,18 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
         return True
     if not cholesky_factor(Quu[t], n, L, 0.0):
         return False
+    # [K | k] solved at once, k as the last column: its entries get the same operations
+    # in the same order as in a solve of its own (cholesky_solve's one-column form is
+    # its row form), and one sweep replaces two chains of dependent divisions
     for i in range(n):
-        k[t, i] = Qu[t, i]
         for j in range(ndx):
-            K[t, i, j] = Qxu[j, i]
-    cholesky_solve(L, n, k[t].reshape((nu, 1)))
-    cholesky_solve(L, n, K[t])
+            Kk[i, j] = Qxu[j, i]
+        Kk[i, ndx] = Qu[t, i]
+    cholesky_solve(L, n, Kk)
+    for i in range(n):
+        for j in range(ndx):
+            K[t, i, j] = Kk[i, j]
+        k[t, i] = Kk[i, ndx]
     return True
 
 
