@@ -184,7 +184,11 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
     :func:`backward_range` and :func:`backward_range_kept`.  ``limited`` empty: no knot
     takes the box QP; Lq, Vf empty: nothing kept, else Lq[t] gets the Cholesky factor
     of Quu[t] that :func:`_gains` computed (its leading nus[t] block, lower triangle)
-    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible)."""
+    and Vf[t] the gap term Vxx[t] gaps[t] (when not feasible).  The knot's helpers are
+    inlined (:func:`~geppetto.dynamics.config.inline_kernel`), and read a knot's rows in
+    place where they can: a call to a compiled function, or a view such as Vxx[t + 1],
+    increfs and decrefs each array, atomic operations (the ur5 backward pass: inlining
+    0.84x of its time, Vxx[t + 1] in place then 0.94x; CPU time, interleaved)."""
     N, ndx, nu = Fu.shape
     ws = _workspace(ndx, nu)
     blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
