@@ -266,7 +266,7 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     BR, BRu, CV, FxVC, FuVC = blocks
     ndx, nu = Qxu.shape
     n = ndx // 2
-    s = t + 1                                   # Vxx[s] read in place (a view costs an incref)
+    t_next = t + 1                              # Vxx[t_next] read in place: a view costs an incref
     # [B; R], [Bu; Ru]: B, Bu the bottom rows of Fx, Fu; R, Ru their Lie rows' rest
     for r in range(n):
         for c in range(ndx):
@@ -283,14 +283,14 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     # C^T V: rows dt V[q] + V[v], then the Lie rows of V
     for r in range(n):
         for c in range(ndx):
-            CV[r, c] = dt * Vxx[s, r, c] + Vxx[s, n + r, c]
+            CV[r, c] = dt * Vxx[t_next, r, c] + Vxx[t_next, n + r, c]
     for a in range(lie_rows.shape[0]):
         for c in range(ndx):
-            CV[n + a, c] = Vxx[s, lie_rows[a], c]
+            CV[n + a, c] = Vxx[t_next, lie_rows[a], c]
     np.dot(BR.T, CV, FxV)                      # Fx^T V = E^T V + [B; R]^T C^T V
     for r in range(n):
         for c in range(ndx):
-            FxV[r, c] += Vxx[s, r, c]
+            FxV[r, c] += Vxx[t_next, r, c]
     np.dot(BRu.T, CV, FuV)                     # Fu^T V = [Bu; Ru]^T C^T V
     # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(FxV, dt, lie_rows, FxVC)
