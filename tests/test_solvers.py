@@ -862,6 +862,38 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
                                    atol=tolerance * max(1.0, np.abs(dense).max()))
 
 
+def test_feed_forward_gain_is_the_one_column_solve_to_the_bit():
+    """The backward pass solves k with K, as the last column of [K | k] (one row-form
+    sweep of ``cholesky_solve``); each k_t must equal, bit for bit, Quu_t^-1 Qu_t solved
+    alone (``cholesky_solve``'s one-column form, the gains' former code), and a
+    multi-column solve each of its columns solved alone (ur5 reaching, 8 knots, at a
+    random infeasible point)."""
+    from geppetto.dynamics.linalg import cholesky_factor, cholesky_solve
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", [0.4, 0.2, 0.5], robot.q0, knots=8)
+    rng = np.random.default_rng(7)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, problem.state.nq:] += 0.3 * rng.normal(size=(problem.N + 1, problem.state.nv))
+    us = rng.normal(size=(problem.N, problem.nu))
+    solver = FDDP(problem)
+    result = solver.solve(xs, us, max_iter=1)
+    assert result.iterations == 1
+    nu = problem.nu
+    for t in range(problem.N):
+        L = np.zeros((nu, nu))
+        assert cholesky_factor(solver.Quu[t].copy(), nu, L, 0.0)
+        alone = solver.Qu[t].copy().reshape(nu, 1)
+        cholesky_solve(L, nu, alone)
+        np.testing.assert_array_equal(solver.k[t], alone[:, 0])
+        columns = rng.normal(size=(nu, 13))
+        together = columns.copy()
+        cholesky_solve(L, nu, together)
+        for c in range(columns.shape[1]):
+            one = columns[:, c:c + 1].copy()
+            cholesky_solve(L, nu, one)
+            np.testing.assert_array_equal(together[:, c], one[:, 0])
+
+
 def _box_qp_by_enumeration(H, q, lower, upper):
     """The minimizer of 1/2 x^T H x + q^T x in the box: every assignment of each
     coordinate to free / lower / upper, keeping the feasible stationary points."""
