@@ -39,6 +39,38 @@ def borrowed(typingctx, array):
     return array(array), codegen
 
 
+def borrow_value(context, builder, typ, value):
+    """Code generation: ``value`` of type ``typ`` with every array in it (nested tuples
+    included) without its memory owner; other members reference-counted as a read
+    would (an increment, which the caller's decrement at their end balances)."""
+    if isinstance(typ, types.Array):
+        source = make_array(typ)(context, builder, value)
+        view = make_array(typ)(context, builder)
+        populate_array(view, data=source.data, shape=source.shape, strides=source.strides,
+                       itemsize=source.itemsize, meminfo=None, parent=None)
+        return view._getvalue()
+    if isinstance(typ, types.BaseTuple):
+        members = [borrow_value(context, builder, t, builder.extract_value(value, i))
+                   for i, t in enumerate(typ)]
+        return context.make_tuple(builder, typ, members)
+    context.nrt.incref(builder, typ, value)
+    return value
+
+
+@intrinsic
+def borrowed_all(typingctx, value):
+    """``value`` (an array or a tuple of arrays, nested tuples and scalars, a
+    ModelArrays) with every array :func:`borrowed`: one statement for a kernel's
+    argument tuples, whose owners the caller keeps alive for the whole call."""
+    if not isinstance(value, (types.Array, types.BaseTuple)):
+        return None
+
+    def codegen(context, builder, signature, arguments):
+        return borrow_value(context, builder, value, arguments[0])
+
+    return value(value), codegen
+
+
 @intrinsic
 def keep_alive(typingctx, owners):
     """A use of the arrays in the tuple ``owners`` that does nothing: after it,
