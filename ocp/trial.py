@@ -35,6 +35,7 @@ phase's costs are summed; ``offset`` < 0: nothing published (:data:`NO_PROGRESS`
 import numpy as np
 
 from ..dynamics.aba import _aba_state
+from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
@@ -229,7 +230,12 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
     kinematics nor dynamics.  A contact step solves into knot t's arrays of ``solved``
     (:func:`~.contact_step.solved_store`, stamped with the knot's point; no knots: not
     kept), whose derivatives ``calc_diff`` then takes without solving again."""
-    m, ca, stage, ws, store = holder.item
+    # every array borrowed (no atomic reference count per knot in the step kernels'
+    # calls, the views xs_try[t], xnext[t] and the workspace's): the holder, an argument,
+    # owns the item's arrays, the caller the arguments', for the whole call; dx and w
+    # are kept alive to the single exit
+    m, ca, stage, ws, store = borrowed_all(holder.item)
+    inputs, x_start, outputs, progress = borrowed_all((inputs, x_start, outputs, progress))
     B, damping, settings, scheme, dt, restitution = stage
     kinematics, lam, stamp_xs, stamp_us, holding, solved = store
     forces = lam.shape[0] > 0
@@ -240,8 +246,10 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
     keep = scheme != IMPULSE and solved[0].shape[0] == xnext.shape[0]
     solved_xs, solved_us, solved_iterations = solved[12], solved[13], solved[11]
     s4, t4, s3 = ws[3]
-    dx = np.empty(gaps.shape[1])
-    w = np.empty(gaps.shape[1])
+    dx_owner = np.empty(gaps.shape[1])
+    w_owner = np.empty(gaps.shape[1])
+    dx, w = borrowed(dx_owner), borrowed(w_owner)
+    failed = -1
     predicted = x_start
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
@@ -264,7 +272,8 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
                 for i in range(solved_us.shape[1]):
                     solved_us[t, i] = u[i]
         if not regular or not all_finite(xnext[t]):
-            return t
+            failed = t
+            break
         s_liR, s_lip, s_oR, s_op, s_J = step_ws[0][:5]
         step_lam = step_ws[0][8]
         if kinematics[0] > 0:
@@ -279,9 +288,10 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
         if offset >= 0:
             store_release(progress, TRIAL_ROLLED, offset + t + 1)
         predicted = xnext[t]
-    if forces:
+    if forces and failed < 0:
         holding[0] = VALUES
-    return -1
+    keep_alive((dx_owner, w_owner))
+    return failed
 
 
 def rollout_python(integrator, inputs, x_start, outputs, idata):
