@@ -37,6 +37,7 @@ from .batch_lanes import (_as_configuration_stack, _as_lanes, _as_lanes_configur
                           _as_stacks, _compact_inertias, _crba_forward_pass_lanes,
                           _invert_spd_lanes, _ltl_factor_lanes, _mass_matrix_slots, crba_tile,
                           crba_tile_workspace)
+from .borrowed import borrowed_all
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
                          add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes, load_six_lanes,
@@ -926,7 +927,15 @@ def aba_tiles(m, q, v, tau, with_derivatives, work, ddq, ddq_dq, ddq_dv, Minv, o
     (:func:`aba_tiles_workspace`) and reads the knots' kinematics: ddq (K, nv),
     ddq_dq, ddq_dv, Minv (K, nv * nv), and the world placements and Jacobians oR
     (K, njoints * 9), op (K, njoints * 3), J (K, 6 * nv), as Data's arrays flattened
-    (the OCP's free-dynamics phase, :func:`geppetto.ocp.fused._free_field`)."""
+    (the OCP's free-dynamics phase, :func:`geppetto.ocp.fused._free_field`).
+
+    Every array is :func:`.borrowed.borrowed_all` (the caller owns them for the whole
+    call): each call of the tile's passes took and released a reference to every array
+    of the model and of the workspace it was passed, an atomic increment and decrement
+    per array per tile; borrowed, these are null tests (the same operations, the same
+    bits)."""
+    m, q, v, tau, work, ddq, ddq_dq, ddq_dv, Minv, oR, op, J = borrowed_all(
+        (m, q, v, tau, work, ddq, ddq_dq, ddq_dv, Minv, oR, op, J))
     qt, vt, taut, ddqt, out_q, out_v = work[3], work[4], work[5], work[6], work[8], work[9]
     wd = work[1]
     K = q.shape[0]

@@ -402,8 +402,10 @@ def _impulse_field_diff(xs, us, holder, mode):
     [dv+_dq, dv+_dv - I]], f_u = 0, lambda_x = [dLambda_dq, dLambda_dv], lambda_u = 0 (see
     :meth:`.contacts.ImpulseDynamics.calc_diff`; ``m0``, ``ca0``: the model without gravity
     and the constraints without Baumgarte gains, the derivatives' kernel; the workspaces
-    are the step's, made with the data: no allocation per call)."""
-    m, a = holder.item
+    are the step's, made with the data: no allocation per call).  The item's arrays are
+    borrowed (the holder, an argument, owns them for the whole call): the stack's calls
+    per knot count no references."""
+    m, a = _borrowed_item(holder)
     m0, ca, ca0, restitution, settings, buf, d, out, stamp, ws, dws = a
     qs, vs = buf
     liR, lip, oR, op, J, oY, M, v_after = d
@@ -471,8 +473,10 @@ def _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc):
 @kernel
 def _kinematics(xs, us, holder, mode):
     """The knots' placements (level 1) or placements and world Jacobians (level 2) (the
-    terminal knot's pass); ``holder.item`` = (model, arguments) (:func:`held`)."""
-    m, a = holder.item
+    terminal knot's pass); ``holder.item`` = (model, arguments) (:func:`held`), its arrays
+    borrowed (the holder, an argument, owns them for the whole call): the passes' calls
+    per joint count no references."""
+    m, a = _borrowed_item(holder)
     level, qs, zeros, liR, lip, oR, op, J, v, acc = a
     _knot_kinematics(m, xs, level, qs, zeros, liR, lip, oR, op, J, v, acc)
 

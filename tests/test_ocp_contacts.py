@@ -552,6 +552,47 @@ def test_contact_trial_stores_what_its_costs_read():
             _check_calc_diff_reuses_the_trial_solve(stage, data, xs_try, us_try)
 
 
+def test_contact_trial_stops_at_a_knot_that_fails():
+    """The trial rollout of a contact phase (geppetto.ocp.trial.rollout_contact, whose
+    arrays are borrowed and whose scratch lives to its single exit) returns the first
+    knot whose step is not finite, with the knots before it rolled out as a rollout
+    that does not fail rolls them out (to the bit), and leaves the contact data
+    without the VALUES stamp (its forces are not those of the trial)."""
+    from geppetto.ocp.contact_step import VALUES
+    dynamics = contact_dynamics()
+    x0 = standing_state()
+    costs = [ocp.Cost(ocp.StateResidual(dynamics.state, x0), weight=1e-1),
+             ocp.Cost(ocp.ContactForceResidual(dynamics, 2, [0.0, 0.0, 20.0]), weight=1e-3),
+             ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)]
+    stage = ocp.StageModel(dynamics, costs, dt=0.01)
+    nu, ndx = stage.nu, stage.state.ndx
+    rng = np.random.default_rng(13)
+    xs, us = perturbed_states(dynamics, seed=13, scale=0.05)
+    us = np.ascontiguousarray(us[:, :nu])
+    data = stage.create_data(K, _stage_outputs(K, ndx, nu))
+    stage.calc_diff(data, xs, us)
+    k = rng.standard_normal((K, nu))
+    feedback = 0.1 * rng.standard_normal((K, nu, ndx))
+    gaps = 0.01 * rng.standard_normal((K, ndx))
+    failing = K // 2
+    runs = []
+    for bad in (None, failing):
+        k_run = k.copy()
+        if bad is not None:
+            k_run[bad] = np.nan
+        inputs = (xs, us, k_run, feedback, gaps, us, us, 0.5, True, False)
+        outputs = tuple(np.zeros(shape) for shape in ((K, xs.shape[1]), (K, nu),
+                                                     (K, xs.shape[1])))
+        failed = stage.rollout_trial(inputs, x0, outputs, stage.trial_workspace(data))
+        runs.append((failed, outputs, data.kinematics.contact.holds(
+            dynamics, outputs[0], outputs[1], VALUES)))
+    (ok, good, held_good), (failed, bad, held_bad) = runs
+    assert ok == -1 and held_good
+    assert failed == failing and not held_bad
+    for good_array, bad_array in zip(good, bad):
+        np.testing.assert_array_equal(bad_array[:failing], good_array[:failing])
+
+
 @pytest.mark.parametrize("case", sorted(DYNAMICS_CASES))
 def test_fused_contact_derivatives_match_the_raw_partials(case):
     """The fused phase's calc_diff of a contact stage (one thread) equals the per-term
