@@ -352,6 +352,9 @@ class ShootingProblem:
         # by thread count (parallel_plan): the plans, their chunk boundaries, regions and
         # calls so far
         self._plans, self._bounds, self._regions, self._parallel_calls = {}, {}, {}, {}
+        # set_reference's (residual, [(data, a, b, knot)]) by id(residual), dropped when a
+        # plan's parts (their own data) are built
+        self._reference_targets = {}
         # by thread count: each chunk's ChunkProgram (or None when the plan has a chunk
         # that needs the phase-by-phase path), the progress signal they publish
         self._programs, self._signals = {}, {}
@@ -879,6 +882,7 @@ class ShootingProblem:
                 chunks[chunk(a)].append((model, a, b, self._part_data(data, start, stop, a,
                                                                       b)))
         self._plans[n] = [(phases, i == n - 1) for i, phases in enumerate(chunks)]
+        self._reference_targets = {}        # the parts' data hold references too
         self._bounds[n] = bounds
         with _numba_threads(1):
             programs = [chunk_program(self, phases) if phases else None for phases in chunks]
@@ -940,6 +944,13 @@ class ShootingProblem:
         out = np.empty((self.N + 1, self.ndx)) if out is None else out
         if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
                 and _own_stack(out, (self.N + 1, self.ndx)):
+            if self.nx == self.ndx:
+                # nq = nv: every joint's q1 (-) q0 is q1 - q0, the kernel's subtractions
+                # done by numpy (the same bits): 1.1 us against the kernel call's 2.8 us
+                # (its ModelRef and scratch unboxed), per FDDP iteration on ur5
+                np.subtract(self.x0, xs[0], out=out[0])
+                np.subtract(self.xnext, xs[1:], out=out[1:])
+                return out
             _multibody_gaps(model_ref(self.state.model), self.x0, self.xnext, xs, out,
                             self._lie_scratch)
             return out
@@ -993,7 +1004,24 @@ class ShootingProblem:
         values = _reference_values(values)
         if self._speculation is not None:       # its worker reads the references
             self._discard_speculation()
-        found = False
+        targets = self._reference_targets.get(id(residual))
+        if targets is None or targets[0] is not residual:
+            targets = self._reference_targets[id(residual)] = (
+                residual, self._find_reference_targets(residual))
+        if not targets[1]:
+            raise ValueError("this residual is not used by any cost or constraint of the problem")
+        n_knots = self.N + 1
+        for rdata, a, b, knot in targets[1]:
+            _write_reference(rdata, values, a, b, knot, n_knots)
+
+    def _find_reference_targets(self, residual):
+        """[(residual data, a, b, first knot)] of every run where ``residual`` appears, in
+        the phases, the terminal knot and the parts of the phases cut by a parallel plan:
+        :meth:`set_reference` writes rows a:b of each.  Looked up once per residual
+        (dropped when a plan is built: :attr:`_reference_targets`): the search over the
+        stages and their terms cost ~7 us of the ~11 us a call took on the ur5 MPC
+        horizon (51 moving targets), each MPC step."""
+        found = []
         stages = list(self.phases) + [(self.terminal_model, self.N, self.N + 1,
                                        self.terminal_data)]
         for plan in self._plans.values():       # the parts of phases cut by a plan
@@ -1005,10 +1033,8 @@ class ShootingProblem:
                 terms += list(zip(model.constraints, data.constraints))
                 for term, rdata in terms:
                     if term.residual is residual:
-                        found = True
-                        _write_reference(rdata, values, a, b, start + a, self.N + 1)
-        if not found:
-            raise ValueError("this residual is not used by any cost or constraint of the problem")
+                        found.append((rdata, a, b, start + a))
+        return found
 
     # -- trajectories -------------------------------------------------------
     def rollout(self, us, x0=None):

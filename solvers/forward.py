@@ -20,6 +20,8 @@ A trial allocates no arrays: it writes into one of two preallocated sets of
 the accepted trial's arrays as its iterate; the next trial then writes into the
 other set).
 """
+import math
+
 import numpy as np
 
 from ..ocp.horizon import horizon_trial
@@ -154,7 +156,8 @@ class ForwardPass:
                                        merit_gaps)
         except KERNEL_ERRORS:
             failed, cost = 0, np.nan
-        if failed >= 0 or not np.isfinite(cost):
+        # math.isfinite on the kernel's float: 0.05 us against numpy's 0.6 us for a scalar
+        if failed >= 0 or not math.isfinite(cost):
             return None
         self.merit = (outputs[0] if merit_gaps else None, dv)
         return outputs + (cost,)

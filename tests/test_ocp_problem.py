@@ -168,6 +168,57 @@ def test_threads_give_the_same_arrays():
         np.testing.assert_array_equal(results[2][n], results[3][n], err_msg=n)
 
 
+def test_set_reference_reaches_the_parts_of_a_plan_built_after_it():
+    """set_reference keeps where its residual's references live (looked up at its first
+    call): a plan built later (threads) cuts the phase into parts with their own data,
+    which the next call reaches too (the arrays of one thread, to
+    the bit); a residual of no cost is refused at every call."""
+    problem, target, xs, us = _panda_reaching()
+    problem.set_reference(target, np.array([0.3, 0.1, 0.6]))      # before any plan
+    values = np.linspace(0.1, 0.5, 27).reshape(9, 3)
+    names = ("Lx", "Lxx", "costs")
+    try:
+        problem.nthreads = 2
+        problem.calc_diff(xs, us)       # the plan: the target's phase cut at knot 4
+        assert [[(start, stop) for _, start, stop, _ in phases]
+                for phases, _ in problem.parallel_plan(2)] == [
+                    [(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8)]]
+        problem.set_reference(target, values)
+        problem.calc_diff(xs, us)
+        threads = {n: getattr(problem, n).copy() for n in names}
+    finally:
+        problem.nthreads = 1
+    problem.calc_diff(xs, us)
+    for n in names:
+        np.testing.assert_array_equal(threads[n], getattr(problem, n), err_msg=n)
+    # the terminal knot reads values[8]: its cost is 100 / 2 |p - values[8]|^2
+    other, other_target, _, _ = _panda_reaching()
+    other.set_reference(other_target, values[8])
+    other.calc(xs, us)
+    assert problem.costs[-1] == pytest.approx(other.costs[-1], rel=1e-12)
+    unused = ocp.ControlResidual(problem.nu)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not used by any cost"):
+            problem.set_reference(unused, np.zeros(problem.nu))
+
+
+def test_gaps_of_a_flat_state_are_the_kernel_differences():
+    """On a state with nq = nv the gaps are numpy's subtractions: the bits of the
+    multibody gaps kernel, into a given array or a new one."""
+    from geppetto.dynamics.model_ref import model_ref
+    from geppetto.ocp.problem import _multibody_gaps
+    problem, _, xs, us = _panda_reaching()
+    problem.calc(xs, us)
+    expected = np.empty((problem.N + 1, problem.ndx))
+    _multibody_gaps(model_ref(problem.state.model), problem.x0, problem.xnext, xs, expected,
+                    (np.empty(4), np.empty(4), np.empty(3)))
+    out = np.full_like(expected, np.nan)
+    assert problem.gaps(xs, out) is out
+    np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(problem.gaps(xs), expected)
+    assert np.abs(expected).max() > 0.1        # a warm start with gaps
+
+
 def test_speculated_calc_diff_is_calc_diff():
     """A calc_diff started at a trial (``_speculate``: worker 0 evaluates the first chunk's
     parts as the trial publishes its progress, here all at once) and taken up by
