@@ -83,6 +83,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dynamics.borrowed import borrowed_all
 from ..dynamics.config import kernel
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.costs import _nonzero_columns
@@ -189,7 +190,12 @@ def _bound_residuals(kind, start, r, index, xs, us):
 def _add_rows(kind, start, Rx, Ru, index, dx_index, h, w, cx, cu, Lx, Lu, Lxx, Luu, Lxu):
     """Over the rows of a block (see :func:`_augmented_lagrangian`) with w[k, i] != 0,
     at knot n = start + k, Jacobian row R_i: L += h R_i and the Hessian's w R_i^T R_i
-    (unit rows for the control and state bounds)."""
+    (unit rows for the control and state bounds).  Its arrays are borrowed
+    (:func:`~geppetto.dynamics.borrowed.borrowed_all`, the caller's): the per-row views
+    Rx[k, j], Ru[k, j] and the :func:`_add_row` call with seven arrays counted atomic
+    references at every residual row of every knot (cq29, same bits)."""
+    Rx, Ru, index, dx_index, h, w, cx, cu, Lx, Lu, Lxx, Luu, Lxu = borrowed_all((
+        Rx, Ru, index, dx_index, h, w, cx, cu, Lx, Lu, Lxx, Luu, Lxu))
     for k in range(w.shape[0]):
         n = start + k
         for i in range(w.shape[1]):

@@ -211,7 +211,8 @@ import time
 
 import numpy as np
 
-from ..dynamics.config import kernel
+from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
+from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.linalg import cholesky_solve
 from ..dynamics.liegroups import integrate_state
 from ..dynamics.model_ref import model_arrays, model_ref
@@ -372,8 +373,14 @@ def _trial_point(model, xs, us, dx, du, step, x_try, u_try, w, scratch):
     :func:`.ocp.step.state_integrate` is written out around the Lie-group kernel (as in
     :func:`.ocp.trial.rollout_free`): a compiled call per knot that passes the model
     tuple on cost ~250 ns per knot: 35 -> 11.6 us per trial point on ur5_limited (101
-    knots)."""
-    m = model_arrays(model)
+    knots).  Its arrays and the model's are borrowed
+    (:func:`~geppetto.dynamics.borrowed.borrowed_all`; the caller owns them for the
+    call): the views per knot and the Lie-group call that takes them counted atomic
+    references, 12.0 -> 6.8 us on ur5_limited, 12.7 -> 7.7 us on panda (cq29, same
+    bits)."""
+    m = borrowed_all(model_arrays(model))     # the ModelRef (the caller's) owns them
+    xs, us, dx, du, x_try, u_try, w, scratch = borrowed_all((xs, us, dx, du, x_try, u_try,
+                                                             w, scratch))
     s4, t4, s3 = scratch
     nq, nv = m.nq, m.nv
     for t in range(xs.shape[0]):
@@ -533,11 +540,14 @@ def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
     Vx_{t+1} - K_t^T Quu k_t + Vxx_t f_t (as :func:`.riccati._value_function`).  The
     products run along the rows of Fx, Fu, K (contiguous) and Vxx f comes from the
     factorization: an ADMM or multiplier sweep 105 -> 72 us (panda, 100 knots).  The
-    knots N-1 down to ``t_stop`` (0: all)."""
+    knots N-1 down to ``t_stop`` (0: all).  Its arrays are borrowed (no atomic reference
+    counts for Lq[t] and the call that solves with it; 0.94-0.99x of the time, cq29)."""
+    F, nus, factor, gx, gu, Vx, k = borrowed_all((F, nus, factor, gx, gu, Vx, k))
     Fx, Fu = F
     Vxx, K, Lq, Vf = factor
     N, ndx, nu = Fu.shape
-    qu = np.empty((nu, 1))
+    qu_owner = np.empty((nu, 1))
+    qu = borrowed(qu_owner)
     for i in range(ndx):
         Vx[N, i] = gx[N, i] + Vf[N, i]
     for t in range(N - 1, t_stop - 1, -1):
@@ -559,14 +569,16 @@ def _linear_sweep(F, nus, factor, gx, gu, Vx, k, t_stop):
         cholesky_solve(Lq[t], n, qu)
         for i in range(nu):
             k[t, i] = qu[i, 0] if i < n else 0.0
+    keep_alive((qu_owner,))
 
 
-@kernel
+@inline_kernel
 def _rows_dot(A, x, out):
     """out[i] += sum_j A[i, j] x[j] for each row i of A, the terms of a row added one by
     one in the order of j (the bits of the plain row loop), four rows at a time: four
     independent sums, where a single row's sum waits on each addition (no reassociation
-    without fastmath; go1's rollout, 36 x 48 per knot: 43 -> 22 us)."""
+    without fastmath; go1's rollout, 36 x 48 per knot: 43 -> 22 us).  Inlined:
+    :func:`_rollout` calls it three times per knot."""
     m, n = A.shape
     i = 0
     while i + 4 <= m:
@@ -591,7 +603,11 @@ def _rollout(F, gaps, k, K, dx, du):
     """dx_0 = f_0, du_t = -k_t - K_t dx_t, dx_{t+1} = Fx dx_t + Fu du_t + f_{t+1} (each
     entry's sum in the order of its terms: :func:`_rows_dot`).  du_t as -(k_t + K_t dx_t):
     round-to-nearest is symmetric in the sign, so (-a) - b = -(a + b) at every step, the
-    bits of -k_t - K_t dx_t summed in that order."""
+    bits of -k_t - K_t dx_t summed in that order.  Its arrays are borrowed and
+    :func:`_rows_dot` inlined: the views K[t], dx[t], Fx[t] ... and three calls per knot
+    counted atomic references, 13.7 -> 7.8 us on ur5_limited, 20.4 -> 15.4 us on panda
+    (cq29, same bits)."""
+    F, gaps, k, K, dx, du = borrowed_all((F, gaps, k, K, dx, du))
     Fx, Fu = F
     N, ndx, nu = Fu.shape
     dx[0] = gaps[0]
@@ -629,7 +645,11 @@ def _admm(blocks, problem, work, sigma, alpha, project, iterations, eps, swept):
     computed with this gradient (:meth:`CSQP._factorize`'s ``swept``), no sweep.
     Returns (iterations done, primal residual, dual residual, primal scale, dual
     scale); stops at the first iteration whose residuals are below eps[0] + eps[1]
-    scale (OSQP's test)."""
+    scale (OSQP's test).  The arrays of ``problem`` and ``work`` are borrowed (the
+    caller's): the kernels each iteration calls take them without atomic reference
+    counts (10 iterations 0.82-0.90x of the time on ur5_limited, panda, ur5 "barely",
+    cq29; ``blocks`` is a typed list, whose items are read once per block)."""
+    problem, work, eps = borrowed_all((problem, work, eps))
     F, gaps, nus, factor, Lx, Lu = problem
     gx, gu, Vx, k, tx, tu, dx, du, dual_x, dual_u = work
     K = factor[1]
@@ -823,7 +843,7 @@ def _stationarity(blocks, F, L, dx, du, lam, ax, au, with_step):
     return stationarity, largest_lam, largest_y
 
 
-@kernel
+@inline_kernel
 def _state_row(Ru, k, j):
     """Whether residual row j at block knot k has no control term (Ru row zero)."""
     for a in range(Ru.shape[2]):
@@ -873,7 +893,7 @@ def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
     return active
 
 
-@kernel
+@inline_kernel
 def _activate(z, rho, values, lower, upper, big, k, i):
     """Row i at block knot k becomes active at the bound its value v passed."""
     z[k, i] = lower[i] if values[k, i] < lower[i] else upper[i]
