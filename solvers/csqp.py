@@ -249,6 +249,13 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # Res. 21(5), 1994, a safeguard after rounds without progress).  bolt from the guess:
 # 98 factorizations at 10, 93 at 6 (175 without)
 STALL_ROUNDS = 10
+# the active-set method gives the QP to ADMM (and its infeasibility certificate) after
+# more than this many rounds whose active rows contradict each other: their method of
+# multipliers ran its polish_iter iterations without meeting POLISH_LOOSE_EPS (the
+# equality-constrained LQ on those rows has no solution).  On the QPs with a solution
+# no round did (the 40 runs of benchmarks/constrained.py, bolt); the swing-up's first
+# QP, which has none, had 3 in its first 8 rounds and ran all its 100 (qp29)
+CONTRADICTED_ROUNDS = 2
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
@@ -1417,7 +1424,7 @@ class CSQP:
         # and then ADMM.  From there on an active row leaves only at an end of its arc
         # (:func:`_polish_fix`'s ``peel``)
         peel, fewest, stalled = False, 1 << 62, 0
-        done_rounds, previous = 0, np.inf
+        done_rounds, previous, contradicted = 0, np.inf, 0
         while done_rounds < rounds:
             done_rounds += 1
             # the factorization's linear terms are the gradient of the method of
@@ -1452,6 +1459,13 @@ class CSQP:
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
+            # active rows that contradict each other round after round: the QP most
+            # likely has no solution, which ADMM certifies (CONTRADICTED_ROUNDS)
+            if done >= self.polish_iter and \
+                    prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                contradicted += 1
+                if contradicted > CONTRADICTED_ROUNDS:
+                    return False
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed
