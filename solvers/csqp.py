@@ -250,11 +250,15 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # 98 factorizations at 10, 93 at 6 (175 without)
 STALL_ROUNDS = 10
 # the active-set method gives the QP to ADMM (and its infeasibility certificate) after
-# more than this many rounds whose active rows contradict each other: their method of
-# multipliers ran its polish_iter iterations without meeting POLISH_LOOSE_EPS (the
-# equality-constrained LQ on those rows has no solution).  On the QPs with a solution
-# no round did (the 40 runs of benchmarks/constrained.py, bolt); the swing-up's first
-# QP, which has none, had 3 in its first 8 rounds and ran all its 100 (qp29)
+# more than this many rounds without progress (no fewer rows changed than the fewest so
+# far) whose active rows contradict each other: their method of multipliers ran its
+# polish_iter iterations without meeting POLISH_LOOSE_EPS (the equality-constrained LQ
+# on those rows has no solution).  A QP with a solution may pass through such active
+# sets while its rounds converge (tests/test_csqp.py's LQ between guesses: 5 in a row,
+# changing 15, 8, 4, 1, 1 rows); in the 40 runs of benchmarks/constrained.py only
+# rounds that ended without a solution had any.  The swing-up from rest's first QP has
+# none: its rounds ran all their max(30, N) = 100 solves before ADMM certified it, now
+# 10 (11 factorizations, the same iterate; qp29)
 CONTRADICTED_ROUNDS = 2
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
@@ -1459,9 +1463,10 @@ class CSQP:
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
-            # active rows that contradict each other round after round: the QP most
-            # likely has no solution, which ADMM certifies (CONTRADICTED_ROUNDS)
-            if done >= self.polish_iter and \
+            # active rows that contradict each other in rounds without progress (changing
+            # no fewer rows than the fewest so far): the QP most likely has no solution,
+            # which ADMM certifies (CONTRADICTED_ROUNDS)
+            if changes >= fewest and done >= self.polish_iter and \
                     prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
                 contradicted += 1
                 if contradicted > CONTRADICTED_ROUNDS:
