@@ -44,7 +44,9 @@ by the method of multipliers with a large penalty ``big`` and a small proximal w
 step pushes past a bound become active, the active rows whose multiplier has the wrong
 sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(y,
 c (h - v))), and again, until the active set holds (the step is the QP's exact
-solution) or ``active_set_rounds`` solves.  A round refactorizes only the knots up to
+solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds
+without progress whose active rows contradict each other (a sign that the QP has no
+solution, which ADMM then certifies).  A round refactorizes only the knots up to
 its last changed row (the recursion above is unchanged: :func:`.riccati.
 backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
