@@ -44,7 +44,9 @@ by the method of multipliers with a large penalty ``big`` and a small proximal w
 step pushes past a bound become active, the active rows whose multiplier has the wrong
 sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(y,
 c (h - v))), and again, until the active set holds (the step is the QP's exact
-solution) or ``active_set_rounds`` solves.  A round refactorizes only the knots up to
+solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds
+without progress whose active rows contradict each other (a sign that the QP has no
+solution, which ADMM then certifies).  A round refactorizes only the knots up to
 its last changed row (the recursion above is unchanged: :func:`.riccati.
 backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
 rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
@@ -250,6 +252,17 @@ POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
 # Res. 21(5), 1994, a safeguard after rounds without progress).  bolt from the guess:
 # 98 factorizations at 10, 93 at 6 (175 without)
 STALL_ROUNDS = 10
+# the active-set method gives the QP to ADMM (and its infeasibility certificate) after
+# more than this many rounds without progress (no fewer rows changed than the fewest so
+# far) whose active rows contradict each other: their method of multipliers ran its
+# polish_iter iterations without meeting POLISH_LOOSE_EPS (the equality-constrained LQ
+# on those rows has no solution).  A QP with a solution may pass through such active
+# sets while its rounds converge (tests/test_csqp.py's LQ between guesses: 5 in a row,
+# changing 15, 8, 4, 1, 1 rows); in the 40 runs of benchmarks/constrained.py only
+# rounds that ended without a solution had any.  The swing-up from rest's first QP has
+# none: its rounds ran all their max(30, N) = 100 solves before ADMM certified it, now
+# 10 (11 factorizations, the same iterate; qp29)
+CONTRADICTED_ROUNDS = 2
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
@@ -1437,7 +1450,7 @@ class CSQP:
         # and then ADMM.  From there on an active row leaves only at an end of its arc
         # (:func:`_polish_fix`'s ``peel``)
         peel, fewest, stalled = False, 1 << 62, 0
-        done_rounds, previous = 0, np.inf
+        done_rounds, previous, contradicted = 0, np.inf, 0
         while done_rounds < rounds:
             done_rounds += 1
             # the factorization's linear terms are the gradient of the method of
@@ -1472,6 +1485,14 @@ class CSQP:
                 if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
                                    dual <= tight[0] + tight[1] * dual_scale):
                     break
+            # active rows that contradict each other in rounds without progress (changing
+            # no fewer rows than the fewest so far): the QP most likely has no solution,
+            # which ADMM certifies (CONTRADICTED_ROUNDS)
+            if changes >= fewest and done >= self.polish_iter and \
+                    prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                contradicted += 1
+                if contradicted > CONTRADICTED_ROUNDS:
+                    return False
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed

@@ -169,9 +169,11 @@ def test_rows_violated_by_x0_at_knot_0_end_before_the_first_iteration():
 def test_qp_after_a_certified_one_starts_with_admm():
     """The double pendulum's swing-up under torque bounds (benchmarks/constrained.py
     untuned3 "swingup", 50 knots of 20 ms) from the guess: the linearization at rest
-    cannot reach the upright state; the first QP's active-set rounds stall and stop at an
-    active set they already solved (qp23, qp24: 30 factorizations; 51 before, the
-    max(30, N) = 50 solves), ADMM certifies it infeasible, and the second QP, right after
+    cannot reach the upright state; the first QP's active-set rounds give it to ADMM after
+    their third round without progress whose active rows contradict each other
+    (csqp.CONTRADICTED_ROUNDS, qp29: 11 factorizations; 30 before, where they stopped at an active set they already
+    solved, qp23, qp24; 51 before that, the max(30, N) = 50 solves), ADMM certifies it
+    infeasible, and the second QP, right after
     the certified one, gets only ``polish_rounds`` (4) active-set solves before ADMM (5
     factorizations; the old code ran the 50 solves again, 51): "infeasible" after 2 SQP
     iterations as before, at the same iterate (the active-set method leaves ADMM's y, z as
@@ -182,9 +184,32 @@ def test_qp_after_a_certified_one_starts_with_admm():
     assert result.status == "infeasible", result
     assert result.iterations - result.restoration_iterations == 2, result
     # the certified second QP in the history too (glob27)
-    assert result.history["qp_factorizations"] == [30, 5], result.history["qp_factorizations"]
+    assert result.history["qp_factorizations"] == [11, 5], result.history["qp_factorizations"]
     assert solver._factorizations <= 5, solver._factorizations     # the last QP's
     assert abs(result.violation - 2.9941612907) <= 1e-6, result.violation
+
+
+def test_contradicting_active_sets_hand_an_infeasible_qp_to_admm(monkeypatch):
+    """The swing-up from rest on its own 100 knots (untuned3 "swingup"): the first QP has
+    no solution, and its active-set rounds went through all their max(30, N) = 100 solves
+    (101 factorizations, 71 ms of CPU) before ADMM certified it in 25 iterations (glob29).
+    Rounds that change no fewer rows than the fewest so far and whose active rows
+    contradict each other (their method of multipliers runs ``polish_iter`` iterations
+    short of the loose tolerance) hand the QP to ADMM after the third (round 10): 11
+    factorizations, the same certificate and the same iterate to the bit as the rounds
+    run to their end (CONTRADICTED_ROUNDS set out of reach: the old code)."""
+    from geppetto.solvers import csqp
+    problem = constrained.untuned3("swingup")
+    solver = gp.solvers.CSQP(problem)
+    new = solver.solve(max_iter=1)
+    assert new.history["qp_factorizations"] == [11], new.history["qp_factorizations"]
+    assert new.history["qp_iterations"] == [25] and solver._certified
+    monkeypatch.setattr(csqp, "CONTRADICTED_ROUNDS", 1 << 30)
+    old = solver.solve(max_iter=1)
+    assert old.history["qp_factorizations"] == [101], old.history["qp_factorizations"]
+    assert old.history["qp_iterations"] == [25] and solver._certified
+    assert np.array_equal(new.xs, old.xs) and np.array_equal(new.us, old.us)
+    assert new.cost == old.cost
 
 
 def test_nearly_infeasible_converges_unchanged():
