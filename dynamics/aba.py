@@ -19,7 +19,7 @@ import numpy as np
 from numba import prange
 
 from . import mimic
-from .borrowed import borrowed, borrowed_model, keep_alive
+from .borrowed import borrowed, borrowed_all, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import SINCOS_BLOCK, world_frame_quantities, world_jacobian_and_inertias
 from .joints import placements_from_table, sincos_table
@@ -364,9 +364,20 @@ def _aba_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA
 
 @model_kernel
 def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq):
-    m = model_arrays(model)
+    """ABA of the stack (:func:`_aba_states`).  Every array is
+    :func:`.borrowed.borrowed_all` (the arguments live for the whole call, the workspace
+    until :func:`.borrowed.keep_alive`): the three passes are compiled calls, each of
+    which took and released a reference to every array of the model tuple and to each
+    per-state view it was passed, an atomic increment and decrement each, per state;
+    borrowed they are null tests (the same operations, the same bits)."""
+    m = borrowed_model(model_arrays(model))
+    workspace = aba_workspace(m)
+    q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, borrowed_work = (
+        borrowed_all((q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
+                      workspace)))
     _aba_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
-                Dinv, u, ddq, aba_workspace(m))
+                Dinv, u, ddq, borrowed_work)
+    keep_alive(workspace)
 
 
 @parallel_kernel
