@@ -297,6 +297,10 @@ def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
                 oa[i, r] += J[r, c] * ddq[c]
 
 
+_aba_forward_pass_1_inlined = inline_kernel(_aba_forward_pass_1.py_func)
+_aba_forward_pass_2_inlined = inline_kernel(_aba_forward_pass_2.py_func)
+
+
 @kernel
 def aba_workspace(m):
     """Scratch arrays of :func:`_aba_state`: XR, Xp, w6, cJ, Ia, D, work, and cs (2,
@@ -328,7 +332,10 @@ def _aba_state_from_table(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, 
     XR, Xp, cs = workspace[0], workspace[1], workspace[7]
     placements_from_table(m, q, cs, b, XR, Xp, liR, lip, oR, op)
     world_jacobian_and_inertias(m, oR, op, J, oY)
-    _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
+    w6, cJ, Ia, D, work = workspace[2], workspace[3], workspace[4], workspace[5], workspace[6]
+    _aba_forward_pass_1_inlined(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
+    _articulated_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6, True)
+    _aba_forward_pass_2_inlined(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
 @inline_kernel
