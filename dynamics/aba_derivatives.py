@@ -21,6 +21,7 @@ from . import mimic
 from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
 from numba import prange
 
+from .borrowed import borrowed_all, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import SINCOS_BLOCK, world_jacobian_and_inertias
 from .joints import placements_from_table, sincos_table
@@ -129,10 +130,21 @@ def _aba_derivatives_states(m, k0, k1, q, v, tau, f_ext, liR, lip, oR, op, J, oY
 @model_kernel
 def _aba_derivatives(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
                      ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv):
-    m = model_arrays(model)
+    """The partials of the stack (:func:`_aba_derivatives_states`).  Every array is
+    :func:`.borrowed.borrowed_all` (the arguments live for the whole call, the workspace
+    until :func:`.borrowed.keep_alive`), as in :func:`.aba._aba`: the passes' compiled
+    calls took and released a reference to every array of the model tuple and to each
+    per-state view they were passed (the same operations, the same bits)."""
+    m = borrowed_model(model_arrays(model))
+    workspace = aba_derivatives_workspace(m)
+    (q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, Minv, f, tau_id,
+     dtau_dq, dtau_dv, ddq_dq, ddq_dv, borrowed_work) = borrowed_all(
+        (q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, Minv, f, tau_id,
+         dtau_dq, dtau_dv, ddq_dq, ddq_dv, workspace))
     _aba_derivatives_states(m, 0, q.shape[0], q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov,
                             oa, pA, U, Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq,
-                            ddq_dv, aba_derivatives_workspace(m))
+                            ddq_dv, borrowed_work)
+    keep_alive(workspace)
 
 
 def aba_derivatives(model, data, q, v, tau, f_ext=None):

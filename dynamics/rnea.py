@@ -8,7 +8,7 @@ spatial forces on each body expressed in its joint frame (Pinocchio's
 import numpy as np
 
 from . import mimic
-from .borrowed import borrowed
+from .borrowed import borrowed, borrowed_all, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel
 from .joints import placements_inline
 from .kinematics import joint_velocity
@@ -124,11 +124,13 @@ def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
     """tau of K states.  The intermediates (liR, lip, vel, acc, f) passed with fewer
     states than the stack (one: :func:`stack_scratch`) are kept in slot k % slots: only
     tau and oMi (which every algorithm that takes q fills) reach memory (as
-    :func:`.rnea_derivatives._rnea_derivatives`)."""
-    m = model_arrays(model)
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
-    w6 = np.empty((4, 6))
+    :func:`.rnea_derivatives._rnea_derivatives`).  The model and the scratch are
+    :func:`.borrowed.borrowed_all` as the arguments: each field of the model tuple read
+    per state took and released a reference (ur5, 1000 states: 0.53x the time; the
+    same bits)."""
+    m = borrowed_model(model_arrays(model))
+    scratch = (np.empty((1, 3, 3)), np.empty((1, 3)), np.empty((4, 6)))
+    XR, Xp, w6 = borrowed_all(scratch)
     slots = min(liR.shape[0], lip.shape[0], vel.shape[0], acc.shape[0], f.shape[0])
     q, v, a, f_ext, tau = borrowed(q), borrowed(v), borrowed(a), borrowed(f_ext), borrowed(tau)
     liR, lip, oR, op = borrowed(liR), borrowed(lip), borrowed(oR), borrowed(op)
@@ -138,6 +140,7 @@ def _rnea(model, q, v, a, f_ext, liR, lip, oR, op, vel, acc, f, tau):
         _rnea_forward_pass(m, q[k], v[k], a[k], f_ext[k], liR[s], lip[s], oR[k], op[k],
                            vel[s], acc[s], f[s], XR, Xp, w6)
         _rnea_backward_pass(m, a[k], liR[s], lip[s], f[s], tau[k], w6)
+    keep_alive(scratch)
 
 
 def rnea(model, data, q, v, a, f_ext=None):
