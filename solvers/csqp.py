@@ -1867,9 +1867,13 @@ class CSQP:
             # ``alphas`` [1] every accepted step is a full one: no crawl; review rev25),
             # or the filter's step where the merit refused every trial: the merit's model
             # refused the step as a crawl says it is valid on 1/512 of it, and the SQP
-            # alone would have stopped there before the fallback (panda "obstacle", 30
-            # knots, restoration None: 491 filter steps in a row to max_iter 500 where
-            # the merit alone stopped at its first refusal)
+            # alone would have stopped there before the fallback.  Two in a row start
+            # the restoration; with ``restoration`` None nothing but max_iter ends such a
+            # run (review rev29: panda "obstacle", 30 knots, from the guess: 4 filter
+            # steps, then the merit's steps of 1/64 .. 1/512 to max_iter 500, cost 1.23,
+            # violation 0.030, where the merit alone stopped at iteration 225, "no step
+            # accepted", cost 37.9, violation 0.26; with the default restoration both
+            # converge, to the same bits)
             crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
