@@ -60,6 +60,7 @@ from numba.extending import intrinsic
 from numba.experimental.structref import _Utils as _StructUtils
 from numba.np.arrayobj import make_array, populate_array
 
+from ..dynamics.borrowed import borrow_value
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
                                              _impulse_state, impulse_dynamics_derivatives_stack,
@@ -1035,39 +1036,21 @@ def _array_at(typingctx, address, shape, strides):
     return array(types.int64, shape, strides), codegen
 
 
-def _borrow(context, builder, typ, value):
-    """``value`` of type ``typ`` with every array in it (nested tuples included) without
-    its memory owner (a null meminfo); other members reference-counted as a borrowed
-    read would (an increment: the caller's decrement at their end balances it)."""
-    if isinstance(typ, types.Array):
-        source = make_array(typ)(context, builder, value)
-        view = make_array(typ)(context, builder)
-        populate_array(view, data=source.data, shape=source.shape, strides=source.strides,
-                       itemsize=source.itemsize, meminfo=None, parent=None)
-        return view._getvalue()
-    if isinstance(typ, types.BaseTuple):
-        members = [_borrow(context, builder, t, builder.extract_value(value, i))
-                   for i, t in enumerate(typ)]
-        return context.make_tuple(builder, typ, members)
-    context.nrt.incref(builder, typ, value)
-    return value
-
-
 @intrinsic
 def _borrowed_item(typingctx, holder):
     """``holder.item`` (a :class:`.held.Held`) with its arrays borrowed (see
-    :func:`_borrow`): reading it is copying a structure, where ``holder.item`` counts a
-    reference to each of its arrays, an atomic increment and a decrement on a cache line
-    of its own per array (a contact block's item holds about a hundred: cold lines at
-    every call of a chunk's part, whose arrays are its own).  The holder, an argument,
-    owns them for the whole call."""
+    :func:`~geppetto.dynamics.borrowed.borrow_value`): reading it is copying a
+    structure, where ``holder.item`` counts a reference to each of its arrays, an atomic
+    increment and a decrement on a cache line of its own per array (a contact block's
+    item holds about a hundred: cold lines at every call of a chunk's part, whose arrays
+    are its own).  The holder, an argument, owns them for the whole call."""
     if not isinstance(holder, HeldType):
         return None
     typ = holder.field_dict["item"]
 
     def codegen(context, builder, signature, arguments):
         data = _StructUtils(context, builder, holder).get_data_struct(arguments[0])
-        return _borrow(context, builder, typ, data.item)
+        return borrow_value(context, builder, typ, data.item)
 
     return typ(holder), codegen
 
