@@ -60,6 +60,7 @@ impulses.
 import numpy as np
 from numba import prange
 
+from .borrowed import borrowed_all, keep_alive
 from .config import inline_kernel, kernel, parallel_kernel
 from .constraint_derivatives import (constraint_acceleration_derivatives_state,
                                      constraint_force_derivatives_state)
@@ -406,13 +407,21 @@ _constraint_dynamics_state_inline = inline_kernel(_constraint_dynamics_state.py_
 @kernel
 def _constraint_dynamics(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J, oY, M,
                          ddq, lam, iterations):
-    ws = constrained_workspace(m, ca)
+    """The stack, state by state.  Every array is :func:`.borrowed.borrowed_all` (the
+    arguments live for the whole call, the workspace until :func:`.borrowed.keep_alive`):
+    the inlined solve's compiled calls took and released a reference to every array of
+    the model and constraint tuples and to each per-state view, an atomic increment and
+    decrement each, per state; borrowed they are null tests (the same bits)."""
+    workspace = constrained_workspace(m, ca)
+    (m, ca, q, v, tau, liR, lip, oR, op, J, oY, M, ddq, lam, iterations, ws) = borrowed_all(
+        (m, ca, q, v, tau, liR, lip, oR, op, J, oY, M, ddq, lam, iterations, workspace))
     regular = True
     for k in range(q.shape[0]):
         iterations[k], ok = _constraint_dynamics_state_inline(
             m, ca, q[k], v[k], tau[k], mu, max_iter, accuracy, liR[k], lip[k], oR[k], op[k],
             J[k], oY[k], M[k], ddq[k], lam[k], ws)
         regular = regular and ok
+    keep_alive(workspace)
     return regular
 
 
@@ -510,8 +519,15 @@ def constraint_dynamics_derivatives_kkt(m, ca, v, mu, n_it, oR, op, J, oY, M, dd
 def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op,
                                      J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv, ddq_dtau,
                                      dlam_dq, dlam_dv, dlam_dtau):
-    ws = constrained_workspace(m, ca)
-    dws = derivatives_workspace(m, ca, np.arange(m.nv))
+    """The stack, a compiled call per state, every array borrowed as in
+    :func:`_constraint_dynamics` (the call's references to the ~100 arrays it is passed,
+    the workspaces' included, are then null tests)."""
+    workspace = constrained_workspace(m, ca)
+    derivatives_work = derivatives_workspace(m, ca, np.arange(m.nv))
+    (m, ca, q, v, tau, liR, lip, oR, op, J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv,
+     ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, ws, dws) = borrowed_all(
+        (m, ca, q, v, tau, liR, lip, oR, op, J, oY, M, ddq, lam, iterations, ddq_dq, ddq_dv,
+         ddq_dtau, dlam_dq, dlam_dv, dlam_dtau, workspace, derivatives_work))
     regular = True
     for k in range(q.shape[0]):
         iterations[k], ok = _constraint_dynamics_derivatives_state(
@@ -519,6 +535,7 @@ def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, l
             J[k], oY[k], M[k], ddq[k], lam[k], ddq_dq[k], ddq_dv[k], ddq_dtau[k], dlam_dq[k],
             dlam_dv[k], dlam_dtau[k], ws, dws)
         regular = regular and ok
+    keep_alive((workspace, derivatives_work))
     return regular
 
 
