@@ -2,8 +2,9 @@
 
 A constraint is a residual with bounds (:class:`~.costs.Constraint`): its residual hands
 out the same fused step as when a cost uses it (:mod:`.fused`), so the constraints of a
-stage form a program of the phase interpreter (one per model object their residuals use) (:func:`.fused._interpret`, residual
-blocks only, no accumulation), and :func:`_evaluate` runs the programs of all stages
+stage form a program of the phase interpreter (:func:`.fused._interpret`, residual
+blocks only, no accumulation; one per model object their residuals use), and
+:func:`_evaluate` runs the programs of all stages
 (running phases and the terminal knot) in one call.  The values (and, in DIFF mode, the
 Jacobians) land in the constraint data, ``data.constraints[j].r`` (K, nr), ``.Rx`` (K,
 nr, ndx), ``.Ru`` (K, nr, nu), where :meth:`.stage.StageModel.calc_constraints` writes
