@@ -3,7 +3,8 @@
 A constraint is a residual with bounds (:class:`~.costs.Constraint`): its residual hands
 out the same fused step as when a cost uses it (:mod:`.fused`), so the constraints of a
 stage form a program of the phase interpreter (:func:`.fused._interpret`, residual
-blocks only, no accumulation), and :func:`_evaluate` runs the programs of all stages
+blocks only, no accumulation; one per model object their residuals use), and
+:func:`_evaluate` runs the programs of all stages
 (running phases and the terminal knot) in one call.  The values (and, in DIFF mode, the
 Jacobians) land in the constraint data, ``data.constraints[j].r`` (K, nr), ``.Rx`` (K,
 nr, ndx), ``.Ru`` (K, nr, nu), where :meth:`.stage.StageModel.calc_constraints` writes
@@ -32,7 +33,7 @@ import numba
 import numpy as np
 
 from ..dynamics.config import kernel
-from .fused import DIFF, _interpret, interpreted
+from .fused import DIFF, _interpret, _model_indices, interpreted
 from .held import held, typed_list
 
 
@@ -75,6 +76,23 @@ def _steps(model, data):
     return steps, sources, rest
 
 
+def _model_groups(steps, sources):
+    """``steps`` and their ``sources`` (:func:`_steps`) split by the model they use (by
+    identity, :func:`.fused._model_indices`): [(steps, sources)], one pair per model in
+    the order of first use, the steps without a model in the first; one pair of all
+    where they use at most one model; none without steps."""
+    if not steps:
+        return []
+    models, indices = _model_indices(steps)
+    if len(models) <= 1:
+        return [(steps, sources)]
+    groups = [([], []) for _ in models]
+    for step, source, j in zip(steps, sources, indices):
+        groups[max(j, 0)][0].append(step)
+        groups[max(j, 0)][1].append(source)
+    return groups
+
+
 def _program(steps):
     """The interpreter program of ``steps`` (its tuple held: :func:`.held.held`), or None."""
     items = interpreted(steps, None)
@@ -106,15 +124,26 @@ class HorizonConstraints:
         compiled = []
         for model, start, stop, data in self.stages:
             steps, sources, rest = _steps(model, data)
-            program = _program(steps) if steps else None
-            if program is not None and compiled and \
-                    numba.typeof(program) != numba.typeof(compiled[0][0]):
-                program = None          # another model type: one typed List holds one type
-            if program is None:
-                rest = list(zip(model.constraints, data.constraints))
-            else:
-                compiled.append((program, start, stop))
-                self.sources.update((id(cd), source) for cd, source in sources)
+            python = {id(cd) for _, cd in rest}
+            # one program per model the steps use (the interpreter takes one): the
+            # terminal position and rotation of kinova "pose" (benchmarks/constrained.py)
+            # on two loads of one robot went to Python, where each residual's
+            # parallel_kernel ran its threaded copy for one knot (8-12 ms a call with two
+            # Numba threads on the loaded machine, against ~10 us with one; cq30)
+            for group, group_sources in _model_groups(steps, sources):
+                program = _program(group)
+                if program is not None and compiled and \
+                        numba.typeof(program) != numba.typeof(compiled[0][0]):
+                    program = None      # another model type: one typed List holds one type
+                if program is None:
+                    python.update(id(cd) for cd, _ in group_sources)
+                else:
+                    compiled.append((program, start, stop))
+                    self.sources.update((id(cd), source) for cd, source in group_sources)
+            # in the stage's order (a stage whose steps all stay in Python: all of its
+            # constraints, as before)
+            rest = [(c, cd) for c, cd in zip(model.constraints, data.constraints)
+                    if id(cd) in python]
             if rest:
                 self.python.append((model, start, stop, data,
                                     self._python_items(rest, model.terminal)))

@@ -351,6 +351,48 @@ def test_horizon_constraints_equal_the_per_term_path():
                 assert np.abs(Rx_ref).max() > 0.1
 
 
+def test_constraints_on_two_loads_of_a_robot_compile_one_program_each():
+    """A stage whose constraints use two model objects (the terminal position on one
+    load of ur5, the rotation and a stage plane on another, as benchmarks/constrained.py's
+    kinova "pose") gets one program per model in HorizonConstraints, none left to Python
+    (where each residual's parallel_kernel ran its threaded copy for one knot: 8-12 ms a
+    call with two Numba threads on a loaded machine, cq30); the values and Jacobians equal
+    the per-term path's to the bit, after calc_diff (DIFF) and after a trial's calc (CALC)."""
+    from geppetto.ocp.constraints import HorizonConstraints
+    from geppetto.ocp.fused import CALC
+    first, second = gp.robots.load("ur5"), gp.robots.load("ur5")
+    assert first.model is not second.model
+    dynamics = ocp.FreeDynamics(first.model)
+    x0 = np.r_[first.q0, np.zeros(first.model.nv)]
+    rotation = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    plane = ocp.Constraint(ocp.FrameTranslationResidual(second.model, "tool0", [0, 0, 0.3],
+                                                        axes=[2]), 0.0, np.inf)
+    reach = ocp.Constraint(ocp.FrameTranslationResidual(first.model, "tool0",
+                                                        [0.4, 0.2, 0.4]), 0.0, 0.0)
+    turn = ocp.Constraint(ocp.FrameRotationResidual(second.model, "tool0", rotation), 0.0, 0.0)
+    stage = ocp.StageModel(dynamics, [ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)],
+                           [plane], dt=0.01)
+    problem = ocp.ShootingProblem(x0, [stage] * 3, ocp.TerminalModel(dynamics.state, [],
+                                                                     [reach, turn]))
+    horizon = HorizonConstraints(problem)
+    assert not horizon.python and len(horizon.programs) == 3
+    assert horizon.windows.tolist() == [[0, 3], [3, 4], [3, 4]]
+    rng = np.random.default_rng(7)
+    start = np.repeat(x0[None], problem.N + 1, axis=0)
+    us = rng.standard_normal((problem.N, problem.nu))
+    xs, trial = (start + 0.3 * rng.standard_normal(start.shape) for _ in range(2))
+    for points, mode in ((xs, DIFF), (trial, CALC)):
+        fused, per_term = _fused_and_per_term(problem, horizon, points, us, mode,
+                                              problem.calc)
+        assert len(fused) == len(per_term) == 3
+        for (r, Rx, _), (r_ref, Rx_ref, _) in zip(fused, per_term):
+            assert np.abs(r_ref).max() > 1e-3
+            np.testing.assert_array_equal(r, r_ref)
+            if mode == DIFF:
+                assert np.abs(Rx_ref).max() > 0.1
+                np.testing.assert_array_equal(Rx, Rx_ref)
+
+
 def test_grouped_friction_cones_equal_the_per_term_path():
     """The friction pyramids of a stage's four feet (solo12, contact dynamics) are
     evaluated by HorizonConstraints as one group (ocp.contacts.LinearForceRows: one stamp
