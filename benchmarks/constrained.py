@@ -43,7 +43,8 @@ iteration.  Columns: iterations, final cost, largest constraint violation,
 dynamics gaps, status, wall and CPU time (of the calling thread, which runs
 IPOPT and MUMPS too) of ``solve`` (FDDP and ours: the median of
 ``repeats`` interleaved rounds, FDDP's solve in each round beside ours; IPOPT: one run) and CPU
-time per iteration.  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
+time per iteration.  One Numba thread (the script restarts itself with
+NUMBA_NUM_THREADS=1).  Numba was compiled by a warm-up solve.  On a shared machine the CPU time is the
 figure to compare (the machine line gives the load average); compare solvers
 by their ratio in the same run.
 
@@ -92,7 +93,7 @@ import numba
 import numpy as np
 
 import geppetto as gp
-from geppetto.benchmarks import crocoddyl_env, nlp
+from geppetto.benchmarks import _common, crocoddyl_env, nlp
 from geppetto.benchmarks.ocp import CROCODDYL_REACHING
 from geppetto.benchmarks._common import RESULTS_DIR, describe_machine, machine
 from geppetto.solvers.nlp import NLP
@@ -795,6 +796,10 @@ def markdown(rows):
 
 
 def main():
+    # One Numba thread, as the other benchmarks: with more, a constraint or cost left to
+    # the per-term path runs its threaded kernel copy even on one knot (cq30: kinova
+    # "pose" 8-12 ms a call under load, against ~10 us on one thread).
+    _common.run_single_threaded("geppetto.benchmarks.constrained")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
     parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
