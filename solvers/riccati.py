@@ -42,6 +42,7 @@ cond(Quu) (up to 1e-10 of the largest gain on the solo12 trot, cond 1.6e9).
 """
 import numpy as np
 
+from ..dynamics.borrowed import borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
 
@@ -190,9 +191,14 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
     increfs and decrefs each array, atomic operations (the ur5 backward pass: inlining
     0.84x of its time, Vxx[t + 1] in place then 0.94x; CPU time, interleaved)."""
     N, ndx, nu = Fu.shape
-    ws = _workspace(ndx, nu)
-    blocks = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+    workspace = _workspace(ndx, nu)
+    euler_workspace = _euler_workspace(ndx, nu, lie_rows.shape[0], dts.shape[0] > 0)
+    (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, nus, limited, us, u_lower, u_upper, Vx, Vxx, Qu,
+     Quu, k, K, Quuk, dts, lie_rows, Lq, Vf, ws, blocks) = borrowed_all((
+        Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, nus, limited, us, u_lower, u_upper, Vx, Vxx, Qu,
+        Quu, k, K, Quuk, dts, lie_rows, Lq, Vf, workspace, euler_workspace))
     keep = Lq.shape[0] > 0
+    failed = -1
     L = ws[1][0]
     if t_end == N:
         for i in range(ndx):
@@ -210,7 +216,8 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
         _q_terms(t, (Fx, Fu), (Lx, Lu, Lxx, Luu, Lxu), Vx, mu, Qu, Quu, ws)
         boxed = limited.shape[0] > 0 and limited[t]
         if not _gains(t, nus[t], ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
-            return t
+            failed = t
+            break
         if keep:
             for i in range(nus[t]):
                 for j in range(i + 1):
@@ -218,10 +225,20 @@ def _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us, 
         _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu)
         if not feasible:
             _add_gap_term(Vx, Vxx, gaps, t, Vf)
-        for i in range(ndx):
-            if not np.isfinite(Vx[t, i]):
-                return t
-    return -1
+        if not _finite_row(Vx, t):
+            failed = t
+            break
+    keep_alive((workspace, euler_workspace))    # the owners of ws and blocks, released here
+    return failed
+
+
+@inline_kernel
+def _finite_row(X, t):
+    """Whether every entry of X[t] is finite."""
+    for i in range(X.shape[1]):
+        if not np.isfinite(X[t, i]):
+            return False
+    return True
 
 
 @kernel
