@@ -1096,7 +1096,14 @@ _DENSE_STRUCTURE = (np.zeros(0), np.zeros(0, dtype=np.int64))
 # interleaved, median of 7 rounds, load 1-6): n - |L| = 4: 1.08, 6 (ur5): 1.04, 6 (chain of
 # 6 on a free flyer, nv 12): 1.03, 7: 1.01, 8: 1.005, 9 (panda): 0.99, 9 (chain): 0.93,
 # 10 (nv 16 with a free flyer): 0.97, 12 (solo12): 0.96, 14: 0.89, 32 (talos): 0.80.
-STRUCTURED_MIN_ROWS = 9
+# Since the recursion borrows its arrays (no atomic reference counts per product) and
+# stacks the products that share an operand (three BLAS calls a structured knot, four a
+# dense one), the structure pays from 3 rows (50 knots of random data, 21 interleaved
+# rounds, load 4-5; structured / dense): without Lie rows nv = 1: 0.89, 2: 0.85, 3: 0.98,
+# 4: 0.86, 5: 0.83, 6: 0.85 (ur5 at its MPC point: 0.85), 7: 0.81, 9: 0.78; with 6 Lie
+# rows n - |L| = 0: 1.07-1.10, 1: 1.04-1.08, 2: 0.98-1.01, 3: 0.97-0.99, 6: 0.87-0.89;
+# with 9: n - |L| = 2: 1.00, 3: 0.96, 4: 0.97.
+STRUCTURED_MIN_ROWS = 3
 
 
 def _euler_structure(state, running_models):

@@ -8,6 +8,7 @@ products equal those on the dense products to rounding.
 import numpy as np
 
 import geppetto as gp
+import geppetto.ocp.problem as ocp_problem
 from geppetto.examples.reaching import reaching_problem
 from geppetto.solvers import FDDP
 
@@ -24,17 +25,21 @@ def spherical_mid_chain_problem(knots=10):
     return model, problem
 
 
-def test_spherical_joint_mid_chain_adds_its_lie_rows_and_marks_every_knot_structured():
+def test_spherical_joint_mid_chain_adds_its_lie_rows_and_marks_every_knot_structured(
+        monkeypatch):
     model, problem = spherical_mid_chain_problem()
     spherical = model.joint_id("joint3")
     assert model.arrays.jtype[spherical] == gp.dynamics.model.SPHERICAL
     first = model.arrays.idx_v[spherical]
     # the free flyer's six rows, then the spherical joint's three after two revolute dofs
     assert first == 8
-    # nv 13 with 9 Lie rows: "auto" (the default) keeps the dense products (too few
-    # other rows to pay, ocp.problem.STRUCTURED_MIN_ROWS); True marks every Euler knot
+    # nv 13 with 9 Lie rows: "auto" (the default) marks every Euler knot (4 other rows,
+    # at least ocp.problem.STRUCTURED_MIN_ROWS), and so does True
     auto_dts, _ = problem.euler_structure
-    assert auto_dts.size == 0
+    np.testing.assert_array_equal(auto_dts, np.full(problem.N, 0.02))
+    with monkeypatch.context() as patch:    # fewer rows than the threshold: dense products
+        patch.setattr(ocp_problem, "STRUCTURED_MIN_ROWS", 5)
+        assert problem.euler_structure[0].size == 0
     problem.structured_backward = True
     dts, lie_rows = problem.euler_structure
     np.testing.assert_array_equal(lie_rows, [0, 1, 2, 3, 4, 5, 8, 9, 10])

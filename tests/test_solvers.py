@@ -821,8 +821,8 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     solvers/riccati.py) gives the gains and value function of the dense products to
     rounding, on ur5 (no Lie rows) and a short solo12 trot (the free flyer's six rows;
     its touchdown impulses are explicit Euler knots and keep the dense products), at a
-    random infeasible point; the structure forced on ur5, where "auto" keeps the dense
-    products."""
+    random infeasible point; "auto" marks the Euler knots on both (ur5: 6 rows of v,
+    ocp.problem.STRUCTURED_MIN_ROWS 3)."""
     from geppetto.solvers.riccati import backward_pass
     if name == "ur5":
         robot = gp.robots.load("ur5")
@@ -830,9 +830,8 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
     else:
         import crocoddyl_problems as cp
         problem = cp.build(cp.trot_task(step_knots=3, support_knots=1))
-    # by default ur5's 6 rows are too few for the structure to pay: dense products there
     auto = problem.euler_structure
-    assert (auto[0].size == 0) == (name == "ur5")
+    assert auto[0].size == problem.N
     with pytest.raises(ValueError, match="structured_backward"):
         problem.structured_backward = "dense"
     problem.structured_backward = True
@@ -892,6 +891,44 @@ def test_feed_forward_gain_is_the_one_column_solve_to_the_bit():
             one = columns[:, c:c + 1].copy()
             cholesky_solve(L, nu, one)
             np.testing.assert_array_equal(together[:, c], one[:, 0])
+
+
+def test_backward_pass_stops_at_the_first_knot_whose_quu_is_not_positive_definite():
+    """The recursion runs from the last knot down and returns the first knot (from the
+    end) whose Quu is not positive definite: the knots after it hold the gains and value
+    function of a pass without the defect (to the bit), the knots before it are not
+    written (ur5 reaching, 8 knots, a random infeasible point, Luu made indefinite at
+    knot 4; dense products and the Euler structure)."""
+    from geppetto.solvers.riccati import backward_pass
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", [0.4, 0.2, 0.5], robot.q0, knots=8)
+    rng = np.random.default_rng(11)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, problem.state.nq:] += 0.3 * rng.normal(size=(problem.N + 1, problem.state.nv))
+    us = rng.normal(size=(problem.N, problem.nu))
+    problem.calc_diff(xs, us)
+    gaps = np.zeros((problem.N + 1, problem.ndx))
+    problem.gaps(xs, gaps)
+    bad = 4
+    dense = (np.zeros(0), np.zeros(0, dtype=np.int64))
+    problem.structured_backward = True          # ur5's Euler knots' structure, forced
+    euler = problem.euler_structure
+    assert euler[0].size == problem.N
+    for structure in (dense, euler):
+        reference = FDDP(problem)
+        assert backward_pass(*reference._riccati_arrays(us, gaps, False, 1e-6)[:-1],
+                             structure) == -1
+        solver = FDDP(problem)
+        for array in (solver.Vx, solver.Vxx, solver.K, solver.k):
+            array[:] = np.nan
+        arrays = list(solver._riccati_arrays(us, gaps, False, 1e-6)[:-1])
+        arrays[5] = problem.Luu.copy()
+        arrays[5][bad] -= 1e6 * np.eye(problem.nu)
+        assert backward_pass(*arrays, structure) == bad
+        for name in ("Vx", "Vxx", "K", "k"):
+            written, expected = getattr(solver, name), getattr(reference, name)
+            np.testing.assert_array_equal(written[bad + 1:], expected[bad + 1:])
+            assert np.isnan(written[:bad]).all()
 
 
 def _box_qp_by_enumeration(H, q, lower, upper):
