@@ -34,7 +34,7 @@ phase's costs are summed; ``offset`` < 0: nothing published (:data:`NO_PROGRESS`
 """
 import numpy as np
 
-from ..dynamics.aba import _aba_state
+from ..dynamics.aba import _aba_state_borrowed
 from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
@@ -187,8 +187,8 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                     xi[nq + i] = x[nq + i] + w[nv + i]
                 point = xi
             actuated_torque(m, B, damping, point, u, tau)
-            _aba_state(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
-                       pA, U, Dinv, uu, ddq, aba_ws)
+            _aba_state_borrowed(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY,
+                                ov, oa, pA, U, Dinv, uu, ddq, aba_ws)
             for i in range(nv):
                 fields[stage, i] = point[nq + i]
                 fields[stage, nv + i] = ddq[i]
