@@ -343,8 +343,10 @@ def _aba_state_borrowed(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA
     Inside the borrowed rollout (ur5 reaching, 100 knots, Euler) the knot took 0.65x of
     the time with :func:`_aba_state`'s compiled calls (see the round aba30 of
     ``benchmarks/threads_notes.md``).  Only placements inlined, the forward passes
-    called, or the reverse, the rollout was slower than with all four calls: a compiled
-    call receives the model tuple (22 arrays, 188 words) through the stack."""
+    called, or the reverse, the rollout was slower than with all four calls (measured,
+    cause not found).  Each compiled call takes the model tuple flattened: the LLVM IR
+    of the rollout passes 225 scalar arguments to ``placements``, 250 and 226 to the
+    forward passes, 264 to the backward pass, most through the stack."""
     XR, Xp = workspace[0], workspace[1]
     placements_inline(m, q, XR, Xp, liR, lip, oR, op)
     world_jacobian_and_inertias(m, oR, op, J, oY)
