@@ -340,8 +340,8 @@ def _aba_state_borrowed(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA
     Given arrays with owners, each inlined helper would take and release a reference
     to each array it reads, per state.
 
-    Inside the borrowed rollout (ur5 reaching, 100 knots, Euler) the knot took 0.65x of
-    the time with :func:`_aba_state`'s compiled calls (see the round aba30 of
+    Inside the borrowed rollout (100 knots of ur5, panda, kinova, z1 reaching) the
+    rollout took 0.65-0.77x of the time it took with :func:`_aba_state`'s compiled calls (see the round aba30 of
     ``benchmarks/threads_notes.md``).  Only placements inlined, the forward passes
     called, or the reverse, the rollout was slower than with all four calls (measured,
     cause not found).  Each compiled call takes the model tuple flattened: the LLVM IR
