@@ -22,7 +22,7 @@ from . import mimic
 from .borrowed import borrowed, borrowed_all, borrowed_model, keep_alive
 from .config import inline_kernel, kernel, model_kernel, parallel_kernel
 from .crba import SINCOS_BLOCK, world_frame_quantities, world_jacobian_and_inertias
-from .joints import placements_from_table, sincos_table
+from .joints import placements_from_table, placements_inline, sincos_table
 from .linalg import copy_matrix, spd_inverse
 from .model_ref import model_arrays
 from .minverse import minverse_sweeps
@@ -301,7 +301,8 @@ def _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6):
 # arrays: ur5 1000 states, about 1.07 -> 0.65 us per state, the same bits).  The
 # backward pass stays a compiled call: inlined too it gave 0.47 us but took ur5's first
 # aba call (empty cache, CPU) from 17 s to 25.6 s, against 20.8 s for the forward passes
-# alone.  _aba_state (the rollouts) keeps the three compiled calls.
+# alone.  _aba_state (the DIFF step, finite differences) keeps the three compiled calls;
+# the trial rollout takes _aba_state_borrowed.
 _aba_forward_pass_1_inlined = inline_kernel(_aba_forward_pass_1.py_func)
 _aba_forward_pass_2_inlined = inline_kernel(_aba_forward_pass_2.py_func)
 
@@ -327,6 +328,32 @@ def _aba_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv
     XR, Xp = workspace[0], workspace[1]
     world_frame_quantities(m, q, XR, Xp, liR, lip, oR, op, J, oY)
     _aba_passes(m, v, tau, f_ext, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq, workspace)
+
+
+@inline_kernel
+def _aba_state_borrowed(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u,
+                        ddq, workspace):
+    """:func:`_aba_state` (the same operations in the same order, libm's cos and sin)
+    with the placements and the two forward passes inlined and the backward pass a
+    compiled call, as in :func:`_aba_states`: for a caller whose arrays, the model's
+    included, are all :func:`.borrowed.borrowed` (:func:`.ocp.trial.rollout_free`).
+    Given arrays with owners, each inlined helper would take and release a reference
+    to each array it reads, per state.
+
+    Inside the borrowed rollout (100 knots of ur5, panda, kinova, z1 reaching) the
+    rollout took 0.65-0.77x of the time it took with :func:`_aba_state`'s compiled calls (see the round aba30 of
+    ``benchmarks/threads_notes.md``).  Only placements inlined, the forward passes
+    called, or the reverse, the rollout was slower than with all four calls (measured,
+    cause not found).  Each compiled call takes the model tuple flattened: the LLVM IR
+    of the rollout passes 225 scalar arguments to ``placements``, 250 and 226 to the
+    forward passes, 264 to the backward pass, most through the stack."""
+    XR, Xp = workspace[0], workspace[1]
+    placements_inline(m, q, XR, Xp, liR, lip, oR, op)
+    world_jacobian_and_inertias(m, oR, op, J, oY)
+    w6, cJ, Ia, D, work = workspace[2], workspace[3], workspace[4], workspace[5], workspace[6]
+    _aba_forward_pass_1_inlined(m, v, f_ext, oR, op, J, oY, ov, cJ, pA, w6)
+    _aba_backward_pass(m, tau, J, oY, cJ, pA, U, Dinv, u, Ia, D, work, w6)
+    _aba_forward_pass_2_inlined(m, J, cJ, U, Dinv, u, oa, ddq, w6)
 
 
 @inline_kernel

@@ -34,7 +34,7 @@ phase's costs are summed; ``offset`` < 0: nothing published (:data:`NO_PROGRESS`
 """
 import numpy as np
 
-from ..dynamics.aba import _aba_state
+from ..dynamics.aba import _aba_state_borrowed
 from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
@@ -145,7 +145,13 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     robots.  Borrowed, a 100-knot trial took 0.59x (0.58-0.60) of the time on ur5 with
     Euler, 0.64x on panda, 0.63x on kinova and z1, 0.76x on solo12's free flyer, 0.58x on
     ur5 with RK4, the same bits (thread CPU time, 21 interleaved blocks of 100 trials
-    in one process, load 3-3.5)."""
+    in one process, load 3-3.5).
+
+    Its ABA is :func:`~geppetto.dynamics.aba._aba_state_borrowed` (placements and forward
+    passes inlined, the backward pass a compiled call): each compiled call passed the
+    model tuple flattened, 200-264 scalar arguments through the stack, four per knot;
+    with one, a 100-knot trial took 0.68-0.77x of the time (ur5, panda, kinova, z1,
+    ur5 RK4; the same bits; round aba30 of ``benchmarks/threads_notes.md``)."""
     m, B, damping, inputs, x_start, outputs, ws, kinematics, progress = borrowed_all((
         m, B, damping, inputs, x_start, outputs, ws, kinematics, progress))
     xs, us, k, K, gaps, lower, upper, alpha, use_gaps, boxed = inputs
@@ -187,8 +193,8 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                     xi[nq + i] = x[nq + i] + w[nv + i]
                 point = xi
             actuated_torque(m, B, damping, point, u, tau)
-            _aba_state(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
-                       pA, U, Dinv, uu, ddq, aba_ws)
+            _aba_state_borrowed(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY,
+                                ov, oa, pA, U, Dinv, uu, ddq, aba_ws)
             for i in range(nv):
                 fields[stage, i] = point[nq + i]
                 fields[stage, nv + i] = ddq[i]
