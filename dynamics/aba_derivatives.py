@@ -17,8 +17,8 @@ The M^-1 sweeps are :func:`.minverse.minverse_sweeps`.  ABA's two forward passes
 M^-1 sweeps are inlined into the loop over states (ABA's backward pass stays a compiled
 call, as in :func:`.aba._aba`): through their compiled calls, which passed the model's
 22 arrays (about 170 arguments) and a dozen arrays more each, ur5's 1000-state stack
-took 2.9 us a state, inlined 2.5 (the same bits; the first call's compile grows, see
-``benchmarks/threads_notes.md``, round of dfd30).
+took 3.3 us a state, inlined 2.6 (the same bits; the first call's compile grows by
+about 10 s, see ``benchmarks/threads_notes.md``, round of dfd30).
 """
 import numpy as np
 
