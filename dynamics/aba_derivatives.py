@@ -13,12 +13,18 @@ them again; the RNEA derivatives at ddq, which start from ABA's world motions
 ov, oa and bias forces (RNEA's forward sweep is not repeated, M is not
 formed); then the two (nv, nv) products through BLAS.
 
-The M^-1 sweeps are :func:`.minverse.minverse_from_articulated`.
+The M^-1 sweeps are :func:`.minverse.minverse_sweeps`.  ABA's two forward passes and the
+M^-1 sweeps are inlined into the loop over states (ABA's backward pass stays a compiled
+call, as in :func:`.aba._aba`): through their compiled calls, which passed the model's
+22 arrays (about 170 arguments) and a dozen arrays more each, ur5's 1000-state stack
+took 3.3 us a state, inlined 2.6 (the same bits; the first call's compile grows by
+about 10 s, see ``benchmarks/threads_notes.md``, round of dfd30).
 """
 import numpy as np
 
 from . import mimic
-from .aba import _aba_backward_pass, _aba_forward_pass_1, _aba_forward_pass_2
+from .aba import (_aba_backward_pass, _aba_forward_pass_1_inlined,
+                  _aba_forward_pass_2_inlined)
 from numba import prange
 
 from .borrowed import borrowed_all, borrowed_model, keep_alive
@@ -28,7 +34,7 @@ from .joints import placements_from_table, sincos_table
 from .kinematics import compute_joint_jacobians, express_jacobian
 from .model_ref import model_arrays
 from .linalg import copy_matrix
-from .minverse import minverse_from_articulated
+from .minverse import minverse_sweeps
 from .rnea_derivatives import (_backward_pass_of, body_forces_and_columns,
                                rnea_derivatives_workspace)
 from .one_state import _aba_derivatives_one, one_state
@@ -65,15 +71,15 @@ def _aba_derivatives_state(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa,
         for r in range(6):
             for c in range(6):
                 oYaba[i, r, c] = oY[i, r, c]
-    _aba_forward_pass_1(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
+    _aba_forward_pass_1_inlined(m, v, f_ext, oR, op, J, oYaba, ov, cJ, pA, w6)
     for i in range(1, m.njoints):
         for r in range(6):
             f[i, r] = pA[i, r]                  # the bias forces, before the backward pass
     _aba_backward_pass(m, tau, J, oYaba, cJ, pA, U, Dinv, u, Ia, D, work, w6)
-    _aba_forward_pass_2(m, J, cJ, U, Dinv, u, oa, ddq, w6)
+    _aba_forward_pass_2_inlined(m, J, cJ, U, Dinv, u, oa, ddq, w6)
     # M^-1 in a scratch that stays in cache (the sweeps write its rows twice, the last
     # first), copied to the stack once and read from the scratch
-    minverse_from_articulated(m, J, U, Dinv, Ms, F, A, D[0])
+    minverse_sweeps(m, J, U, Dinv, Ms, F, A, D[0])
     copy_matrix(Ms, Minv)
     # inverse-dynamics derivatives at ddq (eq. 24), from ABA's world motions ov and
     # oa (gravity included): RNEA's forward sweep is not repeated; M is not formed
