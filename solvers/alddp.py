@@ -94,7 +94,7 @@ from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
 from .nlp import _vector_coordinates
 from .options import _number, check_solve_arguments
-from .riccati import backward_pass
+from .riccati import backward_pass_expected
 
 
 @dataclass
@@ -590,11 +590,14 @@ class ALDDP:
                 dual = self._dual_terms(mu)
             box = self._hold_bounds(feasible, us)
             while True:
-                failed = backward_pass(problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx,
-                                       self.Luu, self.Lxu, gaps, feasible, preg, problem.nus,
-                                       box, us, inner.u_lower, inner.u_upper, inner.Vx,
-                                       inner.Vxx, inner.Qu, inner.Quu, inner.k, inner.K,
-                                       inner.Quuk, problem.euler_structure)
+                # the sweep and the inner solver's expected_terms in one call (its gap
+                # products kept in inner.Vf: the same bits as the two calls)
+                failed, dg, dq = backward_pass_expected(
+                    problem.Fx, problem.Fu, self.Lx, self.Lu, self.Lxx, self.Luu, self.Lxu,
+                    gaps, bool(feasible), float(preg), problem.nus, box, us, inner.u_lower,
+                    inner.u_upper, inner.Vx, inner.Vxx, inner.Qu, inner.Quu, inner.k, inner.K,
+                    inner.Quuk, problem.euler_structure, inner.Vf,
+                    bool(inner.gap_terms(feasible)))
                 if failed < 0:
                     break
                 if preg >= inner.reg_max:
@@ -602,7 +605,6 @@ class ALDDP:
                     return self._result(xs, us, cost, iteration - 1, False, status, mu, stop,
                                         outer, history)
                 preg = inner._increased(preg)
-            dg, dq = inner.expected_terms(gaps, feasible)
             stop = abs(dg + 0.5 * dq)
             merit = cost + al_value + dual[0]
             accepted, refused, hopeless = self._line_search(xs, us, gaps, feasible, dg, dq,

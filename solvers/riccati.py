@@ -504,6 +504,47 @@ def _box_gains(Qxu, free, nu, n_free, L, K, t):
 
 
 @kernel
+def backward_pass_expected(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited,
+                           us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, euler, Vf,
+                           with_gaps):
+    """:func:`backward_pass` (``euler`` the tuple (dts, lie_rows)) and then, when it
+    succeeds, :func:`expected_terms` in one call: returns (failed, dg, dq), dg = dq = 0
+    when failed >= 0.  ``Vf`` (N+1, ndx): a workspace that gets the gap products
+    Vxx_t f_t the recursion computes anyway (when not feasible, :func:`_add_gap_term`),
+    which the gap term dq += f_t . Vxx_t f_t then reads instead of computing them
+    again: the same sums in the same order, the same bits as the two calls (one
+    compiled call and one product over the knots less per FDDP iteration)."""
+    dts, lie_rows = euler
+    failed = _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
+                    u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, Fu.shape[0], 0, dts,
+                    lie_rows, np.zeros((0, 0, 0)), Vf)
+    if failed >= 0:
+        return failed, 0.0, 0.0
+    if feasible:        # the recursion wrote no Vf: expected_terms' own products
+        dg, dq = expected_terms(Qu, k, Quuk, Vx, Vxx, gaps, with_gaps)
+    else:
+        dg, dq = _expected_sums(Qu, k, Quuk, Vx, Vf, gaps, with_gaps)
+    return failed, dg, dq
+
+
+@inline_kernel
+def _expected_sums(Qu, k, Quuk, Vx, Vf, gaps, with_gaps):
+    """:func:`expected_terms` with the products Vxx_t f_t read from Vf."""
+    dg, dq = 0.0, 0.0
+    N, nu = k.shape
+    for t in range(N):
+        for i in range(nu):
+            dg += Qu[t, i] * k[t, i]
+            dq -= k[t, i] * Quuk[t, i]
+    if with_gaps:
+        for t in range(N + 1):
+            for i in range(Vx.shape[1]):
+                dg -= Vx[t, i] * gaps[t, i]
+                dq += gaps[t, i] * Vf[t, i]
+    return dg, dq
+
+
+@kernel
 def expected_terms(Qu, k, Quuk, Vx, Vxx, gaps, with_gaps):
     """(dg, dq) of a backward pass: dg = sum_t Qu_t . k_t, dq = -sum_t k_t . Quu_t k_t,
     and with the gaps f (FDDP while infeasible, Crocoddyl's

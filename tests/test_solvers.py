@@ -931,6 +931,47 @@ def test_backward_pass_stops_at_the_first_knot_whose_quu_is_not_positive_definit
             assert np.isnan(written[:bad]).all()
 
 
+def test_backward_pass_with_expected_terms_equals_the_two_calls():
+    """:func:`.riccati.backward_pass_expected` (the solvers' one call) gives the gains,
+    value function and (dg, dq) of :func:`.riccati.backward_pass` then
+    :func:`.riccati.expected_terms` to the bit, with and without the gap terms, on an
+    infeasible and a feasible iterate (ur5 reaching, 8 knots, a random point, dense
+    products and the Euler structure); a knot whose Quu is not positive definite is
+    returned with (dg, dq) = (0, 0)."""
+    from geppetto.solvers.riccati import backward_pass, backward_pass_expected, expected_terms
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", [0.4, 0.2, 0.5], robot.q0, knots=8)
+    rng = np.random.default_rng(5)
+    xs = np.tile(problem.x0, (problem.N + 1, 1))
+    xs[:, problem.state.nq:] += 0.3 * rng.normal(size=(problem.N + 1, problem.state.nv))
+    us = rng.normal(size=(problem.N, problem.nu))
+    problem.calc_diff(xs, us)
+    gaps = np.zeros((problem.N + 1, problem.ndx))
+    problem.gaps(xs, gaps)
+    assert np.abs(gaps).max() > 0.1
+    dense = (np.zeros(0), np.zeros(0, dtype=np.int64))
+    problem.structured_backward = True
+    for structure in (dense, problem.euler_structure):
+        for feasible in (False, True):
+            for with_gaps in (False, True):
+                two, one = FDDP(problem), FDDP(problem)
+                arrays = two._riccati_arrays(us, gaps, feasible, 1e-6)[:-1]
+                assert backward_pass(*arrays, structure) == -1
+                expected = expected_terms(two.Qu, two.k, two.Quuk, two.Vx, two.Vxx, gaps,
+                                          with_gaps)
+                got = backward_pass_expected(*one._riccati_arrays(us, gaps, feasible, 1e-6)[:-1],
+                                             structure, one.Vf, with_gaps)
+                assert got[0] == -1
+                assert got[1:] == expected and expected[1] != 0.0
+                for name in ("Vx", "Vxx", "Qu", "Quu", "k", "K", "Quuk"):
+                    np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+        solver = FDDP(problem)
+        arrays = list(solver._riccati_arrays(us, gaps, False, 1e-6)[:-1])
+        arrays[5] = problem.Luu.copy()
+        arrays[5][3] -= 1e6 * np.eye(problem.nu)
+        assert backward_pass_expected(*arrays, structure, solver.Vf, True) == (3, 0.0, 0.0)
+
+
 def _box_qp_by_enumeration(H, q, lower, upper):
     """The minimizer of 1/2 x^T H x + q^T x in the box: every assignment of each
     coordinate to free / lower / upper, keeping the feasible stationary points."""
