@@ -82,7 +82,7 @@ import numpy as np
 from ..dynamics.config import kernel
 from ..ocp.fused import CALC
 from ..ocp.held import typed_list
-from .alddp import ALDDP
+from .alddp import ALDDP, _augmented_lagrangian
 from .forward import KERNEL_ERRORS
 from .nlp import _vector_coordinates
 
@@ -110,6 +110,20 @@ def _dual_residual(blocks, duals, mu):
                 full += mu_row * e * e
                 largest = max(largest, mu_row * abs(e))
     return half, full, largest
+
+
+@kernel
+def _iterate_duals(blocks, duals, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu, Lxu):
+    """At the iterate, in one call: :func:`.alddp._augmented_lagrangian` with derivatives
+    (Lx ... Lxu hold the problem's derivatives: the AL terms are added) and
+    :func:`_dual_residual`.  Returns (sum psi, the largest violation, M's dual term, sum
+    mu_row |lambda+ - lambda|^2, max mu_row |lambda+ - lambda|): the same arithmetic as
+    the two calls from Python (prox30).  ``with_derivatives`` (True) is an argument: a
+    constant here would compile the AL kernel again for its literal type."""
+    al_value, violation = _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu,
+                                                Lxx, Luu, Lxu)
+    half, full, largest = _dual_residual(blocks, duals, mu)
+    return al_value, violation, half, full, largest
 
 
 @kernel
@@ -153,6 +167,21 @@ def _trial_duals(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha):
                 e = lam_hat[k, i] - value
                 total += 0.5 * mu_row * e * e
     return total
+
+
+@kernel
+def _trial_terms(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha, with_derivatives, Lx,
+                 Lu, Lxx, Luu, Lxu):
+    """A trial's constraint terms of M in one call: (sum psi, the dual term) of
+    :func:`.alddp._augmented_lagrangian` (no derivatives: lam_hat at the trial) and
+    :func:`_trial_duals` (the trial's multipliers), whose constraint residuals the trial's
+    evaluate (CALC) computed.  The same arithmetic as the two calls from Python, without
+    the Python between them (prox30: per trial 3 compiled calls -> 1).
+    ``with_derivatives`` (False) as in :func:`_iterate_duals`."""
+    al_value = _augmented_lagrangian(blocks, xs_try, us_try, mu, with_derivatives, Lx, Lu,
+                                     Lxx, Luu, Lxu)[0]
+    dual = _trial_duals(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha)
+    return al_value, dual
 
 
 @kernel
@@ -226,6 +255,21 @@ class ProxDDP(ALDDP):
             return 0.0, 0.0, 0.0
         return _dual_residual(self.typed_blocks, self.typed_duals, mu)
 
+    def _iterate_terms(self, xs, us, mu):
+        """ALDDP's, the AL terms and the dual terms in one compiled call."""
+        if self.typed_blocks is None:
+            return super()._iterate_terms(xs, us, mu)
+        problem = self.problem
+        np.copyto(self.Lx, problem.Lx)
+        np.copyto(self.Lxx, problem.Lxx)
+        np.copyto(self.Lu, problem.Lu)
+        np.copyto(self.Luu, problem.Luu)
+        np.copyto(self.Lxu, problem.Lxu)
+        al_value, violation, half, full, largest = _iterate_duals(
+            self.typed_blocks, self.typed_duals, xs, us, mu, True, self.Lx, self.Lu, self.Lxx,
+            self.Luu, self.Lxu)
+        return al_value, violation, (half, full, largest)
+
     def _trial_merit(self, xs, us, trial, mu, alpha):
         """M at a trial (xs_try, us_try, xnext, cost) of step alpha, its multipliers into
         the duals' ``trial``; nan when its constraints cannot be evaluated."""
@@ -236,9 +280,9 @@ class ProxDDP(ALDDP):
             self.constraints.evaluate(xs_try, us_try, CALC)
         except KERNEL_ERRORS:
             return np.nan
-        al_value = self._al_terms(xs_try, us_try, mu, False)[0]
         dxs = self.no_dxs if self.additive else self.problem.state.difference(xs, xs_try)
-        dual = _trial_duals(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs, us,
-                            us_try, alpha)
+        al_value, dual = _trial_terms(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs,
+                                      us, us_try, alpha, False, self.Lx, self.Lu, self.Lxx,
+                                      self.Luu, self.Lxu)
         return cost + al_value + dual
 
