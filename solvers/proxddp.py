@@ -227,6 +227,17 @@ class ProxDDP(ALDDP):
         self.additive = problem.nx == problem.ndx == len(x_index) and bool(
             np.all(x_index == np.arange(problem.nx)) and np.all(dx_index == x_index))
         self.no_dxs = np.zeros((0, problem.ndx))
+        # elsewhere a trial's dx = xs_try (-) xs is read only on the knots of residual
+        # rows (through their Jacobian; bounds read xs, us): the difference on those
+        # knots' ranges, not the horizon (kinova "pose": 1 knot of 101, 23 -> 2 us a
+        # trial, prox30); the other rows of ``dxs`` are never read
+        on = np.zeros(problem.N + 2, dtype=bool)
+        for block in self.blocks:
+            if block.kind == "residual":
+                on[block.start:block.stop] = True
+        edges = np.flatnonzero(np.diff(np.concatenate([[False], on])))
+        self.dx_ranges = [(int(edges[i]), int(edges[i + 1])) for i in range(0, len(edges), 2)]
+        self.dxs = np.zeros((problem.N + 1, problem.ndx))
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -270,6 +281,13 @@ class ProxDDP(ALDDP):
             self.Luu, self.Lxu)
         return al_value, violation, (half, full, largest)
 
+    def _trial_deviations(self, xs, xs_try):
+        """xs_try (-) xs on the knots of residual rows (``dx_ranges``), into ``dxs``."""
+        difference = self.problem.state.difference
+        for start, stop in self.dx_ranges:
+            self.dxs[start:stop] = difference(xs[start:stop], xs_try[start:stop])
+        return self.dxs
+
     def _trial_merit(self, xs, us, trial, mu, alpha):
         """M at a trial (xs_try, us_try, xnext, cost) of step alpha, its multipliers into
         the duals' ``trial``; nan when its constraints cannot be evaluated."""
@@ -280,7 +298,7 @@ class ProxDDP(ALDDP):
             self.constraints.evaluate(xs_try, us_try, CALC)
         except KERNEL_ERRORS:
             return np.nan
-        dxs = self.no_dxs if self.additive else self.problem.state.difference(xs, xs_try)
+        dxs = self.no_dxs if self.additive else self._trial_deviations(xs, xs_try)
         al_value, dual = _trial_terms(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs,
                                       us, us_try, alpha, False, self.Lx, self.Lu, self.Lxx,
                                       self.Luu, self.Lxu)
