@@ -65,9 +65,13 @@ iteration, against FDDP on the same problem without the constraints (2026-11-27,
 of 6 interleaved rounds in one process, load 9-11): 1.08-1.70x, above 1.5x only where the
 line search crawls (ur5 stiff from the guess 1.55x, ur5 / panda "torque" from the guess
 1.65x / 1.70x: about 3 trials per iteration, and a calc_diff after every smallest step);
-a trial's constraint terms are 3 compiled calls (the rows, the AL terms, the trial's
-multipliers, :func:`_trial_duals`, which reads dx = xs_try - xs itself where the whole
-state adds: 18 us a trial on panda, 62 us with the horizon's state difference).
+a trial's constraint terms are 2 compiled calls (the rows, then the AL terms and the
+trial's multipliers in :func:`_trial_terms`; :func:`_trial_duals` reads dx = xs_try - xs
+itself where the whole state adds, else the state difference on the knots of residual
+rows only).  prox30 (2026-11-28, same bits): per iteration / FDDP's is set by the line
+search's trials, 1.6-4.8 per iteration against FDDP's 1.0-1.15 (swing-up from rest
+4.81, panda "torque" 3.95), each a rollout as FDDP's (70-220 us) plus 6-35 us of
+constraint terms; the compiled-call cuts gave 0.95-0.99x.
 
 The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
 outer update, the trial merit, the accepted step's multipliers and the line search's
