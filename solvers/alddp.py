@@ -78,6 +78,7 @@ too (what differs is in the methods after ``_line_search``); CSQP shares the row
 (:func:`constraint_blocks`), the block kernels :func:`_bound_residuals` and
 :func:`_add_rows`, and :func:`record_iteration`.
 """
+import math
 import time
 from dataclasses import dataclass
 
@@ -210,6 +211,18 @@ def _add_rows(kind, start, Rx, Ru, index, dx_index, h, w, cx, cu, Lx, Lu, Lxx, L
             else:
                 _add_row(Rx[k, index[i]], Ru[k, index[i]], h[k, i], w[k, i], n, cx, cu, Lx,
                          Lu, Lxx, Luu, Lxu)
+
+
+@kernel
+def _inside_bounds(us, lower, upper):
+    """Whether lower <= us <= upper everywhere (False at a nan): np.all of both
+    comparisons without their four temporary arrays (7 us an iteration on the swing-up's
+    controls, prox30)."""
+    for n in range(us.shape[0]):
+        for i in range(us.shape[1]):
+            if not (us[n, i] >= lower[n, i] and us[n, i] <= upper[n, i]):
+                return False
+    return True
 
 
 @kernel
@@ -477,6 +490,12 @@ class ALDDP:
         return _augmented_lagrangian(self.typed_blocks, xs, us, mu, with_derivatives,
                                      self.Lx, self.Lu, self.Lxx, self.Luu, self.Lxu)
 
+    def _iterate_terms(self, xs, us, mu):
+        """(sum psi, the largest violation, :meth:`_dual_terms`) at the iterate, whose
+        constraints the last evaluate (DIFF) computed; Lx ... Lxu with the AL terms."""
+        al_value, violation = self._al_terms(xs, us, mu, True)
+        return al_value, violation, self._dual_terms(mu)
+
     def max_violation(self, xs, us):
         """The largest violation of the constraints (and bounds) along (xs, us)."""
         xs, us = self.problem._validate(xs, us)
@@ -552,8 +571,7 @@ class ALDDP:
                     gaps[:] = 0.0
                 if iteration == 1 and self.scale_rows and self.typed_blocks is not None:
                     _row_scales(self.typed_blocks, self.scale_max)      # fixed for this solve
-                al_value, violation = self._al_terms(xs, us, mu, True)
-                dual = self._dual_terms(mu)
+                al_value, violation, dual = self._iterate_terms(xs, us, mu)
                 recalc = False
             # the inner solve is done when the last step, accepted, started from a
             # feasible iterate whose stop value was below omega (Crocoddyl's test, at the
@@ -586,8 +604,7 @@ class ALDDP:
                 else:
                     mu = max(mu * self.mu_factor, self.mu_min)
                     omega, eta = self._tolerances(mu)
-                al_value = self._al_terms(xs, us, mu, True)[0]      # the new subproblem
-                dual = self._dual_terms(mu)
+                al_value, _, dual = self._iterate_terms(xs, us, mu)     # the new subproblem
             box = self._hold_bounds(feasible, us)
             while True:
                 # the sweep and the inner solver's expected_terms in one call (its gap
@@ -677,7 +694,7 @@ class ALDDP:
             trial = inner.try_step(xs, us, gaps, alpha, feasible)
             trial_merit = np.nan if trial is None else \
                 self._trial_merit(xs, us, trial, mu, alpha)
-            if not np.isfinite(trial_merit):
+            if not math.isfinite(trial_merit):     # a float: not numpy's ufunc (~1 us)
                 index += 1
                 continue
             d1, d2 = inner.expected_improvement(dg, dq, xs, trial[0], gaps, feasible)
@@ -779,8 +796,7 @@ class ALDDP:
         pass's box QP holds the bounds (BoxFDDP's); else neither.  Returns the knots of
         the box QP."""
         inner = self.inner
-        inside = self.box_controls and bool(
-            np.all(us >= inner.u_lower) and np.all(us <= inner.u_upper))
+        inside = self.box_controls and _inside_bounds(us, inner.u_lower, inner.u_upper)
         inner.clamps = inside
         return inner.has_control_limits if inside and feasible else self.no_box
 

@@ -65,9 +65,13 @@ iteration, against FDDP on the same problem without the constraints (2026-11-27,
 of 6 interleaved rounds in one process, load 9-11): 1.08-1.70x, above 1.5x only where the
 line search crawls (ur5 stiff from the guess 1.55x, ur5 / panda "torque" from the guess
 1.65x / 1.70x: about 3 trials per iteration, and a calc_diff after every smallest step);
-a trial's constraint terms are 3 compiled calls (the rows, the AL terms, the trial's
-multipliers, :func:`_trial_duals`, which reads dx = xs_try - xs itself where the whole
-state adds: 18 us a trial on panda, 62 us with the horizon's state difference).
+a trial's constraint terms are 2 compiled calls (the rows, then the AL terms and the
+trial's multipliers in :func:`_trial_terms`; :func:`_trial_duals` reads dx = xs_try - xs
+itself where the whole state adds, else the state difference on the knots of residual
+rows only).  prox30 (2026-11-28, same bits): per iteration / FDDP's is set by the line
+search's trials, 1.6-4.8 per iteration against FDDP's 1.0-1.15 (swing-up from rest
+4.81, panda "torque" 3.95), each a rollout as FDDP's (70-220 us) plus 6-35 us of
+constraint terms; the compiled-call cuts gave 0.95-0.99x.
 
 The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
 outer update, the trial merit, the accepted step's multipliers and the line search's
@@ -82,7 +86,7 @@ import numpy as np
 from ..dynamics.config import kernel
 from ..ocp.fused import CALC
 from ..ocp.held import typed_list
-from .alddp import ALDDP
+from .alddp import ALDDP, _augmented_lagrangian
 from .forward import KERNEL_ERRORS
 from .nlp import _vector_coordinates
 
@@ -110,6 +114,20 @@ def _dual_residual(blocks, duals, mu):
                 full += mu_row * e * e
                 largest = max(largest, mu_row * abs(e))
     return half, full, largest
+
+
+@kernel
+def _iterate_duals(blocks, duals, xs, us, mu, with_derivatives, Lx, Lu, Lxx, Luu, Lxu):
+    """At the iterate, in one call: :func:`.alddp._augmented_lagrangian` with derivatives
+    (Lx ... Lxu hold the problem's derivatives: the AL terms are added) and
+    :func:`_dual_residual`.  Returns (sum psi, the largest violation, M's dual term, sum
+    mu_row |lambda+ - lambda|^2, max mu_row |lambda+ - lambda|): the same arithmetic as
+    the two calls from Python (prox30).  ``with_derivatives`` (True) is an argument: a
+    constant here would compile the AL kernel again for its literal type."""
+    al_value, violation = _augmented_lagrangian(blocks, xs, us, mu, with_derivatives, Lx, Lu,
+                                                Lxx, Luu, Lxu)
+    half, full, largest = _dual_residual(blocks, duals, mu)
+    return al_value, violation, half, full, largest
 
 
 @kernel
@@ -156,6 +174,21 @@ def _trial_duals(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha):
 
 
 @kernel
+def _trial_terms(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha, with_derivatives, Lx,
+                 Lu, Lxx, Luu, Lxu):
+    """A trial's constraint terms of M in one call: (sum psi, the dual term) of
+    :func:`.alddp._augmented_lagrangian` (no derivatives: lam_hat at the trial) and
+    :func:`_trial_duals` (the trial's multipliers), whose constraint residuals the trial's
+    evaluate (CALC) computed.  The same arithmetic as the two calls from Python, without
+    the Python between them (prox30: per trial 3 compiled calls -> 1).
+    ``with_derivatives`` (False) as in :func:`_iterate_duals`."""
+    al_value = _augmented_lagrangian(blocks, xs_try, us_try, mu, with_derivatives, Lx, Lu,
+                                     Lxx, Luu, Lxu)[0]
+    dual = _trial_duals(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha)
+    return al_value, dual
+
+
+@kernel
 def _take_trial(duals):
     """lambda <- the accepted trial's multipliers, every block (one call: no Python per
     block in the iteration)."""
@@ -198,6 +231,17 @@ class ProxDDP(ALDDP):
         self.additive = problem.nx == problem.ndx == len(x_index) and bool(
             np.all(x_index == np.arange(problem.nx)) and np.all(dx_index == x_index))
         self.no_dxs = np.zeros((0, problem.ndx))
+        # elsewhere a trial's dx = xs_try (-) xs is read only on the knots of residual
+        # rows (through their Jacobian; bounds read xs, us): the difference on those
+        # knots' ranges, not the horizon (kinova "pose": 1 knot of 101, 23 -> 2 us a
+        # trial, prox30); the other rows of ``dxs`` are never read
+        on = np.zeros(problem.N + 2, dtype=bool)
+        for block in self.blocks:
+            if block.kind == "residual":
+                on[block.start:block.stop] = True
+        edges = np.flatnonzero(np.diff(np.concatenate([[False], on])))
+        self.dx_ranges = [(int(edges[i]), int(edges[i + 1])) for i in range(0, len(edges), 2)]
+        self.dxs = np.zeros((problem.N + 1, problem.ndx))
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -226,6 +270,28 @@ class ProxDDP(ALDDP):
             return 0.0, 0.0, 0.0
         return _dual_residual(self.typed_blocks, self.typed_duals, mu)
 
+    def _iterate_terms(self, xs, us, mu):
+        """ALDDP's, the AL terms and the dual terms in one compiled call."""
+        if self.typed_blocks is None:
+            return super()._iterate_terms(xs, us, mu)
+        problem = self.problem
+        np.copyto(self.Lx, problem.Lx)
+        np.copyto(self.Lxx, problem.Lxx)
+        np.copyto(self.Lu, problem.Lu)
+        np.copyto(self.Luu, problem.Luu)
+        np.copyto(self.Lxu, problem.Lxu)
+        al_value, violation, half, full, largest = _iterate_duals(
+            self.typed_blocks, self.typed_duals, xs, us, mu, True, self.Lx, self.Lu, self.Lxx,
+            self.Luu, self.Lxu)
+        return al_value, violation, (half, full, largest)
+
+    def _trial_deviations(self, xs, xs_try):
+        """xs_try (-) xs on the knots of residual rows (``dx_ranges``), into ``dxs``."""
+        difference = self.problem.state.difference
+        for start, stop in self.dx_ranges:
+            self.dxs[start:stop] = difference(xs[start:stop], xs_try[start:stop])
+        return self.dxs
+
     def _trial_merit(self, xs, us, trial, mu, alpha):
         """M at a trial (xs_try, us_try, xnext, cost) of step alpha, its multipliers into
         the duals' ``trial``; nan when its constraints cannot be evaluated."""
@@ -236,9 +302,9 @@ class ProxDDP(ALDDP):
             self.constraints.evaluate(xs_try, us_try, CALC)
         except KERNEL_ERRORS:
             return np.nan
-        al_value = self._al_terms(xs_try, us_try, mu, False)[0]
-        dxs = self.no_dxs if self.additive else self.problem.state.difference(xs, xs_try)
-        dual = _trial_duals(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs, us,
-                            us_try, alpha)
+        dxs = self.no_dxs if self.additive else self._trial_deviations(xs, xs_try)
+        al_value, dual = _trial_terms(self.typed_blocks, self.typed_duals, mu, xs, xs_try, dxs,
+                                      us, us_try, alpha, False, self.Lx, self.Lu, self.Lxx,
+                                      self.Luu, self.Lxu)
         return cost + al_value + dual
 

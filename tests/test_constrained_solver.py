@@ -691,3 +691,45 @@ def test_ur5_velocity_bounds_and_a_wall_match_ipopt():
     assert result.violation <= 1e-6
     assert abs(result.cost - reference.cost) <= 1e-6 * reference.cost
     assert abs(warm.cost - reference.cost) > 1e-4 * reference.cost
+
+
+def test_proximal_trial_difference_on_the_residual_knots_only():
+    """ProxDDP reads a trial's dx = xs_try (-) xs only on the knots of residual rows
+    (kinova "pose": the terminal knot; its state bounds read xs): the trial's merit and
+    multipliers from that difference equal those from the whole horizon's to the last bit;
+    and the iterate's terms in one call (AL with derivatives + dual residual) equal the
+    two calls."""
+    from geppetto.benchmarks.constrained import untuned3
+    problem = untuned3("pose", knots=6)
+    N = problem.N
+    solver = gp.solvers.ProxDDP(problem)
+    assert not solver.additive
+    assert solver.dx_ranges == [(N, N + 1)]
+    rng = np.random.default_rng(7)
+    xs = np.repeat(problem.x0[None], N + 1, axis=0)
+    xs[:, problem.state.nq:] += 0.5 * rng.standard_normal((N + 1, problem.state.nv))
+    us = 0.1 * rng.standard_normal((N, problem.nu))
+    xs_try = problem.state.integrate(xs, 0.01 * rng.standard_normal((N + 1, problem.ndx)))
+    us_try = us + 0.01
+    mu = 1e-2
+    problem.calc_diff(xs, us)
+    solver.constraints.evaluate(xs, us, DIFF)
+    separate = solver._al_terms(xs, us, mu, True) + solver._dual_terms(mu)
+    derivatives = [a.copy() for a in (solver.Lx, solver.Lu, solver.Lxx, solver.Luu,
+                                      solver.Lxu)]
+    al_value, violation, dual = solver._iterate_terms(xs, us, mu)
+    assert (al_value, violation) + dual == separate
+    for a, b in zip(derivatives, (solver.Lx, solver.Lu, solver.Lxx, solver.Luu, solver.Lxu)):
+        np.testing.assert_array_equal(a, b)
+    assert any(np.count_nonzero(plus) for _, plus, _ in solver.duals)
+    problem.calc_costs(xs_try, us_try)                 # the trial's kinematics
+    merits, multipliers = [], []
+    for ranges in (solver.dx_ranges, [(0, N + 1)]):
+        solver.dx_ranges = ranges
+        merits.append(solver._trial_merit(xs, us, (xs_try, us_try, None, 0.0), mu, 0.5))
+        multipliers.append(np.concatenate([trial.ravel() for _, _, trial in solver.duals]))
+    assert merits[0] == merits[1]
+    np.testing.assert_array_equal(multipliers[0], multipliers[1])
+    moved = multipliers[0] - np.concatenate([(lam + 0.5 * (plus - lam)).ravel()
+                                             for lam, plus, _ in solver.duals])
+    assert np.max(np.abs(moved[-6:])) > 1e-6           # the terminal rows' feedback term
