@@ -80,6 +80,15 @@ def contact_step(m, ca, B, damping, settings, scheme, dt, x, u, xnext, ws):
     return iterations, regular
 
 
+# The same step inlined into the trial's loop over knots (:func:`.trial.rollout_contact`): a
+# compiled call passed the model, constraint and workspace tuples flattened, 652 scalar
+# arguments through the stack, per knot; inlined, the solo12 trot's trial took 0.85x
+# (0.82-0.96) of the time, +0.7 s to the rollout's compile (round ctr30 of
+# benchmarks/threads_notes.md).  Its solve stays a compiled call: inlined too (0.75x) it
+# made the rollout's compile 52 s instead of 5.
+contact_step_inline = inline_kernel(contact_step.py_func)
+
+
 @inline_kernel
 def knot_workspace(ws, solved, t):
     """The workspace ``ws`` of :func:`contact_step` with its solve's outputs (placements,
