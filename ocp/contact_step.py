@@ -80,6 +80,16 @@ def contact_step(m, ca, B, damping, settings, scheme, dt, x, u, xnext, ws):
     return iterations, regular
 
 
+# The same step inlined into the trial's loop over knots (:func:`.trial.rollout_contact`): a
+# compiled call passed the model, constraint and workspace tuples flattened, 652 scalar
+# arguments through the stack, per knot; inlined (with trial_state and state_difference
+# written out), the solo12 trot's rollout took 0.85x (0.82-0.96) of the time, the same
+# bits, +1.1-1.4 s to its cold compile (round ctr30 of benchmarks/threads_notes.md).  Its
+# solve stays a compiled call: inlined too (0.75x) it made the rollout's compile 52 s
+# instead of 5.
+contact_step_inline = inline_kernel(contact_step.py_func)
+
+
 @inline_kernel
 def knot_workspace(ws, solved, t):
     """The workspace ``ws`` of :func:`contact_step` with its solve's outputs (placements,

@@ -39,7 +39,8 @@ from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.liegroups import difference_state, integrate_state
 from ..dynamics.validation import all_finite
-from .contact_step import EMPTY, VALUES, contact_step, impulse_step, knot_workspace
+from .contact_step import (EMPTY, VALUES, contact_step_inline, impulse_step,
+                           knot_workspace)
 from .residuals import JACOBIANS
 from .parallel import TRIAL_ROLLED, new_trial_signal, store_release
 from .step import (actuated_torque, stage_count, stage_offset, state_integrate,
@@ -254,7 +255,14 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
 
     Its arrays are borrowed, as :func:`rollout_free`'s: the solo12 trot's one-call
     trial at its FDDP solution took 0.667x (0.650-0.673) of the time, the same bits
-    (thread CPU time, old and new in alternating processes, 3 rounds, load 3.6)."""
+    (thread CPU time, old and new in alternating processes, 3 rounds, load 3.6).
+
+    Each compiled call per knot passed the model and constraint tuples flattened (LLVM IR:
+    ``trial_state`` 209 scalar arguments, ``state_difference`` 200, ``contact_step`` 652):
+    the first two are written out here as in :func:`rollout_free`, the step is
+    :func:`~.contact_step.contact_step_inline` (its solve a compiled call); the trot's
+    trial took 0.85x of the time, the same bits (round ctr30 of
+    ``benchmarks/threads_notes.md``)."""
     m, ca, stage, ws, store = borrowed_all(holder.item)
     inputs, x_start, outputs, progress = borrowed_all((inputs, x_start, outputs, progress))
     B, damping, settings, scheme, dt, restitution = stage
@@ -271,10 +279,22 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
     dx, w = borrowed(dx_owner), borrowed(w_owner)
     failed = -1
     predicted = x_start
+    nq, nv = m.nq, m.nv
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
-        trial_state(m, predicted, gaps[t], alpha, use_gaps, w, x, s4, t4, s3)
-        state_difference(m, xs[t], x, dx, s4, t4, s3)
+        # trial_state and state_difference, written out as in rollout_free
+        if use_gaps:
+            for i in range(w.shape[0]):
+                w[i] = (alpha - 1.0) * gaps[t, i]
+            integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
+            for i in range(nv):
+                x[nq + i] = predicted[nq + i] + w[nv + i]
+        else:
+            for i in range(x.shape[0]):
+                x[i] = predicted[i]
+        difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
+        for i in range(nv):
+            dx[nv + i] = x[nq + i] - xs[t, nq + i]
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
         step_ws = ws
         if keep:
@@ -283,8 +303,8 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
         if scheme == IMPULSE:
             regular = impulse_step(m, ca, restitution, settings, xs_try[t], xnext[t], ws)
         else:
-            iterations, regular = contact_step(m, ca, B, damping, settings, scheme, dt,
-                                               xs_try[t], us_try[t], xnext[t], step_ws)
+            iterations, regular = contact_step_inline(m, ca, B, damping, settings, scheme, dt,
+                                                      xs_try[t], us_try[t], xnext[t], step_ws)
             if keep and regular:
                 solved_iterations[t] = iterations
                 for i in range(solved_xs.shape[1]):
