@@ -268,8 +268,15 @@ def _q_function(t, F, Vxx, Quu, ws):
     np.dot(Fx[t].T, Vxx[t + 1], FxV)           # Fx^T Vxx'
     np.dot(Fu[t].T, Vxx[t + 1], FuV)           # Fu^T Vxx'
     np.dot(FxV, Fx[t], Qxx)
-    np.dot(XV, Fu[t], QuF)                     # [Fx^T Vxx' Fu; Fu^T Vxx' Fu] in one call
-    _copy_quu(QuF, Quu, t)
+    if Fu.shape[2] == 1:
+        # One control: OpenBLAS sends a product with one column to gemv, whose sum over
+        # the rows differs in the last bit between the (ndx + 1) x ndx stack and the
+        # 1 x ndx row alone; two calls keep the one-row product's bits (rev30).
+        np.dot(FxV, Fu[t], Qxu)
+        np.dot(FuV, Fu[t], Quu[t])
+    else:
+        np.dot(XV, Fu[t], QuF)                 # [Fx^T Vxx' Fu; Fu^T Vxx' Fu] in one call
+        _copy_quu(QuF, Quu, t)
 
 
 @kernel
@@ -316,7 +323,12 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     for a in range(lie_rows.shape[0]):
         for c in range(ndx):
             CV[n + a, c] = Vxx[t_next, lie_rows[a], c]
-    np.dot(BRT, CV, XV)                        # Fx^T V = E^T V + [B; R]^T C^T V, Fu^T V
+    if nu == 1:                                # gemv's bits: see _q_function
+        BRu = BRT[ndx:].reshape((BRT.shape[1], 1))
+        np.dot(BRT[:ndx], CV, FxV)
+        np.dot(BRu.T, CV, FuV)
+    else:
+        np.dot(BRT, CV, XV)                    # Fx^T V = E^T V + [B; R]^T C^T V, Fu^T V
     for r in range(n):
         for c in range(ndx):
             FxV[r, c] += Vxx[t_next, r, c]
@@ -326,8 +338,12 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     for r in range(ndx):
         for c in range(n):
             Qxx[r, c] += FxV[r, c]
-    np.dot(XVC, BRT[ndx:].T, QuF)              # (Fx^T V) Fu, (Fu^T V) Fu: X C [Bu; Ru]
-    _copy_quu(QuF, Quu, t)
+    if nu == 1:                                # gemv's bits, as in _q_function
+        np.dot(XVC[:ndx], BRu, Qxu)
+        np.dot(XVC[ndx:], BRu, Quu[t])
+    else:
+        np.dot(XVC, BRT[ndx:].T, QuF)          # (Fx^T V) Fu, (Fu^T V) Fu: X C [Bu; Ru]
+        _copy_quu(QuF, Quu, t)
 
 
 @inline_kernel
