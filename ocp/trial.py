@@ -86,6 +86,26 @@ def trial_state(m, predicted, gap, alpha, use_gaps, w, out, s4, t4, s3):
 
 
 @inline_kernel
+def _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s4, t4, s3):
+    """The bodies of :func:`trial_state` (x = the trial state of knot t) and
+    :func:`state_difference` (dx = x (-) xs[t]) inlined into a rollout's knot loop: as
+    compiled calls each took the model tuple flattened, ~200 scalar arguments (aba30,
+    ctr30)."""
+    if use_gaps:
+        for i in range(w.shape[0]):
+            w[i] = (alpha - 1.0) * gaps[t, i]
+        integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
+        for i in range(nv):
+            x[nq + i] = predicted[nq + i] + w[nv + i]
+    else:
+        for i in range(x.shape[0]):
+            x[i] = predicted[i]
+    difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
+    for i in range(nv):
+        dx[nv + i] = x[nq + i] - xs[t, nq + i]
+
+
+@inline_kernel
 def _store_kinematics(s_liR, s_lip, s_oR, s_op, s_J, kinematics, t):
     """Knot t's placements liR, lip, oR, op (level PLACEMENTS) and world Jacobians J
     (JACOBIANS) from the step's ABA (``s_*``, one state) into the phase's kinematics
@@ -170,19 +190,7 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     predicted = x_start
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
-        # trial_state and state_difference, written out (see the docstring)
-        if use_gaps:
-            for i in range(w.shape[0]):
-                w[i] = (alpha - 1.0) * gaps[t, i]
-            integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
-            for i in range(nv):
-                x[nq + i] = predicted[nq + i] + w[nv + i]
-        else:
-            for i in range(x.shape[0]):
-                x[i] = predicted[i]
-        difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
-        for i in range(nv):
-            dx[nv + i] = x[nq + i] - xs[t, nq + i]
+        _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s4, t4, s3)
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
         # free_step, written out: the stages' fields at one call site of ABA
         for stage in range(n_stages):
@@ -282,19 +290,7 @@ def rollout_contact(holder, inputs, x_start, outputs, progress, offset):
     nq, nv = m.nq, m.nv
     for t in range(xnext.shape[0]):
         x, u = xs_try[t], us_try[t]
-        # trial_state and state_difference, written out as in rollout_free
-        if use_gaps:
-            for i in range(w.shape[0]):
-                w[i] = (alpha - 1.0) * gaps[t, i]
-            integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
-            for i in range(nv):
-                x[nq + i] = predicted[nq + i] + w[nv + i]
-        else:
-            for i in range(x.shape[0]):
-                x[i] = predicted[i]
-        difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
-        for i in range(nv):
-            dx[nv + i] = x[nq + i] - xs[t, nq + i]
+        _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s4, t4, s3)
         trial_control(us[t], k[t], K[t], dx, alpha, boxed, lower[t], upper[t], u)
         step_ws = ws
         if keep:

@@ -474,17 +474,22 @@ class ALDDP:
                  in zip(self.blocks, self.lam, self.lam_hat, self.scales)]
         return typed_list(items)
 
+
+    def _start_from_problem_derivatives(self):
+        """Lx ... Lxu = the problem's cost derivatives, before the AL terms are added."""
+        problem = self.problem
+        np.copyto(self.Lx, problem.Lx)
+        np.copyto(self.Lxx, problem.Lxx)
+        np.copyto(self.Lu, problem.Lu)
+        np.copyto(self.Luu, problem.Luu)
+        np.copyto(self.Lxu, problem.Lxu)
+
     def _al_terms(self, xs, us, mu, with_derivatives):
         """(sum psi, the largest violation) at (xs, us), whose constraint residuals the
         last :meth:`_evaluate` computed; lam_hat written; with derivatives, Lx ... Lxu =
         the problem's + the AL terms (one kernel over all blocks)."""
         if with_derivatives:
-            problem = self.problem
-            np.copyto(self.Lx, problem.Lx)
-            np.copyto(self.Lxx, problem.Lxx)
-            np.copyto(self.Lu, problem.Lu)
-            np.copyto(self.Luu, problem.Luu)
-            np.copyto(self.Lxu, problem.Lxu)
+            self._start_from_problem_derivatives()
         if self.typed_blocks is None:
             return 0.0, 0.0
         return _augmented_lagrangian(self.typed_blocks, xs, us, mu, with_derivatives,

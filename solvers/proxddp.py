@@ -274,12 +274,7 @@ class ProxDDP(ALDDP):
         """ALDDP's, the AL terms and the dual terms in one compiled call."""
         if self.typed_blocks is None:
             return super()._iterate_terms(xs, us, mu)
-        problem = self.problem
-        np.copyto(self.Lx, problem.Lx)
-        np.copyto(self.Lxx, problem.Lxx)
-        np.copyto(self.Lu, problem.Lu)
-        np.copyto(self.Luu, problem.Luu)
-        np.copyto(self.Lxu, problem.Lxu)
+        self._start_from_problem_derivatives()
         al_value, violation, half, full, largest = _iterate_duals(
             self.typed_blocks, self.typed_duals, xs, us, mu, True, self.Lx, self.Lu, self.Lxx,
             self.Luu, self.Lxu)

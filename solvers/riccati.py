@@ -544,14 +544,22 @@ def backward_pass_expected(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nu
 
 
 @inline_kernel
-def _expected_sums(Qu, k, Quuk, Vx, Vf, gaps, with_gaps):
-    """:func:`expected_terms` with the products Vxx_t f_t read from Vf."""
+def _control_terms(Qu, k, Quuk):
+    """(sum_t Qu_t . k_t, -sum_t k_t . Quu_t k_t): the gap-free part of (dg, dq)."""
     dg, dq = 0.0, 0.0
     N, nu = k.shape
     for t in range(N):
         for i in range(nu):
             dg += Qu[t, i] * k[t, i]
             dq -= k[t, i] * Quuk[t, i]
+    return dg, dq
+
+
+@inline_kernel
+def _expected_sums(Qu, k, Quuk, Vx, Vf, gaps, with_gaps):
+    """:func:`expected_terms` with the products Vxx_t f_t read from Vf."""
+    dg, dq = _control_terms(Qu, k, Quuk)
+    N = k.shape[0]
     if with_gaps:
         for t in range(N + 1):
             for i in range(Vx.shape[1]):
@@ -565,12 +573,8 @@ def expected_terms(Qu, k, Quuk, Vx, Vxx, gaps, with_gaps):
     """(dg, dq) of a backward pass: dg = sum_t Qu_t . k_t, dq = -sum_t k_t . Quu_t k_t,
     and with the gaps f (FDDP while infeasible, Crocoddyl's
     updateExpectedImprovement) dg -= sum_t Vx_t . f_t, dq += sum_t f_t . Vxx_t f_t."""
-    dg, dq = 0.0, 0.0
-    N, nu = k.shape
-    for t in range(N):
-        for i in range(nu):
-            dg += Qu[t, i] * k[t, i]
-            dq -= k[t, i] * Quuk[t, i]
+    dg, dq = _control_terms(Qu, k, Quuk)
+    N = k.shape[0]
     if with_gaps:
         ndx = Vx.shape[1]
         for t in range(N + 1):
