@@ -419,7 +419,7 @@ def _aba(model, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, 
     keep_alive(workspace)
 
 
-@parallel_kernel
+@parallel_kernel("q")
 def _aba_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U, Dinv, u, ddq,
                   n_chunks):
     """:func:`_aba` with the stack split in chunks run by Numba's threads."""

@@ -228,7 +228,7 @@ def aba_derivative_f_ext(model, data, q):
     return out[0] if single else out
 
 
-@parallel_kernel
+@parallel_kernel("q")
 def _aba_derivatives_parallel(m, q, v, tau, f_ext, liR, lip, oR, op, J, oY, ov, oa, pA, U,
                               Dinv, u, ddq, Minv, f, tau_id, dtau_dq, dtau_dv, ddq_dq, ddq_dv,
                               n_chunks):

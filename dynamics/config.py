@@ -44,24 +44,35 @@ def inline_kernel(function):
     return numba.njit(inline="always", **NUMBA_OPTIONS)(function)
 
 
-def parallel_kernel(function):
-    """Like :func:`kernel`, for loops written with ``numba.prange``, compiled for the
-    thread count it is called on: on one Numba thread (``ShootingProblem``'s
+def parallel_kernel(batch):
+    """Like :func:`kernel`, for loops written with ``numba.prange`` over the items of
+    the argument named ``batch`` (its first dimension: the knots or states), compiled
+    for the thread count it is called on: on one Numba thread (``ShootingProblem``'s
     default) a serial compile of the same function (``prange`` runs as ``range``:
     the same loop, the same results), which compiles several times faster than
     the parallel one; the parallel compile happens only for callers on more
-    threads.  Call it from Python only (it is not a Numba dispatcher itself)."""
-    return ThreadedKernel(function)
+    threads, and only for batches of two items or more.  Call it from Python only
+    (it is not a Numba dispatcher itself)."""
+    def decorate(function):
+        return ThreadedKernel(function, batch)
+    return decorate
 
 
 class ThreadedKernel:
     """A ``prange`` function compiled twice, lazily: ``serial`` (numba.njit) and
     ``parallel`` (numba.njit(parallel=True)); a call goes to ``serial`` when
-    ``numba.get_num_threads()`` is 1.  The serial copy is named ``<name>_serial``
+    ``numba.get_num_threads()`` is 1 or when the batch argument holds one item (or
+    none): one item cannot be split, and starting Numba's thread pool for it cost
+    8-12 ms a call on a loaded machine (a terminal constraint left to Python, cq30;
+    ~10 us on the serial copy).  The serial copy is named ``<name>_serial``
     so that the two keep separate entries in Numba's on-disk cache (its index
     is keyed by the function's name and signature, not by the flags)."""
 
-    def __init__(self, function):
+    def __init__(self, function, batch):
+        names = function.__code__.co_varnames[:function.__code__.co_argcount]
+        if batch not in names:
+            raise ValueError(f"{function.__name__} has no argument {batch!r}")
+        self.batch_index = names.index(batch)
         self.py_func = function
         self.parallel = numba.njit(parallel=True, **NUMBA_OPTIONS)(function)
         self.serial = numba.njit(**NUMBA_OPTIONS)(_renamed(function, "_serial"))
@@ -69,7 +80,7 @@ class ThreadedKernel:
         self.__doc__, self.__module__ = function.__doc__, function.__module__
 
     def __call__(self, *args):
-        if num_threads() == 1:
+        if num_threads() == 1 or args[self.batch_index].shape[0] < 2:
             return self.serial(*args)
         return self.parallel(*args)
 

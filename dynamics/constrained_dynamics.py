@@ -539,7 +539,7 @@ def _constraint_dynamics_derivatives(m, ca, q, v, tau, mu, max_iter, accuracy, l
     return regular
 
 
-@parallel_kernel
+@parallel_kernel("q")
 def constraint_dynamics_parallel(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip, oR, op, J,
                                  oY, M, ddq, lam, iterations, regular, n_chunks):
     """:func:`constraint_dynamics` on the stack split in ``n_chunks`` chunks run by
@@ -553,7 +553,7 @@ def constraint_dynamics_parallel(m, ca, q, v, tau, mu, max_iter, accuracy, liR, 
                 op[k], J[k], oY[k], M[k], ddq[k], lam[k], ws)
 
 
-@parallel_kernel
+@parallel_kernel("q")
 def constraint_dynamics_derivatives_parallel(m, ca, q, v, tau, mu, max_iter, accuracy, liR, lip,
                                              oR, op, J, oY, M, ddq, lam, iterations, regular,
                                              ddq_dq, ddq_dv, ddq_dtau, dlam_dq, dlam_dv,

@@ -35,6 +35,7 @@ import numpy as np
 from ..dynamics.config import kernel
 from .fused import DIFF, _interpret, _model_indices, interpreted
 from .held import held, typed_list
+from .problem import _numba_threads
 
 
 @kernel
@@ -185,8 +186,14 @@ class HorizonConstraints:
         their Jacobians when ``mode`` is :data:`.fused.DIFF` (see the module docstring)."""
         if self.programs is not None:
             _evaluate(xs, us, self.programs, self.windows, mode)
+        if self.python:
+            # on one Numba thread, as the problem's own calc and calc_diff: a stage's
+            # per-term kernels are too small for the thread pool's start (cq30)
+            with _numba_threads(1):
+                self._evaluate_python(xs, us, mode == DIFF)
+
+    def _evaluate_python(self, xs, us, with_derivatives):
         problem = self.problem
-        with_derivatives = mode == DIFF
         for model, start, stop, data, items in self.python:
             controls = None if model.terminal else problem._controls(us, model, start, stop)
             knots = xs[start:stop]

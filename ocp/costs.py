@@ -97,7 +97,7 @@ class Smooth2Norm(Smooth1Norm):
     code = SMOOTH2
 
 
-@parallel_kernel
+@parallel_kernel("r")
 def _activate(code, params, r, value, a_r, A_rr):
     """value, a_r and A_rr of the activation ``code`` at the residuals r (K, nr).  A_rr
     must be zero off its diagonal on entry (:class:`CostData` allocates it with zeros):
@@ -146,7 +146,7 @@ def _activate(code, params, r, value, a_r, A_rr):
                 A_rr[k, i, i] = params[0, i] / (s * s * s)
 
 
-@parallel_kernel
+@parallel_kernel("a_r")
 def _accumulate(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
                 with_derivatives, diagonal, with_x):
     """cost += w a; Lx += w Rx^T a_r; Lxx += w Rx^T A Rx ... for every knot, w = weight[k].
@@ -357,7 +357,7 @@ class Constraint:
         return data
 
 
-@parallel_kernel
+@parallel_kernel("a_r")
 def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, with_u,
                      with_derivatives, with_x, n_chunks):
     """:func:`_accumulate` for a diagonal A_rr, row by row over the non-zero entries

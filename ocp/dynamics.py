@@ -84,7 +84,8 @@ def _threads():
 
 
 def _serial_or_parallel(serial, parallel, dynamics, *args):
-    """``serial(model, *args)`` on one Numba thread (ShootingProblem's default), else
+    """``serial(model, *args)`` on one Numba thread (ShootingProblem's default) or for
+    one state (``args[0]``, the configurations, holds one row), else
     ``parallel(model, *args, threads)``: the same per-state kernel either way, so the
     results are the same bits, and the parallel kernel (about 20 s to compile,
     against 6 s for the serial one) is compiled only for those who use threads.
@@ -92,7 +93,7 @@ def _serial_or_parallel(serial, parallel, dynamics, *args):
     public functions pass it: one compiled specialization serves both), the tuple
     for the parallel one (a prange loop cannot take the tuple built from a ModelRef)."""
     threads = _threads()
-    if threads == 1:
+    if threads == 1 or args[0].shape[0] < 2:      # one state: nothing to split
         serial(model_ref(dynamics), *args)
     else:
         parallel(dynamics.arrays, *args, threads)

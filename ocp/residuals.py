@@ -307,7 +307,7 @@ def _rotation_log(R, out, o):
     log3_quaternion(x, y, z, w, out[o:o + 3])
 
 
-@parallel_kernel
+@parallel_kernel("r")
 def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian, r, Rx):
     """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot."""
     K = r.shape[0]
@@ -533,7 +533,7 @@ class FramePlacementResidual(_FrameResidual):
         return data.reference
 
 
-@parallel_kernel
+@parallel_kernel("r")
 def _com_residual(m, oR, op, J, ref, with_jacobian, r, Rx):
     K = r.shape[0]
     Y, parents, idx_v, nvs = m.inertia, m.parents, m.idx_v, m.nvs
@@ -693,7 +693,7 @@ def _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work):
         j = lam
 
 
-@parallel_kernel
+@parallel_kernel("r")
 def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
                              r, Rx):
     """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot."""

@@ -733,3 +733,48 @@ def test_proximal_trial_difference_on_the_residual_knots_only():
     moved = multipliers[0] - np.concatenate([(lam + 0.5 * (plus - lam)).ravel()
                                              for lam, plus, _ in solver.duals])
     assert np.max(np.abs(moved[-6:])) > 1e-6           # the terminal rows' feedback term
+
+
+def test_constraints_left_to_python_run_on_one_numba_thread():
+    """HorizonConstraints evaluates the constraints it could not compile (here a residual
+    written in Python, without a fused step) on one Numba thread, as the problem's own
+    calc and calc_diff do, whatever the caller's count (their per-term kernels are too
+    small for Numba's thread pool: cq30), and gives the caller its count back."""
+    import numba
+    from geppetto.ocp.constraints import HorizonConstraints
+    from geppetto.ocp.fused import CALC
+    from geppetto.ocp.problem import _numba_threads
+    seen = []
+
+    class FirstJoint(ocp.Residual):
+        nr, reference = 1, np.zeros(1)
+
+        def calc(self, data, kinematics, xs, us):
+            seen.append(numba.get_num_threads())
+            data.r[:, 0] = xs[:, 0]
+
+        def calc_diff(self, data, kinematics, xs, us):
+            self.calc(data, kinematics, xs, us)
+            data.Rx[:] = 0.0
+            data.Rx[:, 0, 0] = 1.0
+
+    robot = gp.robots.load("ur5")
+    dynamics = ocp.FreeDynamics(robot.model)
+    x0 = np.r_[robot.q0, np.zeros(robot.model.nv)]
+    stage = ocp.StageModel(dynamics, [ocp.Cost(ocp.ControlResidual(dynamics.nu), weight=1e-3)],
+                           [ocp.Constraint(FirstJoint(), -1.0, 1.0)], dt=0.01)
+    problem = ocp.ShootingProblem(x0, [stage] * 4, ocp.TerminalModel(dynamics.state, []))
+    horizon = HorizonConstraints(problem)
+    assert horizon.python
+    xs = np.repeat(x0[None], 5, axis=0) + 0.1 * np.arange(5)[:, None]
+    us = np.zeros((4, dynamics.nu))
+    problem.calc_diff(xs, us)
+    threads = min(2, numba.config.NUMBA_NUM_THREADS)
+    with _numba_threads(threads):
+        for mode in (DIFF, CALC):
+            horizon.evaluate(xs, us, mode)
+            assert numba.get_num_threads() == threads
+    assert seen[-2:] == [1, 1]
+    (_, _, _, data), = horizon.stages
+    r, _, _, rows = horizon.sources[id(data.constraints[0])]
+    np.testing.assert_array_equal(r[:, rows][:, 0], xs[:4, 0])

@@ -491,3 +491,29 @@ def test_references_that_are_not_on_the_manifold():
     with pytest.raises(ValueError, match="quaternion"):
         ocp.ShootingProblem(dynamics.state.zero(), [running] * 2,
                             ocp.TerminalModel(dynamics.state))
+
+
+def test_threaded_kernel_runs_a_batch_of_one_item_on_its_serial_copy(monkeypatch):
+    """A ``prange`` kernel called from Python with more than one Numba thread runs its
+    serial copy for one item (one knot cannot be split, and starting the thread pool for
+    it cost 8-12 ms a call on a loaded machine: cq30) and its parallel copy from two items
+    on; the values are the activation's either way."""
+    import numba
+    from geppetto.ocp import costs
+    from geppetto.ocp.problem import _numba_threads
+    threads = min(2, numba.config.NUMBA_NUM_THREADS)
+    kernel, calls = costs._activate, []
+    for copy in ("serial", "parallel"):
+        def spy(*args, _run=getattr(kernel, copy), _copy=copy):
+            calls.append((_copy, args[2].shape[0]))
+            return _run(*args)
+        monkeypatch.setattr(kernel, copy, spy)
+    rng = np.random.default_rng(3)
+    with _numba_threads(threads):
+        for K in (1, 3):
+            r = rng.standard_normal((K, 4))
+            value, a_r, A_rr = np.zeros(K), np.zeros((K, 4)), np.zeros((K, 4, 4))
+            kernel(costs.QUADRATIC, np.zeros((1, 1)), r, value, a_r, A_rr)
+            np.testing.assert_allclose(value, 0.5 * np.sum(r * r, axis=1), rtol=1e-14)
+            np.testing.assert_array_equal(a_r, r)
+    assert calls == [("serial", 1), ("parallel" if threads > 1 else "serial", 3)]
