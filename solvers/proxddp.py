@@ -73,9 +73,19 @@ search's trials, 1.6-4.8 per iteration against FDDP's 1.0-1.15 (swing-up from re
 4.81, panda "torque" 3.95), each a rollout as FDDP's (70-220 us) plus 6-35 us of
 constraint terms; the compiled-call cuts gave 0.95-0.99x.
 
+ls31 (2026-11-28): after a refused trial from a feasible iterate the search skips the
+steps of ``alphas`` above the largest step the quadratic interpolation of the merit
+accepts (:meth:`ProxDDP._next_trial`, ``interpolated_search``): over the 40 runs of
+``benchmarks/constrained.py`` (20 tasks, from the guess and from FDDP's optimum) 2.98 ->
+2.21 trials an iteration, iterations 3409 -> 3647, the same optima; per iteration against
+FDDP (one process, interleaved) swing-up from rest 2.01 -> 1.57x, pose from FDDP's optimum
+1.38 -> 1.14x, panda "torque" from the guess 1.51 -> 1.32x (but 312 -> 463 iterations:
+1.36x in total; the figures in benchmarks/constrained_notes.md, ls31).
+
 The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
 outer update, the trial merit, the accepted step's multipliers and the line search's
-options (``take_smallest_step``, no ``warm_line_search``).
+options (``take_smallest_step``, no ``warm_line_search``, the next trial after a refused
+one: :meth:`ProxDDP._next_trial`).
 
 Converged, ``infeasible`` and the result: as ALDDP's; ``result.multipliers`` are the
 multipliers lambda (warm start: ``solve(..., multipliers=result.multipliers,
