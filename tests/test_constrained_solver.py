@@ -210,6 +210,59 @@ def test_hopeless_line_search_only_when_no_step_passes():
     assert ended[True] > 100 and ended[False] > 100, ended
 
 
+def test_proximal_line_search_skips_the_steps_the_interpolation_refuses():
+    """ProxDDP's line search on merits that are exactly the quadratic of its model, dv(a)
+    = a d1 + a^2 (d2 / 2 - e) (seeded draws; largest acceptable step 2^-9 .. 0.45): it
+    accepts the step halving accepts (the largest of ``alphas`` that FDDP's test takes)
+    in at most 2 + ceil(k / 3) trials (2^-k that step: after the full step, one trial
+    at or above the model's bound, three halvings at most per trial, the step), where
+    halving (``interpolated_search=False``) takes k + 1; and ALDDP still halves."""
+    problem = _lq_problem(terminal_constraints=[ocp.Constraint(
+        ocp.StateResidual(ocp.StateVector(4), np.zeros(4)), 0.0, 0.0)])
+    rng = np.random.default_rng(3)
+    th = 0.1
+    searches = []
+    for _ in range(200):
+        d1 = 10.0 ** rng.uniform(-8, 0)
+        d2 = -d1 * rng.uniform(0.5, 1.5)
+        largest = 2.0 ** rng.uniform(-9, np.log2(0.45))
+        # FDDP's test dv > th dv_exp (th = 0.1) holds for a < largest: e from the bound
+        e = (1.0 - th) * d1 / largest + 0.5 * (1.0 - th) * d2
+        searches.append((d1, d2, e))
+    trials = {}
+    for name, solver in (("interpolated", gp.solvers.ProxDDP(problem)),
+                         ("halving", gp.solvers.ProxDDP(problem, interpolated_search=False)),
+                         ("alddp", gp.solvers.ALDDP(problem))):
+        inner = solver.inner
+        assert inner.th_acceptstep == th
+        alphas = np.array(inner.alphas)
+        tried = []
+        inner.try_step = lambda xs, us, gaps, alpha, feasible: tried.append(alpha) or (
+            xs, us, None, alpha)
+        counts = []
+        for d1, d2, e in searches:
+            solver._trial_merit = lambda xs, us, trial, mu, alpha: 1.0 - (
+                alpha * d1 + alpha * alpha * (0.5 * d2 - e))
+            tried.clear()
+            # (xs, us, gaps) unread by the stand-ins; a feasible iterate of merit 1
+            accepted, refused, hopeless = solver._line_search(None, None, None, True, d1, d2,
+                                                              1.0, 1e-2, 0, 0.0)
+            dv_exp = alphas * (d1 + 0.5 * alphas * d2)
+            passes = alphas * d1 + alphas ** 2 * (0.5 * d2 - e) > th * dv_exp
+            best = alphas[np.argmax(passes)]
+            assert passes.any() and not refused and not hopeless
+            assert accepted[0] == best == tried[-1], (name, best, tried)
+            k = int(round(-np.log2(best)))
+            counts.append(len(tried))
+            if name == "interpolated":
+                assert len(tried) <= 2 + int(np.ceil(k / 3)), (tried, best)
+            else:
+                assert len(tried) == k + 1
+        trials[name] = sum(counts)
+    assert trials["interpolated"] < 0.7 * trials["halving"], trials
+    assert trials["halving"] == trials["alddp"]
+
+
 @SOLVERS
 def test_contradicting_equalities_are_infeasible(solver_class):
     """x_N[0] = 0 and x_N[0] = 1 at the terminal knot: status "infeasible"."""
