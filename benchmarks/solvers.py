@@ -729,7 +729,7 @@ def main(argv=None):
     reaching_rows = [row for row in rows if "ours_to_crocoddyl_stop" in row]
     if reaching_rows:
         chart(png_path, reaching_rows, machine_line)
-    print(f"\nwrote {json_path} and {png_path}")
+    print(f"\nwrote {json_path}" + (f" and {png_path}" if reaching_rows else ""))
 
 
 if __name__ == "__main__":

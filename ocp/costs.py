@@ -442,7 +442,7 @@ def _dense_row(g, h, r, Lx, Lxx):
             Lxx[c, d] += hc * r[d]
 
 
-@kernel
+@inline_kernel
 def _nonzero_columns(row, columns):
     """Write the indices of the non-zero entries of ``row`` into ``columns``; their count."""
     n = 0
