@@ -3,7 +3,14 @@ Crocoddyl's SolverFDDP / SolverBoxFDDP.
 
     python -m geppetto.benchmarks.solvers [--robots ur5 panda] [--problems solo12_trot
                                           talos_squat] [--threads 1 2] [--repeats 10]
-                                          [--rounds 2] [--profile] [--out DIR]
+                                          [--rounds 2] [--profile] [--out DIR] [--name NAME]
+
+``--robots --problems untuned --threads 1 --name solvers_untuned`` runs instead the
+problems nobody tuned for (:data:`UNTUNED_PROBLEMS`: talos' 7-dof arm reaching a
+placement, 90 knots; hyq and anymal walking with touchdown impulses, 88 knots;
+kinova's 6-dof arm with continuous joints under RK4, 50 knots), with one line per
+problem against Crocoddyl in CPU time (:func:`crocoddyl_lines`: iterations, final
+costs, time per iteration and calc_diff alone), into ``results/solvers_untuned.json``.
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is

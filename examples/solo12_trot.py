@@ -11,6 +11,9 @@ axes with Baumgarte Kd = 50, symplectic Euler, the friction cones as
 four-facet pyramids under a quadratic barrier, and a barrier on the joint
 position and velocity limits.
 The guess is the standing state repeated with quasi-static controls.
+:func:`walking_problem` builds Crocoddyl's ``createWalkingProblem`` the same way
+(one foot at a time, any quadruped given its four feet; the benchmarks' untuned
+hyq and anymal walks), both through :func:`gait_problem`.
 
     python -m geppetto.examples.solo12_trot [--out DIR] [--live] [--reduced]
 """
