@@ -3,7 +3,14 @@ Crocoddyl's SolverFDDP / SolverBoxFDDP.
 
     python -m geppetto.benchmarks.solvers [--robots ur5 panda] [--problems solo12_trot
                                           talos_squat] [--threads 1 2] [--repeats 10]
-                                          [--rounds 2] [--profile] [--out DIR]
+                                          [--rounds 2] [--profile] [--out DIR] [--name NAME]
+
+``--robots --problems untuned --threads 1 --name solvers_untuned`` runs instead the
+problems nobody tuned for (:data:`UNTUNED_PROBLEMS`: talos' 7-dof arm reaching a
+placement, 90 knots; hyq and anymal walking with touchdown impulses, 88 knots;
+kinova's 6-dof arm with continuous joints under RK4, 50 knots), with one line per
+problem against Crocoddyl in CPU time (:func:`crocoddyl_lines`: iterations, final
+costs, time per iteration and calc_diff alone), into ``results/solvers_untuned.json``.
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
@@ -339,6 +346,24 @@ def thread_lines(row):
             if ratio else [])
 
 
+def crocoddyl_lines(row):
+    """One thread against Crocoddyl, CPU time of the calling thread: iterations, the final
+    costs' relative difference, the time per iteration (the least CPU time of a solve over
+    its iterations) and calc_diff alone (ours at our solution, the median of calls;
+    Crocoddyl's the best per-call time at its solution), each with its ratio."""
+    ours, croc = row["ours"]["1"], row["crocoddyl"]
+    ours_iteration = ours["cpu_s"] / ours["iterations"]
+    croc_iteration = croc["total_s"]["cpu_best"] / croc["iterations"]
+    ours_calc_diff = ours["calc_diff_cpu_s"]["caller"]
+    croc_calc_diff = croc["split"]["per_call_cpu_s"]["calc_diff"]
+    return [f"{row['robot']}: iterations {ours['iterations']} / {croc['iterations']}, final "
+            f"costs differ by {abs(ours['cost'] - croc['cost']) / abs(croc['cost']):.1e} "
+            f"(relative); CPU ms per iteration {ours_iteration * 1e3:.3f} / "
+            f"{croc_iteration * 1e3:.3f} = {ours_iteration / croc_iteration:.2f}x; calc_diff "
+            f"alone {ours_calc_diff * 1e3:.3f} / {croc_calc_diff * 1e3:.3f} ms = "
+            f"{ours_calc_diff / croc_calc_diff:.2f}x"]
+
+
 def to_crocoddyl_stop(problem):
     """Our solve ended by Crocoddyl's test alone (our own test off): (iterations,
     cost, records, status)."""
@@ -380,7 +405,7 @@ def solve(problem, task, xs, us, payload, callbacks=()):
 payload = json.load(sys.stdin)
 result = dict(versions=versions(), problems={})
 for task in payload["tasks"]:
-    problem = trotting_problem(task)[0] if task["kind"] == "trot" else terms_problem(task)
+    problem = make_problem(task)
     xs, us = stdvec(task["guess"]["xs"]), stdvec(task["guess"]["us"])
     logger = crocoddyl.CallbackLogger()
     solver, _, _ = solve(problem, task, xs, us, payload, [logger])
@@ -394,24 +419,53 @@ print(json.dumps(result))
 """
 
 
-def extra_problems():
-    """{name: (task, our problem, (xs, us) guess)} of the solo12 trot (FDDP) and the talos
-    squat (BoxFDDP, the URDF's torque limits as control bounds), or (None, reason)
-    without tests/crocoddyl_problems.py (a source checkout has it)."""
-    try:
-        from geppetto.tests import crocoddyl_problems as cp
-    except ImportError as error:
-        return None, f"tests/crocoddyl_problems.py not importable ({error})"
-    trot = dict(cp.trot_task(), solver="FDDP")
+# problems nobody tuned for (issue 16's outside measurements, round 31): a 7-dof arm
+# other than panda reaching a placement (90 knots), two quadrupeds other than solo12
+# walking one foot at a time with touchdown impulses (88 knots), and a 6-dof arm with
+# continuous joints (nq != nv) under RK4.  ``--problems untuned`` runs them.
+UNTUNED_PROBLEMS = ("talos_arm_se3", "hyq_walk", "anymal_walk", "kinova_rk4")
+
+
+def problem_tasks(cp, names):
+    """{name: task} of the problems of :data:`EXTRA_PROBLEMS` and :data:`UNTUNED_PROBLEMS`
+    in ``names``, each with the solver that solves it."""
+    makers = dict(
+        solo12_trot=lambda: dict(cp.trot_task(), solver="FDDP"),
+        talos_squat=lambda: _squat_task(cp),
+        talos_arm_se3=lambda: dict(cp.arm_task("talos_arm_se3", "talos_arm",
+                                               "gripper_left_joint", (0.3, 0.3, -0.45),
+                                               knots=90, dt=0.01, turn=0.3), solver="FDDP"),
+        hyq_walk=lambda: dict(cp.walk_task("hyq", step_knots=20, support_knots=2, dt=0.01),
+                              solver="FDDP"),
+        anymal_walk=lambda: dict(cp.walk_task("anymal", step_knots=20, support_knots=2,
+                                              dt=0.01), solver="FDDP"),
+        kinova_rk4=lambda: dict(cp.arm_task("kinova_rk4", "kinova", "j2s6s200_end_effector",
+                                            (0.5, 0.3, 0.5), knots=50, dt=0.02,
+                                            integrator="rk4"), solver="FDDP"))
+    return {name: makers[name]() for name in names}
+
+
+def _squat_task(cp):
     squat = cp.talos_task(knots=30)
     effort = gp.robots.load("talos").model.effort_limit[6:]
     squat.update(name="talos_squat", solver="BoxFDDP",
                  control_bounds=[(-effort).tolist(), effort.tolist()])
+    return squat
+
+
+def extra_problems(names=EXTRA_PROBLEMS):
+    """({name: (task, our problem, (xs, us) guess, Crocoddyl's controls)}, the source that
+    builds them on Crocoddyl's side) for the problems ``names`` (:func:`problem_tasks`),
+    or (None, reason) without tests/crocoddyl_problems.py (a source checkout has it)."""
+    try:
+        from geppetto.tests import crocoddyl_problems as cp
+    except ImportError as error:
+        return None, f"tests/crocoddyl_problems.py not importable ({error})"
     out = {}
-    for task in (trot, squat):
+    for name, task in problem_tasks(cp, names).items():
         problem = cp.build(task)
         xs, us = cp.initial_guess(problem)
-        out[task["name"]] = (task, problem, (xs, us), cp.crocoddyl_controls(problem, us))
+        out[name] = (task, problem, (xs, us), cp.crocoddyl_controls(problem, us))
     return out, cp.CROCODDYL_SCRIPT[:cp.CROCODDYL_SCRIPT.index("payload = json.load")]
 
 
@@ -522,15 +576,21 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="*", default=list(FRAMES), choices=list(FRAMES))
     parser.add_argument("--problems", nargs="*", default=list(EXTRA_PROBLEMS),
-                        choices=list(EXTRA_PROBLEMS),
-                        help="the contact problems (solo12 trot FDDP, talos squat BoxFDDP)")
+                        choices=list(EXTRA_PROBLEMS) + list(UNTUNED_PROBLEMS) + ["untuned"],
+                        help="the contact problems (solo12 trot FDDP, talos squat BoxFDDP) "
+                             "and the untuned ones (UNTUNED_PROBLEMS; 'untuned': all of them)")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--profile", action="store_true",
                         help="also profile one solve kernel by kernel (one thread)")
     parser.add_argument("--out", default=_common.RESULTS_DIR)
+    parser.add_argument("--name", default="solvers",
+                        help="the results' file names: NAME.json, NAME.png")
     options = parser.parse_args(argv)
+    if "untuned" in options.problems:
+        options.problems = [p for p in options.problems if p != "untuned"] + [
+            p for p in UNTUNED_PROBLEMS if p not in options.problems]
     threads = [t for t in options.threads if t <= numba.config.NUMBA_NUM_THREADS]
     if 1 not in threads:
         threads.insert(0, 1)
@@ -539,7 +599,8 @@ def main(argv=None):
     problems = {name: reaching_problem(task)[0] for name, task in tasks.items()}
     payload = dict(tasks=list(tasks.values()), th_stop=TH_STOP, max_iter=MAX_ITER,
                    repeats=options.repeats)
-    extra, extra_source = ({}, None) if not options.problems else extra_problems()
+    extra, extra_source = ({}, None) if not options.problems else extra_problems(
+        options.problems)
     if extra is None:
         print(f"contact problems skipped: {extra_source}")
         extra = {}
@@ -631,6 +692,8 @@ def main(argv=None):
           "calling thread")
     print(solver_table(rows, threads))
     for row in rows:
+        if row["crocoddyl"] and "ours_to_crocoddyl_stop" not in row:
+            print("\n".join(crocoddyl_lines(row)))
         if 2 in threads:
             print("\n".join(thread_lines(row)))
         diag = row.get("ours_to_crocoddyl_stop")
@@ -658,8 +721,8 @@ def main(argv=None):
                   "(self time per solve; us/knot is per knot and iteration):")
             print(text)
     info["load_average_1min_at_end"] = os.getloadavg()[0]
-    json_path = os.path.join(options.out, "solvers.json")
-    png_path = os.path.join(options.out, "solvers.png")
+    json_path = os.path.join(options.out, f"{options.name}.json")
+    png_path = os.path.join(options.out, f"{options.name}.png")
     _common.write_json(json_path, dict(
         machine=info, task=tasks, th_stop=TH_STOP, rounds=options.rounds,
         repeats=options.repeats, threads=threads, unit="seconds",
@@ -673,7 +736,7 @@ def main(argv=None):
     reaching_rows = [row for row in rows if "ours_to_crocoddyl_stop" in row]
     if reaching_rows:
         chart(png_path, reaching_rows, machine_line)
-    print(f"\nwrote {json_path} and {png_path}")
+    print(f"\nwrote {json_path}" + (f" and {png_path}" if reaching_rows else ""))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ axes with Baumgarte Kd = 50, symplectic Euler, the friction cones as
 four-facet pyramids under a quadratic barrier, and a barrier on the joint
 position and velocity limits.
 The guess is the standing state repeated with quasi-static controls.
+:func:`walking_problem` builds Crocoddyl's ``createWalkingProblem`` the same way
+(one foot at a time, any quadruped given its four feet; the benchmarks' untuned
+hyq and anymal walks), both through :func:`gait_problem`.
 
     python -m geppetto.examples.solo12_trot [--out DIR] [--live] [--reduced]
 """
@@ -45,12 +48,35 @@ def swing_arc(start, length, height, knots):
 def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01):
     """The ShootingProblem of ``steps`` diagonal steps from the standing state x0
     (Crocoddyl's ``createTrottingProblem`` for steps = 2)."""
+    return gait_problem(model, x0, FEET, [[SWINGING[step % 2]] for step in range(steps)],
+                        step_knots, support_knots, dt)
+
+
+def walking_problem(model, x0, feet, step_knots=25, support_knots=2, dt=0.01):
+    """The ShootingProblem of a walk from the standing state x0: the right hind, right
+    front, then (after a four-feet support) the left hind and left front foot step in
+    turn, each step ending with its touchdown impulse (Crocoddyl's
+    ``createWalkingProblem``).  ``feet``: the frames (left front, right front, left
+    hind, right hind)."""
+    lf, rf, lh, rh = feet
+    return gait_problem(model, x0, tuple(feet), [[(rh,), (rf,)], [(lh,), (lf,)]],
+                        step_knots, support_knots, dt)
+
+
+def gait_problem(model, x0, feet, groups, step_knots, support_knots, dt):
+    """The ShootingProblem of Crocoddyl's ``SimpleQuadrupedalGaitProblem`` gaits.
+
+    ``feet``: the four foot frames; ``groups``: a list of step groups, each a list of
+    swinging-foot tuples that step one after the other, a group preceded by
+    ``support_knots`` four-feet knots; the steps of the first group are half as long.
+    During a step the centre of mass moves forward by the step length times the
+    fraction of the feet that swing."""
     data = model.create_data()
     q0 = x0[:model.nq]
     gp.dynamics.forward_kinematics(model, data, q0)
-    feet = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1].copy()
-            for f in FEET}
-    com = np.mean([feet[f] for f in FEET], axis=0)
+    feet_position = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1].copy()
+                     for f in feet}
+    com = np.mean([feet_position[f] for f in feet], axis=0)
     com[2] = gp.dynamics.center_of_mass(model, data, q0)[2]
 
     state = gp.ocp.StateMultibody(model)
@@ -68,11 +94,12 @@ def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01
                            gp.ocp.QuadraticBarrier(lower, upper), weight=1e3)
 
     gait, plan = [], {}
-    for step in range(steps):
-        swing = SWINGING[step % 2]
-        gait += [(FEET, support_knots), (tuple(f for f in FEET if f not in swing), step_knots)]
-        plan[2 * step + 1] = (swing, STEP_LENGTH / 2 if step == 0 else STEP_LENGTH)
-    gait.append((FEET, 0))                          # the problem ends at the last impact
+    for group_index, group in enumerate(groups):
+        gait.append((feet, support_knots))
+        for swing in group:
+            plan[len(gait)] = (swing, STEP_LENGTH / 2 if group_index == 0 else STEP_LENGTH)
+            gait.append((tuple(f for f in feet if f not in swing), step_knots))
+    gait.append((feet, 0))                          # the problem ends at the last impact
     landing_targets = {}
 
     def costs(phase):
@@ -87,14 +114,15 @@ def trotting_problem(model, x0, steps=2, step_knots=25, support_knots=2, dt=0.01
         if phase.index in plan:
             swing, length = plan[phase.index]
             s = (np.arange(phase.knots) + 1.0) / phase.knots
-            com_path = com + np.c_[0.5 * length * s, np.zeros((phase.knots, 2))]
+            com_shift = len(swing) / len(feet) * length
+            com_path = com + np.c_[com_shift * s, np.zeros((phase.knots, 2))]
             terms.append(gp.ocp.Cost(gp.ocp.CenterOfMassResidual(model, com_path), weight=1e6))
             for f in swing:
-                arc = swing_arc(feet[f], length, STEP_HEIGHT, phase.knots)
+                arc = swing_arc(feet_position[f], length, STEP_HEIGHT, phase.knots)
                 terms.append(gp.ocp.Cost(gp.ocp.FrameTranslationResidual(model, f, arc),
                                          weight=1e6))
                 landing_targets[f] = arc[-1]
-                feet[f] = feet[f] + [length, 0.0, 0.0]
+                feet_position[f] = feet_position[f] + [length, 0.0, 0.0]
             com[:] = com_path[-1]
         return terms
 

@@ -315,6 +315,12 @@ class Cost:
             Rx, Ru = data.chain(Rx, Ru, chain[0], chain[1], with_u)
             with_u = us is not None
         weights = np.multiply(data.weights, scale, out=data.scaled)
+        if not with_derivatives:
+            # cost += w a, all that the kernels below do without derivatives: the same
+            # products and sums, without a 16-argument kernel call (4.2 -> 0.5 us on 50
+            # knots; 16 per calc of an RK4 stage with four costs)
+            out.cost += np.multiply(weights, data.value, out=data.scaled)
+            return
         if self.activation.code == SMOOTH2:
             _accumulate(weights, data.value, data.a_r, data.A_rr, Rx, Ru,
                         out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu, with_u,
@@ -442,7 +448,7 @@ def _dense_row(g, h, r, Lx, Lxx):
             Lxx[c, d] += hc * r[d]
 
 
-@kernel
+@inline_kernel
 def _nonzero_columns(row, columns):
     """Write the indices of the non-zero entries of ``row`` into ``columns``; their count."""
     n = 0

@@ -26,7 +26,7 @@ from contextvars import ContextVar
 import numpy as np
 from numba import prange
 
-from ..dynamics.config import kernel, parallel_kernel
+from ..dynamics.config import inline_kernel, kernel, parallel_kernel
 from ..dynamics.liegroup_derivatives import (_N_SCRATCH, _difference_stack, _lie_jacobians,
                                               _scratch, _se3_jr_inverse, _so3_jr_inverse)
 from ..dynamics.liegroups import log3_quaternion
@@ -249,7 +249,7 @@ class ControlResidual(Residual):
 
 # --- frame kinematics kernels ----------------------------------------------------------
 
-@kernel
+@inline_kernel
 def _frame_pose(oR, op, k, joint, fR, fp, R, p):
     """R (3, 3), p (3,) = oMi[joint] * jMf at knot k."""
     for a in range(3):
@@ -628,7 +628,7 @@ class JointTorqueResidual(Residual):
 
 # --- frame velocity ----------------------------------------------------------------------
 
-@kernel
+@inline_kernel
 def _express_motion(reference, R, p, X, out):
     """out = X (a world motion [linear at the origin; angular]) seen at the frame
     (R, p): WORLD (1) unchanged, LOCAL_WORLD_ALIGNED (2) [X_lin + X_ang x p; X_ang],
@@ -648,7 +648,7 @@ def _express_motion(reference, R, p, X, out):
             out[3 + a] = R[0, a] * X[3] + R[1, a] * X[4] + R[2, a] * X[5]
 
 
-@kernel
+@inline_kernel
 def _motion_cross(A, B, out):
     """out = A x B for motions [linear; angular]: [A_ang x B_lin + A_lin x B_ang; A_ang x B_ang]."""
     out[0] = A[4] * B[2] - A[5] * B[1] + A[1] * B[5] - A[2] * B[4]
@@ -659,7 +659,7 @@ def _motion_cross(A, B, out):
     out[5] = A[3] * B[4] - A[4] * B[3]
 
 
-@kernel
+@inline_kernel
 def _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work):
     """Rx[k] (6, 2 nv) of r = T ov_joint for the dofs c supporting ``joint`` (zero elsewhere):
     dr/dv_c = T J_c; dr/dq_c from dov_i/dq_c = J_c x (ov_i - ov_lambda), lambda the parent of

@@ -57,15 +57,23 @@ def _rotation(axis, angle):
 
 
 def arm_task(name, robot, frame, target, knots=40, dt=0.02, integrator="euler",
-             torque_limit=None):
+             torque_limit=None, turn=None):
     """An arm reaching a placement (SE3) and stopping there: frame placement and
     LOCAL frame-velocity costs, state and control regularization.
     ``torque_limit``: a fraction of the largest quasi-static torque at q0 as
-    symmetric control bounds (None: no bounds)."""
+    symmetric control bounds (None: no bounds).  The target's orientation: the
+    world rotation by 0.6 rad about (1, 0.5, 0.2), or with ``turn`` = angle the
+    frame's orientation at q0 turned by that angle about the same axis (in the
+    frame), for an arm whose wrist cannot reach the former."""
     loaded = gp.robots.load(robot)
     model = loaded.model
     q0 = np.asarray(loaded.q0, float)
     rotation = _rotation([1.0, 0.5, 0.2], 0.6)
+    if turn is not None:
+        data = model.create_data()
+        gp.dynamics.forward_kinematics(model, data, q0)
+        start = gp.dynamics.frame_placement(model, data, model.frame_id(frame))[0]
+        rotation = start @ _rotation([1.0, 0.5, 0.2], turn)
     placement = dict(kind="frame_placement", frame=frame, rotation=rotation.tolist(),
                      translation=list(target))
     velocity = dict(kind="frame_velocity", frame=frame, reference=[0.0] * 6)
@@ -115,6 +123,20 @@ def trot_task(step_knots=10, support_knots=2, dt=0.02):
                 dt=dt, step_knots=step_knots, support_knots=support_knots)
 
 
+def walk_task(robot="hyq", step_knots=20, support_knots=2, dt=0.01):
+    """A quadruped's walk, one foot at a time (right hind, right front, four-feet support,
+    left hind, left front), each step ending with its touchdown impulse (Crocoddyl's
+    ``createWalkingProblem``; ``examples/solo12_trot.py`` ``walking_problem`` on our
+    side): 2 support_knots + 4 (step_knots + 1) running knots."""
+    from geppetto.examples import solo12_trot
+    loaded = gp.robots.load(robot)
+    feet = [frame for frame, _ in loaded.contact_frames]
+    return dict(kind="walk", name=f"{robot}_walk", robot=robot, urdf=loaded.urdf_path,
+                free_flyer=True, q0=np.asarray(loaded.q0, float).tolist(), feet=feet,
+                step_length=solo12_trot.STEP_LENGTH, step_height=solo12_trot.STEP_HEIGHT,
+                dt=dt, step_knots=step_knots, support_knots=support_knots)
+
+
 # -- geppetto's side -------------------------------------------------------------
 def _residual(model, state, nu, spec, x0):
     kind = spec["kind"]
@@ -152,6 +174,10 @@ def build(task):
         from geppetto.examples import solo12_trot
         return solo12_trot.trotting_problem(model, x0, 2, task["step_knots"],
                                             task["support_knots"], task["dt"])
+    if task["kind"] == "walk":
+        from geppetto.examples import solo12_trot
+        return solo12_trot.walking_problem(model, x0, task["feet"], task["step_knots"],
+                                           task["support_knots"], task["dt"])
     if task["contacts"]:
         contacts = task["contacts"]
         dynamics = gp.ocp.ContactDynamics(model, [
@@ -296,6 +322,24 @@ def terms_problem(task):
     return crocoddyl.ShootingProblem(x0, [running] * task["knots"], terminal)
 
 
+def walking_problem(task):
+    """SimpleQuadrupedalGaitProblem.createWalkingProblem for task."""
+    model = pinocchio.buildModelFromUrdf(task["urdf"], pinocchio.JointModelFreeFlyer())
+    model.referenceConfigurations["standing"] = np.array(task["q0"])
+    x0 = np.concatenate([np.array(task["q0"]), np.zeros(model.nv)])
+    gait = SimpleQuadrupedalGaitProblem(model, *task["feet"])
+    return gait.createWalkingProblem(x0, task["step_length"], task["step_height"], task["dt"],
+                                     task["step_knots"], task["support_knots"])
+
+
+def make_problem(task):
+    if task["kind"] == "trot":
+        return trotting_problem(task)[0]
+    if task["kind"] == "walk":
+        return walking_problem(task)
+    return terms_problem(task)
+
+
 def derivatives(problem):
     out = {name: [np.asarray(getattr(d, name)).tolist() for d in problem.runningDatas]
            for name in ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu")}
@@ -325,10 +369,7 @@ def solve(problem, name, xs, us, payload):
 payload = json.load(sys.stdin)
 result = dict(versions=versions(), tasks={})
 for task in payload["tasks"]:
-    if task["kind"] == "trot":
-        problem = trotting_problem(task)[0]
-    else:
-        problem = terms_problem(task)
+    problem = make_problem(task)
     row = dict(knots=problem.T, nu=[int(m.nu) for m in problem.runningModels],
                points=[])
     for point in task["points"]:

@@ -1,11 +1,11 @@
 """Crocoddyl 3.2 as an oracle: the same problem built in both gives the same costs,
 derivatives and solver iterates.
 
-Six problems (:data:`PROBLEMS`, built from plain data by
+Seven problems (:data:`PROBLEMS`, built from plain data by
 ``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement
 (SE3) with a frame-velocity cost, a quadruped trot with touchdown impulses, a
 biped on 6D contacts, box-limited torques from an infeasible (quasi-static)
-guess, and RK4.  Compared, at seeded random points: the cost (per knot and in
+guess, RK4, and another quadruped (hyq) walking one foot at a time.  Compared, at seeded random points: the cost (per knot and in
 total) and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the
 terminal Lx, Lxx) to 1e-10 of max(1, the largest entry); then each problem's solvers
 (FDDP, DDP, BoxFDDP) from the same guess (x0 repeated with quasi-static
@@ -55,6 +55,8 @@ PROBLEMS = {
                                       torque_limit=0.6), ("BoxFDDP",), None),
     "ur5_rk4": (lambda: cp.arm_task("ur5_rk4", "ur5", "tool0", (0.4, 0.2, 0.4),
                                     integrator="rk4"), ("FDDP",), None),
+    "hyq_walk": (lambda: cp.walk_task("hyq", step_knots=6, support_knots=2, dt=0.02),
+                 ("FDDP",), None),
 }
 
 # (problem, comparison) -> why it is expected to fail (a strict xfail: the day it
