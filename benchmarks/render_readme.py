@@ -32,6 +32,7 @@ lanes                 lanes.json           benchmarks/lanes.py
 lanes_asm             lanes.json           (packed / scalar instruction counts)
 ocp                   ocp.json             benchmarks/ocp.py
 solvers               solvers.json         benchmarks/solvers.py
+solvers_untuned       solvers_untuned.json (its ``--problems untuned --name solvers_untuned``)
 mpc                   mpc.json             benchmarks/mpc.py
 constrained           constrained.json     benchmarks/constrained.py
 constrained_csqp      constrained.json     (ALDDP beside mim_solvers' CSQP)
@@ -322,6 +323,7 @@ TABLES = {
     "lanes_asm": ("lanes.json", lanes_asm),
     "ocp": ("ocp.json", ocp),
     "solvers": ("solvers.json", solvers),
+    "solvers_untuned": ("solvers_untuned.json", solvers),
     "mpc": ("mpc.json", mpc),
     "call_overhead": ("call_overhead.json", call_overhead),
     "contacts": ("contacts.json", contacts),

@@ -46,6 +46,11 @@ def check_options(solver):
     if alphas.size == 0 or not np.all((alphas > 0.0) & (alphas <= 1.0)):
         raise ValueError(f"alphas: expected a non-empty sequence of step lengths in (0, 1], "
                          f"got {solver.alphas!r}")
+    if np.any(np.diff(alphas) > 0.0):
+        # the searches try them in turn and read the last as the smallest step
+        # (BoxFDDP's, ALDDP's and ProxDDP's hopeless test, the crawl count, the skips)
+        raise ValueError(f"alphas: expected step lengths in decreasing order, "
+                         f"got {solver.alphas!r}")
     solver.alphas = alphas
 
 
