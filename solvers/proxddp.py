@@ -203,6 +203,62 @@ def _trial_terms(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha, with_der
 
 
 @kernel
+def _row_values(blocks, values):
+    """Each row's value at the iterate into ``values`` (per block (K, nr)): a residual's
+    rows r[:, index], the bounds' r (written by :func:`.alddp._augmented_lagrangian` at
+    the iterate), for :func:`_constraint_model` (the trials overwrite r)."""
+    for b in range(len(blocks)):
+        kind, r, index, out = blocks[b][0], blocks[b][2], blocks[b][10], values[b]
+        for k in range(out.shape[0]):
+            for i in range(out.shape[1]):
+                out[k, i] = r[k, index[i]] if kind == 0 else r[k, i]
+
+
+@kernel
+def _constraint_model(blocks, duals, values, mu, alpha, steps, model):
+    """The constraint part C(a) = sum psi + the dual term of the merit M along a step,
+    each row modelled as linear in a through its value at the iterate (``values``) and
+    at the last trial of step ``alpha`` (r, written by that trial's evaluate): value(a)
+    = v0 + a dr, dr = (r(alpha) - v0) / alpha.  Per row, as the trial's merit
+    (:func:`.alddp._augmented_lagrangian`, :func:`_trial_duals`): s = value + mu_row
+    lambda_e, lambda+ = (s - P(s)) / mu_row, psi = mu_row / 2 (|lambda+|^2 -
+    |lambda_e|^2), lambda(a) = lambda + a (plus - lambda) + D a dr / mu_row (D = 1 where
+    plus != 0), dual = mu_row / 2 |lambda+ - lambda(a)|^2: exact for rows linear along
+    the step, piecewise quadratic in a, each row's kink where it crosses a bound.
+    Writes C(a) - C(0) for a = steps[j] into model[j], C(alpha) - C(0) into
+    model[len(steps)]; returns C's slope at 0, sum plus dr - mu_row |plus - lambda|^2
+    (the active set at 0 held)."""
+    n_steps = steps.shape[0]
+    for j in range(n_steps + 1):
+        model[j] = 0.0
+    slope = 0.0
+    for b in range(len(blocks)):
+        lam_e, scale, lower, upper = blocks[b][5], blocks[b][7], blocks[b][8], blocks[b][9]
+        kind, r, index = blocks[b][0], blocks[b][2], blocks[b][10]
+        lam, plus = duals[b][0], duals[b][1]
+        v0 = values[b]
+        for k in range(lam.shape[0]):
+            for i in range(lam.shape[1]):
+                mu_row = mu * scale[k, i]
+                value_t = r[k, index[i]] if kind == 0 else r[k, i]
+                dr = (value_t - v0[k, i]) / alpha
+                active = plus[k, i] != 0.0
+                e0 = plus[k, i] - lam[k, i]
+                slope += plus[k, i] * dr - mu_row * e0 * e0
+                at_zero = 0.5 * mu_row * (plus[k, i] * plus[k, i] + e0 * e0)
+                for j in range(n_steps + 1):
+                    a = steps[j] if j < n_steps else alpha
+                    s = v0[k, i] + a * dr + mu_row * lam_e[k, i]
+                    h = (s - min(max(s, lower[i]), upper[i])) / mu_row
+                    moved = lam[k, i] + a * e0
+                    if active:
+                        moved += a * dr / mu_row
+                    e = h - moved
+                    model[j] += 0.5 * mu_row * (h * h + e * e) - at_zero
+    return slope
+
+
+@kernel
 def _take_trial(duals):
     """lambda <- the accepted trial's multipliers, every block (one call: no Python per
     block in the iteration)."""
@@ -260,6 +316,11 @@ class ProxDDP(ALDDP):
         edges = np.flatnonzero(np.diff(np.concatenate([[False], on])))
         self.dx_ranges = [(int(edges[i]), int(edges[i + 1])) for i in range(0, len(edges), 2)]
         self.dxs = np.zeros((problem.N + 1, problem.ndx))
+        # the rows' values at the iterate and the merit model's buffers (_next_trial)
+        self.row_values = [np.zeros(b.shape) for b in self.blocks]
+        self.typed_values = typed_list(self.row_values) if self.blocks else None
+        self.steps = np.asarray(self.inner.alphas, dtype=float)
+        self.model = np.zeros(len(self.steps) + 1)
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -296,6 +357,7 @@ class ProxDDP(ALDDP):
         al_value, violation, half, full, largest = _iterate_duals(
             self.typed_blocks, self.typed_duals, xs, us, mu, True, self.Lx, self.Lu, self.Lxx,
             self.Luu, self.Lxu)
+        _row_values(self.typed_blocks, self.typed_values)
         return al_value, violation, (half, full, largest)
 
     def _trial_deviations(self, xs, xs_try):
@@ -321,36 +383,43 @@ class ProxDDP(ALDDP):
                                       self.Luu, self.Lxu)
         return cost + al_value + dual
 
-    def _next_trial(self, index, alpha, d1, d2, dv, feasible):
+    def _next_trial(self, index, alpha, d1, d2, dv, feasible, mu):
         """The index in ``alphas`` of the trial after a refused trial of step alpha
         (``interpolated_search``; ALDDP's next one without it, or from an infeasible
-        iterate).  The merit along the step is modelled by the quadratic through its
-        value and slope at 0 and the refused trial's value (Nocedal & Wright, 2nd ed.,
-        Sec. 3.5, eq. 3.57): dv(a) = a d1 - c a^2 with c = (alpha d1 - dv) / alpha^2;
-        FDDP's test dv(a) > th a (d1 + a d2 / 2) then holds for a < a_max = (1 - th) d1 /
-        (c + th d2 / 2) (:meth:`.alddp.ALDDP._hopeless`'s bound).  The next trial is the
-        smallest of ``alphas`` at or above max(a_max, INTERPOLATION_SAFEGUARD alpha) (and
-        below alpha): the trials above a_max, which the model says fail, are skipped;
-        the steps stay those of ``alphas`` (the regularization's thresholds, the smallest
-        step and the crawl count read them), and a model that errs low (rows off their
-        bounds cross later than it says) costs at most the half step that rounding up
-        leaves.  From an infeasible iterate d1 and d2 are the trial's (the gaps' terms of
-        its rollout): the next of ``alphas`` (measured: the model there made panda
-        "torque" from FDDP's optimum take 161 iterations instead of 37).  Measured
-        (benchmarks/constrained_notes.md, ls31): over the 40 ProxDDP runs the trials an
-        iteration 2.98 -> 2.21; N&W's minimizer of the quadratic (with or without
-        rounding, safeguard 0.1 or 0.25) took more iterations."""
+        iterate).  The merit along the step is modelled as M(a) - M(0) = F(a) + C(a):
+        C the constraint terms, each row linear in a through its values at the iterate
+        and at the refused trial (:func:`_constraint_model`: piecewise quadratic, exact
+        for linear rows, each row's excess starting where it crosses its bound), F the
+        rest (the cost) as the quadratic through F(0) = 0, its slope -d1 - C'(0) and the
+        refused trial's F(alpha) = -dv - C(alpha) (Nocedal & Wright, 2nd ed., Sec. 3.5,
+        eq. 3.57).  The next trial is the largest step of ``alphas`` below alpha that
+        passes FDDP's test on the model, down to INTERPOLATION_SAFEGUARD alpha; if none
+        does, the smallest step of ``alphas`` at or above that.
+        From an infeasible iterate d1 and d2 are the trial's (the gaps' terms of its
+        rollout): the next of ``alphas`` (measured: the model there made panda "torque"
+        from FDDP's optimum take 161 iterations instead of 37)."""
         if not (self.interpolated_search and feasible and d1 > 0.0):
             return index + 1
-        th = self.inner.th_acceptstep
-        curvature = (alpha * d1 - dv) / (alpha * alpha)
-        bend = curvature + 0.5 * th * d2
-        if not (curvature > 0.0 and bend > 0.0):
-            return index + 1
-        target = max((1.0 - th) * d1 / bend, INTERPOLATION_SAFEGUARD * alpha)
-        alphas = self.inner.alphas
-        last = len(alphas) - 1
-        index += 1
-        while index < last and alphas[index + 1] >= target:
-            index += 1
-        return index
+        model = self.model
+        if self.typed_blocks is None:
+            model[:] = 0.0
+            constraint_slope = 0.0
+        else:
+            constraint_slope = _constraint_model(self.typed_blocks, self.typed_duals,
+                                                 self.typed_values, mu, alpha,
+                                                 self.steps, model)
+        steps = self.steps
+        slope = -d1 - constraint_slope
+        curvature = (-dv - model[-1] - slope * alpha) / (alpha * alpha)
+        floor = INTERPOLATION_SAFEGUARD * alpha
+        last = len(steps) - 1
+        fallback = None
+        for j in range(index + 1, last + 1):
+            a = steps[j]
+            if a < floor:
+                break
+            fallback = j
+            dv_model = -(slope * a + curvature * a * a) - model[j]
+            if self.inner.accepts(d1, a * (d1 + 0.5 * a * d2), dv_model, True):
+                return j
+        return index + 1 if fallback is None else fallback
