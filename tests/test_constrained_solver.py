@@ -329,7 +329,7 @@ def test_proximal_merit_model_is_exact_for_linear_rows():
 
 def test_proximal_search_model_sees_rows_crossing_late():
     """A control bound crossed at a = 0.9 of a step whose full step the penalty refuses
-    (mu = 1e-4: the merit's excess 50 at a = 1): the quadratic through the full step's
+    (mu = 1e-4: the merit's excess 100 at a = 1): the quadratic through the full step's
     merit puts every acceptable step below 0.02, but the rows' model sees the cost's
     quadratic up to 0.9, and the next trial is 1/2 (the old search's: 1/8); a row
     crossed at 0.3 makes it 1/4."""
@@ -345,7 +345,8 @@ def test_proximal_search_model_sees_rows_crossing_late():
         r[:] = 0.0
         r[0, 0] = upper[0] / crossing   # row value a upper / crossing along the step
         excess = upper[0] / crossing - upper[0]
-        dv = (d1 + 0.5 * d2) - excess ** 2 / (2.0 * mu)
+        # psi = excess^2 / (2 mu) and the dual term mu / 2 |lambda+ - 0|^2, the same
+        dv = (d1 + 0.5 * d2) - excess ** 2 / mu
         assert solver._next_trial(0, 1.0, d1, d2, dv, True, mu) == expected
 
 
