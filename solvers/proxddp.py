@@ -386,40 +386,66 @@ class ProxDDP(ALDDP):
     def _next_trial(self, index, alpha, d1, d2, dv, feasible, mu):
         """The index in ``alphas`` of the trial after a refused trial of step alpha
         (``interpolated_search``; ALDDP's next one without it, or from an infeasible
-        iterate).  The merit along the step is modelled as M(a) - M(0) = F(a) + C(a):
-        C the constraint terms, each row linear in a through its values at the iterate
-        and at the refused trial (:func:`_constraint_model`: piecewise quadratic, exact
-        for linear rows, each row's excess starting where it crosses its bound), F the
-        rest (the cost) as the quadratic through F(0) = 0, its slope -d1 - C'(0) and the
-        refused trial's F(alpha) = -dv - C(alpha) (Nocedal & Wright, 2nd ed., Sec. 3.5,
-        eq. 3.57).  The next trial is the largest step of ``alphas`` below alpha that
-        passes FDDP's test on the model, down to INTERPOLATION_SAFEGUARD alpha; if none
-        does, the smallest step of ``alphas`` at or above that.
-        From an infeasible iterate d1 and d2 are the trial's (the gaps' terms of its
-        rollout): the next of ``alphas`` (measured: the model there made panda "torque"
-        from FDDP's optimum take 161 iterations instead of 37)."""
+        iterate): the larger of the steps two models of the merit along the step pick
+        (each errs low where the other sees more), both at or above
+        INTERPOLATION_SAFEGUARD alpha (Nocedal & Wright's lower safeguard) and below alpha:
+
+        - the quadratic through the merit's value and slope at 0 and the refused trial's
+          value (N&W, 2nd ed., Sec. 3.5, eq. 3.57), dv(a) = a d1 - c a^2 with c = (alpha
+          d1 - dv) / alpha^2; FDDP's test dv(a) > th a (d1 + a d2 / 2) holds for a <
+          a_max = (1 - th) d1 / (c + th d2 / 2) (:meth:`.alddp.ALDDP._hopeless`'s bound):
+          the smallest of ``alphas`` at or above a_max (ls31).  It errs low by decades
+          where rows far off their bounds cross late (the excess starts at their
+          crossing, not at 0);
+        - the constraint terms modelled row by row, M(a) - M(0) = F(a) + C(a)
+          (:func:`_constraint_model`: each row linear in a through its values at the
+          iterate and at the refused trial, so C is piecewise quadratic, exact for
+          linear rows, each row's excess from where it crosses a bound), F the rest (the
+          cost) the quadratic through F(0) = 0, its slope -d1 - C'(0) and the trial's
+          F(alpha) = -dv - C(alpha): the largest of ``alphas`` that passes FDDP's test
+          on the model (if none does, the smallest at or above the safeguard).  It errs
+          low where rows curve along the step (the secant through the trial).
+
+        The steps stay those of ``alphas`` (the regularization's thresholds, the smallest
+        step and the crawl count read them).  From an infeasible iterate d1 and d2 are
+        the trial's (the gaps' terms of its rollout): the next of ``alphas`` (measured:
+        the quadratic there made panda "torque" from FDDP's optimum take 161 iterations
+        instead of 37).  Measured (benchmarks/constrained_notes.md, pw31; 40 ProxDDP
+        runs, iterations / trials): halving 3409 / 10169, the quadratic alone 3647 /
+        8076, the rows' model alone 3337 / 7011 (effort from the guess 45 -> 74, CSQP's
+        swing-up restoration 231 -> 401), the larger of both 3349 / 7267."""
         if not (self.interpolated_search and feasible and d1 > 0.0):
             return index + 1
+        steps = self.steps
+        last = len(steps) - 1
+        floor = INTERPOLATION_SAFEGUARD * alpha
+        th = self.inner.th_acceptstep
+        # the quadratic through the trial
+        curvature = (alpha * d1 - dv) / (alpha * alpha)
+        bend = curvature + 0.5 * th * d2
+        if not (curvature > 0.0 and bend > 0.0):
+            return index + 1
+        target = max((1.0 - th) * d1 / bend, floor)
+        quadratic = index + 1
+        while quadratic < last and steps[quadratic + 1] >= target:
+            quadratic += 1
+        # the rows' model
         model = self.model
         if self.typed_blocks is None:
             model[:] = 0.0
             constraint_slope = 0.0
         else:
             constraint_slope = _constraint_model(self.typed_blocks, self.typed_duals,
-                                                 self.typed_values, mu, alpha,
-                                                 self.steps, model)
-        steps = self.steps
+                                                 self.typed_values, mu, alpha, steps, model)
         slope = -d1 - constraint_slope
-        curvature = (-dv - model[-1] - slope * alpha) / (alpha * alpha)
-        floor = INTERPOLATION_SAFEGUARD * alpha
-        last = len(steps) - 1
-        fallback = None
+        rest = (-dv - model[-1] - slope * alpha) / (alpha * alpha)
+        rows = index + 1
         for j in range(index + 1, last + 1):
             a = steps[j]
             if a < floor:
                 break
-            fallback = j
-            dv_model = -(slope * a + curvature * a * a) - model[j]
-            if self.inner.accepts(d1, a * (d1 + 0.5 * a * d2), dv_model, True):
-                return j
-        return index + 1 if fallback is None else fallback
+            rows = j
+            if self.inner.accepts(d1, a * (d1 + 0.5 * a * d2),
+                                  -(slope * a + rest * a * a) - model[j], True):
+                break
+        return min(quadratic, rows)
