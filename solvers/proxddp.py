@@ -282,16 +282,22 @@ class ProxDDP(ALDDP):
     iterate takes the smallest step of ``alphas``; ``interpolated_search`` (default
     True): after a refused trial from a feasible iterate the search skips the steps of
     ``alphas`` that the quadratic interpolation of the merit says fail
-    (:meth:`_next_trial`).
+    (:meth:`_next_trial`); ``interpolated_with_gaps`` (default False; CSQP's restoration
+    sets it): from infeasible iterates too (measured in benchmarks/constrained_notes.md,
+    pw31: CSQP's kinova "pose" restoration from FDDP's optimum 111 -> 57 trials, the same
+    iterates' count and cost; ProxDDP's own panda "torque" from FDDP's optimum took 161
+    iterations instead of 37 with ls31's quadratic so).
     """
 
     history_keys = _HISTORY_KEYS
     ends_hopeless_search = False        # a hopeless search goes on to the smallest step
 
-    def __init__(self, problem, take_smallest_step=True, interpolated_search=True, **options):
+    def __init__(self, problem, take_smallest_step=True, interpolated_search=True,
+                 interpolated_with_gaps=False, **options):
         super().__init__(problem, **options)
         self.take_smallest_step = bool(take_smallest_step)
         self.interpolated_search = bool(interpolated_search)
+        self.interpolated_with_gaps = bool(interpolated_with_gaps)
         self.warm_line_search = False   # every search starts at alpha = 1 (measured)
         # per block: the multipliers lambda (the iterate), lambda+ at the iterate, and a
         # trial's multipliers
@@ -386,7 +392,7 @@ class ProxDDP(ALDDP):
     def _next_trial(self, index, alpha, d1, d2, dv, feasible, mu):
         """The index in ``alphas`` of the trial after a refused trial of step alpha
         (``interpolated_search``; ALDDP's next one without it, or from an infeasible
-        iterate): the larger of the steps two models of the merit along the step pick
+        iterate without ``interpolated_with_gaps``): the larger of the steps two models of the merit along the step pick
         (each errs low where the other sees more), both at or above
         INTERPOLATION_SAFEGUARD alpha (Nocedal & Wright's lower safeguard) and below alpha:
 
@@ -408,13 +414,15 @@ class ProxDDP(ALDDP):
 
         The steps stay those of ``alphas`` (the regularization's thresholds, the smallest
         step and the crawl count read them).  From an infeasible iterate d1 and d2 are
-        the trial's (the gaps' terms of its rollout): the next of ``alphas`` (measured:
-        the quadratic there made panda "torque" from FDDP's optimum take 161 iterations
-        instead of 37).  Measured (benchmarks/constrained_notes.md, pw31; 40 ProxDDP
+        the trial's (the gaps' terms of its rollout): the next of ``alphas`` unless
+        ``interpolated_with_gaps`` (measured: ls31's quadratic there made panda "torque"
+        from FDDP's optimum take 161 iterations instead of 37; CSQP's restoration sets
+        it).  Measured (benchmarks/constrained_notes.md, pw31; 40 ProxDDP
         runs, iterations / trials): halving 3409 / 10169, the quadratic alone 3647 /
         8076, the rows' model alone 3337 / 7011 (effort from the guess 45 -> 74, CSQP's
         swing-up restoration 231 -> 401), the larger of both 3349 / 7267."""
-        if not (self.interpolated_search and feasible and d1 > 0.0):
+        if not (self.interpolated_search and (feasible or self.interpolated_with_gaps)
+                and d1 > 0.0):
             return index + 1
         steps = self.steps
         last = len(steps) - 1
@@ -429,22 +437,29 @@ class ProxDDP(ALDDP):
         quadratic = index + 1
         while quadratic < last and steps[quadratic + 1] >= target:
             quadratic += 1
-        # the rows' model
+        if quadratic == index + 1:
+            return quadratic            # the next step already: no model can go above it
+        # the rows' model, at the steps of alphas from the next one down to the safeguard
+        # (both bounds hold there: the model's cost is a few loops over the rows)
+        first, stop = index + 1, index + 1
+        while stop <= last and steps[stop] >= floor:
+            stop += 1
+        candidates = steps[first:stop]
         model = self.model
         if self.typed_blocks is None:
             model[:] = 0.0
             constraint_slope = 0.0
         else:
             constraint_slope = _constraint_model(self.typed_blocks, self.typed_duals,
-                                                 self.typed_values, mu, alpha, steps, model)
+                                                 self.typed_values, mu, alpha, candidates,
+                                                 model)
+        n = len(candidates)
         slope = -d1 - constraint_slope
-        rest = (-dv - model[-1] - slope * alpha) / (alpha * alpha)
+        rest = (-dv - model[n] - slope * alpha) / (alpha * alpha)
         rows = index + 1
-        for j in range(index + 1, last + 1):
-            a = steps[j]
-            if a < floor:
-                break
-            rows = j
+        for j in range(n):
+            a = candidates[j]
+            rows = first + j
             if self.inner.accepts(d1, a * (d1 + 0.5 * a * d2),
                                   -(slope * a + rest * a * a) - model[j], True):
                 break
