@@ -81,6 +81,14 @@ accepts (:meth:`ProxDDP._next_trial`, ``interpolated_search``): over the 40 runs
 FDDP (one process, interleaved) swing-up from rest 2.01 -> 1.57x, pose from FDDP's optimum
 1.38 -> 1.14x, panda "torque" from the guess 1.51 -> 1.32x (but 312 -> 463 iterations:
 1.36x in total; the figures in benchmarks/constrained_notes.md, ls31).
+pw31 (2026-11-28): the next trial is the larger of that quadratic's step and the step
+of a model of the constraint terms row by row (each row linear along the step through
+the iterate and the refused trial: the excess starts where the row crosses its bound;
+:func:`_constraint_model`), which ls31's quadratic puts decades too low where rows far
+off their bounds cross late: over the 40 runs iterations 3647 -> 3349 (halving's 3409),
+trials 8076 -> 7267; panda "torque" from the guess 463 -> 288 iterations (0.63x in
+time), panda "vbound" 149 -> 100 (0.69x), ur10 "orient" 162 -> 110 (0.68x), 27 runs the
+same iterates (benchmarks/constrained_notes.md, pw31).
 
 The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
 outer update, the trial merit, the accepted step's multipliers and the line search's
