@@ -722,7 +722,7 @@ class ALDDP:
                 index = last        # no step of alphas passes: on to the smallest
                 continue
             missed_before = missed
-            index = self._next_trial(index, alpha, d1, d2, dv, feasible)
+            index = self._next_trial(index, alpha, d1, d2, dv, feasible, mu)
         refused = accepted is None
         if refused and feasible and self.take_smallest_step and smallest is not None:
             accepted = smallest
@@ -760,10 +760,10 @@ class ALDDP:
         """The multipliers a result returns (and the next solve's warm start)."""
         return self.lam
 
-    def _next_trial(self, index, alpha, d1, d2, dv, feasible):
+    def _next_trial(self, index, alpha, d1, d2, dv, feasible, mu):
         """The index in ``alphas`` of the trial after a refused trial of step alpha (with
-        its d1, d2 and actual decrease dv): the next one (ProxDDP: from the merit's
-        interpolation)."""
+        its d1, d2, actual decrease dv and the search's penalty mu): the next one
+        (ProxDDP: from a model of the merit along the step)."""
         return index + 1
 
     def _hopeless(self, d1, d2, dv_exp, dv, missed, missed_before):

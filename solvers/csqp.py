@@ -1909,7 +1909,12 @@ class CSQP:
         SQP's history or callbacks; :attr:`restored` has its own history)."""
         kind = RESTORATIONS[self.restoration]
         if type(self._restorer) is not kind:
-            self._restorer = kind(self.problem, th_constraint=self.th_constraint)
+            # ProxDDP's search interpolates from iterates with gaps too (where the
+            # restoration starts; measured: kinova "pose" from FDDP's optimum 111 -> 57
+            # trials, the same iterations; benchmarks/constrained_notes.md, pw31)
+            gaps_option = {"interpolated_with_gaps": True} if kind is ProxDDP else {}
+            self._restorer = kind(self.problem, th_constraint=self.th_constraint,
+                                  **gaps_option)
         # the options as they are at this solve, not at the first restoration's
         self._restorer.th_constraint = self.th_constraint
         left = None if time_limit is None else max(

@@ -81,6 +81,14 @@ accepts (:meth:`ProxDDP._next_trial`, ``interpolated_search``): over the 40 runs
 FDDP (one process, interleaved) swing-up from rest 2.01 -> 1.57x, pose from FDDP's optimum
 1.38 -> 1.14x, panda "torque" from the guess 1.51 -> 1.32x (but 312 -> 463 iterations:
 1.36x in total; the figures in benchmarks/constrained_notes.md, ls31).
+pw31 (2026-11-28): the next trial is the larger of that quadratic's step and the step
+of a model of the constraint terms row by row (each row linear along the step through
+the iterate and the refused trial: the excess starts where the row crosses its bound;
+:func:`_constraint_model`), which ls31's quadratic puts decades too low where rows far
+off their bounds cross late: over the 40 runs iterations 3647 -> 3349 (halving's 3409),
+trials 8076 -> 7267; panda "torque" from the guess 463 -> 288 iterations (0.63x in
+time), panda "vbound" 149 -> 100 (0.69x), ur10 "orient" 162 -> 110 (0.68x), 27 runs the
+same iterates (benchmarks/constrained_notes.md, pw31).
 
 The loop is :meth:`.alddp.ALDDP.solve`'s; ProxDDP changes the multipliers' start, the
 outer update, the trial merit, the accepted step's multipliers and the line search's
@@ -203,6 +211,62 @@ def _trial_terms(blocks, duals, mu, xs, xs_try, dxs, us, us_try, alpha, with_der
 
 
 @kernel
+def _row_values(blocks, values):
+    """Each row's value at the iterate into ``values`` (per block (K, nr)): a residual's
+    rows r[:, index], the bounds' r (written by :func:`.alddp._augmented_lagrangian` at
+    the iterate), for :func:`_constraint_model` (the trials overwrite r)."""
+    for b in range(len(blocks)):
+        kind, r, index, out = blocks[b][0], blocks[b][2], blocks[b][10], values[b]
+        for k in range(out.shape[0]):
+            for i in range(out.shape[1]):
+                out[k, i] = r[k, index[i]] if kind == 0 else r[k, i]
+
+
+@kernel
+def _constraint_model(blocks, duals, values, mu, alpha, steps, model):
+    """The constraint part C(a) = sum psi + the dual term of the merit M along a step,
+    each row modelled as linear in a through its value at the iterate (``values``) and
+    at the last trial of step ``alpha`` (r, written by that trial's evaluate): value(a)
+    = v0 + a dr, dr = (r(alpha) - v0) / alpha.  Per row, as the trial's merit
+    (:func:`.alddp._augmented_lagrangian`, :func:`_trial_duals`): s = value + mu_row
+    lambda_e, lambda+ = (s - P(s)) / mu_row, psi = mu_row / 2 (|lambda+|^2 -
+    |lambda_e|^2), lambda(a) = lambda + a (plus - lambda) + D a dr / mu_row (D = 1 where
+    plus != 0), dual = mu_row / 2 |lambda+ - lambda(a)|^2: exact for rows linear along
+    the step, piecewise quadratic in a, each row's kink where it crosses a bound.
+    Writes C(a) - C(0) for a = steps[j] into model[j], C(alpha) - C(0) into
+    model[len(steps)]; returns C's slope at 0, sum plus dr - mu_row |plus - lambda|^2
+    (the active set at 0 held)."""
+    n_steps = steps.shape[0]
+    for j in range(n_steps + 1):
+        model[j] = 0.0
+    slope = 0.0
+    for b in range(len(blocks)):
+        lam_e, scale, lower, upper = blocks[b][5], blocks[b][7], blocks[b][8], blocks[b][9]
+        kind, r, index = blocks[b][0], blocks[b][2], blocks[b][10]
+        lam, plus = duals[b][0], duals[b][1]
+        v0 = values[b]
+        for k in range(lam.shape[0]):
+            for i in range(lam.shape[1]):
+                mu_row = mu * scale[k, i]
+                value_t = r[k, index[i]] if kind == 0 else r[k, i]
+                dr = (value_t - v0[k, i]) / alpha
+                active = plus[k, i] != 0.0
+                e0 = plus[k, i] - lam[k, i]
+                slope += plus[k, i] * dr - mu_row * e0 * e0
+                at_zero = 0.5 * mu_row * (plus[k, i] * plus[k, i] + e0 * e0)
+                for j in range(n_steps + 1):
+                    a = steps[j] if j < n_steps else alpha
+                    s = v0[k, i] + a * dr + mu_row * lam_e[k, i]
+                    h = (s - min(max(s, lower[i]), upper[i])) / mu_row
+                    moved = lam[k, i] + a * e0
+                    if active:
+                        moved += a * dr / mu_row
+                    e = h - moved
+                    model[j] += 0.5 * mu_row * (h * h + e * e) - at_zero
+    return slope
+
+
+@kernel
 def _take_trial(duals):
     """lambda <- the accepted trial's multipliers, every block (one call: no Python per
     block in the iteration)."""
@@ -226,16 +290,22 @@ class ProxDDP(ALDDP):
     iterate takes the smallest step of ``alphas``; ``interpolated_search`` (default
     True): after a refused trial from a feasible iterate the search skips the steps of
     ``alphas`` that the quadratic interpolation of the merit says fail
-    (:meth:`_next_trial`).
+    (:meth:`_next_trial`); ``interpolated_with_gaps`` (default False; CSQP's restoration
+    sets it): from infeasible iterates too (measured in benchmarks/constrained_notes.md,
+    pw31: CSQP's kinova "pose" restoration from FDDP's optimum 111 -> 57 trials, the same
+    iterates' count and cost; ProxDDP's own panda "torque" from FDDP's optimum took 161
+    iterations instead of 37 with ls31's quadratic so).
     """
 
     history_keys = _HISTORY_KEYS
     ends_hopeless_search = False        # a hopeless search goes on to the smallest step
 
-    def __init__(self, problem, take_smallest_step=True, interpolated_search=True, **options):
+    def __init__(self, problem, take_smallest_step=True, interpolated_search=True,
+                 interpolated_with_gaps=False, **options):
         super().__init__(problem, **options)
         self.take_smallest_step = bool(take_smallest_step)
         self.interpolated_search = bool(interpolated_search)
+        self.interpolated_with_gaps = bool(interpolated_with_gaps)
         self.warm_line_search = False   # every search starts at alpha = 1 (measured)
         # per block: the multipliers lambda (the iterate), lambda+ at the iterate, and a
         # trial's multipliers
@@ -260,6 +330,11 @@ class ProxDDP(ALDDP):
         edges = np.flatnonzero(np.diff(np.concatenate([[False], on])))
         self.dx_ranges = [(int(edges[i]), int(edges[i + 1])) for i in range(0, len(edges), 2)]
         self.dxs = np.zeros((problem.N + 1, problem.ndx))
+        # the rows' values at the iterate and the merit model's buffers (_next_trial)
+        self.row_values = [np.zeros(b.shape) for b in self.blocks]
+        self.typed_values = typed_list(self.row_values) if self.blocks else None
+        self.steps = np.asarray(self.inner.alphas, dtype=float)
+        self.model = np.zeros(len(self.steps) + 1)
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -296,6 +371,7 @@ class ProxDDP(ALDDP):
         al_value, violation, half, full, largest = _iterate_duals(
             self.typed_blocks, self.typed_duals, xs, us, mu, True, self.Lx, self.Lu, self.Lxx,
             self.Luu, self.Lxu)
+        _row_values(self.typed_blocks, self.typed_values)
         return al_value, violation, (half, full, largest)
 
     def _trial_deviations(self, xs, xs_try):
@@ -321,36 +397,78 @@ class ProxDDP(ALDDP):
                                       self.Luu, self.Lxu)
         return cost + al_value + dual
 
-    def _next_trial(self, index, alpha, d1, d2, dv, feasible):
+    def _next_trial(self, index, alpha, d1, d2, dv, feasible, mu):
         """The index in ``alphas`` of the trial after a refused trial of step alpha
         (``interpolated_search``; ALDDP's next one without it, or from an infeasible
-        iterate).  The merit along the step is modelled by the quadratic through its
-        value and slope at 0 and the refused trial's value (Nocedal & Wright, 2nd ed.,
-        Sec. 3.5, eq. 3.57): dv(a) = a d1 - c a^2 with c = (alpha d1 - dv) / alpha^2;
-        FDDP's test dv(a) > th a (d1 + a d2 / 2) then holds for a < a_max = (1 - th) d1 /
-        (c + th d2 / 2) (:meth:`.alddp.ALDDP._hopeless`'s bound).  The next trial is the
-        smallest of ``alphas`` at or above max(a_max, INTERPOLATION_SAFEGUARD alpha) (and
-        below alpha): the trials above a_max, which the model says fail, are skipped;
-        the steps stay those of ``alphas`` (the regularization's thresholds, the smallest
-        step and the crawl count read them), and a model that errs low (rows off their
-        bounds cross later than it says) costs at most the half step that rounding up
-        leaves.  From an infeasible iterate d1 and d2 are the trial's (the gaps' terms of
-        its rollout): the next of ``alphas`` (measured: the model there made panda
-        "torque" from FDDP's optimum take 161 iterations instead of 37).  Measured
-        (benchmarks/constrained_notes.md, ls31): over the 40 ProxDDP runs the trials an
-        iteration 2.98 -> 2.21; N&W's minimizer of the quadratic (with or without
-        rounding, safeguard 0.1 or 0.25) took more iterations."""
-        if not (self.interpolated_search and feasible and d1 > 0.0):
+        iterate without ``interpolated_with_gaps``): the larger of the steps two models of the merit along the step pick
+        (each errs low where the other sees more), both at or above
+        INTERPOLATION_SAFEGUARD alpha (Nocedal & Wright's lower safeguard) and below alpha:
+
+        - the quadratic through the merit's value and slope at 0 and the refused trial's
+          value (N&W, 2nd ed., Sec. 3.5, eq. 3.57), dv(a) = a d1 - c a^2 with c = (alpha
+          d1 - dv) / alpha^2; FDDP's test dv(a) > th a (d1 + a d2 / 2) holds for a <
+          a_max = (1 - th) d1 / (c + th d2 / 2) (:meth:`.alddp.ALDDP._hopeless`'s bound):
+          the smallest of ``alphas`` at or above a_max (ls31).  It errs low by decades
+          where rows far off their bounds cross late (the excess starts at their
+          crossing, not at 0);
+        - the constraint terms modelled row by row, M(a) - M(0) = F(a) + C(a)
+          (:func:`_constraint_model`: each row linear in a through its values at the
+          iterate and at the refused trial, so C is piecewise quadratic, exact for
+          linear rows, each row's excess from where it crosses a bound), F the rest (the
+          cost) the quadratic through F(0) = 0, its slope -d1 - C'(0) and the trial's
+          F(alpha) = -dv - C(alpha): the largest of ``alphas`` that passes FDDP's test
+          on the model (if none does, the smallest at or above the safeguard).  It errs
+          low where rows curve along the step (the secant through the trial).
+
+        The steps stay those of ``alphas`` (the regularization's thresholds, the smallest
+        step and the crawl count read them).  From an infeasible iterate d1 and d2 are
+        the trial's (the gaps' terms of its rollout): the next of ``alphas`` unless
+        ``interpolated_with_gaps`` (measured: ls31's quadratic there made panda "torque"
+        from FDDP's optimum take 161 iterations instead of 37; CSQP's restoration sets
+        it).  Measured (benchmarks/constrained_notes.md, pw31; 40 ProxDDP
+        runs, iterations / trials): halving 3409 / 10169, the quadratic alone 3647 /
+        8076, the rows' model alone 3337 / 7011 (effort from the guess 45 -> 74, CSQP's
+        swing-up restoration 231 -> 401), the larger of both 3349 / 7267."""
+        if not (self.interpolated_search and (feasible or self.interpolated_with_gaps)
+                and d1 > 0.0):
             return index + 1
+        steps = self.steps
+        last = len(steps) - 1
+        floor = INTERPOLATION_SAFEGUARD * alpha
         th = self.inner.th_acceptstep
+        # the quadratic through the trial
         curvature = (alpha * d1 - dv) / (alpha * alpha)
         bend = curvature + 0.5 * th * d2
         if not (curvature > 0.0 and bend > 0.0):
             return index + 1
-        target = max((1.0 - th) * d1 / bend, INTERPOLATION_SAFEGUARD * alpha)
-        alphas = self.inner.alphas
-        last = len(alphas) - 1
-        index += 1
-        while index < last and alphas[index + 1] >= target:
-            index += 1
-        return index
+        target = max((1.0 - th) * d1 / bend, floor)
+        quadratic = index + 1
+        while quadratic < last and steps[quadratic + 1] >= target:
+            quadratic += 1
+        if quadratic == index + 1:
+            return quadratic            # the next step already: no model can go above it
+        # the rows' model, at the steps of alphas from the next one down to the safeguard
+        # (both bounds hold there: the model's cost is a few loops over the rows)
+        first, stop = index + 1, index + 1
+        while stop <= last and steps[stop] >= floor:
+            stop += 1
+        candidates = steps[first:stop]
+        model = self.model
+        if self.typed_blocks is None:
+            model[:] = 0.0
+            constraint_slope = 0.0
+        else:
+            constraint_slope = _constraint_model(self.typed_blocks, self.typed_duals,
+                                                 self.typed_values, mu, alpha, candidates,
+                                                 model)
+        n = len(candidates)
+        slope = -d1 - constraint_slope
+        rest = (-dv - model[n] - slope * alpha) / (alpha * alpha)
+        rows = index + 1
+        for j in range(n):
+            a = candidates[j]
+            rows = first + j
+            if self.inner.accepts(d1, a * (d1 + 0.5 * a * d2),
+                                  -(slope * a + rest * a * a) - model[j], True):
+                break
+        return min(quadratic, rows)

@@ -263,6 +263,92 @@ def test_proximal_line_search_skips_the_steps_the_interpolation_refuses():
     assert trials["halving"] == trials["alddp"]
 
 
+class _StopSearch(Exception):
+    pass
+
+
+def test_proximal_merit_model_is_exact_for_linear_rows():
+    """On linear dynamics with quadratic costs and control and velocity bounds, every row
+    is linear along FDDP's rollout, so ProxDDP's model of the merit along the step
+    (:meth:`ProxDDP._next_trial`: the rows' terms piecewise quadratic through the
+    iterate and the refused trial) equals the constraint terms of the trials' merit at
+    every step of ``alphas``, and the next trial is at or above the largest step of
+    ``alphas`` that FDDP's test accepts on the trials' merit (down to the safeguard)."""
+    from geppetto.solvers import proxddp as P
+    problem = _lq_problem(N=12, control_bounds=(np.array([-0.4, -0.4]), np.array([0.4, 0.4])),
+                          state_bounds=(np.array([-np.inf, -np.inf, -0.15, -0.1]),
+                                        np.array([np.inf, np.inf, 0.15, 0.1])),
+                          bounded_knots=range(12))
+    solver = gp.solvers.ProxDDP(problem, mu_init=1e-4)
+    inner = solver.inner
+    steps = np.array(inner.alphas)
+    seen = []
+    chosen = solver._next_trial
+
+    def check(index, alpha, d1, d2, dv, feasible, mu):
+        if not feasible or seen:
+            return chosen(index, alpha, d1, d2, dv, feasible, mu)
+        model = np.zeros(len(steps) + 1)
+        slope = P._constraint_model(solver.typed_blocks, solver.typed_duals,
+                                    solver.typed_values, mu, alpha, steps, model)
+        following = chosen(index, alpha, d1, d2, dv, feasible, mu)
+        xs, us = seen_iterate
+        merits = []
+        for a in np.concatenate([[0.0], steps]):
+            trial = inner.try_step(xs, us, np.zeros((problem.N + 1, problem.ndx)), a, True)
+            merits.append((solver._trial_merit(xs, us, trial, mu, a), trial[3]))
+        (m0, c0), later = merits[0], merits[1:]
+        terms = np.array([m - c - (m0 - c0) for m, c in later])
+        assert np.allclose(model[:-1], terms, rtol=1e-8, atol=1e-10 * abs(m0)), (model, terms)
+        dv_all = np.array([m0 - m for m, _ in later])
+        passes = [inner.accepts(d1, a * (d1 + 0.5 * a * d2), v, True)
+                  for a, v in zip(steps, dv_all)]
+        candidates = [j for j in range(index + 1, len(steps))
+                      if steps[j] >= P.INTERPOLATION_SAFEGUARD * alpha]
+        passing = [j for j in candidates if passes[j]]
+        # the larger of the model's step (the largest that passes) and the quadratic's
+        assert index < following <= (passing[0] if passing else candidates[-1]), (
+            following, passes, alpha)
+        seen.append((index, following, passes))
+        raise _StopSearch
+
+    solver._next_trial = check
+    seen_iterate = []
+    search = solver._line_search
+
+    def keep_iterate(xs, us, *args):
+        seen_iterate[:] = [xs.copy(), us.copy()]
+        return search(xs, us, *args)
+
+    solver._line_search = keep_iterate
+    with pytest.raises(_StopSearch):
+        solver.solve(max_iter=50)
+    assert seen
+
+
+def test_proximal_search_model_sees_rows_crossing_late():
+    """A control bound crossed at a = 0.9 of a step whose full step the penalty refuses
+    (mu = 1e-4: the merit's excess 100 at a = 1): the quadratic through the full step's
+    merit puts every acceptable step below 0.02, but the rows' model sees the cost's
+    quadratic up to 0.9, and the next trial is 1/2 (the quadratic's alone: 1/8); a row
+    crossed at 0.3 makes it 1/4."""
+    problem = _lq_problem(N=2, control_bounds=(np.array([-1.0, -1.0]), np.array([1.0, 1.0])),
+                          bounded_knots=[0])
+    solver = gp.solvers.ProxDDP(problem)
+    (block,) = [b for b in solver.typed_blocks if b[0] == 1]
+    r, upper, mu = block[2], block[9], 1e-4
+    d1, d2 = 1.0, -1.0                  # the cost: dv(a) = a - a^2 / 2
+    for crossing, expected in ((0.9, 1), (0.3, 2)):
+        for values in solver.row_values:
+            values[:] = 0.0
+        r[:] = 0.0
+        r[0, 0] = upper[0] / crossing   # row value a upper / crossing along the step
+        excess = upper[0] / crossing - upper[0]
+        # psi = excess^2 / (2 mu) and the dual term mu / 2 |lambda+ - 0|^2, the same
+        dv = (d1 + 0.5 * d2) - excess ** 2 / mu
+        assert solver._next_trial(0, 1.0, d1, d2, dv, True, mu) == expected
+
+
 @SOLVERS
 def test_contradicting_equalities_are_infeasible(solver_class):
     """x_N[0] = 0 and x_N[0] = 1 at the terminal knot: status "infeasible"."""
