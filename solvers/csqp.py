@@ -226,7 +226,7 @@ from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residual
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS
-from .options import check_solve_arguments
+from .options import check_alphas, check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
@@ -1172,7 +1172,8 @@ class CSQP:
         self.eps_prim_inf = float(eps_prim_inf)
         self._certified = False     # the last QP's ADMM certified it infeasible
         self.warm_line_search = bool(warm_line_search)
-        self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else list(alphas)
+        self.alphas = [2.0 ** -i for i in range(10)] if alphas is None else \
+            check_alphas(alphas).tolist()
         self.multipliers = None
         self._factorizations = self._sweeps = 0     # of the QP being solved
         self._fresh = False

@@ -38,20 +38,24 @@ def check_options(solver):
     solver.reg_factor = _number(solver.reg_factor, "reg_factor", 1.0, low_open=True)
     solver.th_stepinc = _number(solver.th_stepinc, "th_stepinc", 0.0, 1.0)
     solver.th_stepdec = _number(solver.th_stepdec, "th_stepdec", 0.0, 1.0)
+    solver.alphas = check_alphas(solver.alphas)
+
+
+def check_alphas(alphas):
+    """The line search's step lengths as a float array: non-empty, in (0, 1], in
+    decreasing order (the searches try them in turn and read the last as the smallest
+    step: BoxFDDP's, ALDDP's and ProxDDP's hopeless test, the crawl count, the skips)."""
     try:
-        alphas = np.asarray(solver.alphas, dtype=float).reshape(-1)
+        steps = np.asarray(alphas, dtype=float).reshape(-1)
     except (TypeError, ValueError):
-        raise ValueError(f"alphas: expected a sequence of step lengths, got {solver.alphas!r}") \
+        raise ValueError(f"alphas: expected a sequence of step lengths, got {alphas!r}") \
             from None
-    if alphas.size == 0 or not np.all((alphas > 0.0) & (alphas <= 1.0)):
+    if steps.size == 0 or not np.all((steps > 0.0) & (steps <= 1.0)):
         raise ValueError(f"alphas: expected a non-empty sequence of step lengths in (0, 1], "
-                         f"got {solver.alphas!r}")
-    if np.any(np.diff(alphas) > 0.0):
-        # the searches try them in turn and read the last as the smallest step
-        # (BoxFDDP's, ALDDP's and ProxDDP's hopeless test, the crawl count, the skips)
-        raise ValueError(f"alphas: expected step lengths in decreasing order, "
-                         f"got {solver.alphas!r}")
-    solver.alphas = alphas
+                         f"got {alphas!r}")
+    if np.any(np.diff(steps) > 0.0):
+        raise ValueError(f"alphas: expected step lengths in decreasing order, got {alphas!r}")
+    return steps
 
 
 def check_solve_arguments(max_iter, time_limit):

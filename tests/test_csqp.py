@@ -456,6 +456,9 @@ def test_z1_joint_position_bounds_enter_the_active_set_one_knot_per_run():
     for bad in (dict(active_set_rounds=-1), dict(polish_rounds=-2)):
         with pytest.raises(ValueError, match="must be >= 0"):
             gp.solvers.CSQP(problem, **bad)
+    for alphas in ([], [1.0, 2.0], [0.5, 1.0], [1.0, np.nan]):     # as the other solvers
+        with pytest.raises(ValueError, match="alphas"):
+            gp.solvers.CSQP(problem, alphas=alphas)
 
 
 def test_without_constraints_it_solves_the_lq_and_meets_fddp():
