@@ -341,11 +341,13 @@ class StageModel:
 
     def trial_workspace(self, data=None):
         """Scratch of :meth:`rollout_trial` (one per solver and phase).  With the phase's
-        ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with an Euler
+        ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with any
         scheme, ContactDynamics and ImpulseDynamics with the schemes of their jitted step)
         store the trial knots' kinematics in it (and the contact forces, with the
-        stamp of the contact data), which :meth:`calc_costs` then reads without
-        recomputing them; RK stages recompute them."""
+        stamp of the contact data; a FreeDynamics RK phase the kinematics of every
+        stage point and the stage points themselves, :func:`_share_stage_kinematics`),
+        which :meth:`calc_costs` then reads without recomputing them; the contact RK
+        schemes (stepped in Python) recompute them."""
         stores = getattr(self.dynamics, "stores_trial_kinematics", None)
         level = self.kinematics_for_costs
         forces = getattr(data.kinematics, "contact", None) if data is not None else None
