@@ -28,7 +28,7 @@ from ..dynamics.native import callee_address
 from ..dynamics.model import FREE_FLYER
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
-from .trial import NO_PROGRESS, no_kinematics, rollout_free, rollout_python
+from .trial import NO_PROGRESS, no_kinematics, no_points, rollout_free, rollout_python
 
 
 class Actuation:
@@ -203,16 +203,18 @@ class FreeDynamics:
                     by_mode={CALC: _free_field, DIFF: _free_field, COSTS: _free_kinematics})
 
     # -- the solvers' trial step (see :mod:`.trial`) ---------------------------
-    def trial_workspace(self, integrator, kinematics=None):
+    def trial_workspace(self, integrator, kinematics=None, points=None):
         """Scratch of :meth:`rollout_trial`; ``kinematics`` (level, liR, lip, oR, op, J):
-        where the rollout stores its knots' kinematics (see :meth:`stores_trial_kinematics`)."""
-        return step_workspace(self.arrays, self.state.nx), kinematics or no_kinematics()
+        where the rollout stores the kinematics of its knots' stages, ``points``
+        (stages * K, nx) their stage points (see :func:`.trial.rollout_free`; None:
+        not stored)."""
+        return step_workspace(self.arrays, self.state.nx), (kinematics or no_kinematics()) + (
+            no_points() if points is None else points,)
 
     def stores_trial_kinematics(self, integrator):
-        """Whether the trial rollout can store the knots' placements and world Jacobians
-        (the Euler schemes: their step evaluates ABA at the knot, the RK schemes at other
-        points last)."""
-        return SCHEME_CODES[integrator.scheme] <= 1
+        """Whether the trial rollout can store the placements and world Jacobians of its
+        steps' stages (and their stage points): every scheme of the jitted step."""
+        return integrator.scheme in SCHEME_CODES
 
     def rollout_trial(self, integrator, inputs, x_start, outputs, workspace):
         """The line-search trial of a phase: one kernel (:func:`.trial.rollout_free`)."""

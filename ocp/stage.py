@@ -132,6 +132,30 @@ def _copy_references(residual, rdata, start, stop, ndx, nu):
         rdata.reference[start:stop] = own
 
 
+# the kinematics fields an RK trial rollout stores for each stage point of a knot
+TRIAL_KINEMATICS = ("liR", "lip", "oR", "op", "J")
+
+
+def _share_stage_kinematics(idata):
+    """Give the RK integrator data ``idata`` of a FreeDynamics phase (K knots, S stages)
+    the arrays its trial rollout writes (:func:`.trial.rollout_free`):
+    ``trial_kinematics`` (liR, lip, oR, op, J), each (S K, ...), of which each stage's
+    kinematics fields become the rows ``j K:(j + 1) K`` (views, so that the rollout
+    writes the very arrays the costs read), and ``trial_points`` (S K, nx) with
+    ``stage_points`` its views per stage."""
+    stages = idata.stages
+    S, K = len(stages), idata.xnext.shape[0]
+    whole = []
+    for name in TRIAL_KINEMATICS:
+        joined = np.stack([getattr(stage.dynamics, name) for stage in stages])
+        for j, stage in enumerate(stages):
+            setattr(stage.dynamics, name, joined[j])
+        whole.append(joined.reshape((S * K,) + joined.shape[2:]))
+    idata.trial_kinematics = tuple(whole)
+    idata.trial_points = np.zeros((S * K, idata.xnext.shape[1]))
+    idata.stage_points = [idata.trial_points[j * K:(j + 1) * K] for j in range(S)]
+
+
 def _check_terms(costs, constraints, multibody, terminal):
     for term in list(costs) + list(constraints):
         residual = term.residual
@@ -241,10 +265,24 @@ class StageModel:
         runs = [(self, 0, K)] if runs is None else runs
         ndx, nu = self.state.ndx, self.nu
         idata = self.integrator.create_data(K)
+        if self._rk_trial_stores():
+            _share_stage_kinematics(idata)
         kinematics = idata.stages[0].dynamics
         costs = _term_data([(m.costs, a, b) for m, a, b in runs], K, ndx, nu, True)
         constraints = _term_data([(m.constraints, a, b) for m, a, b in runs], K, ndx, nu, False)
         return StageData(K, idata, costs, constraints, outputs, kinematics, runs)
+
+    def _costs_at_stage_points(self):
+        """Whether the running cost reads other points than the knot (RK quadrature)."""
+        return len(self.cost_points) > 1 or self.cost_points[0][0] != 0
+
+    def _rk_trial_stores(self):
+        """Whether the trial rollout stores this RK stage's stage points and their
+        kinematics (FreeDynamics of a multibody; costs over the stage points or reading
+        kinematics): :func:`_share_stage_kinematics`."""
+        return (len(self.integrator.weights) > 1 and type(self.dynamics) is FreeDynamics
+                and self.dynamics.stores_trial_kinematics(self.integrator)
+                and (self._costs_at_stage_points() or self.kinematics_for_costs > 0))
 
     def build_fused(self, data):
         """The phase's :class:`~.fused.FusedPhase`: dynamics, integrator, then each cost's
@@ -285,11 +323,16 @@ class StageModel:
         kinematics are refreshed as the residuals need them (placements, or
         placements and world Jacobians), for the constraints too (ALDDP
         evaluates them after it), unless the trial rollout just stored them at these
-        very states (:meth:`rollout_trial`); a cost over RK stage points needs the
-        dynamics at the knots, so it runs :meth:`calc`."""
+        very states (:meth:`rollout_trial`).  A cost over RK stage points reads the stage
+        points and their kinematics that the trial rollout stored
+        (:func:`_share_stage_kinematics`), else it runs :meth:`calc` (the dynamics at
+        the knots, for the stage points).  (Through :meth:`calc`, an RK4 trial on kinova,
+        50 knots, evaluated ABA eight times per knot, four in the rollout.)"""
         stored = _holds_trial(data, xs)
-        if len(self.cost_points) > 1 or self.cost_points[0][0] != 0:
-            return self.calc(data, xs, us)
+        if self._costs_at_stage_points():
+            if not stored:
+                return self.calc(data, xs, us)
+            return self._costs(data, xs, us, False, data.integrator.stage_points)
         phase = fused_phase(self, data)
         if phase is not None:
             return phase(_contiguous(xs), _contiguous(us), TRIAL if stored else COSTS)
@@ -298,18 +341,25 @@ class StageModel:
 
     def trial_workspace(self, data=None):
         """Scratch of :meth:`rollout_trial` (one per solver and phase).  With the phase's
-        ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with an Euler
+        ``data``, dynamics that can (``stores_trial_kinematics``: FreeDynamics with any
         scheme, ContactDynamics and ImpulseDynamics with the schemes of their jitted step)
         store the trial knots' kinematics in it (and the contact forces, with the
-        stamp of the contact data), which :meth:`calc_costs` then reads without
-        recomputing them; RK stages recompute them."""
+        stamp of the contact data; a FreeDynamics RK phase the kinematics of every
+        stage point and the stage points themselves, :func:`_share_stage_kinematics`),
+        which :meth:`calc_costs` then reads without recomputing them; the contact RK
+        schemes (stepped in Python) recompute them."""
         stores = getattr(self.dynamics, "stores_trial_kinematics", None)
         level = self.kinematics_for_costs
         forces = getattr(data.kinematics, "contact", None) if data is not None else None
         if forces is not None:
             level = JACOBIANS       # the stamp's point, whole: forces and kinematics
+        if data is not None and self._rk_trial_stores():
+            # every stage's kinematics and stage point (rows stage * K + t)
+            kinematics = (int(level),) + data.integrator.trial_kinematics
+            return self.dynamics.trial_workspace(self.integrator, kinematics,
+                                                 data.integrator.trial_points), data
         if data is None or data.kinematics is None or not level or stores is None or \
-                not stores(self.integrator):
+                not stores(self.integrator) or len(self.integrator.weights) > 1:
             return self.dynamics.trial_workspace(self.integrator), None
         k = data.kinematics
         kinematics = (int(level), k.liR, k.lip, k.oR, k.op, k.J)
@@ -349,15 +399,18 @@ class StageModel:
             _forward_kinematics(self.dynamics.arrays, qs, zeros, zeros, 0, kin.liR,
                                 kin.lip, kin.oR, kin.op, kin.v, kin.a)
 
-    def _costs(self, data, xs, us, with_derivatives):
-        """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot)."""
+    def _costs(self, data, xs, us, with_derivatives, stage_points=None):
+        """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot); the stage
+        points y_j those of the last :meth:`calc` or :meth:`calc_diff`, or
+        ``stage_points`` (a trial's, without derivatives)."""
         data.outputs.clear(with_derivatives)
         idata = data.integrator
+        stage_points = idata.points if stage_points is None else stage_points
         for j, b in self.cost_points:
             if j == 0:
                 points, kinematics, chain = xs, data.kinematics, None
             else:
-                points, kinematics = idata.points[j], idata.stages[j].dynamics
+                points, kinematics = stage_points[j], idata.stages[j].dynamics
                 chain = (idata.points_x[j], idata.points_u[j]) if with_derivatives else None
             for cost, cdata in zip(self.costs, data.costs):
                 cost.add(cdata, kinematics, points, us, b * self.dt, data.outputs,

@@ -107,10 +107,12 @@ def _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s
 
 @inline_kernel
 def _store_kinematics(s_liR, s_lip, s_oR, s_op, s_J, kinematics, t):
-    """Knot t's placements liR, lip, oR, op (level PLACEMENTS) and world Jacobians J
+    """Row t's placements liR, lip, oR, op (level PLACEMENTS) and world Jacobians J
     (JACOBIANS) from the step's ABA (``s_*``, one state) into the phase's kinematics
-    arrays."""
-    level, liR, lip, oR, op, J = kinematics
+    arrays ``kinematics`` = (level, liR, lip, oR, op, J, ...) (indexed: the free
+    rollouts' tuple also carries the stage points)."""
+    level, liR, lip, oR, op, J = (kinematics[0], kinematics[1], kinematics[2],
+                                  kinematics[3], kinematics[4], kinematics[5])
     for j in range(1, s_liR.shape[0]):
         for a in range(3):
             lip[t, j, a] = s_lip[j, a]
@@ -125,9 +127,15 @@ def _store_kinematics(s_liR, s_lip, s_oR, s_op, s_J, kinematics, t):
 
 
 def no_kinematics():
-    """The ``kinematics`` argument of :func:`rollout_free` that stores nothing (level 0)."""
+    """The ``kinematics`` argument of :func:`rollout_contact` that stores nothing (level 0)."""
     return (0, np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 3)), np.zeros((1, 1, 3, 3)),
             np.zeros((1, 1, 3)), np.zeros((1, 6, 1)))
+
+
+def no_points():
+    """The ``points`` entry of :func:`rollout_free`'s ``kinematics`` that stores no stage
+    points (no rows)."""
+    return np.zeros((0, 0))
 
 
 @kernel
@@ -135,10 +143,17 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                  progress, offset):
     """The trial of a phase of FreeDynamics knots (``scheme`` a SCHEME_CODES value);
     ``ws`` from :func:`~.step.step_workspace`.  ``kinematics`` = (level, liR, lip, oR,
-    op, J) of the phase's knots: with an Euler scheme (one ABA, at the knot) and level
-    PLACEMENTS or JACOBIANS, each knot's placements (and world Jacobians) computed by
-    its step's ABA are stored there, so that the trial's costs need no forward
-    kinematics; level 0 stores nothing (:func:`no_kinematics`).  ``progress``,
+    op, J, points): with level PLACEMENTS or JACOBIANS, the placements (and world
+    Jacobians) that each ABA of a knot's step computed are stored there, row
+    ``stage * n + t`` for stage ``stage`` of knot t of the n knots (an Euler step has
+    one stage, at the knot: row t; the stages of an RK step are at its stage points),
+    so that the trial's costs need no forward kinematics; level 0 stores nothing
+    (:func:`no_kinematics`).  ``points`` with rows (stages * n, nx): the stage points
+    themselves, the same rows (row t of stage 0 the knot), so that an RK stage's costs
+    over its stage points (:meth:`.stage.StageModel.calc_costs`) need no second
+    evaluation of the dynamics; no rows (:func:`no_points`): not stored.  Both hold the
+    values of :meth:`.integrators.Integrator.calc` at the trial, to the bit: the
+    stage points and fields are its formulas, and the same ABA.  ``progress``,
     ``offset``: see the module docstring.
 
     The knot loop reads the workspace's arrays unpacked, once, and writes out the
@@ -185,7 +200,10 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
     n_stages = stage_count(scheme)
     dx_owner = np.empty(gaps.shape[1])
     dx = borrowed(dx_owner)
-    store = kinematics[0] > 0 and scheme <= 1
+    n = xnext.shape[0]
+    store = kinematics[0] > 0
+    points = kinematics[6]
+    store_points = points.shape[0] > 0
     failed = -1
     predicted = x_start
     for t in range(xnext.shape[0]):
@@ -207,6 +225,11 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
             for i in range(nv):
                 fields[stage, i] = point[nq + i]
                 fields[stage, nv + i] = ddq[i]
+            if store:
+                _store_kinematics(liR, lip, oR, op, J, kinematics, stage * n + t)
+            if store_points:
+                for i in range(point.shape[0]):
+                    points[stage * n + t, i] = point[i]
         step_increment(scheme, dt, fields, w)
         xn = xnext[t]                       # state_integrate, written out
         integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
@@ -215,8 +238,6 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
         if not all_finite(xnext[t]):
             failed = t
             break
-        if store:
-            _store_kinematics(liR, lip, oR, op, J, kinematics, t)
         if offset >= 0:
             store_release(progress, TRIAL_ROLLED, offset + t + 1)
         predicted = xnext[t]

@@ -5,7 +5,9 @@ The trial rolls the problem out phase by phase through the stage models'
 ``u - alpha k - K dx`` and one kernel per phase for the multibody dynamics),
 then costs the trial trajectory with one batched cost evaluation (a free-dynamics
 phase's rollout stores its knots' placements and world Jacobians in the phase
-data, and the costs read them: no forward kinematics in the line search).  The
+data, and the costs read them: no forward kinematics in the line search; an RK
+phase's rollout also stores its stage points and theirs, so that its costs over
+the stage points evaluate no dynamics again).  The
 predicted states ``xnext`` are kept: after an accepted step they give the new
 gaps without a second evaluation of the dynamics.
 

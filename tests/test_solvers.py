@@ -633,6 +633,64 @@ def test_trial_rollout_stores_the_kinematics_its_costs_read():
     assert np.all(trial_costs > 0)
 
 
+@pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
+def test_rk_trial_costs_read_the_rollouts_stage_points(scheme):
+    """An RK phase's trial rollout (geppetto.ocp.trial.rollout_free) stores each knot's
+    stage points and their placements and world Jacobians; calc_costs right after it
+    reads them and evaluates no dynamics (calls counted: before, it ran calc, the stage
+    fields again), and its costs, over the stage points with the weights b (rk3's b_2 = 0,
+    rk2's b_1 = 0), equal those of a fresh calc (1e-12: the rollout's ABA and the batched
+    one agree to a few ulps, not to the bit); calc_costs at other states (a copy) runs
+    calc."""
+    from geppetto import ocp
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    free = ocp.FreeDynamics(model, ocp.Actuation.full(model))
+    costs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
+             ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4])),
+             ocp.Cost(ocp.FrameVelocityResidual(model, "tool0", None, "LOCAL"), weight=0.2)]
+    problem = ocp.ShootingProblem(
+        x0, [ocp.StageModel(free, costs, dt=0.02, integrator=scheme)] * 5,
+        ocp.TerminalModel(free.state, costs[:2]))
+    stage, start, stop, data = problem.phases[0]
+    rng = np.random.default_rng(11)
+    n, nx, ndx, nu = stop - start, problem.nx, problem.ndx, problem.nu
+    xs = x0 + 0.1 * rng.standard_normal((n, nx))
+    us = problem.quasi_static(np.repeat(x0[None], n + 1, axis=0))
+    inputs = (xs, us, rng.standard_normal((n, nu)), 0.1 * rng.standard_normal((n, nu, ndx)),
+              0.05 * rng.standard_normal((n, ndx)), us, us, 0.5, True, False)
+    outputs = tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+    calls = []
+    evaluate = free.calc
+
+    def counted(*args):
+        calls.append(1)
+        return evaluate(*args)
+
+    free.calc = counted
+    try:
+        assert stage.rollout_trial(inputs, x0, outputs, stage.trial_workspace(data)) == -1
+        xs_try, us_try, xnext = outputs
+        stage.calc_costs(data, xs_try, us_try)
+        assert calls == []                  # no second evaluation of the dynamics
+        trial_costs = data.outputs.cost.copy()
+        stored = [points.copy() for points in data.integrator.stage_points]
+        stage.calc_costs(data, xs_try.copy(), us_try)     # other memory: through calc
+        assert len(calls) == len(stage.integrator.weights)
+    finally:
+        del free.calc
+    np.testing.assert_array_equal(stored[0], xs_try)
+    calc_costs = data.outputs.cost.copy()
+    stage.calc(data, xs_try, us_try)
+    np.testing.assert_array_equal(data.outputs.cost, calc_costs)
+    np.testing.assert_allclose(trial_costs, calc_costs, rtol=1e-12, atol=0)
+    for j in range(1, len(stored)):
+        np.testing.assert_allclose(stored[j], data.integrator.points[j], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(xnext, data.integrator.xnext, rtol=0, atol=1e-12)
+    assert np.all(trial_costs > 0)
+
+
 @pytest.mark.parametrize("use_gaps", [False, True])
 def test_trial_rollout_kernel_matches_the_stage_knot_by_knot(use_gaps):
     """The one-kernel trial of a FreeDynamics phase (geppetto.ocp.trial.rollout_free)
