@@ -331,7 +331,14 @@ class StageModel:
         stored = _holds_trial(data, xs)
         if self._costs_at_stage_points():
             if not stored:
-                return self.calc(data, xs, us)
+                # calc writes x' too, into the problem's predicted states (views): a
+                # refused search must leave them the iterate's (a solve's reported gaps
+                # read them; review rev31b)
+                xnext = data.integrator.xnext
+                kept = xnext.copy()
+                self.calc(data, xs, us)
+                xnext[:] = kept
+                return None
             return self._costs(data, xs, us, False, data.integrator.stage_points)
         phase = fused_phase(self, data)
         if phase is not None:

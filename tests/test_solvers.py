@@ -633,6 +633,38 @@ def test_trial_rollout_stores_the_kinematics_its_costs_read():
     assert np.all(trial_costs > 0)
 
 
+def test_calc_costs_leaves_the_predicted_states_of_the_iterate():
+    """calc_costs (the line search's costs) at a trial whose RK stage points it must
+    evaluate (a dynamics the rollout does not store them for: here a FreeDynamics
+    subclass) leaves problem.xnext, the iterate's predicted states, as they were: a
+    refused search reads them for the gaps a solve reports (review rev31b: BoxFDDP ending
+    at the maximum regularization reported gaps 5.6 where the iterate's are 5e-16)."""
+    from geppetto import ocp
+
+    class Dynamics(ocp.FreeDynamics):
+        pass
+
+    robot = gp.robots.load("ur5")
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    free = Dynamics(model, ocp.Actuation.full(model))
+    costs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
+             ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4]))]
+    problem = ocp.ShootingProblem(
+        x0, [ocp.StageModel(free, costs, dt=0.02, integrator="rk4")] * 4,
+        ocp.TerminalModel(free.state, costs))
+    rng = np.random.default_rng(5)
+    xs = x0 + 0.1 * rng.standard_normal((5, problem.nx))
+    us = problem.quasi_static(xs)
+    problem.calc(xs, us)
+    predicted = problem.xnext.copy()
+    trial = xs + 0.2 * rng.standard_normal(xs.shape)
+    cost = problem.calc_costs(trial, us + 0.5)
+    np.testing.assert_array_equal(problem.xnext, predicted)
+    assert cost == pytest.approx(problem.calc(trial, us + 0.5), rel=1e-14)
+    assert not np.array_equal(problem.xnext, predicted)
+
+
 @pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
 def test_rk_trial_costs_read_the_rollouts_stage_points(scheme):
     """An RK phase's trial rollout (geppetto.ocp.trial.rollout_free) stores each knot's
