@@ -333,7 +333,8 @@ class ProxDDP(ALDDP):
         # the rows' values at the iterate and the merit model's buffers (_next_trial)
         self.row_values = [np.zeros(b.shape) for b in self.blocks]
         self.typed_values = typed_list(self.row_values) if self.blocks else None
-        self.steps = np.asarray(self.inner.alphas, dtype=float)
+        self.steps_of = self.inner.alphas             # the search reads inner.alphas
+        self.steps = np.asarray(self.steps_of, dtype=float)
         self.model = np.zeros(len(self.steps) + 1)
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
@@ -432,6 +433,10 @@ class ProxDDP(ALDDP):
         if not (self.interpolated_search and (feasible or self.interpolated_with_gaps)
                 and d1 > 0.0):
             return index + 1
+        if self.steps_of is not self.inner.alphas:      # alphas set after construction
+            self.steps_of = self.inner.alphas
+            self.steps = np.asarray(self.steps_of, dtype=float)
+            self.model = np.zeros(len(self.steps) + 1)
         steps = self.steps
         last = len(steps) - 1
         floor = INTERPOLATION_SAFEGUARD * alpha
