@@ -585,14 +585,11 @@ def test_box_fddp_takes_fddp_gains_while_infeasible_and_clamps_its_trials():
     assert result.stop < box.th_stop == 5e-5
 
 
-def test_trial_rollout_stores_the_kinematics_its_costs_read():
-    """A FreeDynamics Euler phase's trial stores each knot's placements and world
-    Jacobians, from its step's ABA, in the phase data (geppetto.ocp.trial.rollout_free):
-    they equal a forward-kinematics pass at the trial states (1e-12), and the costs
-    computed from them without one (calc_costs right after the rollout) equal a fresh
-    calc; calc_costs at other states (a copy) refreshes them."""
+def _ur5_trial_phase(knots, dt, integrator, seed):
+    """ur5 with state, tool-position and tool-velocity costs over ``knots`` stages of
+    ``integrator``, its first phase (stage, data), the dynamics, and a trial rollout's
+    inputs at random states (alpha 0.5, with gaps) with its empty outputs."""
     from geppetto import ocp
-    from geppetto.ocp.residuals import JACOBIANS
     robot = gp.robots.load("ur5")
     model = robot.model
     x0 = np.r_[robot.q0, np.zeros(model.nv)]
@@ -600,17 +597,29 @@ def test_trial_rollout_stores_the_kinematics_its_costs_read():
     costs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
              ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4])),
              ocp.Cost(ocp.FrameVelocityResidual(model, "tool0", None, "LOCAL"), weight=0.2)]
-    problem = ocp.ShootingProblem(x0, [ocp.StageModel(free, costs, dt=0.01)] * 6,
-                                  ocp.TerminalModel(free.state, costs[:2]))
+    problem = ocp.ShootingProblem(
+        x0, [ocp.StageModel(free, costs, dt=dt, integrator=integrator)] * knots,
+        ocp.TerminalModel(free.state, costs[:2]))
     stage, start, stop, data = problem.phases[0]
-    assert stage.kinematics_for_costs == JACOBIANS
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     n, nx, ndx, nu = stop - start, problem.nx, problem.ndx, problem.nu
     xs = x0 + 0.1 * rng.standard_normal((n, nx))
     us = problem.quasi_static(np.repeat(x0[None], n + 1, axis=0))
     inputs = (xs, us, rng.standard_normal((n, nu)), 0.1 * rng.standard_normal((n, nu, ndx)),
               0.05 * rng.standard_normal((n, ndx)), us, us, 0.5, True, False)
     outputs = tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+    return free, x0, stage, data, inputs, outputs
+
+
+def test_trial_rollout_stores_the_kinematics_its_costs_read():
+    """A FreeDynamics Euler phase's trial stores each knot's placements and world
+    Jacobians, from its step's ABA, in the phase data (geppetto.ocp.trial.rollout_free):
+    they equal a forward-kinematics pass at the trial states (1e-12), and the costs
+    computed from them without one (calc_costs right after the rollout) equal a fresh
+    calc; calc_costs at other states (a copy) refreshes them."""
+    from geppetto.ocp.residuals import JACOBIANS
+    free, x0, stage, data, inputs, outputs = _ur5_trial_phase(6, 0.01, None, 7)
+    assert stage.kinematics_for_costs == JACOBIANS
     kin = data.kinematics
     stored = (kin.oR, kin.op, kin.liR, kin.lip, kin.J)
     for array in stored:
@@ -674,25 +683,7 @@ def test_rk_trial_costs_read_the_rollouts_stage_points(scheme):
     rk2's b_1 = 0), equal those of a fresh calc (1e-12: the rollout's ABA and the batched
     one agree to a few ulps, not to the bit); calc_costs at other states (a copy) runs
     calc."""
-    from geppetto import ocp
-    robot = gp.robots.load("ur5")
-    model = robot.model
-    x0 = np.r_[robot.q0, np.zeros(model.nv)]
-    free = ocp.FreeDynamics(model, ocp.Actuation.full(model))
-    costs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
-             ocp.Cost(ocp.FrameTranslationResidual(model, "tool0", [0.4, 0.2, 0.4])),
-             ocp.Cost(ocp.FrameVelocityResidual(model, "tool0", None, "LOCAL"), weight=0.2)]
-    problem = ocp.ShootingProblem(
-        x0, [ocp.StageModel(free, costs, dt=0.02, integrator=scheme)] * 5,
-        ocp.TerminalModel(free.state, costs[:2]))
-    stage, start, stop, data = problem.phases[0]
-    rng = np.random.default_rng(11)
-    n, nx, ndx, nu = stop - start, problem.nx, problem.ndx, problem.nu
-    xs = x0 + 0.1 * rng.standard_normal((n, nx))
-    us = problem.quasi_static(np.repeat(x0[None], n + 1, axis=0))
-    inputs = (xs, us, rng.standard_normal((n, nu)), 0.1 * rng.standard_normal((n, nu, ndx)),
-              0.05 * rng.standard_normal((n, ndx)), us, us, 0.5, True, False)
-    outputs = tuple(np.empty(shape) for shape in ((n, nx), (n, nu), (n, nx)))
+    free, x0, stage, data, inputs, outputs = _ur5_trial_phase(5, 0.02, scheme, 11)
     calls = []
     evaluate = free.calc
 
