@@ -333,9 +333,7 @@ class ProxDDP(ALDDP):
         # the rows' values at the iterate and the merit model's buffers (_next_trial)
         self.row_values = [np.zeros(b.shape) for b in self.blocks]
         self.typed_values = typed_list(self.row_values) if self.blocks else None
-        self.steps_of = self.inner.alphas             # the search reads inner.alphas
-        self.steps = np.asarray(self.steps_of, dtype=float)
-        self.model = np.zeros(len(self.steps) + 1)
+        self.model = np.zeros(len(self.inner.alphas) + 1)   # per step of alphas, and one
 
     # ALDDP.solve's loop, with the multipliers lambda as iterates: both lambda and the
     # estimate lambda_e start at the given multipliers; the outer update is the Newton
@@ -433,11 +431,9 @@ class ProxDDP(ALDDP):
         if not (self.interpolated_search and (feasible or self.interpolated_with_gaps)
                 and d1 > 0.0):
             return index + 1
-        if self.steps_of is not self.inner.alphas:      # alphas set after construction
-            self.steps_of = self.inner.alphas
-            self.steps = np.asarray(self.steps_of, dtype=float)
-            self.model = np.zeros(len(self.steps) + 1)
-        steps = self.steps
+        steps = np.asarray(self.inner.alphas, dtype=float)    # no copy: check_options'
+        if len(self.model) != len(steps) + 1:                 # alphas set after construction
+            self.model = np.zeros(len(steps) + 1)
         last = len(steps) - 1
         floor = INTERPOLATION_SAFEGUARD * alpha
         th = self.inner.th_acceptstep
