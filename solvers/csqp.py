@@ -271,6 +271,8 @@ CONTRADICTED_ROUNDS = 2
 # the damped rounds after a cycle (:func:`_damped_round`): Armijo's constant on the
 # merit 1/2 |Phi|^2 and the smallest step
 DAMPED_C1, DAMPED_SMALLEST = 1e-4, 2.0 ** -20
+# a step to the first kink goes this far past it (relative), so that the row changes
+KINK_PAST = 1e-9
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
@@ -1071,10 +1073,16 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
 
     Returns (rows changed, the last knot with a changed row, step t): (0, -1, 1.0) where
     (v1, y1) solves the QP (nothing changed); otherwise the largest t of 1, 1/2, ...,
-    ``smallest`` with merit(t) <= (1 - 2 c1 t) merit(0) (t = 1 for the first iterate)
-    moves the iterate and the active set becomes the natural residual's there
-    (:func:`_damped_move`), the step repeated from the new iterate while that set is the
-    current one (the next solve would be this one); (-1, -1, t) where no t passes."""
+    ``smallest`` with merit(t) <= (1 - 2 c1 t) merit(0) (t = 1 for the first iterate),
+    or where it is larger a step just past the first kink (:func:`_first_kink`: up to
+    it merit(t) = (1 - t)^2 merit(0), which passes the test), moves the iterate and the
+    active set becomes the natural residual's there (:func:`_damped_move`), the step
+    repeated from the new iterate while that set is the current one (the next solve
+    would be this one); (-1, -1, 0) where no step passes (a kink at the iterate).
+    ur5 "barely" from the guess (untuned3), QP 4: without the step to the kink every
+    step down to 2^-20 was refused on the 1st damped round after switching the rounds
+    to damped at their 6th round (a kink within 1e-6 of the iterate: merit 2219.458 at
+    t = 0, 2219.471 at t = 1e-6)."""
     if _damped_target(polished, dx, du, iterate, tolerance):
         return 0, -1, 1.0
     fresh = np.isnan(iterate[0, 0])
@@ -1088,7 +1096,18 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
                 (1.0 - 2.0 * c1 * step) * merit0:
             step *= 0.5
             if step < smallest:
-                return -1, -1, step
+                step = 0.0
+                break
+        if not fresh and step < 1.0:
+            # up to the first kink the merit is (1 - t)^2 merit(0): a step just past it
+            # passes Armijo's test and changes that row's activity, where a kink close to
+            # the iterate (a row at its bound with a multiplier near zero) leaves every
+            # step of the ladder refused
+            kink = _first_kink(polished, iterate, curvature)
+            if kink < 1.0:
+                step = max(step, min(1.0, kink * (1.0 + KINK_PAST)))
+        if step == 0.0:
+            return -1, -1, step
         fresh = False
         changes, last = _damped_move(polished, iterate, curvature, step, big, changed)
         if changes > 0:
@@ -1122,6 +1141,30 @@ def _damped_target(polished, dx, du, iterate, tolerance):
                         (z[k, i] == upper[i] and y[k, i] < -tolerance):
                     solved = False
     return solved
+
+
+@kernel
+def _first_kink(polished, iterate, curvature):
+    """The smallest t in (0, 1] where a row's v + y / c crosses one of its bounds along
+    (v0, y0) + t (v1 - v0, y1 - y0) (``iterate``'s rows, :func:`_damped_round`): the end
+    of the current active set's piece of the merit; inf where none does."""
+    first = np.inf
+    n = 0
+    for b in range(len(polished)):
+        lower, upper, y = polished[b][8], polished[b][9], polished[b][5]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                c = curvature[n]
+                start = iterate[0, n] + iterate[1, n] / c
+                slope = (iterate[2, n] - iterate[0, n]) + (iterate[3, n] - iterate[1, n]) / c
+                n += 1
+                if lower[i] == upper[i] or slope == 0.0:
+                    continue
+                for bound in (lower[i], upper[i]):
+                    t = (bound - start) / slope
+                    if 0.0 < t <= 1.0:
+                        first = min(first, t)
+    return first
 
 
 @kernel
@@ -1673,6 +1716,12 @@ class CSQP:
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
                 if damped:
+                    # the damped rounds' merit needs each solve's exact multipliers: active
+                    # rows that contradict each other (the method of multipliers short of
+                    # them) go to ADMM and its certificate at once
+                    if done >= self.polish_iter and \
+                            prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                        return False
                     changes, last, step = _damped_round(
                         polished, pdx, pdu, self._iterate, self._curvature, self.big,
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
