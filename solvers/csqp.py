@@ -1079,10 +1079,10 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
     active set becomes the natural residual's there (:func:`_damped_move`), the step
     repeated from the new iterate while that set is the current one (the next solve
     would be this one); (-1, -1, 0) where no step passes (a kink at the iterate).
-    ur5 "barely" from the guess (untuned3), QP 4: without the step to the kink every
-    step down to 2^-20 was refused on the 1st damped round after switching the rounds
-    to damped at their 6th round (a kink within 1e-6 of the iterate: merit 2219.458 at
-    t = 0, 2219.471 at t = 1e-6)."""
+    Measured where the ladder alone failed (ur5 "barely" from the guess, untuned3, in an
+    experiment that switched its rounds to damped after their 6th round): a kink within
+    1e-6 of the iterate, merit 2219.458 at t = 0 and 2219.471 at t = 1e-6, every step
+    down to 2^-20 refused, ADMM (575 iterations) after it."""
     if _damped_target(polished, dx, du, iterate, tolerance):
         return 0, -1, 1.0
     fresh = np.isnan(iterate[0, 0])
