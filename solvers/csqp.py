@@ -1723,7 +1723,7 @@ class CSQP:
                     if done >= self.polish_iter and \
                             prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
                         return False
-                    changes, last, step = _damped_round(
+                    changes, last, _ = _damped_round(
                         polished, pdx, pdu, self._iterate, self._curvature, self.big,
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
                     if changes < 0:
