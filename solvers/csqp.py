@@ -48,8 +48,13 @@ solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUN
 without progress whose active rows contradict each other (a sign that the QP has no
 solution, which ADMM then certifies).  A round refactorizes only the knots up to
 its last changed row (the recursion above is unchanged: :func:`.riccati.
-backward_range_kept`).  Near a solution the active set holds at the first solve.  When the
-rounds run out (cycling, the guarantee of HIK needs an M-matrix), ADMM runs as in the
+backward_range_kept`).  Near a solution the active set holds at the first solve.  Where
+the rounds reach an active set they already solved (a cycle: the guarantee of HIK needs
+an M-matrix), they go on damped: a backtracking line search on the natural residual of
+the KKT conditions between the iterate and each solve (:func:`_damped_round`, the damped
+semismooth Newton method; ur5 "barely" from the guess, 135 -> 91 factorizations and no
+ADMM iteration instead of 250; cq32).  When the rounds run out or the damped line
+search fails, ADMM runs as in the
 first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
 ``polish_rounds`` solves, and one more while each round changes fewer rows than the one
 before, up to ``active_set_rounds``) at every rho check, ADMM's factorization kept
@@ -263,6 +268,11 @@ STALL_ROUNDS = 10
 # none: its rounds ran all their max(30, N) = 100 solves before ADMM certified it, now
 # 10 (11 factorizations, the same iterate; qp29)
 CONTRADICTED_ROUNDS = 2
+# the damped rounds after a cycle (:func:`_damped_round`): Armijo's constant on the
+# merit 1/2 |Phi|^2 and the smallest step
+DAMPED_C1, DAMPED_SMALLEST = 1e-4, 2.0 ** -20
+# a step to the first kink goes this far past it (relative), so that the row changes
+KINK_PAST = 1e-9
 # the row kinds (0 residual rows, 1 control bounds, 2 state bounds) whose rows enter the
 # active set one knot per run of violated knots (:func:`_polish_fix`; residual rows
 # only where they have no control term): a hand position touches its bound at isolated
@@ -992,6 +1002,226 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     return changes, last
 
 
+@inline_kernel
+def _natural_residual(v, y, lower, upper, scale):
+    """v - clip(v + y / scale, l, h) (``scale`` > 0: the row's curvature,
+    :func:`_row_curvatures`): zero exactly where v in [l, h] and y in the normal
+    cone of [l, h] at v (y >= 0 at h, y <= 0 at l, 0 inside) -- the complementarity of a
+    bound row as one equation (the natural residual of the QP's variational inequality;
+    HIK's semismooth function min(y, c (h - v)) is the same up to scaling)."""
+    return v - min(max(v + y / scale, lower), upper)
+
+
+@kernel
+def _row_curvatures(polished, Lxx, Luu, Lxu, sigma, out):
+    """out (flat, the rows block after block in C order) = each row's curvature in the
+    LQ's stage cost, R_i [Lxx Lxu; Lxu^T Luu] R_i^T + sigma |R_i|^2 at its knot (a control
+    bound's Luu_ii, a state bound's Lxx_jj): the diagonal scaling of the natural residual
+    (:func:`_damped_round`; for a box-constrained QP min 1/2 w^T A w + g^T w the residual
+    w - clip(w - D^-1 (A w + g)) with D = diag(A), as a scaled projected gradient step,
+    Bertsekas, SIAM J. Control Optim. 20(2), 1982), invariant to the rows' and the cost's
+    units."""
+    N = Luu.shape[0]
+    n = 0
+    for b in range(len(polished)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        for k in range(y.shape[0]):
+            t = start + k
+            for i in range(y.shape[1]):
+                if kind == 1:
+                    c = Luu[t, i, i] + sigma
+                elif kind == 2:
+                    c = Lxx[t, dx_index[i], dx_index[i]] + sigma
+                else:
+                    j = index[i]
+                    c = 0.0
+                    for a in range(Rx.shape[2]):
+                        ra = Rx[k, j, a]
+                        c += sigma * ra * ra
+                        for e in range(Rx.shape[2]):
+                            c += ra * Lxx[t, a, e] * Rx[k, j, e]
+                    if t < N:
+                        for a in range(Ru.shape[2]):
+                            ra = Ru[k, j, a]
+                            c += sigma * ra * ra
+                            for e in range(Ru.shape[2]):
+                                c += ra * Luu[t, a, e] * Ru[k, j, e]
+                            for e in range(Rx.shape[2]):
+                                c += 2.0 * Rx[k, j, e] * Lxu[t, e, a] * ra
+                out[n] = c
+                n += 1
+
+
+def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smallest, changed):
+    """A globalized round of the primal-dual active-set method for the rounds that cycle
+    (:meth:`CSQP._polish`): HIK's rounds are a semismooth Newton method on the QP's KKT
+    conditions (Hintermueller, Ito & Kunisch 2002, Sec. 2), here damped by a backtracking
+    line search on the merit |Phi|^2 of its residual (the damped semismooth Newton method,
+    Qi & Sun, Math. Prog. 58, 1993; Facchinei & Pang, "Finite-Dimensional Variational
+    Inequalities and Complementarity Problems", 2003, Sec. 8.3).
+
+    ``iterate`` (4, rows; the rows block after block in C order) holds the iterate (v0,
+    y0) of the rows' values and multipliers in its first two rows (NaN first: none yet,
+    the first round after the switch) and gets the polished step's (v1, y1) in its last
+    two (:func:`_damped_target`): w1 = (dx, du) solving the equality-constrained LQ on the
+    current active set, y1 the polishing rows' multipliers.  Every iterate is a convex
+    combination of such solutions, each making the LQ's Lagrangian stationary, so the
+    stationarity part of Phi is zero along the segment (linear in (w, y)) and Phi is the
+    rows' natural residual (:func:`_merit`).  On the active set's own piece Phi(t) = (1 -
+    t) Phi(0): the Newton direction; a row that crosses a kink ends the piece.
+
+    Returns (rows changed, the last knot with a changed row, step t): (0, -1, 1.0) where
+    (v1, y1) solves the QP (nothing changed); otherwise the largest t of 1, 1/2, ...,
+    ``smallest`` with merit(t) <= (1 - 2 c1 t) merit(0) (t = 1 for the first iterate),
+    or where it is larger a step just past the first kink (:func:`_first_kink`: up to
+    it merit(t) = (1 - t)^2 merit(0), which passes the test), moves the iterate and the
+    active set becomes the natural residual's there (:func:`_damped_move`), the step
+    repeated from the new iterate while that set is the current one (the next solve
+    would be this one); (-1, -1, 0) where no step passes (a kink at the iterate).
+    Python around four kernels (a few calls per round, a few rounds per cycling QP): as a
+    kernel it compiled its callees again, 6.5 s of CPU at a solve's first cycle (ur5
+    "barely", the rest cached) against 2.5 s.  Measured where the ladder alone failed (ur5 "barely" from the guess, untuned3, in an
+    experiment that switched its rounds to damped after their 6th round): a kink within
+    1e-6 of the iterate, merit 2219.458 at t = 0 and 2219.471 at t = 1e-6, every step
+    down to 2^-20 refused, ADMM (575 iterations) after it."""
+    if _damped_target(polished, dx, du, iterate, tolerance):
+        return 0, -1, 1.0
+    fresh = np.isnan(iterate[0, 0])
+    if fresh:
+        iterate[:2] = iterate[2:]
+    step = 1.0
+    for attempt in range(64):
+        merit0 = _merit(polished, iterate, curvature, 0.0)
+        step = 1.0
+        while not fresh and _merit(polished, iterate, curvature, step) > \
+                (1.0 - 2.0 * c1 * step) * merit0:
+            step *= 0.5
+            if step < smallest:
+                step = 0.0
+                break
+        if not fresh and step < 1.0:
+            # up to the first kink the merit is (1 - t)^2 merit(0): a step just past it
+            # passes Armijo's test and changes that row's activity, where a kink close to
+            # the iterate (a row at its bound with a multiplier near zero) leaves every
+            # step of the ladder refused
+            kink = _first_kink(polished, iterate, curvature)
+            if kink < 1.0:
+                step = max(step, min(1.0, kink * (1.0 + KINK_PAST)))
+        if step == 0.0:
+            return -1, -1, step
+        fresh = False
+        changes, last = _damped_move(polished, iterate, curvature, step, big, changed)
+        if changes > 0:
+            return changes, last, step
+    return -1, -1, step
+
+
+@kernel
+def _damped_target(polished, dx, du, iterate, tolerance):
+    """(v1, y1) of the polished step w = (dx, du) into iterate[2], iterate[3]; whether it
+    is the QP's solution: no inactive row past a bound by more than ``tolerance``, no
+    active inequality row's multiplier of the wrong sign by more than ``tolerance``
+    (:func:`_polish_fix`'s test)."""
+    solved = True
+    n = 0
+    for b in range(len(polished)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        values = np.empty(y.shape)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                iterate[2, n] = values[k, i]
+                iterate[3, n] = y[k, i]
+                n += 1
+                if lower[i] == upper[i]:
+                    continue
+                if rho[k, i] == 0.0:
+                    if max(values[k, i] - upper[i], lower[i] - values[k, i]) > tolerance:
+                        solved = False
+                elif (z[k, i] == lower[i] and y[k, i] > tolerance) or \
+                        (z[k, i] == upper[i] and y[k, i] < -tolerance):
+                    solved = False
+    return solved
+
+
+@kernel
+def _first_kink(polished, iterate, curvature):
+    """The smallest t in (0, 1] where a row's v + y / c crosses one of its bounds along
+    (v0, y0) + t (v1 - v0, y1 - y0) (``iterate``'s rows, :func:`_damped_round`): the end
+    of the current active set's piece of the merit; inf where none does."""
+    first = np.inf
+    n = 0
+    for b in range(len(polished)):
+        lower, upper, y = polished[b][8], polished[b][9], polished[b][5]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                c = curvature[n]
+                start = iterate[0, n] + iterate[1, n] / c
+                slope = (iterate[2, n] - iterate[0, n]) + (iterate[3, n] - iterate[1, n]) / c
+                n += 1
+                if lower[i] == upper[i] or slope == 0.0:
+                    continue
+                for bound in (lower[i], upper[i]):
+                    t = (bound - start) / slope
+                    if 0.0 < t <= 1.0:
+                        first = min(first, t)
+    return first
+
+
+@kernel
+def _merit(polished, iterate, curvature, step):
+    """sum over the inequality rows of the natural residual squared at (v, y) = (v0, y0)
+    + step (v1 - v0, y1 - y0) (``iterate``'s rows, :func:`_damped_round`)."""
+    merit = 0.0
+    n = 0
+    for b in range(len(polished)):
+        lower, upper, y = polished[b][8], polished[b][9], polished[b][5]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                if lower[i] < upper[i]:
+                    v = iterate[0, n] + step * (iterate[2, n] - iterate[0, n])
+                    m = iterate[1, n] + step * (iterate[3, n] - iterate[1, n])
+                    p = _natural_residual(v, m, lower[i], upper[i], curvature[n])
+                    merit += p * p
+                n += 1
+    return merit
+
+
+@kernel
+def _damped_move(polished, iterate, curvature, step, big, changed):
+    """The iterate moved by ``step`` towards (v1, y1), and each inequality row's
+    activity the natural residual's there: v + y / c past a bound, active at that bound
+    (penalty ``big``, y the iterate's as the method of multipliers' start), else
+    inactive (y = 0).  Marks the knots of the changed rows in ``changed``; returns (rows
+    changed, the last knot with one)."""
+    changes, last = 0, -1
+    n = 0
+    for b in range(len(polished)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                v = iterate[0, n] + step * (iterate[2, n] - iterate[0, n])
+                m = iterate[1, n] + step * (iterate[3, n] - iterate[1, n])
+                iterate[0, n], iterate[1, n] = v, m
+                trial = v + m / curvature[n]
+                n += 1
+                if lower[i] == upper[i]:
+                    continue
+                if lower[i] <= trial <= upper[i]:
+                    if rho[k, i] != 0.0:
+                        rho[k, i], y[k, i] = 0.0, 0.0
+                        changes, last = changes + 1, max(last, start + k)
+                        changed[start + k] = True
+                    continue
+                bound = upper[i] if trial > upper[i] else lower[i]
+                y[k, i] = m
+                if rho[k, i] == 0.0 or z[k, i] != bound:
+                    z[k, i], rho[k, i] = bound, big
+                    changes, last = changes + 1, max(last, start + k)
+                    changed[start + k] = True
+    return changes, last
+
+
 @kernel
 def _active_key(polished, key):
     """key = each polishing row's bound where it is active (rho != 0), inf elsewhere,
@@ -1199,6 +1429,10 @@ class CSQP:
         self._polished = [np.zeros(s) for s in shapes for _ in range(3)]
         # the active set's key (:meth:`_active_set`), one entry per polishing row
         self._key = np.empty(sum(int(np.prod(s)) for s in shapes))
+        # the damped rounds' iterate (v, y) of every polishing row and their work rows
+        # (:func:`_damped_round`)
+        self._iterate = np.empty((4, self._key.size))
+        self._curvature = np.empty(self._key.size)
         # the same rows (their r, R arrays) with polishing's y, z, rho (it runs only with
         # rows)
         self.typed_polished = None
@@ -1424,7 +1658,11 @@ class CSQP:
         per SQP iteration).  After more than :data:`STALL_ROUNDS` rounds in a row that
         change no fewer rows than the fewest so far, an active row leaves only at an
         end of its arc (:func:`_polish_fix`'s ``peel``); a round that peeling leaves
-        unchanged takes the full rule (a step is kept only with every sign right)."""
+        unchanged takes the full rule (a step is kept only with every sign right).  At
+        an active set this call already solved (a cycle) the rounds go on as a damped
+        semismooth Newton method (:func:`_damped_round`: a line search on the natural
+        residual of the KKT conditions, each row scaled by its curvature,
+        :func:`_row_curvatures`); where its line search fails, False (ADMM)."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
@@ -1450,7 +1688,7 @@ class CSQP:
         # wander (bolt's friction pyramids: 30 distinct active sets), to the last round
         # and then ADMM.  From there on an active row leaves only at an end of its arc
         # (:func:`_polish_fix`'s ``peel``)
-        peel, fewest, stalled = False, 1 << 62, 0
+        peel, fewest, stalled, damped = False, 1 << 62, 0, False
         done_rounds, previous, contradicted = 0, np.inf, 0
         while done_rounds < rounds:
             done_rounds += 1
@@ -1469,16 +1707,31 @@ class CSQP:
             changed[:] = False
             swept = True
             tight = self._tight_eps
-            for eps in (POLISH_LOOSE_EPS, tight):
+            # a damped round reads the multipliers' values, not only their signs: no
+            # loose pass (the multipliers move by up to big x the residual per sweep)
+            for eps in ((tight,) if damped else (POLISH_LOOSE_EPS, tight)):
                 done, prim, dual, prim_scale, dual_scale = _admm(
                     polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
                 swept = False
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
-                changes, last = _polish_fix(polished, pdx, pdu, self.big, POLISH_TOLERANCE,
-                                            self._sparse, changed, peel)
-                if changes == 0 and peel:
+                if damped:
+                    # the damped rounds' merit needs each solve's exact multipliers: active
+                    # rows that contradict each other (the method of multipliers short of
+                    # them) go to ADMM and its certificate at once
+                    if done >= self.polish_iter and \
+                            prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                        return False
+                    changes, last, _ = _damped_round(
+                        polished, pdx, pdu, self._iterate, self._curvature, self.big,
+                        POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
+                    if changes < 0:
+                        return False
+                else:
+                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
+                                                POLISH_TOLERANCE, self._sparse, changed, peel)
+                if changes == 0 and peel and not damped:
                     # the wrong-signed rows inside arcs that peeling kept leave now: the
                     # step is the QP's solution only with every multiplier's sign right
                     changes, last = _polish_fix(polished, pdx, pdu, self.big,
@@ -1497,7 +1750,7 @@ class CSQP:
             # the rows of knots after the last change are those of this factorization,
             # and below it those of unmarked knots
             t_end, knots = min(last + 1, N), changed
-            if not peel and changes > 0:
+            if not peel and not damped and changes > 0:
                 fewest, stalled = min(fewest, changes), 0 if changes < fewest else stalled + 1
                 peel = stalled > STALL_ROUNDS
             # from ADMM's active set (``skip_failed``) one round more while each round
@@ -1519,13 +1772,21 @@ class CSQP:
                 # the QP's own costates (the solve loop's nu): no adjoint sweep
                 self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
                 return True
-            # an active set this call already solved: the rounds cycle, give up now
-            # rather than after ``rounds`` (ur5 "barely", untuned3, from the guess: QPs
-            # 4 and 5 went round a cycle of 11 and 8 active sets until their 30 solves
-            # ran out, then ADMM)
+            # an active set this call already solved: the rounds cycle (ur5 "barely",
+            # untuned3, from the guess: QPs 4 and 5 went round a cycle of 11 and 8 active
+            # sets until their 30 solves ran out, then ADMM; qp23 gave up at the repeat,
+            # then ADMM: 225 iterations and 8 failed polishes in QP 4).  The rounds go on
+            # damped (:func:`_damped_round`) from the next solve on, within ``rounds``;
+            # ADMM where the damped line search fails
+            if damped:
+                continue
             active = self._active_set()
             if active in visited:
-                return False
+                damped = True
+                self._iterate[0, 0] = np.nan
+                _row_curvatures(polished, problem.Lxx, problem.Luu, problem.Lxu, sigma,
+                                self._curvature)
+                continue
             visited.add(active)
         return False
 
