@@ -156,6 +156,41 @@ def _share_stage_kinematics(idata):
     idata.stage_points = [idata.trial_points[j * K:(j + 1) * K] for j in range(S)]
 
 
+def _stage_point_outputs(data):
+    """Scratch outputs (K knots) of the running cost at one RK stage point, in the
+    point's own (y, u): :func:`_chain_stage_point` carries them to the knot's (x, u)."""
+    scratch = getattr(data, "stage_point_outputs", None)
+    if scratch is None:
+        out = data.outputs
+        scratch = StageOutputs(*(np.zeros(a.shape) for a in
+                                 (out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu)))
+        data.stage_point_outputs = scratch
+    return scratch
+
+
+def _chain_stage_point(point, y_x, y_u, out):
+    """Add the cost at a stage point y(x, u) and its Gauss-Newton derivatives in (y, u),
+    ``point`` (Ly, Lu, Lyy, Luu, Lyu), to ``out`` in the knot's (x, u), once for all the
+    terms (Crocoddyl's ``IntegratedActionModelRK`` chains each stage's sum likewise):
+
+        Lx += y_x^T Ly,   Lu += y_u^T Ly + Lu,   Lxx += y_x^T Lyy y_x,
+        Lxu += y_x^T (Lyy y_u + Lyu),   Luu += y_u^T Lyy y_u + y_u^T Lyu + Lyu^T y_u + Luu.
+
+    Chaining each term's residual Jacobian instead (R y_x, then w R^T A R dense) cost a
+    product per term and stage and made every row of the accumulation dense."""
+    out.cost += point.cost
+    x_t = y_x.transpose(0, 2, 1)
+    u_t = y_u.transpose(0, 2, 1)
+    out.Lx += np.matmul(x_t, point.Lx[:, :, None])[:, :, 0]
+    out.Lu += np.matmul(u_t, point.Lx[:, :, None])[:, :, 0] + point.Lu
+    Lyy_x = np.matmul(point.Lxx, y_x)
+    out.Lxx += np.matmul(x_t, Lyy_x)
+    Lyy_u = np.matmul(point.Lxx, y_u)
+    out.Lxu += np.matmul(x_t, Lyy_u + point.Lxu)
+    yu_Lyu = np.matmul(u_t, point.Lxu)
+    out.Luu += np.matmul(u_t, Lyy_u) + yu_Lyu + yu_Lyu.transpose(0, 2, 1) + point.Luu
+
+
 def _check_terms(costs, constraints, multibody, terminal):
     for term in list(costs) + list(constraints):
         residual = term.residual
@@ -415,13 +450,16 @@ class StageModel:
         stage_points = idata.points if stage_points is None else stage_points
         for j, b in self.cost_points:
             if j == 0:
-                points, kinematics, chain = xs, data.kinematics, None
+                points, kinematics, out = xs, data.kinematics, data.outputs
             else:
                 points, kinematics = stage_points[j], idata.stages[j].dynamics
-                chain = (idata.points_x[j], idata.points_u[j]) if with_derivatives else None
+                out = _stage_point_outputs(data) if with_derivatives else data.outputs
+                if with_derivatives:
+                    out.clear(True)
             for cost, cdata in zip(self.costs, data.costs):
-                cost.add(cdata, kinematics, points, us, b * self.dt, data.outputs,
-                         with_derivatives, chain)
+                cost.add(cdata, kinematics, points, us, b * self.dt, out, with_derivatives)
+            if out is not data.outputs:
+                _chain_stage_point(out, idata.points_x[j], idata.points_u[j], data.outputs)
 
     def calc_constraints(self, data, xs, us, with_derivatives, refresh=True):
         """Evaluate the constraint residuals (values, and Jacobians when asked).  The
