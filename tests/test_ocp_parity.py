@@ -271,14 +271,50 @@ def test_rk_running_cost_is_the_quadrature_over_the_stage_points(scheme):
     assert np.all(np.abs(out.cost - knot_cost) > 1e-6 * np.abs(knot_cost))
 
 
+class _VelocityPlusControl(ocp.residuals.Residual):
+    """r = v + B u - reference (nv): a residual of both the state and the controls, so
+    the stage-point derivatives have an Lyu block (no built-in residual of a free-dynamics
+    stage has one)."""
+
+    uses_control = True
+
+    def __init__(self, nv, B, reference):
+        self.nr, self.nv = nv, nv
+        self.B, self.reference = np.asarray(B, float), np.asarray(reference, float)
+
+    def create_data(self, K, ndx, nu):
+        return ocp.residuals.ResidualData(K, self.nr, ndx, nu,
+                                          np.broadcast_to(self.reference, (K, self.nr)).copy())
+
+    def calc(self, data, kinematics, xs, us):
+        data.r[:] = xs[:, -self.nv:] + us @ self.B.T - data.reference
+        return data.r
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self.calc(data, kinematics, xs, us)
+        data.Rx[:] = 0.0
+        data.Rx[:, :, -self.nv:] = np.eye(self.nv)
+        data.Ru[:] = self.B
+        return data
+
+
+@pytest.mark.parametrize("mixed", [False, True])
 @pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
-def test_rk_cost_derivatives_against_finite_differences(scheme):
+def test_rk_cost_derivatives_against_finite_differences(scheme, mixed):
     """Lx, Lu: central differences of the stage cost; Lxx, Lxu, Luu: the Gauss-Newton
     dt sum_j b_j w J_j^T A J_j with J_j the Jacobian of r(y_j(x, u), u) by central
-    differences (Quadratic / WeightedQuadratic activations: A constant)."""
+    differences (Quadratic / WeightedQuadratic activations: A constant).  ``mixed`` adds a
+    residual of both x and u (the stage points' Lyu block, chained once per stage)."""
     K = 2
     _, dynamics, _, costs, xs, us = _arm_stage_inputs(K, 2)
     state = dynamics.state
+    if mixed:
+        nv = state.nv
+        mix = np.random.default_rng(5)
+        costs = costs + [ocp.Cost(_VelocityPlusControl(nv, mix.standard_normal((nv, nv)),
+                                                       mix.standard_normal(nv)),
+                                  ocp.WeightedQuadratic(mix.uniform(0.5, 2.0, nv)),
+                                  weight=0.3)]
     stage = ocp.StageModel(dynamics, costs, dt=0.05, integrator=scheme)
     out, _ = _stage_outputs(stage, xs, us, True)
     step = 1e-6
