@@ -444,7 +444,9 @@ class StageModel:
     def _costs(self, data, xs, us, with_derivatives, stage_points=None):
         """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot); the stage
         points y_j those of the last :meth:`calc` or :meth:`calc_diff`, or
-        ``stage_points`` (a trial's, without derivatives)."""
+        ``stage_points`` (a trial's, without derivatives).  With derivatives, the terms at
+        a stage point y_j add into scratch outputs in (y_j, u), chained to (x, u) once per
+        stage point (:func:`_chain_stage_point`)."""
         data.outputs.clear(with_derivatives)
         idata = data.integrator
         stage_points = idata.points if stage_points is None else stage_points
