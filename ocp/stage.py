@@ -168,7 +168,7 @@ def _stage_point_outputs(data):
     return scratch
 
 
-def _chain_stage_point(point, y_x, y_u, out):
+def _chain_stage_point(point, y_x, y_u, out, mixed=True):
     """Add the cost at a stage point y(x, u) and its Gauss-Newton derivatives in (y, u),
     ``point`` (Ly, Lu, Lyy, Luu, Lyu), to ``out`` in the knot's (x, u), once for all the
     terms (Crocoddyl's ``IntegratedActionModelRK`` chains each stage's sum likewise):
@@ -177,7 +177,8 @@ def _chain_stage_point(point, y_x, y_u, out):
         Lxu += y_x^T (Lyy y_u + Lyu),   Luu += y_u^T Lyy y_u + y_u^T Lyu + Lyu^T y_u + Luu.
 
     Chaining each term's residual Jacobian instead (R y_x, then w R^T A R dense) cost a
-    product per term and stage and made every row of the accumulation dense."""
+    product per term and stage and made every row of the accumulation dense.  ``mixed``
+    False: no term reads both y and u, so Lyu is zero and its products are skipped."""
     out.cost += point.cost
     x_t = y_x.transpose(0, 2, 1)
     u_t = y_u.transpose(0, 2, 1)
@@ -186,6 +187,10 @@ def _chain_stage_point(point, y_x, y_u, out):
     Lyy_x = np.matmul(point.Lxx, y_x)
     out.Lxx += np.matmul(x_t, Lyy_x)
     Lyy_u = np.matmul(point.Lxx, y_u)
+    if not mixed:
+        out.Lxu += np.matmul(x_t, Lyy_u)
+        out.Luu += np.matmul(u_t, Lyy_u) + point.Luu
+        return
     out.Lxu += np.matmul(x_t, Lyy_u + point.Lxu)
     yu_Lyu = np.matmul(u_t, point.Lxu)
     out.Luu += np.matmul(u_t, Lyy_u) + yu_Lyu + yu_Lyu.transpose(0, 2, 1) + point.Luu
@@ -270,6 +275,9 @@ class StageModel:
         weights = self.integrator.weights if self.cost_quadrature else (1.0,)
         # (stage point j, b_j) of the running cost: the knot alone, or the RK stage points
         self.cost_points = [(j, b) for j, b in enumerate(weights) if b != 0.0]
+        # whether a cost reads both x and u (an Lxu block of its own)
+        self.mixed_costs = any(c.residual.uses_control and c.residual.depends_on_state
+                               for c in self.costs)
         # what calc_costs (the line search) and calc_constraints refresh
         self.kinematics_for_costs = max((c.residual.kinematics
                                          for c in self.costs + self.constraints), default=0)
@@ -461,7 +469,8 @@ class StageModel:
             for cost, cdata in zip(self.costs, data.costs):
                 cost.add(cdata, kinematics, points, us, b * self.dt, out, with_derivatives)
             if out is not data.outputs:
-                _chain_stage_point(out, idata.points_x[j], idata.points_u[j], data.outputs)
+                _chain_stage_point(out, idata.points_x[j], idata.points_u[j], data.outputs,
+                                   self.mixed_costs)
 
     def calc_constraints(self, data, xs, us, with_derivatives, refresh=True):
         """Evaluate the constraint residuals (values, and Jacobians when asked).  The
