@@ -437,3 +437,65 @@ def _nonzero_columns(row, columns):
             columns[n] = c
             n += 1
     return n
+
+
+@kernel
+def chain_stage_point(point, y_x, y_u, mixed, out, A_x, A_u, T_x, T_u):
+    """Add the cost of an RK stage point y(x, u) and its Gauss-Newton derivatives in
+    (y, u), ``point`` = (cost, Ly, Lu, Lyy, Luu, Lyu), to ``out`` = (cost, Lx, Lu, Lxx,
+    Luu, Lxu) in the knot's (x, u), once for the sum of the point's terms (the chain rule
+    through y; Crocoddyl's ``IntegratedActionModelRK`` chains each stage's sum likewise):
+
+        Lx += y_x^T Ly,   Lu += y_u^T Ly + Lu,   Lxx += y_x^T Lyy y_x,
+        Lxu += y_x^T (Lyy y_u + Lyu),   Luu += y_u^T (Lyy y_u + Lyu) + Lyu^T y_u + Luu.
+
+    Scratch: A_x (ndx, ndx) = Lyy y_x, A_u (ndx, nu) = Lyy y_u + Lyu, T_x (ndx, ndx),
+    T_u (ndx + nu, nu) the products before they are added.  Every product is a sum of
+    rows scaled by a scalar (contiguous inner loops, which vectorize).  ``mixed`` False:
+    no term reads both y and u (Lyu is zero), its products are skipped."""
+    c_y, Ly, Lu_y, Lyy, Luu_y, Lyu = point
+    cost, Lx, Lu, Lxx, Luu, Lxu = out
+    K, n = Ly.shape
+    nu = Lu_y.shape[1]
+    for k in range(K):
+        cost[k] += c_y[k]
+        A_x[:, :] = 0.0
+        for i in range(n):
+            for c in range(nu):
+                A_u[i, c] = Lyu[k, i, c] if mixed else 0.0
+            for m in range(n):
+                a = Lyy[k, i, m]
+                if a == 0.0:
+                    continue
+                for c in range(n):
+                    A_x[i, c] += a * y_x[k, m, c]
+                for c in range(nu):
+                    A_u[i, c] += a * y_u[k, m, c]
+        T_x[:, :] = 0.0
+        T_u[:, :] = 0.0
+        for i in range(n):
+            g = Ly[k, i]
+            for c in range(n):
+                a = y_x[k, i, c]
+                Lx[k, c] += a * g
+                for d in range(n):
+                    T_x[c, d] += a * A_x[i, d]
+                for d in range(nu):
+                    T_u[c, d] += a * A_u[i, d]
+            for c in range(nu):
+                a = y_u[k, i, c]
+                Lu[k, c] += a * g
+                for d in range(nu):
+                    T_u[n + c, d] += a * A_u[i, d]
+                if mixed:
+                    for d in range(nu):
+                        T_u[n + d, c] += Lyu[k, i, d] * a
+        for c in range(n):
+            for d in range(n):
+                Lxx[k, c, d] += T_x[c, d]
+            for d in range(nu):
+                Lxu[k, c, d] += T_u[c, d]
+        for c in range(nu):
+            Lu[k, c] += Lu_y[k, c]
+            for d in range(nu):
+                Luu[k, c, d] += T_u[n + c, d] + Luu_y[k, c, d]
