@@ -23,7 +23,6 @@ import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import numba
 import numpy as np
 from numba import prange
 
@@ -308,21 +307,27 @@ def _rotation_log(R, out, o):
     log3_quaternion(x, y, z, w, out[o:o + 3])
 
 
+# knots per chunk of a residual's knot loop: each chunk allocates its scratch once (per
+# knot, eight small allocations cost ~6 us per 50 knots of a frame placement, against
+# 20 us for its arithmetic); chunks of a few knots still spread over any thread count.
+# (The thread count read inside the kernel, numba.get_num_threads(), is a dynamic global:
+# it made the kernel, and the phase interpreter it is inlined into, uncacheable.)
+_KNOTS_PER_CHUNK = 8
+
+
 @inline_kernel
-def _chunk_count(K):
-    """Chunks of a residual's knot loop: one per Numba thread (at most K), each with its
-    scratch allocated once (per knot, eight small allocations cost ~6 us per 50 knots
-    of a frame placement, against 20 us for its arithmetic)."""
-    return min(K, numba.get_num_threads())
+def _chunk_knots(chunk, K):
+    """The knots (start, stop) of chunk ``chunk`` of a K-knot loop."""
+    start = chunk * _KNOTS_PER_CHUNK
+    return start, min(K, start + _KNOTS_PER_CHUNK)
 
 
 @parallel_kernel("r")
 def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian, r, Rx):
     """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot (in
-    :func:`_chunk_count` chunks, the same arithmetic per knot)."""
+    :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    chunks = _chunk_count(K)
-    for chunk in prange(chunks):
+    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
         R = np.empty((3, 3))
         p = np.empty(3)
         Rrel = np.empty((3, 3))
@@ -332,7 +337,8 @@ def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobi
         J3 = np.empty((3, m.nv))
         J6 = np.empty((6, m.nv))
         rows_t, rows_r, rows_p = np.arange(3), np.arange(3, 6), np.arange(6)
-        for k in range(chunk * K // chunks, (chunk + 1) * K // chunks):
+        start, stop = _chunk_knots(chunk, K)
+        for k in range(start, stop):
             _frame_pose(oR, op, k, joint, fR, fp, R, p)
             if kind == 0:
                 for a in range(3):
@@ -716,15 +722,15 @@ def _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work):
 def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
                              r, Rx):
     """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot
-    (in :func:`_chunk_count` chunks, the same arithmetic per knot)."""
+    (in :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    chunks = _chunk_count(K)
-    for chunk in prange(chunks):
+    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
         R = np.empty((3, 3))
         p = np.empty(3)
         work = np.empty((4, 6))
         ov = np.empty((joint + 1, 6))
-        for k in range(chunk * K // chunks, (chunk + 1) * K // chunks):
+        start, stop = _chunk_knots(chunk, K)
+        for k in range(start, stop):
             ov[:, :] = 0.0
             _frame_pose(oR, op, k, joint, fR, fp, R, p)
             # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
