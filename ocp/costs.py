@@ -212,8 +212,7 @@ def _accumulate_block(weight, k, a_r, A_rr, R, diagonal, AR, L, LL):
 class CostData:
     """Outputs of one cost for K knots: the activation's value (K,), a_r (K, nr), A_rr
     (K, nr, nr), the weight of each knot ``weights`` (K,) (knots grouped from several
-    cost objects keep each its own), and, for costs at RK stage points, the residual's
-    Jacobians through the stage point (``Rx_chain``, ``Ru_chain``)."""
+    cost objects keep each its own)."""
 
     def __init__(self, residual_data, nr, params, weight):
         K = residual_data.r.shape[0]
@@ -224,18 +223,6 @@ class CostData:
         self.params = params
         self.weights = np.full(K, weight)
         self.scaled = np.empty(K)
-        self.Rx_chain = self.Ru_chain = None
-
-    def chain(self, Rx, Ru, y_x, y_u, uses_control):
-        """(Rx y_x, Rx y_u (+ Ru)): the Jacobians of r(y(x, u), u) from those of r at y."""
-        if self.Rx_chain is None:
-            self.Rx_chain = np.empty(Rx.shape)
-            self.Ru_chain = np.empty(Ru.shape)
-        np.matmul(Rx, y_x, out=self.Rx_chain)
-        np.matmul(Rx, y_u, out=self.Ru_chain)
-        if uses_control:
-            self.Ru_chain += Ru
-        return self.Rx_chain, self.Ru_chain
 
 
 class Cost:
@@ -293,15 +280,11 @@ class Cost:
             self.bind(data, 0, K)
         return data
 
-    def add(self, data, kinematics, xs, us, scale, out, with_derivatives, chain=None):
-        """Evaluate and add scale * weight * a(r) (and its derivatives) into ``out``
-        (an object with cost, Lx, Lu, Lxx, Luu, Lxu arrays for the K knots).
-
-        ``chain``: None, or (y_x (K, ndx, ndx), y_u (K, ndx, nu)) when xs are the
-        stage points y(x, u) of an RK stage: the derivatives are then those of
-        r(y(x, u), u) in the knots' (x, u), Gauss-Newton (Crocoddyl's
-        ``IntegratedActionModelRK``: Lx = y_x^T Ly, Lxx = y_x^T Lyy y_x, ...).
-        """
+    def add(self, data, kinematics, xs, us, scale, out, with_derivatives):
+        """Evaluate and add scale * weight * a(r) (and its derivatives in (xs, us)) into
+        ``out`` (an object with cost, Lx, Lu, Lxx, Luu, Lxu arrays for the K knots).  At
+        RK stage points y(x, u) the stage chains the sum of its terms to the knots' (x, u)
+        (:func:`.stage._chain_stage_point`)."""
         rdata = data.residual
         if with_derivatives:
             self.residual.calc_diff(rdata, kinematics, xs, us)
@@ -311,9 +294,6 @@ class Cost:
         residual = self.residual
         with_u = us is not None and residual.uses_control
         Rx, Ru = rdata.Rx, rdata.Ru
-        if with_derivatives and chain is not None and residual.depends_on_state:
-            Rx, Ru = data.chain(Rx, Ru, chain[0], chain[1], with_u)
-            with_u = us is not None
         weights = np.multiply(data.weights, scale, out=data.scaled)
         if not with_derivatives:
             # cost += w a, all that the kernels below do without derivatives: the same
@@ -457,3 +437,65 @@ def _nonzero_columns(row, columns):
             columns[n] = c
             n += 1
     return n
+
+
+@kernel
+def chain_stage_point(point, y_x, y_u, mixed, out, A_x, A_u, T_x, T_u):
+    """Add the cost of an RK stage point y(x, u) and its Gauss-Newton derivatives in
+    (y, u), ``point`` = (cost, Ly, Lu, Lyy, Luu, Lyu), to ``out`` = (cost, Lx, Lu, Lxx,
+    Luu, Lxu) in the knot's (x, u), once for the sum of the point's terms (the chain rule
+    through y; Crocoddyl's ``IntegratedActionModelRK`` chains each stage's sum likewise):
+
+        Lx += y_x^T Ly,   Lu += y_u^T Ly + Lu,   Lxx += y_x^T Lyy y_x,
+        Lxu += y_x^T (Lyy y_u + Lyu),   Luu += y_u^T (Lyy y_u + Lyu) + Lyu^T y_u + Luu.
+
+    Scratch: A_x (ndx, ndx) = Lyy y_x, A_u (ndx, nu) = Lyy y_u + Lyu, T_x (ndx, ndx),
+    T_u (ndx + nu, nu) the products before they are added.  Every product is a sum of
+    rows scaled by a scalar (contiguous inner loops, which vectorize).  ``mixed`` False:
+    no term reads both y and u (Lyu is zero), its products are skipped."""
+    c_y, Ly, Lu_y, Lyy, Luu_y, Lyu = point
+    cost, Lx, Lu, Lxx, Luu, Lxu = out
+    K, n = Ly.shape
+    nu = Lu_y.shape[1]
+    for k in range(K):
+        cost[k] += c_y[k]
+        A_x[:, :] = 0.0
+        for i in range(n):
+            for c in range(nu):
+                A_u[i, c] = Lyu[k, i, c] if mixed else 0.0
+            for m in range(n):
+                a = Lyy[k, i, m]
+                if a == 0.0:
+                    continue
+                for c in range(n):
+                    A_x[i, c] += a * y_x[k, m, c]
+                for c in range(nu):
+                    A_u[i, c] += a * y_u[k, m, c]
+        T_x[:, :] = 0.0
+        T_u[:, :] = 0.0
+        for i in range(n):
+            g = Ly[k, i]
+            for c in range(n):
+                a = y_x[k, i, c]
+                Lx[k, c] += a * g
+                for d in range(n):
+                    T_x[c, d] += a * A_x[i, d]
+                for d in range(nu):
+                    T_u[c, d] += a * A_u[i, d]
+            for c in range(nu):
+                a = y_u[k, i, c]
+                Lu[k, c] += a * g
+                for d in range(nu):
+                    T_u[n + c, d] += a * A_u[i, d]
+                if mixed:
+                    for d in range(nu):
+                        T_u[n + d, c] += Lyu[k, i, d] * a
+        for c in range(n):
+            for d in range(n):
+                Lxx[k, c, d] += T_x[c, d]
+            for d in range(nu):
+                Lxu[k, c, d] += T_u[c, d]
+        for c in range(nu):
+            Lu[k, c] += Lu_y[k, c]
+            for d in range(nu):
+                Luu[k, c, d] += T_u[n + c, d] + Luu_y[k, c, d]

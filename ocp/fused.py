@@ -45,7 +45,10 @@ blocks: the constrained dynamics' state kernels on scratch made at build) that r
 phase raises their stage's error when not.  A component without a step
 (the RK schemes, custom dynamics, JointTorqueResidual, SmoothFrictionConeResidual, a
 frame translation restricted to some axes) makes its stage take the per-term path: the
-same results, more Python.
+same results, more Python.  An RK FreeDynamics stage whose terms all have steps runs
+them as interpreted programs per cost point, its stages' fields by the dynamics' step
+(:meth:`.stage.StageModel._point_programs`, :meth:`.integrators.Integrator.
+fused_stages`), and the RK scheme itself in Python.
 """
 import hashlib
 import importlib.util

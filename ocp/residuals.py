@@ -307,64 +307,89 @@ def _rotation_log(R, out, o):
     log3_quaternion(x, y, z, w, out[o:o + 3])
 
 
+# knots per chunk of a residual's knot loop: each chunk allocates its scratch once (per
+# knot, eight small allocations cost ~6 us per 50 knots of a frame placement, against
+# 20 us for its arithmetic); chunks of a few knots still spread over any thread count.
+# (The thread count read inside the kernel, numba.get_num_threads(), is a dynamic global:
+# it made the kernel, and the phase interpreter it is inlined into, uncacheable.)
+_KNOTS_PER_CHUNK = 8
+
+
+@inline_kernel
+def _chunk_knots(chunk, K):
+    """The knots (start, stop) of chunk ``chunk`` of a K-knot loop."""
+    start = chunk * _KNOTS_PER_CHUNK
+    return start, min(K, start + _KNOTS_PER_CHUNK)
+
+
 @parallel_kernel("r")
 def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian, r, Rx):
-    """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot."""
+    """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot (in
+    :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for k in prange(K):
+    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
         R = np.empty((3, 3))
         p = np.empty(3)
         Rrel = np.empty((3, 3))
         xi = np.empty(6)
-        _frame_pose(oR, op, k, joint, fR, fp, R, p)
-        if kind == 0:
-            for a in range(3):
-                r[k, a] = p[a] - ref_p[k, a]
-            if with_jacobian:
-                # LOCAL_WORLD_ALIGNED linear rows: R J_local[:3]
-                Jl = np.zeros((3, m.nv))
-                _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(3))
-                for a in range(3):
-                    for c in range(m.nv):
-                        Rx[k, a, c] = R[a, 0] * Jl[0, c] + R[a, 1] * Jl[1, c] + R[a, 2] * Jl[2, c]
-            continue
-        # relative placement M_ref^-1 M_f
-        for a in range(3):
-            xi[a] = 0.0
-            for b in range(3):
-                xi[a] += ref_R[k, b, a] * (p[b] - ref_p[k, b])
-                s = 0.0
-                for c in range(3):
-                    s += ref_R[k, c, a] * R[c, b]
-                Rrel[a, b] = s
-        _rotation_log(Rrel, xi, 3)
         S = np.empty((_N_SCRATCH, 3, 3))
-        if kind == 1:
-            for a in range(3):
-                r[k, a] = xi[3 + a]
-            if with_jacobian:
-                Jl = np.zeros((3, m.nv))
-                _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(3, 6))
-                _so3_jr_inverse(xi, 3, 1.0, S, 0)
+        W = np.empty((6, 6))
+        J3 = np.empty((3, m.nv))
+        J6 = np.empty((6, m.nv))
+        rows_t, rows_r, rows_p = np.arange(3), np.arange(3, 6), np.arange(6)
+        start, stop = _chunk_knots(chunk, K)
+        for k in range(start, stop):
+            _frame_pose(oR, op, k, joint, fR, fp, R, p)
+            if kind == 0:
                 for a in range(3):
-                    for c in range(m.nv):
-                        Rx[k, a, c] = S[0, a, 0] * Jl[0, c] + S[0, a, 1] * Jl[1, c] + \
-                            S[0, a, 2] * Jl[2, c]
-            continue
-        _se3_log_translation(xi, S)
-        for a in range(6):
-            r[k, a] = xi[a]
-        if with_jacobian:
-            Jl = np.zeros((6, m.nv))
-            _local_jacobian(m, J, k, joint, R, p, Jl, 0, np.arange(6))
-            W = np.empty((6, 6))
-            _se3_jr_inverse(xi, 1.0, W, S)
-            for a in range(6):
-                for c in range(m.nv):
+                    r[k, a] = p[a] - ref_p[k, a]
+                if with_jacobian:
+                    # LOCAL_WORLD_ALIGNED linear rows: R J_local[:3]
+                    Jl = J3
+                    Jl[:, :] = 0.0
+                    _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_t)
+                    for a in range(3):
+                        for c in range(m.nv):
+                            Rx[k, a, c] = R[a, 0] * Jl[0, c] + R[a, 1] * Jl[1, c] + \
+                                R[a, 2] * Jl[2, c]
+                continue
+            # relative placement M_ref^-1 M_f
+            for a in range(3):
+                xi[a] = 0.0
+                for b in range(3):
+                    xi[a] += ref_R[k, b, a] * (p[b] - ref_p[k, b])
                     s = 0.0
-                    for b in range(6):
-                        s += W[a, b] * Jl[b, c]
-                    Rx[k, a, c] = s
+                    for c in range(3):
+                        s += ref_R[k, c, a] * R[c, b]
+                    Rrel[a, b] = s
+            _rotation_log(Rrel, xi, 3)
+            if kind == 1:
+                for a in range(3):
+                    r[k, a] = xi[3 + a]
+                if with_jacobian:
+                    Jl = J3
+                    Jl[:, :] = 0.0
+                    _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_r)
+                    _so3_jr_inverse(xi, 3, 1.0, S, 0)
+                    for a in range(3):
+                        for c in range(m.nv):
+                            Rx[k, a, c] = S[0, a, 0] * Jl[0, c] + S[0, a, 1] * Jl[1, c] + \
+                                S[0, a, 2] * Jl[2, c]
+                continue
+            _se3_log_translation(xi, S)
+            for a in range(6):
+                r[k, a] = xi[a]
+            if with_jacobian:
+                Jl = J6
+                Jl[:, :] = 0.0
+                _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_p)
+                _se3_jr_inverse(xi, 1.0, W, S)
+                for a in range(6):
+                    for c in range(m.nv):
+                        s = 0.0
+                        for b in range(6):
+                            s += W[a, b] * Jl[b, c]
+                        Rx[k, a, c] = s
 
 
 @kernel
@@ -696,26 +721,30 @@ def _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work):
 @parallel_kernel("r")
 def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
                              r, Rx):
-    """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot."""
+    """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot
+    (in :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for k in prange(K):
+    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
         R = np.empty((3, 3))
         p = np.empty(3)
         work = np.empty((4, 6))
-        ov = np.zeros((joint + 1, 6))
-        _frame_pose(oR, op, k, joint, fR, fp, R, p)
-        # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
-        for i in range(1, joint + 1):
+        ov = np.empty((joint + 1, 6))
+        start, stop = _chunk_knots(chunk, K)
+        for k in range(start, stop):
+            ov[:, :] = 0.0
+            _frame_pose(oR, op, k, joint, fR, fp, R, p)
+            # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
+            for i in range(1, joint + 1):
+                for a in range(6):
+                    s = ov[m.parents[i], a]
+                    for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+                        s += J[k, a, c] * vs[k, c]
+                    ov[i, a] = s
+            _express_motion(reference, R, p, ov[joint], work[0])
             for a in range(6):
-                s = ov[m.parents[i], a]
-                for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-                    s += J[k, a, c] * vs[k, c]
-                ov[i, a] = s
-        _express_motion(reference, R, p, ov[joint], work[0])
-        for a in range(6):
-            r[k, a] = work[0, a] - ref[k, a]
-        if with_jacobian:
-            _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work)
+                r[k, a] = work[0, a] - ref[k, a]
+            if with_jacobian:
+                _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work)
 
 
 class FrameVelocityResidual(_FrameResidual):

@@ -32,8 +32,9 @@ from ..dynamics.config import num_threads
 from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
-from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, kinematics_step,
-                    outputs_tuple)
+from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, interpreted,
+                    kinematics_step, outputs_tuple)
+from .costs import chain_stage_point
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
@@ -156,6 +157,39 @@ def _share_stage_kinematics(idata):
     idata.stage_points = [idata.trial_points[j * K:(j + 1) * K] for j in range(S)]
 
 
+def _stage_point_outputs(data):
+    """Scratch outputs (K knots) of the running cost at one RK stage point, in the
+    point's own (y, u): :func:`_chain_stage_point` carries them to the knot's (x, u)."""
+    scratch = getattr(data, "stage_point_outputs", None)
+    if scratch is None:
+        out = data.outputs
+        scratch = StageOutputs(*(np.zeros(a.shape) for a in
+                                 (out.cost, out.Lx, out.Lu, out.Lxx, out.Luu, out.Lxu)))
+        data.stage_point_outputs = scratch
+        # the chain's operands: these outputs, the stage's, the products' scratch
+        ndx, nu = out.Lx.shape[1], out.Lu.shape[1]
+        data.chain_scratch = (_output_arrays(scratch), _output_arrays(out),
+                              np.zeros((ndx, ndx)), np.zeros((ndx, nu)),
+                              np.zeros((ndx, ndx)), np.zeros((ndx + nu, nu)))
+    return scratch
+
+
+def _output_arrays(outputs):
+    return (outputs.cost, outputs.Lx, outputs.Lu, outputs.Lxx, outputs.Luu, outputs.Lxu)
+
+
+def _chain_stage_point(data, j, mixed):
+    """Add the cost at stage point y_j(x, u) and its derivatives in (y_j, u), summed in
+    the point's scratch outputs (:func:`_stage_point_outputs`), to the stage outputs in
+    the knot's (x, u): :func:`.costs.chain_stage_point` (one compiled call per stage
+    point; chaining each term's residual Jacobian instead, R y_x then w R^T A R dense,
+    cost a product per term and stage point and made every accumulated row dense).
+    ``mixed`` False: no term reads both x and u (no Lyu products)."""
+    idata = data.integrator
+    scratch = data.chain_scratch
+    chain_stage_point(scratch[0], idata.points_x[j], idata.points_u[j], mixed, *scratch[1:])
+
+
 def _check_terms(costs, constraints, multibody, terminal):
     for term in list(costs) + list(constraints):
         residual = term.residual
@@ -235,6 +269,9 @@ class StageModel:
         weights = self.integrator.weights if self.cost_quadrature else (1.0,)
         # (stage point j, b_j) of the running cost: the knot alone, or the RK stage points
         self.cost_points = [(j, b) for j, b in enumerate(weights) if b != 0.0]
+        # whether a cost reads both x and u (an Lxu block of its own)
+        self.mixed_costs = any(c.residual.uses_control and c.residual.depends_on_state
+                               for c in self.costs)
         # what calc_costs (the line search) and calc_constraints refresh
         self.kinematics_for_costs = max((c.residual.kinematics
                                          for c in self.costs + self.constraints), default=0)
@@ -306,6 +343,7 @@ class StageModel:
         phase = fused_phase(self, data)
         if phase is not None:
             return phase(_contiguous(xs), _contiguous(us), CALC)
+        self._point_programs(data)      # built before the integrator's first call
         self.integrator.calc(data.integrator, xs, us)
         self._costs(data, xs, us, False)
 
@@ -314,6 +352,7 @@ class StageModel:
         phase = fused_phase(self, data)
         if phase is not None:
             return phase(_contiguous(xs), _contiguous(us), DIFF)
+        self._point_programs(data)      # built before the integrator's first call
         self.integrator.calc_diff(data.integrator, xs, us)
         self._costs(data, xs, us, True)
 
@@ -409,19 +448,92 @@ class StageModel:
     def _costs(self, data, xs, us, with_derivatives, stage_points=None):
         """dt sum_j b_j l(y_j, u) over the cost points (y_0 = x, the knot); the stage
         points y_j those of the last :meth:`calc` or :meth:`calc_diff`, or
-        ``stage_points`` (a trial's, without derivatives)."""
-        data.outputs.clear(with_derivatives)
+        ``stage_points`` (a trial's, without derivatives).  With derivatives, the terms at
+        a stage point y_j add into scratch outputs in (y_j, u), chained to (x, u) once per
+        stage point (:func:`_chain_stage_point`).  On one Numba thread, when every term
+        has a fused step, each point's terms run as one interpreted program
+        (:meth:`_point_programs`), else one call per term."""
         idata = data.integrator
         stage_points = idata.points if stage_points is None else stage_points
+        programs = self._point_programs(data)
+        if programs is not None:
+            us = _contiguous(us)
+            if with_derivatives and self.cost_points[0][0] != 0:
+                data.outputs.clear(True)
+            for (j, _), values, derivatives in zip(self.cost_points, *programs):
+                points = _contiguous(xs if j == 0 else stage_points[j])
+                if not with_derivatives:
+                    values(points, us, CALC)
+                    continue
+                derivatives(points, us, DIFF)
+                if j != 0:
+                    _chain_stage_point(data, j, self.mixed_costs)
+            return
+        data.outputs.clear(with_derivatives)
         for j, b in self.cost_points:
             if j == 0:
-                points, kinematics, chain = xs, data.kinematics, None
+                points, kinematics, out = xs, data.kinematics, data.outputs
             else:
                 points, kinematics = stage_points[j], idata.stages[j].dynamics
-                chain = (idata.points_x[j], idata.points_u[j]) if with_derivatives else None
+                out = _stage_point_outputs(data) if with_derivatives else data.outputs
+                if with_derivatives:
+                    out.clear(True)
             for cost, cdata in zip(self.costs, data.costs):
-                cost.add(cdata, kinematics, points, us, b * self.dt, data.outputs,
-                         with_derivatives, chain)
+                cost.add(cdata, kinematics, points, us, b * self.dt, out, with_derivatives)
+            if out is not data.outputs:
+                _chain_stage_point(data, j, self.mixed_costs)
+
+    def _point_programs(self, data):
+        """(values, derivatives): per cost point (j, b_j), the :class:`~.fused.FusedPhase`
+        of its terms (each residual, then its activation and accumulation at scale
+        dt b_j, one interpreted call: no Python per term) on the point's states and
+        kinematics (the knot's, or stage j's of the integrator data).  ``values`` add
+        into the stage outputs (the first point's clears them): the same sums in the
+        same order as the per-term path; ``derivatives`` write the knot's outputs at
+        j = 0 (cleared first) and a stage point's scratch outputs in (y_j, u) (cleared
+        first, then chained by :func:`_chain_stage_point`).  None on several Numba
+        threads (the per-term path and its parallel kernels, as :func:`fused_phase`),
+        or when a term has no fused step; built once per data."""
+        programs = getattr(data, "point_programs", None)
+        if programs is None:
+            programs = data.point_programs = self._build_point_programs(data) or False
+        if not programs or num_threads() != 1:
+            return None
+        return programs
+
+    def _build_point_programs(self, data):
+        """The programs of :meth:`_point_programs`, or None: only for an RK FreeDynamics
+        stage (the Euler stages keep their fused phase or the per-term path, bit for
+        bit), and only where every program is one of the interpreter (no generated
+        function to compile: a term of another model, say, keeps the per-term path)."""
+        stage_outputs = outputs_tuple(data.outputs)
+        if (stage_outputs is None or len(self.integrator.weights) == 1
+                or type(self.dynamics) is not FreeDynamics or not self.costs):
+            return None
+        idata, model = data.integrator, self.state.model.arrays
+        values, derivatives = [], []
+        for n, (j, b) in enumerate(self.cost_points):
+            kinematics = data.kinematics if j == 0 else idata.stages[j].dynamics
+            out = stage_outputs if j == 0 else outputs_tuple(_stage_point_outputs(data))
+            # values: the first point clears the outputs, the others add to them
+            for programs, target, clear_at in ((values, stage_outputs, 0 if n == 0 else None),
+                                               (derivatives, out, 0)):
+                steps = cost_steps(self.costs, data.costs, kinematics, self.state,
+                                   b * self.dt, True)
+                if steps is None:
+                    return None
+                clear_at = len(steps) + 1 if clear_at is None else clear_at
+                if interpreted(steps, clear_at, model) is None:
+                    return None
+                programs.append(FusedPhase(steps, target, clear_at, model))
+        # the stages' dynamics by their fused steps too, unless a constraint's residual
+        # has none (a per-term residual may read more of the dynamics' Data than the
+        # placements and world Jacobians that those steps leave)
+        if all(getattr(c.residual, "fused_step", None) is not None and
+               c.residual.fused_step(cdata, data.kinematics, self.state) is not None
+               for c, cdata in zip(self.constraints, data.constraints)):
+            self.integrator.fused_stages(idata, self.kinematics_for_costs)
+        return values, derivatives
 
     def calc_constraints(self, data, xs, us, with_derivatives, refresh=True):
         """Evaluate the constraint residuals (values, and Jacobians when asked).  The

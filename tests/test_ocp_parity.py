@@ -271,14 +271,50 @@ def test_rk_running_cost_is_the_quadrature_over_the_stage_points(scheme):
     assert np.all(np.abs(out.cost - knot_cost) > 1e-6 * np.abs(knot_cost))
 
 
+class _VelocityPlusControl(ocp.residuals.Residual):
+    """r = v + B u - reference (nv): a residual of both the state and the controls, so
+    the stage-point derivatives have an Lyu block (no built-in residual of a free-dynamics
+    stage has one)."""
+
+    uses_control = True
+
+    def __init__(self, nv, B, reference):
+        self.nr, self.nv = nv, nv
+        self.B, self.reference = np.asarray(B, float), np.asarray(reference, float)
+
+    def create_data(self, K, ndx, nu):
+        return ocp.residuals.ResidualData(K, self.nr, ndx, nu,
+                                          np.broadcast_to(self.reference, (K, self.nr)).copy())
+
+    def calc(self, data, kinematics, xs, us):
+        data.r[:] = xs[:, -self.nv:] + us @ self.B.T - data.reference
+        return data.r
+
+    def calc_diff(self, data, kinematics, xs, us):
+        self.calc(data, kinematics, xs, us)
+        data.Rx[:] = 0.0
+        data.Rx[:, :, -self.nv:] = np.eye(self.nv)
+        data.Ru[:] = self.B
+        return data
+
+
+@pytest.mark.parametrize("mixed", [False, True])
 @pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
-def test_rk_cost_derivatives_against_finite_differences(scheme):
+def test_rk_cost_derivatives_against_finite_differences(scheme, mixed):
     """Lx, Lu: central differences of the stage cost; Lxx, Lxu, Luu: the Gauss-Newton
     dt sum_j b_j w J_j^T A J_j with J_j the Jacobian of r(y_j(x, u), u) by central
-    differences (Quadratic / WeightedQuadratic activations: A constant)."""
+    differences (Quadratic / WeightedQuadratic activations: A constant).  ``mixed`` adds a
+    residual of both x and u (the stage points' Lyu block, chained once per stage)."""
     K = 2
     _, dynamics, _, costs, xs, us = _arm_stage_inputs(K, 2)
     state = dynamics.state
+    if mixed:
+        nv = state.nv
+        mix = np.random.default_rng(5)
+        costs = costs + [ocp.Cost(_VelocityPlusControl(nv, mix.standard_normal((nv, nv)),
+                                                       mix.standard_normal(nv)),
+                                  ocp.WeightedQuadratic(mix.uniform(0.5, 2.0, nv)),
+                                  weight=0.3)]
     stage = ocp.StageModel(dynamics, costs, dt=0.05, integrator=scheme)
     out, _ = _stage_outputs(stage, xs, us, True)
     step = 1e-6
@@ -318,6 +354,80 @@ def test_rk_cost_derivatives_against_finite_differences(scheme):
     for name, analytical, numerical in (("Lxx", out.Lxx, Lxx), ("Lxu", out.Lxu, Lxu),
                                         ("Luu", out.Luu, Luu)):
         assert ocp.checks.scaled_error(analytical, numerical) < RTOL_FD, name
+
+
+class _one_numba_thread:
+    """Numba's thread count 1 inside (the stage models' fused paths run only there)."""
+
+    def __enter__(self):
+        import numba
+        self.count = numba.get_num_threads()
+        numba.set_num_threads(1)
+
+    def __exit__(self, *_):
+        import numba
+        numba.set_num_threads(self.count)
+
+
+def _rk_program_costs(model, state, x0, rng):
+    """:func:`_arm_costs` and terms of the other activations and residual kinds (each has
+    a fused step): a barrier on the state, a Smooth2Norm on a frame placement."""
+    return _arm_costs(model, state, x0, rng) + [
+        ocp.Cost(ocp.StateResidual(state, x0),
+                 ocp.QuadraticBarrier(-0.3 * np.ones(state.ndx), 0.3 * np.ones(state.ndx)),
+                 weight=0.5),
+        ocp.Cost(ocp.FramePlacementResidual(model, "tool0", np.eye(3), [0.3, 0.1, 0.5]),
+                 ocp.Smooth2Norm(1e-3), weight=0.2)]
+
+
+@pytest.mark.parametrize("scheme", ["rk2", "rk3", "rk4"])
+def test_rk_stage_programs_agree_with_the_per_term_path(scheme, monkeypatch):
+    """On one Numba thread an RK free stage runs each cost point's terms as one
+    interpreted program and its stages' dynamics by their fused (lanes) steps; without
+    them (several threads, or a term without a fused step) one call per term and the
+    per-state ABA kernels.  Both give the same costs and derivatives, to rounding."""
+    K = 5
+    robot, dynamics, x0, _, xs, us = _arm_stage_inputs(K, 4)
+    costs = _rk_program_costs(robot.model, dynamics.state, x0, rng_for("rk-programs", 0))
+    stage = ocp.StageModel(dynamics, costs, dt=0.05, integrator=scheme)
+    with _one_numba_thread():
+        fast = [_stage_outputs(stage, xs, us, d) for d in (False, True)]
+        data = fast[1][1]
+        assert data.point_programs and data.integrator.stage_steps is not None
+        monkeypatch.setattr(ocp.StageModel, "_point_programs", lambda self, data: None)
+        slow = [_stage_outputs(stage, xs, us, d) for d in (False, True)]
+        assert slow[1][1].integrator.stage_steps is None
+    for (a, _), (b, _) in zip(fast, slow):
+        np.testing.assert_allclose(a.cost, b.cost, rtol=1e-12)
+    for name in ("Lx", "Lu", "Lxx", "Luu", "Lxu"):
+        a, b = getattr(fast[1][0], name), getattr(slow[1][0], name)
+        assert np.abs(a).max() > 0, name
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-10 * np.abs(b).max(), err_msg=name)
+
+
+def test_rk_stage_with_an_unfused_constraint_keeps_the_per_state_dynamics():
+    """A constraint whose residual has no fused step may read more of the dynamics' Data
+    than the fused steps leave: its RK stage keeps the programs for its costs but the
+    per-state ABA kernels for its stages, and its values stay those of (xs, us)."""
+    K = 3
+    robot, dynamics, x0, costs, xs, us = _arm_stage_inputs(K, 6)
+    nv = dynamics.state.nv
+    mix = np.random.default_rng(7)
+    limit = ocp.Constraint(_VelocityPlusControl(nv, mix.standard_normal((nv, nv)),
+                                                np.zeros(nv)), -np.ones(nv), np.ones(nv))
+    stage = ocp.StageModel(dynamics, costs, [limit], dt=0.05, integrator="rk4")
+    plain = ocp.StageModel(dynamics, costs, dt=0.05, integrator="rk4")
+    with _one_numba_thread():
+        out, data = _stage_outputs(stage, xs, us, True)
+        reference, plain_data = _stage_outputs(plain, xs, us, True)
+        values = stage.calc_constraints(data, xs, us, False)[0].r
+    assert data.point_programs and data.integrator.stage_steps is None
+    assert plain_data.integrator.stage_steps is not None
+    np.testing.assert_allclose(values, xs[:, -nv:] + us @ limit.residual.B.T, rtol=1e-12)
+    for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"):
+        b = getattr(reference, name)
+        np.testing.assert_allclose(getattr(out, name), b, rtol=0,
+                                   atol=1e-10 * np.abs(b).max(), err_msg=name)
 
 
 # --- knots grouped by structure ------------------------------------------------------------
