@@ -1020,7 +1020,7 @@ def _row_curvatures(polished, Lxx, Luu, Lxu, sigma, out):
     (:func:`_damped_round`; for a box-constrained QP min 1/2 w^T A w + g^T w the residual
     w - clip(w - D^-1 (A w + g)) with D = diag(A), as a scaled projected gradient step,
     Bertsekas, SIAM J. Control Optim. 20(2), 1982), invariant to the rows' and the cost's
-    units."""
+    units; 1 where that is not positive."""
     N = Luu.shape[0]
     n = 0
     for b in range(len(polished)):
@@ -1048,7 +1048,10 @@ def _row_curvatures(polished, Lxx, Luu, Lxu, sigma, out):
                                 c += ra * Luu[t, a, e] * Ru[k, j, e]
                             for e in range(Rx.shape[2]):
                                 c += 2.0 * Rx[k, j, e] * Lxu[t, e, a] * ra
-                out[n] = c
+                # a row with no curvature (a Jacobian that vanishes at this knot, no
+                # proximal weight) is left unscaled: dividing by 0 would make the merit
+                # NaN, which every Armijo test passes (review rev32)
+                out[n] = c if c > 0.0 else 1.0
                 n += 1
 
 

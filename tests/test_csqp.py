@@ -608,3 +608,8 @@ def test_row_curvatures_are_the_stage_hessian_along_each_row():
     assert len(expected) == out.size
     assert {b.kind for b in solver.blocks} == {"residual", "u", "x"}
     np.testing.assert_allclose(out, expected, rtol=1e-14, atol=1e-20)
+    # rows without curvature (no Hessian along them, no proximal weight) are left unscaled,
+    # not divided by zero (review rev32: the damped merit was NaN)
+    csqp._row_curvatures(solver.typed_polished, 0 * problem.Lxx, 0 * problem.Luu,
+                         0 * problem.Lxu, 0.0, out)
+    np.testing.assert_array_equal(out, 1.0)
