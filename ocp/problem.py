@@ -199,6 +199,26 @@ SPECULATE_MAX_OFF_CORE = 0.05
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
 
+def _pieces_next_to_last(knots, last_knots):
+    """The parts of the chunk of ``knots`` knots next to the calling thread's last chunk
+    of ``last_knots`` (the terminal knot included): ``PIECES``, or more where parts of
+    ``knots / PIECES`` knots would be longer than that last chunk.  The worker starts
+    on its top part as the calling thread starts its chunk, so its head start over the
+    backward pass that follows it down is about that chunk's knots; a part longer than
+    the head start keeps the backward pass waiting for its bottom knot where the two run
+    at about the same pace per knot (the talos squat: a knot's Riccati step about as
+    long as its calc_diff, the balance leaving the calling thread 3 knots of 31; parts
+    of 7 knots kept the sweep waiting 70-210 us per iteration, parts of at most 3 knots
+    3 us; thr32).  The balance (:func:`_balanced_bounds`, the backward pass counted in
+    the last chunk's time) leaves the last chunk that short only where the backward pass
+    is that slow: where it is much faster (the solo12 trot, about half a knot's
+    calc_diff) the last chunk holds a quarter of the knots or more and the parts stay
+    PIECES (each part costs its thread a fixed 8-22 us)."""
+    if last_knots <= 0:
+        return PIECES
+    return max(PIECES, -(-knots // last_knots))
+
+
 def _can_cut(model):
     """Whether a phase of ``model`` can be cut in parts with their own data: no
     constraints (:meth:`ShootingProblem.constraints` reads the phase's data), and every
@@ -846,8 +866,9 @@ class ShootingProblem:
         to the costs, its contact data reading the phase's store of the trial's solves).
         A phase with constraints, or with a residual that keeps no reference, is not cut
         (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  A chunk below
-        the last is also cut in ``PIECES`` parts and a small top part (the backward pass
-        waits for it first).  The N + 1 knots are first shared
+        the last is also cut in ``PIECES`` parts (the one next to the last in parts no
+        longer than the last chunk, :func:`_pieces_next_to_last`) and a small top part
+        (the backward pass waits for it first).  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
@@ -867,8 +888,10 @@ class ShootingProblem:
         # the chunks below the last in PIECES parts too: the backward pass started on
         # the last chunk goes on down as the other threads finish each part
         cut_at = set(bounds[1:-1])
-        for lo, hi in zip(bounds[:-2], bounds[1:-1]):
-            cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
+        for i, (lo, hi) in enumerate(zip(bounds[:-2], bounds[1:-1])):
+            pieces = PIECES if i < n - 2 else _pieces_next_to_last(hi - lo,
+                                                                   bounds[-1] - bounds[-2])
+            cut_at.update(lo + (hi - lo) * j // pieces for j in range(1, pieces))
             # and a small top part, which the backward pass waits for first
             cut_at.add(hi - max(1, (hi - lo) // (4 * PIECES)))
         chunks = [[] for _ in range(n)]
