@@ -213,10 +213,13 @@ def _pieces_next_to_last(knots, last_knots):
     the last chunk's time) leaves the last chunk that short only where the backward pass
     is that slow: where it is much faster (the solo12 trot, about half a knot's
     calc_diff) the last chunk holds a quarter of the knots or more and the parts stay
-    PIECES (each part costs its thread a fixed 8-22 us)."""
+    PIECES (each part costs its thread a fixed 8-22 us).  Parts of one knot are not
+    made (a last chunk of the terminal knot alone: parts of two): that fixed cost, a
+    third of a talos knot's calc_diff, would make the worker slower per knot than the
+    backward pass it feeds."""
     if last_knots <= 0:
         return PIECES
-    return max(PIECES, -(-knots // last_knots))
+    return max(PIECES, -(-knots // max(2, last_knots)))
 
 
 def _can_cut(model):

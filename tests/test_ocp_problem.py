@@ -277,15 +277,16 @@ def test_threads_run_phases_at_once():
 def test_parts_next_to_a_short_last_chunk_are_no_longer_than_it():
     """The chunk next to the calling thread's is cut in parts no longer than the calling
     thread's chunk where PIECES parts would be longer (the worker's head start over the
-    backward pass that follows its parts down, thr32): a last chunk of the terminal knot
-    alone cuts knots 0-7 into single knots (PIECES parts: (0, 2), (2, 3), (3, 4),
-    (4, 6), (6, 7), (7, 8)); the arrays are those of one thread, to the bit."""
+    backward pass that follows its parts down, thr32), two knots at least: knots 0-13
+    below a last chunk of 3 knots in parts of at most 3 ((0, 3), (3, 7), (7, 10),
+    (10, 13), (13, 14) in PIECES parts); the arrays are those of one thread, to the bit."""
     assert PIECES == 4
     assert _pieces_next_to_last(28, 3) == 10        # the talos squat's settled plan
     assert _pieces_next_to_last(17, 10) == PIECES   # the solo12 trot's
     assert _pieces_next_to_last(4, 5) == PIECES
+    assert _pieces_next_to_last(30, 1) == 15        # parts of two knots, not one
     assert _pieces_next_to_last(8, 0) == PIECES
-    problem, _, xs, us = _panda_reaching()
+    problem, _, xs, us = _panda_reaching(N1=3, N2=13)
     names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
     results = []
     try:
@@ -293,14 +294,15 @@ def test_parts_next_to_a_short_last_chunk_are_no_longer_than_it():
             problem.nthreads = threads
             if threads == 2:
                 problem.parallel_plan(2)
-                problem._build_plan(2, [0, 8, 9])
+                problem._build_plan(2, [0, 14, 17])
             problem.calc_diff(xs, us)
             results.append({n: getattr(problem, n).copy() for n in names})
         knots = [[(start, stop) for _, start, stop, _ in phases]
                  for phases, _ in problem.parallel_plan(2)]
     finally:
         problem.nthreads = 1
-    assert knots == [[(k, k + 1) for k in range(8)], []]
+    assert knots == [[(0, 2), (2, 3), (3, 5), (5, 8), (8, 11), (11, 13), (13, 14)],
+                     [(14, 16)]]
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
 
