@@ -208,11 +208,13 @@ def _pieces_next_to_last(knots, last_knots):
     the head start keeps the backward pass waiting for its bottom knot where the two run
     at about the same pace per knot (the talos squat: a knot's Riccati step about as
     long as its calc_diff, the balance leaving the calling thread 3 knots of 31; parts
-    of 7 knots kept the sweep waiting 70-210 us per iteration, parts of at most 3 knots
-    3 us; thr32).  The balance (:func:`_balanced_bounds`, the backward pass counted in
-    the last chunk's time) leaves the last chunk that short only where the backward pass
-    is that slow: where it is much faster (the solo12 trot, about half a knot's
-    calc_diff) the last chunk holds a quarter of the knots or more and the parts stay
+    of 7 knots kept the sweep waiting 50-210 us per iteration, parts of at most 3 knots
+    0-3 us; thr32).  The balance (:func:`_balanced_bounds`, the backward pass counted in
+    the last chunk's time) leaves the last chunk that short where the backward pass is
+    about as slow per knot as calc_diff; where it is much faster the last chunk is
+    longer than PIECES parts (the solo12 trot: 9-10 knots, parts of 4-5) or somewhat
+    shorter (the hyq and anymal walks, 88 knots: 10-14 knots, 6 parts instead of 4,
+    measured neutral: 1.005-1.007x), and the parts stay about
     PIECES (each part costs its thread a fixed 8-22 us).  Parts of one knot are not
     made (a last chunk of the terminal knot alone: parts of two): that fixed cost, a
     third of a talos knot's calc_diff, would make the worker slower per knot than the
