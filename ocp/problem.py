@@ -180,21 +180,73 @@ WAIT_SPINS = 1000
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
 # (:meth:`ShootingProblem._speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
-# speculate only where the backward pass (``then``) took at most this fraction of
-# calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
-# the longer and the time it gains during the trial shortens the iteration (the solo12
-# trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
-# worker busy during the trial only delays them (the talos squat: 0.8-1.1; two threads
-# over one 1.28x with speculation against 1.47x without, see :meth:`_speculate`)
-SPECULATE_BACKWARD_SHARE = 0.5
-# the weight of each new measurement in those CPU times per knot (a moving average)
-PER_KNOT_SMOOTHING = 0.25
+# speculate or not is chosen online (:class:`SpeculationChoice`): the median of each
+# arm's last SPECULATION_SAMPLES timed line searches (wall clock from the line search's
+# start to the next one's: the trials, a dropped speculation's cost, the next calc_diff
+# and backward pass), the arms
+# alternating until each has that many, then the faster one, and once every
+# SPECULATION_RECHECK line searches in a row on it the other again (the machine's load,
+# the plan's balance change).  Which arm is faster is not told by the parts' times: the
+# backward pass's share of calc_diff's CPU time per knot (the previous rule, at most 0.5)
+# put the solo12 trot at 0.50-0.54 (speculating 1.09x faster) and talos_arm_se3 at 0.485
+# (speculating 0.944x, slower), and the calling thread's wait for worker 0 does not
+# separate them either (benchmarks/threads_notes.md, rounds of thr32 and thr32b)
+SPECULATION_SAMPLES = 7
+SPECULATION_RECHECK = 8
 # nor where the worker threads spend more than this share of their tasks' wall-clock
 # time off their core (ParallelRegion.off_core: the machine's other work takes it): a
 # worker busy during the trial, or spinning for the next one, then delays the calling
 # thread (the trot beside another busy process on 2 cores: two threads over one 0.72x
 # with speculation and lingering, 0.88x with speculation, 0.91x without)
 SPECULATE_MAX_OFF_CORE = 0.05
+
+
+class SpeculationChoice:
+    """Whether the solvers speculate (:meth:`ShootingProblem._speculate`) at a line search,
+    from the wall-clock spans they measured with and without (:meth:`record`): an online
+    choice between two arms (see SPECULATION_SAMPLES).  A span runs from a line
+    search's start to the next one's: what speculation changes (the trials beside a
+    busy worker 0, where the first is rejected the wait for worker 0 to stop and, where
+    none is taken, calc_diff again at the iterate; the next calc_diff and the backward
+    pass that follows it), the rest of the iteration alike in both arms.  Every
+    outcome of the line search counts: talos_arm_se3's first trials are mostly rejected
+    (35 of 1336 taken), where speculation only costs.  ``choose`` depends only on the
+    spans recorded, in their order."""
+
+    def __init__(self):
+        self.spans = {False: [], True: []}
+        self.last, self.in_a_row = None, 0     # the arm of the last span, and its run
+
+    def _faster(self):
+        """The arm of the shorter median span (a tie: not speculating, which keeps worker
+        0 idle), or None while an arm has fewer than SPECULATION_SAMPLES spans."""
+        without, speculating = self.spans[False], self.spans[True]
+        if min(len(without), len(speculating)) < SPECULATION_SAMPLES:
+            return None
+        return bool(np.median(speculating) < np.median(without))
+
+    def choose(self):
+        """The arm of the next line search: the one with fewer spans while exploring
+        (speculating first), else the faster one, and the other after
+        SPECULATION_RECHECK spans in a row of it."""
+        faster = self._faster()
+        if faster is None:
+            return len(self.spans[True]) <= len(self.spans[False])
+        if self.last == faster and self.in_a_row >= SPECULATION_RECHECK:
+            return not faster
+        return faster
+
+    def record(self, speculated, seconds):
+        """A line search's span (seconds, wall clock) with or without speculation."""
+        if not (seconds > 0.0 and np.isfinite(seconds)):
+            return
+        speculated = bool(speculated)
+        spans = self.spans[speculated]
+        spans.append(float(seconds))
+        del spans[:-SPECULATION_SAMPLES]
+        self.in_a_row = self.in_a_row + 1 if self.last == speculated else 1
+        self.last = speculated
+
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
@@ -310,8 +362,8 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial; where the backward pass
-        is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
+        line search's one-call trial, the rollout) stay serial; where the solvers
+        measured that it pays (:meth:`_speculation_pays`) they start calc_diff at the
         line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
         on 2 cores (one thread's solve over two threads', wall clock, interleaved in one
         process, best of 3 in each of 20 rounds, each mode on its own problem, rounds
@@ -403,9 +455,8 @@ class ShootingProblem:
         # worker 0 spins between a speculation's calc_diff and the next where the threads
         # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
-        # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
-        # (moving averages, see _speculation_pays)
-        self._per_knot = (0.0, 0.0)
+        # by thread count: the online choice to speculate or not (_speculation_pays)
+        self._speculation_choices = {}
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -656,7 +707,6 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
-            began = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
@@ -667,7 +717,6 @@ class ShootingProblem:
                 self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
-            own = time.thread_time() - began    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
@@ -687,16 +736,6 @@ class ShootingProblem:
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
-            # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
-            # over the calls after the first (cold), for _speculation_pays
-            rest = time.thread_time() - began - own - waited
-            if self._parallel_calls[n] > 0:
-                backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
-                old_backward, old_diff = self._per_knot
-                self._per_knot = (
-                    backward if old_backward == 0.0 else
-                    old_backward + PER_KNOT_SMOOTHING * (backward - old_backward),
-                    diff if old_diff == 0.0 else old_diff + PER_KNOT_SMOOTHING * (diff - old_diff))
 
         region = self._regions[n]
         # worker 0 on its chunk since the trial started where a speculation runs
@@ -730,14 +769,22 @@ class ShootingProblem:
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
     def _speculation_pays(self):
-        """Whether the parallel calc_diffs' backward pass (their ``then``) took at most
-        ``SPECULATE_BACKWARD_SHARE`` of their calc_diff's CPU time per knot (moving
-        averages from the second call; False before it) and their workers had their cores
-        (SPECULATE_MAX_OFF_CORE): the solvers' rule for :meth:`_speculate`."""
-        backward, diff = self._per_knot
-        region = self._regions.get(self.nthreads)
-        return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff and (
-            region is None or region.off_core() <= SPECULATE_MAX_OFF_CORE)
+        """Whether the solver speculates at its next line search (:meth:`_speculate`): the
+        online choice of :class:`SpeculationChoice` from the spans the solver records
+        (:meth:`_speculation_timed`); None (no speculation, and the line search not to be
+        timed) where the workers did not have their cores (SPECULATE_MAX_OFF_CORE).
+        Requires a parallel plan (:meth:`_can_speculate`)."""
+        n = self.nthreads
+        region = self._regions.get(n)
+        if region is not None and region.off_core() > SPECULATE_MAX_OFF_CORE:
+            return None
+        return self._speculation_choices.setdefault(n, SpeculationChoice()).choose()
+
+    def _speculation_timed(self, speculated, seconds):
+        """A line search's span (see :class:`SpeculationChoice`) with or without speculation
+        as :meth:`_speculation_pays` chose it, for the next choices."""
+        self._speculation_choices.setdefault(self.nthreads, SpeculationChoice()).record(
+            speculated, seconds)
 
     def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
@@ -934,6 +981,8 @@ class ShootingProblem:
         bounds = _balanced_bounds(knots, cpu[1:] + cpu[:1])
         if bounds != self._bounds[n]:
             self._build_plan(n, bounds)
+            # speculation's spans were those of the old chunks (worker 0's the one it starts)
+            self._speculation_choices.pop(n, None)
 
     def chunk_cpu(self):
         """CPU seconds of each chunk of the last parallel calc_diff (its thread's), the
