@@ -299,3 +299,70 @@ def test_second_interrupt_in_the_owed_start_does_not_hang():
     caller.join(5.0)
     assert not caller.is_alive(), "the third region waits for an end nothing releases"
     assert ran == ["third"]
+
+
+def test_speculation_choice_rule():
+    """The online choice to speculate (:class:`~geppetto.ocp.problem.SpeculationChoice`)
+    on given spans: the arms alternate (speculating first) until each has
+    SPECULATION_SAMPLES; then the arm of the shorter median span (a tie: not
+    speculating), the other once after SPECULATION_RECHECK spans in a row of it, and
+    the choice follows the last SPECULATION_SAMPLES spans of each arm only."""
+    samples, recheck = ocp_problem.SPECULATION_SAMPLES, ocp_problem.SPECULATION_RECHECK
+    choice = ocp_problem.SpeculationChoice()
+    arms = []
+    for _ in range(2 * samples):
+        arms.append(choice.choose())
+        # speculating 0.7 ms with one outlier (a preemption), not speculating 0.8 ms
+        choice.record(arms[-1], 5e-3 if arms[-1] and len(arms) == 1 else
+                      (0.7e-3 if arms[-1] else 0.8e-3))
+    assert arms == [True, False] * samples
+    choice.record(True, np.nan)             # not a span: ignored
+    choice.record(False, -1.0)
+    assert [len(choice.spans[arm]) for arm in (False, True)] == [samples, samples]
+    # the median, not the mean: the outlier does not decide
+    assert choice.choose() is True
+    for _ in range(recheck - 1):
+        choice.record(True, 0.7e-3)
+        assert choice.choose() is True
+    choice.record(True, 0.7e-3)             # recheck spans in a row: the other arm once
+    assert choice.choose() is False
+    choice.record(False, 0.8e-3)
+    assert choice.choose() is True
+    # the arms' times change (speculating now slower): only the last spans count, the
+    # switch comes once the majority of speculating's window has the new times
+    slower = []
+    for _ in range(samples):
+        choice.record(True, 0.9e-3)
+        slower.append(choice.choose())
+    assert slower[:samples // 2] == [True] * (samples // 2) and slower[-1] is False
+    tie = ocp_problem.SpeculationChoice()
+    for _ in range(samples):
+        tie.record(True, 1e-3)
+        tie.record(False, 1e-3)
+    assert tie.choose() is False
+
+
+def test_auto_times_both_arms(trot, monkeypatch):
+    """``speculative`` "auto" on two threads: the solver times its line searches with and
+    without speculation for the problem's choice (which explores both arms, speculating
+    first), and the solve stays one thread's to the bit."""
+    problem, xs, us = trot
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core", lambda self: 0.0)
+    problem.parallel_plan(2)
+    one = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(),
+                                                              max_iter=10)
+    problem.nthreads = 2
+    problem.speculations[:] = 0, 0
+    problem._speculation_choices.clear()
+    try:
+        solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP)
+        assert solver.speculative == "auto"
+        two = solver.solve(xs.copy(), us.copy(), max_iter=10)
+    finally:
+        problem.nthreads = 1
+    _assert_one_thread(one, two)
+    spans = problem._speculation_choices[2].spans
+    timed = len(spans[True]) + len(spans[False])
+    assert 2 <= timed <= one.iterations - 2 < 2 * ocp_problem.SPECULATION_SAMPLES
+    assert abs(len(spans[True]) - len(spans[False])) <= 1       # exploring: alternating
+    assert len(spans[True]) <= problem.speculations[0] <= (one.iterations + 1) // 2
