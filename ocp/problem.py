@@ -248,6 +248,11 @@ class SpeculationChoice:
         self.last = speculated
 
 
+# calls a rebalance waits at most for a parallel calc_diff that took up no speculation
+# (:meth:`ShootingProblem._rebalance`; the online choice takes the other arm once every
+# SPECULATION_RECHECK + 1 line searches at least, and forced speculation none)
+REBALANCE_DEFERRAL = 16
+
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
 
 
@@ -455,8 +460,9 @@ class ShootingProblem:
         # worker 0 spins between a speculation's calc_diff and the next where the threads
         # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
-        # by thread count: the online choice to speculate or not (_speculation_pays)
-        self._speculation_choices = {}
+        # by thread count: the online choice to speculate or not (_speculation_pays), and
+        # the call of a rebalance deferred past regions that took up a speculation
+        self._speculation_choices, self._rebalance_due = {}, {}
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -631,7 +637,7 @@ class ShootingProblem:
                     self._accept_speculation()
                     self.speculations[1] += 1
                     self._calc_diff_programs(plan, xs, us, then)
-                    self._rebalance(self.nthreads)
+                    self._rebalance(self.nthreads, speculated=True)
                     return float(self.costs.sum())
                 if self.chunk_programs and self._programs[self.nthreads] is not None and _own_stack(
                         xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu)):
@@ -966,12 +972,25 @@ class ShootingProblem:
         self._signals[n] = np.zeros(n, dtype=np.int64)
         self._starts[n] = np.array(_chunk_starts(self._plans[n], self.N), dtype=np.int64)
 
-    def _rebalance(self, n):
+    def _rebalance(self, n, speculated=False):
         """Move the chunk boundaries by the CPU time of the last region (see
-        :meth:`parallel_plan`), at its 2nd, 4th ... 256th call."""
+        :meth:`parallel_plan`), at its 2nd, 4th ... 256th call, or at the first call after
+        it that did not take up a speculation (``speculated``), REBALANCE_DEFERRAL calls
+        at most: the plan is the one without speculation, whichever the solver's online
+        choice (:class:`SpeculationChoice`) took, so that the choice compares both arms
+        on one plan.  (Balanced on speculating regions too, where worker 0's chunk
+        started during the trial counts as shorter, the plan follows the arm taken at
+        the rebalance, and the arms' spans then compare one arm's plan: the ur5 reaching
+        balanced at [0, 86, 101] against [0, 42-53, 101] without speculation, where
+        speculating was the faster arm by 25 % and two threads over one 0.70-0.81x
+        against 0.85-0.91x; benchmarks/threads_notes.md, round of thr32b.)"""
         calls = self._parallel_calls[n] = self._parallel_calls[n] + 1
-        if calls < 2 or calls > 256 or calls & (calls - 1):
+        if 2 <= calls <= 256 and not calls & (calls - 1):
+            self._rebalance_due.setdefault(n, calls)    # (one deferred already: its call)
+        due = self._rebalance_due.get(n)
+        if due is None or (speculated and calls - due < REBALANCE_DEFERRAL):
             return
+        del self._rebalance_due[n]
         cpu = self._regions[n].cpu
         knots, first = [], 0
         for phases, terminal in self._plans[n]:

@@ -12,7 +12,8 @@ import pytest
 
 from geppetto import ocp
 from geppetto.ocp.parallel import ParallelRegion, Progress, wait_below
-from geppetto.ocp.problem import PIECES, _balanced_bounds, _chunk_starts, _pieces_next_to_last
+from geppetto.ocp.problem import (PIECES, REBALANCE_DEFERRAL, _balanced_bounds, _chunk_starts,
+                                   _pieces_next_to_last)
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
 RTOL_FD = 1e-6
@@ -305,6 +306,32 @@ def test_parts_next_to_a_short_last_chunk_are_no_longer_than_it():
                      [(14, 16)]]
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+
+
+def test_rebalance_waits_for_a_region_without_speculation():
+    """A rebalance due (the 2nd, 4th ... parallel calc_diff) waits for a region that took up
+    no speculation, REBALANCE_DEFERRAL calls at most (the plan is the one without
+    speculation, whichever arm the online choice took), and then drops the choice's
+    spans (those of the old chunks)."""
+    problem, _, xs, us = _panda_reaching(N1=3, N2=13)
+    problem.parallel_plan(2)
+    region = problem._regions[2]
+    first = list(problem._bounds[2])
+    # the calling thread's chunk measured 3 times the worker's: its knots move to worker 0
+    region.cpu[:] = [3.0, 1.0]
+    problem._parallel_calls[2] = 1
+    problem._speculation_timed(True, 1e-3)
+    problem._rebalance(2, speculated=True)              # the 2nd call: due, deferred
+    assert problem._bounds[2] == first and problem._speculation_choices[2].spans[True]
+    problem._rebalance(2, speculated=False)             # the 3rd: the rebalance
+    moved = problem._bounds[2]
+    assert moved[1] > first[1] and 2 not in problem._speculation_choices
+    region.cpu[:] = [1.0, 3.0]
+    for _ in range(REBALANCE_DEFERRAL):     # the 4th due, then speculating at every call
+        problem._rebalance(2, speculated=True)
+        assert problem._bounds[2] == moved
+    problem._rebalance(2, speculated=True)              # deferred REBALANCE_DEFERRAL calls
+    assert problem._bounds[2][1] < moved[1]
 
 
 def test_balanced_bounds_share_the_measured_work():
