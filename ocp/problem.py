@@ -180,19 +180,19 @@ WAIT_SPINS = 1000
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
 # (:meth:`ShootingProblem._speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
-# speculate or not is chosen online (:class:`SpeculationChoice`): the median of each
-# arm's last SPECULATION_SAMPLES timed line searches (wall clock from the line search's
-# start to the next one's: the trials, a dropped speculation's cost, the next calc_diff
-# and backward pass), the arms
-# alternating until each has that many, then the faster one, and once every
-# SPECULATION_RECHECK line searches in a row on it the other again (the machine's load,
-# the plan's balance change).  Which arm is faster is not told by the parts' times: the
-# backward pass's share of calc_diff's CPU time per knot (the previous rule, at most 0.5)
-# put the solo12 trot at 0.50-0.54 (speculating 1.09x faster) and talos_arm_se3 at 0.485
-# (speculating 0.944x, slower), and the calling thread's wait for worker 0 does not
-# separate them either (benchmarks/threads_notes.md, rounds of thr32 and thr32b)
-SPECULATION_SAMPLES = 7
-SPECULATION_RECHECK = 8
+# speculate only where the first trial of the line search was taken in at least this share
+# of the recent line searches (a moving average, weight SPECULATION_SMOOTHING per line
+# search): a speculation at a refused trial is work dropped, and worker 0 waited for
+# before the next trial.  Measured on one plan in one process (forced on against off,
+# benchmarks/threads_notes.md, round of thr32b): speculating faster where most first
+# trials are taken (the solo12 trot 85 % taken 1.078x, ur5 and panda reaching 85-100 %
+# 1.09x, the hyq walk 80 % 1.03x, the talos squat 93 % 0.99x), slower where few are
+# (talos_arm_se3, 3 % taken: 0.93x).  The previous rule, the backward pass's share of
+# calc_diff's CPU time per knot (at most 0.5), put the trot at 0.50-0.54 (flickering)
+# and the arm at 0.485 (speculating), and an online choice between the arms from timed
+# line searches got neither arm's time (its spans mix the arms' regimes)
+SPECULATE_MIN_TAKEN = 0.5
+SPECULATION_SMOOTHING = 0.25
 # nor where the worker threads spend more than this share of their tasks' wall-clock
 # time off their core (ParallelRegion.off_core: the machine's other work takes it): a
 # worker busy during the trial, or spinning for the next one, then delays the calling
@@ -201,56 +201,8 @@ SPECULATION_RECHECK = 8
 SPECULATE_MAX_OFF_CORE = 0.05
 
 
-class SpeculationChoice:
-    """Whether the solvers speculate (:meth:`ShootingProblem._speculate`) at a line search,
-    from the wall-clock spans they measured with and without (:meth:`record`): an online
-    choice between two arms (see SPECULATION_SAMPLES).  A span runs from a line
-    search's start to the next one's: what speculation changes (the trials beside a
-    busy worker 0, where the first is rejected the wait for worker 0 to stop and, where
-    none is taken, calc_diff again at the iterate; the next calc_diff and the backward
-    pass that follows it), the rest of the iteration alike in both arms.  Every
-    outcome of the line search counts: talos_arm_se3's first trials are mostly rejected
-    (35 of 1336 taken), where speculation only costs.  ``choose`` depends only on the
-    spans recorded, in their order."""
-
-    def __init__(self):
-        self.spans = {False: [], True: []}
-        self.last, self.in_a_row = None, 0     # the arm of the last span, and its run
-
-    def _faster(self):
-        """The arm of the shorter median span (a tie: not speculating, which keeps worker
-        0 idle), or None while an arm has fewer than SPECULATION_SAMPLES spans."""
-        without, speculating = self.spans[False], self.spans[True]
-        if min(len(without), len(speculating)) < SPECULATION_SAMPLES:
-            return None
-        return bool(np.median(speculating) < np.median(without))
-
-    def choose(self):
-        """The arm of the next line search: the one with fewer spans while exploring
-        (speculating first), else the faster one, and the other after
-        SPECULATION_RECHECK spans in a row of it."""
-        faster = self._faster()
-        if faster is None:
-            return len(self.spans[True]) <= len(self.spans[False])
-        if self.last == faster and self.in_a_row >= SPECULATION_RECHECK:
-            return not faster
-        return faster
-
-    def record(self, speculated, seconds):
-        """A line search's span (seconds, wall clock) with or without speculation."""
-        if not (seconds > 0.0 and np.isfinite(seconds)):
-            return
-        speculated = bool(speculated)
-        spans = self.spans[speculated]
-        spans.append(float(seconds))
-        del spans[:-SPECULATION_SAMPLES]
-        self.in_a_row = self.in_a_row + 1 if self.last == speculated else 1
-        self.last = speculated
-
-
 # calls a rebalance waits at most for a parallel calc_diff that took up no speculation
-# (:meth:`ShootingProblem._rebalance`; the online choice takes the other arm once every
-# SPECULATION_RECHECK + 1 line searches at least, and forced speculation none)
+# (:meth:`ShootingProblem._rebalance`; a solver forced to speculate takes up none)
 REBALANCE_DEFERRAL = 16
 
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
@@ -460,9 +412,12 @@ class ShootingProblem:
         # worker 0 spins between a speculation's calc_diff and the next where the threads
         # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
-        # by thread count: the online choice to speculate or not (_speculation_pays), and
-        # the call of a rebalance deferred past regions that took up a speculation
-        self._speculation_choices, self._rebalance_due = {}, {}
+        # the share of recent line searches whose first trial was taken (a moving
+        # average, see _speculation_pays; 1 before any)
+        self._taken = 1.0
+        # by thread count: the call of a rebalance deferred past regions that took up a
+        # speculation (_rebalance)
+        self._rebalance_due = {}
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -775,22 +730,18 @@ class ShootingProblem:
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
     def _speculation_pays(self):
-        """Whether the solver speculates at its next line search (:meth:`_speculate`): the
-        online choice of :class:`SpeculationChoice` from the spans the solver records
-        (:meth:`_speculation_timed`); None (no speculation, and the line search not to be
-        timed) where the workers did not have their cores (SPECULATE_MAX_OFF_CORE).
-        Requires a parallel plan (:meth:`_can_speculate`)."""
-        n = self.nthreads
-        region = self._regions.get(n)
-        if region is not None and region.off_core() > SPECULATE_MAX_OFF_CORE:
-            return None
-        return self._speculation_choices.setdefault(n, SpeculationChoice()).choose()
+        """Whether the solvers speculate at their next line search (:meth:`_speculate`): the
+        first trial was taken in at least SPECULATE_MIN_TAKEN of the recent line searches
+        (:meth:`_first_trial_taken`; none recorded yet: speculate) and the workers had
+        their cores (SPECULATE_MAX_OFF_CORE)."""
+        region = self._regions.get(self.nthreads)
+        return self._taken >= SPECULATE_MIN_TAKEN and (
+            region is None or region.off_core() <= SPECULATE_MAX_OFF_CORE)
 
-    def _speculation_timed(self, speculated, seconds):
-        """A line search's span (see :class:`SpeculationChoice`) with or without speculation
-        as :meth:`_speculation_pays` chose it, for the next choices."""
-        self._speculation_choices.setdefault(self.nthreads, SpeculationChoice()).record(
-            speculated, seconds)
+    def _first_trial_taken(self, taken):
+        """Record whether a line search's first trial was taken (a solver on several
+        threads, speculating or not), for :meth:`_speculation_pays`."""
+        self._taken += SPECULATION_SMOOTHING * (float(bool(taken)) - self._taken)
 
     def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
@@ -976,13 +927,11 @@ class ShootingProblem:
         """Move the chunk boundaries by the CPU time of the last region (see
         :meth:`parallel_plan`), at its 2nd, 4th ... 256th call, or at the first call after
         it that did not take up a speculation (``speculated``), REBALANCE_DEFERRAL calls
-        at most: the plan is the one without speculation, whichever the solver's online
-        choice (:class:`SpeculationChoice`) took, so that the choice compares both arms
-        on one plan.  (Balanced on speculating regions too, where worker 0's chunk
-        started during the trial counts as shorter, the plan follows the arm taken at
-        the rebalance, and the arms' spans then compare one arm's plan: the ur5 reaching
-        balanced at [0, 86, 101] against [0, 42-53, 101] without speculation, where
-        speculating was the faster arm by 25 % and two threads over one 0.70-0.81x
+        at most: the plan is the one without speculation, whether the solver speculates
+        or not.  (Balanced on speculating regions too, where worker 0's chunk started
+        during the trial counts as shorter, the plan follows whichever ran at the
+        rebalance: the ur5 reaching, speculating in most line searches, settled at [0,
+        86, 101] against [0, 42-53, 101] without, two threads over one 0.70-0.81x
         against 0.85-0.91x; benchmarks/threads_notes.md, round of thr32b.)"""
         calls = self._parallel_calls[n] = self._parallel_calls[n] + 1
         if 2 <= calls <= 256 and not calls & (calls - 1):
@@ -1000,8 +949,6 @@ class ShootingProblem:
         bounds = _balanced_bounds(knots, cpu[1:] + cpu[:1])
         if bounds != self._bounds[n]:
             self._build_plan(n, bounds)
-            # speculation's spans were those of the old chunks (worker 0's the one it starts)
-            self._speculation_choices.pop(n, None)
 
     def chunk_cpu(self):
         """CPU seconds of each chunk of the last parallel calc_diff (its thread's), the

@@ -133,8 +133,8 @@ class DDP:
     """
 
     # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
-    # while the trial is rolled out (:meth:`iterate`): "auto" where the line searches
-    # timed with and without it say it pays (the problem's online choice,
+    # while the trial is rolled out (:meth:`iterate`): "auto" where the problem says it
+    # pays (most recent first trials taken,
     # :meth:`~geppetto.ocp.ShootingProblem._speculation_pays`), True at every line
     # search, False never (after the trial, for comparisons)
     speculative = "auto"
@@ -298,15 +298,9 @@ class DDP:
         recalc = True
         status, converged, stop, iteration = "max_iter", False, np.inf, 0
         split = self.split
-        # (speculated, start) of the last line search timed for the problem's choice to
-        # speculate ("auto"): its span ends at the next line search's start (the trials,
-        # a dropped speculation's wait and recalc, the next calc_diff and backward pass),
-        # if that iteration's backward pass ran once (no regularization retried)
-        timed = None
         for iteration in range(1, max_iter + 1):
             t0 = time.perf_counter()
             t_calc = 0.0
-            backward_passes = 0
             while True:
                 tail = None
                 if recalc:
@@ -329,7 +323,6 @@ class DDP:
                     t_calc = time.perf_counter() - t0
                     recalc = False
                 tb = time.perf_counter()
-                backward_passes += 1
                 if tail is not None:
                     failed = tail.rest()
                     dg = None
@@ -348,33 +341,25 @@ class DDP:
             # Crocoddyl 3's criterion: the expected decrease of a full step
             stop = abs(dg + 0.5 * dq)
             tf = time.perf_counter()
-            if timed is not None and backward_passes == 1:
-                problem._speculation_timed(timed[0], tf - timed[1])
-            timed = None
             accepted = None
             # on several threads, calc_diff at the first trial starts while it is rolled
             # out, unless no iteration could follow (the last, or a full step that would
             # converge) or callbacks may touch the problem's arrays between iterations
             # (worker 0 writes them): taken up by the next calc_diff if the trial is
             # accepted
-            speculate = self.speculative is not False and problem.nthreads > 1 and \
+            # ("auto": whether the first trial is taken is recorded for the problem's rule)
+            eligible = self.speculative is not False and problem.nthreads > 1 and \
                 not callbacks and iteration < max_iter and \
                 not (feasible and stop < self.th_stop) and \
                 self.forward_pass.horizon is not None
-            arm = None      # "auto": the problem's choice, timed
-            if speculate and self.speculative is not True:
-                trial_point = self.forward_pass.free_buffers(xs)[:2]
-                arm = problem._speculation_pays() if problem._can_speculate(
-                    *trial_point) else None
-                speculate = bool(arm)
+            speculate = eligible and (self.speculative is True or problem._speculation_pays())
+            first_taken = False
             spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
                     break
                 if trial_index == 0 and speculate:
                     speculate = problem._speculate(*self.forward_pass.free_buffers(xs)[:2])
-                    if not speculate:
-                        arm = None
                 trial = self.try_step(xs, us, gaps, alpha, feasible)
                 if speculate and trial_index == 0:
                     problem._trial_ended(time.perf_counter() - tf)
@@ -386,11 +371,12 @@ class DDP:
                 dv = cost - trial[3]
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
+                    first_taken = trial_index == 0
                     break
                 spoiled = problem._discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
-            if arm is not None:     # whatever the trials' outcome: a dropped speculation costs
-                timed = (arm, tf)
+            if eligible and self.speculative is not True:
+                problem._first_trial_taken(first_taken)
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted

@@ -301,59 +301,48 @@ def test_second_interrupt_in_the_owed_start_does_not_hang():
     assert ran == ["third"]
 
 
-def test_speculation_choice_rule():
-    """The online choice to speculate (:class:`~geppetto.ocp.problem.SpeculationChoice`)
-    on given spans: the arms alternate (speculating first) until each has
-    SPECULATION_SAMPLES; then the arm of the shorter median span (a tie: not
-    speculating), the other once after SPECULATION_RECHECK spans in a row of it, and
-    the choice follows the last SPECULATION_SAMPLES spans of each arm only."""
-    samples, recheck = ocp_problem.SPECULATION_SAMPLES, ocp_problem.SPECULATION_RECHECK
-    choice = ocp_problem.SpeculationChoice()
-    arms = []
-    for _ in range(2 * samples):
-        arms.append(choice.choose())
-        # speculating 0.7 ms with one outlier (a preemption), not speculating 0.8 ms
-        choice.record(arms[-1], 5e-3 if arms[-1] and len(arms) == 1 else
-                      (0.7e-3 if arms[-1] else 0.8e-3))
-    assert arms == [True, False] * samples
-    choice.record(True, np.nan)             # not a span: ignored
-    choice.record(False, -1.0)
-    assert [len(choice.spans[arm]) for arm in (False, True)] == [samples, samples]
-    # the median, not the mean: the outlier does not decide
-    assert choice.choose() is True
-    for _ in range(recheck - 1):
-        choice.record(True, 0.7e-3)
-        assert choice.choose() is True
-    choice.record(True, 0.7e-3)             # recheck spans in a row: the other arm once
-    assert choice.choose() is False
-    choice.record(False, 0.8e-3)
-    assert choice.choose() is True
-    # the arms' times change (speculating now slower): only the last spans count, the
-    # switch comes once the majority of speculating's window has the new times
-    slower = []
-    for _ in range(samples):
-        choice.record(True, 0.9e-3)
-        slower.append(choice.choose())
-    assert slower[:samples // 2] == [True] * (samples // 2) and slower[-1] is False
-    tie = ocp_problem.SpeculationChoice()
-    for _ in range(samples):
-        tie.record(True, 1e-3)
-        tie.record(False, 1e-3)
-    assert tie.choose() is False
+
+def test_speculation_rule_follows_the_first_trials_taken(trot, monkeypatch):
+    """``_speculation_pays``: speculate while the first trial was taken in at least
+    SPECULATE_MIN_TAKEN of the recent line searches (a moving average, weight
+    SPECULATION_SMOOTHING; 1 before any), the workers on their cores: refused first
+    trials (talos_arm_se3's 97 %) stop it, taken ones start it again."""
+    problem, _, _ = trot
+    problem.parallel_plan(2)
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core", lambda self: 0.0)
+    monkeypatch.setattr(problem, "nthreads", 2)
+    monkeypatch.setattr(problem, "_taken", 1.0)
+    assert ocp_problem.SPECULATE_MIN_TAKEN == 0.5 and ocp_problem.SPECULATION_SMOOTHING == 0.25
+    decisions = []
+    for taken in (False, False, True, False, False, True, True, True):
+        problem._first_trial_taken(taken)
+        decisions.append(problem._speculation_pays())
+    # 0.75, 0.5625, 0.672, 0.504, 0.378, 0.533, 0.650, 0.738 taken
+    assert decisions == [True, True, True, True, False, True, True, True]
+    np.testing.assert_allclose(problem._taken, 0.7375640869140625, rtol=1e-12)
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core",
+                        lambda self: 2 * ocp_problem.SPECULATE_MAX_OFF_CORE)
+    assert not problem._speculation_pays()
 
 
-def test_auto_times_both_arms(trot, monkeypatch):
-    """``speculative`` "auto" on two threads: the solver times its line searches with and
-    without speculation for the problem's choice (which explores both arms, speculating
-    first), and the solve stays one thread's to the bit."""
+def test_auto_records_the_first_trials(trot, monkeypatch):
+    """``speculative`` "auto" on two threads: each line search that could speculate
+    records whether its first trial was taken, and speculates while most were; the
+    solve stays one thread's to the bit.  From the random point many full steps are
+    refused: speculation stops and starts again."""
     problem, xs, us = trot
     monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core", lambda self: 0.0)
     problem.parallel_plan(2)
     one = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(),
                                                               max_iter=10)
+    steps = np.array(one.history["step"])
+    records = []
+    original = ocp_problem.ShootingProblem._first_trial_taken
+    monkeypatch.setattr(ocp_problem.ShootingProblem, "_first_trial_taken",
+                        lambda self, taken: (records.append(taken), original(self, taken)))
     problem.nthreads = 2
     problem.speculations[:] = 0, 0
-    problem._speculation_choices.clear()
+    problem._taken = 0.5        # at the threshold: speculate at the first line search
     try:
         solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP)
         assert solver.speculative == "auto"
@@ -361,8 +350,10 @@ def test_auto_times_both_arms(trot, monkeypatch):
     finally:
         problem.nthreads = 1
     _assert_one_thread(one, two)
-    spans = problem._speculation_choices[2].spans
-    timed = len(spans[True]) + len(spans[False])
-    assert 2 <= timed <= one.iterations - 2 < 2 * ocp_problem.SPECULATION_SAMPLES
-    assert abs(len(spans[True]) - len(spans[False])) <= 1       # exploring: alternating
-    assert len(spans[True]) <= problem.speculations[0] <= (one.iterations + 1) // 2
+    # every iteration but the last (no iteration follows it) could speculate
+    assert records == list(steps[:-1] == 1.0)
+    taken, expected = 0.5, 0
+    for record in records:
+        expected += taken >= 0.5
+        taken += 0.25 * (record - taken)
+    assert problem.speculations[0] == expected and 0 < expected < len(records)
