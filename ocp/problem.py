@@ -200,7 +200,6 @@ SPECULATION_SMOOTHING = 0.25
 # with speculation and lingering, 0.88x with speculation, 0.91x without)
 SPECULATE_MAX_OFF_CORE = 0.05
 
-
 # calls a rebalance waits at most for a parallel calc_diff that took up no speculation
 # (:meth:`ShootingProblem._rebalance`; a solver forced to speculate takes up none)
 REBALANCE_DEFERRAL = 16
@@ -319,9 +318,9 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial; where the solvers
-        measured that it pays (:meth:`_speculation_pays`) they start calc_diff at the
-        line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
+        line search's one-call trial, the rollout) stay serial; where most recent line
+        searches took their first trial (:meth:`_speculation_pays`) the solvers start
+        calc_diff at that trial while it is rolled out (:meth:`_speculate`).  Measured
         on 2 cores (one thread's solve over two threads', wall clock, interleaved in one
         process, best of 3 in each of 20 rounds, each mode on its own problem, rounds
         where no other process ran, no real-time scheduling, load 0.7-0.9): solo12 trot

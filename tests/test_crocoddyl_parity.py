@@ -253,8 +253,8 @@ def test_two_threads(parity, name, comparison):
     started on the last chunk's knots while the first is evaluated) the solve is the
     one-thread solve: the same iterations, the cost of every iterate to 1e-10, the
     solution and the gains to the bit, with calc_diff started during the line search
-    where the problem's online choice says so (FDDP.speculative "auto": exploring both
-    arms in the first line searches).  The
+    where the problem's rule says so (FDDP.speculative "auto": while most first trials
+    are taken).  The
     phases cut at the chunks' parts (the trot's swing phases too, whose references are
     given per knot) read the whole phase's store of the trial's contact solves."""
     one = parity.solution(name, "FDDP")
@@ -268,8 +268,8 @@ def test_two_threads(parity, name, comparison):
     finally:
         problem.nthreads = 1
     assert problem._programs[2] is not None      # each chunk one compiled call
-    # calc_diff started during some line searches' first trials (the online choice's,
-    # where the worker has its core; on a loaded machine none:
+    # calc_diff started during line searches' first trials while most were taken and
+    # the worker has its core (on a loaded machine none:
     # tests/test_parallel_speculation.py speculates at every line search)
     started, taken = problem.speculations
     assert taken <= started < two.iterations
