@@ -180,15 +180,19 @@ WAIT_SPINS = 1000
 # rounds of loads of worker 0's compiled wait for the next part of the trial it follows
 # (:meth:`ShootingProblem._speculate`) before it yields its core and waits again
 FOLLOW_SPINS = 20000
-# speculate only where the backward pass (``then``) took at most this fraction of
-# calc_diff's CPU time per knot in the last parallel calc_diff: there worker 0's chunk is
-# the longer and the time it gains during the trial shortens the iteration (the solo12
-# trot: 0.3); where the backward pass is the longer it follows worker 0's parts and a
-# worker busy during the trial only delays them (the talos squat: 0.8-1.1; two threads
-# over one 1.28x with speculation against 1.47x without, see :meth:`_speculate`)
-SPECULATE_BACKWARD_SHARE = 0.5
-# the weight of each new measurement in those CPU times per knot (a moving average)
-PER_KNOT_SMOOTHING = 0.25
+# speculate only where the first trial of the line search was taken in at least this share
+# of the recent line searches (a moving average, weight SPECULATION_SMOOTHING per line
+# search): a speculation at a refused trial is work dropped, and worker 0 waited for
+# before the next trial.  Measured on one plan in one process (forced on against off,
+# benchmarks/threads_notes.md, round of thr32b): speculating faster where most first
+# trials are taken (the solo12 trot 85 % taken 1.078x, ur5 and panda reaching 85-100 %
+# 1.09x, the hyq walk 80 % 1.03x, the talos squat 93 % 0.99x), slower where few are
+# (talos_arm_se3, 3 % taken: 0.93x).  The previous rule, the backward pass's share of
+# calc_diff's CPU time per knot (at most 0.5), put the trot at 0.50-0.54 (flickering)
+# and the arm at 0.485 (speculating), and an online choice between the arms from timed
+# line searches got neither arm's time (its spans mix the arms' regimes)
+SPECULATE_MIN_TAKEN = 0.5
+SPECULATION_SMOOTHING = 0.25
 # nor where the worker threads spend more than this share of their tasks' wall-clock
 # time off their core (ParallelRegion.off_core: the machine's other work takes it): a
 # worker busy during the trial, or spinning for the next one, then delays the calling
@@ -196,7 +200,36 @@ PER_KNOT_SMOOTHING = 0.25
 # with speculation and lingering, 0.88x with speculation, 0.91x without)
 SPECULATE_MAX_OFF_CORE = 0.05
 
+# calls a rebalance waits at most for a parallel calc_diff that took up no speculation
+# (:meth:`ShootingProblem._rebalance`; a solver forced to speculate takes up none)
+REBALANCE_DEFERRAL = 16
+
 PIECES = 4        # parts of each chunk below the last (see ShootingProblem._build_plan)
+
+
+def _pieces_next_to_last(knots, last_knots):
+    """The parts of the chunk of ``knots`` knots next to the calling thread's last chunk
+    of ``last_knots`` (the terminal knot included): ``PIECES``, or more where parts of
+    ``knots / PIECES`` knots would be longer than that last chunk.  The worker starts
+    on its top part as the calling thread starts its chunk, so its head start over the
+    backward pass that follows it down is about that chunk's knots; a part longer than
+    the head start keeps the backward pass waiting for its bottom knot where the two run
+    at about the same pace per knot (the talos squat: a knot's Riccati step about as
+    long as its calc_diff, the balance leaving the calling thread 3 knots of 31; parts
+    of 7 knots kept the sweep waiting 50-210 us per iteration, parts of at most 3 knots
+    0-3 us; thr32).  The balance (:func:`_balanced_bounds`, the backward pass counted in
+    the last chunk's time) leaves the last chunk that short where the backward pass is
+    about as slow per knot as calc_diff; where it is much faster the last chunk is
+    longer than PIECES parts (the solo12 trot: 9-10 knots, parts of 4-5) or somewhat
+    shorter (the hyq and anymal walks, 88 knots: 10-14 knots, 6 parts instead of 4,
+    measured neutral: 1.005-1.007x), and the parts stay about
+    PIECES (each part costs its thread a fixed 8-22 us).  Parts of one knot are not
+    made (a last chunk of the terminal knot alone: parts of two): that fixed cost, a
+    third of a talos knot's calc_diff, would make the worker slower per knot than the
+    backward pass it feeds."""
+    if last_knots <= 0:
+        return PIECES
+    return max(PIECES, -(-knots // max(2, last_knots)))
 
 
 def _can_cut(model):
@@ -285,9 +318,9 @@ class ShootingProblem:
         DDP solvers start their backward pass on the calling thread's chunk (the
         last) and follow the other threads' parts down (``then``).  The results are
         those of one thread, to the bit.  The other evaluations (calc, calc_costs, the
-        line search's one-call trial, the rollout) stay serial; where the backward pass
-        is the shorter (:meth:`_speculation_pays`) the solvers start calc_diff at the
-        line search's first trial while it is rolled out (:meth:`_speculate`).  Measured
+        line search's one-call trial, the rollout) stay serial; where most recent line
+        searches took their first trial (:meth:`_speculation_pays`) the solvers start
+        calc_diff at that trial while it is rolled out (:meth:`_speculate`).  Measured
         on 2 cores (one thread's solve over two threads', wall clock, interleaved in one
         process, best of 3 in each of 20 rounds, each mode on its own problem, rounds
         where no other process ran, no real-time scheduling, load 0.7-0.9): solo12 trot
@@ -378,9 +411,12 @@ class ShootingProblem:
         # worker 0 spins between a speculation's calc_diff and the next where the threads
         # run under a real-time policy (False: it sleeps; see _calc_diff_programs)
         self.linger = True
-        # CPU seconds per knot of the parallel calc_diffs' then and of their calc_diff
-        # (moving averages, see _speculation_pays)
-        self._per_knot = (0.0, 0.0)
+        # the share of recent line searches whose first trial was taken (a moving
+        # average, see _speculation_pays; 1 before any)
+        self._taken = 1.0
+        # by thread count: the call of a rebalance deferred past regions that took up a
+        # speculation (_rebalance)
+        self._rebalance_due = {}
         terminal_out = StageOutputs(self.costs[N:], self.Lx[N:], np.zeros((1, 0)),
                                     self.Lxx[N:], np.zeros((1, 0, 0)), np.zeros((1, ndx, 0)))
         self.terminal_data = terminal_model.create_data(1, terminal_out)
@@ -555,7 +591,7 @@ class ShootingProblem:
                     self._accept_speculation()
                     self.speculations[1] += 1
                     self._calc_diff_programs(plan, xs, us, then)
-                    self._rebalance(self.nthreads)
+                    self._rebalance(self.nthreads, speculated=True)
                     return float(self.costs.sum())
                 if self.chunk_programs and self._programs[self.nthreads] is not None and _own_stack(
                         xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu)):
@@ -631,7 +667,6 @@ class ShootingProblem:
                 raise FloatingPointError("calc_diff: the contacts of a part are degenerate")
 
         def caller():
-            began = time.thread_time()
             failed = -1 if programs[-1] is None else programs[-1](xs, us, signal, -1)
             if failed >= 0:
                 programs[-1].failed[failed]()       # raises
@@ -642,7 +677,6 @@ class ShootingProblem:
                 self.terminal_model.calc_diff(self.terminal_data, xs[self.N:])
             if then is None:
                 return
-            own = time.thread_time() - began    # its chunk's calc_diff
             knot = int(starts[-1])
             then(knot)
             waited = 0.0
@@ -662,16 +696,6 @@ class ShootingProblem:
                 knot = int(lower)
                 then(knot)
             self.pipeline_wait = waited
-            # CPU per knot of then (the backward pass) and of the chunk's calc_diff, averaged
-            # over the calls after the first (cold), for _speculation_pays
-            rest = time.thread_time() - began - own - waited
-            if self._parallel_calls[n] > 0:
-                backward, diff = rest / self.N, own / max(1, self.N + 1 - int(starts[-1]))
-                old_backward, old_diff = self._per_knot
-                self._per_knot = (
-                    backward if old_backward == 0.0 else
-                    old_backward + PER_KNOT_SMOOTHING * (backward - old_backward),
-                    diff if old_diff == 0.0 else old_diff + PER_KNOT_SMOOTHING * (diff - old_diff))
 
         region = self._regions[n]
         # worker 0 on its chunk since the trial started where a speculation runs
@@ -705,14 +729,18 @@ class ShootingProblem:
             xs, (self.N + 1, self.nx)) and _own_stack(us, (self.N, self.nu))
 
     def _speculation_pays(self):
-        """Whether the parallel calc_diffs' backward pass (their ``then``) took at most
-        ``SPECULATE_BACKWARD_SHARE`` of their calc_diff's CPU time per knot (moving
-        averages from the second call; False before it) and their workers had their cores
-        (SPECULATE_MAX_OFF_CORE): the solvers' rule for :meth:`_speculate`."""
-        backward, diff = self._per_knot
+        """Whether the solvers speculate at their next line search (:meth:`_speculate`): the
+        first trial was taken in at least SPECULATE_MIN_TAKEN of the recent line searches
+        (:meth:`_first_trial_taken`; none recorded yet: speculate) and the workers had
+        their cores (SPECULATE_MAX_OFF_CORE)."""
         region = self._regions.get(self.nthreads)
-        return 0.0 < diff and backward <= SPECULATE_BACKWARD_SHARE * diff and (
+        return self._taken >= SPECULATE_MIN_TAKEN and (
             region is None or region.off_core() <= SPECULATE_MAX_OFF_CORE)
+
+    def _first_trial_taken(self, taken):
+        """Record whether a line search's first trial was taken (a solver on several
+        threads, speculating or not), for :meth:`_speculation_pays`."""
+        self._taken += SPECULATION_SMOOTHING * (float(bool(taken)) - self._taken)
 
     def _speculate(self, xs, us):
         """Start calc_diff at the line-search trial (xs, us) about to be rolled out by the
@@ -846,8 +874,9 @@ class ShootingProblem:
         to the costs, its contact data reading the phase's store of the trial's solves).
         A phase with constraints, or with a residual that keeps no reference, is not cut
         (:func:`_can_cut`): it goes whole to the chunk of its middle knot.  A chunk below
-        the last is also cut in ``PIECES`` parts and a small top part (the backward pass
-        waits for it first).  The N + 1 knots are first shared
+        the last is also cut in ``PIECES`` parts (the one next to the last in parts no
+        longer than the last chunk, :func:`_pieces_next_to_last`) and a small top part
+        (the backward pass waits for it first).  The N + 1 knots are first shared
         equally, then by work: after the 2nd, 4th, 8th ... 256th parallel calc_diff the
         boundaries move so that each chunk gets the same share of the CPU time its
         thread measured (:func:`_balanced_bounds`; with ``then``, the last chunk carries
@@ -867,8 +896,10 @@ class ShootingProblem:
         # the chunks below the last in PIECES parts too: the backward pass started on
         # the last chunk goes on down as the other threads finish each part
         cut_at = set(bounds[1:-1])
-        for lo, hi in zip(bounds[:-2], bounds[1:-1]):
-            cut_at.update(lo + (hi - lo) * j // PIECES for j in range(1, PIECES))
+        for i, (lo, hi) in enumerate(zip(bounds[:-2], bounds[1:-1])):
+            pieces = PIECES if i < n - 2 else _pieces_next_to_last(hi - lo,
+                                                                   bounds[-1] - bounds[-2])
+            cut_at.update(lo + (hi - lo) * j // pieces for j in range(1, pieces))
             # and a small top part, which the backward pass waits for first
             cut_at.add(hi - max(1, (hi - lo) // (4 * PIECES)))
         chunks = [[] for _ in range(n)]
@@ -891,12 +922,23 @@ class ShootingProblem:
         self._signals[n] = np.zeros(n, dtype=np.int64)
         self._starts[n] = np.array(_chunk_starts(self._plans[n], self.N), dtype=np.int64)
 
-    def _rebalance(self, n):
+    def _rebalance(self, n, speculated=False):
         """Move the chunk boundaries by the CPU time of the last region (see
-        :meth:`parallel_plan`), at its 2nd, 4th ... 256th call."""
+        :meth:`parallel_plan`), at its 2nd, 4th ... 256th call, or at the first call after
+        it that did not take up a speculation (``speculated``), REBALANCE_DEFERRAL calls
+        at most: the plan is the one without speculation, whether the solver speculates
+        or not.  (Balanced on speculating regions too, where worker 0's chunk started
+        during the trial counts as shorter, the plan follows whichever ran at the
+        rebalance: the ur5 reaching, speculating in most line searches, settled at [0,
+        86, 101] against [0, 42-53, 101] without, two threads over one 0.70-0.81x
+        against 0.85-0.91x; benchmarks/threads_notes.md, round of thr32b.)"""
         calls = self._parallel_calls[n] = self._parallel_calls[n] + 1
-        if calls < 2 or calls > 256 or calls & (calls - 1):
+        if 2 <= calls <= 256 and not calls & (calls - 1):
+            self._rebalance_due.setdefault(n, calls)    # (one deferred already: its call)
+        due = self._rebalance_due.get(n)
+        if due is None or (speculated and calls - due < REBALANCE_DEFERRAL):
             return
+        del self._rebalance_due[n]
         cpu = self._regions[n].cpu
         knots, first = [], 0
         for phases, terminal in self._plans[n]:

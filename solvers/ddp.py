@@ -133,9 +133,10 @@ class DDP:
     """
 
     # on problem.nthreads > 1, calc_diff at the first trial of each line search starts
-    # while the trial is rolled out (:meth:`iterate`): "auto" where the problem's last
-    # parallel calc_diff says it pays (:meth:`~geppetto.ocp.ShootingProblem._speculation_pays`),
-    # True at every line search, False never (after the trial, for comparisons)
+    # while the trial is rolled out (:meth:`iterate`): "auto" where the problem says it
+    # pays (most recent first trials taken,
+    # :meth:`~geppetto.ocp.ShootingProblem._speculation_pays`), True at every line
+    # search, False never (after the trial, for comparisons)
     speculative = "auto"
 
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
@@ -346,11 +347,13 @@ class DDP:
             # converge) or callbacks may touch the problem's arrays between iterations
             # (worker 0 writes them): taken up by the next calc_diff if the trial is
             # accepted
-            speculate = self.speculative is not False and problem.nthreads > 1 and \
+            # ("auto": whether the first trial is taken is recorded for the problem's rule)
+            eligible = self.speculative is not False and problem.nthreads > 1 and \
                 not callbacks and iteration < max_iter and \
                 not (feasible and stop < self.th_stop) and \
-                self.forward_pass.horizon is not None and (
-                    self.speculative is True or problem._speculation_pays())
+                self.forward_pass.horizon is not None
+            speculate = eligible and (self.speculative is True or problem._speculation_pays())
+            first_taken = False
             spoiled = False     # a dropped speculation wrote some knots' derivatives
             for trial_index, alpha in enumerate(self.alphas):
                 if trial_index > 0 and time.perf_counter() > deadline:
@@ -368,9 +371,12 @@ class DDP:
                 dv = cost - trial[3]
                 if self.accepts(d1, dv_exp, dv, feasible):
                     accepted = (alpha, trial, d1, dv_exp, dv)
+                    first_taken = trial_index == 0
                     break
                 spoiled = problem._discard_speculation() or spoiled
             t_forward = time.perf_counter() - tf
+            if eligible and self.speculative is not True:
+                problem._first_trial_taken(first_taken)
             gap_feasible = feasible
             if accepted is not None:
                 alpha, (xs, us, xnext, cost), d1, dv_exp, dv = accepted

@@ -12,7 +12,8 @@ import pytest
 
 from geppetto import ocp
 from geppetto.ocp.parallel import ParallelRegion, Progress, wait_below
-from geppetto.ocp.problem import _balanced_bounds, _chunk_starts
+from geppetto.ocp.problem import (PIECES, REBALANCE_DEFERRAL, _balanced_bounds, _chunk_starts,
+                                   _pieces_next_to_last)
 from ocp_cases import ROBOTS, free_dynamics, frame_placements, rng_for, robot, rotations, states
 
 RTOL_FD = 1e-6
@@ -272,6 +273,63 @@ def test_threads_run_phases_at_once():
     assert knots == [[(0, 1), (1, 2), (2, 3), (3, 4)], [(4, 8)]]
     for n in names:
         np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+
+
+def test_parts_next_to_a_short_last_chunk_are_no_longer_than_it():
+    """The chunk next to the calling thread's is cut in parts no longer than the calling
+    thread's chunk where PIECES parts would be longer (the worker's head start over the
+    backward pass that follows its parts down, thr32), two knots at least: knots 0-13
+    below a last chunk of 3 knots in parts of at most 3 ((0, 3), (3, 7), (7, 10),
+    (10, 13), (13, 14) in PIECES parts); the arrays are those of one thread, to the bit."""
+    assert PIECES == 4
+    assert _pieces_next_to_last(28, 3) == 10        # the talos squat's settled plan
+    assert _pieces_next_to_last(17, 10) == PIECES   # the solo12 trot's
+    assert _pieces_next_to_last(4, 5) == PIECES
+    assert _pieces_next_to_last(30, 1) == 15        # parts of two knots, not one
+    assert _pieces_next_to_last(8, 0) == PIECES
+    problem, _, xs, us = _panda_reaching(N1=3, N2=13)
+    names = ("Fx", "Fu", "Lx", "Lu", "Lxx", "Luu", "Lxu", "costs", "xnext")
+    results = []
+    try:
+        for threads in (1, 2):
+            problem.nthreads = threads
+            if threads == 2:
+                problem.parallel_plan(2)
+                problem._build_plan(2, [0, 14, 17])
+            problem.calc_diff(xs, us)
+            results.append({n: getattr(problem, n).copy() for n in names})
+        knots = [[(start, stop) for _, start, stop, _ in phases]
+                 for phases, _ in problem.parallel_plan(2)]
+    finally:
+        problem.nthreads = 1
+    assert knots == [[(0, 2), (2, 3), (3, 5), (5, 8), (8, 11), (11, 13), (13, 14)],
+                     [(14, 16)]]
+    for n in names:
+        np.testing.assert_array_equal(results[1][n], results[0][n], err_msg=n)
+
+
+def test_rebalance_waits_for_a_region_without_speculation():
+    """A rebalance due (the 2nd, 4th ... parallel calc_diff) waits for a region that took up
+    no speculation, REBALANCE_DEFERRAL calls at most (the plan is the one without
+    speculation, whether the solver speculates or not)."""
+    problem, _, xs, us = _panda_reaching(N1=3, N2=13)
+    problem.parallel_plan(2)
+    region = problem._regions[2]
+    first = list(problem._bounds[2])
+    # the calling thread's chunk measured 3 times the worker's: its knots move to worker 0
+    region.cpu[:] = [3.0, 1.0]
+    problem._parallel_calls[2] = 1
+    problem._rebalance(2, speculated=True)              # the 2nd call: due, deferred
+    assert problem._bounds[2] == first
+    problem._rebalance(2, speculated=False)             # the 3rd: the rebalance
+    moved = problem._bounds[2]
+    assert moved[1] > first[1]
+    region.cpu[:] = [1.0, 3.0]
+    for _ in range(REBALANCE_DEFERRAL):     # the 4th due, then speculating at every call
+        problem._rebalance(2, speculated=True)
+        assert problem._bounds[2] == moved
+    problem._rebalance(2, speculated=True)              # deferred REBALANCE_DEFERRAL calls
+    assert problem._bounds[2][1] < moved[1]
 
 
 def test_balanced_bounds_share_the_measured_work():

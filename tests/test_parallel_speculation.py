@@ -299,3 +299,61 @@ def test_second_interrupt_in_the_owed_start_does_not_hang():
     caller.join(5.0)
     assert not caller.is_alive(), "the third region waits for an end nothing releases"
     assert ran == ["third"]
+
+
+
+def test_speculation_rule_follows_the_first_trials_taken(trot, monkeypatch):
+    """``_speculation_pays``: speculate while the first trial was taken in at least
+    SPECULATE_MIN_TAKEN of the recent line searches (a moving average, weight
+    SPECULATION_SMOOTHING; 1 before any), the workers on their cores: refused first
+    trials (talos_arm_se3's 97 %) stop it, taken ones start it again."""
+    problem, _, _ = trot
+    problem.parallel_plan(2)
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core", lambda self: 0.0)
+    monkeypatch.setattr(problem, "nthreads", 2)
+    monkeypatch.setattr(problem, "_taken", 1.0)
+    assert ocp_problem.SPECULATE_MIN_TAKEN == 0.5 and ocp_problem.SPECULATION_SMOOTHING == 0.25
+    decisions = []
+    for taken in (False, False, True, False, False, True, True, True):
+        problem._first_trial_taken(taken)
+        decisions.append(problem._speculation_pays())
+    # 0.75, 0.5625, 0.672, 0.504, 0.378, 0.533, 0.650, 0.738 taken
+    assert decisions == [True, True, True, True, False, True, True, True]
+    np.testing.assert_allclose(problem._taken, 0.7375640869140625, rtol=1e-12)
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core",
+                        lambda self: 2 * ocp_problem.SPECULATE_MAX_OFF_CORE)
+    assert not problem._speculation_pays()
+
+
+def test_auto_records_the_first_trials(trot, monkeypatch):
+    """``speculative`` "auto" on two threads: each line search that could speculate
+    records whether its first trial was taken, and speculates while most were; the
+    solve stays one thread's to the bit.  From the random point many full steps are
+    refused: speculation stops and starts again."""
+    problem, xs, us = trot
+    monkeypatch.setattr(ocp_parallel.ParallelRegion, "off_core", lambda self: 0.0)
+    problem.parallel_plan(2)
+    one = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP).solve(xs.copy(), us.copy(),
+                                                              max_iter=10)
+    steps = np.array(one.history["step"])
+    records = []
+    original = ocp_problem.ShootingProblem._first_trial_taken
+    monkeypatch.setattr(ocp_problem.ShootingProblem, "_first_trial_taken",
+                        lambda self, taken: (records.append(taken), original(self, taken)))
+    problem.nthreads = 2
+    problem.speculations[:] = 0, 0
+    problem._taken = 0.5        # at the threshold: speculate at the first line search
+    try:
+        solver = gp.solvers.FDDP(problem, th_stop=cp.TH_STOP)
+        assert solver.speculative == "auto"
+        two = solver.solve(xs.copy(), us.copy(), max_iter=10)
+    finally:
+        problem.nthreads = 1
+    _assert_one_thread(one, two)
+    # every iteration but the last (no iteration follows it) could speculate
+    assert records == list(steps[:-1] == 1.0)
+    taken, expected = 0.5, 0
+    for record in records:
+        expected += taken >= 0.5
+        taken += 0.25 * (record - taken)
+    assert problem.speculations[0] == expected and 0 < expected < len(records)
