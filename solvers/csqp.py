@@ -1711,7 +1711,10 @@ class CSQP:
         an active set this call already solved (a cycle) the rounds go on as a damped
         semismooth Newton method (:func:`_damped_round`: a line search on the natural
         residual of the KKT conditions, each row scaled by its curvature,
-        :func:`_row_curvatures`); where its line search fails, False (ADMM)."""
+        :func:`_row_curvatures`); where its line search fails, False (ADMM).  A damped
+        round whose active rows contradict each other takes the plain rule's round
+        (:func:`_polish_fix`) and restarts the damped iterate; False where that changes
+        nothing."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
