@@ -917,10 +917,26 @@ def _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx):
 
 
 @inline_kernel
-def _activate(z, rho, values, lower, upper, big, k, i):
-    """Row i at block knot k becomes active at the bound its value v passed."""
-    z[k, i] = lower[i] if values[k, i] < lower[i] else upper[i]
+def _activate(z, rho, value, lower, upper, big, k, i):
+    """Row i at block knot k becomes active at the bound ``value`` passed (its value v in
+    :func:`_polish_fix`, v + y / c in :func:`_damped_move`)."""
+    z[k, i] = lower[i] if value < lower[i] else upper[i]
     rho[k, i] = big
+
+
+@inline_kernel
+def _violation(value, lower, upper):
+    """How far ``value`` lies beyond [lower, upper] (negative inside): an inactive row
+    enters where this exceeds the tolerance (:func:`_polish_fix`, :func:`_damped_target`)."""
+    return max(lower - value, value - upper)
+
+
+@inline_kernel
+def _wrong_sign(z, y, lower, upper, tolerance):
+    """Whether an active inequality row's multiplier y has the wrong sign for the bound z
+    it is active at by more than ``tolerance``: the row leaves (:func:`_polish_fix`,
+    :func:`_damped_target`)."""
+    return (z == lower and y > tolerance) or (z == upper and y < -tolerance)
 
 
 @kernel
@@ -954,7 +970,7 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
             for k in range(K + 1):
                 violation = 0.0
                 if k < K and rho[k, i] == 0.0:
-                    violation = max(lower[i] - values[k, i], values[k, i] - upper[i])
+                    violation = _violation(values[k, i], lower[i], upper[i])
                     if violation <= tolerance:
                         violation = 0.0
                 if violation > 0.0 and ((sparse[kind] and (kind != 0 or
@@ -976,21 +992,20 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
                     for add in (best_k, first if arc_before else -1,
                                 k - 1 if arc_after else -1):
                         if add >= 0 and rho[add, i] == 0.0:
-                            _activate(z, rho, values, lower, upper, big, add, i)
+                            _activate(z, rho, values[add, i], lower, upper, big, add, i)
                             changes += 1
                             last = max(last, start + add)
                             changed[start + add] = True
                 if violation > 0.0:
-                    _activate(z, rho, values, lower, upper, big, k, i)
+                    _activate(z, rho, values[k, i], lower, upper, big, k, i)
                     changes += 1
                     last = max(last, start + k)
                     changed[start + k] = True
                 best, best_k = 0.0, -1
         for k in range(K):
             for i in range(y.shape[1]):
-                if rho[k, i] != 0.0 and lower[i] < upper[i] and (
-                        (z[k, i] == lower[i] and y[k, i] > tolerance) or
-                        (z[k, i] == upper[i] and y[k, i] < -tolerance)):
+                if rho[k, i] != 0.0 and lower[i] < upper[i] and \
+                        _wrong_sign(z[k, i], y[k, i], lower[i], upper[i], tolerance):
                     if peel and 0 < k < y.shape[0] - 1 and rho[k - 1, i] != 0.0 and \
                             rho[k + 1, i] != 0.0:
                         continue
@@ -1003,13 +1018,14 @@ def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
 
 
 @inline_kernel
-def _natural_residual(v, y, lower, upper, scale):
-    """v - clip(v + y / scale, l, h) (``scale`` > 0: the row's curvature,
-    :func:`_row_curvatures`): zero exactly where v in [l, h] and y in the normal
-    cone of [l, h] at v (y >= 0 at h, y <= 0 at l, 0 inside) -- the complementarity of a
-    bound row as one equation (the natural residual of the QP's variational inequality;
-    HIK's semismooth function min(y, c (h - v)) is the same up to scaling)."""
-    return v - min(max(v + y / scale, lower), upper)
+def _natural_residual(v, trial, lower, upper):
+    """v - clip(trial, l, h), trial = v + y / c (c > 0: the row's curvature,
+    :func:`_row_curvatures`; :func:`_row_trial`): zero exactly where v in [l, h] and y in
+    the normal cone of [l, h] at v (y >= 0 at h, y <= 0 at l, 0 inside) -- the
+    complementarity of a bound row as one equation (the natural residual of the QP's
+    variational inequality; HIK's semismooth function min(y, c (h - v)) is the same up to
+    scaling)."""
+    return v - min(max(trial, lower), upper)
 
 
 @kernel
@@ -1076,7 +1092,7 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
     Returns (rows changed, the last knot with a changed row, step t): (0, -1, 1.0) where
     (v1, y1) solves the QP (nothing changed); otherwise the largest t of 1, 1/2, ...,
     ``smallest`` with merit(t) <= (1 - 2 c1 t) merit(0) (t = 1 for the first iterate),
-    or where it is larger a step just past the first kink (:func:`_first_kink`: up to
+    or where it is larger a step just past the first kink (:func:`_kink_step`: up to
     it merit(t) = (1 - t)^2 merit(0), which passes the test), moves the iterate and the
     active set becomes the natural residual's there (:func:`_damped_move`), the step
     repeated from the new iterate while that set is the current one (the next solve
@@ -1107,9 +1123,9 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
             # passes Armijo's test and changes that row's activity, where a kink close to
             # the iterate (a row at its bound with a multiplier near zero) leaves every
             # step of the ladder refused
-            kink = _first_kink(polished, iterate, curvature)
-            if kink < 1.0:
-                step = max(step, min(1.0, kink * (1.0 + KINK_PAST)))
+            kink = _kink_step(polished, iterate, curvature)
+            if kink <= 1.0:
+                step = max(step, kink)
         if step == 0.0:
             return -1, -1, step
         fresh = False
@@ -1121,10 +1137,11 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
 
 @kernel
 def _damped_target(polished, dx, du, iterate, tolerance):
-    """(v1, y1) of the polished step w = (dx, du) into iterate[2], iterate[3]; whether it
-    is the QP's solution: no inactive row past a bound by more than ``tolerance``, no
-    active inequality row's multiplier of the wrong sign by more than ``tolerance``
-    (:func:`_polish_fix`'s test)."""
+    """(v1, y1) of the polished step w = (dx, du) into iterate[2], iterate[3] (v1 an
+    active inequality row's bound, the others' values); whether it is the QP's solution:
+    no inactive row past a bound by more than ``tolerance``, no active inequality row's
+    multiplier of the wrong sign by more than ``tolerance`` (:func:`_polish_fix`'s test,
+    :func:`_violation` and :func:`_wrong_sign`)."""
     solved = True
     n = 0
     for b in range(len(polished)):
@@ -1133,26 +1150,50 @@ def _damped_target(polished, dx, du, iterate, tolerance):
         _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
-                iterate[2, n] = values[k, i]
+                # an active inequality row's value is its bound: the Newton point the
+                # equality-constrained solve approximates (the method of multipliers leaves
+                # v within its tolerance of z).  With the penalized v, a row whose overshoot
+                # v - h exceeded |y| / c stayed active under the natural residual's rule
+                # however wrong y's sign, while the test below called the QP unsolved: no
+                # round changed anything and every step was refused (review rev32).  At
+                # the target the rule and the test now agree: a row the test changes,
+                # the move at t = 1 changes
+                active = rho[k, i] != 0.0 and lower[i] < upper[i]
+                iterate[2, n] = z[k, i] if active else values[k, i]
                 iterate[3, n] = y[k, i]
                 n += 1
                 if lower[i] == upper[i]:
                     continue
-                if rho[k, i] == 0.0:
-                    if max(values[k, i] - upper[i], lower[i] - values[k, i]) > tolerance:
+                if not active:
+                    if _violation(values[k, i], lower[i], upper[i]) > tolerance:
                         solved = False
-                elif (z[k, i] == lower[i] and y[k, i] > tolerance) or \
-                        (z[k, i] == upper[i] and y[k, i] < -tolerance):
+                elif _wrong_sign(z[k, i], y[k, i], lower[i], upper[i], tolerance):
                     solved = False
     return solved
 
 
+@inline_kernel
+def _row_trial(iterate, curvature, n, step):
+    """Row n's (v, y) at (v0, y0) + step (v1 - v0, y1 - y0) (``iterate``'s rows,
+    :func:`_damped_round`) and its v + y / c, the point the natural residual clips: one
+    expression for the move, the merit and the kink step, so that they agree to the bit."""
+    v = iterate[0, n] + step * (iterate[2, n] - iterate[0, n])
+    m = iterate[1, n] + step * (iterate[3, n] - iterate[1, n])
+    return v, m, v + m / curvature[n]
+
+
 @kernel
-def _first_kink(polished, iterate, curvature):
-    """The smallest t in (0, 1] where a row's v + y / c crosses one of its bounds along
-    (v0, y0) + t (v1 - v0, y1 - y0) (``iterate``'s rows, :func:`_damped_round`): the end
-    of the current active set's piece of the merit; inf where none does."""
-    first = np.inf
+def _kink_step(polished, iterate, curvature):
+    """The step just past the first kink along (v0, y0) + t (v1 - v0, y1 - y0)
+    (``iterate``'s rows, :func:`_damped_round`): the smallest t in (0, 1] where a row's
+    v + y / c crosses one of its bounds ends the current active set's piece of the merit;
+    the step returned is the first of t (1 + KINK_PAST 2^j), j = 0, 1, ..., at which that
+    row's v + y / c, computed as :func:`_damped_move` computes it, lies strictly beyond the
+    bound (at most 1).  A step relative in t alone can round back onto the bound: a row
+    within ~1e-7 |h| of its bound has a kink at t ~ 1e-12, an overshoot of 1e-9 t in value
+    below half an ulp of h, and the inclusive test keeps the row as it was (review rev32).
+    inf where no row crosses a bound before t = 1."""
+    first, row, bound, rising = np.inf, -1, 0.0, True
     n = 0
     for b in range(len(polished)):
         lower, upper, y = polished[b][8], polished[b][9], polished[b][5]
@@ -1161,14 +1202,23 @@ def _first_kink(polished, iterate, curvature):
                 c = curvature[n]
                 start = iterate[0, n] + iterate[1, n] / c
                 slope = (iterate[2, n] - iterate[0, n]) + (iterate[3, n] - iterate[1, n]) / c
+                if lower[i] < upper[i] and slope != 0.0:
+                    for edge in (lower[i], upper[i]):
+                        t = (edge - start) / slope
+                        if 0.0 < t <= 1.0 and t < first:
+                            first, row, bound, rising = t, n, edge, slope > 0.0
                 n += 1
-                if lower[i] == upper[i] or slope == 0.0:
-                    continue
-                for bound in (lower[i], upper[i]):
-                    t = (bound - start) / slope
-                    if 0.0 < t <= 1.0:
-                        first = min(first, t)
-    return first
+    if row < 0 or first >= 1.0:
+        return np.inf
+    past = KINK_PAST
+    while True:
+        step = min(1.0, first * (1.0 + past))
+        if step >= 1.0:
+            return 1.0
+        trial = _row_trial(iterate, curvature, row, step)[2]
+        if (trial > bound) if rising else (trial < bound):
+            return step
+        past *= 2.0
 
 
 @kernel
@@ -1182,9 +1232,8 @@ def _merit(polished, iterate, curvature, step):
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
                 if lower[i] < upper[i]:
-                    v = iterate[0, n] + step * (iterate[2, n] - iterate[0, n])
-                    m = iterate[1, n] + step * (iterate[3, n] - iterate[1, n])
-                    p = _natural_residual(v, m, lower[i], upper[i], curvature[n])
+                    v, m, trial = _row_trial(iterate, curvature, n, step)
+                    p = _natural_residual(v, trial, lower[i], upper[i])
                     merit += p * p
                 n += 1
     return merit
@@ -1203,10 +1252,8 @@ def _damped_move(polished, iterate, curvature, step, big, changed):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
         for k in range(y.shape[0]):
             for i in range(y.shape[1]):
-                v = iterate[0, n] + step * (iterate[2, n] - iterate[0, n])
-                m = iterate[1, n] + step * (iterate[3, n] - iterate[1, n])
+                v, m, trial = _row_trial(iterate, curvature, n, step)
                 iterate[0, n], iterate[1, n] = v, m
-                trial = v + m / curvature[n]
                 n += 1
                 if lower[i] == upper[i]:
                     continue
@@ -1216,10 +1263,9 @@ def _damped_move(polished, iterate, curvature, step, big, changed):
                         changes, last = changes + 1, max(last, start + k)
                         changed[start + k] = True
                     continue
-                bound = upper[i] if trial > upper[i] else lower[i]
                 y[k, i] = m
-                if rho[k, i] == 0.0 or z[k, i] != bound:
-                    z[k, i], rho[k, i] = bound, big
+                if rho[k, i] == 0.0 or z[k, i] != (lower[i] if trial < lower[i] else upper[i]):
+                    _activate(z, rho, trial, lower, upper, big, k, i)
                     changes, last = changes + 1, max(last, start + k)
                     changed[start + k] = True
     return changes, last
@@ -1665,7 +1711,10 @@ class CSQP:
         an active set this call already solved (a cycle) the rounds go on as a damped
         semismooth Newton method (:func:`_damped_round`: a line search on the natural
         residual of the KKT conditions, each row scaled by its curvature,
-        :func:`_row_curvatures`); where its line search fails, False (ADMM)."""
+        :func:`_row_curvatures`); where its line search fails, False (ADMM).  A damped
+        round whose active rows contradict each other takes the plain rule's round
+        (:func:`_polish_fix`) and restarts the damped iterate; False where that changes
+        nothing."""
         problem, work = self.problem, self.polish_work
         pdx, pdu = work[6], work[7]
         _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
@@ -1719,13 +1768,23 @@ class CSQP:
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
-                if damped:
-                    # the damped rounds' merit needs each solve's exact multipliers: active
+                if damped and done >= self.polish_iter and \
+                        prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                    # the damped rounds' merit needs each solve's exact multipliers.  Active
                     # rows that contradict each other (the method of multipliers short of
-                    # them) go to ADMM and its certificate at once
-                    if done >= self.polish_iter and \
-                            prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
+                    # them: redundant rows on one quantity, a residual bound and a control
+                    # bound on the same u, each made active by the natural residual at its
+                    # own bound) take the plain rule's round on the penalized step, which
+                    # drops the row whose multiplier it turns wrong, and the damped iterate
+                    # starts afresh from the next solve; ADMM only where that changes
+                    # nothing (review rev32: a forced switch to damped rounds on the LQ
+                    # problem with both rows went to ADMM, 217 iterations, on a feasible QP)
+                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
+                                                POLISH_TOLERANCE, self._sparse, changed, False)
+                    self._iterate[0, 0] = np.nan
+                    if changes == 0:
                         return False
+                elif damped:
                     changes, last, _ = _damped_round(
                         polished, pdx, pdu, self._iterate, self._curvature, self.big,
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)

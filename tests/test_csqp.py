@@ -584,32 +584,146 @@ def test_row_curvatures_are_the_stage_hessian_along_each_row():
     assert solver.solve(max_iter=2).iterations >= 1          # derivatives at an iterate
     sigma = 1e-8
     out = np.full(solver._key.size, np.nan)
+
+    def expected(Lxx, Luu, Lxu):
+        values = []
+        for block, item in zip(solver.blocks, solver.items):
+            kind, start, r, Rx, Ru, y = item[:6]
+            index, dx_index = item[10], item[11]
+            for k in range(y.shape[0]):
+                t = start + k
+                for i in range(y.shape[1]):
+                    row_x, row_u = np.zeros(problem.ndx), np.zeros(problem.nu)
+                    if kind == 1:
+                        row_u[i] = 1.0
+                    elif kind == 2:
+                        row_x[dx_index[i]] = 1.0
+                    else:
+                        row_x, row_u = Rx[k, index[i]], Ru[k, index[i]]
+                    c = row_x @ Lxx[t] @ row_x + sigma * row_x @ row_x
+                    if t < problem.N:
+                        c += row_u @ Luu[t] @ row_u + 2 * row_x @ Lxu[t] @ row_u \
+                            + sigma * row_u @ row_u
+                    values.append(c)
+        return np.array(values)
+
     csqp._row_curvatures(solver.typed_polished, problem.Lxx, problem.Luu, problem.Lxu,
                          sigma, out)
-    expected = []
-    for block, item in zip(solver.blocks, solver.items):
-        kind, start, r, Rx, Ru, y = item[:6]
-        index, dx_index = item[10], item[11]
-        for k in range(y.shape[0]):
-            t = start + k
-            for i in range(y.shape[1]):
-                row_x, row_u = np.zeros(problem.ndx), np.zeros(problem.nu)
-                if kind == 1:
-                    row_u[i] = 1.0
-                elif kind == 2:
-                    row_x[dx_index[i]] = 1.0
-                else:
-                    row_x, row_u = Rx[k, index[i]], Ru[k, index[i]]
-                c = row_x @ problem.Lxx[t] @ row_x + sigma * row_x @ row_x
-                if t < problem.N:
-                    c += row_u @ problem.Luu[t] @ row_u + 2 * row_x @ problem.Lxu[t] @ row_u \
-                        + sigma * row_u @ row_u
-                expected.append(c)
-    assert len(expected) == out.size
+    assert expected(problem.Lxx, problem.Luu, problem.Lxu).size == out.size
     assert {b.kind for b in solver.blocks} == {"residual", "u", "x"}
-    np.testing.assert_allclose(out, expected, rtol=1e-14, atol=1e-20)
+    np.testing.assert_allclose(out, expected(problem.Lxx, problem.Luu, problem.Lxu),
+                               rtol=1e-14, atol=1e-20)
+    # the cross term R_x Lxu R_u^T (zero above: the LQ's Lxu and the control residual's
+    # R_x vanish; review rev32): residual rows with both Jacobians and a Hessian with
+    # Lxu, written into the polishing rows' arrays (they are the blocks')
+    rng = np.random.default_rng(32)
+    for item in solver.items:
+        if item[0] == 0:
+            item[3][...] = rng.standard_normal(item[3].shape)
+            item[4][...] = rng.standard_normal(item[4].shape)
+    half_x = rng.standard_normal(problem.Lxx.shape)
+    half_u = rng.standard_normal(problem.Luu.shape)
+    Lxx = half_x @ half_x.transpose(0, 2, 1) + 4.0 * np.eye(problem.ndx)
+    Luu = half_u @ half_u.transpose(0, 2, 1) + 4.0 * np.eye(problem.nu)
+    Lxu = 0.5 * rng.standard_normal(problem.Lxu.shape)
+    with_cross, without_cross = expected(Lxx, Luu, Lxu), expected(Lxx, Luu, 0 * Lxu)
+    assert np.max(np.abs(with_cross - without_cross)) > 0.1
+    csqp._row_curvatures(solver.typed_polished, Lxx, Luu, Lxu, sigma, out)
+    np.testing.assert_allclose(out, with_cross, rtol=1e-12)
     # rows without curvature (no Hessian along them, no proximal weight) are left unscaled,
     # not divided by zero (review rev32: the damped merit was NaN)
     csqp._row_curvatures(solver.typed_polished, 0 * problem.Lxx, 0 * problem.Luu,
                          0 * problem.Lxu, 0.0, out)
     np.testing.assert_array_equal(out, 1.0)
+
+
+def _bound_rows(y, z, rho, lower, upper):
+    """A typed polishing list of one control-bound block at knot 0 (csqp's damped-round
+    kernels' input): the rows' multipliers y, bounds z and penalties rho (1, m)."""
+    from geppetto.solvers import csqp
+    m = y.shape[1]
+    return csqp.typed_list([(1, 0, np.zeros((1, m)), np.zeros((1, m, 2)), np.zeros((1, m, m)),
+                             y, z, rho, np.asarray(lower, float), np.asarray(upper, float),
+                             np.arange(m), np.arange(m))])
+
+
+@pytest.mark.parametrize("distance", [1e-3, 1e-7, 1e-10])
+def test_damped_kink_step_crosses_the_kink_in_floating_point(distance):
+    """A damped round whose line search refuses every step (row 0's residual falls as
+    row 1's rises past its upper bound 1 at once) steps past the first kink (row 1's).
+    With row 1 within ~1e-7 of its bound the kink lies at t ~ 1e-12 and a step of (1 +
+    1e-9) t moved its value by less than half an ulp of 1: it rounded onto the bound, the
+    row stayed inactive and the round gave up (-1, ADMM; review rev32).  Now the step
+    leaves the bound strictly: row 1 becomes active at 1."""
+    from geppetto.solvers import csqp
+    y, z, rho = np.zeros((1, 2)), np.zeros((1, 2)), np.zeros((1, 2))
+    polished = _bound_rows(y, z, rho, [-1.0, -1.0], [1.0, 1.0])
+    iterate = np.array([[1.0, 1.0 - distance], [-1.0, 0.0], [np.nan] * 2, [np.nan] * 2])
+    curvature, changed = np.ones(2), np.zeros(2, bool)
+    changes, last, step = csqp._damped_round(
+        polished, np.zeros((2, 2)), np.array([[0.0, 1e5]]), iterate, curvature, 1e5,
+        csqp.POLISH_TOLERANCE, csqp.DAMPED_C1, csqp.DAMPED_SMALLEST, changed)
+    assert (changes, last) == (1, 0)
+    np.testing.assert_allclose(step, distance / (1e5 - 1.0 + distance), rtol=1e-5)
+    assert rho[0, 1] == 1e5 and z[0, 1] == 1.0 and rho[0, 0] == 0.0
+    assert changed[0] and iterate[0, 1] + iterate[1, 1] > 1.0
+
+
+@pytest.mark.parametrize("curvature", [1.0, 10.0, 1e3])
+def test_damped_round_drops_a_wrong_signed_row_its_solved_test_rejects(curvature):
+    """An active row (at its upper bound 1) whose multiplier is -2e-9, of the wrong sign
+    beyond POLISH_TOLERANCE (1e-9), with the penalized solve's value 5e-10 past the bound:
+    csqp._damped_target calls the QP unsolved, and the move must then drop the row, as
+    _polish_fix would.  The natural residual at the penalized value, 1 + 5e-10 - 2e-9 / c,
+    kept the row active for c = 10 (overshoot above |y| / c): nothing changed, the next
+    merit was flat, the round gave up (-1, ADMM; review rev32).  The target's value of an
+    active row is now its bound."""
+    from geppetto.solvers import csqp
+    y, z, rho = np.array([[-2e-9]]), np.array([[1.0]]), np.array([[1e5]])
+    polished = _bound_rows(y, z, rho, [-1.0], [1.0])
+    iterate = np.full((4, 1), np.nan)
+    changed = np.zeros(2, bool)
+    changes, last, step = csqp._damped_round(
+        polished, np.zeros((2, 1)), np.array([[1.0 + 5e-10]]), iterate,
+        np.array([curvature]), 1e5, csqp.POLISH_TOLERANCE, csqp.DAMPED_C1,
+        csqp.DAMPED_SMALLEST, changed)
+    assert (changes, last, step) == (1, 0, 1.0)
+    assert rho[0, 0] == 0.0 and y[0, 0] == 0.0
+    # the same row with its multiplier's sign right within the tolerance is the solution
+    y[0, 0], rho[0, 0] = -0.5e-9, 1e5
+    assert csqp._damped_round(
+        polished, np.zeros((2, 1)), np.array([[1.0 + 5e-10]]), iterate,
+        np.array([curvature]), 1e5, csqp.POLISH_TOLERANCE, csqp.DAMPED_C1,
+        csqp.DAMPED_SMALLEST, changed) == (0, -1, 1.0)
+
+
+def test_forced_damped_rounds_on_redundant_rows_solve_without_admm(monkeypatch):
+    """Every round after the first taken damped (CSQP._active_set made to report a
+    repeat at once) on the LQ problem with a residual row u_1 <= 0.35 beside the control
+    bounds |u| <= 0.4: the damped move made both rows on u_1 active, each at its own
+    bound, and the next solve (the two contradict) ran the method of multipliers to its
+    last iteration; the round went to ADMM (217 iterations, 2 SQP iterations instead of
+    1; review rev32).  Such a round now takes the plain rule's round on the penalized
+    step, which drops the wrong-signed row, and the damped rounds go on: no ADMM, the
+    plain rounds' solution."""
+    from geppetto.solvers import csqp
+
+    def make():
+        return _lq_problem(
+            control_bounds=(-0.4, 0.4), bounded_knots=range(4, 9),
+            state_bounds=([-np.inf, 0.2, -np.inf, -np.inf], np.full(4, np.inf)),
+            stage_constraints=[ocp.Constraint(ocp.ControlResidual(2, [0.0, 0.0]),
+                                              [0.1, -np.inf], [0.1, 0.35])])
+    plain = gp.solvers.CSQP(make()).solve(max_iter=50)
+    assert plain.converged
+    rounds = []
+    real_round = csqp._damped_round
+    monkeypatch.setattr(csqp.CSQP, "_active_set", lambda self: b"repeat")
+    monkeypatch.setattr(csqp, "_damped_round",
+                        lambda *args: rounds.append(real_round(*args)) or rounds[-1])
+    forced = gp.solvers.CSQP(make()).solve(max_iter=50)
+    assert rounds and all(changes >= 0 for changes, _, _ in rounds)
+    assert forced.converged and forced.iterations == plain.iterations
+    assert forced.history["qp_iterations"] == [0] * forced.iterations
+    assert abs(forced.cost - plain.cost) <= 1e-9 * abs(plain.cost)
+    np.testing.assert_allclose(forced.us, plain.us, atol=1e-7)
