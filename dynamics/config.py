@@ -9,18 +9,104 @@ reject) instead of raising from inside a kernel, and no division pays for a
 zero check.  ``NUMBA_BOUNDSCHECK=1``
 in the environment turns on bounds checking for all of them, as CI does once
 for the dynamics tests.
+
+Numba keys a function's on-disk cache entry on its own source file's stamp (mtime,
+size) only: a kernel calling (or inlining) kernels of other files kept its cached
+machine code when only those files changed (``git pull``, a branch switch, an edit of
+an editable install), and ran the old callees' code.  So every kernel of the package is
+cached by :class:`PackageFunctionCache`: its stamp is Numba's plus
+:func:`source_fingerprint`, a hash of all the package's sources, so that any change to
+them recompiles every kernel once (the flags and the compiled code are Numba's own).
 """
+import hashlib
+import os
 import types
+import warnings
 
 import numba
 from numba.np.ufunc import parallel as _numba_parallel
 
+try:
+    from numba.core.caching import FunctionCache as _FunctionCache
+except ImportError:  # a Numba without it: Numba's own cache (see _fingerprinted)
+    _FunctionCache = None
+
 NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
+
+# The package's folders whose code no kernel of the package calls: tests, measurements,
+# examples (an edit there recompiles nothing).
+_OUTSIDE_KERNELS = frozenset(("tests", "benchmarks", "examples"))
+_FINGERPRINT = []
+
+
+def source_fingerprint(root=None):
+    """A SHA-256 of the package's Python sources (paths and contents), computed once per
+    process: the package folder and its subpackages (folders with an ``__init__.py``),
+    less tests/, benchmarks/ and examples/.  Contents, not (mtime, size): a checkout that
+    restores the same files keeps its compiled code, a touched file recompiles nothing."""
+    if root is None:
+        if _FINGERPRINT:
+            return _FINGERPRINT[0]
+        _FINGERPRINT.append(source_fingerprint(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))))
+        return _FINGERPRINT[0]
+    digest = hashlib.sha256()
+    folders = [""]
+    while folders:
+        folder = folders.pop()
+        names = sorted(os.listdir(os.path.join(root, folder)))
+        for name in names:
+            relative = os.path.join(folder, name)
+            path = os.path.join(root, relative)
+            if name.endswith(".py"):
+                with open(path, "rb") as handle:
+                    digest.update(relative.encode() + b"\0" + handle.read() + b"\0")
+            elif (not folder and name in _OUTSIDE_KERNELS) or name.startswith((".", "_")):
+                continue
+            elif os.path.isfile(os.path.join(path, "__init__.py")):
+                folders.append(relative)
+    return digest.hexdigest()
+
+
+if _FunctionCache is not None:
+    class PackageFunctionCache(_FunctionCache):
+        """Numba's cache of a function's compiled code, its index stamped with the
+        function's file stamp and :func:`source_fingerprint`: an index written under
+        other package sources is stale (Numba then compiles and overwrites it)."""
+
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            index = self._cache_file
+            index._source_stamp = (index._source_stamp, source_fingerprint())
+else:
+    PackageFunctionCache = None
+
+
+def _fingerprinted(dispatcher):
+    """``dispatcher`` with :class:`PackageFunctionCache` in place of Numba's cache; should
+    Numba's internals differ (no ``FunctionCache``, no index stamp), its own cache, with a
+    warning that edits of a callee's file may then need the cache deleted."""
+    try:
+        if not isinstance(dispatcher._cache, _FunctionCache):
+            raise TypeError(type(dispatcher._cache).__name__)
+        cache = PackageFunctionCache(dispatcher.py_func)
+    except Exception as error:  # noqa: BLE001 - any internal change: Numba's default
+        if not _WARNED:
+            _WARNED.append(True)
+            warnings.warn(f"geppetto: Numba's cache cannot be keyed on the package's "
+                          f"sources ({type(error).__name__}: {error}); after an update of "
+                          f"the package delete its __pycache__ folders", RuntimeWarning)
+        return dispatcher
+    dispatcher._cache = cache
+    return dispatcher
+
+
+_WARNED = []
 
 
 def kernel(function):
     """Compile ``function`` in nopython mode with the project's options."""
-    return numba.njit(**NUMBA_OPTIONS)(function)
+    return _fingerprinted(numba.njit(**NUMBA_OPTIONS)(function))
 
 
 def model_kernel(function):
@@ -41,7 +127,7 @@ def inline_kernel(function):
     than the helper's arithmetic (measured: placements 2.8 us -> 1.0 us on
     ur5), inlining removes the call.
     """
-    return numba.njit(inline="always", **NUMBA_OPTIONS)(function)
+    return _fingerprinted(numba.njit(inline="always", **NUMBA_OPTIONS)(function))
 
 
 def parallel_kernel(batch):
@@ -74,8 +160,8 @@ class ThreadedKernel:
             raise ValueError(f"{function.__name__} has no argument {batch!r}")
         self.batch_index = names.index(batch)
         self.py_func = function
-        self.parallel = numba.njit(parallel=True, **NUMBA_OPTIONS)(function)
-        self.serial = numba.njit(**NUMBA_OPTIONS)(_renamed(function, "_serial"))
+        self.parallel = _fingerprinted(numba.njit(parallel=True, **NUMBA_OPTIONS)(function))
+        self.serial = kernel(_renamed(function, "_serial"))
         self.__name__, self.__qualname__ = function.__name__, function.__qualname__
         self.__doc__, self.__module__ = function.__doc__, function.__module__
 
