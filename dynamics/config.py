@@ -32,6 +32,8 @@ except ImportError:  # a Numba without it: Numba's own cache (see _fingerprinted
     _FunctionCache = None
 
 NUMBA_OPTIONS = dict(cache=True, fastmath=False, nogil=True, error_model="numpy")
+# The options the decorators hand to Numba: the cache is installed by _fingerprinted.
+_COMPILE_OPTIONS = dict(NUMBA_OPTIONS, cache=False)
 
 # The package's folders whose code no kernel of the package calls: tests, measurements,
 # examples (an edit there recompiles nothing).
@@ -79,25 +81,25 @@ if _FunctionCache is not None:
             index = self._cache_file
             index._source_stamp = (index._source_stamp, source_fingerprint())
 else:
-    PackageFunctionCache = None
+    def PackageFunctionCache(py_func):  # noqa: N802 - stands for the class
+        raise ImportError("numba.core.caching.FunctionCache")
 
 
 def _fingerprinted(dispatcher):
-    """``dispatcher`` with :class:`PackageFunctionCache` in place of Numba's cache; should
-    Numba's internals differ (no ``FunctionCache``, no index stamp), its own cache, with a
-    warning that edits of a callee's file may then need the cache deleted."""
+    """``dispatcher`` (compiled with ``cache=False``) given :class:`PackageFunctionCache`:
+    ``cache=True`` of ``NUMBA_OPTIONS`` done with the package's stamp (one cache object
+    made per kernel, not two: 593 kernels, ~30 ms of import).  Should Numba's internals
+    differ (no ``FunctionCache``, no index stamp), Numba's own cache, with a warning that
+    after an update of the package its ``__pycache__`` folders need deleting."""
     try:
-        if not isinstance(dispatcher._cache, _FunctionCache):
-            raise TypeError(type(dispatcher._cache).__name__)
-        cache = PackageFunctionCache(dispatcher.py_func)
+        dispatcher._cache = PackageFunctionCache(dispatcher.py_func)
     except Exception as error:  # noqa: BLE001 - any internal change: Numba's default
+        dispatcher.enable_caching()
         if not _WARNED:
             _WARNED.append(True)
             warnings.warn(f"geppetto: Numba's cache cannot be keyed on the package's "
                           f"sources ({type(error).__name__}: {error}); after an update of "
                           f"the package delete its __pycache__ folders", RuntimeWarning)
-        return dispatcher
-    dispatcher._cache = cache
     return dispatcher
 
 
@@ -106,7 +108,7 @@ _WARNED = []
 
 def kernel(function):
     """Compile ``function`` in nopython mode with the project's options."""
-    return _fingerprinted(numba.njit(**NUMBA_OPTIONS)(function))
+    return _fingerprinted(numba.njit(**_COMPILE_OPTIONS)(function))
 
 
 def model_kernel(function):
@@ -127,7 +129,7 @@ def inline_kernel(function):
     than the helper's arithmetic (measured: placements 2.8 us -> 1.0 us on
     ur5), inlining removes the call.
     """
-    return _fingerprinted(numba.njit(inline="always", **NUMBA_OPTIONS)(function))
+    return _fingerprinted(numba.njit(inline="always", **_COMPILE_OPTIONS)(function))
 
 
 def parallel_kernel(batch):
@@ -160,7 +162,7 @@ class ThreadedKernel:
             raise ValueError(f"{function.__name__} has no argument {batch!r}")
         self.batch_index = names.index(batch)
         self.py_func = function
-        self.parallel = _fingerprinted(numba.njit(parallel=True, **NUMBA_OPTIONS)(function))
+        self.parallel = _fingerprinted(numba.njit(parallel=True, **_COMPILE_OPTIONS)(function))
         self.serial = kernel(_renamed(function, "_serial"))
         self.__name__, self.__qualname__ = function.__name__, function.__qualname__
         self.__doc__, self.__module__ = function.__doc__, function.__module__
