@@ -15,11 +15,14 @@ size) only: a kernel calling (or inlining) kernels of other files kept its cache
 machine code when only those files changed (``git pull``, a branch switch, an edit of
 an editable install), and ran the old callees' code.  So every kernel of the package is
 cached by :class:`PackageFunctionCache`: its stamp is Numba's plus
-:func:`source_fingerprint`, a hash of all the package's sources, so that any change to
-them recompiles every kernel once (the flags and the compiled code are Numba's own).
+:func:`source_fingerprint` of its module, a hash of the contents of the package's
+modules that module imports, transitively (all the package's sources for a kernel
+defined outside it): an edit recompiles, once, the kernels that can call the edited
+code, and no others (the flags and the compiled code are Numba's own).
 """
 import hashlib
 import os
+import re
 import types
 import warnings
 
@@ -38,48 +41,105 @@ _COMPILE_OPTIONS = dict(NUMBA_OPTIONS, cache=False)
 # The package's folders whose code no kernel of the package calls: tests, measurements,
 # examples (an edit there recompiles nothing).
 _OUTSIDE_KERNELS = frozenset(("tests", "benchmarks", "examples"))
-_FINGERPRINT = []
+_PACKAGE = __name__.split(".")[0]
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# "from X import names" (a parenthesized list may span lines); X relative or absolute.
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)",
+                          re.MULTILINE)
+_SOURCES = {}
+_FINGERPRINTS = {}
 
 
-def source_fingerprint(root=None):
-    """A SHA-256 of the package's Python sources (paths and contents), computed once per
-    process: the package folder and its subpackages (folders with an ``__init__.py``),
-    less tests/, benchmarks/ and examples/.  Contents, not (mtime, size): a checkout that
-    restores the same files keeps its compiled code, a touched file recompiles nothing."""
+def package_sources(root=None, package=None):
+    """The package's Python sources, read once per process: {module name: (SHA-256 of the
+    file's contents, the package's modules it imports)}, for the package folder and its
+    subpackages (folders with an ``__init__.py``), less tests/, benchmarks/ and
+    examples/.  Contents, not (mtime, size): a checkout that restores the same files
+    keeps its compiled code, a touched file recompiles nothing."""
     if root is None:
-        if _FINGERPRINT:
-            return _FINGERPRINT[0]
-        _FINGERPRINT.append(source_fingerprint(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__)))))
-        return _FINGERPRINT[0]
-    digest = hashlib.sha256()
-    folders = [""]
+        if not _SOURCES:
+            _SOURCES.update(package_sources(_ROOT, _PACKAGE))
+        return _SOURCES
+    texts, folders = {}, [""]
     while folders:
         folder = folders.pop()
-        names = sorted(os.listdir(os.path.join(root, folder)))
-        for name in names:
+        for name in sorted(os.listdir(os.path.join(root, folder))):
             relative = os.path.join(folder, name)
             path = os.path.join(root, relative)
             if name.endswith(".py"):
+                parts = [package] + relative[:-3].split(os.sep)
+                is_package = parts[-1] == "__init__"
+                module = ".".join(parts[:-1] if is_package else parts)
                 with open(path, "rb") as handle:
-                    digest.update(relative.encode() + b"\0" + handle.read() + b"\0")
+                    texts[module] = (handle.read(), is_package)
             elif (not folder and name in _OUTSIDE_KERNELS) or name.startswith((".", "_")):
                 continue
             elif os.path.isfile(os.path.join(path, "__init__.py")):
                 folders.append(relative)
+    return {module: (hashlib.sha256(text).hexdigest(),
+                     _imports(module, is_package, text.decode("utf-8", "replace"), texts))
+            for module, (text, is_package) in texts.items()}
+
+
+def _imports(module, is_package, text, modules):
+    """The modules of ``modules`` that ``text`` (the source of ``module``) imports with
+    ``from X import a, b``: X.a where it is a module, else X (any such line, in a
+    function or a docstring too: more dependencies, never fewer).  A kernel's code
+    reaches other code only through the names its module imports or defines."""
+    found = set()
+    for origin, names in _FROM_IMPORT.findall(text):
+        dots = len(origin) - len(origin.lstrip("."))
+        if dots:
+            base = module if is_package else module.rpartition(".")[0]
+            for _ in range(dots - 1):
+                base = base.rpartition(".")[0]
+            origin = base + ("." + origin[dots:] if origin[dots:] else "")
+        names = [n.split()[0] for n in names.strip("()").split(",") if n.split()]
+        for name in names or ["*"]:
+            # X.a where it is a module (X's own code is then not what the name binds)
+            target = origin + "." + name if origin + "." + name in modules else origin
+            if target in modules and target != module:
+                found.add(target)
+    return frozenset(found)
+
+
+def source_fingerprint(module=None, sources=None):
+    """A SHA-256 of the sources that the code of ``module`` (a module name) can call: its
+    file and the package's modules it imports, transitively; of all the package's
+    sources for ``module=None`` or a module outside the package (a generated phase
+    module, a user's kernel: they may call any kernel of it).  Once per process and
+    module."""
+    if sources is None:
+        if module in _FINGERPRINTS:
+            return _FINGERPRINTS[module]
+        fingerprint = _FINGERPRINTS[module] = source_fingerprint(module, package_sources())
+        return fingerprint
+    if module in sources:
+        reached, pending = {module}, [module]
+        while pending:
+            for imported in sources[pending.pop()][1] - reached:
+                reached.add(imported)
+                pending.append(imported)
+    else:
+        reached = sources
+    digest = hashlib.sha256()
+    for name in sorted(reached):
+        digest.update(f"{name}:{sources[name][0]};".encode())
     return digest.hexdigest()
 
 
 if _FunctionCache is not None:
     class PackageFunctionCache(_FunctionCache):
         """Numba's cache of a function's compiled code, its index stamped with the
-        function's file stamp and :func:`source_fingerprint`: an index written under
-        other package sources is stale (Numba then compiles and overwrites it)."""
+        function's file stamp and :func:`source_fingerprint` of its module: an index
+        written under other sources of the modules it imports is stale (Numba then
+        compiles and overwrites it)."""
 
         def __init__(self, py_func):
             super().__init__(py_func)
             index = self._cache_file
-            index._source_stamp = (index._source_stamp, source_fingerprint())
+            index._source_stamp = (index._source_stamp,
+                                   source_fingerprint(py_func.__module__))
 else:
     def PackageFunctionCache(py_func):  # noqa: N802 - stands for the class
         raise ImportError("numba.core.caching.FunctionCache")

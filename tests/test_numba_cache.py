@@ -63,7 +63,8 @@ def _write(path, text):
 def test_an_edited_callee_file_recompiles_its_callers(tmp_path, cache_dir):
     """A copy of the package with two probe kernels in two files; editing the callee's
     file alone changes the caller's result in the next process (it kept 2.0 on the old
-    code), and an unchanged package loads the caller from the cache."""
+    code); an unchanged package, or an edit of a module the probes do not import, loads
+    the caller from the cache."""
     copy = tmp_path / "geppetto"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns(
         "__pycache__", ".git", "tests", "benchmarks", "examples", "*.md"))
@@ -73,8 +74,11 @@ def test_an_edited_callee_file_recompiles_its_callers(tmp_path, cache_dir):
     for factor in ("1.0", "1.0", "3.0"):
         _write(copy / "dynamics" / "_probe_callee.py", CALLEE.format(factor=factor))
         results.append(_run(RUN_CALLER, str(tmp_path), **env))
-    assert [float(value) for value, _ in results] == [2.0, 2.0, 4.0]
-    assert [int(hits) for _, hits in results] == [0, 1, 0]
+    with open(copy / "ocp" / "residuals.py", "a") as handle:  # not imported by the probes
+        handle.write("\n# edited\n")
+    results.append(_run(RUN_CALLER, str(tmp_path), **env))
+    assert [float(value) for value, _ in results] == [2.0, 2.0, 4.0, 4.0]
+    assert [int(hits) for _, hits in results] == [0, 1, 0, 1]
 
 
 USER_MODULE = """
@@ -121,27 +125,52 @@ def test_an_edited_user_helper_reaches_the_knot_loop(tmp_path):
     assert results == [1.5, 3.0]
 
 
-def test_source_fingerprint_follows_the_package_sources_only(tmp_path):
-    root = tmp_path / "package"
-    for folder in ("", "sub", "tests", "__pycache__", "data"):
+def test_source_fingerprint_follows_the_imported_sources_only(tmp_path):
+    """A module's fingerprint changes with the modules it imports (relative, absolute,
+    transitively, a submodule imported from its package), not with the others nor with
+    tests/ or folders that are not packages; an outside module's follows all."""
+    root = tmp_path / "pkg"
+    for folder in ("", "sub", "tests", "data"):
         (root / folder).mkdir(exist_ok=True)
-    for path in ("__init__.py", "a.py", "sub/__init__.py", "sub/b.py", "tests/t.py",
-                 "__pycache__/c.py", "data/d.py"):
-        (root / path).write_text("x = 1\n")
-    first = config.source_fingerprint(str(root))
-    for outside in ("tests/t.py", "__pycache__/c.py", "data/d.py"):  # not the package's
+    files = {"__init__.py": "from . import sub\n",
+             "a.py": "from .sub.b import f\n",
+             "sub/__init__.py": "from .d import g\n",
+             "sub/b.py": "from pkg.c import (h,\n   k as m)\nfrom . import e\n",
+             "c.py": "h = k = 1\n", "sub/d.py": "g = 1\n", "sub/e.py": "e = 1\n",
+             "tests/t.py": "from ..a import f\n", "data/x.py": "x = 1\n"}
+    for path, text in files.items():
+        (root / path).write_text(text)
+
+    def fingerprints():
+        sources = config.package_sources(str(root), "pkg")
+        return {m: config.source_fingerprint(m, sources)
+                for m in ("pkg.a", "pkg.sub.d", "pkg.c", "outside")}
+
+    first = fingerprints()
+    assert set(config.package_sources(str(root), "pkg")["pkg.sub.b"][1]) == {"pkg.c", "pkg.sub.e"}
+    for outside in ("tests/t.py", "data/x.py"):  # not the package's
         (root / outside).write_text("x = 2\n")
-    assert config.source_fingerprint(str(root)) == first
-    (root / "sub/b.py").write_text("x = 2\n")
-    assert config.source_fingerprint(str(root)) != first
-    (root / "sub/b.py").write_text("x = 1\n")  # same contents again: same fingerprint
-    assert config.source_fingerprint(str(root)) == first
-    assert config.source_fingerprint() == config.source_fingerprint()
+    assert fingerprints() == first
+    (root / "sub/d.py").write_text("g = 2\n")  # imported by no one but sub/__init__
+    changed = fingerprints()
+    assert [changed[m] == first[m] for m in first] == [True, False, True, False]
+    (root / "sub/d.py").write_text("g = 1\n")  # same contents again: same fingerprints
+    assert fingerprints() == first
+    for path in ("c.py", "sub/e.py"):
+        (root / path).write_text(files[path] + "# edited\n")
+        changed = fingerprints()
+        assert changed["pkg.a"] != first["pkg.a"] and changed["outside"] != first["outside"]
+        (root / path).write_text(files[path])
+    assert config.source_fingerprint() == config.source_fingerprint(__name__)
 
 
 def test_the_package_cache_stamp_holds_the_fingerprint():
     stamp = config.kernel(lambda x: x)._cache._cache_file._source_stamp
-    assert stamp[1] == config.source_fingerprint()
+    assert stamp[1] == config.source_fingerprint(__name__) == config.source_fingerprint()
+    rnea = sys.modules["geppetto.dynamics.rnea"]
+    stamp = rnea._joint_motions._cache._cache_file._source_stamp
+    assert stamp[1] == config.source_fingerprint("geppetto.dynamics.rnea")
+    assert stamp[1] != config.source_fingerprint()
 
 
 def test_without_numba_internals_numba_default_cache_and_a_warning(monkeypatch):
