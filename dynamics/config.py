@@ -10,15 +10,16 @@ zero check.  ``NUMBA_BOUNDSCHECK=1``
 in the environment turns on bounds checking for all of them, as CI does once
 for the dynamics tests.
 
-Numba keys a function's on-disk cache entry on its own source file's stamp (mtime,
-size) only: a kernel calling (or inlining) kernels of other files kept its cached
-machine code when only those files changed (``git pull``, a branch switch, an edit of
-an editable install), and ran the old callees' code.  So every kernel of the package is
-cached by :class:`PackageFunctionCache`: its stamp is Numba's plus
-:func:`source_fingerprint` of its module, a hash of the contents of the package's
-modules that module imports, transitively (all the package's sources for a kernel
-defined outside it): an edit recompiles, once, the kernels that can call the edited
-code, and no others (the flags and the compiled code are Numba's own).
+Numba keys a function's on-disk cache entry on its own source file's stamp only (0.68:
+a SHA-256 of the file's contents; before, its mtime and size): a kernel calling (or
+inlining) kernels of other files kept its cached machine code when only those files
+changed (``git pull``, a branch switch, an edit of an editable install), and ran the old
+callees' code.  So every kernel of the package is cached by
+:class:`PackageFunctionCache`: its stamp is Numba's plus :func:`source_fingerprint` of
+its module, a hash of the contents of the package's modules that module imports,
+transitively (all the package's sources for a kernel defined outside it): an edit
+recompiles, once, the kernels that can call the edited code, and no others (the flags
+and the compiled code are Numba's own).
 """
 import hashlib
 import os
@@ -46,6 +47,8 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # "from X import names" (a parenthesized list may span lines); X relative or absolute.
 _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)",
                           re.MULTILINE)
+# "import X.Y" / "import X.Y as Z" of the package's modules (absolute only).
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+)", re.MULTILINE)
 _SOURCES = {}
 _FINGERPRINTS = {}
 
@@ -83,9 +86,9 @@ def package_sources(root=None, package=None):
 
 def _imports(module, is_package, text, modules):
     """The modules of ``modules`` that ``text`` (the source of ``module``) imports with
-    ``from X import a, b``: X.a where it is a module, else X (any such line, in a
-    function or a docstring too: more dependencies, never fewer).  A kernel's code
-    reaches other code only through the names its module imports or defines."""
+    ``from X import a, b`` (X.a where it is a module, else X) or ``import X`` (any such
+    line, in a function or a docstring too: more dependencies, never fewer).  A kernel's
+    code reaches other code only through the names its module imports or defines."""
     found = set()
     for origin, names in _FROM_IMPORT.findall(text):
         dots = len(origin) - len(origin.lstrip("."))
@@ -100,6 +103,7 @@ def _imports(module, is_package, text, modules):
             target = origin + "." + name if origin + "." + name in modules else origin
             if target in modules and target != module:
                 found.add(target)
+    found.update(name for name in _IMPORT.findall(text) if name in modules and name != module)
     return frozenset(found)
 
 

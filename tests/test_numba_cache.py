@@ -136,7 +136,8 @@ def test_source_fingerprint_follows_the_imported_sources_only(tmp_path):
              "a.py": "from .sub.b import f\n",
              "sub/__init__.py": "from .d import g\n",
              "sub/b.py": "from pkg.c import (h,\n   k as m)\nfrom . import e\n",
-             "c.py": "h = k = 1\n", "sub/d.py": "g = 1\n", "sub/e.py": "e = 1\n",
+             "c.py": "import pkg.f as f\nh = k = 1\n", "f.py": "", "sub/d.py": "g = 1\n",
+             "sub/e.py": "e = 1\n",
              "tests/t.py": "from ..a import f\n", "data/x.py": "x = 1\n"}
     for path, text in files.items():
         (root / path).write_text(text)
@@ -156,7 +157,7 @@ def test_source_fingerprint_follows_the_imported_sources_only(tmp_path):
     assert [changed[m] == first[m] for m in first] == [True, False, True, False]
     (root / "sub/d.py").write_text("g = 1\n")  # same contents again: same fingerprints
     assert fingerprints() == first
-    for path in ("c.py", "sub/e.py"):
+    for path in ("c.py", "sub/e.py", "f.py"):
         (root / path).write_text(files[path] + "# edited\n")
         changed = fingerprints()
         assert changed["pkg.a"] != first["pkg.a"] and changed["outside"] != first["outside"]
