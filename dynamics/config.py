@@ -51,6 +51,7 @@ _FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+)", re.MULTILINE)
 _SOURCES = {}
 _FINGERPRINTS = {}
+_DECLARED = {}
 
 
 def package_sources(root=None, package=None):
@@ -109,27 +110,51 @@ def _imports(module, is_package, text, modules):
 
 def source_fingerprint(module=None, sources=None):
     """A SHA-256 of the sources that the code of ``module`` (a module name) can call: its
-    file and the package's modules it imports, transitively; of all the package's
-    sources for ``module=None`` or a module outside the package (a generated phase
-    module, a user's kernel: they may call any kernel of it).  Once per process and
-    module."""
+    file and the package's modules it imports, transitively; for a module declared by
+    :func:`declare_imports` (a generated phase module), the modules declared and what
+    they import; of all the package's sources for ``module=None`` or another module
+    outside the package (a user's kernel: it may call any kernel of it).  Once per
+    process and module."""
     if sources is None:
         if module in _FINGERPRINTS:
             return _FINGERPRINTS[module]
         fingerprint = _FINGERPRINTS[module] = source_fingerprint(module, package_sources())
         return fingerprint
     if module in sources:
-        reached, pending = {module}, [module]
-        while pending:
-            for imported in sources[pending.pop()][1] - reached:
-                reached.add(imported)
-                pending.append(imported)
-    else:
-        reached = sources
+        return imports_fingerprint([module], sources)
+    if module in _DECLARED:
+        return imports_fingerprint(_DECLARED[module], sources)
+    return imports_fingerprint(sources, sources)
+
+
+def imports_fingerprint(modules, sources=None):
+    """A SHA-256 of the contents of the package's ``modules`` and of the package's modules
+    they import, transitively."""
+    sources = package_sources() if sources is None else sources
+    reached = {module for module in modules if module in sources}
+    pending = list(reached)
+    while pending:
+        for imported in sources[pending.pop()][1] - reached:
+            reached.add(imported)
+            pending.append(imported)
     digest = hashlib.sha256()
     for name in sorted(reached):
         digest.update(f"{name}:{sources[name][0]};".encode())
     return digest.hexdigest()
+
+
+def imported_modules(text):
+    """The package's modules that the source ``text`` (of a module outside the package:
+    absolute imports) imports."""
+    return _imports("", False, text, package_sources())
+
+
+def declare_imports(module, imported):
+    """Declare ``module`` (a module outside the package, generated from a source that
+    imports the package's ``imported`` modules, :func:`imported_modules`): its kernels'
+    stamp follows those modules (and what they import) instead of all the package."""
+    _DECLARED[module] = frozenset(imported)
+    _FINGERPRINTS.pop(module, None)
 
 
 if _FunctionCache is not None:

@@ -65,7 +65,8 @@ from numba.experimental.structref import _Utils as _StructUtils
 from numba.np.arrayobj import make_array, populate_array
 
 from ..dynamics.borrowed import borrow_value
-from ..dynamics.config import inline_kernel, kernel, source_fingerprint
+from ..dynamics.config import (declare_imports, imported_modules, imports_fingerprint,
+                               inline_kernel, kernel)
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
                                              _impulse_state, impulse_dynamics_derivatives_stack,
                                              _joint_outputs,
@@ -763,14 +764,6 @@ def cost_steps(costs, cost_data, kinematics, state, scale, with_u):
 
 _LOCK = threading.Lock()
 _MODULES = {}
-def _package_fingerprint():
-    """A hash of this package's kernel sources (:func:`~..dynamics.config.
-    source_fingerprint`): a cached phase function compiled against other blocks is never
-    reused (its own cache is keyed on it too, but a new phase file keeps the old one
-    for a checkout that goes back)."""
-    return source_fingerprint()
-
-
 _USER_FINGERPRINTS = {}
 
 
@@ -786,7 +779,9 @@ def _kernel_fingerprint(function):
         code = getattr(function, "py_func", function).__code__
         digest = hashlib.sha256(repr((code.co_code, code.co_consts, code.co_names,
                                       function.__module__, function.__qualname__)).encode())
-        for path in sorted(_user_sources(function)):
+        files, package_modules = _user_sources(function)
+        digest.update(imports_fingerprint(package_modules).encode())
+        for path in sorted(files):
             try:
                 with open(path, "rb") as handle:
                     content = handle.read()
@@ -800,10 +795,11 @@ def _kernel_fingerprint(function):
 def _user_sources(function):
     """The source files of a user kernel and of the Numba functions it calls, found
     through the names its code reads (globals, closure cells, attributes of modules it
-    reads, recursively), and of the modules whose constants it reads; the package's own
-    files are left out (their edits change :func:`_package_fingerprint`)."""
+    reads, recursively), and of the modules whose constants it reads; and apart, the
+    package's modules of the package's kernels it calls (not followed further: their
+    imports are, by :func:`~..dynamics.config.imports_fingerprint`)."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    files, seen, pending = set(), set(), [function]
+    files, package_modules, seen, pending = set(), set(), set(), [function]
     while pending:
         py_func = getattr(pending.pop(), "py_func", None)
         if not isinstance(py_func, pytypes.FunctionType) or py_func in seen:
@@ -811,6 +807,7 @@ def _user_sources(function):
         seen.add(py_func)
         filename = os.path.abspath(py_func.__code__.co_filename)
         if filename.startswith(package):
+            package_modules.add(py_func.__module__)
             continue
         files.add(filename)
         names, codes = set(), [py_func.__code__]
@@ -830,9 +827,11 @@ def _user_sources(function):
                         path = getattr(value, "__file__", None)
                         if path and not os.path.abspath(path).startswith(package):
                             files.add(os.path.abspath(path))
+                        elif path:
+                            package_modules.add(value.__name__)
             elif hasattr(value, "py_func"):
                 pending.append(value)
-    return files
+    return files, package_modules
 
 
 def _cell_contents(py_func):
@@ -915,18 +914,23 @@ def _phase_module(steps, clear_at):
     source = _source(steps, clear_at)
     users = "".join(_kernel_fingerprint(s.knot_kernel) for s in steps
                     if s.knot_kernel is not None)
-    key = hashlib.sha256((_package_fingerprint() + source + users).encode()).hexdigest()[:24]
+    # the package's modules it imports (the blocks' and their imports): a phase file
+    # compiled against other blocks is never reused, and an edit elsewhere (solvers/,
+    # a block the phase does not call) keeps it (its cache stamp follows the same modules)
+    imported = imported_modules(source)
+    key = hashlib.sha256((imports_fingerprint(imported) + source + users).encode())
+    key = key.hexdigest()[:24]
     with _LOCK:
         module = _MODULES.get(key)
         if module is None:
-            module = _import(key, source)
+            module = _import(key, source, imported)
             _MODULES[key] = module
     return module
 
 
-def _import(key, source):
+def _import(key, source, imported):
     """Write the phase source (once: never rewritten, so Numba's cache stays valid) and
-    import it."""
+    import it (its kernels' cache stamp following the package's ``imported`` modules)."""
     folder = cache_folder()
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"phase_{key}.py")
@@ -936,6 +940,7 @@ def _import(key, source):
             handle.write(source)
         os.replace(temporary, path)
     name = f"_geppetto_phase_{key}"
+    declare_imports(name, imported)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

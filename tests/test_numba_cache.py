@@ -142,10 +142,12 @@ def test_source_fingerprint_follows_the_imported_sources_only(tmp_path):
     for path, text in files.items():
         (root / path).write_text(text)
 
+    config.declare_imports("generated_probe", ["pkg.sub.b"])  # a generated phase module
+
     def fingerprints():
         sources = config.package_sources(str(root), "pkg")
         return {m: config.source_fingerprint(m, sources)
-                for m in ("pkg.a", "pkg.sub.d", "pkg.c", "outside")}
+                for m in ("pkg.a", "pkg.sub.d", "pkg.c", "outside", "generated_probe")}
 
     first = fingerprints()
     assert set(config.package_sources(str(root), "pkg")["pkg.sub.b"][1]) == {"pkg.c", "pkg.sub.e"}
@@ -154,15 +156,19 @@ def test_source_fingerprint_follows_the_imported_sources_only(tmp_path):
     assert fingerprints() == first
     (root / "sub/d.py").write_text("g = 2\n")  # imported by no one but sub/__init__
     changed = fingerprints()
-    assert [changed[m] == first[m] for m in first] == [True, False, True, False]
+    assert [changed[m] == first[m] for m in first] == [True, False, True, False, True]
     (root / "sub/d.py").write_text("g = 1\n")  # same contents again: same fingerprints
     assert fingerprints() == first
     for path in ("c.py", "sub/e.py", "f.py"):
         (root / path).write_text(files[path] + "# edited\n")
         changed = fingerprints()
         assert changed["pkg.a"] != first["pkg.a"] and changed["outside"] != first["outside"]
+        assert changed["generated_probe"] != first["generated_probe"]
         (root / path).write_text(files[path])
     assert config.source_fingerprint() == config.source_fingerprint(__name__)
+    generated = "from geppetto.ocp.residuals import x\nfrom geppetto.dynamics import spatial\n"
+    assert config.imported_modules(generated) == {"geppetto.ocp.residuals",
+                                                  "geppetto.dynamics.spatial"}
 
 
 def test_the_package_cache_stamp_holds_the_fingerprint():
