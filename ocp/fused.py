@@ -765,6 +765,7 @@ def cost_steps(costs, cost_data, kinematics, state, scale, with_u):
 _LOCK = threading.Lock()
 _MODULES = {}
 _USER_FINGERPRINTS = {}
+_IMPORTED = {}
 
 
 def _kernel_fingerprint(function):
@@ -917,13 +918,15 @@ def _phase_module(steps, clear_at):
     # the package's modules it imports (the blocks' and their imports): a phase file
     # compiled against other blocks is never reused, and an edit elsewhere (solvers/,
     # a block the phase does not call) keeps it (its cache stamp follows the same modules)
-    imported = imported_modules(source)
-    key = hashlib.sha256((imports_fingerprint(imported) + source + users).encode())
-    key = key.hexdigest()[:24]
+    imported = _IMPORTED.get(source)
+    if imported is None:  # once per source and process (knot_loop runs here every call)
+        modules = imported_modules(source)
+        imported = _IMPORTED[source] = (modules, imports_fingerprint(modules))
+    key = hashlib.sha256((imported[1] + source + users).encode()).hexdigest()[:24]
     with _LOCK:
         module = _MODULES.get(key)
         if module is None:
-            module = _import(key, source, imported)
+            module = _import(key, source, imported[0])
             _MODULES[key] = module
     return module
 
