@@ -55,6 +55,7 @@ import importlib.util
 import os
 import sys
 import threading
+import types as pytypes
 
 import numba
 import numpy as np
@@ -64,7 +65,8 @@ from numba.experimental.structref import _Utils as _StructUtils
 from numba.np.arrayobj import make_array, populate_array
 
 from ..dynamics.borrowed import borrow_value
-from ..dynamics.config import inline_kernel, kernel
+from ..dynamics.config import (declare_imports, imported_modules, imports_fingerprint,
+                               inline_kernel, kernel)
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state,
                                              _impulse_state, impulse_dynamics_derivatives_stack,
                                              _joint_outputs,
@@ -762,32 +764,87 @@ def cost_steps(costs, cost_data, kinematics, state, scale, with_u):
 
 _LOCK = threading.Lock()
 _MODULES = {}
-_FINGERPRINT = []
-
-
-def _package_fingerprint():
-    """A hash of this package's kernel sources (dynamics/ and ocp/): a cached phase
-    function compiled against other blocks is never reused (Numba's cache checks only
-    the phase file's own stamp)."""
-    if not _FINGERPRINT:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        digest = hashlib.sha256()
-        for folder in ("dynamics", "ocp"):
-            path = os.path.join(root, folder)
-            for name in sorted(os.listdir(path)):
-                if name.endswith(".py"):
-                    with open(os.path.join(path, name), "rb") as handle:
-                        digest.update(name.encode() + handle.read())
-        _FINGERPRINT.append(digest.hexdigest())
-    return _FINGERPRINT[0]
+_USER_FINGERPRINTS = {}
+_IMPORTED = {}
 
 
 def _kernel_fingerprint(function):
-    """The code of a user kernel (its Python function), so that an edited kernel gets a
-    new phase file."""
-    code = getattr(function, "py_func", function).__code__
-    return repr((code.co_code, code.co_consts, code.co_names, function.__module__,
-                 function.__qualname__))
+    """The code of a user kernel and the contents of the source files of it and of what it
+    compiles in (:func:`_user_sources`), once per process and kernel: an edited kernel,
+    helper or module constant gets a new phase file.  (Numba's cache of the generated
+    loop checks only the loop file's own stamp, and the kernel, its helpers and the
+    globals they read are compiled into the loop: without this an edit of a helper or a
+    constant kept running the old code.)"""
+    fingerprint = _USER_FINGERPRINTS.get(function)
+    if fingerprint is None:
+        code = getattr(function, "py_func", function).__code__
+        digest = hashlib.sha256(repr((code.co_code, code.co_consts, code.co_names,
+                                      function.__module__, function.__qualname__)).encode())
+        files, package_modules = _user_sources(function)
+        digest.update(imports_fingerprint(package_modules).encode())
+        for path in sorted(files):
+            try:
+                with open(path, "rb") as handle:
+                    content = handle.read()
+            except OSError:  # no file (an interactive session): its code above only
+                content = b""
+            digest.update(path.encode() + b"\0" + content + b"\0")
+        fingerprint = _USER_FINGERPRINTS[function] = digest.hexdigest()
+    return fingerprint
+
+
+def _user_sources(function):
+    """The source files of a user kernel and of the Numba functions it calls, found
+    through the names its code reads (globals, closure cells, attributes of modules it
+    reads, recursively), and of the modules whose constants it reads; and apart, the
+    package's modules of the package's kernels it calls (not followed further: their
+    imports are, by :func:`~..dynamics.config.imports_fingerprint`)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    files, package_modules, seen, pending = set(), set(), set(), [function]
+    while pending:
+        py_func = getattr(pending.pop(), "py_func", None)
+        if not isinstance(py_func, pytypes.FunctionType) or py_func in seen:
+            continue
+        seen.add(py_func)
+        filename = os.path.abspath(py_func.__code__.co_filename)
+        if filename.startswith(package):
+            package_modules.add(py_func.__module__)
+            continue
+        files.add(filename)
+        names, codes = set(), [py_func.__code__]
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes += [c for c in code.co_consts if isinstance(c, pytypes.CodeType)]
+        values = [py_func.__globals__.get(name) for name in names]
+        values += _cell_contents(py_func)
+        for value in values:
+            if isinstance(value, pytypes.ModuleType):
+                for name in names:
+                    attribute = getattr(value, name, None)
+                    if hasattr(attribute, "py_func"):
+                        pending.append(attribute)
+                    elif isinstance(attribute, (int, float, complex, tuple, np.ndarray)):
+                        path = getattr(value, "__file__", None)
+                        if path and not os.path.abspath(path).startswith(package):
+                            files.add(os.path.abspath(path))
+                        elif path:
+                            package_modules.add(value.__name__)
+            elif hasattr(value, "py_func"):
+                pending.append(value)
+    return files, package_modules
+
+
+def _cell_contents(py_func):
+    """The values in ``py_func``'s closure cells (an empty cell, not yet assigned, is
+    left out)."""
+    values = []
+    for cell in py_func.__closure__ or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:
+            continue
+    return values
 
 
 def cache_folder():
@@ -858,18 +915,25 @@ def _phase_module(steps, clear_at):
     source = _source(steps, clear_at)
     users = "".join(_kernel_fingerprint(s.knot_kernel) for s in steps
                     if s.knot_kernel is not None)
-    key = hashlib.sha256((_package_fingerprint() + source + users).encode()).hexdigest()[:24]
+    # the package's modules it imports (the blocks' and their imports): a phase file
+    # compiled against other blocks is never reused, and an edit elsewhere (solvers/,
+    # a block the phase does not call) keeps it (its cache stamp follows the same modules)
+    imported = _IMPORTED.get(source)
+    if imported is None:  # once per source and process (knot_loop runs here every call)
+        modules = imported_modules(source)
+        imported = _IMPORTED[source] = (modules, imports_fingerprint(modules))
+    key = hashlib.sha256((imported[1] + source + users).encode()).hexdigest()[:24]
     with _LOCK:
         module = _MODULES.get(key)
         if module is None:
-            module = _import(key, source)
+            module = _import(key, source, imported[0])
             _MODULES[key] = module
     return module
 
 
-def _import(key, source):
+def _import(key, source, imported):
     """Write the phase source (once: never rewritten, so Numba's cache stays valid) and
-    import it."""
+    import it (its kernels' cache stamp following the package's ``imported`` modules)."""
     folder = cache_folder()
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"phase_{key}.py")
@@ -879,6 +943,7 @@ def _import(key, source):
             handle.write(source)
         os.replace(temporary, path)
     name = f"_geppetto_phase_{key}"
+    declare_imports(name, imported)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

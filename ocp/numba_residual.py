@@ -26,7 +26,10 @@ built-in kernel, with no Python per knot, per call or per phase (the horizon's c
 calc_diff and line-search trial stay one compiled call each, :mod:`.horizon`), and a
 new kernel compiles its loop alone.  The kernel must be importable by its module and
 name (a module-level function of an importable module, or of the script being run);
-an edited kernel gets a new loop (its code is part of the loop module's hash).  Check its Jacobians with
+an edited kernel gets a new loop (its code, and the contents of its file and of the files
+of the Numba functions it calls and of the modules whose constants it reads, are part
+of the loop module's hash: :func:`.fused._kernel_fingerprint`; a helper reached other
+than by a name the code reads, a ``getattr`` say, is not followed).  Check its Jacobians with
 :func:`geppetto.ocp.check_residual`.
 """
 import numba
