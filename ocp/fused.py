@@ -953,13 +953,15 @@ def _import(key, source, imported):
 
 class FusedPhase:
     """A phase evaluated by one compiled call: ``phase(xs, us, mode)`` (two: the
-    dynamics or the kinematics pass first, see :class:`Step`); ``model``: the ModelArrays
-    of the interpreter's program when no step uses one (a terminal knot's user residuals
-    alone)."""
+    dynamics or the kinematics pass first, see :class:`Step`); ``clear_at``: the step
+    before which ``out`` is cleared (None: never, the phase adds to it); ``model``: the
+    ModelArrays of the interpreter's program when no step uses one (a terminal knot's
+    user residuals alone)."""
 
     def __init__(self, steps, out, clear_at, model=None):
         n = 0
-        while n < min(len(steps), clear_at) and steps[n].separate:
+        first_cleared = len(steps) if clear_at is None else min(len(steps), clear_at)
+        while n < first_cleared and steps[n].separate:
             n += 1
         self.first = [(step.block, step.model, step.args, step.failed) for step in steps[:n]]
         # the separate blocks each mode runs (see Step.by_mode)
@@ -968,7 +970,9 @@ class FusedPhase:
              if step.by_mode[mode] is not None] for mode in (CALC, DIFF, COSTS, TRIAL))
         steps = steps[n:]
         self.out = out
-        items = interpreted(steps, clear_at - n, model)
+        if clear_at is not None:
+            clear_at -= n
+        items = interpreted(steps, clear_at, model)
         self.program = self.items = None
         if items is not None:
             # the program for the kernels, and its (model, rows, floats, ints, arrays,
@@ -978,7 +982,7 @@ class FusedPhase:
             self.items = items + (out,)
             self.program = held(self.items)
         else:
-            self.function = phase_function(steps, clear_at - n)
+            self.function = phase_function(steps, clear_at)
             self.models = _model_indices(steps)[0]
             self.args = tuple(step.args for step in steps)
 
@@ -1286,8 +1290,9 @@ class _Operands:
 
 
 def interpreted(steps, clear_at, model=None):
-    """(model, rows, floats, ints, arrays, views) running ``steps`` in the interpreter
-    (append ``out`` for the holder of :func:`_interpret`), or None when a step is not one
+    """(model, rows, floats, ints, arrays, views) running ``steps`` in the interpreter,
+    the outputs cleared before step ``clear_at`` (None: never; append ``out`` for the
+    holder of :func:`_interpret`), or None when a step is not one
     of its blocks, has arguments of another type, or the steps use several models, or
     none and no ``model`` is given (the generated function takes them)."""
     if not steps or any(s.block is None or s.block.__name__ not in _SPECS for s in steps):

@@ -147,7 +147,7 @@ class Integrator:
         where :meth:`fused_stages` set it, on one Numba thread; else the dynamics'."""
         stage = data.stages[i]
         if data.stage_steps is not None and num_threads() == 1:
-            from .fused import CALC, DIFF
+            from .fused import CALC, DIFF  # here: fused imports this module
             step = data.stage_steps[i]
             step.block(np.ascontiguousarray(xs), np.ascontiguousarray(us), step.model,
                        step.args, DIFF if derivatives else CALC)

@@ -522,7 +522,6 @@ class StageModel:
                                    b * self.dt, True)
                 if steps is None:
                     return None
-                clear_at = len(steps) + 1 if clear_at is None else clear_at
                 if interpreted(steps, clear_at, model) is None:
                     return None
                 programs.append(FusedPhase(steps, target, clear_at, model))
