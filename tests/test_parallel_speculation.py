@@ -411,3 +411,53 @@ def test_signals_spun_on_are_alone_on_their_cache_lines(trot):
         assert signal.flags.c_contiguous and signal.dtype == np.int64
         assert block is not None and block.ctypes.data <= first
         assert stop <= block.ctypes.data + block.nbytes
+
+
+@pytest.mark.parametrize("feasible", [False, True])
+def test_backward_follow_runs_every_published_range_in_one_call(trot, feasible):
+    """riccati.backward_follow (the two-thread backward pass behind calc_diff, one compiled
+    call for every range the other chunk has published): from the last chunk's first
+    knot m it runs m's range and each lower knot published, stops where nothing lower is
+    ready (the caller then waits), goes on from there at the next call and stops where a
+    chunk failed; the gaps it writes and the recursion are one thread's backward pass,
+    to the bit (free-flyer gaps through the Lie difference; feasible: zero gaps, the
+    recursion down to the knot published itself)."""
+    from geppetto.solvers.riccati import backward_follow, backward_pass
+    problem, xs, us = trot
+    N = problem.N
+    problem.calc_diff(xs, us)
+    solver = gp.solvers.FDDP(problem)
+    gaps = np.zeros((N + 1, problem.ndx))
+    if not feasible:
+        problem.gaps(xs, gaps)
+    arrays = solver._riccati_arrays(us, gaps, feasible, 1e-6)
+    assert backward_pass(*arrays) == -1
+    expected = [a.copy() for a in (solver.Vx, solver.Vxx, solver.k, solver.K, gaps)]
+    for array in (solver.Vx, solver.Vxx, solver.k, solver.K):
+        array[:] = np.nan
+    followed = np.full_like(gaps, np.nan)
+    arrays = solver._riccati_arrays(us, followed, feasible, 1e-6)
+    model, x0, xnext, _, _, scratch = problem.gap_kernel_arguments(xs, followed)
+    signal, below = np.array([N, 0]), np.array([0])     # chunk 0 (knots 0 ..): nothing yet
+    m, published = N - 3, N // 2
+    state = np.array([m, N + 1, -1])
+
+    def follow():
+        return backward_follow(*arrays, model, x0, xnext, xs, scratch, signal, below, state)
+
+    signal[0] = published
+    assert follow() == published
+    split = published if feasible else published + 1
+    assert list(state) == [published, split, -1]
+    np.testing.assert_array_equal(solver.Vxx[split:], expected[1][split:])
+    assert np.isnan(solver.Vxx[split - 1]).all()
+    assert follow() == published and list(state) == [published, split, -1]   # nothing new
+    signal[1] = 1                       # a chunk failed: the knot given, nothing below
+    state[0] = 2
+    assert follow() == 2 and state[1] == (2 if feasible else 3)
+    signal[1], signal[0] = 0, 0
+    assert follow() == 0 and list(state) == [0, 0, -1]
+    for got, want in zip((solver.Vx, solver.Vxx, solver.k, solver.K, followed), expected):
+        np.testing.assert_array_equal(got, want)
+    if not feasible:
+        assert np.abs(followed).max() > 0.1 and problem.state.nq > problem.state.nv
