@@ -32,11 +32,11 @@ import numba.np.ufunc.parallel as _numba_parallel
 import numpy as np
 
 from ..dynamics.config import kernel, num_threads
-from ..dynamics.model_ref import model_ref
+from ..dynamics.liegroups import difference_state
+from ..dynamics.model_ref import model_arrays, model_ref
 from ..dynamics.validation import as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
-from .gaps import multibody_gaps
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
 from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
                        UNDECIDED, ParallelRegion, Progress, new_trial_signal, own_cache_lines,
@@ -77,6 +77,25 @@ class _numba_threads:
         if self.n != self.previous:
             _set_num_threads(self.previous)
         return False
+
+
+@kernel
+def _multibody_gaps(model, x0, xnext, xs, out, scratch):
+    """out[0] = x0 (-) xs[0], out[k+1] = xnext[k] (-) xs[k+1] for x = (q, v); ``model``
+    a ModelRef (one object to unbox: the ModelArrays tuple cost ~8 us per call from
+    Python, on ur5)."""
+    m = model_arrays(model)
+    s4, t4, s3 = scratch
+    nq, nv = m.nq, m.nv
+    for t in range(xs.shape[0]):
+        x1 = x0 if t == 0 else xnext[t - 1]
+        if nq == nv:        # no joint with nq > nv: every joint's q1 (-) q0 is q1 - q0
+            for i in range(nq):
+                out[t, i] = x1[i] - xs[t, i]
+        else:
+            difference_state(m, xs[t, :nq], x1[:nq], out[t, :nv], s4, t4, s3)
+        for i in range(nv):
+            out[t, nv + i] = x1[nq + i] - xs[t, nq + i]
 
 
 def _chunk_starts(plan, N):
@@ -562,13 +581,7 @@ class ShootingProblem:
         chunk, the terminal knot included) are evaluated, while the other chunks may
         still run (a solver's backward pass starts on them, see
         :func:`~geppetto.solvers.riccati.backward_range`); on one thread, after all
-        knots, with b = 0.  Where the chunks are compiled programs
-        (:class:`.horizon.ChunkProgram`), a ``then`` with a ``follow(signal, below, b)``
-        method is called that way after its first call, b as for ``then``: it does what
-        ``then(b)`` does and the same for each lower knot the other chunks have published
-        by then, in one compiled call (no Python per part,
-        :func:`~geppetto.solvers.riccati.backward_follow`; ``signal`` and ``below`` those
-        of :func:`.parallel.wait_below`), and returns the lowest knot it reached.  On one thread a horizon of free-dynamics phases is evaluated
+        knots, with b = 0.  On one thread a horizon of free-dynamics phases is evaluated
         in one compiled call (:meth:`_evaluation`): the same kernels, the same arrays to
         the bit."""
         if validate:
@@ -678,8 +691,6 @@ class ShootingProblem:
                 return
             knot = int(starts[-1])
             then(knot)
-            # a compiled follower: every range published by then in one call
-            follow = getattr(then, "follow", None)
             waited = 0.0
             while knot > 0:
                 # knots ready already (the other thread ahead): no wait to clock (the
@@ -695,10 +706,7 @@ class ShootingProblem:
                 if lower >= knot:           # a chunk failed: the region raises its error
                     break
                 knot = int(lower)
-                if follow is not None:
-                    knot = follow(signal, below, knot)
-                else:
-                    then(knot)
+                then(knot)
             self.pipeline_wait = waited
 
         region = self._regions[n]
@@ -999,25 +1007,13 @@ class ShootingProblem:
                 np.subtract(self.x0, xs[0], out=out[0])
                 np.subtract(self.xnext, xs[1:], out=out[1:])
                 return out
-            multibody_gaps(model_ref(self.state.model), self.x0, self.xnext, xs, out,
+            _multibody_gaps(model_ref(self.state.model), self.x0, self.xnext, xs, out,
                             self._lie_scratch)
             return out
         self._x0_and_next[0] = self.x0
         self._x0_and_next[1:] = self.xnext
         out[:] = self.state.difference(xs, self._x0_and_next)
         return out
-
-    def gap_kernel_arguments(self, xs, out):
-        """(model, x0, xnext, xs, out, scratch) of :func:`.gaps.multibody_gaps` for the gaps
-        of ``xs`` into ``out``, the arrays :meth:`gaps_from` passes (rows first..stop - 1:
-        x0 or xnext[first - 1], xnext[first:stop - 1], xs[first:stop], out[first:stop]);
-        None where it does not call that kernel (a state other than a multibody's, arrays
-        not the problem's C-contiguous stacks)."""
-        if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
-                and _own_stack(out, (self.N + 1, self.ndx)):
-            return (model_ref(self.state.model), self.x0, self.xnext, xs, out,
-                    self._lie_scratch)
-        return None
 
     def gaps_from(self, xs, out, first, stop=None):
         """Rows first..stop - 1 of the gaps (:meth:`gaps`) into ``out``, 0 <= first,
@@ -1028,7 +1024,7 @@ class ShootingProblem:
             return out
         if isinstance(self.state, StateMultibody) and _own_stack(xs, (self.N + 1, self.nx)) \
                 and _own_stack(out, (self.N + 1, self.ndx)):
-            multibody_gaps(model_ref(self.state.model),
+            _multibody_gaps(model_ref(self.state.model),
                             self.x0 if first == 0 else self.xnext[first - 1],
                             self.xnext[first:stop - 1], xs[first:stop], out[first:stop],
                             self._lie_scratch)

@@ -42,8 +42,7 @@ from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_options, check_solve_arguments
 from ..dynamics.validation import _compiled_entry
-from .riccati import (FOLLOW_FAILED, FOLLOW_KNOT, FOLLOW_SPLIT, backward_follow,
-                      backward_pass_expected, backward_range, expected_terms, max_abs)
+from .riccati import backward_pass_expected, backward_range, expected_terms, max_abs
 
 
 class _BackwardTail:
@@ -61,11 +60,6 @@ class _BackwardTail:
         self.arrays = solver._riccati_arrays(us, gaps, feasible, preg)
         self.problem, self.xs, self.gaps, self.feasible = solver.problem, xs, gaps, feasible
         self.split, self.failed = solver.problem.N + 1, -1
-        self.solver = solver
-        # the arguments of backward_follow less its state; None: the gaps need Python
-        gap_arguments = solver.problem.gap_kernel_arguments(xs, gaps)
-        self._follow_arguments = None if gap_arguments is None else \
-            self.arrays + gap_arguments[:4] + gap_arguments[5:]
 
     def __call__(self, b):
         N, top = self.problem.N, self.split
@@ -82,28 +76,6 @@ class _BackwardTail:
             self.problem.gaps_from(self.xs, self.gaps, split, top)
         self.split = split
         self.failed = backward_range(*self.arrays[:-1], min(top, N), split, self.arrays[-1])
-
-    def follow(self, signal, below, b):
-        """``self(b)`` and then the same for each lower knot the other chunks have
-        published meanwhile (``signal``, ``below``: see :func:`.riccati.backward_follow`),
-        in one compiled call on a multibody's state; returns the lowest knot reached.
-        The compiled entry is the solver's, kept after its first call (no dispatch)."""
-        arguments = self._follow_arguments
-        if arguments is None:
-            self(b)
-            return b
-        state = self.solver._follow_state
-        state[FOLLOW_KNOT], state[FOLLOW_SPLIT], state[FOLLOW_FAILED] = b, self.split, \
-            self.failed
-        arguments = arguments + (signal, below, state)
-        entry = self.solver._follow_entry
-        if entry is None:
-            knot = backward_follow(*arguments)
-            self.solver._follow_entry = _compiled_entry(backward_follow, arguments)
-        else:
-            knot = entry(*arguments)
-        self.split, self.failed = int(state[FOLLOW_SPLIT]), int(state[FOLLOW_FAILED])
-        return int(knot)
 
     def fill_gaps(self):
         """The gaps of the rows below the split, after calc_diff (:meth:`.ShootingProblem.gaps`
@@ -196,8 +168,6 @@ class DDP:
         self.gaps = np.zeros((N + 1, ndx))
         self.Vf = np.zeros((N + 1, ndx))        # Vxx_t f_t, see _backward
         self._backward_entry = None
-        self._follow_entry = None       # backward_follow's compiled entry (_BackwardTail)
-        self._follow_state = np.zeros(3, dtype=np.int64)
         self.no_box = np.zeros(N, dtype=bool)
         self.split = np.zeros(4)        # the last iteration's seconds, see iterate()
         # line searches that took no step after a speculation had begun (the iterate's

@@ -45,8 +45,6 @@ import numpy as np
 from ..dynamics.borrowed import borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
 from ..dynamics.linalg import cholesky_factor, cholesky_solve
-from ..ocp.parallel import wait_below
-from ..ocp.gaps import multibody_gaps
 
 
 @kernel
@@ -178,53 +176,6 @@ def backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limit
     return _sweep(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
                   u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, t_end, t_begin, dts,
                   lie_rows, np.zeros((0, 0, 0)), np.zeros((0, 0)))
-
-
-# the entries of :func:`backward_follow`'s state vector
-FOLLOW_KNOT, FOLLOW_SPLIT, FOLLOW_FAILED = 0, 1, 2
-
-
-@kernel
-def backward_follow(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus, limited, us,
-                    u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K, Quuk, euler, model, x0, xnext,
-                    xs, scratch, signal, below, state):
-    """The backward pass behind a parallel calc_diff over every range of knots evaluated so
-    far, in one call (the solvers' :class:`~geppetto.solvers.ddp._BackwardTail` on a
-    multibody's state).  ``state`` = [knot, split, failed]: the knots from ``knot`` up
-    are evaluated, the recursion has run down to knot ``split``, ``failed`` -1 or the
-    knot where Quu was not positive definite.  For ``knot`` and then each lower knot
-    the other chunks have published (:func:`~geppetto.ocp.parallel.wait_below`'s
-    ``signal`` and ``below``, one round of loads: no wait) it does what one call of the
-    tail does: the gaps of the new rows (:func:`~geppetto.ocp.gaps.multibody_gaps`,
-    ``model`` a ModelRef; zero on a ``feasible`` iterate), then :func:`backward_range`
-    down to the knot after it (its gap needs that knot's prediction; on a feasible
-    iterate down to the knot itself, and to knot 0 once it is reached).  Writes the
-    new [knot, split, failed] into ``state`` and returns the knot reached.  The same
-    kernels on the same rows in the same order as the tail's calls one by one: the
-    same bits (the recursion's ranges may differ, :func:`backward_range`)."""
-    N = Fu.shape[0]
-    knot, top, failed = state[FOLLOW_KNOT], state[FOLLOW_SPLIT], state[FOLLOW_FAILED]
-    while failed < 0:
-        split = knot if knot == 0 or feasible else knot + 1
-        if split < top:
-            if feasible:
-                gaps[split:top] = 0.0
-            else:
-                multibody_gaps(model, x0 if split == 0 else xnext[split - 1],
-                               xnext[split:top - 1], xs[split:top], gaps[split:top],
-                               scratch)
-            failed = backward_range(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, gaps, feasible, mu, nus,
-                                    limited, us, u_lower, u_upper, Vx, Vxx, Qu, Quu, k, K,
-                                    Quuk, min(top, N), split, euler)
-            top = split
-        if knot == 0:
-            break
-        lower = wait_below(signal, below, knot, 1)
-        if lower < 0 or lower >= knot:      # not evaluated yet, or a chunk failed
-            break
-        knot = lower
-    state[FOLLOW_KNOT], state[FOLLOW_SPLIT], state[FOLLOW_FAILED] = knot, top, failed
-    return knot
 
 
 @kernel

@@ -207,11 +207,11 @@ def test_gaps_of_a_flat_state_are_the_kernel_differences():
     """On a state with nq = nv the gaps are numpy's subtractions: the bits of the
     multibody gaps kernel, into a given array or a new one."""
     from geppetto.dynamics.model_ref import model_ref
-    from geppetto.ocp.gaps import multibody_gaps
+    from geppetto.ocp.problem import _multibody_gaps
     problem, _, xs, us = _panda_reaching()
     problem.calc(xs, us)
     expected = np.empty((problem.N + 1, problem.ndx))
-    multibody_gaps(model_ref(problem.state.model), problem.x0, problem.xnext, xs, expected,
+    _multibody_gaps(model_ref(problem.state.model), problem.x0, problem.xnext, xs, expected,
                     (np.empty(4), np.empty(4), np.empty(3)))
     out = np.full_like(expected, np.nan)
     assert problem.gaps(xs, out) is out
