@@ -73,7 +73,7 @@ class _Worker:
         self._owed = False              # a task's end not waited for (wait interrupted)
         # the state word, alone on its cache line, and the signal of the trial a task
         # posted with ``after_trial`` waits for (see _spin_for_task)
-        self._state = own_cache_lines(1)
+        self._state = np.zeros(24, dtype=np.int64)[8:9]
         self._trial = new_trial_signal() if trial_signal is None else trial_signal
         self._thread = threading.Thread(target=self._loop, daemon=True,
                                         name="geppetto-horizon")
@@ -335,27 +335,8 @@ UNDECIDED, REJECTED, ACCEPTED = 0, 1, 2
 
 def new_trial_signal():
     """A trial's signal vector, zeroed: one int64 per entry above (TRIAL_PROGRESS,
-    TRIAL_DECISION, TRIAL_ROLLED), the one shape every publisher and reader takes, alone
-    on its cache line (:func:`own_cache_lines`)."""
-    return own_cache_lines(3)
-
-
-CACHE_LINE = 64     # bytes
-
-
-def own_cache_lines(n):
-    """n int64 zeros, C-contiguous, on cache lines that hold nothing else.  One thread
-    spins on a signal (acquire loads) while the other writes it; any other data on its
-    line (a small array numpy placed next to it) written by either thread meanwhile
-    makes the line move between the cores at each write and load, slowing the writer
-    too.  Where a signal fell depended on the process's heap: the solo12 trot's
-    two-thread solve took 14.5-15.3 ms in some processes and 17.0-17.6 ms in others
-    (benchmarks/threads_notes.md, round of thr33)."""
-    words = CACHE_LINE // 8
-    lines = -(-max(n, 1) // words)
-    block = np.zeros((lines + 1) * words, dtype=np.int64)
-    first = (-block.ctypes.data % CACHE_LINE) // 8
-    return block[first:first + n]
+    TRIAL_DECISION, TRIAL_ROLLED), the one shape every publisher and reader takes."""
+    return np.zeros(3, dtype=np.int64)
 
 
 @kernel

@@ -39,7 +39,7 @@ from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
 from .parallel import (ACCEPTED, REJECTED, TRIAL_DECISION, TRIAL_PROGRESS, TRIAL_ROLLED,
-                       UNDECIDED, ParallelRegion, Progress, new_trial_signal, own_cache_lines,
+                       UNDECIDED, ParallelRegion, Progress, new_trial_signal,
                        store_release_at, wait_below)
 from .residuals import knot_window
 from .stage import StageOutputs
@@ -933,7 +933,7 @@ class ShootingProblem:
             programs = [chunk_program(self, phases) if phases else None for phases in chunks]
         self._programs[n] = None if any(p is None and phases for p, phases in
                                          zip(programs, chunks)) else programs
-        self._signals[n] = own_cache_lines(n)     # spun on: alone on its line
+        self._signals[n] = np.zeros(n, dtype=np.int64)
         self._starts[n] = np.array(_chunk_starts(self._plans[n], self.N), dtype=np.int64)
 
     def _rebalance(self, n, speculated=False):

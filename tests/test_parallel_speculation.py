@@ -390,24 +390,3 @@ def test_lingers_off_a_real_time_policy_where_the_workers_keep_their_cores(trot,
     _solve(problem, xs, us, 2, None, 10)
     assert sum(settings) > 0
     region.set_lingering(0, False)
-
-
-def test_signals_spun_on_are_alone_on_their_cache_lines(trot):
-    """The vectors one thread spins on while the other writes them (the chunks' progress
-    signal, the trial's signal, a worker's state word) hold their cache lines alone: no
-    other array's data shares a line with them (a small array placed next to one by the
-    heap, written by either thread, made the line move between the cores: the solo12
-    trot's two-thread solve 17.0-17.6 ms instead of 14.5-15.3 ms in about half of the
-    processes).  On thr32b's code the signals were plain numpy vectors of 2 and 3 entries."""
-    problem = trot[0]
-    problem.parallel_plan(2)
-    region = problem._regions[2]
-    region._make_workers()
-    for signal in (problem._signals[2], problem.trial_signal, region._workers[0]._state,
-                   ocp_parallel.own_cache_lines(9)):
-        start = signal.ctypes.data
-        first, stop = start - start % 64, -(-(start + signal.nbytes) // 64) * 64
-        block = signal.base
-        assert signal.flags.c_contiguous and signal.dtype == np.int64
-        assert block is not None and block.ctypes.data <= first
-        assert stop <= block.ctypes.data + block.nbytes
