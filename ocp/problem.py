@@ -200,6 +200,18 @@ SPECULATION_SMOOTHING = 0.25
 # with speculation and lingering, 0.88x with speculation, 0.91x without)
 SPECULATE_MAX_OFF_CORE = 0.05
 
+# worker 0 lingers after a calc_diff that took up a speculation (:class:`.parallel._Worker`)
+# under a real-time policy, and off one where the workers kept their cores: at most this
+# share of their tasks' wall-clock time off core (ParallelRegion.off_core, a moving
+# average).  A lingering worker takes the next speculation without a futex wake-up (16-22
+# us of the calling thread, and the worker's own start); with its core to itself (as on
+# an idle machine: under `chrt -f 1` at load 4.5 its off-core share was 0.000-0.007) the
+# solo12 trot's two-thread solve was 1.02x as fast (benchmarks/threads_notes.md, round
+# of thr33); beside another busy process the share is 0.02-0.17 (median about 0.06,
+# the solo12 trot), where a spinning worker takes time from the calling thread's
+# process (two threads over one 0.83x with lingering against 0.88x without)
+LINGER_MAX_OFF_CORE = 0.02
+
 # calls a rebalance waits at most for a parallel calc_diff that took up no speculation
 # (:meth:`ShootingProblem._rebalance`; a solver forced to speculate takes up none)
 REBALANCE_DEFERRAL = 16
@@ -703,8 +715,10 @@ class ShootingProblem:
                  for i in range(n - 1)]
         # worker 0 spins for the next speculation after this calc_diff where this one
         # took one up (the next start then costs no wake-up, see parallel._Worker), if
-        # the threads run under a real-time policy (no other process takes its core)
-        region.set_lingering(0, speculation is not None and self.linger and _real_time())
+        # no other process takes its core: the threads run under a real-time policy, or
+        # the workers kept their cores (LINGER_MAX_OFF_CORE)
+        region.set_lingering(0, speculation is not None and self.linger and (
+            _real_time() or region.off_core() <= LINGER_MAX_OFF_CORE))
         region([caller] + tasks)
         # the calling thread's wait spins: its CPU time without it, for the balance
         region.cpu[0] = max(0.0, region.cpu[0] - self.pipeline_wait)

@@ -57,6 +57,8 @@ def test_refused_full_steps(trot, monkeypatch, linger):
     real-time policy) and takes it from the spin."""
     problem, xs, us = trot
     monkeypatch.setattr(ocp_problem, "_real_time", lambda: linger)
+    if not linger:          # nor off a real-time policy with the workers on their cores
+        monkeypatch.setattr(ocp_problem, "LINGER_MAX_OFF_CORE", -1.0)
     # spins counted only while the worker runs: ~12 ms of them outlast a loaded
     # machine's gap between two speculations (~0.5 ms by default)
     monkeypatch.setattr(ocp_parallel, "LINGER_SPINS", 50_000_000)
@@ -357,3 +359,34 @@ def test_auto_records_the_first_trials(trot, monkeypatch):
         expected += taken >= 0.5
         taken += 0.25 * (record - taken)
     assert problem.speculations[0] == expected and 0 < expected < len(records)
+
+
+@pytest.mark.parametrize("off_core", [0.0, 0.5])
+def test_lingers_off_a_real_time_policy_where_the_workers_keep_their_cores(trot, monkeypatch,
+                                                                          off_core):
+    """Off a real-time policy worker 0 lingers after a calc_diff that took up a
+    speculation where the workers spent at most LINGER_MAX_OFF_CORE of their tasks' time
+    off their core (as on an idle machine), and not where another process takes their
+    cores (the share 0.5 here); under a real-time policy it lingers whatever the share.
+    The solve is one thread's to the bit.  (On thr32b's code it lingered only under a
+    real-time policy.)"""
+    problem, xs, us = trot
+    problem.parallel_plan(2)
+    region = problem._regions[2]
+    monkeypatch.setattr(ocp_problem, "_real_time", lambda: False)
+    monkeypatch.setattr(type(region), "off_core", lambda self: off_core)
+    settings = []
+    set_lingering = type(region).set_lingering
+    monkeypatch.setattr(type(region), "set_lingering",
+                        lambda self, i, lingers: (settings.append(lingers),
+                                                  set_lingering(self, i, lingers))[1])
+    one, _, _ = _solve(problem, xs, us, 1, None, 10)
+    two, (started, taken), _ = _solve(problem, xs, us, 2, None, 10)
+    _assert_one_thread(one, two)
+    assert taken > 0 and sum(settings) == (taken if off_core <= ocp_problem.LINGER_MAX_OFF_CORE
+                                           else 0)
+    settings.clear()
+    monkeypatch.setattr(ocp_problem, "_real_time", lambda: True)
+    _solve(problem, xs, us, 2, None, 10)
+    assert sum(settings) > 0
+    region.set_lingering(0, False)
