@@ -248,6 +248,15 @@ POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # multipliers move by up to big x the residual per sweep (1e5 x 1e-10 = 1e-5, ten times
 # th_stop), and they are the ones the next stopping test reads
 POLISH_EPS_CAP, POLISH_FORCING, POLISH_NEAR = 1e-10, 1e-3, 10.0
+# the same forcing term for the multipliers' signs (:meth:`CSQP._polish`): at an infeasible
+# iterate outside POLISH_NEAR th_stop of the stopping test, a round whose solve pushes no
+# inactive row past a bound and leaves each active row's multiplier of the wrong sign by at
+# most POLISH_FORCING KKT ends the QP with that step (an inexact SQP step: the exact
+# solution of the QP with those rows held at their bounds, i.e. of the QP whose gradient
+# is moved by R^T dy, |dy| <= POLISH_FORCING KKT; Dembo, Eisenstat & Steihaug's residual
+# in the stationarity only, the linearized rows satisfied as in an exact step).  The
+# rounds that only drop such rows (an arc's end whose multiplier is a few 1e-7 when the
+# SQP's stationarity is 1e-1 .. 1e4) cost a refactorization each before (cq33)
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -940,6 +949,30 @@ def _wrong_sign(z, y, lower, upper, tolerance):
 
 
 @kernel
+def _signs_within(polished, dx, du, tolerance, sign_tolerance):
+    """Whether the polishing solve w = (dx, du) pushes no inactive row past a bound by more
+    than ``tolerance`` (:func:`_polish_fix`'s test) and leaves no active inequality row
+    with a multiplier of the wrong sign by more than ``sign_tolerance``: then the step is
+    the exact solution of the QP with the active rows held at their bounds and its
+    gradient moved by R^T dy, |dy| <= ``sign_tolerance`` (:data:`POLISH_FORCING`'s
+    inexact step; with ``sign_tolerance`` = ``tolerance``, True exactly where
+    :func:`_polish_fix` would change no row)."""
+    for b in range(len(polished)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        values = np.empty(y.shape)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                if rho[k, i] == 0.0:
+                    if _violation(values[k, i], lower[i], upper[i]) > tolerance:
+                        return False
+                elif lower[i] < upper[i] and _wrong_sign(z[k, i], y[k, i], lower[i],
+                                                         upper[i], sign_tolerance):
+                    return False
+    return True
+
+
+@kernel
 def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
@@ -1459,6 +1492,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
+        self._sign_tolerance = POLISH_TOLERANCE     # :data:`POLISH_FORCING`'s, per QP
         self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -1734,6 +1768,9 @@ class CSQP:
         Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
+        # the inexact step's sign test (:data:`POLISH_FORCING`), where the solve loop set a
+        # tolerance above the exact one
+        inexact = self._sign_tolerance > POLISH_TOLERANCE
         # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
         # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
         # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
@@ -1764,7 +1801,7 @@ class CSQP:
             for eps in ((tight,) if damped else (POLISH_LOOSE_EPS, tight)):
                 done, prim, dual, prim_scale, dual_scale = _admm(
                     polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
-                swept = False
+                swept, within = False, False
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
@@ -1790,10 +1827,16 @@ class CSQP:
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
                     if changes < 0:
                         return False
+                elif inexact and _signs_within(polished, pdx, pdu, POLISH_TOLERANCE,
+                                               self._sign_tolerance):
+                    # the step solves the QP to the forcing term (:data:`POLISH_FORCING`):
+                    # its rows stay as they are (those of wrong-signed multipliers within
+                    # the term start the next QP inactive, :func:`_polish_rows`)
+                    changes, last, within = 0, -1, True
                 else:
                     changes, last = _polish_fix(polished, pdx, pdu, self.big,
                                                 POLISH_TOLERANCE, self._sparse, changed, peel)
-                if changes == 0 and peel and not damped:
+                if changes == 0 and peel and not damped and not within:
                     # the wrong-signed rows inside arcs that peeling kept leave now: the
                     # step is the QP's solution only with every multiplier's sign right
                     changes, last = _polish_fix(polished, pdx, pdu, self.big,
@@ -2068,6 +2111,13 @@ class CSQP:
             kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = POLISH_EPS if stop <= POLISH_NEAR * self.th_stop else \
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
+            # the multipliers' signs to the forcing term at an infeasible iterate far from
+            # the stopping test (:data:`POLISH_FORCING`): the second stopping test
+            # (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
+            far = stop > POLISH_NEAR * self.th_stop and (gap > self.th_gaps or
+                                                         violation > self.th_constraint)
+            self._sign_tolerance = max(POLISH_TOLERANCE, POLISH_FORCING * kkt) if far else \
+                POLISH_TOLERANCE
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"

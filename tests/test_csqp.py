@@ -727,3 +727,37 @@ def test_forced_damped_rounds_on_redundant_rows_solve_without_admm(monkeypatch):
     assert forced.history["qp_iterations"] == [0] * forced.iterations
     assert abs(forced.cost - plain.cost) <= 1e-9 * abs(plain.cost)
     np.testing.assert_allclose(forced.us, plain.us, atol=1e-7)
+
+
+def test_signs_within_is_polish_fix_at_its_tolerance_and_reads_the_forcing_term():
+    """csqp._signs_within on one control-bound block: with the sign tolerance equal to
+    the violation tolerance it is True exactly where _polish_fix changes no row (random
+    active sets, multipliers and steps); an active row at its upper bound with a
+    multiplier of -1e-6 passes at the forcing term 1e-5 and not at 1e-9 (then
+    _polish_fix drops it), and an inactive row pushed past its bound fails at any sign
+    tolerance."""
+    from geppetto.solvers import csqp
+    rng = np.random.default_rng(33)
+    lower, upper = [-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]
+    for _ in range(200):
+        active = rng.random(3) < 0.5
+        z = np.where(rng.random(3) < 0.5, 1.0, -1.0)[None] * active
+        y = rng.choice([0.0, 1e-10, -1e-10, 1e-3, -1e-3], 3)[None] * active
+        rho = np.where(active, 1e5, 0.0)[None]
+        du = np.where(active, z[0], rng.uniform(-1.0 - 2e-9, 1.0 + 2e-9, 3))[None]
+        copies = [(y.copy(), z.copy(), rho.copy()) for _ in range(2)]
+        within = csqp._signs_within(_bound_rows(*copies[0], lower, upper), np.zeros((2, 3)),
+                                    du, csqp.POLISH_TOLERANCE, csqp.POLISH_TOLERANCE)
+        changes, _ = csqp._polish_fix(_bound_rows(*copies[1], lower, upper), np.zeros((2, 3)),
+                                      du, 1e5, csqp.POLISH_TOLERANCE,
+                                      np.zeros(4, dtype=bool), np.zeros(2, dtype=bool), False)
+        assert within == (changes == 0), (y, z, rho, du)
+    y, z, rho = np.array([[-1e-6, 0.0]]), np.array([[1.0, 0.0]]), np.array([[1e5, 0.0]])
+    du = np.array([[1.0, 0.5]])
+    assert csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
+                              np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e-5)
+    assert not csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
+                                  np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e-9)
+    du[0, 1] = 1.0 + 1e-6
+    assert not csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
+                                  np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e3)
