@@ -36,36 +36,36 @@ factorization's O(N ndx^3); the factorization is redone only when rho changes (O
 rule: rho <- rho sqrt(primal / dual residual, each relative to its scale), applied when
 it moves rho by more than 5x).  Equality rows (l = h) get 1e3 rho (OSQP).
 
-The QP is first solved by the primal-dual active-set method (:meth:`CSQP._polish`):
-from the last QP's active set (at the first QP: the rows at or past a bound at the
-iterate, and the equalities), the equality-constrained LQ on the active rows is solved
-by the method of multipliers with a large penalty ``big`` and a small proximal weight
+The QP is first solved by the primal-dual active-set method (:meth:`CSQP._polish`): from
+the last QP's active set (at the first QP: the rows at or past a bound at the iterate,
+and the equalities), the equality-constrained LQ on the active rows is solved by the
+method of multipliers with a large penalty ``big`` and a small proximal weight
 ``polish_sigma`` (one Riccati factorization, a few sweeps); then the inactive rows the
 step pushes past a bound become active, the active rows whose multiplier has the wrong
-sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(y,
-c (h - v))), and again, until the active set holds (the step is the QP's exact
-solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds
-without progress whose active rows contradict each other (a sign that the QP has no
-solution, which ADMM then certifies).  At an infeasible iterate outside
-:data:`POLISH_NEAR` th_stop of the stopping test the signs hold to a forcing term: a
-solve whose step pushes no inactive row past a bound and leaves every active row's
-multiplier of the wrong sign by at most :data:`POLISH_FORCING` KKT ends the QP (an
-inexact SQP step whose residual is in the stationarity only; the 40 runs of
-benchmarks/constrained.py 2161 -> 1975 factorizations, the same optima; cq33).  A round
-refactorizes only the knots up to its last changed row (the recursion above is unchanged: :func:`.riccati.
-backward_range_kept`).  Near a solution the active set holds at the first solve.  Where
-the rounds reach an active set they already solved (a cycle: the guarantee of HIK needs
-an M-matrix), they go on damped: a backtracking line search on the natural residual of
-the KKT conditions between the iterate and each solve (:func:`_damped_round`, the damped
-semismooth Newton method; ur5 "barely" from the guess, 135 -> 91 factorizations and no
-ADMM iteration instead of 250; cq32).  When the rounds run out or the damped line
-search fails, ADMM runs as in the
-first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
-``polish_rounds`` solves, and one more while each round changes fewer rows than the one
-before, up to ``active_set_rounds``) at every rho check, ADMM's factorization kept
-across a polish that fails (copied back, not recomputed).  Either way each SQP step is
-the exact QP solution once the active set is found, where ADMM alone reaches its
-tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
+sign inactive (HIK's update: for a bound row, the semismooth Newton step on
+min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact solution) or
+``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
+progress whose active rows contradict each other (a sign that the QP has no solution,
+which ADMM then certifies).  At an infeasible iterate outside :data:`POLISH_NEAR` th_stop
+of the stopping test the signs hold to a forcing term: a solve whose step pushes no
+inactive row past a bound and leaves every active row's multiplier of the wrong sign by
+at most :data:`POLISH_FORCING` KKT ends the QP (an inexact SQP step whose residual is in
+the stationarity only; the 40 runs of benchmarks/constrained.py 2161 -> 1975
+factorizations, the same optima; cq33).  A round refactorizes only the knots up to its
+last changed row (the recursion above is unchanged:
+:func:`.riccati.backward_range_kept`).  Near a solution the active set holds at the first
+solve.  Where the rounds reach an active set they already solved (a cycle: the guarantee
+of HIK needs an M-matrix), they go on damped: a backtracking line search on the natural
+residual of the KKT conditions between the iterate and each solve (:func:`_damped_round`,
+the damped semismooth Newton method; ur5 "barely" from the guess, 135 -> 91
+factorizations and no ADMM iteration instead of 250; cq32).  When the rounds run out or
+the damped line search fails, ADMM runs as in the first version, with polishing (OSQP
+Sec. 4.3: the same method from ADMM's active set, ``polish_rounds`` solves, and one more
+while each round changes fewer rows than the one before, up to ``active_set_rounds``) at
+every rho check, ADMM's factorization kept across a polish that fails (copied back, not
+recomputed).  Either way each SQP step is the exact QP solution once the active set is
+found, where ADMM alone reaches its tolerance only (mim_solvers' stall at KKT 5e-6, issue
+19).
 
 A QP with no solution (the linearized rows contradict each other or the linearized
 dynamics) makes the active-set method cycle and ADMM's multipliers diverge: at each rho
