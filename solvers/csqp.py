@@ -233,7 +233,7 @@ from ..dynamics.liegroups import integrate_state
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
-from ..ocp.held import typed_list
+from ..ocp.held import held, typed_list
 from ..ocp.state import StateMultibody
 from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
@@ -1400,6 +1400,101 @@ def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du, with_curvature):
     return _block_model(Lu, Luu, du, Lxu[:0], du, with_curvature, s, curvature, finite)
 
 
+# -- one active-set round in one compiled call (:meth:`CSQP._polish`) ----------------------
+# The rounds' arrays, fixed for a solver's life, are passed held (:mod:`..ocp.held`): a
+# typed List passed from Python is typed and unboxed again on every call (its type read
+# through a Python property, its class unpickled; cq33: 3440 and 6140 such Python calls in
+# 10 ur5 "vbound" solves), a Held of one tuple is one reference.  The tuple
+# (:meth:`CSQP._round_tuple`): (blocks, polished, (Lxx, Luu, Lxu), H, Lx, Lu, polishing's
+# work, (Fx, Fu), nus, (Vxx, K, Lq, Vf), the factor arrays of :func:`backward_range_kept`,
+# gaps, the QP's arrays of :func:`_admm`, the active-set key, (dx, du)).
+@kernel
+def _round_factorize(rounds, t_end, knots, sigma, euler):
+    """:meth:`CSQP._polish`'s factorization of a round: the Hessian with the active rows'
+    rho R^T R on ``knots`` below ``t_end`` (:func:`_hessian`), the method of multipliers'
+    first gradient (:func:`_gradient`), the sweep of that gradient on the kept factors of
+    the knots from ``t_end`` on (:func:`_linear_sweep`) and the factorization of the knots
+    below (:func:`backward_range_kept`, whose result it returns): the calls the round made
+    from Python one after the other, the same kernels in the same order."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    _hessian(polished, Lh, H, t_end, knots)
+    _gradient(polished, Lx, Lu, sigma, work[6], work[7], work[0], work[1])
+    if t_end < gaps.shape[0] - 1:
+        _linear_sweep(F, nus, factor, work[0], work[1], kept[0], kept[4], t_end)
+    Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf = kept
+    return backward_range_kept(F[0], F[1], work[0], work[1], H[0], H[1], H[2], gaps, sigma,
+                               nus, Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf, t_end, euler)
+
+
+@kernel
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexact,
+                 sign_tolerance, sparse, changed, peel):
+    """The solves and the correction of one round of :meth:`CSQP._polish` outside its
+    damped rounds, on the factorization :func:`_round_factorize` made: the method of
+    multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
+    ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
+    ``peel``; where that changes nothing, without), or, with ``inexact``, no change where
+    the step passes :func:`_signs_within` at ``sign_tolerance``; a round that changes
+    nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
+    changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
+    changed row's knot, sweeps, the last solve's iterations, primal residual, dual
+    residual, primal scale, dual scale)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    pdx, pdu = work[6], work[7]
+    sweeps, swept = 0, True
+    changes, last, done = 0, -1, 0
+    prim, dual, prim_scale, dual_scale = np.inf, np.inf, 0.0, 0.0
+    for solve in range(2):
+        eps = loose if solve == 0 else tight
+        done, prim, dual, prim_scale, dual_scale = _admm(
+            polished, arrays, work, sigma, 1.0, False, iterations, eps, swept)
+        swept = False
+        sweeps += done
+        within = False
+        if inexact and _signs_within(polished, pdx, pdu, tolerance, sign_tolerance):
+            changes, last, within = 0, -1, True
+        else:
+            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                        peel)
+        if changes == 0 and peel and not within:
+            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                        False)
+        if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                           dual <= tight[0] + tight[1] * dual_scale):
+            break
+    if changes > 0:
+        _active_key(polished, key)
+    return changes, last, sweeps, done, prim, dual, prim_scale, dual_scale
+
+
+@kernel
+def _polish_start(rounds, big, tolerance, fresh, sparse, ndx):
+    """:meth:`CSQP._polish`'s start: the polishing rows from the rows' (y, z)
+    (:func:`_polish_rows`), their active set's key (:func:`_active_key`) and the
+    polishing step from the QP's (dx, du)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx)
+    _active_key(polished, key)
+    work[6][:] = step[0]
+    work[7][:] = step[1]
+
+
+@kernel
+def _polish_end(rounds):
+    """:meth:`CSQP._polish`'s end at a kept step: the rows' (y, z) from it
+    (:func:`_polish_accept`), the step into the QP's (dx, du) and the QP's costates' max
+    (:func:`_costates_max`).  Returns (max |y|, max |lam|)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    y_max = _polish_accept(blocks, polished, work[6], work[7])
+    step[0][:] = work[6]
+    step[1][:] = work[7]
+    return y_max, _costates_max(kept[0], kept[1], gaps, step[0])
+
+
 class CSQP:
     """Stagewise SQP with an ADMM QP on Riccati sweeps (see the module docstring) on any
     ShootingProblem with stage and terminal ``Constraint``s, control and state bounds.
@@ -1574,6 +1669,8 @@ class CSQP:
         self._sparse[3] = self._multibody      # dx = (dq, dv): the first half configuration
         # the trials evaluated without problem.calc's input checks (:meth:`_evaluate`)
         self._unchecked = bool(np.all(problem.nus == nu))
+        # the active-set rounds' arrays held (:func:`_round_factorize`); None without rows
+        self._rounds = held(self._round_tuple()) if self.blocks else None
 
     def _items(self, y, z, rho):
         """The rows' tuples (those of ALDDP's blocks, with y, z, rho in the multiplier
@@ -1596,6 +1693,16 @@ class CSQP:
         return backward_range_kept(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu,
                                    Hxu, self.gaps, self.sigma, problem.nus, *self._factor_arrays,
                                    problem.N, problem.euler_structure) < 0
+
+    def _round_tuple(self):
+        """The arrays of :meth:`_polish`'s rounds, as :func:`_round_factorize` reads them
+        (the problem's and this solver's: allocated once, written in place)."""
+        problem = self.problem
+        return (self.typed_blocks, self.typed_polished,
+                (problem.Lxx, problem.Luu, problem.Lxu), self.H, problem.Lx, problem.Lu,
+                self.polish_work, (problem.Fx, problem.Fu), problem.nus,
+                (self.Vxx, self.K, self.Lq, self.Vf), self._factor_arrays, self.gaps,
+                self._qp_arrays(), self._key, (self.dx, self.du))
 
     def _qp_arrays(self):
         problem = self.problem
@@ -1761,23 +1868,19 @@ class CSQP:
         loop's forcing term (``_sign_tolerance``, :data:`POLISH_FORCING`; the exact
         tolerance at feasible iterates and near the stopping test) is kept as the QP's
         step (:func:`_signs_within`)."""
-        problem, work = self.problem, self.polish_work
+        problem, work, held_rounds = self.problem, self.polish_work, self._rounds
         pdx, pdu = work[6], work[7]
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
-                     self._fresh, self._sparse, problem.ndx)
+        # the polishing rows, their active set's key and the polishing step from (dx, du)
+        _polish_start(held_rounds, self.big, max(self.eps[0], 1e-9), self._fresh,
+                      self._sparse, problem.ndx)
         self._fresh = False
-        start = self._active_set()
+        start = self._active_set(keyed=True)
         if skip_failed:
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
         visited = {start}
-        pdx[:] = self.dx
-        pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
-        Lh, F = (problem.Lxx, problem.Luu, problem.Lxu), (problem.Fx, problem.Fu)
-        factor = (self.Vxx, self.K, self.Lq, self.Vf)
-        Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
         # the inexact step's sign test (:data:`POLISH_FORCING`), where the solve loop set a
@@ -1797,27 +1900,27 @@ class CSQP:
             # multipliers' first iteration, so that its Vx and k are that iteration's
             # sweep (``swept``; the knots from t_end on swept on the kept factorization)
             self._factorizations += 1
-            _hessian(polished, Lh, self.H, t_end, knots)
-            _gradient(polished, problem.Lx, problem.Lu, sigma, pdx, pdu, work[0], work[1])
-            if t_end < N:
-                _linear_sweep(F, problem.nus, factor, work[0], work[1], self.Vx, self.k, t_end)
-            if backward_range_kept(problem.Fx, problem.Fu, work[0], work[1], Hxx, Huu, Hxu,
-                                   self.gaps, sigma, problem.nus, *self._factor_arrays,
-                                   t_end, euler) >= 0:
+            if _round_factorize(held_rounds, t_end, knots, sigma, euler) >= 0:
                 return False
             changed[:] = False
-            swept = True
             tight = self._tight_eps
-            # a damped round reads the multipliers' values, not only their signs: no
-            # loose pass (the multipliers move by up to big x the residual per sweep)
-            for eps in ((tight,) if damped else (POLISH_LOOSE_EPS, tight)):
+            if not damped:
+                # the round's solves and correction in one call (the Python branch below
+                # is the damped rounds')
+                changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
+                    _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
+                                 tight, self.big, POLISH_TOLERANCE, inexact,
+                                 self._sign_tolerance, self._sparse, changed, peel)
+                self._sweeps += sweeps
+            else:
+                # a damped round reads the multipliers' values, not only their signs: no
+                # loose pass (the multipliers move by up to big x the residual per sweep)
                 done, prim, dual, prim_scale, dual_scale = _admm(
-                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
-                swept, within = False, False
+                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, tight, True)
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
-                if damped and done >= self.polish_iter and \
+                if done >= self.polish_iter and \
                         prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
                     # the damped rounds' merit needs each solve's exact multipliers.  Active
                     # rows that contradict each other (the method of multipliers short of
@@ -1833,29 +1936,12 @@ class CSQP:
                     self._iterate[0, 0] = np.nan
                     if changes == 0:
                         return False
-                elif damped:
+                else:
                     changes, last, _ = _damped_round(
                         polished, pdx, pdu, self._iterate, self._curvature, self.big,
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
                     if changes < 0:
                         return False
-                elif inexact and _signs_within(polished, pdx, pdu, POLISH_TOLERANCE,
-                                               self._sign_tolerance):
-                    # the step solves the QP to the forcing term (:data:`POLISH_FORCING`):
-                    # its rows stay as they are (those of wrong-signed multipliers within
-                    # the term start the next QP inactive, :func:`_polish_rows`)
-                    changes, last, within = 0, -1, True
-                else:
-                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
-                                                POLISH_TOLERANCE, self._sparse, changed, peel)
-                if changes == 0 and peel and not damped and not within:
-                    # the wrong-signed rows inside arcs that peeling kept leave now: the
-                    # step is the QP's solution only with every multiplier's sign right
-                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
-                                                POLISH_TOLERANCE, self._sparse, changed, False)
-                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
-                                   dual <= tight[0] + tight[1] * dual_scale):
-                    break
             # active rows that contradict each other in rounds without progress (changing
             # no fewer rows than the fewest so far): the QP most likely has no solution,
             # which ADMM certifies (CONTRADICTED_ROUNDS)
@@ -1883,11 +1969,9 @@ class CSQP:
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
-                self._y_max = _polish_accept(self.typed_blocks, polished, pdx, pdu)
-                self.dx[:] = pdx
-                self.du[:] = pdu
-                # the QP's own costates (the solve loop's nu): no adjoint sweep
-                self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
+                # the rows' (y, z) and (dx, du) from the step; the QP's own costates (the
+                # solve loop's nu): no adjoint sweep
+                self._y_max, self._lam_max = _polish_end(held_rounds)
                 return True
             # an active set this call already solved: the rounds cycle (ur5 "barely",
             # untuned3, from the guess: QPs 4 and 5 went round a cycle of 11 and 8 active
@@ -1897,7 +1981,7 @@ class CSQP:
             # ADMM where the damped line search fails
             if damped:
                 continue
-            active = self._active_set()
+            active = self._active_set(keyed=True)
             if active in visited:
                 damped = True
                 self._iterate[0, 0] = np.nan
@@ -1907,10 +1991,12 @@ class CSQP:
             visited.add(active)
         return False
 
-    def _active_set(self):
+    def _active_set(self, keyed=False):
         """The polishing rows' active set as bytes: each active row's bound, inf on the
-        inactive rows (:func:`_active_key`, one buffer for all blocks)."""
-        _active_key(self.typed_polished, self._key)
+        inactive rows (:func:`_active_key`, one buffer for all blocks; ``keyed``: the
+        buffer already written, by :func:`_polish_start` or :func:`_plain_round`)."""
+        if not keyed:
+            _active_key(self.typed_polished, self._key)
         return self._key.tobytes()
 
     # -- the SQP loop ------------------------------------------------------------------

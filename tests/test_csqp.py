@@ -531,10 +531,17 @@ def test_bolt_fallback_qp_polishes_from_admm_with_shrinking_rounds(monkeypatch):
     default solve's (1.3192629838699546 before qp23, 9e-15 relative measured).  With the
     signs' forcing term (csqp._signs_within, cq33) that QP's rounds end before ADMM (0
     ADMM iterations, 67 factorizations in the solve, 25 SQP iterations, the cost within
-    9e-11): the fallback path is taken here with the term off."""
+    9e-11): the fallback path is taken here with the term off (each polish at the exact
+    sign tolerance, where csqp._signs_within is _polish_fix's "no change" test)."""
     from geppetto.benchmarks.constrained import quadruped_com_shift
     from geppetto.solvers import csqp
-    monkeypatch.setattr(csqp, "_signs_within", lambda *args: False)
+    real_polish = csqp.CSQP._polish
+
+    def exact_polish(self, *args, **kwargs):
+        self._sign_tolerance = csqp.POLISH_TOLERANCE
+        return real_polish(self, *args, **kwargs)
+
+    monkeypatch.setattr(csqp.CSQP, "_polish", exact_polish)
     dynamics, x0, _, shift, costs, cones = quadruped_com_shift(
         "bolt", ("FL_FOOT", "FR_FOOT"), (0.0, 0.01, -0.03), 0.7)
     stage = ocp.StageModel(dynamics, costs, [ocp.Constraint(c, *c.bounds) for c in cones],
@@ -749,7 +756,7 @@ def test_forced_damped_rounds_on_redundant_rows_solve_without_admm(monkeypatch):
     assert plain.converged
     rounds = []
     real_round = csqp._damped_round
-    monkeypatch.setattr(csqp.CSQP, "_active_set", lambda self: b"repeat")
+    monkeypatch.setattr(csqp.CSQP, "_active_set", lambda self, keyed=False: b"repeat")
     monkeypatch.setattr(csqp, "_damped_round",
                         lambda *args: rounds.append(real_round(*args)) or rounds[-1])
     forced = gp.solvers.CSQP(make()).solve(max_iter=50)
