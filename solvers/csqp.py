@@ -1428,28 +1428,24 @@ def _round_factorize(rounds, t_end, knots, sigma, euler):
 
 
 @kernel
-def _plain_round(rounds, t_end, knots, euler, sigma, iterations, loose, tight, big, tolerance,
-                 inexact, sign_tolerance, sparse, changed, peel):
-    """One round of :meth:`CSQP._polish` outside its damped rounds: the factorization
-    (:func:`_round_factorize`; where a Quu is not positive definite, changes -1 and
-    nothing solved), the method of multipliers to the ``loose`` tolerance (:func:`_admm`
-    without projection, up to ``iterations`` sweeps), the active-set correction
-    (:func:`_polish_fix`, with ``peel``; where that changes nothing, without), or, with
-    ``inexact``, no change where the step passes :func:`_signs_within` at
-    ``sign_tolerance``; a round that changes nothing solves again to the ``tight``
-    tolerance and corrects again.  Where rows changed, the new active set's key
-    (:func:`_active_key`).  Returns (changes, the last changed row's knot, sweeps, the
-    last solve's iterations, primal residual, dual residual, primal scale, dual
-    scale)."""
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexact,
+                 sign_tolerance, sparse, changed, peel):
+    """The solves and the correction of one round of :meth:`CSQP._polish` outside its
+    damped rounds, on the factorization :func:`_round_factorize` made: the method of
+    multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
+    ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
+    ``peel``; where that changes nothing, without), or, with ``inexact``, no change where
+    the step passes :func:`_signs_within` at ``sign_tolerance``; a round that changes
+    nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
+    changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
+    changed row's knot, sweeps, the last solve's iterations, primal residual, dual
+    residual, primal scale, dual scale)."""
     blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
         step = rounds.item
     pdx, pdu = work[6], work[7]
     sweeps, swept = 0, True
     changes, last, done = 0, -1, 0
     prim, dual, prim_scale, dual_scale = np.inf, np.inf, 0.0, 0.0
-    if _round_factorize(rounds, t_end, knots, sigma, euler) >= 0:
-        return -1, last, sweeps, done, prim, dual, prim_scale, dual_scale
-    changed[:] = False
     for solve in range(2):
         eps = loose if solve == 0 else tight
         done, prim, dual, prim_scale, dual_scale = _admm(
@@ -1904,21 +1900,19 @@ class CSQP:
             # multipliers' first iteration, so that its Vx and k are that iteration's
             # sweep (``swept``; the knots from t_end on swept on the kept factorization)
             self._factorizations += 1
+            if _round_factorize(held_rounds, t_end, knots, sigma, euler) >= 0:
+                return False
+            changed[:] = False
             tight = self._tight_eps
             if not damped:
-                # the round's factorization, solves and correction in one call (the
-                # Python branch below is the damped rounds')
+                # the round's solves and correction in one call (the Python branch below
+                # is the damped rounds')
                 changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
-                    _plain_round(held_rounds, t_end, knots, euler, sigma, self.polish_iter,
-                                 POLISH_LOOSE_EPS, tight, self.big, POLISH_TOLERANCE,
-                                 inexact, self._sign_tolerance, self._sparse, changed, peel)
-                if changes < 0:
-                    return False
+                    _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
+                                 tight, self.big, POLISH_TOLERANCE, inexact,
+                                 self._sign_tolerance, self._sparse, changed, peel)
                 self._sweeps += sweeps
             else:
-                if _round_factorize(held_rounds, t_end, knots, sigma, euler) >= 0:
-                    return False
-                changed[:] = False
                 # a damped round reads the multipliers' values, not only their signs: no
                 # loose pass (the multipliers move by up to big x the residual per sweep)
                 done, prim, dual, prim_scale, dual_scale = _admm(
