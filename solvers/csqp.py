@@ -36,31 +36,36 @@ factorization's O(N ndx^3); the factorization is redone only when rho changes (O
 rule: rho <- rho sqrt(primal / dual residual, each relative to its scale), applied when
 it moves rho by more than 5x).  Equality rows (l = h) get 1e3 rho (OSQP).
 
-The QP is first solved by the primal-dual active-set method (:meth:`CSQP._polish`):
-from the last QP's active set (at the first QP: the rows at or past a bound at the
-iterate, and the equalities), the equality-constrained LQ on the active rows is solved
-by the method of multipliers with a large penalty ``big`` and a small proximal weight
+The QP is first solved by the primal-dual active-set method (:meth:`CSQP._polish`): from
+the last QP's active set (at the first QP: the rows at or past a bound at the iterate,
+and the equalities), the equality-constrained LQ on the active rows is solved by the
+method of multipliers with a large penalty ``big`` and a small proximal weight
 ``polish_sigma`` (one Riccati factorization, a few sweeps); then the inactive rows the
 step pushes past a bound become active, the active rows whose multiplier has the wrong
-sign inactive (HIK's update: for a bound row, the semismooth Newton step on min(y,
-c (h - v))), and again, until the active set holds (the step is the QP's exact
-solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds
-without progress whose active rows contradict each other (a sign that the QP has no
-solution, which ADMM then certifies).  A round refactorizes only the knots up to
-its last changed row (the recursion above is unchanged: :func:`.riccati.
-backward_range_kept`).  Near a solution the active set holds at the first solve.  Where
-the rounds reach an active set they already solved (a cycle: the guarantee of HIK needs
-an M-matrix), they go on damped: a backtracking line search on the natural residual of
-the KKT conditions between the iterate and each solve (:func:`_damped_round`, the damped
-semismooth Newton method; ur5 "barely" from the guess, 135 -> 91 factorizations and no
-ADMM iteration instead of 250; cq32).  When the rounds run out or the damped line
-search fails, ADMM runs as in the
-first version, with polishing (OSQP Sec. 4.3: the same method from ADMM's active set,
-``polish_rounds`` solves, and one more while each round changes fewer rows than the one
-before, up to ``active_set_rounds``) at every rho check, ADMM's factorization kept
-across a polish that fails (copied back, not recomputed).  Either way each SQP step is
-the exact QP solution once the active set is found, where ADMM alone reaches its
-tolerance only (mim_solvers' stall at KKT 5e-6, issue 19).
+sign inactive (HIK's update: for a bound row, the semismooth Newton step on
+min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact solution) or
+``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
+progress whose active rows contradict each other (a sign that the QP has no solution,
+which ADMM then certifies).  At an infeasible iterate outside :data:`POLISH_NEAR` th_stop
+of the stopping test the signs hold to a forcing term: a solve whose step pushes no
+inactive row past a bound and leaves every active row's multiplier of the wrong sign by
+at most :data:`POLISH_FORCING` KKT ends the QP (an inexact SQP step whose residual is in
+the stationarity only; the 40 runs of benchmarks/constrained.py 2161 -> 1975
+factorizations, the same optima; cq33).  A round refactorizes only the knots up to its
+last changed row (the recursion above is unchanged:
+:func:`.riccati.backward_range_kept`).  Near a solution the active set holds at the first
+solve.  Where the rounds reach an active set they already solved (a cycle: the guarantee
+of HIK needs an M-matrix), they go on damped: a backtracking line search on the natural
+residual of the KKT conditions between the iterate and each solve (:func:`_damped_round`,
+the damped semismooth Newton method; ur5 "barely" from the guess, 135 -> 91
+factorizations and no ADMM iteration instead of 250; cq32).  When the rounds run out or
+the damped line search fails, ADMM runs as in the first version, with polishing (OSQP
+Sec. 4.3: the same method from ADMM's active set, ``polish_rounds`` solves, and one more
+while each round changes fewer rows than the one before, up to ``active_set_rounds``) at
+every rho check, ADMM's factorization kept across a polish that fails (copied back, not
+recomputed).  Either way each SQP step is the exact QP solution once the active set is
+found, where ADMM alone reaches its tolerance only (mim_solvers' stall at KKT 5e-6, issue
+19).
 
 A QP with no solution (the linearized rows contradict each other or the linearized
 dynamics) makes the active-set method cycle and ADMM's multipliers diverge: at each rho
@@ -207,7 +212,10 @@ rollout of the round's law, and three other starting active sets (qp14, qp15); a
 rounds in one kernel call (qp17: 1-4 % less time per SQP iteration, but the fused kernel
 optimizes its callees' code again, csqp's first-solve compile 16.9 -> 25.7 s); a
 per-knot SR1 term for the curvature Gauss-Newton leaves out (gn19: kinova "box" 9 -> 91
-iterations, talos_arm "effort" 33 -> 76).
+iterations, talos_arm "effort" 33 -> 76); the signs' forcing term in every round rather
+than only to end a QP (cq33: panda "torque" from the guess 127 -> 542 factorizations, from
+FDDP's optimum 28 -> 103 iterations) and at feasible iterates too (the second stopping
+test then waits for an exact step: kinova "box" 9 -> 20 iterations).
 Changes must keep the 16 runs' iterations and costs (1e-8 relative), or say which runs
 stop earlier and by how much their costs moved (gn19: the second stopping test, the
 eight panda runs 1-13 iterations fewer, costs within 6.2e-10 relative), and be measured
@@ -225,7 +233,7 @@ from ..dynamics.liegroups import integrate_state
 from ..dynamics.model_ref import model_arrays, model_ref
 from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
-from ..ocp.held import typed_list
+from ..ocp.held import held, typed_list
 from ..ocp.state import StateMultibody
 from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
@@ -248,6 +256,15 @@ POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # multipliers move by up to big x the residual per sweep (1e5 x 1e-10 = 1e-5, ten times
 # th_stop), and they are the ones the next stopping test reads
 POLISH_EPS_CAP, POLISH_FORCING, POLISH_NEAR = 1e-10, 1e-3, 10.0
+# the same forcing term for the multipliers' signs (:meth:`CSQP._polish`): at an infeasible
+# iterate outside POLISH_NEAR th_stop of the stopping test, a round whose solve pushes no
+# inactive row past a bound and leaves each active row's multiplier of the wrong sign by at
+# most POLISH_FORCING KKT ends the QP with that step (an inexact SQP step: the exact
+# solution of the QP with those rows held at their bounds, i.e. of the QP whose gradient
+# is moved by R^T dy, |dy| <= POLISH_FORCING KKT; Dembo, Eisenstat & Steihaug's residual
+# in the stationarity only, the linearized rows satisfied as in an exact step).  The
+# rounds that only drop such rows (an arc's end whose multiplier is a few 1e-7 when the
+# SQP's stationarity is 1e-1 .. 1e4) cost a refactorization each before (cq33)
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -940,6 +957,30 @@ def _wrong_sign(z, y, lower, upper, tolerance):
 
 
 @kernel
+def _signs_within(polished, dx, du, tolerance, sign_tolerance):
+    """Whether the polishing solve w = (dx, du) pushes no inactive row past a bound by more
+    than ``tolerance`` (:func:`_polish_fix`'s test) and leaves no active inequality row
+    with a multiplier of the wrong sign by more than ``sign_tolerance``: then the step is
+    the exact solution of the QP with the active rows held at their bounds and its
+    gradient moved by R^T dy, |dy| <= ``sign_tolerance`` (:data:`POLISH_FORCING`'s
+    inexact step; with ``sign_tolerance`` = ``tolerance``, True exactly where
+    :func:`_polish_fix` would change no row)."""
+    for b in range(len(polished)):
+        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
+        values = np.empty(y.shape)
+        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                if rho[k, i] == 0.0:
+                    if _violation(values[k, i], lower[i], upper[i]) > tolerance:
+                        return False
+                elif lower[i] < upper[i] and _wrong_sign(z[k, i], y[k, i], lower[i],
+                                                         upper[i], sign_tolerance):
+                    return False
+    return True
+
+
+@kernel
 def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
@@ -1359,6 +1400,101 @@ def _step_model(Lx, Lu, Lxx, Luu, Lxu, dx, du, with_curvature):
     return _block_model(Lu, Luu, du, Lxu[:0], du, with_curvature, s, curvature, finite)
 
 
+# -- one active-set round in one compiled call (:meth:`CSQP._polish`) ----------------------
+# The rounds' arrays, fixed for a solver's life, are passed held (:mod:`..ocp.held`): a
+# typed List passed from Python is typed and unboxed again on every call (its type read
+# through a Python property, its class unpickled; cq33: 3440 and 6140 such Python calls in
+# 10 ur5 "vbound" solves), a Held of one tuple is one reference.  The tuple
+# (:meth:`CSQP._round_tuple`): (blocks, polished, (Lxx, Luu, Lxu), H, Lx, Lu, polishing's
+# work, (Fx, Fu), nus, (Vxx, K, Lq, Vf), the factor arrays of :func:`backward_range_kept`,
+# gaps, the QP's arrays of :func:`_admm`, the active-set key, (dx, du)).
+@kernel
+def _round_factorize(rounds, t_end, knots, sigma, euler):
+    """:meth:`CSQP._polish`'s factorization of a round: the Hessian with the active rows'
+    rho R^T R on ``knots`` below ``t_end`` (:func:`_hessian`), the method of multipliers'
+    first gradient (:func:`_gradient`), the sweep of that gradient on the kept factors of
+    the knots from ``t_end`` on (:func:`_linear_sweep`) and the factorization of the knots
+    below (:func:`backward_range_kept`, whose result it returns): the calls the round made
+    from Python one after the other, the same kernels in the same order."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    _hessian(polished, Lh, H, t_end, knots)
+    _gradient(polished, Lx, Lu, sigma, work[6], work[7], work[0], work[1])
+    if t_end < gaps.shape[0] - 1:
+        _linear_sweep(F, nus, factor, work[0], work[1], kept[0], kept[4], t_end)
+    Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf = kept
+    return backward_range_kept(F[0], F[1], work[0], work[1], H[0], H[1], H[2], gaps, sigma,
+                               nus, Vx, Vxx, Qu, Quu, k, K, Quuk, Lq, Vf, t_end, euler)
+
+
+@kernel
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexact,
+                 sign_tolerance, sparse, changed, peel):
+    """The solves and the correction of one round of :meth:`CSQP._polish` outside its
+    damped rounds, on the factorization :func:`_round_factorize` made: the method of
+    multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
+    ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
+    ``peel``; where that changes nothing, without), or, with ``inexact``, no change where
+    the step passes :func:`_signs_within` at ``sign_tolerance``; a round that changes
+    nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
+    changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
+    changed row's knot, sweeps, the last solve's iterations, primal residual, dual
+    residual, primal scale, dual scale)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    pdx, pdu = work[6], work[7]
+    sweeps, swept = 0, True
+    changes, last, done = 0, -1, 0
+    prim, dual, prim_scale, dual_scale = np.inf, np.inf, 0.0, 0.0
+    for solve in range(2):
+        eps = loose if solve == 0 else tight
+        done, prim, dual, prim_scale, dual_scale = _admm(
+            polished, arrays, work, sigma, 1.0, False, iterations, eps, swept)
+        swept = False
+        sweeps += done
+        within = False
+        if inexact and _signs_within(polished, pdx, pdu, tolerance, sign_tolerance):
+            changes, last, within = 0, -1, True
+        else:
+            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                        peel)
+        if changes == 0 and peel and not within:
+            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                        False)
+        if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
+                           dual <= tight[0] + tight[1] * dual_scale):
+            break
+    if changes > 0:
+        _active_key(polished, key)
+    return changes, last, sweeps, done, prim, dual, prim_scale, dual_scale
+
+
+@kernel
+def _polish_start(rounds, big, tolerance, fresh, sparse, ndx):
+    """:meth:`CSQP._polish`'s start: the polishing rows from the rows' (y, z)
+    (:func:`_polish_rows`), their active set's key (:func:`_active_key`) and the
+    polishing step from the QP's (dx, du)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    _polish_rows(blocks, polished, big, tolerance, fresh, sparse, ndx)
+    _active_key(polished, key)
+    work[6][:] = step[0]
+    work[7][:] = step[1]
+
+
+@kernel
+def _polish_end(rounds):
+    """:meth:`CSQP._polish`'s end at a kept step: the rows' (y, z) from it
+    (:func:`_polish_accept`), the step into the QP's (dx, du) and the QP's costates' max
+    (:func:`_costates_max`).  Returns (max |y|, max |lam|)."""
+    blocks, polished, Lh, H, Lx, Lu, work, F, nus, factor, kept, gaps, arrays, key, \
+        step = rounds.item
+    y_max = _polish_accept(blocks, polished, work[6], work[7])
+    step[0][:] = work[6]
+    step[1][:] = work[7]
+    return y_max, _costates_max(kept[0], kept[1], gaps, step[0])
+
+
 class CSQP:
     """Stagewise SQP with an ADMM QP on Riccati sweeps (see the module docstring) on any
     ShootingProblem with stage and terminal ``Constraint``s, control and state bounds.
@@ -1459,6 +1595,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
+        self._sign_tolerance = POLISH_TOLERANCE     # :data:`POLISH_FORCING`'s, per QP
         self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -1532,6 +1669,8 @@ class CSQP:
         self._sparse[3] = self._multibody      # dx = (dq, dv): the first half configuration
         # the trials evaluated without problem.calc's input checks (:meth:`_evaluate`)
         self._unchecked = bool(np.all(problem.nus == nu))
+        # the active-set rounds' arrays held (:func:`_round_factorize`); None without rows
+        self._rounds = held(self._round_tuple()) if self.blocks else None
 
     def _items(self, y, z, rho):
         """The rows' tuples (those of ALDDP's blocks, with y, z, rho in the multiplier
@@ -1554,6 +1693,16 @@ class CSQP:
         return backward_range_kept(problem.Fx, problem.Fu, problem.Lx, problem.Lu, Hxx, Huu,
                                    Hxu, self.gaps, self.sigma, problem.nus, *self._factor_arrays,
                                    problem.N, problem.euler_structure) < 0
+
+    def _round_tuple(self):
+        """The arrays of :meth:`_polish`'s rounds, as :func:`_round_factorize` reads them
+        (the problem's and this solver's: allocated once, written in place)."""
+        problem = self.problem
+        return (self.typed_blocks, self.typed_polished,
+                (problem.Lxx, problem.Luu, problem.Lxu), self.H, problem.Lx, problem.Lu,
+                self.polish_work, (problem.Fx, problem.Fu), problem.nus,
+                (self.Vxx, self.K, self.Lq, self.Vf), self._factor_arrays, self.gaps,
+                self._qp_arrays(), self._key, (self.dx, self.du))
 
     def _qp_arrays(self):
         problem = self.problem
@@ -1714,26 +1863,29 @@ class CSQP:
         :func:`_row_curvatures`); where its line search fails, False (ADMM).  A damped
         round whose active rows contradict each other takes the plain rule's round
         (:func:`_polish_fix`) and restarts the damped iterate; False where that changes
-        nothing."""
-        problem, work = self.problem, self.polish_work
+        nothing.  Outside the damped rounds, a solve whose step pushes no inactive row
+        past a bound and leaves no multiplier of the wrong sign by more than the solve
+        loop's forcing term (``_sign_tolerance``, :data:`POLISH_FORCING`; the exact
+        tolerance at feasible iterates and near the stopping test) is kept as the QP's
+        step (:func:`_signs_within`)."""
+        problem, work, held_rounds = self.problem, self.polish_work, self._rounds
         pdx, pdu = work[6], work[7]
-        _polish_rows(self.typed_blocks, self.typed_polished, self.big, max(self.eps[0], 1e-9),
-                     self._fresh, self._sparse, problem.ndx)
+        # the polishing rows, their active set's key and the polishing step from (dx, du)
+        _polish_start(held_rounds, self.big, max(self.eps[0], 1e-9), self._fresh,
+                      self._sparse, problem.ndx)
         self._fresh = False
-        start = self._active_set()
+        start = self._active_set(keyed=True)
         if skip_failed:
             if start in self._failed_starts:
                 return None
             self._failed_starts.add(start)
         visited = {start}
-        pdx[:] = self.dx
-        pdu[:] = self.du
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
-        Lh, F = (problem.Lxx, problem.Luu, problem.Lxu), (problem.Fx, problem.Fu)
-        factor = (self.Vxx, self.K, self.Lq, self.Vf)
-        Hxx, Huu, Hxu, _, _ = self.H
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
+        # the inexact step's sign test (:data:`POLISH_FORCING`), where the solve loop set a
+        # tolerance above the exact one
+        inexact = self._sign_tolerance > POLISH_TOLERANCE
         # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
         # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
         # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
@@ -1748,27 +1900,27 @@ class CSQP:
             # multipliers' first iteration, so that its Vx and k are that iteration's
             # sweep (``swept``; the knots from t_end on swept on the kept factorization)
             self._factorizations += 1
-            _hessian(polished, Lh, self.H, t_end, knots)
-            _gradient(polished, problem.Lx, problem.Lu, sigma, pdx, pdu, work[0], work[1])
-            if t_end < N:
-                _linear_sweep(F, problem.nus, factor, work[0], work[1], self.Vx, self.k, t_end)
-            if backward_range_kept(problem.Fx, problem.Fu, work[0], work[1], Hxx, Huu, Hxu,
-                                   self.gaps, sigma, problem.nus, *self._factor_arrays,
-                                   t_end, euler) >= 0:
+            if _round_factorize(held_rounds, t_end, knots, sigma, euler) >= 0:
                 return False
             changed[:] = False
-            swept = True
             tight = self._tight_eps
-            # a damped round reads the multipliers' values, not only their signs: no
-            # loose pass (the multipliers move by up to big x the residual per sweep)
-            for eps in ((tight,) if damped else (POLISH_LOOSE_EPS, tight)):
+            if not damped:
+                # the round's solves and correction in one call (the Python branch below
+                # is the damped rounds')
+                changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
+                    _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
+                                 tight, self.big, POLISH_TOLERANCE, inexact,
+                                 self._sign_tolerance, self._sparse, changed, peel)
+                self._sweeps += sweeps
+            else:
+                # a damped round reads the multipliers' values, not only their signs: no
+                # loose pass (the multipliers move by up to big x the residual per sweep)
                 done, prim, dual, prim_scale, dual_scale = _admm(
-                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, eps, swept)
-                swept = False
+                    polished, arrays, work, sigma, 1.0, False, self.polish_iter, tight, True)
                 self._sweeps += done
                 # active rows that contradict each other leave the method of multipliers
                 # short of them: its penalized step still tells which rows to change
-                if damped and done >= self.polish_iter and \
+                if done >= self.polish_iter and \
                         prim > POLISH_LOOSE_EPS[0] + POLISH_LOOSE_EPS[1] * prim_scale:
                     # the damped rounds' merit needs each solve's exact multipliers.  Active
                     # rows that contradict each other (the method of multipliers short of
@@ -1784,23 +1936,12 @@ class CSQP:
                     self._iterate[0, 0] = np.nan
                     if changes == 0:
                         return False
-                elif damped:
+                else:
                     changes, last, _ = _damped_round(
                         polished, pdx, pdu, self._iterate, self._curvature, self.big,
                         POLISH_TOLERANCE, DAMPED_C1, DAMPED_SMALLEST, changed)
                     if changes < 0:
                         return False
-                else:
-                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
-                                                POLISH_TOLERANCE, self._sparse, changed, peel)
-                if changes == 0 and peel and not damped:
-                    # the wrong-signed rows inside arcs that peeling kept leave now: the
-                    # step is the QP's solution only with every multiplier's sign right
-                    changes, last = _polish_fix(polished, pdx, pdu, self.big,
-                                                POLISH_TOLERANCE, self._sparse, changed, False)
-                if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
-                                   dual <= tight[0] + tight[1] * dual_scale):
-                    break
             # active rows that contradict each other in rounds without progress (changing
             # no fewer rows than the fewest so far): the QP most likely has no solution,
             # which ADMM certifies (CONTRADICTED_ROUNDS)
@@ -1828,11 +1969,9 @@ class CSQP:
             if changes == 0:
                 if prim > POLISH_TOLERANCE * max(1.0, prim_scale):
                     return False
-                self._y_max = _polish_accept(self.typed_blocks, polished, pdx, pdu)
-                self.dx[:] = pdx
-                self.du[:] = pdu
-                # the QP's own costates (the solve loop's nu): no adjoint sweep
-                self._lam_max = _costates_max(self.Vx, self.Vxx, self.gaps, self.dx)
+                # the rows' (y, z) and (dx, du) from the step; the QP's own costates (the
+                # solve loop's nu): no adjoint sweep
+                self._y_max, self._lam_max = _polish_end(held_rounds)
                 return True
             # an active set this call already solved: the rounds cycle (ur5 "barely",
             # untuned3, from the guess: QPs 4 and 5 went round a cycle of 11 and 8 active
@@ -1842,7 +1981,7 @@ class CSQP:
             # ADMM where the damped line search fails
             if damped:
                 continue
-            active = self._active_set()
+            active = self._active_set(keyed=True)
             if active in visited:
                 damped = True
                 self._iterate[0, 0] = np.nan
@@ -1852,10 +1991,12 @@ class CSQP:
             visited.add(active)
         return False
 
-    def _active_set(self):
+    def _active_set(self, keyed=False):
         """The polishing rows' active set as bytes: each active row's bound, inf on the
-        inactive rows (:func:`_active_key`, one buffer for all blocks)."""
-        _active_key(self.typed_polished, self._key)
+        inactive rows (:func:`_active_key`, one buffer for all blocks; ``keyed``: the
+        buffer already written, by :func:`_polish_start` or :func:`_plain_round`)."""
+        if not keyed:
+            _active_key(self.typed_polished, self._key)
         return self._key.tobytes()
 
     # -- the SQP loop ------------------------------------------------------------------
@@ -2068,6 +2209,13 @@ class CSQP:
             kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = POLISH_EPS if stop <= POLISH_NEAR * self.th_stop else \
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
+            # the multipliers' signs to the forcing term at an infeasible iterate far from
+            # the stopping test (:data:`POLISH_FORCING`): the second stopping test
+            # (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
+            far = stop > POLISH_NEAR * self.th_stop and (gap > self.th_gaps or
+                                                         violation > self.th_constraint)
+            self._sign_tolerance = max(POLISH_TOLERANCE, POLISH_FORCING * kkt) if far else \
+                POLISH_TOLERANCE
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
