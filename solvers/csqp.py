@@ -230,7 +230,7 @@ from ..ocp.state import StateMultibody
 from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
-from .forward import KERNEL_ERRORS
+from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_alphas, check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
@@ -1418,7 +1418,7 @@ class CSQP:
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
-                 filter_fallback=True):
+                 filter_fallback=True, rollout_fallback=True):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -1431,6 +1431,8 @@ class CSQP:
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
         self.restoration = _checked_restoration(restoration)
         self.filter_fallback = bool(filter_fallback)
+        self.rollout_fallback = bool(rollout_fallback)
+        self._forward = None        # the rollout fallback's trials, built at its first use
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -1500,6 +1502,7 @@ class CSQP:
         self._certificate_work = (np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx)),
                                   np.zeros((N, nu)))
         self.gaps = np.zeros((N + 1, ndx))
+        self._iterate_gaps = np.zeros((N + 1, ndx))
         self.H = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu)),
                   np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.Vx, self.Vxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
@@ -1989,6 +1992,7 @@ class CSQP:
         # unconverged (0: only a feasible one, after a QP certified infeasible)
         restore, crawled, since, beaten = None, 0, 0, 0.0
         filter_ = None              # the fallback's :class:`_Filter`, one per start
+        rolling = False             # the last accepted steps: the rollout's, then crawls
         self.restored = None
         self._handed_back = False
         try:
@@ -2044,7 +2048,7 @@ class CSQP:
                     # search; the status that triggered the restoration is no longer the
                     # SQP's (review rev25): without a new stop, the iterations ran out
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
-                    filter_ = None
+                    filter_, rolling = None, False
                     since = len(history["step"])
                     status = "max_iter"
                 # the time is up: the solve ends after the stopping tests at the
@@ -2132,6 +2136,9 @@ class CSQP:
             largest, verdict = None, None   # the largest trial the filter accepts
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
+            if self.rollout_fallback:
+                # the iterate's gaps, which the trials' evaluations overwrite
+                self._iterate_gaps[:] = self.gaps
             for step in self.alphas[first:] if finite else ():
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
@@ -2157,6 +2164,20 @@ class CSQP:
                             trial)
                 if verdict == "h":
                     filter_.add(cost, infeasibility)
+            by_rollout = False
+            if self.rollout_fallback and bool(solved or polished) and finite and \
+                    not by_filter and (accepted is None or accepted[0] == self.alphas[-1] < 1.0
+                                       or (rolling and accepted[0] <= CRAWL)):
+                rolled = self._rollout_search(xs, us, slot, merit, nu, slope, accepted)
+                by_rollout = rolled is not None
+                if by_rollout:
+                    accepted = rolled
+                elif accepted is not None:
+                    # the linear trial again: the buffers and the problem's values hold
+                    # the last rollout's
+                    x_try, u_try, trial = self._trial(xs, us, accepted[0], slot)
+                    accepted = (accepted[0], x_try, u_try,
+                                trial[0] + nu * (trial[2] + trial[4]), trial)
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -2174,6 +2195,7 @@ class CSQP:
                     continue
                 break
             step, xs, us, trial_merit, trial = accepted
+            rolling = by_rollout or (rolling and step < 1.0)
             slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
             record.update(step=step, dV_exp=-self.c1 * step * slope, dV=merit - trial_merit)
             try:
@@ -2203,6 +2225,48 @@ class CSQP:
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _rollout_search(self, xs, us, slot, merit, nu, slope, accepted):
+        """The line search along the QP's policy rolled out through the nonlinear dynamics
+        (FDDP's trial, :class:`~.forward.ForwardPass`: u_t = u_t - a k_t - K_t (x_t^try (-)
+        x_t), x_{t+1}^try = f(x_t^try, u_t^try) (+) (a - 1) f_{t+1}), where the linear
+        trials x (+) a dx, u + a du accepted nothing or only the smallest of ``alphas``.
+        To first order in a it is the same step (the merit's slope holds), but the gaps
+        of its trial are (1 - a) f exactly: the dynamics' second-order term, which the
+        linear trial leaves in the gaps (nu times their growth: the merit's curvature),
+        is absorbed by the feedback, as a second-order correction does for the gaps
+        (Waechter & Biegler, Math. Prog. 106, 2006, Sec. 2.4; the Maratos effect, Nocedal
+        & Wright Sec. 15.5).  Its K holds the active rows' linearization (the polish's
+        factorization), so the rows the QP met stay met to first order.  The steps of
+        ``alphas`` above the linear search's ``accepted`` step (all where it accepted
+        none), largest first, on the same Armijo test of the l1 merit; returns the
+        accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
+        None (the problem's values then those of the linear ``accepted`` trial again,
+        evaluated anew)."""
+        problem = self.problem
+        if self._forward is None:
+            self._forward = ForwardPass(problem)
+            self._no_bounds = np.zeros((problem.N, problem.nu))
+        below = accepted[0] if accepted is not None else 0.0
+        x_try, u_try = self.x_trials[slot], self.u_trials[slot]
+        for step in self.alphas:
+            if step <= below:
+                break
+            try:
+                rolled = self._forward(xs, us, (self.k, self.K),
+                                       (self._no_bounds, self._no_bounds), step, True, False,
+                                       self._iterate_gaps)
+                if rolled is None:
+                    continue
+                x_try[:], u_try[:] = rolled[0], rolled[1]
+                trial = self._evaluate(x_try, u_try, CALC, self._unchecked)
+            except (KERNEL_ERRORS + (ValueError,)):
+                continue
+            trial_merit = trial[0] + nu * (trial[2] + trial[4])
+            if math.isfinite(trial_merit) and \
+                    trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+                return (step, x_try, u_try, trial_merit, trial)
+        return None
 
     def _restorable(self, gap, violation):
         """Whether the restoration may run at an iterate with the largest gap ``gap`` and

@@ -1,0 +1,56 @@
+"""CSQP's rollout fallback (``rollout_fallback``, issue 19, gl33): where the linear trials
+x (+) a dx, u + a du accept nothing or only the smallest step, the line search is tried
+again along the QP's policy rolled out through the nonlinear dynamics (FDDP's trial: the
+gaps of a trial of step a are (1 - a) f exactly, a second-order correction of the gaps).
+
+- kinova "pose" (benchmarks/constrained.py untuned3) from FDDP's optimum: the start
+  projected onto the velocity bounds leaves gaps 0.485; the first QP's step (598 N m on
+  the light wrist) grows them at second order, the merit accepted 2^-9 twice, ProxDDP's
+  restoration ran 19 iterations and the SQP 13: 32 iterations.  The rollout takes 1/4,
+  1/2, 1/2, 1/4, 1/2 and full steps after: 10 iterations, no restoration, same optimum.
+- A run whose linear search never crawls is the same bits with or without the fallback.
+"""
+import numpy as np
+
+import geppetto as gp
+from geppetto.benchmarks import constrained
+
+
+def _fddp_start(problem):
+    result = gp.solvers.FDDP(problem).solve(max_iter=200)
+    return result.xs, result.us
+
+
+def test_pose_from_fddps_optimum_takes_rollout_steps_instead_of_a_restoration():
+    """Measured (gl33): 10 SQP iterations, no restoration, 0.96843491951 (without the
+    fallback: 32 iterations of which 19 the restoration's, 0.96843492030).  Asserted:
+    converged without a restoration in at most 14 iterations, the cost of the run
+    without the fallback to 1e-8 relative, and the first step the rollout's: its gaps
+    (1 - a) times the start's (the linear trial's gaps grow at second order).  On the
+    code before: no option, and 32 iterations with a restoration."""
+    problem = constrained.untuned3("pose")
+    xs, us = _fddp_start(problem)
+    linear = gp.solvers.CSQP(problem, rollout_fallback=False).solve(xs, us, max_iter=500)
+    assert linear.converged and linear.restoration_iterations > 0, linear.status
+    result = gp.solvers.CSQP(problem).solve(xs, us, max_iter=500)
+    assert result.converged, result.status
+    assert result.restoration_iterations == 0
+    assert result.iterations <= 14
+    assert abs(result.cost - linear.cost) <= 1e-8 * abs(linear.cost)
+    assert result.violation <= 1e-8 and result.gaps <= 1e-9
+    step, gaps = result.history["step"], result.history["gaps"]
+    assert step[0] > 2.0 ** -9
+    assert np.isclose(gaps[1], (1.0 - step[0]) * gaps[0], rtol=1e-9, atol=0.0)
+
+
+def test_a_run_that_never_crawls_is_bitwise_the_linear_search():
+    """ur3 "start_bound" (30 knots) from the guess: its searches accept steps above 2^-9,
+    so the fallback is never asked: the same iterations, cost, xs and us to the bit."""
+    problem = constrained.untuned3("start_bound", knots=30)
+    linear = gp.solvers.CSQP(problem, rollout_fallback=False).solve(max_iter=200)
+    result = gp.solvers.CSQP(problem).solve(max_iter=200)
+    assert linear.converged and result.converged
+    assert min(result.history["step"][:-1]) > 2.0 ** -9
+    assert result.iterations == linear.iterations
+    assert result.cost == linear.cost
+    assert np.array_equal(result.xs, linear.xs) and np.array_equal(result.us, linear.us)
