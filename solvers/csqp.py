@@ -2168,7 +2168,8 @@ class CSQP:
             if self.rollout_fallback and bool(solved or polished) and finite and \
                     (not by_filter or rolling) and (
                         accepted is None or accepted[0] == self.alphas[-1] < 1.0 or
-                        (rolling and (by_filter or accepted[0] <= CRAWL))):
+                        (rolling and (by_filter or (gap > self.th_gaps and
+                                                    accepted[0] <= CRAWL)))):
                 rolled = self._rollout_search(xs, us, slot, merit, nu, slope,
                                               None if by_filter else accepted)
                 by_rollout = rolled is not None
