@@ -1386,7 +1386,13 @@ class CSQP:
     followed a step <= 1/4, at that step), ``filter_fallback`` True (where the merit
     refuses every trial of a solved QP's step, the largest trial that Waechter &
     Biegler's filter accepts is taken, :class:`_Filter`, before any restoration; False:
-    the merit alone, as before).  ``infeasible_after`` 5:
+    the merit alone, as before), ``rollout_fallback`` True (where a solved QP's linear
+    trials x (+) a dx, u + a du accept nothing or only the smallest step, the search is
+    tried again along the QP's policy rolled out through the nonlinear dynamics, FDDP's
+    trial, whose gaps are (1 - a) f exactly; after such a step also where the linear
+    search would take the filter's step, or a step <= :data:`CRAWL` from an iterate with
+    gaps: :meth:`_rollout_search`; False: the linear trials alone, as before).
+    ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation, or :data:`CERTIFIED_AFTER`
     in a row end their QP certified infeasible; ``eps_prim_inf`` 1e-4 (OSQP's default):
@@ -2164,6 +2170,17 @@ class CSQP:
                             trial)
                 if verdict == "h":
                     filter_.add(cost, infeasibility)
+            # the rollout's search (``rollout_fallback``, :meth:`_rollout_search`) where the
+            # linear one crawls or accepts nothing (kinova "pose" from FDDP's optimum: 2^-9
+            # twice, then the restoration; the rollout takes 1/4).  Right after a rollout
+            # step also in place of the filter's step (panda "obstacle" from the guess: the
+            # filter's full linear step grew the gaps to 52 and the SQP then converged
+            # linearly, 30 iterations against 26 with the restoration) and of a step <=
+            # CRAWL while the iterate has gaps (pose: 1/32, 1/16 against 1/2); not at a
+            # gap-free iterate, where the rollout has no gaps to close and leaves the
+            # linear rows the linear trial keeps (ur5_limited "limits", 30 knots, from
+            # FDDP's optimum: 169 iterations against 142).  Measured in
+            # benchmarks/constrained_notes.md, gl33
             by_rollout = False
             if self.rollout_fallback and bool(solved or polished) and finite and \
                     (not by_filter or rolling) and (
