@@ -2256,8 +2256,9 @@ class CSQP:
         linear trial leaves in the gaps (nu times their growth: the merit's curvature),
         is absorbed by the feedback, as a second-order correction does for the gaps
         (Waechter & Biegler, Math. Prog. 106, 2006, Sec. 2.4; the Maratos effect, Nocedal
-        & Wright Sec. 15.5).  Its K holds the active rows' linearization (the polish's
-        factorization), so the rows the QP met stay met to first order.  The steps of
+        & Wright Sec. 15.5).  (k, K) are the QP's policy: rolled out on the linearized
+        dynamics (:func:`_rollout`) they give its step (dx, du), to the bit where
+        checked (tests/test_csqp_rollout.py).  The steps of
         ``alphas`` above the linear search's ``accepted`` step (all where it accepted
         none), largest first, on the same Armijo test of the l1 merit; returns the
         accepted trial (the linear search's tuple) in the trial buffers ``slot``, or

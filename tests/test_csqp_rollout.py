@@ -69,3 +69,27 @@ def test_no_rollout_tail_at_a_gap_free_iterate():
     assert linear.converged and result.converged, (linear.status, result.status)
     assert abs(result.cost - linear.cost) <= 1e-9 * abs(linear.cost)
     assert result.iterations <= linear.iterations
+
+
+def test_the_rollouts_policy_is_the_qps_step(monkeypatch):
+    """The rollout is FDDP's trial of the QP's policy (k, K): rolled out on the linearized
+    dynamics from the iterate's gaps (:func:`csqp._rollout`) it gives the QP's step (dx,
+    du) at each search that asks for the rollout (obstacle, 30 knots, from the guess:
+    its first searches crawl)."""
+    from geppetto.solvers import csqp
+    problem = constrained.untuned3("obstacle", 30)
+    checked = []
+    search = csqp.CSQP._rollout_search
+
+    def checking(self, *args):
+        dx, du = np.zeros_like(self.dx), np.zeros_like(self.du)
+        csqp._rollout((self.problem.Fx, self.problem.Fu), self._iterate_gaps, self.k, self.K,
+                      dx, du)
+        checked.append(np.allclose(dx, self.dx, rtol=1e-12, atol=1e-12 * np.abs(self.dx).max())
+                       and np.allclose(du, self.du, rtol=1e-12,
+                                       atol=1e-12 * np.abs(self.du).max()))
+        return search(self, *args)
+
+    monkeypatch.setattr(csqp.CSQP, "_rollout_search", checking)
+    gp.solvers.CSQP(problem).solve(max_iter=20)
+    assert checked and all(checked), checked
