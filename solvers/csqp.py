@@ -2182,6 +2182,8 @@ class CSQP:
             # FDDP's optimum: 169 iterations against 142).  Measured in
             # benchmarks/constrained_notes.md, gl33
             by_rollout = False
+            # the linear search crawled (its smallest step, or none, or the filter's)
+            linear_crawl = accepted is None or by_filter or accepted[0] == self.alphas[-1] < 1.0
             if self.rollout_fallback and bool(solved or polished) and finite and \
                     (not by_filter or rolling) and (
                         accepted is None or accepted[0] == self.alphas[-1] < 1.0 or
@@ -2239,8 +2241,13 @@ class CSQP:
             # steps, then the merit's steps of 1/64 .. 1/512 to max_iter 500, cost 1.23,
             # violation 0.030, where the merit alone stopped at iteration 225, "no step
             # accepted", cost 37.9, violation 0.26; with the default restoration both
-            # converge, to the same bits)
-            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter else 0
+            # converge, to the same bits).  A rollout step where the linear search crawled
+            # counts too, for the same reason (panda "obstacle", 75 knots, from the guess:
+            # without it the rollout's steps broke the count, the restoration never ran
+            # and the SQP crawled at 1/256 .. 1/64 to max_iter 500 next to the optimum
+            # that the restoration reaches in 24 iterations; gl33)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter or (
+                by_rollout and linear_crawl) else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
