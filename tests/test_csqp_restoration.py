@@ -118,10 +118,12 @@ def test_an_unconverged_restoration_less_infeasible_is_handed_back(monkeypatch):
     0.4: no certificate says the linearization has no solution, so its point goes back to
     the SQP, which converges from it (a restoration handing back only feasible points left
     the SQP crawling at 2^-9, violation ~0.4).  max_iter counts the SQP's and the
-    restoration's iterations together."""
+    restoration's iterations together.  The linear line search's crawl
+    (``rollout_fallback=False``): the rollout's steps of 1/2 and 1/4 start the restoration
+    from another point, from whose capped hand-back the SQP's first step is 1/16 (gl33)."""
     problem = constrained.untuned3("obstacle", 30)
     monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _CappedProxDDP)
-    solver = gp.solvers.CSQP(problem)
+    solver = gp.solvers.CSQP(problem, rollout_fallback=False)
     result = solver.solve(max_iter=100)
     assert solver.restored.status == "max_iter", solver.restored.status
     assert 0 < result.restoration_iterations <= 12, result.restoration_iterations

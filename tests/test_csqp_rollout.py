@@ -9,6 +9,8 @@ gaps of a trial of step a are (1 - a) f exactly, a second-order correction of th
   restoration ran 19 iterations and the SQP 13: 32 iterations.  The rollout takes 1/4,
   1/2, 1/2, 1/4, 1/2 and full steps after: 10 iterations, no restoration, same optimum.
 - A run whose linear search never crawls is the same bits with or without the fallback.
+- A rollout step taken where the linear search crawled counts as a crawl for the
+  restoration's trigger (obstacle, 75 knots).
 """
 import numpy as np
 
@@ -93,3 +95,19 @@ def test_the_rollouts_policy_is_the_qps_step(monkeypatch):
     monkeypatch.setattr(csqp.CSQP, "_rollout_search", checking)
     gp.solvers.CSQP(problem).solve(max_iter=20)
     assert checked and all(checked), checked
+
+
+def test_a_rollout_step_after_a_linear_crawl_counts_as_a_crawl():
+    """panda "obstacle" (75 knots) from the guess: the linear search crawls at 2^-9, the
+    rollout takes larger steps.  Counted as crawls, two such steps in a row start the
+    restoration as two smallest steps did, and the solve converges as the linear search's
+    (2 + 24 iterations).  Not counted (gl33's first rule), the SQP crawled at 1/256 .. 1/64
+    next to the optimum to max_iter 500."""
+    problem = constrained.untuned3("obstacle", 75)
+    linear = gp.solvers.CSQP(problem, rollout_fallback=False).solve(max_iter=500)
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=500)
+    assert linear.converged and result.converged, (linear.status, result.status)
+    assert result.restoration_iterations > 0
+    assert result.iterations - result.restoration_iterations <= 4, result.iterations
+    assert abs(result.cost - linear.cost) <= 1e-7 * linear.cost, (result.cost, linear.cost)
