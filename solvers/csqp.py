@@ -1438,7 +1438,9 @@ class CSQP:
         self.restoration = _checked_restoration(restoration)
         self.filter_fallback = bool(filter_fallback)
         self.rollout_fallback = bool(rollout_fallback)
-        self._forward = None        # the rollout fallback's trials, built at its first use
+        # the rollout fallback's trials and their (unused) control bounds, built at its
+        # first use
+        self._forward = self._no_bounds = None
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -2269,8 +2271,8 @@ class CSQP:
         ``alphas`` above the linear search's ``accepted`` step (all where it accepted
         none), largest first, on the same Armijo test of the l1 merit; returns the
         accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
-        None (the problem's values then those of the linear ``accepted`` trial again,
-        evaluated anew)."""
+        None (the buffers and the problem's values then hold the last rollout's: the
+        caller evaluates the linear ``accepted`` trial again)."""
         problem = self.problem
         if self._forward is None:
             self._forward = ForwardPass(problem)
