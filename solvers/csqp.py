@@ -238,7 +238,7 @@ from ..ocp.state import StateMultibody
 from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
                     constraint_blocks, record_iteration)
 from .callbacks import CallbackVerbose
-from .forward import KERNEL_ERRORS
+from .forward import KERNEL_ERRORS, ForwardPass
 from .options import check_alphas, check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
@@ -1522,7 +1522,15 @@ class CSQP:
     followed a step <= 1/4, at that step), ``filter_fallback`` True (where the merit
     refuses every trial of a solved QP's step, the largest trial that Waechter &
     Biegler's filter accepts is taken, :class:`_Filter`, before any restoration; False:
-    the merit alone, as before).  ``infeasible_after`` 5:
+    the merit alone, as before), ``rollout_fallback`` True (where a solved QP's linear
+    trials x (+) a dx, u + a du accept nothing or only the smallest step, the search is
+    tried again along the QP's policy rolled out through the nonlinear dynamics, FDDP's
+    trial, whose gaps are (1 - a) f exactly; after such a step also where the linear
+    search would take the filter's step, or a step <= :data:`CRAWL` from an iterate with
+    gaps: :meth:`_rollout_search`; False: the linear trials alone, as before; on an
+    empty Numba cache its first use compiles FDDP's trial kernels where no FDDP-family
+    solver or restoration compiled them: 21.7 s wall on kinova, once per install).
+    ``infeasible_after`` 5:
     status "infeasible" when that many SQP iterations in a row end their QP above
     its primal tolerance with no decrease of the violation, or :data:`CERTIFIED_AFTER`
     in a row end their QP certified infeasible; ``eps_prim_inf`` 1e-4 (OSQP's default):
@@ -1554,7 +1562,7 @@ class CSQP:
                  polish_iter=50, polish_rounds=4, c1=1e-4, alphas=None, infeasible_after=5,
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
-                 filter_fallback=True):
+                 filter_fallback=True, rollout_fallback=True):
         for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
                             ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
                             ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
@@ -1567,6 +1575,10 @@ class CSQP:
             raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
         self.restoration = _checked_restoration(restoration)
         self.filter_fallback = bool(filter_fallback)
+        self.rollout_fallback = bool(rollout_fallback)
+        # the rollout fallback's trials and their (unused) control bounds, built at its
+        # first use
+        self._forward = self._no_bounds = None
         self._restorer = None       # the restoration's solver, built at its first run
         self.restored = None        # the last solve's restoration result (None: none ran)
         self.problem = problem
@@ -1637,6 +1649,7 @@ class CSQP:
         self._certificate_work = (np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx)),
                                   np.zeros((N, nu)))
         self.gaps = np.zeros((N + 1, ndx))
+        self._iterate_gaps = np.zeros((N + 1, ndx))
         self.H = (np.zeros((N + 1, ndx, ndx)), np.zeros((N, nu, nu)), np.zeros((N, ndx, nu)),
                   np.zeros((N + 1, ndx)), np.zeros((N, nu)))
         self.Vx, self.Vxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
@@ -2130,6 +2143,7 @@ class CSQP:
         # unconverged (0: only a feasible one, after a QP certified infeasible)
         restore, crawled, since, beaten = None, 0, 0, 0.0
         filter_ = None              # the fallback's :class:`_Filter`, one per start
+        rolling = False             # the last accepted steps: the rollout's, then crawls
         self.restored = None
         self._handed_back = False
         try:
@@ -2185,7 +2199,7 @@ class CSQP:
                     # search; the status that triggered the restoration is no longer the
                     # SQP's (review rev25): without a new stop, the iterations ran out
                     nu, stuck, certified, last_violation = 0.0, 0, 0, np.inf
-                    filter_ = None
+                    filter_, rolling = None, False
                     since = len(history["step"])
                     status = "max_iter"
                 # the time is up: the solve ends after the stopping tests at the
@@ -2280,6 +2294,9 @@ class CSQP:
             largest, verdict = None, None   # the largest trial the filter accepts
             # a step that is not finite (``finite``): no trial (problem.calc's checks
             # refused each)
+            if self.rollout_fallback:
+                # the iterate's gaps, which the trials' evaluations overwrite
+                self._iterate_gaps[:] = self.gaps
             for step in self.alphas[first:] if finite else ():
                 try:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
@@ -2305,6 +2322,36 @@ class CSQP:
                             trial)
                 if verdict == "h":
                     filter_.add(cost, infeasibility)
+            # the rollout's search (``rollout_fallback``, :meth:`_rollout_search`) where the
+            # linear one crawls or accepts nothing (kinova "pose" from FDDP's optimum: 2^-9
+            # twice, then the restoration; the rollout takes 1/4).  Right after a rollout
+            # step also in place of the filter's step (panda "obstacle" from the guess: the
+            # filter's full linear step grew the gaps to 52 and the SQP then converged
+            # linearly, 30 iterations against 26 with the restoration) and of a step <=
+            # CRAWL while the iterate has gaps (pose: 1/32, 1/16 against 1/2); not at a
+            # gap-free iterate, where the rollout has no gaps to close and leaves the
+            # linear rows the linear trial keeps (ur5_limited "limits", 30 knots, from
+            # FDDP's optimum: 169 iterations against 142).  Measured in
+            # benchmarks/constrained_notes.md, gl33
+            by_rollout = False
+            # the linear search crawled (its smallest step, or none, or the filter's)
+            linear_crawl = accepted is None or by_filter or accepted[0] == self.alphas[-1] < 1.0
+            if self.rollout_fallback and bool(solved or polished) and finite and \
+                    (not by_filter or rolling) and (
+                        accepted is None or accepted[0] == self.alphas[-1] < 1.0 or
+                        (rolling and (by_filter or (gap > self.th_gaps and
+                                                    accepted[0] <= CRAWL)))):
+                rolled = self._rollout_search(xs, us, slot, merit, nu, slope,
+                                              None if by_filter else accepted)
+                by_rollout = rolled is not None
+                if by_rollout:
+                    accepted = rolled
+                elif accepted is not None:
+                    # the linear trial again: the buffers and the problem's values hold
+                    # the last rollout's
+                    x_try, u_try, trial = self._trial(xs, us, accepted[0], slot)
+                    accepted = (accepted[0], x_try, u_try,
+                                trial[0] + nu * (trial[2] + trial[4]), trial)
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -2322,6 +2369,7 @@ class CSQP:
                     continue
                 break
             step, xs, us, trial_merit, trial = accepted
+            rolling = by_rollout or (rolling and step < 1.0)
             slot = 1 - slot             # the next trials: the buffers that are not (xs, us)
             record.update(step=step, dV_exp=-self.c1 * step * slope, dV=merit - trial_merit)
             try:
@@ -2345,12 +2393,60 @@ class CSQP:
             # steps, then the merit's steps of 1/64 .. 1/512 to max_iter 500, cost 1.23,
             # violation 0.030, where the merit alone stopped at iteration 225, "no step
             # accepted", cost 37.9, violation 0.26; with the default restoration both
-            # converge, to the same bits)
-            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter else 0
+            # converge, to the same bits).  A rollout step where the linear search crawled
+            # counts too, for the same reason (panda "obstacle", 75 knots, from the guess:
+            # without it the rollout's steps broke the count, the restoration never ran
+            # and the SQP crawled at 1/256 .. 1/64 to max_iter 500 next to the optimum
+            # that the restoration reaches in 24 iterations; gl33)
+            crawled = crawled + 1 if step == self.alphas[-1] < 1.0 or by_filter or (
+                by_rollout and linear_crawl) else 0
             if crawled >= RESTORE_CRAWL and self._restorable(gap, violation):
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _rollout_search(self, xs, us, slot, merit, nu, slope, accepted):
+        """The line search along the QP's policy rolled out through the nonlinear dynamics
+        (FDDP's trial, :class:`~.forward.ForwardPass`: u_t = u_t - a k_t - K_t (x_t^try (-)
+        x_t), x_{t+1}^try = f(x_t^try, u_t^try) (+) (a - 1) f_{t+1}), where the linear
+        trials x (+) a dx, u + a du accepted nothing or only the smallest of ``alphas``.
+        To first order in a it is the same step (the merit's slope holds), but the gaps
+        of its trial are (1 - a) f exactly: the dynamics' second-order term, which the
+        linear trial leaves in the gaps (nu times their growth: the merit's curvature),
+        is absorbed by the feedback, as a second-order correction does for the gaps
+        (Waechter & Biegler, Math. Prog. 106, 2006, Sec. 2.4; the Maratos effect, Nocedal
+        & Wright Sec. 15.5).  (k, K) are the QP's policy: rolled out on the linearized
+        dynamics (:func:`_rollout`) they give its step (dx, du), to the bit where
+        checked (tests/test_csqp_rollout.py).  The steps of
+        ``alphas`` above the linear search's ``accepted`` step (all where it accepted
+        none), largest first, on the same Armijo test of the l1 merit; returns the
+        accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
+        None (the buffers and the problem's values then hold the last rollout's: the
+        caller evaluates the linear ``accepted`` trial again)."""
+        problem = self.problem
+        if self._forward is None:
+            self._forward = ForwardPass(problem)
+            self._no_bounds = np.zeros((problem.N, problem.nu))
+        below = accepted[0] if accepted is not None else 0.0
+        x_try, u_try = self.x_trials[slot], self.u_trials[slot]
+        for step in self.alphas:
+            if step <= below:
+                break
+            try:
+                rolled = self._forward(xs, us, (self.k, self.K),
+                                       (self._no_bounds, self._no_bounds), step, True, False,
+                                       self._iterate_gaps)
+                if rolled is None:
+                    continue
+                x_try[:], u_try[:] = rolled[0], rolled[1]
+                trial = self._evaluate(x_try, u_try, CALC, self._unchecked)
+            except (KERNEL_ERRORS + (ValueError,)):
+                continue
+            trial_merit = trial[0] + nu * (trial[2] + trial[4])
+            if math.isfinite(trial_merit) and \
+                    trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+                return (step, x_try, u_try, trial_merit, trial)
+        return None
 
     def _restorable(self, gap, violation):
         """Whether the restoration may run at an iterate with the largest gap ``gap`` and

@@ -45,16 +45,27 @@ def _converged_at_alddp(problem, result, rtol):
 
 def test_obstacle_from_the_guess_converges_after_the_crawl():
     problem = constrained.untuned3("obstacle", 30)
-    # the SQP alone: no restoration, no filter fallback (glob29)
-    old = gp.solvers.CSQP(problem, restoration=None, filter_fallback=False).solve(max_iter=500)
+    # the SQP alone: no restoration, no filter fallback (glob29), no rollout fallback (with
+    # it alone the SQP converges here, 293 iterations at 0.0833178629: gl33)
+    old = gp.solvers.CSQP(problem, restoration=None, filter_fallback=False,
+                          rollout_fallback=False).solve(max_iter=500)
     assert not old.converged and old.status == "no step accepted by the line search", old
     assert old.violation >= 0.1, old.violation
-    solver = gp.solvers.CSQP(problem)
+    # the linear trials alone: two steps of 2^-9, then the restoration; the SQP ends after
+    # its first QP there
+    solver = gp.solvers.CSQP(problem, rollout_fallback=False)
     result = solver.solve(max_iter=500)
-    # two steps of 2^-9, then the restoration; the SQP ends after its first QP there
     assert result.history["step"][:2] == [2.0 ** -9] * 2, result.history["step"]
     assert solver.restored.converged and result.restoration_iterations > 0
     assert result.iterations - result.restoration_iterations <= 4, result.iterations
+    _converged_at_alddp(problem, result, 1e-7)
+    # the rollout fallback (gl33) takes steps of 1/2, 1/4, 1/2 where those crawl, then the
+    # restoration runs as before and the SQP converges at the same optimum
+    solver = gp.solvers.CSQP(problem)
+    result = solver.solve(max_iter=500)
+    assert min(result.history["step"][:2]) > 2.0 ** -9, result.history["step"]
+    assert solver.restored.converged and result.restoration_iterations > 0
+    assert result.iterations - result.restoration_iterations <= 6, result.iterations
     _converged_at_alddp(problem, result, 1e-7)
     # the other restoration converges too (the same local optimum)
     other = gp.solvers.CSQP(problem, restoration="alddp").solve(max_iter=500)
@@ -107,10 +118,12 @@ def test_an_unconverged_restoration_less_infeasible_is_handed_back(monkeypatch):
     0.4: no certificate says the linearization has no solution, so its point goes back to
     the SQP, which converges from it (a restoration handing back only feasible points left
     the SQP crawling at 2^-9, violation ~0.4).  max_iter counts the SQP's and the
-    restoration's iterations together."""
+    restoration's iterations together.  The linear line search's crawl
+    (``rollout_fallback=False``): the rollout's steps of 1/2 and 1/4 start the restoration
+    from another point, from whose capped hand-back the SQP's first step is 1/16 (gl33)."""
     problem = constrained.untuned3("obstacle", 30)
     monkeypatch.setitem(csqp_module.RESTORATIONS, "proxddp", _CappedProxDDP)
-    solver = gp.solvers.CSQP(problem)
+    solver = gp.solvers.CSQP(problem, rollout_fallback=False)
     result = solver.solve(max_iter=100)
     assert solver.restored.status == "max_iter", solver.restored.status
     assert 0 < result.restoration_iterations <= 12, result.restoration_iterations
@@ -143,12 +156,14 @@ def test_a_crawling_restoration_hands_back_at_once():
     ProxDDP from the crawling iterate crawls too after 19 iterations (two smallest steps in
     a row): it stops there ("crawling", violation 0.17 below the iterate's 0.64) and the
     SQP converges from its point at the SQP's own optimum (the old rule ran ProxDDP to
-    max_iter, 498 iterations, before handing back)."""
+    max_iter, 498 iterations, before handing back).  The linear line search alone
+    (``rollout_fallback=False``): with the rollout fallback this start needs no
+    restoration (10 iterations; test_csqp_rollout.py)."""
     problem = constrained.untuned3("pose")
     free = gp.solvers.FDDP(problem).solve(max_iter=200)
     alone = gp.solvers.CSQP(problem, restoration=None).solve(free.xs, free.us, max_iter=500)
     assert alone.converged, alone.status
-    solver = gp.solvers.CSQP(problem)
+    solver = gp.solvers.CSQP(problem, rollout_fallback=False)
     result = solver.solve(free.xs, free.us, max_iter=500)
     restored = solver.restored
     assert restored.status == "crawling", restored.status
@@ -263,11 +278,13 @@ def test_max_iter_after_a_hand_back_reports_max_iter():
     reported "no step accepted by the line search" with the violation still falling)."""
     problem = constrained.untuned3("obstacle", 30)
     alone = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], restoration=None,
-                            filter_fallback=False).solve(max_iter=3)
+                            filter_fallback=False, rollout_fallback=False).solve(max_iter=3)
     assert alone.status == "no step accepted by the line search", alone.status
-    # the refused line search starts the restoration where the merit judges alone (the
-    # filter fallback takes full steps here instead: glob29)
-    solver = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], filter_fallback=False)
+    # the refused line search starts the restoration where the merit judges the linear
+    # trials alone (the filter fallback takes full steps here instead: glob29; the
+    # rollout fallback a step of 1/2: gl33)
+    solver = gp.solvers.CSQP(problem, alphas=[1.0, 0.5], filter_fallback=False,
+                             rollout_fallback=False)
     result = solver.solve(max_iter=3)
     assert solver.restored is not None and solver.restored.iterations > 0
     assert result.status == "max_iter" and not result.converged, result.status
