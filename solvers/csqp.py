@@ -956,15 +956,35 @@ def _wrong_sign(z, y, lower, upper, tolerance):
     return (z == lower and y > tolerance) or (z == upper and y < -tolerance)
 
 
+@inline_kernel
+def _row_value(kind, r, index, k, i):
+    """Row i's value at the iterate (w = 0) at block knot k: r at the row's index in a
+    residual block (kind 0), r itself in a bound block (:func:`_rows_values`)."""
+    return r[k, index[i]] if kind == 0 else r[k, i]
+
+
 @kernel
-def _signs_within(polished, dx, du, tolerance, sign_tolerance):
+def _signs_within(polished, dx, du, tolerance, sign_fraction):
     """Whether the polishing solve w = (dx, du) pushes no inactive row past a bound by more
-    than ``tolerance`` (:func:`_polish_fix`'s test) and leaves no active inequality row
-    with a multiplier of the wrong sign by more than ``sign_tolerance``: then the step is
+    than ``tolerance`` (:func:`_polish_fix`'s entry test, :func:`_violation`) and leaves
+    every active inequality row's multiplier of the right sign, within ``sign_fraction``
+    times the largest active |y| of the QP (:func:`_wrong_sign`), at a row that is not
+    slack at the iterate (its value at w = 0 at or past the bound it is active at, within
+    ``tolerance``); at a slack row within ``tolerance``, the exact test.  Then the step is
     the exact solution of the QP with the active rows held at their bounds and its
-    gradient moved by R^T dy, |dy| <= ``sign_tolerance`` (:data:`POLISH_FORCING`'s
-    inexact step; with ``sign_tolerance`` = ``tolerance``, True exactly where
-    :func:`_polish_fix` would change no row)."""
+    gradient moved by R^T dy, |dy| <= ``sign_fraction`` max|y| (:data:`POLISH_FORCING`'s
+    inexact step).  The bound is in the multipliers' own units (the stationarity, gaps
+    and rows of the iterate's KKT residual are not; review of cq33, rev33), and a row kept
+    with a wrong sign adds |dy| times its distance inside the bound at the iterate to the
+    merit's slope: a positive term only at a slack row, and there the test is exact."""
+    largest = 0.0
+    for b in range(len(polished)):
+        y, rho, lower, upper = polished[b][5], polished[b][7], polished[b][8], polished[b][9]
+        for k in range(y.shape[0]):
+            for i in range(y.shape[1]):
+                if rho[k, i] != 0.0 and lower[i] < upper[i]:
+                    largest = max(largest, abs(y[k, i]))
+    within = max(tolerance, sign_fraction * largest)
     for b in range(len(polished)):
         kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
         values = np.empty(y.shape)
@@ -974,9 +994,13 @@ def _signs_within(polished, dx, du, tolerance, sign_tolerance):
                 if rho[k, i] == 0.0:
                     if _violation(values[k, i], lower[i], upper[i]) > tolerance:
                         return False
-                elif lower[i] < upper[i] and _wrong_sign(z[k, i], y[k, i], lower[i],
-                                                         upper[i], sign_tolerance):
-                    return False
+                elif lower[i] < upper[i]:
+                    at = _row_value(kind, r, index, k, i)
+                    slack = at - z[k, i] > tolerance if z[k, i] == lower[i] else \
+                        z[k, i] - at > tolerance
+                    if _wrong_sign(z[k, i], y[k, i], lower[i], upper[i],
+                                   tolerance if slack else within):
+                        return False
     return True
 
 
@@ -1428,14 +1452,14 @@ def _round_factorize(rounds, t_end, knots, sigma, euler):
 
 
 @kernel
-def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexact,
-                 sign_tolerance, sparse, changed, peel):
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, sign_fraction,
+                 sparse, changed, peel):
     """The solves and the correction of one round of :meth:`CSQP._polish` outside its
     damped rounds, on the factorization :func:`_round_factorize` made: the method of
     multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
     ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
-    ``peel``; where that changes nothing, without), or, with ``inexact``, no change where
-    the step passes :func:`_signs_within` at ``sign_tolerance``; a round that changes
+    ``peel``; where that changes nothing, without), or, with ``sign_fraction`` > 0, no
+    change where the step passes :func:`_signs_within` at ``sign_fraction``; a round that changes
     nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
     changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
     changed row's knot, sweeps, the last solve's iterations, primal residual, dual
@@ -1453,7 +1477,8 @@ def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexac
         swept = False
         sweeps += done
         within = False
-        if inexact and _signs_within(polished, pdx, pdu, tolerance, sign_tolerance):
+        if sign_fraction > 0.0 and _signs_within(polished, pdx, pdu, tolerance,
+                                                 sign_fraction):
             changes, last, within = 0, -1, True
         else:
             changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
@@ -1607,7 +1632,7 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
-        self._sign_tolerance = POLISH_TOLERANCE     # :data:`POLISH_FORCING`'s, per QP
+        self._sign_fraction = 0.0   # :func:`_signs_within`'s, per QP (0: the exact test)
         self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -1896,9 +1921,6 @@ class CSQP:
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
-        # the inexact step's sign test (:data:`POLISH_FORCING`), where the solve loop set a
-        # tolerance above the exact one
-        inexact = self._sign_tolerance > POLISH_TOLERANCE
         # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
         # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
         # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
@@ -1922,8 +1944,8 @@ class CSQP:
                 # is the damped rounds')
                 changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
                     _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
-                                 tight, self.big, POLISH_TOLERANCE, inexact,
-                                 self._sign_tolerance, self._sparse, changed, peel)
+                                 tight, self.big, POLISH_TOLERANCE, self._sign_fraction,
+                                 self._sparse, changed, peel)
                 self._sweeps += sweeps
             else:
                 # a damped round reads the multipliers' values, not only their signs: no
@@ -2223,13 +2245,11 @@ class CSQP:
             kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = POLISH_EPS if stop <= POLISH_NEAR * self.th_stop else \
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
-            # the multipliers' signs to the forcing term at an infeasible iterate far from
-            # the stopping test (:data:`POLISH_FORCING`): the second stopping test
-            # (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
-            far = stop > POLISH_NEAR * self.th_stop and (gap > self.th_gaps or
-                                                         violation > self.th_constraint)
-            self._sign_tolerance = max(POLISH_TOLERANCE, POLISH_FORCING * kkt) if far else \
-                POLISH_TOLERANCE
+            # the multipliers' signs to POLISH_FORCING of their own scale at an infeasible
+            # iterate far from the stopping test (:func:`_signs_within`): the second
+            # stopping test (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
+            far = stop > POLISH_NEAR * self.th_stop and self._infeasible(gap, violation)
+            self._sign_fraction = POLISH_FORCING if far else 0.0
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
@@ -2452,8 +2472,13 @@ class CSQP:
         """Whether the restoration may run at an iterate with the largest gap ``gap`` and
         violation ``violation``: the ``restoration`` option set, none run yet in this
         solve, the iterate infeasible."""
-        return self.restoration is not None and self.restored is None and (
-            gap > self.th_gaps or violation > self.th_constraint)
+        return self.restoration is not None and self.restored is None and \
+            self._infeasible(gap, violation)
+
+    def _infeasible(self, gap, violation):
+        """Whether an iterate with the largest gap ``gap`` and violation ``violation`` is
+        outside the feasibility tolerances (th_gaps, th_constraint)."""
+        return gap > self.th_gaps or violation > self.th_constraint
 
     def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility,
                  verbose=False):

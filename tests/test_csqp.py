@@ -532,13 +532,16 @@ def test_bolt_fallback_qp_polishes_from_admm_with_shrinking_rounds(monkeypatch):
     signs' forcing term (csqp._signs_within, cq33) that QP's rounds end before ADMM (0
     ADMM iterations, 67 factorizations in the solve, 25 SQP iterations, the cost within
     9e-11): the fallback path is taken here with the term off (each polish at the exact
-    sign tolerance, where csqp._signs_within is _polish_fix's "no change" test)."""
+    sign fraction 0, where csqp._signs_within is _polish_fix's "no change" test)."""
     from geppetto.benchmarks.constrained import quadruped_com_shift
     from geppetto.solvers import csqp
     real_polish = csqp.CSQP._polish
 
     def exact_polish(self, *args, **kwargs):
-        self._sign_tolerance = csqp.POLISH_TOLERANCE
+        # the attribute the solve loop sets and _polish reads (a renamed one would leave
+        # this patch without effect, and the assertions below fail on the term's path)
+        assert hasattr(self, "_sign_fraction")
+        self._sign_fraction = 0.0
         return real_polish(self, *args, **kwargs)
 
     monkeypatch.setattr(csqp.CSQP, "_polish", exact_polish)
@@ -675,12 +678,14 @@ def test_row_curvatures_are_the_stage_hessian_along_each_row():
     np.testing.assert_array_equal(out, 1.0)
 
 
-def _bound_rows(y, z, rho, lower, upper):
+def _bound_rows(y, z, rho, lower, upper, values=None):
     """A typed polishing list of one control-bound block at knot 0 (csqp's damped-round
-    kernels' input): the rows' multipliers y, bounds z and penalties rho (1, m)."""
+    kernels' input): the rows' multipliers y, bounds z and penalties rho (1, m), their
+    values at the iterate ``values`` (zero where None)."""
     from geppetto.solvers import csqp
     m = y.shape[1]
-    return csqp.typed_list([(1, 0, np.zeros((1, m)), np.zeros((1, m, 2)), np.zeros((1, m, m)),
+    r = np.zeros((1, m)) if values is None else np.asarray(values, float)
+    return csqp.typed_list([(1, 0, r, np.zeros((1, m, 2)), np.zeros((1, m, m)),
                              y, z, rho, np.asarray(lower, float), np.asarray(upper, float),
                              np.arange(m), np.arange(m))])
 
@@ -767,13 +772,16 @@ def test_forced_damped_rounds_on_redundant_rows_solve_without_admm(monkeypatch):
     np.testing.assert_allclose(forced.us, plain.us, atol=1e-7)
 
 
-def test_signs_within_is_polish_fix_at_its_tolerance_and_reads_the_forcing_term():
-    """csqp._signs_within on one control-bound block: with the sign tolerance equal to
-    the violation tolerance it is True exactly where _polish_fix changes no row (random
-    active sets, multipliers and steps); an active row at its upper bound with a
-    multiplier of -1e-6 passes at the forcing term 1e-5 and not at 1e-9 (then
-    _polish_fix drops it), and an inactive row pushed past its bound fails at any sign
-    tolerance."""
+def test_signs_within_is_polish_fix_exactly_and_caps_the_wrong_sign_by_the_largest_multiplier():
+    """csqp._signs_within on one control-bound block.  With ``sign_fraction`` 0 it is True
+    exactly where _polish_fix changes no row (random active sets, multipliers and steps).
+    With a fraction, a multiplier of the wrong sign passes within that fraction of the
+    largest active |y| of the QP, not of the iterate's KKT residual (review rev33: a
+    tolerance of 2.2e5 against multipliers of 1.7e-2 turned the sign test off), and only
+    at a row that is at or past its bound at the iterate: at a row slack there (its value
+    at w = 0 inside the bound) the test is exact (a kept wrong sign would add a positive
+    term to the merit's slope).  An inactive row pushed past its bound fails at any
+    fraction."""
     from geppetto.solvers import csqp
     rng = np.random.default_rng(33)
     lower, upper = [-1.0, -1.0, -1.0], [1.0, 1.0, 1.0]
@@ -785,17 +793,26 @@ def test_signs_within_is_polish_fix_at_its_tolerance_and_reads_the_forcing_term(
         du = np.where(active, z[0], rng.uniform(-1.0 - 2e-9, 1.0 + 2e-9, 3))[None]
         copies = [(y.copy(), z.copy(), rho.copy()) for _ in range(2)]
         within = csqp._signs_within(_bound_rows(*copies[0], lower, upper), np.zeros((2, 3)),
-                                    du, csqp.POLISH_TOLERANCE, csqp.POLISH_TOLERANCE)
+                                    du, csqp.POLISH_TOLERANCE, 0.0)
         changes, _ = csqp._polish_fix(_bound_rows(*copies[1], lower, upper), np.zeros((2, 3)),
                                       du, 1e5, csqp.POLISH_TOLERANCE,
                                       np.zeros(4, dtype=bool), np.zeros(2, dtype=bool), False)
         assert within == (changes == 0), (y, z, rho, du)
-    y, z, rho = np.array([[-1e-6, 0.0]]), np.array([[1.0, 0.0]]), np.array([[1e5, 0.0]])
-    du = np.array([[1.0, 0.5]])
-    assert csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
-                              np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e-5)
-    assert not csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
-                                  np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e-9)
-    du[0, 1] = 1.0 + 1e-6
-    assert not csqp._signs_within(_bound_rows(y, z, rho, [-1.0] * 2, [1.0] * 2),
-                                  np.zeros((2, 2)), du, csqp.POLISH_TOLERANCE, 1e3)
+
+    def signs_within(wrong, largest, at_iterate, pushed=1.0, fraction=1e-3):
+        # row 0 active at its upper bound 1 with the wrong-signed multiplier ``wrong``,
+        # row 1 active at its upper bound with the right-signed ``largest``, row 2
+        # inactive, its step value ``pushed``; the rows' values at the iterate
+        y, z = np.array([[wrong, largest, 0.0]]), np.array([[1.0, 1.0, 0.0]])
+        rho = np.array([[1e5, 1e5, 0.0]])
+        rows = _bound_rows(y, z, rho, [-1.0] * 3, [1.0] * 3,
+                           values=np.array([[at_iterate, 1.0, 0.0]]))
+        return csqp._signs_within(rows, np.zeros((2, 3)), np.array([[1.0, 1.0, pushed]]),
+                                  csqp.POLISH_TOLERANCE, fraction)
+    assert signs_within(-1e-6, 1e-2, 1.0)               # 1e-6 <= 1e-3 x 1e-2
+    assert signs_within(-1e-6, 1e-2, 1.5)               # past its bound at the iterate
+    assert not signs_within(-1e-6, 1e-4, 1.0)           # 1e-6 > 1e-3 x 1e-4
+    assert not signs_within(-1e-6, 1e-2, 1.0, fraction=0.0)
+    assert not signs_within(-1e-6, 1e-2, 0.5)           # slack at the iterate: exact
+    assert signs_within(-1e-10, 1e-2, 0.5)              # within POLISH_TOLERANCE
+    assert not signs_within(-1e-6, 1e-2, 1.0, pushed=1.0 + 1e-6, fraction=1e3)
