@@ -46,12 +46,10 @@ sign inactive (HIK's update: for a bound row, the semismooth Newton step on
 min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact solution) or
 ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
 progress whose active rows contradict each other (a sign that the QP has no solution,
-which ADMM then certifies).  At an infeasible iterate outside :data:`POLISH_NEAR` th_stop
-of the stopping test the signs hold to a forcing term: a solve whose step pushes no
-inactive row past a bound and leaves every active row's multiplier of the wrong sign by
-at most :data:`POLISH_FORCING` KKT ends the QP (an inexact SQP step whose residual is in
-the stationarity only; the 40 runs of benchmarks/constrained.py 2161 -> 1975
-factorizations, the same optima; cq33).  A round refactorizes only the knots up to its
+which ADMM then certifies).  The signs are tested exactly at every QP (a tolerance on
+them at infeasible iterates, cq33, changed the steps the restoration starts from: kinova
+torque-limited "infeasible" after 15 iterations ran to max_iter 500; taken out, cq33c).
+A round refactorizes only the knots up to its
 last changed row (the recursion above is unchanged:
 :func:`.riccati.backward_range_kept`).  Near a solution the active set holds at the first
 solve.  Where the rounds reach an active set they already solved (a cycle: the guarantee
@@ -256,15 +254,6 @@ POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # multipliers move by up to big x the residual per sweep (1e5 x 1e-10 = 1e-5, ten times
 # th_stop), and they are the ones the next stopping test reads
 POLISH_EPS_CAP, POLISH_FORCING, POLISH_NEAR = 1e-10, 1e-3, 10.0
-# the same forcing term for the multipliers' signs (:meth:`CSQP._polish`): at an infeasible
-# iterate outside POLISH_NEAR th_stop of the stopping test, a round whose solve pushes no
-# inactive row past a bound and leaves each active row's multiplier of the wrong sign by at
-# most POLISH_FORCING KKT ends the QP with that step (an inexact SQP step: the exact
-# solution of the QP with those rows held at their bounds, i.e. of the QP whose gradient
-# is moved by R^T dy, |dy| <= POLISH_FORCING KKT; Dembo, Eisenstat & Steihaug's residual
-# in the stationarity only, the linearized rows satisfied as in an exact step).  The
-# rounds that only drop such rows (an arc's end whose multiplier is a few 1e-7 when the
-# SQP's stationarity is 1e-1 .. 1e4) cost a refactorization each before (cq33)
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -956,54 +945,6 @@ def _wrong_sign(z, y, lower, upper, tolerance):
     return (z == lower and y > tolerance) or (z == upper and y < -tolerance)
 
 
-@inline_kernel
-def _row_value(kind, r, index, k, i):
-    """Row i's value at the iterate (w = 0) at block knot k: r at the row's index in a
-    residual block (kind 0), r itself in a bound block (:func:`_rows_values`)."""
-    return r[k, index[i]] if kind == 0 else r[k, i]
-
-
-@kernel
-def _signs_within(polished, dx, du, tolerance, sign_fraction):
-    """Whether the polishing solve w = (dx, du) pushes no inactive row past a bound by more
-    than ``tolerance`` (:func:`_polish_fix`'s entry test, :func:`_violation`) and leaves
-    every active inequality row's multiplier of the right sign, within ``sign_fraction``
-    times the largest active |y| of the QP (:func:`_wrong_sign`), at a row that is not
-    slack at the iterate (its value at w = 0 at or past the bound it is active at, within
-    ``tolerance``); at a slack row within ``tolerance``, the exact test.  Then the step is
-    the exact solution of the QP with the active rows held at their bounds and its
-    gradient moved by R^T dy, |dy| <= ``sign_fraction`` max|y| (:data:`POLISH_FORCING`'s
-    inexact step).  The bound is in the multipliers' own units (the stationarity, gaps
-    and rows of the iterate's KKT residual are not; review of cq33, rev33), and a row kept
-    with a wrong sign adds |dy| times its distance inside the bound at the iterate to the
-    merit's slope: a positive term only at a slack row, and there the test is exact."""
-    largest = 0.0
-    for b in range(len(polished)):
-        y, rho, lower, upper = polished[b][5], polished[b][7], polished[b][8], polished[b][9]
-        for k in range(y.shape[0]):
-            for i in range(y.shape[1]):
-                if rho[k, i] != 0.0 and lower[i] < upper[i]:
-                    largest = max(largest, abs(y[k, i]))
-    within = max(tolerance, sign_fraction * largest)
-    for b in range(len(polished)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
-        values = np.empty(y.shape)
-        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
-        for k in range(y.shape[0]):
-            for i in range(y.shape[1]):
-                if rho[k, i] == 0.0:
-                    if _violation(values[k, i], lower[i], upper[i]) > tolerance:
-                        return False
-                elif lower[i] < upper[i]:
-                    at = _row_value(kind, r, index, k, i)
-                    slack = at - z[k, i] > tolerance if z[k, i] == lower[i] else \
-                        z[k, i] - at > tolerance
-                    if _wrong_sign(z[k, i], y[k, i], lower[i], upper[i],
-                                   tolerance if slack else within):
-                        return False
-    return True
-
-
 @kernel
 def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
@@ -1452,14 +1393,13 @@ def _round_factorize(rounds, t_end, knots, sigma, euler):
 
 
 @kernel
-def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, sign_fraction,
-                 sparse, changed, peel):
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, sparse, changed,
+                 peel):
     """The solves and the correction of one round of :meth:`CSQP._polish` outside its
     damped rounds, on the factorization :func:`_round_factorize` made: the method of
     multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
     ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
-    ``peel``; where that changes nothing, without), or, with ``sign_fraction`` > 0, no
-    change where the step passes :func:`_signs_within` at ``sign_fraction``; a round that changes
+    ``peel``; where that changes nothing, without); a round that changes
     nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
     changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
     changed row's knot, sweeps, the last solve's iterations, primal residual, dual
@@ -1476,14 +1416,9 @@ def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, sign_f
             polished, arrays, work, sigma, 1.0, False, iterations, eps, swept)
         swept = False
         sweeps += done
-        within = False
-        if sign_fraction > 0.0 and _signs_within(polished, pdx, pdu, tolerance,
-                                                 sign_fraction):
-            changes, last, within = 0, -1, True
-        else:
-            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
-                                        peel)
-        if changes == 0 and peel and not within:
+        changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                    peel)
+        if changes == 0 and peel:
             changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
                                         False)
         if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
@@ -1632,7 +1567,6 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
-        self._sign_fraction = 0.0   # :func:`_signs_within`'s, per QP (0: the exact test)
         self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -1901,11 +1835,8 @@ class CSQP:
         :func:`_row_curvatures`); where its line search fails, False (ADMM).  A damped
         round whose active rows contradict each other takes the plain rule's round
         (:func:`_polish_fix`) and restarts the damped iterate; False where that changes
-        nothing.  Outside the damped rounds, a solve whose step pushes no inactive row
-        past a bound and leaves no multiplier of the wrong sign by more than the solve
-        loop's forcing term (``_sign_tolerance``, :data:`POLISH_FORCING`; the exact
-        tolerance at feasible iterates and near the stopping test) is kept as the QP's
-        step (:func:`_signs_within`)."""
+        nothing.  The multipliers' signs are tested exactly (a step is kept only with
+        every sign right within POLISH_TOLERANCE)."""
         problem, work, held_rounds = self.problem, self.polish_work, self._rounds
         pdx, pdu = work[6], work[7]
         # the polishing rows, their active set's key and the polishing step from (dx, du)
@@ -1944,8 +1875,8 @@ class CSQP:
                 # is the damped rounds')
                 changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
                     _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
-                                 tight, self.big, POLISH_TOLERANCE, self._sign_fraction,
-                                 self._sparse, changed, peel)
+                                 tight, self.big, POLISH_TOLERANCE, self._sparse, changed,
+                                 peel)
                 self._sweeps += sweeps
             else:
                 # a damped round reads the multipliers' values, not only their signs: no
@@ -2245,11 +2176,6 @@ class CSQP:
             kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = POLISH_EPS if stop <= POLISH_NEAR * self.th_stop else \
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
-            # the multipliers' signs to POLISH_FORCING of their own scale at an infeasible
-            # iterate far from the stopping test (:func:`_signs_within`): the second
-            # stopping test (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
-            far = stop > POLISH_NEAR * self.th_stop and self._infeasible(gap, violation)
-            self._sign_fraction = POLISH_FORCING if far else 0.0
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
@@ -2472,13 +2398,8 @@ class CSQP:
         """Whether the restoration may run at an iterate with the largest gap ``gap`` and
         violation ``violation``: the ``restoration`` option set, none run yet in this
         solve, the iterate infeasible."""
-        return self.restoration is not None and self.restored is None and \
-            self._infeasible(gap, violation)
-
-    def _infeasible(self, gap, violation):
-        """Whether an iterate with the largest gap ``gap`` and violation ``violation`` is
-        outside the feasibility tolerances (th_gaps, th_constraint)."""
-        return gap > self.th_gaps or violation > self.th_constraint
+        return self.restoration is not None and self.restored is None and (
+            gap > self.th_gaps or violation > self.th_constraint)
 
     def _restore(self, xs, us, max_iter, time_limit, start_time, beaten, infeasibility,
                  verbose=False):
