@@ -46,12 +46,10 @@ sign inactive (HIK's update: for a bound row, the semismooth Newton step on
 min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact solution) or
 ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
 progress whose active rows contradict each other (a sign that the QP has no solution,
-which ADMM then certifies).  At an infeasible iterate outside :data:`POLISH_NEAR` th_stop
-of the stopping test the signs hold to a forcing term: a solve whose step pushes no
-inactive row past a bound and leaves every active row's multiplier of the wrong sign by
-at most :data:`POLISH_FORCING` KKT ends the QP (an inexact SQP step whose residual is in
-the stationarity only; the 40 runs of benchmarks/constrained.py 2161 -> 1975
-factorizations, the same optima; cq33).  A round refactorizes only the knots up to its
+which ADMM then certifies).  The signs are tested exactly at every QP (a tolerance on
+them at infeasible iterates, cq33, changed the steps the restoration starts from: kinova
+torque-limited "infeasible" after 15 iterations ran to max_iter 500; taken out, cq33c).
+A round refactorizes only the knots up to its
 last changed row (the recursion above is unchanged:
 :func:`.riccati.backward_range_kept`).  Near a solution the active set holds at the first
 solve.  Where the rounds reach an active set they already solved (a cycle: the guarantee
@@ -256,15 +254,6 @@ POLISH_EPS, POLISH_TOLERANCE = np.array([1e-12, 0.0]), 1e-9
 # multipliers move by up to big x the residual per sweep (1e5 x 1e-10 = 1e-5, ten times
 # th_stop), and they are the ones the next stopping test reads
 POLISH_EPS_CAP, POLISH_FORCING, POLISH_NEAR = 1e-10, 1e-3, 10.0
-# the same forcing term for the multipliers' signs (:meth:`CSQP._polish`): at an infeasible
-# iterate outside POLISH_NEAR th_stop of the stopping test, a round whose solve pushes no
-# inactive row past a bound and leaves each active row's multiplier of the wrong sign by at
-# most POLISH_FORCING KKT ends the QP with that step (an inexact SQP step: the exact
-# solution of the QP with those rows held at their bounds, i.e. of the QP whose gradient
-# is moved by R^T dy, |dy| <= POLISH_FORCING KKT; Dembo, Eisenstat & Steihaug's residual
-# in the stationarity only, the linearized rows satisfied as in an exact step).  The
-# rounds that only drop such rows (an arc's end whose multiplier is a few 1e-7 when the
-# SQP's stationarity is 1e-1 .. 1e4) cost a refactorization each before (cq33)
 # a round of the active-set method whose active set then changes needs only the
 # multipliers' signs: its method of multipliers first runs to this residual
 POLISH_LOOSE_EPS = np.array([1e-5, 0.0])
@@ -957,30 +946,6 @@ def _wrong_sign(z, y, lower, upper, tolerance):
 
 
 @kernel
-def _signs_within(polished, dx, du, tolerance, sign_tolerance):
-    """Whether the polishing solve w = (dx, du) pushes no inactive row past a bound by more
-    than ``tolerance`` (:func:`_polish_fix`'s test) and leaves no active inequality row
-    with a multiplier of the wrong sign by more than ``sign_tolerance``: then the step is
-    the exact solution of the QP with the active rows held at their bounds and its
-    gradient moved by R^T dy, |dy| <= ``sign_tolerance`` (:data:`POLISH_FORCING`'s
-    inexact step; with ``sign_tolerance`` = ``tolerance``, True exactly where
-    :func:`_polish_fix` would change no row)."""
-    for b in range(len(polished)):
-        kind, start, r, Rx, Ru, y, z, rho, lower, upper, index, dx_index = polished[b]
-        values = np.empty(y.shape)
-        _block_values(kind, start, r, Rx, Ru, index, dx_index, dx, du, values)
-        for k in range(y.shape[0]):
-            for i in range(y.shape[1]):
-                if rho[k, i] == 0.0:
-                    if _violation(values[k, i], lower[i], upper[i]) > tolerance:
-                        return False
-                elif lower[i] < upper[i] and _wrong_sign(z[k, i], y[k, i], lower[i],
-                                                         upper[i], sign_tolerance):
-                    return False
-    return True
-
-
-@kernel
 def _polish_fix(polished, dx, du, big, tolerance, sparse, changed, peel):
     """One active-set correction after a polishing solve w = (dx, du): an inactive row
     that w pushes past a bound (by more than ``tolerance``) becomes active there, an
@@ -1428,14 +1393,13 @@ def _round_factorize(rounds, t_end, knots, sigma, euler):
 
 
 @kernel
-def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexact,
-                 sign_tolerance, sparse, changed, peel):
+def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, sparse, changed,
+                 peel):
     """The solves and the correction of one round of :meth:`CSQP._polish` outside its
     damped rounds, on the factorization :func:`_round_factorize` made: the method of
     multipliers to the ``loose`` tolerance (:func:`_admm` without projection, up to
     ``iterations`` sweeps), the active-set correction (:func:`_polish_fix`, with
-    ``peel``; where that changes nothing, without), or, with ``inexact``, no change where
-    the step passes :func:`_signs_within` at ``sign_tolerance``; a round that changes
+    ``peel``; where that changes nothing, without); a round that changes
     nothing solves again to the ``tight`` tolerance and corrects again.  Where rows
     changed, the new active set's key (:func:`_active_key`).  Returns (changes, the last
     changed row's knot, sweeps, the last solve's iterations, primal residual, dual
@@ -1452,13 +1416,9 @@ def _plain_round(rounds, sigma, iterations, loose, tight, big, tolerance, inexac
             polished, arrays, work, sigma, 1.0, False, iterations, eps, swept)
         swept = False
         sweeps += done
-        within = False
-        if inexact and _signs_within(polished, pdx, pdu, tolerance, sign_tolerance):
-            changes, last, within = 0, -1, True
-        else:
-            changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
-                                        peel)
-        if changes == 0 and peel and not within:
+        changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
+                                    peel)
+        if changes == 0 and peel:
             changes, last = _polish_fix(polished, pdx, pdu, big, tolerance, sparse, changed,
                                         False)
         if changes > 0 or (prim <= tight[0] + tight[1] * prim_scale and
@@ -1607,7 +1567,6 @@ class CSQP:
         self._y_max = 0.0           # max |y| of the last QP's accepted multipliers
         self._lam_max = 0.0         # max |lam| of its costates (:func:`_costates_max`)
         self._tight_eps = POLISH_EPS
-        self._sign_tolerance = POLISH_TOLERANCE     # :data:`POLISH_FORCING`'s, per QP
         self._failed_starts = set()     # the active sets polished at this QP's rho checks
         self.blocks = constraint_blocks(problem)
         self.constraints = HorizonConstraints(problem)
@@ -1876,11 +1835,8 @@ class CSQP:
         :func:`_row_curvatures`); where its line search fails, False (ADMM).  A damped
         round whose active rows contradict each other takes the plain rule's round
         (:func:`_polish_fix`) and restarts the damped iterate; False where that changes
-        nothing.  Outside the damped rounds, a solve whose step pushes no inactive row
-        past a bound and leaves no multiplier of the wrong sign by more than the solve
-        loop's forcing term (``_sign_tolerance``, :data:`POLISH_FORCING`; the exact
-        tolerance at feasible iterates and near the stopping test) is kept as the QP's
-        step (:func:`_signs_within`)."""
+        nothing.  The multipliers' signs are tested exactly (a step is kept only with
+        every sign right within POLISH_TOLERANCE)."""
         problem, work, held_rounds = self.problem, self.polish_work, self._rounds
         pdx, pdu = work[6], work[7]
         # the polishing rows, their active set's key and the polishing step from (dx, du)
@@ -1896,9 +1852,6 @@ class CSQP:
         polished, sigma, N = self.typed_polished, self.polish_sigma, problem.N
         euler, arrays = problem.euler_structure, self._qp_arrays()
         t_end, knots, changed = N, self._all_knots, self._changed_knots
-        # the inexact step's sign test (:data:`POLISH_FORCING`), where the solve loop set a
-        # tolerance above the exact one
-        inexact = self._sign_tolerance > POLISH_TOLERANCE
         # more than STALL_ROUNDS rounds in a row that change no fewer rows than the
         # fewest so far: the rounds cycle (HIK's method converges on an M-matrix only;
         # ur5 "barely" from the guess, QPs 4 and 5: cycles of 11 and 7 active sets) or
@@ -1922,8 +1875,8 @@ class CSQP:
                 # is the damped rounds')
                 changes, last, sweeps, done, prim, dual, prim_scale, dual_scale = \
                     _plain_round(held_rounds, sigma, self.polish_iter, POLISH_LOOSE_EPS,
-                                 tight, self.big, POLISH_TOLERANCE, inexact,
-                                 self._sign_tolerance, self._sparse, changed, peel)
+                                 tight, self.big, POLISH_TOLERANCE, self._sparse, changed,
+                                 peel)
                 self._sweeps += sweeps
             else:
                 # a damped round reads the multipliers' values, not only their signs: no
@@ -2223,13 +2176,6 @@ class CSQP:
             kkt = max(stop, gap, violation)        # the forcing term's measure
             self._tight_eps = POLISH_EPS if stop <= POLISH_NEAR * self.th_stop else \
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
-            # the multipliers' signs to the forcing term at an infeasible iterate far from
-            # the stopping test (:data:`POLISH_FORCING`): the second stopping test
-            # (:meth:`_settled`, at a feasible iterate) reads exact QP steps only
-            far = stop > POLISH_NEAR * self.th_stop and (gap > self.th_gaps or
-                                                         violation > self.th_constraint)
-            self._sign_tolerance = max(POLISH_TOLERANCE, POLISH_FORCING * kkt) if far else \
-                POLISH_TOLERANCE
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
                 status = "the QP's Hessian is not positive definite"
