@@ -2266,19 +2266,21 @@ class CSQP:
                 x_try, u_try, trial = self._trial(xs, us, largest, slot)
                 accepted = (largest, x_try, u_try, trial[0] + nu * (trial[2] + trial[4]),
                             trial)
-                if verdict == "h":
-                    filter_.add(cost, infeasibility)
             # the rollout's search (``rollout_fallback``, :meth:`_rollout_search`) where the
             # linear one crawls or accepts nothing (kinova "pose" from FDDP's optimum: 2^-9
             # twice, then the restoration; the rollout takes 1/4).  Right after a rollout
             # step also in place of the filter's step (panda "obstacle" from the guess: the
             # filter's full linear step grew the gaps to 52 and the SQP then converged
             # linearly, 30 iterations against 26 with the restoration) and of a step <=
-            # CRAWL while the iterate has gaps (pose: 1/32, 1/16 against 1/2); not at a
-            # gap-free iterate, where the rollout has no gaps to close and leaves the
-            # linear rows the linear trial keeps (ur5_limited "limits", 30 knots, from
-            # FDDP's optimum: 169 iterations against 142).  Measured in
-            # benchmarks/constrained_notes.md, gl33
+            # CRAWL while the iterate has gaps (pose: 1/32, 1/16 against 1/2).  At any
+            # iterate, gaps or not, at a crawl (2^-9 or no step), and in place of the
+            # filter's step after a rollout step: at gap-free iterates of ur5_limited
+            # "limits" (30 knots, from FDDP's optimum) the rollout's 2^-8 replaces the
+            # filter's 1/16 and it helps (rev33b on gl33's code: 103 iterations, 145
+            # without; 125 at a3b77f2, gl33b); the
+            # CRAWL clause at gap-free iterates did not (169 against 142: the rollout has
+            # no gaps to close and leaves the linear rows the linear trial keeps).
+            # Measured in benchmarks/constrained_notes.md, gl33, gl33b
             by_rollout = False
             # the linear search crawled (its smallest step, or none, or the filter's)
             linear_crawl = accepted is None or by_filter or accepted[0] == self.alphas[-1] < 1.0
@@ -2298,6 +2300,10 @@ class CSQP:
                     x_try, u_try, trial = self._trial(xs, us, accepted[0], slot)
                     accepted = (accepted[0], x_try, u_try,
                                 trial[0] + nu * (trial[2] + trial[4]), trial)
+            if by_filter and not by_rollout and verdict == "h":
+                # the filter's entry where its step is taken (an h-type step, Waechter &
+                # Biegler Sec. 2.2), not where the rollout's merit step replaced it (gl33b)
+                filter_.add(cost, infeasibility)
             if accepted is None:
                 # no step after a QP that ended with a primal residual of the order of
                 # the violation (ADMM could not bring the linearized rows within their
@@ -2356,14 +2362,23 @@ class CSQP:
         (FDDP's trial, :class:`~.forward.ForwardPass`: u_t = u_t - a k_t - K_t (x_t^try (-)
         x_t), x_{t+1}^try = f(x_t^try, u_t^try) (+) (a - 1) f_{t+1}), where the linear
         trials x (+) a dx, u + a du accepted nothing or only the smallest of ``alphas``.
-        To first order in a it is the same step (the merit's slope holds), but the gaps
-        of its trial are (1 - a) f exactly: the dynamics' second-order term, which the
-        linear trial leaves in the gaps (nu times their growth: the merit's curvature),
-        is absorbed by the feedback, as a second-order correction does for the gaps
-        (Waechter & Biegler, Math. Prog. 106, 2006, Sec. 2.4; the Maratos effect, Nocedal
-        & Wright Sec. 15.5).  (k, K) are the QP's policy: rolled out on the linearized
-        dynamics (:func:`_rollout`) they give its step (dx, du), to the bit where
-        checked (tests/test_csqp_rollout.py).  The steps of
+        The gaps of its trial are (1 - a) f exactly: the dynamics' second-order term,
+        which the linear trial leaves in the gaps (nu times their growth: the merit's
+        curvature), is absorbed by the feedback, as a second-order correction does for
+        the gaps (Waechter & Biegler, Math. Prog. 106, 2006, Sec. 2.4; the Maratos
+        effect, Nocedal & Wright Sec. 15.5).  (k, K) are the QP's policy: rolled out on
+        the linearized dynamics (:func:`_rollout`) they give its step (dx, du), to the bit
+        where checked (tests/test_csqp_rollout.py).  The rolled-out trial itself is the
+        QP's step to first order in a (the merit's slope holds) where the state is a
+        vector space or the iterate has no gaps; not on a Lie group state with gaps: the
+        trial puts the gap's (a - 1) f_{t+1} on the prediction f(x_t^try, u_t^try), the
+        linearization puts f_{t+1} at x_{t+1}, and their tangent spaces differ by the
+        group's transport (the Jacobian of exp at f: not the identity for a free-flyer's
+        rotation), a first-order term in a of the size of |f| |dx|: on solo12's trot with
+        hard cones from a noisy start |(x_roll (-) x) / a - dx| is 0.45 against |dx| 10.5,
+        the Armijo slope along the rollout off by 0.06-0.25% (rev33b).  The Armijo test
+        still asks the trial's evaluated merit to fall by c1 a times the QP's slope.
+        The steps of
         ``alphas`` above the linear search's ``accepted`` step (all where it accepted
         none), largest first, on the same Armijo test of the l1 merit; returns the
         accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
