@@ -43,8 +43,8 @@ method of multipliers with a large penalty ``big`` and a small proximal weight
 ``polish_sigma`` (one Riccati factorization, a few sweeps); then the inactive rows the
 step pushes past a bound become active, the active rows whose multiplier has the wrong
 sign inactive (HIK's update: for a bound row, the semismooth Newton step on
-min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact solution) or
-``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
+min(y, c (h - v))), and again, until the active set holds (the step is the QP's exact
+solution) or ``active_set_rounds`` solves, or more than :data:`CONTRADICTED_ROUNDS` rounds without
 progress whose active rows contradict each other (a sign that the QP has no solution,
 which ADMM then certifies).  The signs are tested exactly at every QP (a tolerance on
 them at infeasible iterates, cq33, changed the steps the restoration starts from: kinova
@@ -182,9 +182,9 @@ is also its first sweep (``swept``); the sparse entry of state-only residual row
 its run's most violated knot (:func:`_polish_fix`; z1 "joints" 24 -> 20 factorizations from
 the guess, an arc filled by bisection before); after the first QP, a row without
 a multiplier starting inactive even at its bound (:func:`_polish_rows`; kinova "box": a
-weakly inactive row entered and left at every QP, 2 -> 1 factorizations per QP); the final solve's inexact
-tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the QP's own costates
-(:func:`_costates_max`) and multipliers; the start projected onto the box bounds
+weakly inactive row entered and left at every QP, 2 -> 1 factorizations per QP); the
+final solve's inexact tolerance (:data:`POLISH_EPS_CAP`, :data:`POLISH_NEAR`); nu from the
+QP's own costates (:func:`_costates_max`) and multipliers; the start projected onto the box bounds
 (:meth:`CSQP._project_start`: panda "torque" reaches 0.1342558 instead of 0.2271809);
 a warm line search (:meth:`CSQP._first_trial`; the stiff tasks' iterations on panda
 112 / 115 -> 47 / 64, trials per iteration 3.8 -> 1.8);
@@ -1105,10 +1105,11 @@ def _damped_round(polished, dx, du, iterate, curvature, big, tolerance, c1, smal
     would be this one); (-1, -1, 0) where no step passes (a kink at the iterate).
     Python around four kernels (a few calls per round, a few rounds per cycling QP): as a
     kernel it compiled its callees again, 6.5 s of CPU at a solve's first cycle (ur5
-    "barely", the rest cached) against 2.5 s.  Measured where the ladder alone failed (ur5 "barely" from the guess, untuned3, in an
-    experiment that switched its rounds to damped after their 6th round): a kink within
-    1e-6 of the iterate, merit 2219.458 at t = 0 and 2219.471 at t = 1e-6, every step
-    down to 2^-20 refused, ADMM (575 iterations) after it."""
+    "barely", the rest cached) against 2.5 s.  Measured where the ladder alone failed
+    (ur5 "barely" from the guess, untuned3, in an experiment that switched its rounds
+    to damped after their 6th round): a kink within 1e-6 of the iterate, merit 2219.458 at
+    t = 0 and 2219.471 at t = 1e-6, every step down to 2^-20 refused, ADMM (575
+    iterations) after it."""
     if _damped_target(polished, dx, du, iterate, tolerance):
         return 0, -1, 1.0
     fresh = np.isnan(iterate[0, 0])
@@ -2277,10 +2278,10 @@ class CSQP:
             # filter's step after a rollout step: at gap-free iterates of ur5_limited
             # "limits" (30 knots, from FDDP's optimum) the rollout's 2^-8 replaces the
             # filter's 1/16 and it helps (rev33b on gl33's code: 103 iterations, 145
-            # without; 125 at a3b77f2, gl33b); the
-            # CRAWL clause at gap-free iterates did not (169 against 142: the rollout has
-            # no gaps to close and leaves the linear rows the linear trial keeps).
-            # Measured in benchmarks/constrained_notes.md, gl33, gl33b
+            # without; 125 at a3b77f2, gl33b).  The CRAWL clause at gap-free iterates did
+            # not (169 against 142: the rollout has no gaps to close and leaves the linear
+            # rows the linear trial keeps).  Measured in benchmarks/constrained_notes.md,
+            # gl33, gl33b
             by_rollout = False
             # the linear search crawled (its smallest step, or none, or the filter's)
             linear_crawl = accepted is None or by_filter or accepted[0] == self.alphas[-1] < 1.0
@@ -2378,10 +2379,9 @@ class CSQP:
         hard cones from a noisy start |(x_roll (-) x) / a - dx| is 0.45 against |dx| 10.5,
         the Armijo slope along the rollout off by 0.06-0.25% (rev33b).  The Armijo test
         still asks the trial's evaluated merit to fall by c1 a times the QP's slope.
-        The steps of
-        ``alphas`` above the linear search's ``accepted`` step (all where it accepted
-        none), largest first, on the same Armijo test of the l1 merit; returns the
-        accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
+        The steps of ``alphas`` above the linear search's ``accepted`` step (all where it
+        accepted none), largest first, on the same Armijo test of the l1 merit; returns
+        the accepted trial (the linear search's tuple) in the trial buffers ``slot``, or
         None (the buffers and the problem's values then hold the last rollout's: the
         caller evaluates the linear ``accepted`` trial again)."""
         problem = self.problem
