@@ -2277,8 +2277,9 @@ class CSQP:
             # iterate, gaps or not, at a crawl (2^-9 or no step), and in place of the
             # filter's step after a rollout step: at gap-free iterates of ur5_limited
             # "limits" (30 knots, from FDDP's optimum) the rollout's 2^-8 replaces the
-            # filter's 1/16 and it helps (rev33b on gl33's code: 103 iterations, 145
-            # without; 125 at a3b77f2, gl33b).  The CRAWL clause at gap-free iterates did
+            # filter's 1/16 and it helps (103 iterations, 145 without: rev33b on gl33's
+            # code, the lead on the merged one; 125 while cq33's sign tolerance was in,
+            # gl33b).  The CRAWL clause at gap-free iterates did
             # not (169 against 142: the rollout has no gaps to close and leaves the linear
             # rows the linear trial keeps).  Measured in benchmarks/constrained_notes.md,
             # gl33, gl33b
