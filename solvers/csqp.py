@@ -1456,6 +1456,12 @@ def _polish_end(rounds):
     return y_max, _costates_max(kept[0], kept[1], gaps, step[0])
 
 
+def _l1_merit(trial, nu):
+    """The l1 merit of an evaluated trial (:meth:`CSQP._evaluate`: cost, gaps' and rows'
+    l1 norms at indices 2 and 4) with penalty ``nu``."""
+    return trial[0] + nu * (trial[2] + trial[4])
+
+
 class CSQP:
     """Stagewise SQP with an ADMM QP on Riccati sweeps (see the module docstring) on any
     ShootingProblem with stage and terminal ``Constraint``s, control and state bounds.
@@ -2249,9 +2255,8 @@ class CSQP:
                     x_try, u_try, trial = self._trial(xs, us, step, slot)
                 except (KERNEL_ERRORS + (ValueError,)):
                     continue
-                trial_merit = trial[0] + nu * (trial[2] + trial[4])
-                if math.isfinite(trial_merit) and \
-                        trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+                trial_merit = _l1_merit(trial, nu)
+                if self._armijo(trial_merit, merit, step, slope):
                     accepted = (step, x_try, u_try, trial_merit, trial)
                     break
                 if fallback and largest is None:
@@ -2264,9 +2269,7 @@ class CSQP:
                 # restoration phase only where the filter refuses every trial).  The
                 # trial buffers hold the last trial: the filter's is evaluated again (the
                 # same bits)
-                x_try, u_try, trial = self._trial(xs, us, largest, slot)
-                accepted = (largest, x_try, u_try, trial[0] + nu * (trial[2] + trial[4]),
-                            trial)
+                accepted = self._linear_trial(xs, us, largest, slot, nu)
             # the rollout's search (``rollout_fallback``, :meth:`_rollout_search`) where the
             # linear one crawls or accepts nothing (kinova "pose" from FDDP's optimum: 2^-9
             # twice, then the restoration; the rollout takes 1/4).  Right after a rollout
@@ -2299,9 +2302,7 @@ class CSQP:
                 elif accepted is not None:
                     # the linear trial again: the buffers and the problem's values hold
                     # the last rollout's
-                    x_try, u_try, trial = self._trial(xs, us, accepted[0], slot)
-                    accepted = (accepted[0], x_try, u_try,
-                                trial[0] + nu * (trial[2] + trial[4]), trial)
+                    accepted = self._linear_trial(xs, us, accepted[0], slot, nu)
             if by_filter and not by_rollout and verdict == "h":
                 # the filter's entry where its step is taken (an h-type step, Waechter &
                 # Biegler Sec. 2.2), not where the rollout's merit step replaced it (gl33b)
@@ -2359,6 +2360,19 @@ class CSQP:
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
 
+    def _armijo(self, trial_merit, merit, step, slope):
+        """Whether a trial's l1 merit passes the Armijo test of the step ``step`` along a
+        direction of merit slope ``slope`` (the linear and the rollout search alike)."""
+        return math.isfinite(trial_merit) and \
+            trial_merit <= merit + self.c1 * step * min(slope, 0.0)
+
+    def _linear_trial(self, xs, us, step, slot, nu):
+        """The linear trial x (+) a dx, u + a du at ``step`` evaluated (again) into the
+        trial buffers ``slot``, as the line search's accepted tuple (step, xs, us, l1
+        merit, the evaluation)."""
+        x_try, u_try, trial = self._trial(xs, us, step, slot)
+        return (step, x_try, u_try, _l1_merit(trial, nu), trial)
+
     def _rollout_search(self, xs, us, slot, merit, nu, slope, accepted):
         """The line search along the QP's policy rolled out through the nonlinear dynamics
         (FDDP's trial, :class:`~.forward.ForwardPass`: u_t = u_t - a k_t - K_t (x_t^try (-)
@@ -2404,9 +2418,8 @@ class CSQP:
                 trial = self._evaluate(x_try, u_try, CALC, self._unchecked)
             except (KERNEL_ERRORS + (ValueError,)):
                 continue
-            trial_merit = trial[0] + nu * (trial[2] + trial[4])
-            if math.isfinite(trial_merit) and \
-                    trial_merit <= merit + self.c1 * step * min(slope, 0.0):
+            trial_merit = _l1_merit(trial, nu)
+            if self._armijo(trial_merit, merit, step, slope):
                 return (step, x_try, u_try, trial_merit, trial)
         return None
 
