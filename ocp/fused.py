@@ -1000,10 +1000,15 @@ class FusedPhase:
             self.function(xs, us, self.models, self.args, self.out, mode)
 
 
+def output_arrays(outputs):
+    """(cost, Lx, Lu, Lxx, Luu, Lxu) of a StageOutputs."""
+    return tuple(getattr(outputs, name) for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"))
+
+
 def outputs_tuple(outputs):
-    """(cost, Lx, Lu, Lxx, Luu, Lxu) of a StageOutputs, or None when one is not contiguous
-    (the phase then takes the per-term path)."""
-    arrays = tuple(getattr(outputs, name) for name in ("cost", "Lx", "Lu", "Lxx", "Luu", "Lxu"))
+    """:func:`output_arrays`, or None when one is not contiguous (the phase then takes the
+    per-term path)."""
+    arrays = output_arrays(outputs)
     return arrays if all(array.flags.c_contiguous for array in arrays) else None
 
 

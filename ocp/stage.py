@@ -33,7 +33,7 @@ from ..dynamics.kinematics import _compute_joint_jacobians, _forward_kinematics
 from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
 from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, interpreted,
-                    kinematics_step, outputs_tuple)
+                    kinematics_step, output_arrays, outputs_tuple)
 from .costs import chain_stage_point
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
@@ -168,14 +168,10 @@ def _stage_point_outputs(data):
         data.stage_point_outputs = scratch
         # the chain's operands: these outputs, the stage's, the products' scratch
         ndx, nu = out.Lx.shape[1], out.Lu.shape[1]
-        data.chain_scratch = (_output_arrays(scratch), _output_arrays(out),
+        data.chain_scratch = (output_arrays(scratch), output_arrays(out),
                               np.zeros((ndx, ndx)), np.zeros((ndx, nu)),
                               np.zeros((ndx, ndx)), np.zeros((ndx + nu, nu)))
     return scratch
-
-
-def _output_arrays(outputs):
-    return (outputs.cost, outputs.Lx, outputs.Lu, outputs.Lxx, outputs.Luu, outputs.Lxu)
 
 
 def _chain_stage_point(data, j, mixed):
