@@ -497,8 +497,8 @@ def solve_rows(C, n, X):
     (increasing p, then the division), so the same bits, with one load and store of X[i]
     per four terms instead of one per term, which bound the row form (the [K | k] solve
     of a talos knot, 32 x 77: 8.9 -> 5.6 us; solo12's 12 x 37: 0.80 -> 0.67 us; one
-    process, CPU time; unrolled by eight: 6.0 and 0.75 us).  X has at least two columns
-    (the gains' solves; a vector goes to cholesky_solve's one-column form)."""
+    process, CPU time; unrolled by eight: 6.0 and 0.75 us).  Any number of columns; a
+    vector is faster in cholesky_solve's one-column form (the box QP's Newton step)."""
     ncols = X.shape[1]
     for i in range(n):
         p = 0
