@@ -974,6 +974,27 @@ def test_feed_forward_gain_is_the_one_column_solve_to_the_bit():
             np.testing.assert_array_equal(together[:, c], one[:, 0])
 
 
+def test_gains_solve_is_the_row_form_of_cholesky_solve_to_the_bit():
+    """:func:`.riccati.solve_rows` (the gains' [K | k] and box-gain solves, four terms per
+    pass over a row) must equal ``cholesky_solve``'s row form bit for bit, each entry's
+    terms in the same order: sizes on both sides of each multiple of four, one to 77
+    columns, a factor of a random SPD matrix (and rows below n left alone)."""
+    from geppetto.dynamics.linalg import cholesky_factor, cholesky_solve
+    from geppetto.solvers.riccati import solve_rows
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 32):
+        M = rng.normal(size=(n, n))
+        L = np.zeros((n, n))
+        assert cholesky_factor(M @ M.T + n * np.eye(n), n, L, 0.0)
+        for ncols in (1, 2, 13, 77):
+            X = rng.normal(size=(n + 2, ncols))
+            expected, got = X.copy(), X.copy()
+            cholesky_solve(L, n, expected)
+            solve_rows(L, n, got)
+            np.testing.assert_array_equal(got, expected)
+            np.testing.assert_array_equal(got[n:], X[n:])
+
+
 def test_backward_pass_stops_at_the_first_knot_whose_quu_is_not_positive_definite():
     """The recursion runs from the last knot down and returns the first knot (from the
     end) whose Quu is not positive definite: the knots after it hold the gains and value
