@@ -67,24 +67,47 @@ def cholesky_solve(C, n, X):
             X[i, 0] = s / C[i, i]
         return
     # row operations with the column index innermost (contiguous, vectorizable: 5.5x
-    # faster than a dot product per entry for n = 32, 74 columns); each entry
-    # subtracts its terms in increasing p, as a dot product per entry would
+    # faster than a dot product per entry for n = 32, 74 columns), four terms per pass
+    # over a row: X[i] -= C[i, p] X[p] for p .. p + 3 in that order in one expression,
+    # so each entry subtracts its terms in increasing p, as a dot product per entry
+    # would (the same bits), with one load and store of X[i] per four terms instead of
+    # one per term, which bound the row form (the Riccati gains' [K | k] of a talos
+    # knot, 32 x 77: 8.9 -> 5.6 us; solo12's 12 x 37: 0.80 -> 0.67 us; one process, CPU
+    # time; unrolled by eight: 6.0 and 0.75 us)
     for i in range(n):
-        for p in range(i):
-            cip = C[i, p]
-            for c in range(ncols):
-                X[i, c] -= cip * X[p, c]
+        _subtract_rows(X, i, C, False, 0, i)
         d = C[i, i]
         for c in range(ncols):
             X[i, c] = X[i, c] / d
     for i in range(n - 1, -1, -1):
-        for p in range(i + 1, n):
-            cpi = C[p, i]
-            for c in range(ncols):
-                X[i, c] -= cpi * X[p, c]
+        _subtract_rows(X, i, C, True, i + 1, n)
         d = C[i, i]
         for c in range(ncols):
             X[i, c] = X[i, c] / d
+
+
+@inline_kernel
+def _subtract_rows(X, i, C, transposed, begin, end):
+    """X[i] -= a_p X[p] for p = begin .. end - 1 in increasing p, a_p = C[i, p] (C[p, i]
+    when ``transposed``), four terms per pass over the row (:func:`cholesky_solve`; C
+    indexed in place: a view of its row or column would take a reference count per
+    row)."""
+    ncols = X.shape[1]
+    p = begin
+    while p + 4 <= end:
+        if transposed:
+            a0, a1, a2, a3 = C[p, i], C[p + 1, i], C[p + 2, i], C[p + 3, i]
+        else:
+            a0, a1, a2, a3 = C[i, p], C[i, p + 1], C[i, p + 2], C[i, p + 3]
+        for c in range(ncols):
+            X[i, c] = (((X[i, c] - a0 * X[p, c]) - a1 * X[p + 1, c])
+                       - a2 * X[p + 2, c]) - a3 * X[p + 3, c]
+        p += 4
+    while p < end:
+        a0 = C[p, i] if transposed else C[i, p]
+        for c in range(ncols):
+            X[i, c] -= a0 * X[p, c]
+        p += 1
 
 
 @inline_kernel

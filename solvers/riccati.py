@@ -439,7 +439,7 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
         for j in range(ndx):
             Kk[i, j] = Qxu[j, i]
         Kk[i, ndx] = Qu[t, i]
-    solve_rows(L, n, Kk)
+    cholesky_solve(L, n, Kk)
     for i in range(n):
         for j in range(ndx):
             K[t, i, j] = Kk[i, j]
@@ -488,57 +488,10 @@ def _add_gap_term(Vx, Vxx, gaps, t, Vf):
 
 
 @kernel
-def solve_rows(C, n, X):
-    """X[:n] <- (C C^T)^-1 X[:n] with C from :func:`~geppetto.dynamics.linalg.cholesky_factor`:
-    the row form of :func:`~geppetto.dynamics.linalg.cholesky_solve` (forward then back
-    substitution, row operations along X's contiguous rows) with four terms per pass over
-    a row, X[i] -= C[i, p] X[p] for p, p + 1, p + 2, p + 3 in that order in one
-    expression: each entry gets the same products and subtractions in the same order
-    (increasing p, then the division), so the same bits, with one load and store of X[i]
-    per four terms instead of one per term, which bound the row form (the [K | k] solve
-    of a talos knot, 32 x 77: 8.9 -> 5.6 us; solo12's 12 x 37: 0.80 -> 0.67 us; one
-    process, CPU time; unrolled by eight: 6.0 and 0.75 us).  Any number of columns; a
-    vector is faster in cholesky_solve's one-column form (the box QP's Newton step)."""
-    ncols = X.shape[1]
-    for i in range(n):
-        p = 0
-        while p + 4 <= i:
-            a0, a1, a2, a3 = C[i, p], C[i, p + 1], C[i, p + 2], C[i, p + 3]
-            for c in range(ncols):
-                X[i, c] = (((X[i, c] - a0 * X[p, c]) - a1 * X[p + 1, c])
-                           - a2 * X[p + 2, c]) - a3 * X[p + 3, c]
-            p += 4
-        while p < i:
-            a0 = C[i, p]
-            for c in range(ncols):
-                X[i, c] -= a0 * X[p, c]
-            p += 1
-        d = C[i, i]
-        for c in range(ncols):
-            X[i, c] = X[i, c] / d
-    for i in range(n - 1, -1, -1):
-        p = i + 1
-        while p + 4 <= n:
-            a0, a1, a2, a3 = C[p, i], C[p + 1, i], C[p + 2, i], C[p + 3, i]
-            for c in range(ncols):
-                X[i, c] = (((X[i, c] - a0 * X[p, c]) - a1 * X[p + 1, c])
-                           - a2 * X[p + 2, c]) - a3 * X[p + 3, c]
-            p += 4
-        while p < n:
-            a0 = C[p, i]
-            for c in range(ncols):
-                X[i, c] -= a0 * X[p, c]
-            p += 1
-        d = C[i, i]
-        for c in range(ncols):
-            X[i, c] = X[i, c] / d
-
-
-@kernel
 def _box_gains(Qxu, free, nu, n_free, L, K, t):
     """K rows of the free controls among the first nu: (Quu_ff)^-1 Qxu_f^T; clamped
     rows zero.  Qxu_f^T is gathered into the leading n_free rows of K[t] and solved there
-    for all ndx columns at once (:func:`solve_rows`, the row form of :func:`cholesky_solve`;
+    for all ndx columns at once (the row form of :func:`cholesky_solve`, contiguous;
     each entry the same operations in the same order as a solve per column, so the
     same bits; the talos squat's BoxFDDP backward pass at the solution, feasible, every
     knot boxed: 4.99 -> 3.15 ms of CPU, load 10.5), then each row moves down to its
@@ -553,7 +506,7 @@ def _box_gains(Qxu, free, nu, n_free, L, K, t):
                 Kt[a, j] = Qxu[j, i]
             a += 1
     if n_free > 0:
-        solve_rows(L, n_free, Kt)
+        cholesky_solve(L, n_free, Kt)
     a = n_free
     for i in range(nu - 1, -1, -1):
         if free[i]:

@@ -974,13 +974,13 @@ def test_feed_forward_gain_is_the_one_column_solve_to_the_bit():
             np.testing.assert_array_equal(together[:, c], one[:, 0])
 
 
-def test_gains_solve_is_the_row_form_of_cholesky_solve_to_the_bit():
-    """:func:`.riccati.solve_rows` (the gains' [K | k] and box-gain solves, four terms per
-    pass over a row) must equal ``cholesky_solve``'s row form bit for bit, each entry's
-    terms in the same order: sizes on both sides of each multiple of four, one to 77
-    columns, a factor of a random SPD matrix (and rows below n left alone)."""
+def test_cholesky_solve_four_terms_per_pass_is_the_row_form_to_the_bit():
+    """``cholesky_solve``'s several-column form (the Riccati gains' [K | k] and box-gain
+    solves, the constrained dynamics' derivatives; four terms per pass over a row) must
+    equal the plain row form, one term per pass, bit for bit: each entry's terms in the
+    same order.  Sizes on both sides of each multiple of four, one to 77 columns, a
+    factor of a random SPD matrix, and rows below n left alone."""
     from geppetto.dynamics.linalg import cholesky_factor, cholesky_solve
-    from geppetto.solvers.riccati import solve_rows
     rng = np.random.default_rng(11)
     for n in (1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 32):
         M = rng.normal(size=(n, n))
@@ -989,8 +989,15 @@ def test_gains_solve_is_the_row_form_of_cholesky_solve_to_the_bit():
         for ncols in (1, 2, 13, 77):
             X = rng.normal(size=(n + 2, ncols))
             expected, got = X.copy(), X.copy()
-            cholesky_solve(L, n, expected)
-            solve_rows(L, n, got)
+            for i in range(n):                  # the row form, one term per pass
+                for p in range(i):
+                    expected[i] -= L[i, p] * expected[p]
+                expected[i] /= L[i, i]
+            for i in range(n - 1, -1, -1):
+                for p in range(i + 1, n):
+                    expected[i] -= L[p, i] * expected[p]
+                expected[i] /= L[i, i]
+            cholesky_solve(L, n, got)
             np.testing.assert_array_equal(got, expected)
             np.testing.assert_array_equal(got[n:], X[n:])
 
