@@ -426,10 +426,10 @@ print(json.dumps(result))
 UNTUNED_PROBLEMS = ("talos_arm_se3", "hyq_walk", "anymal_walk", "kinova_rk4")
 # the second set (round 34), where fixed per-call costs weigh most or the terms differ:
 # small arms over short horizons under RK2 / RK3 with frame translation, rotation and a
-# state barrier, a 2-dof chain's centre of mass under RK4, a long horizon (300 knots),
-# two more quadrupeds' walks and the whole talos on both soles.  ``--problems untuned2``.
-UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk3_barrier", "double_pendulum_com",
-                     "ur10_long", "go1_walk", "solo8_walk", "talos_full_6d")
+# state barrier, a 2-dof chain over 15 knots, a long horizon (300 knots), two more
+# quadrupeds' walks (one in 20 ms knots, 40 knots) and the whole talos on both soles.  ``--problems untuned2``.
+UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk4_barrier", "double_pendulum_short",
+                     "ur10_long", "go1_walk", "a1_walk_short", "talos_full_6d")
 
 
 def problem_tasks(cp, names):
@@ -452,20 +452,21 @@ def problem_tasks(cp, names):
                                                  (0.3, 0.25, 0.25), knots=20, dt=0.03,
                                                  integrator="rk2", keep_orientation=True),
                                    solver="FDDP"),
-        z1_rk3_barrier=lambda: dict(cp.reach_task("z1_rk3_barrier", "z1", "link06",
+        z1_rk4_barrier=lambda: dict(cp.reach_task("z1_rk4_barrier", "z1", "link06",
                                                   (0.25, 0.1, 0.35), knots=30, dt=0.02,
-                                                  integrator="rk3", position_band=0.8),
+                                                  integrator="rk4", position_band=0.8),
                                     solver="FDDP"),
-        double_pendulum_com=lambda: dict(cp.com_task("double_pendulum_com", "double_pendulum",
-                                                     (0.05, 0.0, -0.03), knots=30, dt=0.02,
-                                                     integrator="rk4"), solver="FDDP"),
+        double_pendulum_short=lambda: dict(cp.reach_task(
+            "double_pendulum_short", "double_pendulum", "link2", (0.03, -0.06, 0.12),
+            knots=15, dt=0.02), solver="FDDP"),
         ur10_long=lambda: dict(cp.reach_task("ur10_long", "ur10", "tool0", (0.8, 0.4, 0.5),
                                              knots=300, dt=0.005, keep_orientation=True),
                                solver="FDDP"),
         go1_walk=lambda: dict(cp.walk_task("go1", step_knots=15, support_knots=2, dt=0.01),
                               solver="FDDP"),
-        solo8_walk=lambda: dict(cp.walk_task("solo8", step_knots=10, support_knots=2,
-                                             dt=0.01), solver="FDDP"),
+        a1_walk_short=lambda: dict(cp.walk_task("a1", step_knots=8, support_knots=2,
+                                                dt=0.02), name="a1_walk_short",
+                                   solver="FDDP"),
         talos_full_6d=lambda: dict(cp.talos_task(knots=20, robot="talos_full",
                                                  name="talos_full_6d"), solver="FDDP"))
     return {name: makers[name]() for name in names}
