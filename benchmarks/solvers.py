@@ -11,6 +11,10 @@ placement, 90 knots; hyq and anymal walking with touchdown impulses, 88 knots;
 kinova's 6-dof arm with continuous joints under RK4, 50 knots), with one line per
 problem against Crocoddyl in CPU time (:func:`crocoddyl_lines`: iterations, final
 costs, time per iteration and calc_diff alone), into ``results/solvers_untuned.json``.
+``--problems untuned2`` runs the second such set (:data:`UNTUNED2_PROBLEMS`: small arms
+over short horizons under RK2 / RK4 with frame translation, rotation and a state
+barrier, a 2-dof chain over 15 knots, a 300-knot arm, go1 and a1 walks, the whole talos
+on both soles).
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
