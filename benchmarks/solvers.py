@@ -11,6 +11,10 @@ placement, 90 knots; hyq and anymal walking with touchdown impulses, 88 knots;
 kinova's 6-dof arm with continuous joints under RK4, 50 knots), with one line per
 problem against Crocoddyl in CPU time (:func:`crocoddyl_lines`: iterations, final
 costs, time per iteration and calc_diff alone), into ``results/solvers_untuned.json``.
+``--problems untuned2`` runs the second such set (:data:`UNTUNED2_PROBLEMS`: small arms
+over short horizons under RK2 / RK4 with frame translation, rotation and a state
+barrier, a 2-dof chain over 15 knots, a 300-knot arm, go1 and a1 walks, the whole talos
+on both soles).
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
@@ -424,11 +428,17 @@ print(json.dumps(result))
 # walking one foot at a time with touchdown impulses (88 knots), and a 6-dof arm with
 # continuous joints (nq != nv) under RK4.  ``--problems untuned`` runs them.
 UNTUNED_PROBLEMS = ("talos_arm_se3", "hyq_walk", "anymal_walk", "kinova_rk4")
+# the second set (round 34), where fixed per-call costs weigh most or the terms differ:
+# small arms over short horizons under RK2 / RK3 with frame translation, rotation and a
+# state barrier, a 2-dof chain over 15 knots, a long horizon (300 knots), two more
+# quadrupeds' walks (one in 20 ms knots, 40 knots) and the whole talos on both soles.  ``--problems untuned2``.
+UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk4_barrier", "double_pendulum_short",
+                     "ur10_long", "go1_walk", "a1_walk_short", "talos_full_6d")
 
 
 def problem_tasks(cp, names):
-    """{name: task} of the problems of :data:`EXTRA_PROBLEMS` and :data:`UNTUNED_PROBLEMS`
-    in ``names``, each with the solver that solves it."""
+    """{name: task} of the problems of :data:`EXTRA_PROBLEMS`, :data:`UNTUNED_PROBLEMS` and
+    :data:`UNTUNED2_PROBLEMS` in ``names``, each with the solver that solves it."""
     makers = dict(
         solo12_trot=lambda: dict(cp.trot_task(), solver="FDDP"),
         talos_squat=lambda: _squat_task(cp),
@@ -441,7 +451,28 @@ def problem_tasks(cp, names):
                                               dt=0.01), solver="FDDP"),
         kinova_rk4=lambda: dict(cp.arm_task("kinova_rk4", "kinova", "j2s6s200_end_effector",
                                             (0.5, 0.3, 0.5), knots=50, dt=0.02,
-                                            integrator="rk4"), solver="FDDP"))
+                                            integrator="rk4"), solver="FDDP"),
+        ur3_rk2_short=lambda: dict(cp.reach_task("ur3_rk2_short", "ur3", "tool0",
+                                                 (0.3, 0.25, 0.25), knots=20, dt=0.03,
+                                                 integrator="rk2", keep_orientation=True),
+                                   solver="FDDP"),
+        z1_rk4_barrier=lambda: dict(cp.reach_task("z1_rk4_barrier", "z1", "link06",
+                                                  (0.25, 0.1, 0.35), knots=30, dt=0.02,
+                                                  integrator="rk4", position_band=0.8),
+                                    solver="FDDP"),
+        double_pendulum_short=lambda: dict(cp.reach_task(
+            "double_pendulum_short", "double_pendulum", "link2", (0.03, -0.06, 0.12),
+            knots=15, dt=0.02), solver="FDDP"),
+        ur10_long=lambda: dict(cp.reach_task("ur10_long", "ur10", "tool0", (0.8, 0.4, 0.5),
+                                             knots=300, dt=0.005, keep_orientation=True),
+                               solver="FDDP"),
+        go1_walk=lambda: dict(cp.walk_task("go1", step_knots=15, support_knots=2, dt=0.01),
+                              solver="FDDP"),
+        a1_walk_short=lambda: dict(cp.walk_task("a1", step_knots=8, support_knots=2,
+                                                dt=0.02), name="a1_walk_short",
+                                   solver="FDDP"),
+        talos_full_6d=lambda: dict(cp.talos_task(knots=20, robot="talos_full",
+                                                 name="talos_full_6d"), solver="FDDP"))
     return {name: makers[name]() for name in names}
 
 
@@ -576,9 +607,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--robots", nargs="*", default=list(FRAMES), choices=list(FRAMES))
     parser.add_argument("--problems", nargs="*", default=list(EXTRA_PROBLEMS),
-                        choices=list(EXTRA_PROBLEMS) + list(UNTUNED_PROBLEMS) + ["untuned"],
+                        choices=list(EXTRA_PROBLEMS) + list(UNTUNED_PROBLEMS) +
+                        list(UNTUNED2_PROBLEMS) + ["untuned", "untuned2"],
                         help="the contact problems (solo12 trot FDDP, talos squat BoxFDDP) "
-                             "and the untuned ones (UNTUNED_PROBLEMS; 'untuned': all of them)")
+                             "and the untuned ones (UNTUNED_PROBLEMS, UNTUNED2_PROBLEMS; "
+                             "'untuned', 'untuned2': all of either)")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
@@ -588,9 +621,10 @@ def main(argv=None):
     parser.add_argument("--name", default="solvers",
                         help="the results' file names: NAME.json, NAME.png")
     options = parser.parse_args(argv)
-    if "untuned" in options.problems:
-        options.problems = [p for p in options.problems if p != "untuned"] + [
-            p for p in UNTUNED_PROBLEMS if p not in options.problems]
+    for group, members in (("untuned", UNTUNED_PROBLEMS), ("untuned2", UNTUNED2_PROBLEMS)):
+        if group in options.problems:
+            options.problems = [p for p in options.problems if p != group] + [
+                p for p in members if p not in options.problems]
     threads = [t for t in options.threads if t <= numba.config.NUMBA_NUM_THREADS]
     if 1 not in threads:
         threads.insert(0, 1)

@@ -501,10 +501,28 @@ def _first_call(kernel, cached, key, args):
 def _compiled_entry(kernel, args):
     """The entry point of ``kernel``'s specialization for the types of ``args``
     (compiled or loaded by a call through the dispatcher before); the kernel
-    itself when it is no dispatcher (a ThreadedKernel)."""
+    itself when it is no dispatcher (a ThreadedKernel).
+
+    Remembered under Numba's type fingerprint of ``args`` (as :func:`call_kernel`):
+    typing the arguments through the dispatcher costs 2-5 us each, which a caller that
+    looks its entry up once per solve (the DDP solvers' backward pass, 25 arguments)
+    paid on every solve."""
     if not hasattr(kernel, "overloads"):
         return kernel
-    return kernel.overloads[tuple(kernel.typeof_pyval(x) for x in args)].entry_point
+    try:
+        key = (kernel, compute_fingerprint(args))
+    except NotImplementedError:     # no fingerprint (a ModelRef): typed, not remembered
+        key = None
+    entry = _ENTRY_BY_FINGERPRINT.get(key)
+    if entry is None:
+        entry = kernel.overloads[tuple(kernel.typeof_pyval(x) for x in args)].entry_point
+        if key is not None:
+            _ENTRY_BY_FINGERPRINT[key] = entry
+    return entry
+
+
+# {(kernel, fingerprint of the argument types): compiled entry point} of _compiled_entry
+_ENTRY_BY_FINGERPRINT = {}
 
 
 # {(kernel, fingerprint of the ModelArrays type, fingerprint of the other arguments):

@@ -13,11 +13,17 @@ the same way).
 A task ``{"kind": "terms", ...}`` lists its terms: every running knot has the
 ``running`` costs (scaled by dt, as Crocoddyl's integrated models do), the
 terminal knot the ``terminal`` ones; a cost is ``{"residual": {"kind": ...},
-"activation": {"kind": "quad"} | {"kind": "weighted_quad", "weights": [...]},
-"weight": w}``, a residual one of ``state`` (towards x0), ``control`` (towards
-0), ``frame_placement``, ``frame_velocity`` (LOCAL) and ``com``.  ``integrator``:
+"activation": {"kind": "quad"} | {"kind": "weighted_quad", "weights": [...]} |
+{"kind": "barrier", "lower": [...], "upper": [...]} (Crocoddyl's
+``ActivationModelQuadraticBarrier``), "weight": w}``, a residual one of ``state``
+(towards x0), ``control`` (towards 0), ``frame_placement``, ``frame_translation``,
+``frame_rotation``, ``frame_velocity`` (LOCAL) and ``com``.  ``integrator``:
 ``"euler"`` means Crocoddyl's ``IntegratedActionModelEuler`` (symplectic: v' =
-v + dt a, q' = q (+) dt v') and ``"rk4"`` its ``IntegratedActionModelRK(four)``;
+v + dt a, q' = q (+) dt v') and ``"rk2"``, ``"rk3"``, ``"rk4"`` its
+``IntegratedActionModelRK(two | three | four)`` (Crocoddyl 3.2's RK3 ``Fx`` is off its own
+central differences by ~4e-5 where RK2 and RK4 agree to 3e-9, ours agree: leave RK3 out
+of comparisons of derivatives or iterates; and its free-dynamics running models leave the
+centre of mass stale, so a ``com`` cost compares only on contact dynamics);
 :data:`INTEGRATORS` names the geppetto scheme that has each meaning in this
 branch.  ``contacts``: 6D contacts of the named frames (LOCAL, Baumgarte gains
 Kp, Kd) on a floating base, or None.
@@ -35,7 +41,7 @@ from geppetto.benchmarks.ocp import CROCODDYL_REACHING
 
 # Crocoddyl's integrator -> geppetto's scheme with that meaning, in this branch
 # (issue 13: "euler" becomes Crocoddyl's symplectic Euler; flip this then).
-INTEGRATORS = {"euler": "euler", "rk4": "rk4"}
+INTEGRATORS = {"euler": "euler", "rk2": "rk2", "rk3": "rk3", "rk4": "rk4"}
 TH_STOP = 1e-9
 MAX_ITER = 200
 SUBPROCESS_TIMEOUT_S = 900
@@ -92,10 +98,45 @@ def arm_task(name, robot, frame, target, knots=40, dt=0.02, integrator="euler",
     return task
 
 
-def talos_task(knots=20, dt=0.03):
+def reach_task(name, robot, frame, target, knots=40, dt=0.02, integrator="euler",
+               keep_orientation=False, position_band=None):
+    """An arm (or any fixed-base chain) taking a frame's origin to ``target`` (frame
+    translation cost, running and terminal), with the state regularized by a weighted
+    quadratic (positions 1e-2, velocities 1) and the controls by a quadratic.
+    ``keep_orientation``: also a frame rotation cost towards the frame's orientation
+    at q0.  ``position_band``: a quadratic barrier on the state residual keeping every
+    joint position within +-band of q0 (velocities within +-10 rad/s)."""
+    loaded = gp.robots.load(robot)
+    model = loaded.model
+    q0 = np.asarray(loaded.q0, float)
+    nv = model.nv
+    translation = dict(kind="frame_translation", frame=frame, target=list(target))
+    x_reg = _cost(dict(kind="state"), 1.0, dict(
+        kind="weighted_quad", weights=np.r_[np.full(nv, 1e-2), np.ones(nv)].tolist()))
+    running = [_cost(translation, 1.0), x_reg, _cost(dict(kind="control"), 1e-4)]
+    terminal = [_cost(translation, 1e3), dict(x_reg, weight=10.0)]
+    if keep_orientation:
+        data = model.create_data()
+        gp.dynamics.forward_kinematics(model, data, q0)
+        start = gp.dynamics.frame_placement(model, data, model.frame_id(frame))[0]
+        rotation = dict(kind="frame_rotation", frame=frame, rotation=start.tolist())
+        running.append(_cost(rotation, 1e-1))
+        terminal.append(_cost(rotation, 1e2))
+    if position_band is not None:
+        band = np.r_[np.full(nv, position_band), np.full(nv, 10.0)]
+        barrier = dict(kind="barrier", lower=(-band).tolist(), upper=band.tolist())
+        running.append(_cost(dict(kind="state"), 1e2, barrier))
+        terminal.append(_cost(dict(kind="state"), 1e2, barrier))
+    return dict(kind="terms", name=name, robot=robot, urdf=loaded.urdf_path, free_flyer=False,
+                q0=q0.tolist(), knots=knots, dt=dt, integrator=integrator, contacts=None,
+                running=running, terminal=terminal, control_bounds=None)
+
+
+def talos_task(knots=20, dt=0.03, robot="talos", name="talos_6d"):
     """talos on both soles (6D contacts, LOCAL, Baumgarte Kd = 50) shifting its
-    centre of mass sideways and down."""
-    loaded = gp.robots.load("talos")
+    centre of mass sideways and down (``robot``: "talos" or "talos_full", whose arms,
+    torso and head are actuated too)."""
+    loaded = gp.robots.load(robot)
     model = loaded.model
     q0 = np.asarray(loaded.q0, float)
     com0 = gp.dynamics.center_of_mass(model, model.create_data(), q0)
@@ -104,7 +145,7 @@ def talos_task(knots=20, dt=0.03):
                     np.ones(nv - 6)]
     x_reg = _cost(dict(kind="state"), 1.0, dict(kind="weighted_quad", weights=weights.tolist()))
     com = dict(kind="com", target=(com0 + [0.0, 0.05, -0.05]).tolist())
-    return dict(kind="terms", name="talos_6d", robot="talos", urdf=loaded.urdf_path,
+    return dict(kind="terms", name=name, robot=robot, urdf=loaded.urdf_path,
                 free_flyer=True, q0=q0.tolist(), knots=knots, dt=dt, integrator="euler",
                 contacts=dict(frames=["left_sole_link", "right_sole_link"], Kp=0.0, Kd=50.0),
                 running=[_cost(com, 1e3), x_reg, _cost(dict(kind="control"), 1e-3)],
@@ -147,6 +188,10 @@ def _residual(model, state, nu, spec, x0):
     if kind == "frame_placement":
         return gp.ocp.FramePlacementResidual(model, spec["frame"], spec["rotation"],
                                              spec["translation"])
+    if kind == "frame_translation":
+        return gp.ocp.FrameTranslationResidual(model, spec["frame"], spec["target"])
+    if kind == "frame_rotation":
+        return gp.ocp.FrameRotationResidual(model, spec["frame"], spec["rotation"])
     if kind == "frame_velocity":
         return gp.ocp.FrameVelocityResidual(model, spec["frame"], spec["reference"],
                                             gp.dynamics.LOCAL)
@@ -161,6 +206,9 @@ def _costs(model, state, nu, specs, x0):
         activation = None
         if spec["activation"]["kind"] == "weighted_quad":
             activation = gp.ocp.WeightedQuadratic(np.array(spec["activation"]["weights"]))
+        elif spec["activation"]["kind"] == "barrier":
+            activation = gp.ocp.QuadraticBarrier(np.array(spec["activation"]["lower"]),
+                                                 np.array(spec["activation"]["upper"]))
         out.append(gp.ocp.Cost(_residual(model, state, nu, spec["residual"], x0), activation,
                                weight=spec["weight"]))
     return out
@@ -256,6 +304,12 @@ def residual(state, model, spec, x0, nu):
     if kind == "frame_placement":
         placement = pinocchio.SE3(np.array(spec["rotation"]), np.array(spec["translation"]))
         return crocoddyl.ResidualModelFramePlacement(state, frame, placement, nu)
+    if kind == "frame_translation":
+        return crocoddyl.ResidualModelFrameTranslation(state, frame, np.array(spec["target"]),
+                                                       nu)
+    if kind == "frame_rotation":
+        return crocoddyl.ResidualModelFrameRotation(state, frame, np.array(spec["rotation"]),
+                                                    nu)
     if kind == "frame_velocity":
         return crocoddyl.ResidualModelFrameVelocity(
             state, frame, pinocchio.Motion(np.array(spec["reference"])),
@@ -272,6 +326,9 @@ def cost_sum(state, model, specs, x0, nu):
         if spec["activation"]["kind"] == "weighted_quad":
             activation = crocoddyl.ActivationModelWeightedQuad(
                 np.array(spec["activation"]["weights"]))
+        elif spec["activation"]["kind"] == "barrier":
+            activation = crocoddyl.ActivationModelQuadraticBarrier(crocoddyl.ActivationBounds(
+                np.array(spec["activation"]["lower"]), np.array(spec["activation"]["upper"])))
         else:
             activation = crocoddyl.ActivationModelQuad(r.nr)
         costs.addCost(f"{index}_{spec['residual']['kind']}",
@@ -308,8 +365,10 @@ def terms_problem(task):
                                                                    costs, 0.0, True)
 
     def integrated(dam, dt):
-        if task["integrator"] == "rk4":
-            return crocoddyl.IntegratedActionModelRK(dam, crocoddyl.RKType.four, dt)
+        if task["integrator"] in ("rk2", "rk3", "rk4"):
+            order = dict(rk2=crocoddyl.RKType.two, rk3=crocoddyl.RKType.three,
+                         rk4=crocoddyl.RKType.four)[task["integrator"]]
+            return crocoddyl.IntegratedActionModelRK(dam, order, dt)
         return crocoddyl.IntegratedActionModelEuler(dam, dt)
 
     running_dam = differential(task["running"])

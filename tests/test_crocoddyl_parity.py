@@ -1,11 +1,13 @@
 """Crocoddyl 3.2 as an oracle: the same problem built in both gives the same costs,
 derivatives and solver iterates.
 
-Seven problems (:data:`PROBLEMS`, built from plain data by
+Eight problems (:data:`PROBLEMS`, built from plain data by
 ``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement
 (SE3) with a frame-velocity cost, a quadruped trot with touchdown impulses, a
 biped on 6D contacts, box-limited torques from an infeasible (quasi-static)
-guess, RK4, and another quadruped (hyq) walking one foot at a time.  Compared, at seeded random points: the cost (per knot and in
+guess, RK4, another quadruped (hyq) walking one foot at a time, and a small arm
+under RK2 with frame translation and rotation costs and a quadratic barrier on its
+state.  Compared, at seeded random points: the cost (per knot and in
 total) and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the
 terminal Lx, Lxx) to 1e-10 of max(1, the largest entry); then each problem's solvers
 (FDDP, DDP, BoxFDDP) from the same guess (x0 repeated with quasi-static
@@ -57,6 +59,11 @@ PROBLEMS = {
                                     integrator="rk4"), ("FDDP",), None),
     "hyq_walk": (lambda: cp.walk_task("hyq", step_knots=6, support_knots=2, dt=0.02),
                  ("FDDP",), None),
+    # frame translation and rotation costs, a quadratic barrier on the state, RK2
+    "ur3_rk2_barrier": (lambda: cp.reach_task("ur3_rk2_barrier", "ur3", "tool0",
+                                              (0.3, 0.25, 0.25), knots=10, dt=0.03,
+                                              integrator="rk2", keep_orientation=True,
+                                              position_band=0.3), ("FDDP",), None),
 }
 
 # (problem, comparison) -> why it is expected to fail (a strict xfail: the day it
