@@ -2179,7 +2179,9 @@ class CSQP:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
-                status, converged = "converged", True
+                # the stationarity's max drops a NaN of a row's Jacobian (a converged NaN)
+                status, converged = ("converged", True) if self._derivatives_finite() else \
+                    (NOT_FINITE, False)
                 break
             if out_of_time:
                 status = "time_limit"
