@@ -1,9 +1,11 @@
-"""CSQP on a constraint whose residual returns NaN (rob34, issue 19's bad inputs): the
+"""Bad inputs (rob34, issue 19's outside check).  CSQP on a constraint whose residual
+returns NaN: the
 solve ends at once with the status NOT_FINITE, which names the residual, where it used to
 end at its first QP as "the QP's Hessian is not positive definite" (a status that points
 at the costs).  The rows: user residuals (:class:`geppetto.ocp.NumbaResidual`) on the
 damped double integrator of tests/test_constrained_solver.py."""
 import numpy as np
+import pytest
 
 import geppetto as gp
 from geppetto import ocp
@@ -57,3 +59,21 @@ def test_finite_rows_solve_as_before():
     result = gp.solvers.CSQP(_problem(_nan_jacobian_beyond, [1e9])).solve(max_iter=50)
     assert result.converged, result.status
     assert result.violation <= 1e-8
+
+
+@pytest.mark.parametrize("bounds, match", [
+    ((np.zeros(3), np.ones(4)), r"state_bounds \(lower\): expected a number or shape \(4,\), "
+                                r"got shape \(3,\)"),
+    ((0.0, np.ones((4, 1))), r"state_bounds \(upper\).*got shape \(4, 1\)"),
+    ((0.0,), r"state_bounds: expected \(lower, upper\)"),
+    ((np.zeros(4), 1.0), None)])
+def test_state_bounds_of_a_wrong_shape_are_named(bounds, match):
+    """A StageModel's state bounds of the wrong shape: a ValueError that names the
+    argument (numpy's broadcast error did not); a number or shape (nx,) is accepted."""
+    dynamics = _lq_problem().running_models[0].dynamics
+    if match is None:
+        stage = ocp.StageModel(dynamics, state_bounds=bounds)
+        assert np.array_equal(stage.x_upper, np.ones(4))
+        return
+    with pytest.raises(ValueError, match=match):
+        ocp.StageModel(dynamics, state_bounds=bounds)
