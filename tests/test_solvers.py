@@ -1002,6 +1002,54 @@ def test_cholesky_solve_four_terms_per_pass_is_the_row_form_to_the_bit():
             np.testing.assert_array_equal(got[n:], X[n:])
 
 
+def test_cholesky_factor_four_rows_per_pass_is_the_column_form_to_the_bit():
+    """``cholesky_factor`` (four rows of a column per pass over p) must equal the plain
+    column form, one row at a time (Golub & Van Loan, Alg. 4.2.1), bit for bit: each
+    entry's subtractions in the same order.  Sizes on both sides of each multiple of
+    four, the leading block of a larger matrix, in place (C = A, its strict upper
+    triangle kept), and the same first failing pivot on an indefinite matrix."""
+    from geppetto.dynamics.linalg import cholesky_factor
+    rng = np.random.default_rng(5)
+
+    def column_form(A, n):
+        C = np.zeros((n, n))
+        for j in range(n):
+            s = A[j, j]
+            for p in range(j):
+                s -= C[j, p] * C[j, p]
+            if not s > 0.0:
+                return False, C
+            C[j, j] = np.sqrt(s)
+            for i in range(j + 1, n):
+                s = A[i, j]
+                for p in range(j):
+                    s -= C[i, p] * C[j, p]
+                C[i, j] = s / C[j, j]
+        return True, C
+
+    for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 31, 32, 33):
+        M = rng.normal(size=(n + 3, n + 3))
+        A = M @ M.T + 0.1 * np.eye(n + 3)
+        ok, expected = column_form(A, n)
+        assert ok
+        C = np.full((n + 3, n + 3), 7.0)
+        assert cholesky_factor(A, n, C, 0.0)
+        np.testing.assert_array_equal(np.tril(C[:n, :n]), expected)
+        upper = np.triu(np.ones((n + 3, n + 3), dtype=bool), 1)
+        assert np.all(C[upper] == 7.0) and np.all(C[n:] == 7.0)
+        inplace = A.copy()
+        assert cholesky_factor(inplace, n, inplace, 0.0)
+        np.testing.assert_array_equal(np.tril(inplace[:n, :n]), expected)
+        np.testing.assert_array_equal(np.triu(inplace, 1), np.triu(A, 1))
+        if n >= 6:                              # an indefinite matrix stops at the same pivot
+            bad = A[:n, :n].copy()
+            bad[n - 2, n - 2] = -1.0
+            ok, partial = column_form(bad, n)
+            C = np.zeros((n, n))
+            assert not ok and not cholesky_factor(bad, n, C, 0.0)
+            np.testing.assert_array_equal(np.tril(C[:, :n - 2]), partial[:, :n - 2])
+
+
 def test_backward_pass_stops_at_the_first_knot_whose_quu_is_not_positive_definite():
     """The recursion runs from the last knot down and returns the first knot (from the
     end) whose Quu is not positive definite: the knots after it hold the gains and value
