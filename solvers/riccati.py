@@ -348,8 +348,9 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     _times_c(XV, dt, lie_rows, XVC)
     # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R], symmetric: its lower triangle only
     _lower_product(XVC[:ndx], BRT, BRT[:ndx].T, _last_block_row(ndx), Qxx, ws[2][0])
+    whole = _last_block_row(ndx) == 0          # one call: both triangles, used
     for r in range(ndx):
-        for c in range(min(n, r + 1)):
+        for c in range(n if whole else min(n, r + 1)):
             Qxx[r, c] += FxV[r, c]
     if nu == 1:                                # gemv's bits, as in _q_function
         np.dot(XVC[:ndx], BRu, Qxu)
@@ -402,8 +403,9 @@ def _q_terms(t, F, L, Vx, mu, Qu, Quu, ws):
             Qx[i] += Fx[t, p, i] * vp
         for i in range(nu):
             Qu[t, i] += Fu[t, p, i] * vp
+    whole = _last_block_row(ndx) == 0          # else only Qxx's lower triangle is read
     for i in range(ndx):
-        for j in range(i + 1):                 # Qxx: its lower triangle is read
+        for j in range(ndx if whole else i + 1):
             Qxx[i, j] += Lxx[t, i, j]
         for j in range(nu):
             Qxu[i, j] += Lxu[t, i, j]
@@ -462,11 +464,11 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 
 @inline_kernel
 def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
-    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = Qxx - Qxu K + mu I from the
-    lower triangles of Qxx and Qxu K (both symmetric in exact arithmetic; Qxu K =
-    Qxu Quu^-1 Qxu^T), mirrored: one product of the lower triangle's blocks
-    (:func:`_lower_product`), and Vxx exactly symmetric as before (which averaged the
-    two triangles: the last bits differ)."""
+    """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I.  Up to
+    36 rows (:data:`SYMMETRIC_BLOCK_ROWS`) the whole products and the mean of the two
+    triangles; above, the lower triangles of Qxx and Qxu K (both symmetric in exact
+    arithmetic; Qxu K = Qxu Quu^-1 Qxu^T) mirrored, Qxu K by the lower triangle's
+    blocks (:func:`_lower_product`): the last bits differ from the mean's."""
     Qx, Qxx, Qxu = ws[0][2:5]
     scratch, KT = ws[2]
     ndx, nu = Qxu.shape
@@ -489,7 +491,10 @@ def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
     for i in range(ndx):
         Vxx[t, i, i] = Qxx[i, i] - Vxx[t, i, i] + mu
         for j in range(i):
-            s = Qxx[i, j] - Vxx[t, i, j]
+            if last == 0:                      # both triangles: their mean, as before
+                s = 0.5 * ((Qxx[i, j] - Vxx[t, i, j]) + (Qxx[j, i] - Vxx[t, j, i]))
+            else:
+                s = Qxx[i, j] - Vxx[t, i, j]
             Vxx[t, i, j] = s
             Vxx[t, j, i] = s
 
