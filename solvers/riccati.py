@@ -465,8 +465,8 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 @inline_kernel
 def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
     """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I.  Up to
-    36 rows (:data:`SYMMETRIC_BLOCK_ROWS`) the whole products and the mean of the two
-    triangles; above, the lower triangles of Qxx and Qxu K (both symmetric in exact
+    36 rows (:func:`_last_block_row` 0: one BLAS call) the whole products and the mean
+    of the two triangles, as before; above, the lower triangles of Qxx and Qxu K (both symmetric in exact
     arithmetic; Qxu K = Qxu Quu^-1 Qxu^T) mirrored, Qxu K by the lower triangle's
     blocks (:func:`_lower_product`): the last bits differ from the mean's."""
     Qx, Qxx, Qxu = ws[0][2:5]
