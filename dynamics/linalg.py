@@ -34,12 +34,35 @@ def cholesky_factor(A, n, C, tolerance):
             s -= C[j, p] * C[j, p]
         if not s > 0.0 or s <= tolerance * d:
             return False
-        C[j, j] = np.sqrt(s)
-        for i in range(j + 1, n):
+        cjj = np.sqrt(s)
+        C[j, j] = cjj
+        # the column below the pivot four rows per pass over p: four independent sums
+        # sharing each load of C[j, p] (one chain of dependent subtractions per row
+        # otherwise bounds the loop), each sum's subtractions in the order p = 0, 1, ...
+        # as in one row at a time, so the same bits (n = 32: 1.64 -> 1.24 us, thr34)
+        i = j + 1
+        while i + 4 <= n:
+            s0 = A[i, j]
+            s1 = A[i + 1, j]
+            s2 = A[i + 2, j]
+            s3 = A[i + 3, j]
+            for p in range(j):
+                cjp = C[j, p]
+                s0 -= C[i, p] * cjp
+                s1 -= C[i + 1, p] * cjp
+                s2 -= C[i + 2, p] * cjp
+                s3 -= C[i + 3, p] * cjp
+            C[i, j] = s0 / cjj
+            C[i + 1, j] = s1 / cjj
+            C[i + 2, j] = s2 / cjj
+            C[i + 3, j] = s3 / cjj
+            i += 4
+        while i < n:
             s = A[i, j]
             for p in range(j):
                 s -= C[i, p] * C[j, p]
-            C[i, j] = s / C[j, j]
+            C[i, j] = s / cjj
+            i += 1
     return True
 
 

@@ -942,6 +942,68 @@ def test_euler_block_structure_of_the_backward_pass_gives_the_dense_gains(name):
                                    atol=tolerance * max(1.0, np.abs(dense).max()))
 
 
+@pytest.mark.parametrize("ndx, nu", [(12, 1), (36, 12), (38, 1), (50, 18), (76, 32)])
+def test_backward_pass_value_function_from_the_lower_triangles_matches_numpy(ndx, nu):
+    """Above 36 rows the backward pass computes (Fx^T V') Fx (Euler knots) and Qxu K by
+    the row blocks of their lower triangles (riccati._lower_product) and mirrors Vxx;
+    up to 36 rows the whole products and the mean of the triangles.  Both, dense and
+    Euler-structured (Fx = E + C B, no Lie rows), must give numpy's recursion
+    (Qxx = Lxx + Fx^T V' Fx, ..., Vxx = sym(Qxx - Qxu K) + mu I) to rounding, Vxx
+    exactly symmetric, on a random well-conditioned LQ problem of 5 knots."""
+    from geppetto.solvers.riccati import backward_pass, _lower_product, _last_block_row
+    rng = np.random.default_rng(ndx + nu)
+    N, n, dt, mu = 5, ndx // 2, 0.05, 1e-6
+    B = rng.normal(size=(N, n, ndx)) * 0.3
+    Bu = rng.normal(size=(N, n, nu))
+    Fx = np.zeros((N, ndx, ndx))
+    Fx[:, :n, :n] = np.eye(n)
+    Fx[:, :n] += dt * B
+    Fx[:, n:] = B
+    Fu = np.concatenate([dt * Bu, Bu], axis=1)
+    def spd(m, count):
+        M = rng.normal(size=(count, m, m))
+        return M @ M.transpose(0, 2, 1) / m + np.eye(m)
+    Lxx, Luu = spd(ndx, N + 1), spd(nu, N)
+    Lxu = 0.1 * rng.normal(size=(N, ndx, nu))
+    Lx, Lu = rng.normal(size=(N + 1, ndx)), rng.normal(size=(N, nu))
+    Vx_ref, Vxx_ref, K_ref, k_ref = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx)), [], []
+    Vx_ref[N], Vxx_ref[N] = Lx[N], Lxx[N] + mu * np.eye(ndx)
+    for t in range(N - 1, -1, -1):
+        V = Vxx_ref[t + 1]
+        Qxx = Lxx[t] + Fx[t].T @ V @ Fx[t]
+        Qxu = Lxu[t] + Fx[t].T @ V @ Fu[t]
+        Quu = Luu[t] + Fu[t].T @ V @ Fu[t] + mu * np.eye(nu)
+        Qx, Qu = Lx[t] + Fx[t].T @ Vx_ref[t + 1], Lu[t] + Fu[t].T @ Vx_ref[t + 1]
+        K, k = np.linalg.solve(Quu, Qxu.T), np.linalg.solve(Quu, Qu)
+        Vx_ref[t] = Qx - K.T @ Qu
+        W = Qxx - Qxu @ K
+        Vxx_ref[t] = 0.5 * (W + W.T) + mu * np.eye(ndx)
+        K_ref.insert(0, K)
+        k_ref.insert(0, k)
+    for euler in ((np.zeros(0), np.zeros(0, dtype=np.int64)),
+                  (np.full(N, dt), np.zeros(0, dtype=np.int64))):
+        Vx, Vxx = np.zeros((N + 1, ndx)), np.zeros((N + 1, ndx, ndx))
+        Qu, k, Quuk = np.zeros((N, nu)), np.zeros((N, nu)), np.zeros((N, nu))
+        Quu, K = np.zeros((N, nu, nu)), np.zeros((N, nu, ndx))
+        assert backward_pass(Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, np.zeros((N + 1, ndx)), True, mu,
+                             np.full(N, nu), np.zeros(0, dtype=np.bool_), np.zeros((N, nu)),
+                             np.zeros((N, nu)), np.zeros((N, nu)), Vx, Vxx, Qu, Quu, k, K, Quuk,
+                             euler) < 0
+        np.testing.assert_array_equal(Vxx, Vxx.transpose(0, 2, 1))
+        for got, ref in ((Vxx, Vxx_ref), (Vx, Vx_ref), (K, np.array(K_ref)), (k, np.array(k_ref))):
+            np.testing.assert_allclose(got, ref, rtol=0, atol=1e-11 * np.abs(ref).max())
+    # the helper alone: the lower triangle of A B^T, the upper triangle above the last
+    # block's rows untouched
+    A, Bm = rng.normal(size=(ndx, 7)), rng.normal(size=(ndx, 7))
+    last = _last_block_row(ndx)
+    assert (last == 0) == (ndx <= 36)
+    Q = np.full((ndx, ndx), 3.0)
+    _lower_product(A, Bm, Bm.T.copy(), last, Q, np.empty(ndx * ndx))
+    lower = np.tril(np.ones((ndx, ndx), dtype=bool))
+    np.testing.assert_allclose(Q[lower], (A @ Bm.T)[lower], rtol=0, atol=1e-13 * ndx)
+    np.testing.assert_array_equal(Q[:last][~lower[:last]], 3.0)
+
+
 def test_feed_forward_gain_is_the_one_column_solve_to_the_bit():
     """The backward pass solves k with K, as the last column of [K | k] (one row-form
     sweep of ``cholesky_solve``); each k_t must equal, bit for bit, Quu_t^-1 Qu_t solved
@@ -1000,6 +1062,54 @@ def test_cholesky_solve_four_terms_per_pass_is_the_row_form_to_the_bit():
             cholesky_solve(L, n, got)
             np.testing.assert_array_equal(got, expected)
             np.testing.assert_array_equal(got[n:], X[n:])
+
+
+def test_cholesky_factor_four_rows_per_pass_is_the_column_form_to_the_bit():
+    """``cholesky_factor`` (four rows of a column per pass over p) must equal the plain
+    column form, one row at a time (Golub & Van Loan, Alg. 4.2.1), bit for bit: each
+    entry's subtractions in the same order.  Sizes on both sides of each multiple of
+    four, the leading block of a larger matrix, in place (C = A, its strict upper
+    triangle kept), and the same first failing pivot on an indefinite matrix."""
+    from geppetto.dynamics.linalg import cholesky_factor
+    rng = np.random.default_rng(5)
+
+    def column_form(A, n):
+        C = np.zeros((n, n))
+        for j in range(n):
+            s = A[j, j]
+            for p in range(j):
+                s -= C[j, p] * C[j, p]
+            if not s > 0.0:
+                return False, C
+            C[j, j] = np.sqrt(s)
+            for i in range(j + 1, n):
+                s = A[i, j]
+                for p in range(j):
+                    s -= C[i, p] * C[j, p]
+                C[i, j] = s / C[j, j]
+        return True, C
+
+    for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 31, 32, 33):
+        M = rng.normal(size=(n + 3, n + 3))
+        A = M @ M.T + 0.1 * np.eye(n + 3)
+        ok, expected = column_form(A, n)
+        assert ok
+        C = np.full((n + 3, n + 3), 7.0)
+        assert cholesky_factor(A, n, C, 0.0)
+        np.testing.assert_array_equal(np.tril(C[:n, :n]), expected)
+        upper = np.triu(np.ones((n + 3, n + 3), dtype=bool), 1)
+        assert np.all(C[upper] == 7.0) and np.all(C[n:] == 7.0)
+        inplace = A.copy()
+        assert cholesky_factor(inplace, n, inplace, 0.0)
+        np.testing.assert_array_equal(np.tril(inplace[:n, :n]), expected)
+        np.testing.assert_array_equal(np.triu(inplace, 1), np.triu(A, 1))
+        if n >= 6:                              # an indefinite matrix stops at the same pivot
+            bad = A[:n, :n].copy()
+            bad[n - 2, n - 2] = -1.0
+            ok, partial = column_form(bad, n)
+            C = np.zeros((n, n))
+            assert not ok and not cholesky_factor(bad, n, C, 0.0)
+            np.testing.assert_array_equal(np.tril(C[:, :n - 2]), partial[:, :n - 2])
 
 
 def test_backward_pass_stops_at_the_first_knot_whose_quu_is_not_positive_definite():
