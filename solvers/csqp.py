@@ -495,6 +495,10 @@ def _residuals(blocks, xs, us):
             for i in range(y.shape[1]):
                 value = r[k, index[i]] if kind == 0 else r[k, i]
                 v = max(lower[i] - value, value - upper[i], 0.0)
+                if not np.isfinite(value):
+                    # +inf beside an infinite upper bound gave max(-inf, nan, 0) = 0:
+                    # a row that is not finite is infinitely violated (rev34)
+                    v = np.inf
                 largest = max(largest, v)
                 total += v
     return largest, total

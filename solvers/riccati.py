@@ -466,9 +466,12 @@ def _gains(t, n, ws, Qu, Quu, boxed, us, u_lower, u_upper, k, K):
 def _value_function(t, ws, Qu, Quu, k, K, Quuk, Vx, Vxx, mu):
     """Quuk[t] = Quu k; Vx[t] = Qx - K^T Qu, Vxx[t] = sym(Qxx - Qxu K) + mu I.  Up to
     36 rows (:func:`_last_block_row` 0: one BLAS call) the whole products and the mean
-    of the two triangles, as before; above, the lower triangles of Qxx and Qxu K (both symmetric in exact
-    arithmetic; Qxu K = Qxu Quu^-1 Qxu^T) mirrored, Qxu K by the lower triangle's
-    blocks (:func:`_lower_product`): the last bits differ from the mean's."""
+    of the two triangles, as before; above, the lower triangles of Qxx and Qxu K (both
+    symmetric in exact arithmetic; Qxu K = Qxu Quu^-1 Qxu^T) mirrored, Qxu K by the
+    lower triangle's blocks (:func:`_lower_product`): the last bits differ from the
+    mean's.  Lxx is taken as symmetric (every cost builds it so): above 36 rows its
+    strict upper triangle is not read (rev34: an asymmetric Lxx would give sym(Lxx)
+    below 36 rows and its lower triangle mirrored above)."""
     Qx, Qxx, Qxu = ws[0][2:5]
     scratch, KT = ws[2]
     ndx, nu = Qxu.shape

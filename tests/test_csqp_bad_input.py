@@ -32,13 +32,30 @@ def _nan_jacobian_beyond(x, u, oR, op, J, reference, parameters, r, Rx, Ru, with
         Rx[0, 0] = np.nan if x[0] > parameters[0] else 1.0
 
 
-def _problem(kernel_, parameters):
-    row = ocp.Constraint(ocp.NumbaResidual(1, kernel_, parameters=parameters), -10.0, 10.0)
+@kernel
+def _plus_inf_value(x, u, oR, op, J, reference, parameters, r, Rx, Ru, with_jacobian):
+    """r = +inf (a user residual with a bug), its Jacobian finite."""
+    r[0] = np.inf
+    if with_jacobian:
+        Rx[0, 0] = 1.0
+
+
+def _problem(kernel_, parameters, upper=10.0):
+    row = ocp.Constraint(ocp.NumbaResidual(1, kernel_, parameters=parameters), -10.0, upper)
     return _lq_problem(N=6, stage_constraints=[row], bounded_knots=range(6))
 
 
 def test_nan_residual_at_the_start_is_named():
     result = gp.solvers.CSQP(_problem(_nan_value, [0.0])).solve(max_iter=20)
+    assert result.status == f"{NOT_FINITE} at the start", result.status
+    assert result.iterations == 0 and not result.converged
+
+
+def test_plus_inf_row_of_a_one_sided_inequality_is_named():
+    """lower <= r with r = +inf: max(lower - r, r - inf, 0) is max(-inf, NaN, 0) = 0, so
+    the violation alone called the row satisfied and the solve ended in the line search
+    (rev34); a row that is not finite counts as infinitely violated."""
+    result = gp.solvers.CSQP(_problem(_plus_inf_value, [0.0], upper=np.inf)).solve(max_iter=20)
     assert result.status == f"{NOT_FINITE} at the start", result.status
     assert result.iterations == 0 and not result.converged
 
