@@ -36,7 +36,7 @@ from .config import kernel
 from .model_ref import model_arrays, model_ref
 from .native import PASS_TABLE_TYPE, call_checked, callee_address
 from .validation import (all_finite, UNIT_NORM_TOLERANCE, _VECTORS, _border, _compiled_entry,
-                         _states_are_valid, compute_fingerprint)
+                         _states_are_valid, compute_fingerprint, native_floats)
 
 # The Data's arrays (data.py's fields) and the zero external forces of one state.
 DATA_FIELDS = (
@@ -293,7 +293,7 @@ def one_state(trampoline, kernel_function, model, data, q, v=None, u=None, extra
         fingerprint = compute_fingerprint((q,) if v is None else (q, v, u))
     except Exception:  # a value Numba cannot type: the full path says what is wrong
         return False
-    if fingerprint != _VECTORS[1 if v is None else 3]:
+    if fingerprint != _VECTORS[1 if v is None else 3] or not native_floats(q, v, u):
         return False
     entry = kept.entries.get(trampoline)
     if entry is None:
@@ -324,7 +324,7 @@ def model_one_state(trampoline, kernel_function, model, q, v, out):
         fingerprint = compute_fingerprint((q, v))
     except Exception:  # a value Numba cannot type: the full path says what is wrong
         return False
-    if fingerprint != _VECTORS[2]:
+    if fingerprint != _VECTORS[2] or not native_floats(q, v):
         return False
     entry = kept.entries.get(trampoline)
     if entry is None:

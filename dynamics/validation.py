@@ -262,9 +262,25 @@ def _given_states(model, q, v=None, u=None):
         single, qs, vs, us = False, q, v, u
     else:
         return None
+    if not native_floats(q, v, u):
+        return None
     if not _are_valid(qs, vs, us, border.starts, border.lengths, UNIT_NORM_TOLERANCE):
         return None
     return qs, vs, us, single
+
+
+def native_floats(q, v=None, u=None):
+    """Whether q (and v, u unless None) are of the native float64 dtype.  Numba's type
+    fingerprint does not encode byte order: a big-endian float64 array shares the native
+    one's, and a kernel reached through its entry point (the fast paths keyed by the
+    fingerprint) would read its bytes as native (rev34: rnea 1e-60 instead of 9.1); such
+    an array takes the checking path, which converts it.  An identity test per array
+    (numpy's native float64 dtype is one object)."""
+    return q.dtype is _NATIVE_FLOAT64 and (v is None or (
+        v.dtype is _NATIVE_FLOAT64 and (u is None or u.dtype is _NATIVE_FLOAT64)))
+
+
+_NATIVE_FLOAT64 = np.dtype(np.float64)
 
 
 def as_configurations(model, q, name="q", batch=None):
