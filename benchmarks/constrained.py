@@ -1,7 +1,8 @@
 """ALDDP and ProxDDP (augmented-Lagrangian DDPs) beside IPOPT on constrained reaching tasks.
 
     python -m geppetto.benchmarks.constrained [--robots ur5 panda] [--knots 100]
-                                              [--tasks plane stiff vbound torque untuned2 untuned3]
+                                              [--tasks plane stiff vbound torque untuned2 untuned3
+                                                       untuned4]
                                               [--solvers ALDDP ProxDDP] [--repeats 3]
                                               [--casadi] [--no-csqp] [--out DIR]
 
@@ -31,6 +32,14 @@ control regularization):
   non-convex row), double_pendulum "swingup" (torque bounds too weak to lift it, a
   terminal state equality), ur3 "start_bound" (a state bound active at x0) and ur5
   "barely" (a reach in 0.3 s under torque bounds).  No mim_solvers rows for them.
+- ``untuned4`` (or one of its names; as ``untuned3``): the tasks of round rob34,
+  :func:`untuned4`: free-flyer state bounds (solo12 "knees"), a trot with an impulse,
+  hard cones and torque bounds (a1 "trot"), 6D contacts and a centre-of-mass box (talos
+  "com_box"), a terminal rotation and a tool speed bound (panda "tool_speed"), many
+  binding joint boxes over 200 knots (ur10 "joint_box"), a path equality (kinova
+  "on_plane"), RK4 over 250 knots (z1 "rk4"), an MPC-sized horizon (ur5 "mpc", 15 knots),
+  an infeasible row (ur5 "unreachable") and duplicate / dependent rows (panda
+  "degenerate").  No mim_solvers rows for them.
 
 Starts: ``cold`` (xs = [x0] * (N + 1), us quasi-static) and ``fddp`` (FDDP's
 unconstrained optimum).  Solvers: ours in :data:`SOLVERS` (ALDDP, ProxDDP, CSQP; default
@@ -578,6 +587,218 @@ def untuned3(task, knots=None):
     raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED3)}")
 
 
+# Tasks on robots and constraint kinds nobody had run (round rob34, issue 19's outside
+# check): task name -> robot.  Each horizon is the task's own: :func:`untuned4`.
+UNTUNED4 = {"knees": "solo12", "trot": "a1", "com_box": "talos", "tool_speed": "panda",
+            "joint_box": "ur10", "on_plane": "kinova", "rk4": "z1", "mpc": "ur5",
+            "unreachable": "ur5", "degenerate": "panda"}
+SOLO_FEET = ("FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT")
+A1_FEET = ("FL_foot", "FR_foot", "RL_foot", "RR_foot")
+SOLO_KNEE_RANGE = 0.2       # rad about q0; FDDP's knees move 0.30-0.48 to lower the CoM
+A1_EFFORT_SCALE = 0.5       # of the URDF's 33.5 N m; FDDP's peaks 19.7 and 18.7
+# ur10's joints, about q0 (rad): about 3/4 of FDDP's excursions on joints 0-4 (0.35, -1.61,
+# 2.12, -0.63, 0.47), so that five of the six boxes bind over the arc
+UR10_JOINT_BOX = (np.array([-0.05, -1.2, -0.05, -0.47, -0.05, -0.05]),
+                  np.array([0.26, 0.05, 1.59, 0.05, 0.36, 0.05]))
+TOOL_SPEED = 0.5            # m/s per world axis, panda's hand; the turn 0.4 rad about z
+Z1_EFFORT_SCALE = 0.5       # of the URDF limits (15 / 30 N m; FDDP's joint 2 peaks at 16.8)
+MPC_EFFORT_SCALE = 0.6      # of ur5's URDF limits (FDDP's shoulder peaks at 146 > 90)
+
+
+def _solo_knees(knots):
+    dynamics, x0, com, shift, costs, cones = quadruped_com_shift(
+        "solo12", SOLO_FEET, (0.02, 0.02, -0.05), 0.7)
+    lower, upper = np.full(dynamics.state.nx, -np.inf), np.full(dynamics.state.nx, np.inf)
+    knees = 7 + 3 * np.arange(4) + 2            # q: base (7), then HAA, HFE, KFE per leg
+    lower[knees], upper[knees] = x0[knees] - SOLO_KNEE_RANGE, x0[knees] + SOLO_KNEE_RANGE
+    running = gp.ocp.StageModel(dynamics, costs, [gp.ocp.Constraint(c, *c.bounds) for c in cones],
+                                dt=0.02, integrator="semi_implicit_euler",
+                                state_bounds=(lower, upper))
+    terminal = gp.ocp.TerminalModel(dynamics.state, [gp.ocp.Cost(shift, weight=1e4), costs[1]])
+    return gp.ocp.ShootingProblem(x0, [running] * knots, terminal)
+
+
+def _a1_trot(knots):
+    robot = gp.robots.load("a1")
+    model = robot.model
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    data = model.create_data()
+    gp.dynamics.forward_kinematics(model, data, robot.q0)
+    ground = {f: gp.dynamics.frame_placement(model, data, model.frame_id(f))[1]
+              for f in A1_FEET}
+    state = gp.ocp.StateMultibody(model)
+    weights = np.r_[np.full(6, 10.0), np.full(model.nv - 6, 1.0), np.full(model.nv, 0.1)]
+    x_reg = gp.ocp.Cost(gp.ocp.StateResidual(state, x0), gp.ocp.WeightedQuadratic(weights))
+    u_reg = gp.ocp.Cost(gp.ocp.ControlResidual(model.nv - 6), weight=1e-3)
+    step = {f: gp.ocp.FrameTranslationResidual(model, f, ground[f] + [0.05, 0.0, 0.05])
+            for f in ("FR_foot", "RL_foot")}
+
+    def costs(phase):
+        if phase.impulse:
+            return [x_reg]
+        return [x_reg, u_reg] + [gp.ocp.Cost(step[f], weight=1e3)
+                                 for f in set(A1_FEET) - set(phase.feet)]
+    stance, swing = max(knots // 5, 1), max(knots // 2, 1)
+    gait = [(A1_FEET, stance), (("FL_foot", "RR_foot"), swing),
+            (A1_FEET, max(knots - stance - swing, 1))]
+    stages, _ = gp.ocp.gait_stages(model, gait, costs, dt=0.02, Kd=20.0,
+                                   integrator="semi_implicit_euler")
+    limit = A1_EFFORT_SCALE * np.asarray(model.effort_limit[6:], float)
+    # gait_stages' costs only: each phase's stage again with its hard friction pyramids
+    # (mu 0.5) and the torque bounds (the impulse stage has no controls)
+    hard = {}
+    for stage in stages:
+        if id(stage) not in hard and not isinstance(stage.dynamics, gp.ocp.ImpulseDynamics):
+            cones = [gp.ocp.FrictionConeResidual(stage.dynamics, f, 0.5)
+                     for f in stage.dynamics.constraints.names]
+            hard[id(stage)] = gp.ocp.StageModel(
+                stage.dynamics, stage.costs, [gp.ocp.Constraint(c, *c.bounds) for c in cones],
+                dt=stage.dt, integrator=stage.integrator.scheme, control_bounds=(-limit, limit))
+    return gp.ocp.ShootingProblem(x0, [hard.get(id(s), s) for s in stages],
+                                  gp.ocp.TerminalModel(state, [x_reg]))
+
+
+def _talos_com_box(knots):
+    robot = gp.robots.load("talos")
+    model = robot.model
+    contacts = [gp.dynamics.contact_6d(model, sole, reference=gp.dynamics.LOCAL_WORLD_ALIGNED,
+                                       Kd=20.0) for sole in ("left_sole_link", "right_sole_link")]
+    dynamics = gp.ocp.ContactDynamics(model, contacts)
+    x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+    com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0).copy()
+    target = gp.ocp.CenterOfMassResidual(model, com + np.array([0.03, 0.0, -0.1]))
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(model.nv - 6, 1.0),
+                    np.full(model.nv, 0.1)]
+    costs = [gp.ocp.Cost(target, weight=1e2),
+             gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0),
+                         gp.ocp.WeightedQuadratic(weights)),
+             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
+    box = gp.ocp.Constraint(gp.ocp.CenterOfMassResidual(model, com), [-0.02, -0.02, -0.05],
+                            [0.015, 0.02, 0.0])
+    running = gp.ocp.StageModel(dynamics, costs, [box], dt=0.03,
+                                integrator="semi_implicit_euler")
+    terminal = gp.ocp.TerminalModel(dynamics.state, [gp.ocp.Cost(target, weight=1e4),
+                                                     costs[1]], [box])
+    return gp.ocp.ShootingProblem(x0, [running] * knots, terminal)
+
+
+def untuned4(task, knots=None):
+    """The problem of task ``task`` of :data:`UNTUNED4` (its robot is the task's):
+
+    - "knees" (solo12 on its four point feet, 40 knots of 20 ms): the centre of mass
+      (2, 2, -5) cm from its start (:func:`quadruped_com_shift`), hard friction pyramids
+      mu = 0.7, the knees within :data:`SOLO_KNEE_RANGE` of q0 (state bounds of a
+      free-flyer state);
+    - "trot" (a1, 20 knots of 20 ms and a touchdown impulse, :func:`gait_stages`): a
+      diagonal step (two feet 5 cm forward and up), hard pyramids mu = 0.5 on the stance
+      feet, the torques within :data:`A1_EFFORT_SCALE` of the URDF limits;
+    - "com_box" (talos, two 6D sole contacts, 30 knots of 30 ms): the centre of mass to
+      (3, 0, -10) cm from its start inside the box (-2..1.5, -2..2, -5..0) cm about it on
+      every knot (x and z bind);
+    - "tool_speed" (panda, 100 knots of 10 ms): the hand to (0.3, -0.25, -0.2) from its
+      start and turned 0.4 rad about z at the last knot (position and rotation
+      equalities), its linear velocity within :data:`TOOL_SPEED` per axis on every knot;
+    - "joint_box" (ur10, 200 knots of 10 ms): untuned2's "orient" target, every joint in
+      :data:`UR10_JOINT_BOX` about q0 (state bounds, five binding over the arc);
+    - "on_plane" (kinova, 100 knots of 10 ms): the tool on its start's height on every
+      knot (a path equality) to (-0.2, 0.25, 0) from its start;
+    - "rk4" (z1, 250 knots of 4 ms, RK4): untuned2's z1 target with the torques within
+      :data:`Z1_EFFORT_SCALE` of the URDF limits;
+    - "mpc" (ur5, 15 knots of 25 ms): :data:`nlp.TARGET` at rest (terminal position and
+      spatial velocity equalities) with the torques within :data:`MPC_EFFORT_SCALE` of the
+      URDF limits;
+    - "unreachable" (ur5, 50 knots): the tool at z >= 1.5 m at the last knot, above its
+      reach: infeasible;
+    - "degenerate" (panda, 100 knots): :func:`reaching`'s plane on knots 50..89 twice
+      (duplicate rows), the terminal position equality, the same again as a Constraint
+      of lower = upper on z, and z <= target (an inequality on an equality's row).
+
+    ``knots``: another horizon of the same knot duration.
+    """
+    if task == "knees":
+        return _solo_knees(knots or 40)
+    if task == "trot":
+        return _a1_trot(knots or 20)
+    if task == "com_box":
+        return _talos_com_box(knots or 30)
+    if task == "tool_speed":
+        robot = gp.robots.load("panda")
+        model, frame = robot.model, "panda_hand_tcp"
+        start_rotation, start = _tool_position(model, frame, robot.q0)
+        c, s = np.cos(0.4), np.sin(0.4)
+        turned = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ start_rotation
+        speed = gp.ocp.Constraint(gp.ocp.FrameVelocityResidual(
+            model, frame, reference_frame="LOCAL_WORLD_ALIGNED"),
+            [-TOOL_SPEED] * 3 + [-np.inf] * 3, [TOOL_SPEED] * 3 + [np.inf] * 3)
+        rotation = gp.ocp.Constraint(gp.ocp.FrameRotationResidual(model, frame, turned), 0.0,
+                                     0.0)
+        return _reach("panda", frame, start + np.array([0.3, -0.25, -0.2]), knots or 100, DT,
+                      [speed], [rotation])
+    if task == "joint_box":
+        robot = gp.robots.load("ur10")
+        _, start = _tool_position(robot.model, "tool0", robot.q0)
+        nx = robot.model.nq + robot.model.nv
+        lower, upper = np.full(nx, -np.inf), np.full(nx, np.inf)
+        lower[:6], upper[:6] = robot.q0 + UR10_JOINT_BOX[0], robot.q0 + UR10_JOINT_BOX[1]
+        return _reach("ur10", "tool0", start + np.asarray(UNTUNED2_OFFSETS["ur10"]),
+                      knots or 200, DT, state_bounds=(lower, upper))
+    if task == "on_plane":
+        robot = gp.robots.load("kinova")
+        model, frame = robot.model, UNTUNED2_TOOLS["kinova"]
+        _, start = _tool_position(model, frame, robot.q0)
+        plane = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(
+            model, frame, [0, 0, start[2]], axes=[2]), 0.0, 0.0)
+        return _reach("kinova", frame, start + np.array([-0.2, 0.25, 0.0]), knots or 100, DT,
+                      [plane])
+    if task == "rk4":
+        robot = gp.robots.load("z1")
+        model, frame = robot.model, UNTUNED2_TOOLS["z1"]
+        _, start = _tool_position(model, frame, robot.q0)
+        dynamics = gp.ocp.FreeDynamics(model)
+        state, nu = dynamics.state, dynamics.nu
+        x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
+        reach = gp.ocp.FrameTranslationResidual(model, frame,
+                                                start + np.asarray(UNTUNED2_OFFSETS["z1"]))
+        costs = [gp.ocp.Cost(reach), gp.ocp.Cost(gp.ocp.StateResidual(state, x0), weight=1e-2),
+                 gp.ocp.Cost(gp.ocp.ControlResidual(nu), weight=1e-4)]
+        limit = Z1_EFFORT_SCALE * np.asarray(model.effort_limit, float)
+        stage = gp.ocp.StageModel(dynamics, costs, dt=0.004, integrator="rk4",
+                                  control_bounds=(-limit, limit))
+        terminal = gp.ocp.TerminalModel(state, [gp.ocp.Cost(reach, weight=1e3), costs[1]],
+                                        [gp.ocp.Constraint(reach, 0.0, 0.0)])
+        return gp.ocp.ShootingProblem(x0, [stage] * (knots or 250), terminal)
+    if task == "mpc":
+        model = gp.robots.load("ur5").model
+        limit = MPC_EFFORT_SCALE * np.asarray(model.effort_limit, float)
+        rest = gp.ocp.Constraint(gp.ocp.FrameVelocityResidual(
+            model, "tool0", reference_frame="LOCAL_WORLD_ALIGNED"), 0.0, 0.0)
+        return _reach("ur5", "tool0", nlp.TARGET, knots or 15, 0.025, terminal_rows=[rest],
+                      control_bounds=(-limit, limit))
+    if task == "unreachable":
+        robot = gp.robots.load("ur5")
+        _, start = _tool_position(robot.model, "tool0", robot.q0)
+        high = gp.ocp.Constraint(gp.ocp.FrameTranslationResidual(
+            robot.model, "tool0", [0, 0, 1.5], axes=[2]), 0.0, np.inf)
+        return _reach("ur5", "tool0", start + np.array([0.1, 0.1, 0.1]), knots or 50, DT,
+                      terminal_rows=[high])
+    if task == "degenerate":
+        model, frame = gp.robots.load("panda").model, "panda_hand_tcp"
+        reach = gp.ocp.FrameTranslationResidual(model, frame, nlp.TARGET)
+        plane = gp.ocp.FrameTranslationResidual(model, frame, [0, 0, PLANE_Z], axes=[2])
+        twice = [gp.ocp.Constraint(plane, 0.0, np.inf), gp.ocp.Constraint(plane, 0.0, np.inf)]
+        terminal = [gp.ocp.Constraint(reach, [-np.inf, -np.inf, 0.0], [np.inf, np.inf, 0.0]),
+                    gp.ocp.Constraint(reach, -np.inf, 0.0)]
+        knots = knots or 100
+        free = _reach("panda", frame, nlp.TARGET, knots, DT, terminal_rows=terminal)
+        plain = free.running_models[0]
+        held = gp.ocp.StageModel(plain.dynamics, plain.costs, twice, dt=DT,
+                                 integrator="semi_implicit_euler")
+        first, last = knots // 2, int(0.9 * knots)
+        return gp.ocp.ShootingProblem(free.x0, [held if first <= k < last else plain
+                                                for k in range(knots)], free.terminal_model)
+    raise ValueError(f"unknown task {task!r}: expected one of {sorted(UNTUNED4)}")
+
+
 # mim_solvers' SolverCSQP's row label (ours is "CSQP")
 MIM_CSQP = "CSQP (mim_solvers)"
 
@@ -688,6 +909,8 @@ def run(robot, task, knots, repeats, casadi, ipopt=True, csqp=True, csqp_max_ite
         problem = untuned2(task, knots)
     elif task in UNTUNED3:
         problem = untuned3(task)
+    elif task in UNTUNED4:
+        problem = untuned4(task)
     elif task in UNTUNED:
         problem = untuned(robot, knots, task)
     else:
@@ -804,8 +1027,9 @@ def main():
     parser.add_argument("--robots", nargs="+", default=["ur5", "panda"])
     parser.add_argument("--tasks", nargs="+", default=["plane", "stiff"],
                         choices=["plane", "stiff", "nlp"] + list(UNTUNED) + list(UNTUNED2) +
-                        list(UNTUNED3) + ["untuned2", "untuned3"], help="untuned2 / untuned3: "
-                        "every task of UNTUNED2 / UNTUNED3, each on its own robot (--robots "
+                        list(UNTUNED3) + list(UNTUNED4) + ["untuned2", "untuned3", "untuned4"],
+                        help="untuned2 / untuned3 / untuned4: every task of UNTUNED2 / "
+                        "UNTUNED3 / UNTUNED4, each on its own robot (--robots "
                         "does not apply to them)")
     parser.add_argument("--knots", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
@@ -828,9 +1052,9 @@ def main():
     info = machine()
     print(describe_machine(info))
     rows = []
-    sets = {"untuned2": UNTUNED2, "untuned3": UNTUNED3}
+    sets = {"untuned2": UNTUNED2, "untuned3": UNTUNED3, "untuned4": UNTUNED4}
     tasks = [t for name in args.tasks for t in sets.get(name, [name])]
-    own = dict(UNTUNED2, **UNTUNED3)            # task -> its robot
+    own = dict(UNTUNED2, **UNTUNED3, **UNTUNED4)        # task -> its robot
     runs = [(robot, task) for robot in args.robots for task in tasks if task not in own]
     runs += [(own[task], task) for task in dict.fromkeys(tasks) if task in own]
     for robot, task in runs:

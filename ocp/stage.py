@@ -200,8 +200,16 @@ def _state_bounds(bounds, nx):
     """(lower (nx,), upper (nx,)) from (lower, upper) or None (unbounded)."""
     if bounds is None:
         return np.full(nx, -np.inf), np.full(nx, np.inf)
-    lower = np.broadcast_to(np.asarray(bounds[0], float), (nx,)).copy()
-    upper = np.broadcast_to(np.asarray(bounds[1], float), (nx,)).copy()
+    try:
+        lower, upper = (np.asarray(bound, float) for bound in bounds)
+    except (TypeError, ValueError):
+        raise ValueError("state_bounds: expected (lower, upper) of numbers") from None
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if bound.shape not in ((), (1,), (nx,)):
+            # numpy's broadcast error named no argument (rob34)
+            raise ValueError(f"state_bounds ({name}): expected a number or shape ({nx},), "
+                             f"got shape {bound.shape}")
+    lower, upper = np.broadcast_to(lower, (nx,)).copy(), np.broadcast_to(upper, (nx,)).copy()
     if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
         raise ValueError("state_bounds: NaN, or lower above upper")
     return lower, upper

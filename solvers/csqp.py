@@ -386,6 +386,11 @@ def _checked_restoration(restoration):
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
+# a NaN or inf in a constraint row's value or Jacobian or in the cost's derivatives: the
+# QP cannot be formed (without this test the solve ended at the first QP, whose
+# factorization failed, as "the QP's Hessian is not positive definite": a status that
+# points at the costs' curvature, not at the residual; rob34)
+NOT_FINITE = "a constraint row or the cost is not finite (NaN or inf)"
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
@@ -2111,6 +2116,11 @@ class CSQP:
         except KERNEL_ERRORS as error:
             return self._result(xs, us, np.nan, 0, False, "the dynamics failed at the "
                                 f"start ({type(error).__name__})", np.inf, history)
+        # the values only (a NaN derivative fails the first QP, which names it): the
+        # derivatives' scan costs 16-61 us a call on untuned4's tasks (0.7 % of a1 "trot")
+        if not (math.isfinite(cost) and math.isfinite(violation_sum)):
+            return self._result(xs, us, cost, 0, False, f"{NOT_FINITE} at the start",
+                                np.inf, history, (gap, violation))
         self._start_z()
         self._fresh = True
         self._certified = False     # no QP of this solve certified yet
@@ -2170,7 +2180,9 @@ class CSQP:
             stop = _stationarity(self.typed_blocks, F, L, *self.zeros, self.lam, ax, au,
                                 False)[0]
             if stop <= self.th_stop and gap <= self.th_gaps and violation <= self.th_constraint:
-                status, converged = "converged", True
+                # the stationarity's max drops a NaN of a row's Jacobian (a converged NaN)
+                status, converged = ("converged", True) if self._derivatives_finite() else \
+                    (NOT_FINITE, False)
                 break
             if out_of_time:
                 status = "time_limit"
@@ -2185,7 +2197,8 @@ class CSQP:
                 np.array([max(POLISH_EPS[0], min(POLISH_EPS_CAP, POLISH_FORCING * kkt)), 0.0])
             qp_iterations, prim, solved, polished = self._solve_qp()
             if qp_iterations < 0:
-                status = "the QP's Hessian is not positive definite"
+                status = "the QP's Hessian is not positive definite" if \
+                    self._derivatives_finite() else NOT_FINITE
                 break
             unsolvable = not (solved or polished) and prim >= INFEASIBLE_RATIO * violation
             stuck = stuck + 1 if unsolvable and violation >= 0.5 * last_violation else 0
@@ -2359,6 +2372,16 @@ class CSQP:
                 restore, beaten = "crawling", max(gap, violation)
         return self._result(xs, us, cost, iteration, converged, status, stop, history,
                             (gap, violation) if evaluated else None)
+
+    def _derivatives_finite(self):
+        """Whether the rows' values and Jacobians and the cost's derivatives at the last
+        evaluation (DIFF) are all finite: a residual that returns NaN is reported as such,
+        not as a QP that failed (the values alone miss a NaN Jacobian: a violation
+        max(l - r, r - h, 0) drops a NaN)."""
+        problem = self.problem
+        arrays = [problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu]
+        arrays += [a for item in self.items for a in item[2:5]]
+        return all(np.isfinite(a).all() for a in arrays)
 
     def _armijo(self, trial_merit, merit, step, slope):
         """Whether a trial's l1 merit passes the Armijo test of the step ``step`` along a
