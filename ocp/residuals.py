@@ -26,6 +26,7 @@ from contextvars import ContextVar
 import numpy as np
 from numba import prange
 
+from ..dynamics.borrowed import frame_empty, frame_empty_int
 from ..dynamics.config import inline_kernel, kernel, parallel_kernel
 from ..dynamics.liegroup_derivatives import (_N_SCRATCH, _difference_stack, _lie_jacobians,
                                               _scratch, _se3_jr_inverse, _so3_jr_inverse)
@@ -328,15 +329,20 @@ def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobi
     :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
     for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
-        R = np.empty((3, 3))
-        p = np.empty(3)
-        Rrel = np.empty((3, 3))
-        xi = np.empty(6)
-        S = np.empty((_N_SCRATCH, 3, 3))
-        W = np.empty((6, 6))
-        J3 = np.empty((3, m.nv))
+        # fixed scratch in the stack frame; the Jacobian rows (nv wide) one allocation,
+        # J3 its first three rows (each use zeroes it first)
+        R = frame_empty((3, 3))
+        p = frame_empty(3)
+        Rrel = frame_empty((3, 3))
+        xi = frame_empty(6)
+        S = frame_empty((_N_SCRATCH, 3, 3))
+        W = frame_empty((6, 6))
         J6 = np.empty((6, m.nv))
-        rows_t, rows_r, rows_p = np.arange(3), np.arange(3, 6), np.arange(6)
+        J3 = J6[:3]
+        rows_p = frame_empty_int(6)
+        for a in range(6):
+            rows_p[a] = a
+        rows_t, rows_r = rows_p[:3], rows_p[3:]
         start, stop = _chunk_knots(chunk, K)
         for k in range(start, stop):
             _frame_pose(oR, op, k, joint, fR, fp, R, p)
