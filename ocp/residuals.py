@@ -328,16 +328,19 @@ def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobi
     """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot (in
     :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
-        # fixed scratch in the stack frame; the Jacobian rows (nv wide) one allocation,
-        # J3 its first three rows (each use zeroes it first)
+    n_chunks = (K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK
+    # the chunks' local Jacobian rows (nv wide), one allocation per call
+    rows_J = np.empty((n_chunks, 6, m.nv))
+    for chunk in prange(n_chunks):
+        # fixed scratch in the stack frame; J3 the first three rows of J6 (each use
+        # zeroes it first)
         R = frame_empty((3, 3))
         p = frame_empty(3)
         Rrel = frame_empty((3, 3))
         xi = frame_empty(6)
         S = frame_empty((_N_SCRATCH, 3, 3))
         W = frame_empty((6, 6))
-        J6 = np.empty((6, m.nv))
+        J6 = rows_J[chunk]
         J3 = J6[:3]
         rows_p = frame_empty_int(6)
         for a in range(6):
@@ -568,9 +571,12 @@ class FramePlacementResidual(_FrameResidual):
 def _com_residual(m, oR, op, J, ref, with_jacobian, r, Rx):
     K = r.shape[0]
     Y, parents, idx_v, nvs = m.inertia, m.parents, m.idx_v, m.nvs
+    # the knots' subtree masses and first moments, two allocations per call (not per knot)
+    masses = np.zeros((K, m.njoints))
+    moments = np.zeros((K, m.njoints, 3))
     for k in prange(K):
-        mass = np.zeros(m.njoints)
-        h = np.zeros((m.njoints, 3))
+        mass = masses[k]
+        h = moments[k]
         for i in range(1, m.njoints):
             mass[i] = Y[i, 0, 0]
             h0, h1, h2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
@@ -730,11 +736,14 @@ def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, wi
     """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot
     (in :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
-        R = np.empty((3, 3))
-        p = np.empty(3)
-        work = np.empty((4, 6))
-        ov = np.empty((joint + 1, 6))
+    n_chunks = (K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK
+    # the chunks' world velocities of the joints up to ``joint``, one allocation per call
+    velocities = np.empty((n_chunks, joint + 1, 6))
+    for chunk in prange(n_chunks):
+        R = frame_empty((3, 3))
+        p = frame_empty(3)
+        work = frame_empty((4, 6))
+        ov = velocities[chunk]
         start, stop = _chunk_knots(chunk, K)
         for k in range(start, stop):
             ov[:, :] = 0.0
