@@ -350,6 +350,7 @@ def test_horizon_evaluation_allocations_do_not_grow_with_knots():
         problem, _ = reaching.reaching_problem(robot.model, "tool0", TARGET, robot.q0,
                                                knots=knots)
         xs, us = _point(problem, robot.model, 3)
+        problem.calc_diff(xs, us)         # builds the one-call evaluation (one thread)
         evaluation = problem.horizon_evaluation
         assert evaluation is not None
         for mode in (fused.CALC, fused.DIFF):
