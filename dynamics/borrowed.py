@@ -91,3 +91,60 @@ def borrowed_model(m):
                        borrowed(m.gravity), borrowed(m.armature), borrowed(m.dof_parent),
                        borrowed(m.dof_joint), borrowed(m.frame_joint), borrowed(m.frame_R),
                        borrowed(m.frame_p))
+
+
+def _literal_dims(dims):
+    """The ints of ``dims`` (an integer literal or a tuple of them), or None."""
+    if isinstance(dims, types.IntegerLiteral):
+        return (dims.literal_value,)
+    if isinstance(dims, types.BaseTuple) and len(dims) > 0 and all(
+            isinstance(t, types.IntegerLiteral) for t in dims.types):
+        return tuple(t.literal_value for t in dims.types)
+    return None
+
+
+def _frame_array(dtype):
+    """An intrinsic: the C-contiguous ``dtype`` array of a literal shape in the calling
+    function's stack frame (see :func:`frame_empty`)."""
+
+    def typer(typingctx, dims):
+        shape = _literal_dims(dims)
+        if shape is None or any(n <= 0 for n in shape):
+            return None    # (retyped with literals; a non-literal shape does not type)
+        array = types.Array(dtype, len(shape), "C")
+
+        def codegen(context, builder, signature, arguments):
+            element = context.get_data_type(dtype)
+            itemsize = context.get_abi_sizeof(element)
+            size = 1
+            for n in shape:
+                size *= n
+            # in the function's entry block: one slot per call, not one per loop trip
+            data = cgutils.alloca_once(builder, element, size=size)
+            strides, stride = [], itemsize
+            for n in reversed(shape):
+                strides.insert(0, stride)
+                stride *= n
+            intp = context.get_value_type(types.intp)
+            view = make_array(array)(context, builder)
+            populate_array(view, data=data,
+                           shape=[intp(n) for n in shape], strides=[intp(s) for s in strides],
+                           itemsize=context.get_constant(types.intp, itemsize),
+                           meminfo=None, parent=None)
+            return view._getvalue()
+
+        return array(dims), codegen
+
+    return intrinsic(prefer_literal=True)(typer)
+
+
+frame_empty = _frame_array(types.float64)
+frame_empty.__doc__ = """``np.empty(shape)`` (float64) for a kernel's scratch of a literal
+shape (an int or a tuple of ints written in the source), in the calling function's stack
+frame: no NRT allocation, no free, no memory owner (a null meminfo, as :func:`borrowed`).
+Valid until the calling function returns: it must not be returned or stored.  Uninitialized
+as np.empty.  A kernel's small fixed scratch (placements, 6x6 blocks) allocated with
+np.empty cost an NRT allocation and free per call (per chunk of knots in loops), the fixed
+cost of a small problem's compiled horizon evaluation (issue 16)."""
+frame_empty_int = _frame_array(types.int64)
+frame_empty_int.__doc__ = """:func:`frame_empty` of int64."""

@@ -7,6 +7,7 @@ algorithms.  Shapes: ``q (K, nq)``, ``v, a (K, nv)``, placements ``R (K, n, 3,
 """
 import numpy as np
 
+from .borrowed import frame_empty
 from .config import inline_kernel, kernel
 from .joints import compose, placements
 from .one_state import (_center_of_mass_one, _forward_kinematics_one, _frame_jacobian_one,
@@ -65,9 +66,9 @@ def _fk_state(m, q, v, a, order, liR, lip, oR, op, vel, acc, XR, Xp, w6):
 
 @kernel
 def _forward_kinematics(m, q, v, a, order, liR, lip, oR, op, vel, acc):
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
-    w6 = np.empty((3, 6))
+    XR = frame_empty((1, 3, 3))
+    Xp = frame_empty((1, 3))
+    w6 = frame_empty((3, 6))
     for k in range(q.shape[0]):
         vel[k, 0, :] = 0.0
         acc[k, 0, :] = 0.0
@@ -174,8 +175,8 @@ def local_motions(m, oR, op, ov, oa_gf, vel, acc, oa):
 
 @kernel
 def _compute_joint_jacobians(m, q, liR, lip, oR, op, J):
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
+    XR = frame_empty((1, 3, 3))
+    Xp = frame_empty((1, 3))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
         joint_jacobians_state(m, oR[k], op[k], J[k])
@@ -213,8 +214,8 @@ def express_jacobian(m, joint, J, R, p, f, reference, out):
 
 @kernel
 def _frame_jacobian(m, q, frame, reference, liR, lip, oR, op, oRf, opf, J, out):
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
+    XR = frame_empty((1, 3, 3))
+    Xp = frame_empty((1, 3))
     joint = m.frame_joint[frame]
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
@@ -275,8 +276,8 @@ def com_jacobian(m, k, J, mass, com, Jcom):
 @kernel
 def _center_of_mass(m, q, with_jacobian, liR, lip, oR, op, J, mass, com, Jcom):
     """Subtree masses and centres of mass; with_jacobian: also Jcom (3, nv)."""
-    XR = np.empty((1, 3, 3))
-    Xp = np.empty((1, 3))
+    XR = frame_empty((1, 3, 3))
+    Xp = frame_empty((1, 3))
     for k in range(q.shape[0]):
         placements(m, q[k], XR, Xp, liR[k], lip[k], oR[k], op[k])
         subtree_mass_and_com(m, oR[k], op[k], mass[k], com[k])

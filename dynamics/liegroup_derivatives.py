@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from .borrowed import frame_empty
 from .config import kernel
 from .liegroups import difference_state
 from .model import FREE_FLYER, PLANAR, SPHERICAL
@@ -293,7 +294,7 @@ def _lie_jacobians(m, tangent, which, sign, scale, out, xi, W, S):
 
 @kernel
 def _difference_stack(m, q0, q1, out):
-    s4, t4, s3 = np.empty(4), np.empty(4), np.empty(3)
+    s4, t4, s3 = frame_empty(4), frame_empty(4), frame_empty(3)
     for k in range(q0.shape[0]):
         difference_state(m, q0[k], q1[k], out[k], s4, t4, s3)
 

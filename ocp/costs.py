@@ -362,9 +362,11 @@ def _accumulate_rows(weight, a, a_r, A_rr, Rx, Ru, cost, Lx, Lu, Lxx, Luu, Lxu, 
     K, nr = a_r.shape
     ndx = Rx.shape[2]
     nu = Ru.shape[2]
+    # the chunks' column-index scratch, one allocation per call (not two per chunk)
+    columns = np.empty((n_chunks, ndx + nu), dtype=np.int64)
     for chunk in prange(n_chunks):
-        cx = np.empty(ndx, dtype=np.int64)
-        cu = np.empty(nu, dtype=np.int64)
+        cx = columns[chunk, :ndx]
+        cu = columns[chunk, ndx:]
         for k in range(chunk * K // n_chunks, (chunk + 1) * K // n_chunks):
             cost[k] += weight[k] * a[k]
             if not with_derivatives:

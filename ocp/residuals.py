@@ -26,6 +26,7 @@ from contextvars import ContextVar
 import numpy as np
 from numba import prange
 
+from ..dynamics.borrowed import frame_empty, frame_empty_int
 from ..dynamics.config import inline_kernel, kernel, parallel_kernel
 from ..dynamics.liegroup_derivatives import (_N_SCRATCH, _difference_stack, _lie_jacobians,
                                               _scratch, _se3_jr_inverse, _so3_jr_inverse)
@@ -327,69 +328,87 @@ def _frame_residual(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobi
     """kind 0: translation (3), 1: rotation (3), 2: placement (6), for every knot (in
     :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
-        R = np.empty((3, 3))
-        p = np.empty(3)
-        Rrel = np.empty((3, 3))
-        xi = np.empty(6)
-        S = np.empty((_N_SCRATCH, 3, 3))
-        W = np.empty((6, 6))
-        J3 = np.empty((3, m.nv))
-        J6 = np.empty((6, m.nv))
-        rows_t, rows_r, rows_p = np.arange(3), np.arange(3, 6), np.arange(6)
+    n_chunks = (K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK
+    # the chunks' local Jacobian rows (nv wide), one allocation per call
+    rows_J = np.empty((n_chunks, 6, m.nv))
+    for chunk in prange(n_chunks):
         start, stop = _chunk_knots(chunk, K)
-        for k in range(start, stop):
-            _frame_pose(oR, op, k, joint, fR, fp, R, p)
-            if kind == 0:
-                for a in range(3):
-                    r[k, a] = p[a] - ref_p[k, a]
-                if with_jacobian:
-                    # LOCAL_WORLD_ALIGNED linear rows: R J_local[:3]
-                    Jl = J3
-                    Jl[:, :] = 0.0
-                    _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_t)
-                    for a in range(3):
-                        for c in range(m.nv):
-                            Rx[k, a, c] = R[a, 0] * Jl[0, c] + R[a, 1] * Jl[1, c] + \
-                                R[a, 2] * Jl[2, c]
-                continue
-            # relative placement M_ref^-1 M_f
+        _frame_residual_knots(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian,
+                              r, Rx, rows_J[chunk], start, stop)
+
+
+@kernel
+def _frame_residual_knots(m, oR, op, J, joint, fR, fp, kind, ref_R, ref_p, with_jacobian,
+                          r, Rx, J6, start, stop):
+    """The knots start .. stop - 1 of :func:`_frame_residual` (one chunk), J6 (6, nv)
+    its scratch.  A function of its own so that its fixed scratch lives in its stack
+    frame (:func:`~geppetto.dynamics.borrowed.frame_empty` needs literal shapes, which
+    the parallel loop's outlined body does not keep)."""
+    # fixed scratch in the stack frame; J3 the first three rows of J6 (each use
+    # zeroes it first)
+    R = frame_empty((3, 3))
+    p = frame_empty(3)
+    Rrel = frame_empty((3, 3))
+    xi = frame_empty(6)
+    S = frame_empty((_N_SCRATCH, 3, 3))
+    W = frame_empty((6, 6))
+    J3 = J6[:3]
+    rows_p = frame_empty_int(6)
+    for a in range(6):
+        rows_p[a] = a
+    rows_t, rows_r = rows_p[:3], rows_p[3:]
+    for k in range(start, stop):
+        _frame_pose(oR, op, k, joint, fR, fp, R, p)
+        if kind == 0:
             for a in range(3):
-                xi[a] = 0.0
-                for b in range(3):
-                    xi[a] += ref_R[k, b, a] * (p[b] - ref_p[k, b])
-                    s = 0.0
-                    for c in range(3):
-                        s += ref_R[k, c, a] * R[c, b]
-                    Rrel[a, b] = s
-            _rotation_log(Rrel, xi, 3)
-            if kind == 1:
-                for a in range(3):
-                    r[k, a] = xi[3 + a]
-                if with_jacobian:
-                    Jl = J3
-                    Jl[:, :] = 0.0
-                    _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_r)
-                    _so3_jr_inverse(xi, 3, 1.0, S, 0)
-                    for a in range(3):
-                        for c in range(m.nv):
-                            Rx[k, a, c] = S[0, a, 0] * Jl[0, c] + S[0, a, 1] * Jl[1, c] + \
-                                S[0, a, 2] * Jl[2, c]
-                continue
-            _se3_log_translation(xi, S)
-            for a in range(6):
-                r[k, a] = xi[a]
+                r[k, a] = p[a] - ref_p[k, a]
             if with_jacobian:
-                Jl = J6
+                # LOCAL_WORLD_ALIGNED linear rows: R J_local[:3]
+                Jl = J3
                 Jl[:, :] = 0.0
-                _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_p)
-                _se3_jr_inverse(xi, 1.0, W, S)
-                for a in range(6):
+                _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_t)
+                for a in range(3):
                     for c in range(m.nv):
-                        s = 0.0
-                        for b in range(6):
-                            s += W[a, b] * Jl[b, c]
-                        Rx[k, a, c] = s
+                        Rx[k, a, c] = R[a, 0] * Jl[0, c] + R[a, 1] * Jl[1, c] + \
+                            R[a, 2] * Jl[2, c]
+            continue
+        # relative placement M_ref^-1 M_f
+        for a in range(3):
+            xi[a] = 0.0
+            for b in range(3):
+                xi[a] += ref_R[k, b, a] * (p[b] - ref_p[k, b])
+                s = 0.0
+                for c in range(3):
+                    s += ref_R[k, c, a] * R[c, b]
+                Rrel[a, b] = s
+        _rotation_log(Rrel, xi, 3)
+        if kind == 1:
+            for a in range(3):
+                r[k, a] = xi[3 + a]
+            if with_jacobian:
+                Jl = J3
+                Jl[:, :] = 0.0
+                _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_r)
+                _so3_jr_inverse(xi, 3, 1.0, S, 0)
+                for a in range(3):
+                    for c in range(m.nv):
+                        Rx[k, a, c] = S[0, a, 0] * Jl[0, c] + S[0, a, 1] * Jl[1, c] + \
+                            S[0, a, 2] * Jl[2, c]
+            continue
+        _se3_log_translation(xi, S)
+        for a in range(6):
+            r[k, a] = xi[a]
+        if with_jacobian:
+            Jl = J6
+            Jl[:, :] = 0.0
+            _local_jacobian(m, J, k, joint, R, p, Jl, 0, rows_p)
+            _se3_jr_inverse(xi, 1.0, W, S)
+            for a in range(6):
+                for c in range(m.nv):
+                    s = 0.0
+                    for b in range(6):
+                        s += W[a, b] * Jl[b, c]
+                    Rx[k, a, c] = s
 
 
 @kernel
@@ -562,9 +581,12 @@ class FramePlacementResidual(_FrameResidual):
 def _com_residual(m, oR, op, J, ref, with_jacobian, r, Rx):
     K = r.shape[0]
     Y, parents, idx_v, nvs = m.inertia, m.parents, m.idx_v, m.nvs
+    # the knots' subtree masses and first moments, two allocations per call (not per knot)
+    masses = np.zeros((K, m.njoints))
+    moments = np.zeros((K, m.njoints, 3))
     for k in prange(K):
-        mass = np.zeros(m.njoints)
-        h = np.zeros((m.njoints, 3))
+        mass = masses[k]
+        h = moments[k]
         for i in range(1, m.njoints):
             mass[i] = Y[i, 0, 0]
             h0, h1, h2 = Y[i, 5, 1], Y[i, 3, 2], Y[i, 4, 0]
@@ -724,27 +746,38 @@ def _frame_velocity_residual(m, oR, op, J, vs, joint, fR, fp, reference, ref, wi
     """r = velocity of the frame (fR, fp) of ``joint`` in ``reference`` - ref, every knot
     (in :data:`_KNOTS_PER_CHUNK` chunks, the same arithmetic per knot)."""
     K = r.shape[0]
-    for chunk in prange((K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK):
-        R = np.empty((3, 3))
-        p = np.empty(3)
-        work = np.empty((4, 6))
-        ov = np.empty((joint + 1, 6))
+    n_chunks = (K + _KNOTS_PER_CHUNK - 1) // _KNOTS_PER_CHUNK
+    # the chunks' world velocities of the joints up to ``joint``, one allocation per call
+    velocities = np.empty((n_chunks, joint + 1, 6))
+    for chunk in prange(n_chunks):
         start, stop = _chunk_knots(chunk, K)
-        for k in range(start, stop):
-            ov[:, :] = 0.0
-            _frame_pose(oR, op, k, joint, fR, fp, R, p)
-            # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
-            for i in range(1, joint + 1):
-                for a in range(6):
-                    s = ov[m.parents[i], a]
-                    for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
-                        s += J[k, a, c] * vs[k, c]
-                    ov[i, a] = s
-            _express_motion(reference, R, p, ov[joint], work[0])
+        _frame_velocity_knots(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
+                              r, Rx, velocities[chunk], start, stop)
+
+
+@kernel
+def _frame_velocity_knots(m, oR, op, J, vs, joint, fR, fp, reference, ref, with_jacobian,
+                          r, Rx, ov, start, stop):
+    """The knots start .. stop - 1 of :func:`_frame_velocity_residual` (one chunk), ov
+    (joint + 1, 6) its scratch (a function of its own: see :func:`_frame_residual_knots`)."""
+    R = frame_empty((3, 3))
+    p = frame_empty(3)
+    work = frame_empty((4, 6))
+    for k in range(start, stop):
+        ov[:, :] = 0.0
+        _frame_pose(oR, op, k, joint, fR, fp, R, p)
+        # world velocities ov_i = ov_parent + J_i v_i of the joints up to ``joint``
+        for i in range(1, joint + 1):
             for a in range(6):
-                r[k, a] = work[0, a] - ref[k, a]
-            if with_jacobian:
-                _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work)
+                s = ov[m.parents[i], a]
+                for c in range(m.idx_v[i], m.idx_v[i] + m.nvs[i]):
+                    s += J[k, a, c] * vs[k, c]
+                ov[i, a] = s
+        _express_motion(reference, R, p, ov[joint], work[0])
+        for a in range(6):
+            r[k, a] = work[0, a] - ref[k, a]
+        if with_jacobian:
+            _frame_velocity_columns(m, J, k, joint, reference, R, p, ov, Rx, work)
 
 
 class FrameVelocityResidual(_FrameResidual):
