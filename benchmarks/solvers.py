@@ -429,9 +429,10 @@ print(json.dumps(result))
 # continuous joints (nq != nv) under RK4.  ``--problems untuned`` runs them.
 UNTUNED_PROBLEMS = ("talos_arm_se3", "hyq_walk", "anymal_walk", "kinova_rk4")
 # the second set (round 34), where fixed per-call costs weigh most or the terms differ:
-# small arms over short horizons under RK2 / RK3 with frame translation, rotation and a
+# small arms over short horizons under RK2 / RK4 with frame translation, rotation and a
 # state barrier, a 2-dof chain over 15 knots, a long horizon (300 knots), two more
-# quadrupeds' walks (one in 20 ms knots, 40 knots) and the whole talos on both soles.  ``--problems untuned2``.
+# quadrupeds' walks (one in 20 ms knots, 40 knots) and the whole talos on both soles.
+# ``--problems untuned2`` runs them.
 UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk4_barrier", "double_pendulum_short",
                      "ur10_long", "go1_walk", "a1_walk_short", "talos_full_6d")
 
