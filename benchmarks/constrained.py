@@ -416,15 +416,23 @@ def quadruped_com_shift(name, feet, shift, mu):
     dynamics = gp.ocp.ContactDynamics(model, contacts)
     x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
     com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0)
-    residual = gp.ocp.CenterOfMassResidual(model, com + np.asarray(shift))
-    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(model.nv - 6, 1.0),
-                    np.full(model.nv, 0.1)]
-    costs = [gp.ocp.Cost(residual, weight=1e2),
-             gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0),
-                         gp.ocp.WeightedQuadratic(weights)),
-             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
+    residual, costs = com_shift_costs(model, dynamics, x0, com + np.asarray(shift))
     cones = [gp.ocp.FrictionConeResidual(dynamics, foot, mu) for foot in feet]
     return dynamics, x0, com, residual, costs, cones
+
+
+def com_shift_costs(model, dynamics, x0, target):
+    """(the centre-of-mass residual to ``target``, the costs of a floating-base robot
+    moving its centre of mass there: the residual 1e2, the state about x0 weighted
+    0 / 10 / 1 / 0.1 on base position / base orientation / joints / velocities, the
+    controls 1e-3): :func:`quadruped_com_shift`'s and talos "com_box"'s."""
+    residual = gp.ocp.CenterOfMassResidual(model, target)
+    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(model.nv - 6, 1.0),
+                    np.full(model.nv, 0.1)]
+    return residual, [gp.ocp.Cost(residual, weight=1e2),
+                      gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0),
+                                  gp.ocp.WeightedQuadratic(weights)),
+                      gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
 
 
 def _go1_cones():
@@ -666,13 +674,7 @@ def _talos_com_box(knots):
     dynamics = gp.ocp.ContactDynamics(model, contacts)
     x0 = np.concatenate([robot.q0, np.zeros(model.nv)])
     com = gp.dynamics.center_of_mass(model, model.create_data(), robot.q0).copy()
-    target = gp.ocp.CenterOfMassResidual(model, com + np.array([0.03, 0.0, -0.1]))
-    weights = np.r_[np.zeros(3), np.full(3, 10.0), np.full(model.nv - 6, 1.0),
-                    np.full(model.nv, 0.1)]
-    costs = [gp.ocp.Cost(target, weight=1e2),
-             gp.ocp.Cost(gp.ocp.StateResidual(dynamics.state, x0),
-                         gp.ocp.WeightedQuadratic(weights)),
-             gp.ocp.Cost(gp.ocp.ControlResidual(dynamics.nu), weight=1e-3)]
+    target, costs = com_shift_costs(model, dynamics, x0, com + np.array([0.03, 0.0, -0.1]))
     box = gp.ocp.Constraint(gp.ocp.CenterOfMassResidual(model, com), [-0.02, -0.02, -0.05],
                             [0.015, 0.02, 0.0])
     running = gp.ocp.StageModel(dynamics, costs, [box], dt=0.03,
