@@ -197,22 +197,16 @@ def _check_terms(costs, constraints, multibody, terminal):
 
 
 def _state_bounds(bounds, nx):
-    """(lower (nx,), upper (nx,)) from (lower, upper) or None (unbounded)."""
+    """(lower (nx,), upper (nx,)) from (lower, upper) or None (unbounded), checked as the
+    control bounds are (:func:`~geppetto.dynamics.validation.as_bounds`: shapes, NaN,
+    lower <= upper, each error naming the argument)."""
     if bounds is None:
         return np.full(nx, -np.inf), np.full(nx, np.inf)
     try:
-        lower, upper = (np.asarray(bound, float) for bound in bounds)
+        lower, upper = bounds
     except (TypeError, ValueError):
         raise ValueError("state_bounds: expected (lower, upper) of numbers") from None
-    for name, bound in (("lower", lower), ("upper", upper)):
-        if bound.shape not in ((), (1,), (nx,)):
-            # numpy's broadcast error named no argument (rob34)
-            raise ValueError(f"state_bounds ({name}): expected a number or shape ({nx},), "
-                             f"got shape {bound.shape}")
-    lower, upper = np.broadcast_to(lower, (nx,)).copy(), np.broadcast_to(upper, (nx,)).copy()
-    if np.any(np.isnan(lower)) or np.any(np.isnan(upper)) or np.any(lower > upper):
-        raise ValueError("state_bounds: NaN, or lower above upper")
-    return lower, upper
+    return as_bounds(lower, upper, nx, "state_bounds")
 
 
 class StageModel:
