@@ -347,8 +347,9 @@ def _q_function_euler(t, dt, lie_rows, F, Vxx, Quu, ws, blocks):
     # (Fx^T V) C and (Fu^T V) C: columns dt X[:, q] + X[:, v], then X's Lie columns
     _times_c(XV, dt, lie_rows, XVC)
     # (Fx^T V) Fx = (Fx^T V) E + (Fx^T V) C [B; R], symmetric: its lower triangle only
-    _lower_product(XVC[:ndx], BRT, BRT[:ndx].T, _last_block_row(ndx), Qxx, ws[2][0])
-    whole = _last_block_row(ndx) == 0          # one call: both triangles, used
+    last = _last_block_row(ndx)
+    _lower_product(XVC[:ndx], BRT, BRT[:ndx].T, last, Qxx, ws[2][0])
+    whole = last == 0                          # one call: both triangles, used
     for r in range(ndx):
         for c in range(n if whole else min(n, r + 1)):
             Qxx[r, c] += FxV[r, c]
