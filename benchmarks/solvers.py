@@ -501,7 +501,7 @@ def problem_tasks(cp, names):
                                                        "base_link"), solver="FDDP"),
         anymal_three_feet=lambda: dict(cp.stance_task("anymal_three_feet", "anymal",
                                                       lifted=3), solver="FDDP"),
-        a1_box_stance=lambda: dict(cp.stance_task("a1_box_stance", "a1", torque_limit=1.2),
+        a1_box_stance=lambda: dict(cp.stance_task("a1_box_stance", "a1", torque_limit=1.05),
                                    solver="BoxFDDP"),
         talos_one_foot=lambda: dict(cp.one_foot_task(), solver="FDDP"))
     return {name: makers[name]() for name in names}
