@@ -17,7 +17,7 @@ barrier, a 2-dof chain over 15 knots, a 300-knot arm, go1 and a1 walks, the whol
 on both soles); ``--problems untuned3`` the third (:data:`UNTUNED3_PROBLEMS`: frame
 velocity towards a twist with weighted control regularization on arms over 5, 40 (RK4) and
 300 knots, a free-flyer in free fall, quadrupeds on 3D point contacts, one under control
-bounds with BoxFDDP, talos on one sole).
+bounds with BoxFDDP, bolt on its two point feet, talos on one sole).
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
@@ -443,11 +443,12 @@ UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk4_barrier", "double_pendulum_short",
 # control regularization (kinova over 5 knots, ur10 under RK4, z1 over 300 knots with a
 # state barrier), a free-flyer without contacts (solo12 in free fall turning its base),
 # quadrupeds on 3D point contacts (anymal on three feet lifting the fourth, a1 on four
-# feet under control bounds, BoxFDDP) and talos on one sole (6D) lifting the other.
+# feet under control bounds, BoxFDDP), a biped on two point feet (bolt) and talos on one
+# sole (6D) lifting the other.
 # ``--problems untuned3`` runs them.
 UNTUNED3_PROBLEMS = ("kinova_velocity_5", "ur10_rk4_velocity", "z1_long_barrier",
                      "solo12_free_fall", "anymal_three_feet", "a1_box_stance",
-                     "talos_one_foot")
+                     "talos_one_foot", "bolt_two_feet")
 
 
 def problem_tasks(cp, names):
@@ -503,7 +504,10 @@ def problem_tasks(cp, names):
                                                       lifted=3), solver="FDDP"),
         a1_box_stance=lambda: dict(cp.stance_task("a1_box_stance", "a1", torque_limit=1.05),
                                    solver="BoxFDDP"),
-        talos_one_foot=lambda: dict(cp.one_foot_task(), solver="FDDP"))
+        talos_one_foot=lambda: dict(cp.one_foot_task(), solver="FDDP"),
+        bolt_two_feet=lambda: dict(cp.stance_task("bolt_two_feet", "bolt", knots=30,
+                                                  com_shift=(0.0, 0.02, -0.02)),
+                                   solver="FDDP"))
     return {name: makers[name]() for name in names}
 
 
