@@ -1,7 +1,7 @@
 """Crocoddyl 3.2 as an oracle: the same problem built in both gives the same costs,
 derivatives and solver iterates.
 
-Thirteen problems (:data:`PROBLEMS`, built from plain data by
+Fourteen problems (:data:`PROBLEMS`, built from plain data by
 ``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement
 (SE3) with a frame-velocity cost, a quadruped trot with touchdown impulses, a
 biped on 6D contacts, box-limited torques from an infeasible (quasi-static)
@@ -9,7 +9,7 @@ guess, RK4, another quadruped (hyq) walking one foot at a time, a small arm
 under RK2 with frame translation and rotation costs and a quadratic barrier on its
 state, an arm following a twist (frame velocity, weighted control regularization), a
 free-flyer in free fall, quadrupeds on 3D point contacts (three feet; four under control
-bounds) and talos on one sole.  Compared, at seeded random points: the cost (per knot and in
+bounds), bolt on its two point feet and talos on one sole.  Compared, at seeded random points: the cost (per knot and in
 total) and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the
 terminal Lx, Lxx) to 1e-10 of max(1, the largest entry); then each problem's solvers
 (FDDP, DDP, BoxFDDP) from the same guess (x0 repeated with quasi-static
@@ -83,6 +83,9 @@ PROBLEMS = {
     # one 6D contact, the other sole raised (frame placement), the centre of mass over the
     # support
     "talos_one_foot": (lambda: cp.one_foot_task("talos_one_foot", knots=8), ("FDDP",), None),
+    # a biped on its two 3D point feet
+    "bolt_two_feet": (lambda: cp.stance_task("bolt_two_feet", "bolt", knots=10,
+                                             com_shift=(0.0, 0.02, -0.02)), ("FDDP",), None),
 }
 
 # (problem, comparison) -> why it is expected to fail (a strict xfail: the day it
