@@ -218,11 +218,11 @@ def floating_task(name, robot, frame, turn=0.3, knots=30, dt=0.02):
 
 def stance_task(name, robot, lifted=None, knots=25, dt=0.02, com_shift=(0.02, 0.02, -0.02),
                 torque_limit=None):
-    """A legged robot (a quadruped, bolt) standing on its feet's 3D point contacts
-    (LOCAL, Baumgarte Kd = 50) moving its centre of mass by ``com_shift``; ``lifted``: the
-    foot (an index of its contact frames) left free and raised 5 cm (frame translation
-    cost), the others in contact.  The state regularized towards x0 (base pose 10, joints 1, velocities 1e-1
-    weighted), the controls by a quadratic.  ``torque_limit``: symmetric control bounds,
+    """A legged robot (a quadruped, bolt) standing on its feet's 3D point contacts (LOCAL,
+    Baumgarte Kd = 50) moving its centre of mass by ``com_shift``; ``lifted``: the foot (an
+    index of its contact frames) left free and raised 5 cm (frame translation cost), the
+    others in contact. The state regularized towards x0 (base pose 10, joints 1, velocities
+    1e-1 weighted), the controls by a quadratic. ``torque_limit``: symmetric control bounds,
     that fraction of the largest quasi-static torque at q0 standing on every foot."""
     loaded = gp.robots.load(robot)
     model = loaded.model

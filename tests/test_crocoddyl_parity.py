@@ -2,20 +2,19 @@
 derivatives and solver iterates.
 
 Fourteen problems (:data:`PROBLEMS`, built from plain data by
-``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement
-(SE3) with a frame-velocity cost, a quadruped trot with touchdown impulses, a
-biped on 6D contacts, box-limited torques from an infeasible (quasi-static)
-guess, RK4, another quadruped (hyq) walking one foot at a time, a small arm
-under RK2 with frame translation and rotation costs and a quadratic barrier on its
-state, an arm following a twist (frame velocity, weighted control regularization), a
-free-flyer in free fall, quadrupeds on 3D point contacts (three feet; four under control
-bounds), bolt on its two point feet and talos on one sole.  Compared, at seeded random
-points: the cost (per knot and in total) and every ``calc_diff`` output (Fx, Fu, Lx,
-Lu, Lxx, Luu, Lxu, the terminal Lx, Lxx) to 1e-10 of max(1, the largest entry); then each problem's solvers
-(FDDP, DDP, BoxFDDP) from the same guess (x0 repeated with quasi-static
-controls; talos from a guess with gaps at every knot): iterations within +-1
-and the final cost to 1e-8 relative, and the reported cost is the cost of the
-final iterate.
+``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement (SE3) with
+a frame-velocity cost, a quadruped trot with touchdown impulses, a biped on 6D contacts,
+box-limited torques from an infeasible (quasi-static) guess, RK4, another quadruped
+(hyq) walking one foot at a time, a small arm under RK2 with frame translation and
+rotation costs and a quadratic barrier on its state, an arm following a twist (frame
+velocity, weighted control regularization), a free-flyer in free fall, quadrupeds on 3D
+point contacts (three feet; four under control bounds), bolt on its two point feet and
+talos on one sole. Compared, at seeded random points: the cost (per knot and in total)
+and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the terminal Lx, Lxx) to
+1e-10 of max(1, the largest entry); then each problem's solvers (FDDP, DDP, BoxFDDP)
+from the same guess (x0 repeated with quasi-static controls; talos from a guess with
+gaps at every knot): iterations within +-1 and the final cost to 1e-8 relative, and the
+reported cost is the cost of the final iterate.
 
 Crocoddyl runs in its own pinned environment
 (:mod:`geppetto.benchmarks.crocoddyl_env`), once for the whole module (one
