@@ -14,7 +14,10 @@ costs, time per iteration and calc_diff alone), into ``results/solvers_untuned.j
 ``--problems untuned2`` runs the second such set (:data:`UNTUNED2_PROBLEMS`: small arms
 over short horizons under RK2 / RK4 with frame translation, rotation and a state
 barrier, a 2-dof chain over 15 knots, a 300-knot arm, go1 and a1 walks, the whole talos
-on both soles).
+on both soles); ``--problems untuned3`` the third (:data:`UNTUNED3_PROBLEMS`: frame
+velocity towards a twist with weighted control regularization on arms over 5, 40 (RK4) and
+300 knots, a free-flyer in free fall, quadrupeds on 3D point contacts, one under control
+bounds with BoxFDDP, bolt on its two point feet, talos on one sole).
 
 The contact problems are built on both sides from one description
 (``tests/crocoddyl_problems.py``, so a source checkout): the solo12 trot is
@@ -435,11 +438,23 @@ UNTUNED_PROBLEMS = ("talos_arm_se3", "hyq_walk", "anymal_walk", "kinova_rk4")
 # ``--problems untuned2`` runs them.
 UNTUNED2_PROBLEMS = ("ur3_rk2_short", "z1_rk4_barrier", "double_pendulum_short",
                      "ur10_long", "go1_walk", "a1_walk_short", "talos_full_6d")
+# the third set (round 35), residuals, dynamics and horizons no earlier set had: a LOCAL
+# frame-velocity cost towards a non-zero twist with a terminal frame rotation and weighted
+# control regularization (kinova over 5 knots, ur10 under RK4, z1 over 300 knots with a
+# state barrier), a free-flyer without contacts (solo12 in free fall turning its base),
+# quadrupeds on 3D point contacts (anymal on three feet lifting the fourth, a1 on four
+# feet under control bounds, BoxFDDP), a biped on two point feet (bolt) and talos on one
+# sole (6D) lifting the other.
+# ``--problems untuned3`` runs them.
+UNTUNED3_PROBLEMS = ("kinova_velocity_5", "ur10_rk4_velocity", "z1_long_barrier",
+                     "solo12_free_fall", "anymal_three_feet", "a1_box_stance",
+                     "talos_one_foot", "bolt_two_feet")
 
 
 def problem_tasks(cp, names):
-    """{name: task} of the problems of :data:`EXTRA_PROBLEMS`, :data:`UNTUNED_PROBLEMS` and
-    :data:`UNTUNED2_PROBLEMS` in ``names``, each with the solver that solves it."""
+    """{name: task} of the problems of :data:`EXTRA_PROBLEMS`, :data:`UNTUNED_PROBLEMS`,
+    :data:`UNTUNED2_PROBLEMS` and :data:`UNTUNED3_PROBLEMS` in ``names``, each with the
+    solver that solves it."""
     makers = dict(
         solo12_trot=lambda: dict(cp.trot_task(), solver="FDDP"),
         talos_squat=lambda: _squat_task(cp),
@@ -473,7 +488,26 @@ def problem_tasks(cp, names):
                                                 dt=0.02), name="a1_walk_short",
                                    solver="FDDP"),
         talos_full_6d=lambda: dict(cp.talos_task(knots=20, robot="talos_full",
-                                                 name="talos_full_6d"), solver="FDDP"))
+                                                 name="talos_full_6d"), solver="FDDP"),
+        kinova_velocity_5=lambda: dict(cp.velocity_task(
+            "kinova_velocity_5", "kinova", "j2s6s200_end_effector",
+            (0.1, 0.0, 0.05, 0.0, 0.0, 0.3), knots=5, dt=0.05), solver="FDDP"),
+        ur10_rk4_velocity=lambda: dict(cp.velocity_task(
+            "ur10_rk4_velocity", "ur10", "tool0", (0.05, 0.1, 0.0, 0.2, 0.0, 0.0), knots=40,
+            dt=0.02, integrator="rk4"), solver="FDDP"),
+        z1_long_barrier=lambda: dict(cp.velocity_task(
+            "z1_long_barrier", "z1", "link06", (0.0, 0.05, 0.05, 0.0, 0.3, 0.0), knots=300,
+            dt=0.005, position_band=0.5), solver="FDDP"),
+        solo12_free_fall=lambda: dict(cp.floating_task("solo12_free_fall", "solo12",
+                                                       "base_link"), solver="FDDP"),
+        anymal_three_feet=lambda: dict(cp.stance_task("anymal_three_feet", "anymal",
+                                                      lifted=3), solver="FDDP"),
+        a1_box_stance=lambda: dict(cp.stance_task("a1_box_stance", "a1", torque_limit=1.05),
+                                   solver="BoxFDDP"),
+        talos_one_foot=lambda: dict(cp.one_foot_task(), solver="FDDP"),
+        bolt_two_feet=lambda: dict(cp.stance_task("bolt_two_feet", "bolt", knots=30,
+                                                  com_shift=(0.0, 0.02, -0.02)),
+                                   solver="FDDP"))
     return {name: makers[name]() for name in names}
 
 
@@ -609,10 +643,12 @@ def main(argv=None):
     parser.add_argument("--robots", nargs="*", default=list(FRAMES), choices=list(FRAMES))
     parser.add_argument("--problems", nargs="*", default=list(EXTRA_PROBLEMS),
                         choices=list(EXTRA_PROBLEMS) + list(UNTUNED_PROBLEMS) +
-                        list(UNTUNED2_PROBLEMS) + ["untuned", "untuned2"],
+                        list(UNTUNED2_PROBLEMS) + list(UNTUNED3_PROBLEMS) +
+                        ["untuned", "untuned2", "untuned3"],
                         help="the contact problems (solo12 trot FDDP, talos squat BoxFDDP) "
-                             "and the untuned ones (UNTUNED_PROBLEMS, UNTUNED2_PROBLEMS; "
-                             "'untuned', 'untuned2': all of either)")
+                             "and the untuned ones (UNTUNED_PROBLEMS, UNTUNED2_PROBLEMS, "
+                             "UNTUNED3_PROBLEMS; 'untuned', 'untuned2', 'untuned3': all of "
+                             "one set)")
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=2)
@@ -622,7 +658,8 @@ def main(argv=None):
     parser.add_argument("--name", default="solvers",
                         help="the results' file names: NAME.json, NAME.png")
     options = parser.parse_args(argv)
-    for group, members in (("untuned", UNTUNED_PROBLEMS), ("untuned2", UNTUNED2_PROBLEMS)):
+    for group, members in (("untuned", UNTUNED_PROBLEMS), ("untuned2", UNTUNED2_PROBLEMS),
+                           ("untuned3", UNTUNED3_PROBLEMS)):
         if group in options.problems:
             options.problems = [p for p in options.problems if p != group] + [
                 p for p in members if p not in options.problems]

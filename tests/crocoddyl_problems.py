@@ -26,7 +26,8 @@ of comparisons of derivatives or iterates; and its free-dynamics running models 
 centre of mass stale, so a ``com`` cost compares only on contact dynamics);
 :data:`INTEGRATORS` names the geppetto scheme that has each meaning in this
 branch.  ``contacts``: 6D contacts of the named frames (LOCAL, Baumgarte gains
-Kp, Kd) on a floating base, or None.
+Kp, Kd; ``"kind": "3d"``: point contacts) on a floating base, or None (on a floating
+base: free fall, the base unactuated).
 
 Everything on Crocoddyl's side runs in ONE subprocess per call of
 :func:`crocoddyl_side`: for each task the cost and every ``calc_diff`` output
@@ -153,6 +154,134 @@ def talos_task(knots=20, dt=0.03, robot="talos", name="talos_6d"):
                 control_bounds=None)
 
 
+def _terms(name, robot, running, terminal, knots, dt, integrator="euler", free_flyer=False,
+           contacts=None, control_bounds=None):
+    """A ``{"kind": "terms"}`` task (see the module's docstring)."""
+    loaded = gp.robots.load(robot)
+    return dict(kind="terms", name=name, robot=robot, urdf=loaded.urdf_path,
+                free_flyer=free_flyer, q0=np.asarray(loaded.q0, float).tolist(), knots=knots,
+                dt=dt, integrator=integrator, contacts=contacts, running=running,
+                terminal=terminal, control_bounds=control_bounds)
+
+
+def _placements(robot, q0, frames):
+    """{frame: (rotation, translation)} of ``frames`` at ``q0``."""
+    model = gp.robots.load(robot).model
+    data = model.create_data()
+    gp.dynamics.forward_kinematics(model, data, np.asarray(q0, float))
+    return {frame: gp.dynamics.frame_placement(model, data, model.frame_id(frame))
+            for frame in frames}
+
+
+def velocity_task(name, robot, frame, twist, knots=30, dt=0.02, integrator="euler",
+                  turn=0.3, position_band=None):
+    """An arm's frame following a constant twist (LOCAL frame-velocity cost on every
+    running knot) and ending turned by ``turn`` rad about (1, 0.5, 0.2) in the frame
+    (frame rotation cost, terminal), the controls regularized by a weighted quadratic
+    (weights 1e-3 at the base joint falling by half per joint towards the tip) and the
+    state by a quadratic.  ``position_band``: a quadratic barrier on the state keeping
+    every joint within +-band of q0 (velocities within +-10 rad/s)."""
+    loaded = gp.robots.load(robot)
+    nv = loaded.model.nv
+    rotation = _placements(robot, loaded.q0, [frame])[frame][0] @ _rotation([1.0, 0.5, 0.2],
+                                                                            turn)
+    velocity = dict(kind="frame_velocity", frame=frame, reference=list(twist))
+    u_reg = _cost(dict(kind="control"), 1.0, dict(
+        kind="weighted_quad", weights=(1e-3 * 0.5 ** np.arange(nv)).tolist()))
+    x_reg = _cost(dict(kind="state"), 1e-2)
+    rotation = _cost(dict(kind="frame_rotation", frame=frame, rotation=rotation.tolist()), 1e2)
+    running = [_cost(velocity, 1.0), u_reg, x_reg]
+    terminal = [rotation, _cost(velocity, 10.0), dict(x_reg, weight=1.0)]
+    if position_band is not None:
+        band = np.r_[np.full(nv, position_band), np.full(nv, 10.0)]
+        barrier = dict(kind="barrier", lower=(-band).tolist(), upper=band.tolist())
+        running.append(_cost(dict(kind="state"), 1e2, barrier))
+    return _terms(name, robot, running, terminal, knots, dt, integrator)
+
+
+def floating_task(name, robot, frame, turn=0.3, knots=30, dt=0.02):
+    """A free-flyer without contacts in free fall (unactuated base, no ground), turning
+    ``frame`` (its base) by ``turn`` rad about (1, 0.5, 0.2) with its joints alone: frame
+    rotation cost (running and terminal), the joints' positions and velocities and the
+    base's velocity regularized (the base's pose free), the controls by a quadratic."""
+    loaded = gp.robots.load(robot)
+    nv = loaded.model.nv
+    rotation = _placements(robot, loaded.q0, [frame])[frame][0] @ _rotation([1.0, 0.5, 0.2],
+                                                                            turn)
+    weights = np.r_[np.zeros(6), np.ones(nv - 6), np.full(6, 1e-2), np.full(nv - 6, 1e-1)]
+    x_reg = _cost(dict(kind="state"), 1e-1, dict(kind="weighted_quad", weights=weights.tolist()))
+    rotation = dict(kind="frame_rotation", frame=frame, rotation=rotation.tolist())
+    return _terms(name, robot, [_cost(rotation, 1.0), x_reg, _cost(dict(kind="control"), 1e-3)],
+                  [_cost(rotation, 1e3), dict(x_reg, weight=10.0)], knots, dt,
+                  free_flyer=True)
+
+
+def stance_task(name, robot, lifted=None, knots=25, dt=0.02, com_shift=(0.02, 0.02, -0.02),
+                torque_limit=None):
+    """A legged robot (a quadruped, bolt) standing on its feet's 3D point contacts (LOCAL,
+    Baumgarte Kd = 50) moving its centre of mass by ``com_shift``; ``lifted``: the foot (an
+    index of its contact frames) left free and raised 5 cm (frame translation cost), the
+    others in contact. The state regularized towards x0 (base pose 10, joints 1, velocities
+    1e-1 weighted), the controls by a quadratic. ``torque_limit``: symmetric control bounds,
+    that fraction of the largest quasi-static torque at q0 standing on every foot."""
+    loaded = gp.robots.load(robot)
+    model = loaded.model
+    q0 = np.asarray(loaded.q0, float)
+    nv = model.nv
+    feet = [frame for frame, _ in loaded.contact_frames]
+    support = [foot for index, foot in enumerate(feet) if index != lifted]
+    com0 = gp.dynamics.center_of_mass(model, model.create_data(), q0)
+    com = dict(kind="com", target=(com0 + np.asarray(com_shift)).tolist())
+    weights = np.r_[np.full(6, 10.0), np.ones(nv - 6), np.full(nv, 1e-1)]
+    x_reg = _cost(dict(kind="state"), 1.0, dict(kind="weighted_quad", weights=weights.tolist()))
+    running = [_cost(com, 1e2), x_reg, _cost(dict(kind="control"), 1e-3)]
+    terminal = [_cost(com, 1e3), dict(x_reg, weight=10.0)]
+    if lifted is not None:
+        foot = feet[lifted]
+        raised = _placements(robot, q0, [foot])[foot][1] + [0.0, 0.0, 0.05]
+        translation = dict(kind="frame_translation", frame=foot, target=raised.tolist())
+        running.append(_cost(translation, 1e2))
+        terminal.append(_cost(translation, 1e4))
+    bounds = None
+    if torque_limit is not None:
+        dynamics = gp.ocp.ContactDynamics(model, [
+            gp.dynamics.contact_3d(model, foot, reference=gp.dynamics.LOCAL) for foot in feet])
+        problem = gp.ocp.ShootingProblem(np.r_[q0, np.zeros(nv)], [
+            gp.ocp.StageModel(dynamics, [], dt=dt)], gp.ocp.TerminalModel(dynamics.state, []))
+        limit = torque_limit * float(np.max(np.abs(problem.quasi_static(
+            np.repeat(problem.x0[None], 2, axis=0)))))
+        bounds = [[-limit] * (nv - 6), [limit] * (nv - 6)]
+    return _terms(name, robot, running, terminal, knots, dt, free_flyer=True,
+                  contacts=dict(frames=support, kind="3d", Kp=0.0, Kd=50.0),
+                  control_bounds=bounds)
+
+
+def one_foot_task(name="talos_one_foot", robot="talos", knots=20, dt=0.03):
+    """talos on its left sole alone (6D contact, LOCAL, Baumgarte Kd = 50), its centre of
+    mass brought over that sole's origin (xy, 2 cm lower) and its right sole raised 3 cm
+    (frame placement cost, the sole's orientation kept); the state regularized as in
+    :func:`talos_task`."""
+    loaded = gp.robots.load(robot)
+    model = loaded.model
+    q0 = np.asarray(loaded.q0, float)
+    nv = model.nv
+    soles = _placements(robot, q0, ["left_sole_link", "right_sole_link"])
+    com0 = gp.dynamics.center_of_mass(model, model.create_data(), q0)
+    com_target = np.r_[soles["left_sole_link"][1][:2], com0[2] - 0.02]
+    rotation, translation = soles["right_sole_link"]
+    raised = dict(kind="frame_placement", frame="right_sole_link", rotation=rotation.tolist(),
+                  translation=(translation + [0.0, 0.0, 0.03]).tolist())
+    weights = np.r_[np.zeros(3), np.full(3, 500.0), np.full(nv - 6, 0.01), np.full(6, 10.0),
+                    np.ones(nv - 6)]
+    x_reg = _cost(dict(kind="state"), 1.0, dict(kind="weighted_quad", weights=weights.tolist()))
+    com = dict(kind="com", target=com_target.tolist())
+    return _terms(name, robot, [_cost(com, 1e3), _cost(raised, 1e2), x_reg,
+                                _cost(dict(kind="control"), 1e-3)],
+                  [_cost(com, 1e4), _cost(raised, 1e4), dict(x_reg, weight=100.0)],
+                  knots, dt, free_flyer=True,
+                  contacts=dict(frames=["left_sole_link"], Kp=0.0, Kd=50.0))
+
+
 def trot_task(step_knots=10, support_knots=2, dt=0.02):
     """solo12 trot, two diagonal steps with touchdown impulses (Crocoddyl's
     ``createTrottingProblem``; ``examples/solo12_trot.py`` on our side)."""
@@ -228,10 +357,14 @@ def build(task):
                                            task["support_knots"], task["dt"])
     if task["contacts"]:
         contacts = task["contacts"]
+        contact = (gp.dynamics.contact_3d if contacts.get("kind", "6d") == "3d" else
+                   gp.dynamics.contact_6d)
         dynamics = gp.ocp.ContactDynamics(model, [
-            gp.dynamics.contact_6d(model, frame, reference=gp.dynamics.LOCAL,
-                                   Kp=contacts["Kp"], Kd=contacts["Kd"])
+            contact(model, frame, reference=gp.dynamics.LOCAL, Kp=contacts["Kp"],
+                    Kd=contacts["Kd"])
             for frame in contacts["frames"]])
+    elif task["free_flyer"]:            # no contacts: a floating base in free fall
+        dynamics = gp.ocp.FreeDynamics(model, gp.ocp.Actuation.floating_base(model))
     else:
         dynamics = gp.ocp.FreeDynamics(model)
     state, nu = dynamics.state, dynamics.nu
@@ -359,8 +492,13 @@ def terms_problem(task):
         gains = np.array([task["contacts"]["Kp"], task["contacts"]["Kd"]])
         for name in task["contacts"]["frames"]:
             frame = model.getFrameId(name)
-            contacts.addContact(name, crocoddyl.ContactModel6D(
-                state, frame, data.oMf[frame], pinocchio.ReferenceFrame.LOCAL, nu, gains))
+            if task["contacts"].get("kind", "6d") == "3d":
+                contact = crocoddyl.ContactModel3D(state, frame, data.oMf[frame].translation,
+                                                   pinocchio.ReferenceFrame.LOCAL, nu, gains)
+            else:
+                contact = crocoddyl.ContactModel6D(state, frame, data.oMf[frame],
+                                                   pinocchio.ReferenceFrame.LOCAL, nu, gains)
+            contacts.addContact(name, contact)
         return crocoddyl.DifferentialActionModelContactFwdDynamics(state, actuation, contacts,
                                                                    costs, 0.0, True)
 

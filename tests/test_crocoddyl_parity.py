@@ -1,19 +1,20 @@
 """Crocoddyl 3.2 as an oracle: the same problem built in both gives the same costs,
 derivatives and solver iterates.
 
-Eight problems (:data:`PROBLEMS`, built from plain data by
-``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement
-(SE3) with a frame-velocity cost, a quadruped trot with touchdown impulses, a
-biped on 6D contacts, box-limited torques from an infeasible (quasi-static)
-guess, RK4, another quadruped (hyq) walking one foot at a time, and a small arm
-under RK2 with frame translation and rotation costs and a quadratic barrier on its
-state.  Compared, at seeded random points: the cost (per knot and in
-total) and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the
-terminal Lx, Lxx) to 1e-10 of max(1, the largest entry); then each problem's solvers
-(FDDP, DDP, BoxFDDP) from the same guess (x0 repeated with quasi-static
-controls; talos from a guess with gaps at every knot): iterations within +-1
-and the final cost to 1e-8 relative, and the reported cost is the cost of the
-final iterate.
+Fourteen problems (:data:`PROBLEMS`, built from plain data by
+``tests/crocoddyl_problems.py`` on both sides): two arms reaching a placement (SE3) with
+a frame-velocity cost, a quadruped trot with touchdown impulses, a biped on 6D contacts,
+box-limited torques from an infeasible (quasi-static) guess, RK4, another quadruped
+(hyq) walking one foot at a time, a small arm under RK2 with frame translation and
+rotation costs and a quadratic barrier on its state, an arm following a twist (frame
+velocity, weighted control regularization), a free-flyer in free fall, quadrupeds on 3D
+point contacts (three feet; four under control bounds), bolt on its two point feet and
+talos on one sole. Compared, at seeded random points: the cost (per knot and in total)
+and every ``calc_diff`` output (Fx, Fu, Lx, Lu, Lxx, Luu, Lxu, the terminal Lx, Lxx) to
+1e-10 of max(1, the largest entry); then each problem's solvers (FDDP, DDP, BoxFDDP)
+from the same guess (x0 repeated with quasi-static controls; talos from a guess with
+gaps at every knot): iterations within +-1 and the final cost to 1e-8 relative, and the
+reported cost is the cost of the final iterate.
 
 Crocoddyl runs in its own pinned environment
 (:mod:`geppetto.benchmarks.crocoddyl_env`), once for the whole module (one
@@ -64,6 +65,26 @@ PROBLEMS = {
                                               (0.3, 0.25, 0.25), knots=10, dt=0.03,
                                               integrator="rk2", keep_orientation=True,
                                               position_band=0.3), ("FDDP",), None),
+    # a LOCAL frame velocity towards a non-zero twist, a terminal frame rotation, the
+    # controls regularized by a weighted quadratic; continuous joints (nq != nv)
+    "kinova_velocity": (lambda: cp.velocity_task(
+        "kinova_velocity", "kinova", "j2s6s200_end_effector", (0.1, 0.0, 0.05, 0.0, 0.0, 0.3),
+        knots=5, dt=0.05), ("FDDP",), None),
+    # a floating base without contacts (free fall, the base unactuated)
+    "solo12_free_fall": (lambda: cp.floating_task("solo12_free_fall", "solo12", "base_link",
+                                                  knots=10), ("FDDP",), None),
+    # 3D point contacts on three feet, the fourth raised, the centre of mass moved
+    "anymal_three_feet": (lambda: cp.stance_task("anymal_three_feet", "anymal", lifted=3,
+                                                 knots=8), ("FDDP",), None),
+    # 3D point contacts on four feet under control bounds (some at a bound at the optimum)
+    "a1_box_stance": (lambda: cp.stance_task("a1_box_stance", "a1", knots=8,
+                                             torque_limit=1.05), ("BoxFDDP",), None),
+    # one 6D contact, the other sole raised (frame placement), the centre of mass over the
+    # support
+    "talos_one_foot": (lambda: cp.one_foot_task("talos_one_foot", knots=8), ("FDDP",), None),
+    # a biped on its two 3D point feet
+    "bolt_two_feet": (lambda: cp.stance_task("bolt_two_feet", "bolt", knots=10,
+                                             com_shift=(0.0, 0.02, -0.02)), ("FDDP",), None),
 }
 
 # (problem, comparison) -> why it is expected to fail (a strict xfail: the day it
