@@ -34,6 +34,7 @@ ocp                   ocp.json             benchmarks/ocp.py
 solvers               solvers.json         benchmarks/solvers.py
 solvers_untuned       solvers_untuned.json (its ``--problems untuned --name solvers_untuned``)
 solvers_untuned2      solvers_untuned2.json (its ``--problems untuned2 --name solvers_untuned2``)
+solvers_untuned3      solvers_untuned3.json (its ``--problems untuned3 --name solvers_untuned3``)
 mpc                   mpc.json             benchmarks/mpc.py
 constrained           constrained.json     benchmarks/constrained.py
 constrained_csqp      constrained.json     (ALDDP beside mim_solvers' CSQP)
@@ -326,6 +327,7 @@ TABLES = {
     "solvers": ("solvers.json", solvers),
     "solvers_untuned": ("solvers_untuned.json", solvers),
     "solvers_untuned2": ("solvers_untuned2.json", solvers),
+    "solvers_untuned3": ("solvers_untuned3.json", solvers),
     "mpc": ("mpc.json", mpc),
     "call_overhead": ("call_overhead.json", call_overhead),
     "contacts": ("contacts.json", contacts),
