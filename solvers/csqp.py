@@ -233,11 +233,16 @@ from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import held, typed_list
 from ..ocp.state import StateMultibody
-from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
-                    constraint_blocks, record_iteration)
+# NOT_FINITE: a NaN or inf in a constraint row's value or Jacobian or in the cost's
+# derivatives (the QP cannot be formed; without the test the solve ended at the first QP
+# as "the QP's Hessian is not positive definite", a status that points at the costs'
+# curvature, not at the residual; rob34), the status ALDDP and ProxDDP share (rs35)
+from .alddp import (NOT_FINITE, ALDDP, ConstrainedResult, _add_rows, _Block,
+                    _bound_residuals, constraint_blocks, derivatives_finite,
+                    record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
-from .options import check_alphas, check_solve_arguments
+from .options import _integer, _number, check_alphas, check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
@@ -386,11 +391,6 @@ def _checked_restoration(restoration):
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
-# a NaN or inf in a constraint row's value or Jacobian or in the cost's derivatives: the
-# QP cannot be formed (without this test the solve ended at the first QP, whose
-# factorization failed, as "the QP's Hessian is not positive definite": a status that
-# points at the costs' curvature, not at the residual; rob34)
-NOT_FINITE = "a constraint row or the cost is not finite (NaN or inf)"
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
@@ -1539,16 +1539,32 @@ class CSQP:
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
                  filter_fallback=True, rollout_fallback=True):
-        for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
-                            ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
-                            ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
-                            ("th_decrease", th_decrease)):
-            if not (np.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be finite and positive, got {value}")
-        if not 0.0 < alpha < 2.0:
-            raise ValueError(f"alpha must be in (0, 2), got {alpha}")
-        if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
-            raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
+        # every numeric option through options' checkers, a ValueError naming it (rs35:
+        # eps_rel, rho_min, rho_max and c1 took NaN or a string, max_qp_iter,
+        # rho_interval, polish_iter and infeasible_after 0 or -1; rho_interval 0 made
+        # ADMM's loop in _solve_qp run chunks of 0 iterations forever)
+        th_stop, th_constraint, th_gaps, eps_abs, rho_init, sigma, big, polish_sigma, \
+            th_decrease = (_number(value, name, 0.0, low_open=True) for name, value in (
+                ("th_stop", th_stop), ("th_constraint", th_constraint), ("th_gaps", th_gaps),
+                ("eps_abs", eps_abs), ("rho_init", rho_init), ("sigma", sigma), ("big", big),
+                ("polish_sigma", polish_sigma), ("th_decrease", th_decrease)))
+        eps_rel = _number(eps_rel, "eps_rel", 0.0)
+        rho_min = _number(rho_min, "rho_min", 0.0, low_open=True)
+        rho_max = _number(rho_max, "rho_max", rho_min)
+        alpha = _number(alpha, "alpha", 0.0, low_open=True)
+        if alpha >= 2.0:
+            raise ValueError(f"alpha = {alpha!r}: expected a value in (0, 2)")
+        c1 = _number(c1, "c1", 0.0, low_open=True)
+        if c1 >= 1.0:       # Armijo's constant (Nocedal & Wright, Sec. 3.1)
+            raise ValueError(f"c1 = {c1!r}: expected a value in (0, 1)")
+        eps_prim_inf = _number(eps_prim_inf, "eps_prim_inf", 0.0)
+        max_qp_iter = _integer(max_qp_iter, "max_qp_iter", 1)
+        rho_interval = _integer(rho_interval, "rho_interval", 1)
+        polish_iter = _integer(polish_iter, "polish_iter", 0)
+        polish_rounds = _integer(polish_rounds, "polish_rounds", 0)
+        infeasible_after = _integer(infeasible_after, "infeasible_after", 1)
+        if active_set_rounds is not None:
+            active_set_rounds = _integer(active_set_rounds, "active_set_rounds", 0)
         self.restoration = _checked_restoration(restoration)
         self.filter_fallback = bool(filter_fallback)
         self.rollout_fallback = bool(rollout_fallback)
@@ -1567,9 +1583,6 @@ class CSQP:
         if active_set_rounds is None:
             active_set_rounds = max(30, problem.N)
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
-        if self.active_set_rounds < 0 or self.polish_rounds < 0:
-            raise ValueError("active_set_rounds and polish_rounds must be >= 0, got "
-                             f"{self.active_set_rounds} and {self.polish_rounds}")
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
         self.eps_prim_inf = float(eps_prim_inf)
@@ -2382,10 +2395,7 @@ class CSQP:
         evaluation (DIFF) are all finite: a residual that returns NaN is reported as such,
         not as a QP that failed (the values alone miss a NaN Jacobian: a violation
         max(l - r, r - h, 0) drops a NaN)."""
-        problem = self.problem
-        arrays = [problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu]
-        arrays += [a for item in self.items for a in item[2:5]]
-        return all(np.isfinite(a).all() for a in arrays)
+        return derivatives_finite(self.problem, self.items)
 
     def _armijo(self, trial_merit, merit, step, slope):
         """Whether a trial's l1 merit passes the Armijo test of the step ``step`` along a
