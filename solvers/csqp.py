@@ -321,6 +321,13 @@ RESTORE_CRAWL = 2
 # required_infeasibility_reduction, the reduction its restoration phase must reach:
 # Waechter & Biegler 2006, Sec. 3.3)
 RESTORE_PROGRESS = 0.9
+# after a certificate (only a feasible point goes back) the restoration also stops, as
+# "stalled", once its least infeasibility so far has not fallen below RESTORE_STALL_RATIO
+# times what it was RESTORE_STALL iterations before (ALDDP's ``stall_window``): an
+# unreachable target's restoration (ur5 "unreachable") otherwise ran to max_iter at a
+# violation that fell 1e-3 relative in its last 300 iterations (rs35)
+RESTORE_STALL = 50
+RESTORE_STALL_RATIO = 0.99
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
@@ -2100,7 +2107,17 @@ class CSQP:
         a :class:`~.alddp.ConstrainedResult` (its ``mu``: the last rho); never raises
         from inside a kernel.  The problem's costs and xnext hold the last point evaluated
         (the returned iterate, or, when the line search accepted no step, its last
-        refused trial point); its derivatives, the returned iterate's."""
+        refused trial point); its derivatives, the returned iterate's.
+
+        ``time_limit`` (seconds of wall clock, None: none) is read from the solve's entry
+        and tested after each iteration (and the restoration's, each of its iterations):
+        the solve ends "time_limit" after the iteration in which it passed, so at least
+        one iteration runs and a solve may overrun by one iteration.  The clock covers
+        the first call's loading or compiling of the kernels too: the first solve in a
+        process (kernels from the Numba cache) took 5.7 s with ``time_limit=0.01`` on ur5
+        "torque" (100 knots), ending "time_limit" after 1 iteration, the next ones 0.020 s
+        (rs35); on an empty cache, minutes.  A real-time caller solves once before it
+        relies on the limit."""
         problem = self.problem
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
@@ -2504,8 +2521,15 @@ class CSQP:
         # certificate); after a certificate (only a feasible point goes back) only before
         # it reduced the infeasibility to RESTORE_PROGRESS times the iterate's
         crawl_above = 0.0 if beaten > 0.0 else RESTORE_PROGRESS * infeasibility
+        # after a certificate also a stall of the infeasibility, above the tolerances
+        # (a point at or below them would be feasible: the stall test never cuts a
+        # restoration that has reached one)
+        stall = {} if beaten > 0.0 else dict(
+            stall_window=RESTORE_STALL, stall_ratio=RESTORE_STALL_RATIO,
+            stall_above=max(self.th_gaps, self.th_constraint))
         result = self._restorer.solve(xs, us, max_iter=max_iter, time_limit=left,
-                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above)
+                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above,
+                                      **stall)
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
         less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten

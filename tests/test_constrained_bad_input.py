@@ -104,3 +104,65 @@ def test_bad_numeric_options_are_named(solver_class):
             with pytest.raises(ValueError, match=re.escape(option)):
                 solver_class(problem, **{option: value})
                 pytest.fail(f"{solver_class.__name__}({option}={value!r}) accepted")
+
+
+def _bounded_problem(x0=None, target=None, upper=None, control_lower=None):
+    """The double integrator with a box on x - target (its x_0 row, <= 0.72, active along
+    the solve from x_0 = 1) on knots 1-7 and control bounds [-2, 2]."""
+    from test_constrained_solver import _double_integrator, _double_integrator_diff, TARGET, X0
+    dynamics = ocp.CustomDynamics(4, 2, _double_integrator, _double_integrator_diff,
+                                  params=[0.3], nq=2)
+    state = dynamics.state
+    target = TARGET if target is None else target
+    costs = [ocp.Cost(ocp.StateResidual(state, target), ocp.WeightedQuadratic([1, 2, .1, .1])),
+             ocp.Cost(ocp.ControlResidual(2), weight=0.5)]
+    upper = np.full(4, 0.72) if upper is None else upper
+    control_lower = np.full(2, -2.0) if control_lower is None else control_lower
+    row = ocp.Constraint(ocp.StateResidual(state, target), -1.0, upper)
+    plain = ocp.StageModel(dynamics, costs, dt=0.1)
+    bounded = ocp.StageModel(dynamics, costs, [row], dt=0.1,
+                             control_bounds=(control_lower, np.full(2, 2.0)))
+    terminal = ocp.TerminalModel(state, [ocp.Cost(ocp.StateResidual(state, target))])
+    return ocp.ShootingProblem(X0 if x0 is None else x0, [plain] + [bounded] * 7, terminal)
+
+
+def _layouts(a):
+    """``a`` as non-native byte order, strided (not contiguous), Fortran order and, where
+    its values are integers, an integer array: the same numbers."""
+    a = np.asarray(a, dtype=float)
+    wide = np.zeros(a.shape + (2,))
+    wide[..., 0] = a
+    out = {"big_endian": a.astype(a.dtype.newbyteorder(">")), "strided": wide[..., 0],
+           "fortran": np.asfortranarray(a)}
+    if np.all(a == np.round(a)):
+        out["integer"] = a.astype(np.int64)
+    return out
+
+
+@pytest.mark.parametrize("solver_class", (gp.solvers.CSQP, gp.solvers.ProxDDP),
+                         ids=lambda s: s.__name__)
+def test_arrays_of_any_layout_solve_as_native_float64(solver_class):
+    """Warm starts, x0, a residual's target, a Constraint's bound and control bounds given
+    in non-native byte order, strided, in Fortran order or as integers solve to the bits
+    of native float64 input (rs35, issue 19's item 4; rev34 had found a big-endian
+    array read as native on the one-state dynamics paths)."""
+    from test_constrained_solver import TARGET, X0
+    problem = _bounded_problem()
+    start = gp.solvers.FDDP(problem).solve(max_iter=3)
+    reference = solver_class(problem).solve(start.xs, start.us, max_iter=50)
+    assert reference.converged and reference.violation <= 1e-8, reference.status
+
+    def same(result):
+        assert result.status == reference.status
+        np.testing.assert_array_equal(result.xs, reference.xs)
+        np.testing.assert_array_equal(result.us, reference.us)
+
+    for xs in _layouts(start.xs).values():
+        same(solver_class(problem).solve(xs, start.us, max_iter=50))
+    for us in _layouts(start.us).values():
+        same(solver_class(problem).solve(start.xs, us, max_iter=50))
+    for name, values in (("x0", X0), ("target", TARGET), ("upper", np.full(4, 0.72)),
+                         ("control_lower", np.full(2, -2.0))):
+        for layout in _layouts(values).values():
+            other = _bounded_problem(**{name: layout})
+            same(solver_class(other).solve(start.xs, start.us, max_iter=50))
