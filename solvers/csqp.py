@@ -1529,7 +1529,9 @@ class CSQP:
     from its point where it ends feasible (or, without a certified QP, less infeasible
     than the iterate), the solve ends with the triggering status where it does not; the
     restoration ends early once its own line search crawls (:meth:`_restore`,
-    :data:`RESTORE_PROGRESS`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
+    :data:`RESTORE_PROGRESS`) or, after a certificate, its infeasibility stalls
+    (:data:`RESTORE_STALL`: ur5 "unreachable" ends "infeasible" after 95 iterations, not
+    500; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
     against ALDDP's 24 / 314 on the module docstring's two tasks, glob25's and rev26's
     runs).  The first restoration in a process compiles the AL solver's kernels where
     no AL solver ran before (about 3 s on an empty Numba cache): an MPC loop with a time
@@ -1548,8 +1550,9 @@ class CSQP:
                  filter_fallback=True, rollout_fallback=True):
         # every numeric option through options' checkers, a ValueError naming it (rs35:
         # eps_rel, rho_min, rho_max and c1 took NaN or a string, max_qp_iter,
-        # rho_interval, polish_iter and infeasible_after 0 or -1; rho_interval 0 made
-        # ADMM's loop in _solve_qp run chunks of 0 iterations forever)
+        # rho_interval, polish_iter and infeasible_after 0 or -1: rho_interval is the
+        # length of ADMM's chunks in _solve_qp, infeasible_after 0 sent every solve to
+        # the restoration at its first QP)
         th_stop, th_constraint, th_gaps, eps_abs, rho_init, sigma, big, polish_sigma, \
             th_decrease = (_number(value, name, 0.0, low_open=True) for name, value in (
                 ("th_stop", th_stop), ("th_constraint", th_constraint), ("th_gaps", th_gaps),
@@ -2499,8 +2502,10 @@ class CSQP:
         :data:`RESTORE_CRAWL` smallest steps in a row (ALDDP's ``crawl_limit``): at any
         infeasibility where ``beaten`` > 0, after a certificate only above
         :data:`RESTORE_PROGRESS` times ``infeasibility``, the iterate's max(gaps,
-        violation).  A result with non-finite values (point or multipliers) is a failed
-        restoration.  The solver is built at the first restoration and again where the
+        violation); after a certificate also as "stalled" once its least infeasibility
+        has not fallen below :data:`RESTORE_STALL_RATIO` times what it was
+        :data:`RESTORE_STALL` iterations before (ALDDP's ``stall_window``; rs35).  A
+        result with non-finite values (point or multipliers) is a failed restoration.  The solver is built at the first restoration and again where the
         ``restoration`` option changed; this solver's th_constraint is read at each run.
         ``verbose``: one line at the restoration's end (its iterations are not in the
         SQP's history or callbacks; :attr:`restored` has its own history)."""

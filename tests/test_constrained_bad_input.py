@@ -9,8 +9,9 @@ border or a clear status, never a crash or a hang).
   integrator of tests/test_constrained_solver.py.
 - Every numeric option of CSQP, ALDDP and ProxDDP: 0, negative, NaN, inf, a bool or a
   string where they make no sense raise a ValueError naming the option (CSQP took NaN or
-  a string for eps_rel, rho_min, rho_max and c1; 0 for rho_interval, which made ADMM's
-  loop run chunks of no iteration forever)."""
+  a string for eps_rel, rho_min, rho_max and c1; 0 or -1 for max_qp_iter, rho_interval
+  (ADMM's chunk length) and infeasible_after, which at 0 sent every solve to the
+  restoration at its first QP)."""
 import re
 
 import numpy as np
