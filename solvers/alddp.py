@@ -572,9 +572,8 @@ class ALDDP:
                 for m in multipliers:
                     m[:-1] = m[1:].copy()
         self._start_multipliers(self._initial_multipliers(multipliers))
-        mu = self.mu_init if mu is None else float(mu)
-        if not (np.isfinite(mu) and mu > 0.0):
-            raise ValueError(f"mu must be finite and positive, got {mu}")
+        # (a string raised float()'s "could not convert", which named nothing)
+        mu = self.mu_init if mu is None else _number(mu, "mu", 0.0, low_open=True)
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         if crawl_limit is not None and (isinstance(crawl_limit, (bool, np.bool_)) or not (
                 isinstance(crawl_limit, (int, np.integer)) and crawl_limit >= 1)):

@@ -167,3 +167,11 @@ def test_arrays_of_any_layout_solve_as_native_float64(solver_class):
         for layout in _layouts(values).values():
             other = _bounded_problem(**{name: layout})
             same(solver_class(other).solve(start.xs, start.us, max_iter=50))
+
+
+@pytest.mark.parametrize("solver_class", AL_SOLVERS, ids=lambda s: s.__name__)
+def test_bad_mu_of_a_solve_is_named(solver_class):
+    solver = solver_class(_row_problem(1e9, 10.0))
+    for mu in (0.0, -1.0, np.nan, np.inf, "0.01", True):
+        with pytest.raises(ValueError, match="mu"):
+            solver.solve(mu=mu, max_iter=5)
