@@ -6,7 +6,7 @@ at the last knot, above its reach): the SQP's first two QPs are certified infeas
 ProxDDP's restoration took the other 498 of 500 iterations ("infeasible" only at
 max_iter), its violation 0.98 after 50 and 0.977 from 100 on: its own BCL test never
 fires, its inner solves crawl at steps of 1/32 and never converge.  Now it stops once its
-least infeasibility has not fallen 1 % in RESTORE_STALL (50) iterations: 95 / 66
+least infeasibility has not fallen 1 % in RESTORE_STALL (50) iterations: 95 / 65
 iterations in all from the guess / FDDP's optimum.  The swing-up from rest, the one
 converged run of benchmarks/constrained.py whose restoration follows a certificate (231
 iterations), fell at least 27 % in every 50 of them."""
