@@ -1564,9 +1564,9 @@ class CSQP:
         alpha = _number(alpha, "alpha", 0.0, low_open=True)
         if alpha >= 2.0:
             raise ValueError(f"alpha = {alpha!r}: expected a value in (0, 2)")
+        # Armijo's constant, usually in (0, 1) (Nocedal & Wright, Sec. 3.1); larger values
+        # refuse every step, which tests use to force the fallbacks (c1 1e3)
         c1 = _number(c1, "c1", 0.0, low_open=True)
-        if c1 >= 1.0:       # Armijo's constant (Nocedal & Wright, Sec. 3.1)
-            raise ValueError(f"c1 = {c1!r}: expected a value in (0, 1)")
         eps_prim_inf = _number(eps_prim_inf, "eps_prim_inf", 0.0)
         max_qp_iter = _integer(max_qp_iter, "max_qp_iter", 1)
         rho_interval = _integer(rho_interval, "rho_interval", 1)

@@ -83,7 +83,7 @@ BAD_OPTIONS = {
         big=_REAL_POSITIVE, polish_sigma=_REAL_POSITIVE, th_decrease=_REAL_POSITIVE,
         eps_rel=(-1.0, np.nan, np.inf, "0"), rho_min=_REAL_POSITIVE,
         rho_max=(1e-9, -1.0, np.nan, np.inf, "1e6"),          # 1e-9 < rho_min
-        alpha=(0.0, 2.0, -1.0, np.nan, "1.6"), c1=(0.0, 1.0, -1e-4, np.nan, "1e-4"),
+        alpha=(0.0, 2.0, -1.0, np.nan, "1.6"), c1=(0.0, -1e-4, np.nan, np.inf, "1e-4"),
         eps_prim_inf=(-1.0, np.nan, np.inf),
         max_qp_iter=(0, -1, 2.5, np.inf, True, "10"), rho_interval=(0, -1, 2.5, np.inf),
         polish_iter=(-1, 2.5, np.nan), polish_rounds=(-2, 1.5), infeasible_after=(0, -1, 2.5),
