@@ -94,8 +94,29 @@ from .callbacks import CallbackVerbose
 from .ddp import FDDP, SolverResult
 from .forward import KERNEL_ERRORS
 from .nlp import _vector_coordinates
-from .options import _number, check_solve_arguments
+from .options import _integer, _number, check_solve_arguments
 from .riccati import backward_pass_expected
+
+
+# the status of a constrained solve (CSQP, ALDDP, ProxDDP) whose rows or cost are not
+# finite: a residual that returns NaN (value or Jacobian), a row of +inf, named as such
+# rather than as the failure it leads to (a Quu or QP Hessian not positive definite;
+# rob34 for CSQP, rs35 for ALDDP and ProxDDP).  " at the start" is appended where the
+# start's values are not finite
+NOT_FINITE = "a constraint row or the cost is not finite (NaN or inf)"
+
+
+def derivatives_finite(problem, items, with_values=True):
+    """Whether the cost's derivatives of ``problem`` and the rows' values and Jacobians
+    (``items``: the blocks' tuples, (kind, start, r, Rx, Ru, ...)) at the last evaluation
+    with derivatives are all finite (a scan: called where a solve fails or ends, not per
+    iteration).  The values alone miss a NaN Jacobian (a violation max(l - r, r - h, 0)
+    drops a NaN).  ``with_values`` False: the Jacobians only (ALDDP's line search's
+    trials overwrite the values r with a refused trial's, which may be NaN where the
+    iterate's are not; they evaluate no derivatives)."""
+    arrays = [problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu]
+    arrays += [a for item in (items or ()) for a in item[2 if with_values else 3:5]]
+    return all(np.isfinite(a).all() for a in arrays)
 
 
 @dataclass
@@ -420,24 +441,26 @@ class ALDDP:
                  infeasible_ratio=1e4, dual_warm_start=None, warm_line_search=True,
                  th_reg=1e-6, scale_rows=True, scale_max=100.0, box_controls=True,
                  **fddp_options):
-        for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
-                            ("mu_init", mu_init), ("mu_min", mu_min),
-                            ("omega_init", omega_init), ("eta_init", eta_init)):
-            if not (np.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be finite and positive, got {value}")
-        if not 0.0 < mu_factor < 1.0:
-            raise ValueError(f"mu_factor must be in (0, 1), got {mu_factor}")
+        # every numeric option through options' checkers, a ValueError naming it (rs35:
+        # th_reg took NaN, -1 and inf, the others True, mu_factor a string a TypeError)
+        th_stop, th_constraint, mu_init, mu_min, omega_init, eta_init = (
+            _number(value, name, 0.0, low_open=True) for name, value in (
+                ("th_stop", th_stop), ("th_constraint", th_constraint), ("mu_init", mu_init),
+                ("mu_min", mu_min), ("omega_init", omega_init), ("eta_init", eta_init)))
+        mu_factor = _number(mu_factor, "mu_factor", 0.0, low_open=True)
+        if mu_factor >= 1.0:
+            raise ValueError(f"mu_factor = {mu_factor!r}: expected a value in (0, 1)")
+        infeasible_ratio = _number(infeasible_ratio, "infeasible_ratio", 1.0, low_open=True,
+                                   allow_inf=True)
+        th_reg = _number(th_reg, "th_reg", 0.0)
+        scale_max = _number(scale_max, "scale_max", 1.0)
         self.problem = problem
         self.th_stop, self.th_constraint = float(th_stop), float(th_constraint)
         self.mu_init, self.mu_factor, self.mu_min = float(mu_init), float(mu_factor), float(mu_min)
         self.omega_init, self.eta_init = float(omega_init), float(eta_init)
-        if not infeasible_ratio > 1.0:
-            raise ValueError(f"infeasible_ratio must be > 1, got {infeasible_ratio}")
         self.infeasible_ratio = float(infeasible_ratio)
         self.th_reg = float(th_reg)
         self.scale_rows = bool(scale_rows)
-        if not (np.isfinite(scale_max) and scale_max >= 1.0):
-            raise ValueError(f"scale_max must be finite and >= 1, got {scale_max}")
         self.scale_max = float(scale_max)
         if dual_warm_start not in (None, "keep", "shift"):
             raise ValueError("dual_warm_start must be None, 'keep' or 'shift', got "
@@ -511,7 +534,8 @@ class ALDDP:
     # -- the loop ---------------------------------------------------------------------
     def solve(self, xs=None, us=None, multipliers=None, mu=None, max_iter=500,
               time_limit=None, verbose=False, callbacks=(), is_feasible=False,
-              crawl_limit=None, crawl_above=0.0):
+              crawl_limit=None, crawl_above=0.0, stall_window=None, stall_ratio=0.99,
+              stall_above=0.0):
         """Solve from the warm start (xs, us) (defaults as FDDP's) and, optionally, the
         multipliers of a previous result (``result.multipliers``) and its ``mu``.
         ``max_iter`` counts Riccati iterations over all outer updates.  ``crawl_limit``
@@ -520,7 +544,19 @@ class ALDDP:
         ended ``crawl_limit`` iterations in a row at iterates whose infeasibility max(max
         |gap|, violation) is above ``crawl_above`` (default 0): the quadratic model valid
         on 1/512 of its step or less (CSQP's restoration stops there:
-        :meth:`.csqp.CSQP._restore`).
+        :meth:`.csqp.CSQP._restore`).  ``stall_window`` (default None: no test): end
+        with status "stalled" once the least infeasibility max(max |gap|, violation) of
+        the solve's iterates so far, above ``stall_above``, is above ``stall_ratio``
+        (default 0.99) times what it was ``stall_window`` iterations before: the search
+        for a feasible point has stopped paying (CSQP's restoration after a QP certified
+        infeasible, rs35: ur5 "unreachable" ran its 498 iterations at violations 0.98 ..
+        0.977).
+        ``time_limit`` (seconds of wall clock from the solve's entry, None: none) is
+        tested after each iteration: the solve ends "time_limit" after the iteration in
+        which it passed (at least one runs); the clock covers the first call's loading or
+        compiling of the kernels (ProxDDP's first solve in a process with
+        ``time_limit=0.01`` on ur5 "torque": 2.1 s from the Numba cache, 1 iteration; the
+        next 0.02-0.04 s, rs35).
         Returns a :class:`ConstrainedResult`; never raises from inside a kernel.
 
         The loop is ALDDP's and ProxDDP's: what differs is in the methods
@@ -536,14 +572,18 @@ class ALDDP:
                 for m in multipliers:
                     m[:-1] = m[1:].copy()
         self._start_multipliers(self._initial_multipliers(multipliers))
-        mu = self.mu_init if mu is None else float(mu)
-        if not (np.isfinite(mu) and mu > 0.0):
-            raise ValueError(f"mu must be finite and positive, got {mu}")
+        # (a string raised float()'s "could not convert", which named nothing)
+        mu = self.mu_init if mu is None else _number(mu, "mu", 0.0, low_open=True)
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
         if crawl_limit is not None and (isinstance(crawl_limit, (bool, np.bool_)) or not (
                 isinstance(crawl_limit, (int, np.integer)) and crawl_limit >= 1)):
             raise ValueError(f"crawl_limit must be None or an integer >= 1, got {crawl_limit!r}")
         crawl_above = _number(crawl_above, "crawl_above", 0.0, allow_inf=True)
+        if stall_window is not None:
+            stall_window = _integer(stall_window, "stall_window", 1)
+            stall_ratio = _number(stall_ratio, "stall_ratio", 0.0, 1.0)
+            stall_above = _number(stall_above, "stall_above", 0.0)
+        least = []                      # per iteration, the least infeasibility so far
         mu = max(mu, self.mu_min)
         omega, eta = self._tolerances(mu)
         callbacks = list(callbacks) + ([CallbackVerbose()] if verbose else [])
@@ -578,6 +618,12 @@ class ALDDP:
                     _row_scales(self.typed_blocks, self.scale_max)      # fixed for this solve
                 al_value, violation, dual = self._iterate_terms(xs, us, mu)
                 recalc = False
+                if iteration == 1 and not math.isfinite(cost + al_value):
+                    # a row or the cost not finite at the start (a row of NaN makes its
+                    # psi NaN, a row of +inf on a one-sided bound too: inf - P(inf));
+                    # the accepted trials' merits are finite after that (rs35)
+                    status, iteration = f"{NOT_FINITE} at the start", 0
+                    break
             # the inner solve is done when the last step, accepted, started from a
             # feasible iterate whose stop value was below omega (Crocoddyl's test, at the
             # AL's tolerance) computed with preg <= th_reg: a stop value computed with a
@@ -591,7 +637,11 @@ class ALDDP:
             if stepped_from_feasible and stepped and last_stop < omega \
                     and last_preg <= self.th_reg and dual[2] < max(omega, self.th_constraint):
                 if violation <= self.th_constraint and last_stop < self.th_stop:
-                    status, converged = "converged", True
+                    # a NaN Jacobian of a row inactive here leaves the sweep finite (its
+                    # terms are skipped): not a solution of the problem as posed (CSQP's
+                    # stationarity test, rob34)
+                    status, converged = ("converged", True) if derivatives_finite(
+                        problem, self.typed_blocks, False) else (NOT_FINITE, False)
                     iteration -= 1
                     break
                 outer += 1
@@ -623,7 +673,9 @@ class ALDDP:
                 if failed < 0:
                     break
                 if preg >= inner.reg_max:
-                    status = "regularization at maximum: Quu not positive definite"
+                    # a Jacobian of NaN (met at an accepted point) fails every sweep
+                    status = "regularization at maximum: Quu not positive definite" if \
+                        derivatives_finite(problem, self.typed_blocks, False) else NOT_FINITE
                     return self._result(xs, us, cost, iteration - 1, False, status, mu, stop,
                                         outer, history)
                 preg = inner._increased(preg)
@@ -676,6 +728,12 @@ class ALDDP:
             if crawl_limit is not None and crawled >= crawl_limit:
                 status = "crawling"
                 break
+            if stall_window is not None:
+                least.append(min(max(gap_norm, violation), least[-1] if least else np.inf))
+                if len(least) > stall_window and least[-1] > stall_above and \
+                        least[-1] > stall_ratio * least[-1 - stall_window]:
+                    status = "stalled"
+                    break
         return self._result(xs, us, cost, iteration, converged, status, mu, stop, outer,
                             history)
 

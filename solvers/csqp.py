@@ -233,11 +233,16 @@ from ..ocp.constraints import HorizonConstraints
 from ..ocp.fused import CALC, DIFF
 from ..ocp.held import held, typed_list
 from ..ocp.state import StateMultibody
-from .alddp import (ALDDP, ConstrainedResult, _add_rows, _Block, _bound_residuals,
-                    constraint_blocks, record_iteration)
+# NOT_FINITE: a NaN or inf in a constraint row's value or Jacobian or in the cost's
+# derivatives (the QP cannot be formed; without the test the solve ended at the first QP
+# as "the QP's Hessian is not positive definite", a status that points at the costs'
+# curvature, not at the residual; rob34), the status ALDDP and ProxDDP share (rs35)
+from .alddp import (NOT_FINITE, ALDDP, ConstrainedResult, _add_rows, _Block,
+                    _bound_residuals, constraint_blocks, derivatives_finite,
+                    record_iteration)
 from .callbacks import CallbackVerbose
 from .forward import KERNEL_ERRORS, ForwardPass
-from .options import check_alphas, check_solve_arguments
+from .options import _integer, _number, check_alphas, check_solve_arguments
 from .proxddp import ProxDDP
 from .riccati import backward_range_kept
 
@@ -316,6 +321,13 @@ RESTORE_CRAWL = 2
 # required_infeasibility_reduction, the reduction its restoration phase must reach:
 # Waechter & Biegler 2006, Sec. 3.3)
 RESTORE_PROGRESS = 0.9
+# after a certificate (only a feasible point goes back) the restoration also stops, as
+# "stalled", once its least infeasibility so far has not fallen below RESTORE_STALL_RATIO
+# times what it was RESTORE_STALL iterations before (ALDDP's ``stall_window``): an
+# unreachable target's restoration (ur5 "unreachable") otherwise ran to max_iter at a
+# violation that fell 1e-3 relative in its last 300 iterations (rs35)
+RESTORE_STALL = 50
+RESTORE_STALL_RATIO = 0.99
 # its solvers, by the ``restoration`` option's value
 RESTORATIONS = {"proxddp": ProxDDP, "alddp": ALDDP}
 
@@ -386,11 +398,6 @@ def _checked_restoration(restoration):
 
 # the status of a solve stopped by :meth:`CSQP._settled` (the second stopping test)
 SETTLED = "converged: the step's predicted decrease below th_decrease"
-# a NaN or inf in a constraint row's value or Jacobian or in the cost's derivatives: the
-# QP cannot be formed (without this test the solve ended at the first QP, whose
-# factorization failed, as "the QP's Hessian is not positive definite": a status that
-# points at the costs' curvature, not at the residual; rob34)
-NOT_FINITE = "a constraint row or the cost is not finite (NaN or inf)"
 
 _HISTORY_KEYS = ("cost", "merit", "stop", "grad", "preg", "step", "gaps", "violation",
                  "qp_iterations", "qp_primal", "polished", "qp_factorizations", "qp_sweeps",
@@ -1522,7 +1529,9 @@ class CSQP:
     from its point where it ends feasible (or, without a certified QP, less infeasible
     than the iterate), the solve ends with the triggering status where it does not; the
     restoration ends early once its own line search crawls (:meth:`_restore`,
-    :data:`RESTORE_PROGRESS`; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
+    :data:`RESTORE_PROGRESS`) or, after a certificate, its infeasibility stalls
+    (:data:`RESTORE_STALL`: ur5 "unreachable" ends "infeasible" after 95 iterations, not
+    500; None: the SQP alone, as before; ProxDDP's 23 / 244 iterations
     against ALDDP's 24 / 314 on the module docstring's two tasks, glob25's and rev26's
     runs).  The first restoration in a process compiles the AL solver's kernels where
     no AL solver ran before (about 3 s on an empty Numba cache): an MPC loop with a time
@@ -1539,16 +1548,33 @@ class CSQP:
                  active_set_rounds=None, polish_sigma=1e-8, warm_line_search=True,
                  th_decrease=1e-9, eps_prim_inf=1e-4, restoration="proxddp",
                  filter_fallback=True, rollout_fallback=True):
-        for name, value in (("th_stop", th_stop), ("th_constraint", th_constraint),
-                            ("th_gaps", th_gaps), ("eps_abs", eps_abs), ("rho_init", rho_init),
-                            ("sigma", sigma), ("big", big), ("polish_sigma", polish_sigma),
-                            ("th_decrease", th_decrease)):
-            if not (np.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be finite and positive, got {value}")
-        if not 0.0 < alpha < 2.0:
-            raise ValueError(f"alpha must be in (0, 2), got {alpha}")
-        if not (np.isfinite(eps_prim_inf) and eps_prim_inf >= 0.0):
-            raise ValueError(f"eps_prim_inf must be finite and >= 0, got {eps_prim_inf}")
+        # every numeric option through options' checkers, a ValueError naming it (rs35:
+        # eps_rel, rho_min, rho_max and c1 took NaN or a string, max_qp_iter,
+        # rho_interval, polish_iter and infeasible_after 0 or -1: rho_interval is the
+        # length of ADMM's chunks in _solve_qp, infeasible_after 0 sent every solve to
+        # the restoration at its first QP)
+        th_stop, th_constraint, th_gaps, eps_abs, rho_init, sigma, big, polish_sigma, \
+            th_decrease = (_number(value, name, 0.0, low_open=True) for name, value in (
+                ("th_stop", th_stop), ("th_constraint", th_constraint), ("th_gaps", th_gaps),
+                ("eps_abs", eps_abs), ("rho_init", rho_init), ("sigma", sigma), ("big", big),
+                ("polish_sigma", polish_sigma), ("th_decrease", th_decrease)))
+        eps_rel = _number(eps_rel, "eps_rel", 0.0)
+        rho_min = _number(rho_min, "rho_min", 0.0, low_open=True)
+        rho_max = _number(rho_max, "rho_max", rho_min)
+        alpha = _number(alpha, "alpha", 0.0, low_open=True)
+        if alpha >= 2.0:
+            raise ValueError(f"alpha = {alpha!r}: expected a value in (0, 2)")
+        # Armijo's constant, usually in (0, 1) (Nocedal & Wright, Sec. 3.1); larger values
+        # refuse every step, which tests use to force the fallbacks (c1 1e3)
+        c1 = _number(c1, "c1", 0.0, low_open=True)
+        eps_prim_inf = _number(eps_prim_inf, "eps_prim_inf", 0.0)
+        max_qp_iter = _integer(max_qp_iter, "max_qp_iter", 1)
+        rho_interval = _integer(rho_interval, "rho_interval", 1)
+        polish_iter = _integer(polish_iter, "polish_iter", 0)
+        polish_rounds = _integer(polish_rounds, "polish_rounds", 0)
+        infeasible_after = _integer(infeasible_after, "infeasible_after", 1)
+        if active_set_rounds is not None:
+            active_set_rounds = _integer(active_set_rounds, "active_set_rounds", 0)
         self.restoration = _checked_restoration(restoration)
         self.filter_fallback = bool(filter_fallback)
         self.rollout_fallback = bool(rollout_fallback)
@@ -1567,9 +1593,6 @@ class CSQP:
         if active_set_rounds is None:
             active_set_rounds = max(30, problem.N)
         self.polish_rounds, self.active_set_rounds = int(polish_rounds), int(active_set_rounds)
-        if self.active_set_rounds < 0 or self.polish_rounds < 0:
-            raise ValueError("active_set_rounds and polish_rounds must be >= 0, got "
-                             f"{self.active_set_rounds} and {self.polish_rounds}")
         self.polish_sigma = polish_sigma
         self.c1, self.infeasible_after = c1, int(infeasible_after)
         self.eps_prim_inf = float(eps_prim_inf)
@@ -2087,7 +2110,17 @@ class CSQP:
         a :class:`~.alddp.ConstrainedResult` (its ``mu``: the last rho); never raises
         from inside a kernel.  The problem's costs and xnext hold the last point evaluated
         (the returned iterate, or, when the line search accepted no step, its last
-        refused trial point); its derivatives, the returned iterate's."""
+        refused trial point); its derivatives, the returned iterate's.
+
+        ``time_limit`` (seconds of wall clock, None: none) is read from the solve's entry
+        and tested after each iteration (and the restoration's, each of its iterations):
+        the solve ends "time_limit" after the iteration in which it passed, so at least
+        one iteration runs and a solve may overrun by one iteration.  The clock covers
+        the first call's loading or compiling of the kernels too: the first solve in a
+        process (kernels from the Numba cache) took 5.7 s with ``time_limit=0.01`` on ur5
+        "torque" (100 knots), ending "time_limit" after 1 iteration, the next ones 0.020 s
+        (rs35); on an empty cache, minutes.  A real-time caller solves once before it
+        relies on the limit."""
         problem = self.problem
         start_time = time.perf_counter()
         max_iter, time_limit = check_solve_arguments(max_iter, time_limit)
@@ -2382,10 +2415,7 @@ class CSQP:
         evaluation (DIFF) are all finite: a residual that returns NaN is reported as such,
         not as a QP that failed (the values alone miss a NaN Jacobian: a violation
         max(l - r, r - h, 0) drops a NaN)."""
-        problem = self.problem
-        arrays = [problem.Lx, problem.Lu, problem.Lxx, problem.Luu, problem.Lxu]
-        arrays += [a for item in self.items for a in item[2:5]]
-        return all(np.isfinite(a).all() for a in arrays)
+        return derivatives_finite(self.problem, self.items)
 
     def _armijo(self, trial_merit, merit, step, slope):
         """Whether a trial's l1 merit passes the Armijo test of the step ``step`` along a
@@ -2472,8 +2502,10 @@ class CSQP:
         :data:`RESTORE_CRAWL` smallest steps in a row (ALDDP's ``crawl_limit``): at any
         infeasibility where ``beaten`` > 0, after a certificate only above
         :data:`RESTORE_PROGRESS` times ``infeasibility``, the iterate's max(gaps,
-        violation).  A result with non-finite values (point or multipliers) is a failed
-        restoration.  The solver is built at the first restoration and again where the
+        violation); after a certificate also as "stalled" once its least infeasibility
+        has not fallen below :data:`RESTORE_STALL_RATIO` times what it was
+        :data:`RESTORE_STALL` iterations before (ALDDP's ``stall_window``; rs35).  A
+        result with non-finite values (point or multipliers) is a failed restoration.  The solver is built at the first restoration and again where the
         ``restoration`` option changed; this solver's th_constraint is read at each run.
         ``verbose``: one line at the restoration's end (its iterations are not in the
         SQP's history or callbacks; :attr:`restored` has its own history)."""
@@ -2494,8 +2526,15 @@ class CSQP:
         # certificate); after a certificate (only a feasible point goes back) only before
         # it reduced the infeasibility to RESTORE_PROGRESS times the iterate's
         crawl_above = 0.0 if beaten > 0.0 else RESTORE_PROGRESS * infeasibility
+        # after a certificate also a stall of the infeasibility, above the tolerances
+        # (a point at or below them would be feasible: the stall test never cuts a
+        # restoration that has reached one)
+        stall = {} if beaten > 0.0 else dict(
+            stall_window=RESTORE_STALL, stall_ratio=RESTORE_STALL_RATIO,
+            stall_above=max(self.th_gaps, self.th_constraint))
         result = self._restorer.solve(xs, us, max_iter=max_iter, time_limit=left,
-                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above)
+                                      crawl_limit=RESTORE_CRAWL, crawl_above=crawl_above,
+                                      **stall)
         self.restored = result
         feasible = result.gaps <= self.th_gaps and result.violation <= self.th_constraint
         less = result.status != "infeasible" and max(result.gaps, result.violation) < beaten

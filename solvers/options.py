@@ -24,6 +24,17 @@ def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=Fal
     return value
 
 
+def _integer(value, name, low=0):
+    """``value`` as an int >= ``low``: an integral number (Python's or numpy's), not a
+    bool, a float or a string (``int(2.5)`` would truncate silently, ``int(inf)`` raise
+    an OverflowError that names nothing)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} = {value!r}: expected an integer >= {low}")
+    return int(value)
+
+
 def check_options(solver):
     """Validate the thresholds, the regularization schedule and the step lengths
     of a DDP-family solver in place (``alphas`` becomes a float array)."""
