@@ -2505,7 +2505,8 @@ class CSQP:
         violation); after a certificate also as "stalled" once its least infeasibility
         has not fallen below :data:`RESTORE_STALL_RATIO` times what it was
         :data:`RESTORE_STALL` iterations before (ALDDP's ``stall_window``; rs35).  A
-        result with non-finite values (point or multipliers) is a failed restoration.  The solver is built at the first restoration and again where the
+        result with non-finite values (point or multipliers) is a failed restoration.
+        The solver is built at the first restoration and again where the
         ``restoration`` option changed; this solver's th_constraint is read at each run.
         ``verbose``: one line at the restoration's end (its iterations are not in the
         SQP's history or callbacks; :attr:`restored` has its own history)."""
