@@ -57,6 +57,10 @@ def check_alphas(alphas):
     decreasing order (the searches try them in turn and read the last as the smallest
     step: BoxFDDP's, ALDDP's and ProxDDP's hopeless test, the crawl count, the skips)."""
     try:
+        given = np.asarray(alphas)
+        # booleans are not step lengths (np.asarray(True, float) is [1.0]: rs35)
+        if given.dtype == np.bool_:
+            raise TypeError
         steps = np.asarray(alphas, dtype=float).reshape(-1)
     except (TypeError, ValueError):
         raise ValueError(f"alphas: expected a sequence of step lengths, got {alphas!r}") \

@@ -61,7 +61,8 @@ BAD_OPTIONS = {
     "th_stop": (-1.0, np.nan, "tight"),
     "th_acceptstep": (-0.1, 1.5, np.nan),
     "th_stepdec": (2.0, -1.0), "th_stepinc": (np.nan,),
-    "alphas": ([], [0.0], [1.0, np.nan], [2.0], [-0.5], "half", [None], [0.25, 1.0, 0.5]),
+    "alphas": ([], [0.0], [1.0, np.nan], [2.0], [-0.5], "half", [None], [0.25, 1.0, 0.5],
+               True, [True, False]),
 }
 
 
