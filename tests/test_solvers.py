@@ -884,7 +884,7 @@ def test_one_call_trial_of_an_rk_horizon_costs_its_stage_points(scheme, use_gaps
     blocks), and knot costs equal to a fresh calc's (1e-12: the rollout's ABA and the
     batched one agree to a few ulps), which a trial that skipped a stage point or costed
     the knot in its place would not give (rk2 and rk3 weigh the knot by 0; a trial
-    that ran only the first cost point's program failed it)."""
+    that ran only the first cost point's program failed it on rk4)."""
     from geppetto.solvers.forward import ForwardPass
     robot = gp.robots.load("ur5")
     problem, _ = reaching_problem(robot.model, "tool0", np.array([0.4, 0.2, 0.4]),
