@@ -2,14 +2,16 @@
 
 A DDP trial (:mod:`.trial`) rolls each phase out under the feedback law, then
 costs the trial trajectory phase by phase.  When every running phase is a
-:class:`~.dynamics.FreeDynamics` phase with an Euler scheme, or a contact or
+:class:`~.dynamics.FreeDynamics` phase (any scheme), or a contact or
 impulse phase with a jitted step (:func:`.trial.rollout_contact`), whose costs
 run in the fused interpreter (:mod:`.fused`) without a block of their own in
 TRIAL mode, and the terminal knot's costs do too, the whole trial is one
 kernel, :func:`_trial`:
 
-    for each phase:  its rollout (stores the knots' kinematics, and forces)  (.trial)
-                     the phase's cost program in TRIAL mode                  (.fused)
+    for each phase:  its rollout (stores the knots' kinematics, and forces;   (.trial)
+                     an RK phase its stage points and theirs)
+                     the phase's cost program in TRIAL mode (an RK phase: the (.fused)
+                     program of each cost point on its stored stage points)
     x_N^try = x_N^pred (+) (alpha - 1) f_N   (while infeasible, alpha < 1)
     the terminal knot: its kinematics pass and cost program (CALC mode)
     cost = sum of the knots' costs (in order, each phase's as it ends),
@@ -23,7 +25,7 @@ Measured (CPU time, interleaved blocks of 100-200 trials, load 8-11): the solo12
 trot (6 contact and impulse phases), a feasible trial 0.79x (0.75-0.82) of the
 phase-by-phase trial's time, an infeasible one with FDDP's gap term 0.74x
 (0.63-0.75); ur5 and panda reaching (one free phase) 0.87x.
-Other horizons (RK schemes, custom dynamics, residuals without a fused step,
+Other horizons (contact RK schemes, custom dynamics, residuals without a fused step,
 actuation of another width than the problem's) keep the phase-by-phase trial (a
 user's :class:`~.numba_residual.NumbaResidual` is a block of the programs:
 :func:`.fused._user`):
@@ -89,11 +91,16 @@ def _window(inputs, start, stop):
 @inline_kernel
 def _free_phase(m, entry, address, inputs, predicted, outputs, ws, signal):
     """The trial of a FreeDynamics phase ``entry`` = (start, stop, B, damping, scheme,
-    dt, kinematics, program): its rollout from ``predicted`` (publishing each knot in
-    ``signal``, :mod:`.trial`), then its costs, by the
+    dt, kinematics, programs, calls): its rollout from ``predicted`` (publishing each knot
+    in ``signal``, :mod:`.trial`), then its costs, by the
     (address, key) rows of ``address`` = (:func:`.trial.rollout_free`,
-    :func:`.fused._interpret`); returns (the knot that failed or -1, stop)."""
-    start, stop, B, damping, scheme, dt, stored, program = entry
+    :func:`.fused._interpret`); returns (the knot that failed or -1, stop).  The costs
+    are the cost programs ``programs`` (a typed List) in order, program c on the
+    states of ``calls[c, 0]`` in ``mode`` ``calls[c, 1]``: -1 the knots' trial states,
+    else the first row of a stage point's states among the stage points the rollout
+    stored (``kinematics[6]``, an RK phase: :meth:`.stage.StageModel.trial_cost_programs`;
+    an Euler phase has one program, on the knots, in TRIAL mode)."""
+    start, stop, B, damping, scheme, dt, stored, programs, calls = entry
     xs_try, us_try, xnext = outputs
     out = (xs_try[start:stop], us_try[start:stop], xnext[start:stop])
     failed = call_checked_int(address[0, 0], address[0, 1], (
@@ -104,8 +111,11 @@ def _free_phase(m, entry, address, inputs, predicted, outputs, ws, signal):
     for t in range(start, stop):
         if not all_finite(us_try[t]):
             return t, stop
-    call_checked(address[1, 0], address[1, 1], (xs_try[start:stop], us_try[start:stop], program,
-                                                 TRIAL))
+    points = stored[6]
+    for c in range(calls.shape[0]):
+        row = calls[c, 0]
+        states = out[0] if row < 0 else points[row:row + stop - start]
+        call_checked(address[1, 0], address[1, 1], (states, out[1], programs[c], calls[c, 1]))
     return -1, stop
 
 
@@ -275,11 +285,15 @@ class HorizonTrial:
         for (kind, _), entry in zip(self.order, self.entries):
             entry_types = first[kind]
             if kind == FREE_PHASE:
-                B, damping, scheme, dt, stored, program = entry_types[2:]
+                B, damping, scheme, dt, stored, programs = entry_types[2:8]
                 rollout = (rollout_free, (typeof(self.arrays), B, damping, scheme, dt, window,
                                           predicted, out, typeof(self.workspace), stored)
                            + progress, types.int64)
-                controls = us_try
+                # a cost point's states: the knots' window or the stored stage points'
+                states = cpu_target.typing_context.unify_types(xs_try, _rows(stored.types[6]))
+                calls.append((rollout, (_interpret, (states, us_try, programs.item_type,
+                                                     types.int64))))
+                continue
             else:
                 workspace, program, no_controls = (entry_types[2], entry_types[3],
                                                    entry_types[5])
@@ -310,16 +324,23 @@ def _free_entry(model, start, stop, data, workspace):
     """The entry of a FreeDynamics phase (see :func:`_free_phase`), or None when it needs
     the phase-by-phase trial."""
     dynamics = model.dynamics
-    if SCHEME_CODES[model.integrator.scheme] > 1 or model.nu != dynamics.nu:
+    if model.nu != dynamics.nu:
         return None
-    program = _trial_program(model, data)
     dynamics_workspace, stored = workspace
-    if program is None or (stored is None and model.kinematics_for_costs):
+    if SCHEME_CODES[model.integrator.scheme] > 1:     # RK: the costs per cost point
+        programs = model.trial_cost_programs(data, stored is not None)
+        calls = None if programs is None else [(row, CALC) for row, _ in programs]
+    else:
+        program = _trial_program(model, data)
+        programs = None if program is None else [(-1, program)]
+        calls = [(-1, TRIAL)]
+    if programs is None or (stored is None and model.kinematics_for_costs):
         return None               # the costs read kinematics the rollout does not store
     return (np.int64(start), np.int64(stop), np.ascontiguousarray(dynamics.actuation.B),
             np.ascontiguousarray(dynamics.damping), np.int64(SCHEME_CODES[
                 model.integrator.scheme]), float(model.integrator.dt), dynamics_workspace[1],
-            program)
+            typed_list([program for _, program in programs]),
+            np.array(calls, dtype=np.int64).reshape(-1, 2))
 
 
 def _contact_entry(model, start, stop, data, workspace, nu):

@@ -411,6 +411,29 @@ class StageModel:
             return self.dynamics.trial_workspace(self.integrator, kinematics), data
         return self.dynamics.trial_workspace(self.integrator, kinematics, forces), data
 
+    def trial_cost_programs(self, data, stored):
+        """The trial's costs of an RK FreeDynamics phase as the one-call trial runs them
+        (:func:`.horizon.horizon_trial`): [(row, program)], the ``values`` programs of
+        :meth:`_point_programs` (their interpreter programs, run in CALC mode) in the order
+        :meth:`calc_costs` runs them right after the rollout (the first clears the
+        outputs, the others add: the same sums in the same order), each on the states of
+        its cost point: ``row`` -1 the knots' trial states,
+        else the first of the K rows (j K) of stage point j in the rollout's stored
+        points (``data.integrator.trial_points``, :func:`_share_stage_kinematics`).
+        ``stored``: whether the rollout stores this phase's kinematics and stage points
+        (its :meth:`trial_workspace` was given ``data``).  None where :meth:`calc_costs`
+        takes another path: no programs (several Numba threads, a term without an
+        interpreted step), or costs over stage points that the rollout does not store."""
+        programs = self._point_programs(data)
+        if programs is None:
+            return None
+        if self._costs_at_stage_points() and not (stored and self._rk_trial_stores()):
+            return None
+        if any(values.program is None or values.first_by_mode[CALC] for values in programs[0]):
+            return None
+        return [(-1 if j == 0 else j * data.K, values.program)
+                for (j, _), values in zip(self.cost_points, programs[0])]
+
     def rollout_trial(self, inputs, x_start, outputs, workspace):
         """The solvers' line-search trial over the knots of a phase (see
         :mod:`.trial`: inputs, outputs); returns -1 or the knot that failed."""

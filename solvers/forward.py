@@ -11,7 +11,7 @@ the stage points evaluate no dynamics again).  The
 predicted states ``xnext`` are kept: after an accepted step they give the new
 gaps without a second evaluation of the dynamics.
 
-Where the stages allow it (free dynamics with an Euler scheme, contact and
+Where the stages allow it (free dynamics with any scheme, contact and
 impulse dynamics with a jitted step, and fused costs everywhere, one thread:
 :func:`geppetto.ocp.horizon.horizon_trial`), the whole trial, the rollouts, the
 costs of every knot and FDDP's gap term of the expected improvement, is one
@@ -70,6 +70,9 @@ class ForwardPass:
         self.gap_shift = np.empty((1, problem.ndx))
         self.no_Vxx = np.zeros((0, problem.ndx, problem.ndx))
         self.merit = (None, 0.0)      # (xs_try, FDDP's gap term) of the last one-call trial
+        # a horizon with RK phases sums its knots' costs as NumPy does (see _one_call)
+        self.numpy_total = any(len(model.integrator.weights) > 1
+                               for model, _, _, _ in problem.phases)
 
     @property
     def horizon(self):
@@ -158,6 +161,12 @@ class ForwardPass:
                                        merit_gaps)
         except KERNEL_ERRORS:
             failed, cost = 0, np.nan
+        if failed < 0 and self.numpy_total:
+            # the total of the phase-by-phase trial (ShootingProblem.calc_costs, NumPy's
+            # pairwise sum) that RK horizons took before their one-call trial: the same
+            # bits, so that their line searches decide as before (the kernel adds the
+            # knots' costs in order, which rounds differently past 8 knots)
+            cost = float(self.problem.costs.sum())
         # math.isfinite on the kernel's float: 0.05 us against numpy's 0.6 us for a scalar
         if failed >= 0 or not math.isfinite(cost):
             return None

@@ -872,15 +872,34 @@ def test_one_call_trial_of_the_horizon_matches_the_phase_by_phase_trial(use_gaps
     if use_gaps:      # calc / calc_diff of the horizon in one call (ocp.horizon._evaluate)
         _assert_one_call_evaluation(problem, point[0], problem.quasi_static(point[0]))
         _assert_callees_of_other_types_fail(problem, point[0], problem.quasi_static(point[0]))
-    rk4, _ = reaching_problem(model, "tool0", np.array([0.4, 0.2, 0.4]), robot.q0, knots=3,
-                              integrator="rk4")
-    nu, ndx = rk4.nu, rk4.ndx
-    forward = ForwardPass(rk4)
-    forward(np.repeat(rk4.x0[None], 4, axis=0), np.zeros((3, nu)),
-            (np.zeros((3, nu)), np.zeros((3, nu, ndx))), (np.full((3, nu), -np.inf),
-                                                         np.full((3, nu), np.inf)),
-            1.0, False, False, np.zeros((4, ndx)))
-    assert forward.horizon is None and rk4.solver_plans["trial"][1] == {1: None}
+
+
+@pytest.mark.parametrize("scheme,use_gaps", [("rk2", True), ("rk3", False), ("rk4", True)])
+def test_one_call_trial_of_an_rk_horizon_costs_its_stage_points(scheme, use_gaps):
+    """An RK horizon's trial is one compiled call too (ocp.horizon._free_phase: the
+    rollout, then the cost program of each cost point on the stage points the rollout
+    stored, StageModel.trial_cost_programs); it gives the phase-by-phase trial's
+    (rollout_trial + calc_costs) states, controls, predictions, knot costs and total to
+    the bit (the total by NumPy's sum, as calc_costs: 12 knots, past NumPy's 8-term
+    blocks), and knot costs equal to a fresh calc's (1e-12: the rollout's ABA and the
+    batched one agree to a few ulps), which a trial that skipped a stage point or costed
+    the knot in its place would not give (rk2 and rk3 weigh the knot by 0; a trial
+    that ran only the first cost point's program failed it on rk4)."""
+    from geppetto.solvers.forward import ForwardPass
+    robot = gp.robots.load("ur5")
+    problem, _ = reaching_problem(robot.model, "tool0", np.array([0.4, 0.2, 0.4]),
+                                  robot.q0, knots=12, integrator=scheme)
+    trials, point = _trials_both_ways(problem, 3, use_gaps, 20.0)
+    for one, phased in zip(trials[0][:5], trials[1][:5]):
+        np.testing.assert_array_equal(one, phased)
+    assert trials[0][5] == trials[1][5] and trials[0][5] != 0.0
+    assert np.any(np.abs(trials[0][1]) == 20.0)               # some controls clamped
+    xs_try, us_try, _, knot_costs, cost, _ = trials[0]
+    assert cost == float(np.sum(knot_costs)) and np.all(knot_costs[:-1] > 0)
+    problem.calc(xs_try, us_try)
+    np.testing.assert_allclose(knot_costs, problem.costs, rtol=1e-12, atol=0)
+    stage = problem.running_models[0]
+    assert len(stage.cost_points) == len(stage.integrator.weights) - (scheme != "rk4")
 
 
 def test_one_call_trial_of_a_trot_matches_the_phase_by_phase_trial():
