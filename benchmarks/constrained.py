@@ -644,8 +644,11 @@ def _a1_trot(knots):
     def costs(phase):
         if phase.impulse:
             return [x_reg]
+        # the swing feet in A1_FEET's order, not a set's: a set of strings iterates in
+        # an order of the process's hash seed (PYTHONHASHSEED), and the order of the
+        # costs is the order of their sums (the last bits of Lx, Lxx and of the solve)
         return [x_reg, u_reg] + [gp.ocp.Cost(step[f], weight=1e3)
-                                 for f in set(A1_FEET) - set(phase.feet)]
+                                 for f in A1_FEET if f not in phase.feet]
     stance, swing = max(knots // 5, 1), max(knots // 2, 1)
     gait = [(A1_FEET, stance), (("FL_foot", "RR_foot"), swing),
             (A1_FEET, max(knots - stance - swing, 1))]
