@@ -37,7 +37,8 @@ import numpy as np
 from ..dynamics.aba import _aba_state_borrowed
 from ..dynamics.borrowed import borrowed, borrowed_all, keep_alive
 from ..dynamics.config import inline_kernel, kernel
-from ..dynamics.liegroups import difference_state, integrate_state
+from ..dynamics.liegroups import (difference_state, difference_state_inline,
+                                  integrate_state_inline)
 from ..dynamics.validation import all_finite
 from .contact_step import (EMPTY, VALUES, contact_step_inline, impulse_step,
                            knot_workspace)
@@ -94,13 +95,13 @@ def _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s
     if use_gaps:
         for i in range(w.shape[0]):
             w[i] = (alpha - 1.0) * gaps[t, i]
-        integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
+        integrate_state_inline(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
         for i in range(nv):
             x[nq + i] = predicted[nq + i] + w[nv + i]
     else:
         for i in range(x.shape[0]):
             x[i] = predicted[i]
-    difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
+    difference_state_inline(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
     for i in range(nv):
         dx[nv + i] = x[nq + i] - xs[t, nq + i]
 
@@ -215,7 +216,7 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
             point = x
             if stage > 0:
                 stage_offset(scheme, dt, stage, fields, w)
-                integrate_state(m, x[:nq], w[:nv], xi[:nq], s4, t4, s3)
+                integrate_state_inline(m, x[:nq], w[:nv], xi[:nq], s4, t4, s3)
                 for i in range(nv):
                     xi[nq + i] = x[nq + i] + w[nv + i]
                 point = xi
@@ -232,7 +233,7 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                     points[stage * n + t, i] = point[i]
         step_increment(scheme, dt, fields, w)
         xn = xnext[t]                       # state_integrate, written out
-        integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
+        integrate_state_inline(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
         for i in range(nv):
             xn[nq + i] = x[nq + i] + w[nv + i]
         if not all_finite(xnext[t]):
