@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import mimic
-from .config import inline_kernel, kernel
+from .config import kernel
 from .model import REVOLUTE_UNBOUNDED, FREE_FLYER, SPHERICAL, PLANAR
 from .one_state import _integrate_one, model_one_state
 from .validation import as_configurations, as_stack, call_kernel
@@ -190,36 +190,6 @@ def difference_state(m, q0, q1, out, s4, t4, s3):
         else:
             for r in range(nvs[i]):
                 out[iv + r] = q1[iq + r] - q0[iq + r]
-
-
-
-# A compiled call of integrate_state / difference_state passes the model tuple flattened
-# (~200 scalar arguments through the stack) and tests each of its arrays' references: on
-# the trial rollout's knots of a small arm that call costs more than the joints' sums.
-# Where nq = nv no joint has nq > nv (free flyer, spherical, unbounded revolute, planar:
-# the cases above), every coordinate is its own joint's "else" branch, q + v and q1 - q0:
-# written at the call site, the same operations on the same values (the same bits);
-# otherwise the compiled call.  (The same test as the OCP's gaps, ocp.problem.)
-@inline_kernel
-def integrate_state_inline(m, q, v, out, s4, t4, s3):
-    """:func:`integrate_state`, inlined where the model's coordinates are a vector space
-    (nq = nv), else the compiled call."""
-    if m.nq == m.nv:
-        for i in range(m.nq):
-            out[i] = q[i] + v[i]
-    else:
-        integrate_state(m, q, v, out, s4, t4, s3)
-
-
-@inline_kernel
-def difference_state_inline(m, q0, q1, out, s4, t4, s3):
-    """:func:`difference_state`, inlined where the model's coordinates are a vector space
-    (nq = nv), else the compiled call."""
-    if m.nq == m.nv:
-        for i in range(m.nv):
-            out[i] = q1[i] - q0[i]
-    else:
-        difference_state(m, q0, q1, out, s4, t4, s3)
 
 
 @kernel

@@ -575,38 +575,3 @@ def test_threaded_kernel_runs_a_batch_of_one_item_on_its_serial_copy(monkeypatch
             np.testing.assert_allclose(value, 0.5 * np.sum(r * r, axis=1), rtol=1e-14)
             np.testing.assert_array_equal(a_r, r)
     assert calls == [("serial", 1), ("parallel" if threads > 1 else "serial", 3)]
-
-
-@pytest.mark.parametrize("name", ["ur5", "solo12"])
-def test_inlined_lie_group_steps_equal_the_compiled_ones_to_the_bit(name):
-    """The trial rollout's integrate / difference inlined where nq = nv
-    (:func:`~geppetto.dynamics.liegroups.integrate_state_inline`, ur5's revolute joints: the
-    sums written at the call site) and the compiled call otherwise (solo12's free flyer)
-    give :func:`~geppetto.dynamics.liegroups.integrate_state` and ``difference_state``'s
-    values to the bit, at seeded random states and steps."""
-    import geppetto as gp
-    from geppetto.dynamics.config import kernel
-    from geppetto.dynamics.liegroups import (difference_state, difference_state_inline,
-                                             integrate_state, integrate_state_inline)
-
-    @kernel
-    def both(m, qs, vs, out):
-        s4, t4, s3 = np.empty(4), np.empty(4), np.empty(3)
-        nq, nv = m.nq, m.nv
-        for k in range(qs.shape[0]):
-            integrate_state_inline(m, qs[k], vs[k], out[0, k, :nq], s4, t4, s3)
-            integrate_state(m, qs[k], vs[k], out[1, k, :nq], s4, t4, s3)
-            difference_state_inline(m, qs[k], out[0, k, :nq], out[2, k, :nv], s4, t4, s3)
-            difference_state(m, qs[k], out[0, k, :nq], out[3, k, :nv], s4, t4, s3)
-
-    model = gp.robots.load(name).model
-    rng = np.random.default_rng(7)
-    qs = gp.dynamics.integrate(model, np.repeat(np.asarray(gp.robots.load(name).q0)[None], 5,
-                                                axis=0), rng.standard_normal((5, model.nv)))
-    vs = 0.7 * rng.standard_normal((5, model.nv))
-    out = np.full((4, 5, model.nq), np.nan)
-    both(model.arrays, np.ascontiguousarray(qs), vs, out)
-    np.testing.assert_array_equal(out[0], out[1])
-    np.testing.assert_array_equal(out[2, :, :model.nv], out[3, :, :model.nv])
-    np.testing.assert_allclose(out[2, :, :model.nv], vs, rtol=1e-9, atol=1e-12)
-    assert (model.nq == model.nv) == (name == "ur5")
