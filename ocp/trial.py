@@ -85,6 +85,17 @@ def trial_state(m, predicted, gap, alpha, use_gaps, w, out, s4, t4, s3):
             out[i] = predicted[i]
 
 
+# _vector_space_note: where nq = nv no joint has nq > nv (free flyer, spherical, unbounded
+# revolute, planar), so integrate_state / difference_state take their "else" branch for
+# every coordinate, q + v and q1 - q0: written at the call site on the whole state (the
+# same operations on the same values, the same bits), where the compiled call passed the
+# model tuple flattened and tested each of its arrays' references, more than the sums cost
+# on a small arm (fc35: the double pendulum's trial 20.8 -> 15.3 us).  The test is on the
+# scalars nq, nv: an inlined helper given the model takes a reference to each of its
+# arrays per use (3-4 % slower trials on solo12, whose free flyer gains nothing).  (The same
+# test as the OCP's gaps, ocp.problem.)
+
+
 @inline_kernel
 def _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s4, t4, s3):
     """The bodies of :func:`trial_state` (x = the trial state of knot t) and
@@ -94,15 +105,23 @@ def _trial_point(m, nq, nv, predicted, gaps, t, alpha, use_gaps, w, x, xs, dx, s
     if use_gaps:
         for i in range(w.shape[0]):
             w[i] = (alpha - 1.0) * gaps[t, i]
-        integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
-        for i in range(nv):
-            x[nq + i] = predicted[nq + i] + w[nv + i]
+        if nq == nv:                # see _vector_space_note below
+            for i in range(nq + nv):
+                x[i] = predicted[i] + w[i]
+        else:
+            integrate_state(m, predicted[:nq], w[:nv], x[:nq], s4, t4, s3)
+            for i in range(nv):
+                x[nq + i] = predicted[nq + i] + w[nv + i]
     else:
         for i in range(x.shape[0]):
             x[i] = predicted[i]
-    difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
-    for i in range(nv):
-        dx[nv + i] = x[nq + i] - xs[t, nq + i]
+    if nq == nv:
+        for i in range(nq + nv):
+            dx[i] = x[i] - xs[t, i]
+    else:
+        difference_state(m, xs[t, :nq], x[:nq], dx[:nv], s4, t4, s3)
+        for i in range(nv):
+            dx[nv + i] = x[nq + i] - xs[t, nq + i]
 
 
 @inline_kernel
@@ -215,9 +234,13 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
             point = x
             if stage > 0:
                 stage_offset(scheme, dt, stage, fields, w)
-                integrate_state(m, x[:nq], w[:nv], xi[:nq], s4, t4, s3)
-                for i in range(nv):
-                    xi[nq + i] = x[nq + i] + w[nv + i]
+                if nq == nv:
+                    for i in range(nq + nv):
+                        xi[i] = x[i] + w[i]
+                else:
+                    integrate_state(m, x[:nq], w[:nv], xi[:nq], s4, t4, s3)
+                    for i in range(nv):
+                        xi[nq + i] = x[nq + i] + w[nv + i]
                 point = xi
             actuated_torque(m, B, damping, point, u, tau)
             _aba_state_borrowed(m, point[:nq], point[nq:], tau, f_ext, liR, lip, oR, op, J, oY,
@@ -232,9 +255,13 @@ def rollout_free(m, B, damping, scheme, dt, inputs, x_start, outputs, ws, kinema
                     points[stage * n + t, i] = point[i]
         step_increment(scheme, dt, fields, w)
         xn = xnext[t]                       # state_integrate, written out
-        integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
-        for i in range(nv):
-            xn[nq + i] = x[nq + i] + w[nv + i]
+        if nq == nv:
+            for i in range(nq + nv):
+                xn[i] = x[i] + w[i]
+        else:
+            integrate_state(m, x[:nq], w[:nv], xn[:nq], s4, t4, s3)
+            for i in range(nv):
+                xn[nq + i] = x[nq + i] + w[nv + i]
         if not all_finite(xnext[t]):
             failed = t
             break

@@ -1394,3 +1394,44 @@ def test_bad_warm_starts_raise_value_error(solver_class):
     for xs_bad, us_bad in bad:
         with pytest.raises(ValueError):
             solver.solve(xs_bad, us_bad)
+
+
+@pytest.mark.parametrize("name", ["ur5", "solo12"])
+def test_trial_rollout_steps_equal_the_lie_group_kernels_to_the_bit(name):
+    """The trial rollout's state steps (ocp.trial: the sums written in place where nq = nv,
+    ur5; the compiled integrate_state / difference_state calls otherwise, solo12's free
+    flyer) give the state's integrate to the bit, x_t^try = x_t^pred (+) (alpha - 1) f_t
+    (FDDP while infeasible), and FDDP's gap term that of the states' difference.  (The
+    predictions xnext are the rollout's one-state ABA, calc's the lanes': round-off apart.)"""
+    from geppetto import ocp
+    from geppetto.solvers.forward import ForwardPass
+    from geppetto.solvers.riccati import gap_decrease
+    robot = gp.robots.load(name)
+    model = robot.model
+    x0 = np.r_[robot.q0, np.zeros(model.nv)]
+    free = ocp.FreeDynamics(model)
+    regs = [ocp.Cost(ocp.StateResidual(free.state, x0), weight=1e-1),
+            ocp.Cost(ocp.ControlResidual(free.nu), weight=1e-3)]
+    problem = ocp.ShootingProblem(x0, [ocp.StageModel(free, regs, dt=0.01)] * 6,
+                                  ocp.TerminalModel(free.state, regs[:1]))
+    rng = np.random.default_rng(3)
+    N, ndx, nu = problem.N, problem.ndx, problem.nu
+    xs = problem.state.integrate(np.repeat(x0[None], N + 1, axis=0),
+                                 0.05 * rng.standard_normal((N + 1, ndx)))
+    us = problem.quasi_static(xs) + 0.1 * rng.standard_normal((N, nu))
+    gains = 0.1 * rng.standard_normal((N, nu)), 0.01 * rng.standard_normal((N, nu, ndx))
+    bounds = np.full((N, nu), -np.inf), np.full((N, nu), np.inf)
+    gaps = 0.02 * rng.standard_normal((N + 1, ndx))
+    A = rng.standard_normal((N + 1, ndx, ndx))
+    Vxx = A @ A.transpose(0, 2, 1)
+    forward = ForwardPass(problem)
+    alpha = 0.5
+    xs_try, us_try, xnext, _ = forward(xs, us, gains, bounds, alpha, True, False, gaps, Vxx)
+    xs_try, us_try, xnext = xs_try.copy(), us_try.copy(), xnext.copy()
+    predicted = np.r_[x0[None], xnext]
+    np.testing.assert_array_equal(
+        xs_try, problem.state.integrate(predicted, (alpha - 1.0) * gaps))
+    dv = forward.gap_decrease(xs, xs_try, gaps, Vxx)
+    assert dv == pytest.approx(
+        gap_decrease(gaps, Vxx, problem.state.difference(xs_try, xs)), rel=1e-12)
+    assert (model.nq == model.nv) == (name == "ur5")
