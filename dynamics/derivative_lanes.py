@@ -29,6 +29,12 @@ small matrix at ``(6 r + c) T`` from its base):
 - ``Minv, dq, dv`` (nv x nv x T): entry (r, c) at (r nv + c) T;
 - ``F`` (nv x 6 x T), ``A`` (depth x nv x 6 x T): the M^-1 sweeps' columns.
 
+The lane loops of a tile run over its first ``width`` lanes
+(:func:`.lane_tiles.active_width`: its states rounded up to 8, at most TILE), passed down
+from the tile loop: a phase of 5 knots computes 8 lanes, not 64 (ur5 aba_tiles 44 -> 27 us,
+panda 78 -> 39).  "every lane" below means every lane of that width.  The world pass
+(:func:`.batch_lanes._crba_forward_pass_lanes`) still computes all TILE lanes.
+
 No external forces (as the other lanes kernels).
 """
 import numpy as np
