@@ -511,14 +511,14 @@ def _constraint_dynamics_derivatives_lanes(m, ca, chain, depth, common, row_cons
         _constraint_tile(m, ca, chain, depth, common, row_constraint, 0.0, max_iter, accuracy,
                          work, True, its)
         # dR1: the RNEA derivatives at (q, v, ddq) with the wrenches as external forces
-        _accelerations_lanes(m, ddqt, wd)
+        _accelerations_lanes(m, ddqt, wd, UT)
         for e in range(nj * T10):
             Ycrb[e] = Yw[e]
         for e in range(nj * T6):
             f[e] = pA[e]
         _contact_wrenches_lanes(ca, cR, cp, lamt, f)
-        _derivative_columns_lanes(m, True, wd)
-        _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
+        _derivative_columns_lanes(m, True, wd, UT)
+        _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id, UT)
         _world_aligned_force_lanes(nv, ca, chain, depth, J, cp, lamt, Zq)
         # dR2 from the motions at (v, ddq)
         _remove_gravity_lanes(m, oa)

@@ -116,7 +116,7 @@ def _bias_lanes(m, wd, oa, f, taut, zt):
             w[UT3 + s] = a3 - g3
             w[UT4 + s] = a4 - g4
             w[UT5 + s] = a5 - g5
-        _compact_times_lanes(Yw, i * T10, w, 0, f, i * T6, False)
+        _compact_times_lanes(Yw, i * T10, w, 0, f, i * T6, False, UT)
         for s in range(UT):
             for r in range(6):
                 f[A + np.uint64(r * TILE) + s] += pA[A + np.uint64(r * TILE) + s]
@@ -516,7 +516,7 @@ def _constraint_tile(m, ca, chain, depth, common, row_constraint, mu, max_iter, 
     # M, b and the world motions (CRBA's forward pass, the velocities, the bias
     # forces before CRBA's backward pass turns the world inertias into composites)
     _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
-    _velocities_lanes(m, vt, wd)
+    _velocities_lanes(m, vt, wd, UT)
     _bias_lanes(m, wd, oa, f, taut, z)
     if keep_inertias:
         Yw, Ycrb = wd[3], wd[4]

@@ -29,6 +29,12 @@ small matrix at ``(6 r + c) T`` from its base):
 - ``Minv, dq, dv`` (nv x nv x T): entry (r, c) at (r nv + c) T;
 - ``F`` (nv x 6 x T), ``A`` (depth x nv x 6 x T): the M^-1 sweeps' columns.
 
+The lane loops of a tile run over its first ``width`` lanes
+(:func:`.lane_tiles.active_width`: its states rounded up to 8, at most TILE), passed down
+from the tile loop: a phase of 5 knots computes 8 lanes, not 64 (ur5 aba_tiles 44 -> 27 us,
+panda 78 -> 39).  "every lane" below means every lane of that width.  The world pass
+(:func:`.batch_lanes._crba_forward_pass_lanes`) still computes all TILE lanes.
+
 No external forces (as the other lanes kernels).
 """
 import numpy as np
@@ -40,8 +46,9 @@ from .batch_lanes import (_as_configuration_stack, _as_lanes, _as_lanes_configur
 from .borrowed import borrowed_all
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
-                         add_lanes, dinv_times_lanes, fill_lanes, force_cross_lanes, load_six_lanes,
-                         load_state_tiles, load_tile, motion_cross_lanes, store_six_lanes,
+                         active_width, add_first_lanes, dinv_times_first_lanes, fill_first_lanes,
+                         fill_lanes, force_cross_first_lanes, load_six_lanes, load_state_tiles,
+                         load_tile, motion_cross_first_lanes, store_six_lanes,
                          store_six_sum_lanes, store_symmetric_tile, store_tile, tile_workspace,
                          aligned_empty)
 from .validation import check_invertible
@@ -79,11 +86,11 @@ def _derivative_workspace(m, velocities_only=False):
 # --- Spatial algebra on lanes ---------------------------------------------------------
 
 @inline_kernel
-def _compact_times_lanes(Y, bY, x, bx, out, bo, add):
+def _compact_times_lanes(Y, bY, x, bx, out, bo, add, width):
     """out[bo] (+)= Y[bY] x[bx] = [m v + w x h; h x v + I w] for the compact inertia
     (m, h, I00 I01 I02 I11 I12 I22) at bY and the motion x = (v, w), every lane."""
     C, X, O = np.uint64(bY), np.uint64(bx), np.uint64(bo)
-    for s in range(UT):
+    for s in range(width):
         mass, h0, h1, h2 = Y[C + s], Y[C + UT1 + s], Y[C + UT2 + s], Y[C + UT3 + s]
         i00, i01, i02 = Y[C + UT4 + s], Y[C + UT5 + s], Y[C + UT6 + s]
         i11, i12, i22 = Y[C + UT7 + s], Y[C + UT8 + s], Y[C + UT9 + s]
@@ -99,13 +106,13 @@ def _compact_times_lanes(Y, bY, x, bx, out, bo, add):
 
 
 @inline_kernel
-def _columns_times_lanes(J, iv, nvi, x, out, bo, add):
+def _columns_times_lanes(J, iv, nvi, x, out, bo, add, width):
     """out[bo] (+)= sum_c J_c x_c over the dofs c of a joint (world columns), every lane."""
     O = np.uint64(bo)
     for c in range(iv, iv + nvi):
         B, X = np.uint64(c * T6), np.uint64(c * TILE)
         keep = add or c > iv
-        for s in range(UT):
+        for s in range(width):
             xc = x[X + s]
             store_six_lanes(out, O, s, (J[B + s] * xc, J[B + UT1 + s] * xc, J[B + UT2 + s] * xc,
                                         J[B + UT3 + s] * xc, J[B + UT4 + s] * xc,
@@ -123,42 +130,42 @@ def _dot6_lanes(x, bx, y, by, s):
 # --- World motions, bias forces ---------------------------------------------------------
 
 @kernel
-def _velocities_lanes(m, vt, wd):
+def _velocities_lanes(m, vt, wd, width):
     """ov_i = ov_par + J_i dq_i, cJ_i = ov_i x (J_i dq_i), h_i = Yw_i ov_i and the bias
     force pA_i = ov_i x* h_i of every body (the world frame), every lane."""
     J, Yw, ov, cJ, pA, h, w = wd[2], wd[3], wd[6], wd[7], wd[8], wd[10], wd[28]
-    fill_lanes(ov, 0, 6, 0.0)
+    fill_first_lanes(ov, 0, 6, 0.0, width)
     for i in range(1, m.njoints):
         bi, bp = i * T6, m.parents[i] * T6
-        _columns_times_lanes(J, m.idx_v[i], m.nvs[i], vt, w, 0, False)
-        add_lanes(ov, bp, w, 0, ov, bi)
-        motion_cross_lanes(ov, bi, w, 0, cJ, bi)
-        _compact_times_lanes(Yw, i * T10, ov, bi, h, bi, False)
-        fill_lanes(pA, bi, 6, 0.0)
-        force_cross_lanes(ov, bi, h, bi, pA, bi)
+        _columns_times_lanes(J, m.idx_v[i], m.nvs[i], vt, w, 0, False, width)
+        add_first_lanes(ov, bp, w, 0, ov, bi, width)
+        motion_cross_first_lanes(ov, bi, w, 0, cJ, bi, width)
+        _compact_times_lanes(Yw, i * T10, ov, bi, h, bi, False, width)
+        fill_first_lanes(pA, bi, 6, 0.0, width)
+        force_cross_first_lanes(ov, bi, h, bi, pA, bi, width)
 
 
 @kernel
-def _accelerations_lanes(m, at, wd):
+def _accelerations_lanes(m, at, wd, width):
     """oa_i = oa_par + cJ_i + J_i ddq_i (gravity included, oa_0 = -g), every lane."""
     J, cJ, oa = wd[2], wd[7], wd[9]
     for r in range(6):
-        fill_lanes(oa, r * TILE, 1, -m.gravity[r])
+        fill_first_lanes(oa, r * TILE, 1, -m.gravity[r], width)
     for i in range(1, m.njoints):
         bi = i * T6
-        add_lanes(oa, m.parents[i] * T6, cJ, bi, oa, bi)
-        _columns_times_lanes(J, m.idx_v[i], m.nvs[i], at, oa, bi, True)
+        add_first_lanes(oa, m.parents[i] * T6, cJ, bi, oa, bi, width)
+        _columns_times_lanes(J, m.idx_v[i], m.nvs[i], at, oa, bi, True, width)
 
 
 # --- ABA in the world frame -------------------------------------------------------------
 
 @kernel
-def _articulated_init_lanes(m, wd):
+def _articulated_init_lanes(m, wd, width):
     """IA_i = Yw_i as a 6x6 matrix [m 1, -[h]x; [h]x, I] (upper triangle), every lane."""
     Yw, IA = wd[3], wd[5]
     for i in range(1, m.njoints):
         C, A = np.uint64(i * T10), np.uint64(i * T36)
-        for s in range(UT):
+        for s in range(width):
             mass, h0, h1, h2 = Yw[C + s], Yw[C + UT1 + s], Yw[C + UT2 + s], Yw[C + UT3 + s]
             IA[A + s] = mass
             IA[A + UT1 + s] = 0.0
@@ -224,7 +231,7 @@ def _store_symmetric(X, A, s, y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, 
 
 
 @kernel
-def _projection_lanes(m, i, taut, with_bias, wd):
+def _projection_lanes(m, i, taut, with_bias, wd, width):
     """U_c = IA_i J_c for the dofs c of joint i, D = J^T U + armature, Dinv = D^-1 and
     (with_bias) u = tau_i - J_i^T pA_i, every lane."""
     J, IA, pA, U, Dinv, u, D, work, pf = (wd[2], wd[5], wd[8], wd[13], wd[14], wd[15],
@@ -233,7 +240,7 @@ def _projection_lanes(m, i, taut, with_bias, wd):
     A, P = np.uint64(i * T36), np.uint64(i * T6)
     for c in range(iv, iv + nvi):
         B, C = np.uint64(c * T6), np.uint64(c * TILE)
-        for s in range(UT):
+        for s in range(width):
             (y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, y15, y22, y23, y24, y25,
              y33, y34, y35, y44, y45, y55) = _symmetric_entries(IA, A, s)
             j0, j1, j2 = J[B + s], J[B + UT1 + s], J[B + UT2 + s]
@@ -251,7 +258,7 @@ def _projection_lanes(m, i, taut, with_bias, wd):
             arm = m.armature[iv + a] if a == b else 0.0
             Ja, Ub = np.uint64((iv + a) * T6), np.uint64((iv + b) * T6)
             Do, I = np.uint64((6 * a + b) * TILE), np.uint64(iv * T6)
-            for s in range(UT):
+            for s in range(width):
                 d = arm + _dot6_lanes(J, Ja, U, Ub, s)
                 D[Do + s] = d
                 if nvi == 1:
@@ -261,7 +268,7 @@ def _projection_lanes(m, i, taut, with_bias, wd):
 
 
 @kernel
-def _hand_to_parent_world_lanes(m, i, with_bias, wd):
+def _hand_to_parent_world_lanes(m, i, with_bias, wd, width):
     """Ia = IA_i - U Dinv U^T; IA_par += Ia and (with_bias) pA_par += pA_i + Ia c_i
     + U Dinv u_i, every lane (world frame: no transform)."""
     IA, cJ, pA, U, Dinv, u, UD, Ia = wd[5], wd[7], wd[8], wd[13], wd[14], wd[15], wd[26], wd[27]
@@ -272,7 +279,7 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
         for b in range(nvi):
             Ub, Db = np.uint64((iv + b) * T6), np.uint64((iv + b) * T6 + a * TILE)
             first = b == 0
-            for s in range(UT):
+            for s in range(width):
                 d = Dinv[Db + s]
                 store_six_lanes(UD, O, s, (U[Ub + s] * d, U[Ub + UT1 + s] * d,
                                            U[Ub + UT2 + s] * d, U[Ub + UT3 + s] * d,
@@ -280,7 +287,7 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
     for a in range(nvi):  # Ia = IA_i - sum_a UD_a U_a^T, upper triangle
         O, Ua = np.uint64(a * T6), np.uint64((iv + a) * T6)
         src, Bs = (IA, A) if a == 0 else (Ia, np.uint64(0))
-        for s in range(UT):
+        for s in range(width):
             (y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, y15, y22, y23, y24, y25,
              y33, y34, y35, y44, y45, y55) = _symmetric_entries(src, Bs, s)
             e0, e1, e2 = UD[O + s], UD[O + UT1 + s], UD[O + UT2 + s]
@@ -293,7 +300,7 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
                              y22 - e2 * u2, y23 - e2 * u3, y24 - e2 * u4, y25 - e2 * u5,
                              y33 - e3 * u3, y34 - e3 * u4, y35 - e3 * u5, y44 - e4 * u4,
                              y45 - e4 * u5, y55 - e5 * u5)
-    for s in range(UT):  # IA_par += Ia
+    for s in range(width):  # IA_par += Ia
         (y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, y15, y22, y23, y24, y25,
          y33, y34, y35, y44, y45, y55) = _symmetric_entries(Ia, np.uint64(0), s)
         (x00, x01, x02, x03, x04, x05, x11, x12, x13, x14, x15, x22, x23, x24, x25,
@@ -305,7 +312,7 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
     if not with_bias:
         return
     C, P, Pp = np.uint64(i * T6), np.uint64(i * T6), np.uint64(par * T6)
-    for s in range(UT):
+    for s in range(width):
         (y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, y15, y22, y23, y24, y25,
          y33, y34, y35, y44, y45, y55) = _symmetric_entries(Ia, np.uint64(0), s)
         c0, c1, c2 = cJ[C + s], cJ[C + UT1 + s], cJ[C + UT2 + s]
@@ -320,7 +327,7 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
             p5 + y05 * c0 + y15 * c1 + y25 * c2 + y35 * c3 + y45 * c4 + y55 * c5), True)
     for a in range(nvi):
         O, Q = np.uint64(a * T6), np.uint64((iv + a) * TILE)
-        for s in range(UT):
+        for s in range(width):
             x = u[Q + s]
             store_six_lanes(pA, Pp, s, (UD[O + s] * x, UD[O + UT1 + s] * x, UD[O + UT2 + s] * x,
                                         UD[O + UT3 + s] * x, UD[O + UT4 + s] * x,
@@ -328,40 +335,40 @@ def _hand_to_parent_world_lanes(m, i, with_bias, wd):
 
 
 @kernel
-def _aba_backward_world_lanes(m, taut, with_bias, wd):
+def _aba_backward_world_lanes(m, taut, with_bias, wd, width):
     """ABA's backward pass: articulated inertias, U, D^-1 and (with_bias) u, pA."""
     for i in range(m.njoints - 1, 0, -1):
-        _projection_lanes(m, i, taut, with_bias, wd)
+        _projection_lanes(m, i, taut, with_bias, wd, width)
         if m.parents[i] > 0:
-            _hand_to_parent_world_lanes(m, i, with_bias, wd)
+            _hand_to_parent_world_lanes(m, i, with_bias, wd, width)
 
 
 @kernel
-def _aba_forward_world_lanes(m, ddqt, wd):
+def _aba_forward_world_lanes(m, ddqt, wd, width):
     """oa_i = oa_par + c_i, ddq_i = Dinv (u_i - U^T oa_i), oa_i += J_i ddq_i, every lane."""
     J, cJ, oa, U, Dinv, u, e = wd[2], wd[7], wd[9], wd[13], wd[14], wd[15], wd[28]
     for r in range(6):
-        fill_lanes(oa, r * TILE, 1, -m.gravity[r])
+        fill_first_lanes(oa, r * TILE, 1, -m.gravity[r], width)
     for i in range(1, m.njoints):
         bi, iv, nvi = i * T6, m.idx_v[i], m.nvs[i]
-        add_lanes(oa, m.parents[i] * T6, cJ, bi, oa, bi)
+        add_first_lanes(oa, m.parents[i] * T6, cJ, bi, oa, bi, width)
         A, I = np.uint64(bi), np.uint64(iv * T6)
         for a in range(nvi):
             Ua, E, Q = np.uint64((iv + a) * T6), np.uint64(a * TILE), np.uint64((iv + a) * TILE)
-            for s in range(UT):
+            for s in range(width):
                 x = u[Q + s] - _dot6_lanes(U, Ua, oa, A, s)
                 e[E + s] = x
                 if nvi == 1:
                     ddqt[Q + s] = Dinv[I + s] * x
         if nvi > 1:
-            dinv_times_lanes(Dinv, iv, nvi, e, ddqt)
-        _columns_times_lanes(J, iv, nvi, ddqt, oa, bi, True)
+            dinv_times_first_lanes(Dinv, iv, nvi, e, ddqt, width)
+        _columns_times_lanes(J, iv, nvi, ddqt, oa, bi, True, width)
 
 
 # --- M^-1 from ABA's U and D^-1 ---------------------------------------------------------
 
 @kernel
-def _minverse_backward_lanes(m, wd, Minv, rows):
+def _minverse_backward_lanes(m, wd, Minv, rows, width):
     """Rows of M^-1 restricted to each subtree: Minv[i, subtree] = [Dinv, -Dinv J_i^T
     F[descendants]], zero on the columns after the subtree (which the forward sweep
     updates), then F[subtree] += U_i Minv[i, subtree] (not at the children of the
@@ -373,24 +380,24 @@ def _minverse_backward_lanes(m, wd, Minv, rows):
         iv, nvi = m.idx_v[i], m.nvs[i]
         end = m.idx_v[m.subtree_end[i]] if m.subtree_end[i] < m.njoints else nv
         for a in range(nvi):
-            fill_lanes(Minv, (rows[iv + a] + end) * TILE, nv - end, 0.0)
+            fill_first_lanes(Minv, (rows[iv + a] + end) * TILE, nv - end, 0.0, width)
         for a in range(nvi):
             for b in range(nvi):
                 D = np.uint64((iv + a) * T6 + b * TILE)
                 O = np.uint64((rows[iv + a] + iv + b) * TILE)
-                for s in range(UT):
+                for s in range(width):
                     Minv[O + s] = Dinv[D + s]
         for col in range(iv + nvi, end):
             Fc = np.uint64(col * T6)
             for b in range(nvi):
                 Jb, W = np.uint64((iv + b) * T6), np.uint64(b * TILE)
-                for s in range(UT):
+                for s in range(width):
                     w[W + s] = _dot6_lanes(J, Jb, F, Fc, s)
             for a in range(nvi):
                 O = np.uint64((rows[iv + a] + col) * TILE)
                 for b in range(nvi):
                     D, W = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
-                    for s in range(UT):
+                    for s in range(width):
                         x = -Dinv[D + s] * w[W + s]
                         Minv[O + s] = x if b == 0 else Minv[O + s] + x
         if m.parents[i] == 0:
@@ -399,7 +406,7 @@ def _minverse_backward_lanes(m, wd, Minv, rows):
             Fc = np.uint64(col * T6)
             for a in range(nvi):
                 Ua, O = np.uint64((iv + a) * T6), np.uint64((rows[iv + a] + col) * TILE)
-                for s in range(UT):
+                for s in range(width):
                     x = Minv[O + s]
                     store_six_lanes(F, Fc, s, (U[Ua + s] * x, U[Ua + UT1 + s] * x,
                                                U[Ua + UT2 + s] * x, U[Ua + UT3 + s] * x,
@@ -407,7 +414,7 @@ def _minverse_backward_lanes(m, wd, Minv, rows):
 
 
 @kernel
-def _minverse_forward_lanes(m, wd, Minv, rows):
+def _minverse_forward_lanes(m, wd, Minv, rows, width):
     """The ancestors' part: rows of i -= Dinv U_i^T A_par on the columns from i on,
     A_i = A_par + J_i Minv[dofs of i] (not stored for leaves), the upper triangle
     (:func:`.minverse._minverse_forward_pass` in every lane).  A is kept per depth in
@@ -428,13 +435,13 @@ def _minverse_forward_lanes(m, wd, Minv, rows):
             if par > 0:
                 for b in range(nvi):
                     Ub, W = np.uint64((iv + b) * T6), np.uint64(b * TILE)
-                    for s in range(UT):
+                    for s in range(width):
                         w[W + s] = _dot6_lanes(U, Ub, A, Ap, s)
                 for a in range(nvi):
                     O = np.uint64((rows[iv + a] + col) * TILE)
                     for b in range(nvi):
                         D, W = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
-                        for s in range(UT):
+                        for s in range(width):
                             Minv[O + s] -= Dinv[D + s] * w[W + s]
             if leaf:
                 continue
@@ -442,7 +449,7 @@ def _minverse_forward_lanes(m, wd, Minv, rows):
                 Ja, O = np.uint64((iv + a) * T6), np.uint64((rows[iv + a] + col) * TILE)
                 keep = par > 0 or a > 0
                 Src = Ap if a == 0 else Ai
-                for s in range(UT):
+                for s in range(width):
                     x = Minv[O + s]
                     store_six_sum_lanes(A, Ai, s, (J[Ja + s] * x, J[Ja + UT1 + s] * x,
                                                    J[Ja + UT2 + s] * x, J[Ja + UT3 + s] * x,
@@ -451,24 +458,24 @@ def _minverse_forward_lanes(m, wd, Minv, rows):
 
 
 @kernel
-def _minverse_lower_lanes(nv, Minv):
+def _minverse_lower_lanes(nv, Minv, width):
     """The lower triangle of the tile's M^-1 = its upper triangle, every lane (for the
     products dFD = -M^-1 dID, which read whole rows; M^-1 alone is stored from the
     upper triangle, :func:`_minverse_lanes`)."""
     for r in range(nv):
         for c in range(r):
             O, P = np.uint64((r * nv + c) * TILE), np.uint64((c * nv + r) * TILE)
-            for s in range(UT):
+            for s in range(width):
                 Minv[O + s] = Minv[P + s]
 
 
 @kernel
-def _minverse_sweeps_lanes(m, wd, Minv, rows):
+def _minverse_sweeps_lanes(m, wd, Minv, rows, width):
     """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)
     into Minv, entry (r, c) at (rows[r] + c) T (:func:`_minverse_rows`)."""
-    fill_lanes(wd[22], 0, 6 * m.nv, 0.0)
-    _minverse_backward_lanes(m, wd, Minv, rows)
-    _minverse_forward_lanes(m, wd, Minv, rows)
+    fill_first_lanes(wd[22], 0, 6 * m.nv, 0.0, width)
+    _minverse_backward_lanes(m, wd, Minv, rows, width)
+    _minverse_forward_lanes(m, wd, Minv, rows, width)
 
 
 # --- M^-1 from CRBA's factor: M^-1 = L^-1 L^-T -------------------------------------------
@@ -585,7 +592,7 @@ def _minverse_rows(m, packed):
 # --- RNEA derivatives in the world frame -------------------------------------------------
 
 @kernel
-def _derivative_columns_lanes(m, bias_in_f, wd):
+def _derivative_columns_lanes(m, bias_in_f, wd, width):
     """Per dof d: u_d = v_par x J_d, alpha_d = a_par x J_d + v_par x u_d, gamma_d =
     (v_i + v_par) x J_d (2 u_d for a 1-dof joint); per body B_i (Bcrb, 12 numbers) and
     f_i = Yw_i a_i + (bias_in_f: f_i on entry, else v_i x* h_i), every lane."""
@@ -596,29 +603,29 @@ def _derivative_columns_lanes(m, bias_in_f, wd):
         bi, bp = i * T6, par * T6
         for d in range(iv, iv + nvi):
             bd = d * T6
-            motion_cross_lanes(ov, bp, J, bd, uc, bd)
-            motion_cross_lanes(oa, bp, J, bd, ac, bd)
-            motion_cross_lanes(ov, bp, uc, bd, w, 0)
-            add_lanes(ac, bd, w, 0, ac, bd)
+            motion_cross_first_lanes(ov, bp, J, bd, uc, bd, width)
+            motion_cross_first_lanes(oa, bp, J, bd, ac, bd, width)
+            motion_cross_first_lanes(ov, bp, uc, bd, w, 0, width)
+            add_first_lanes(ac, bd, w, 0, ac, bd, width)
             if nvi == 1:
-                add_lanes(uc, bd, uc, bd, gc, bd)
+                add_first_lanes(uc, bd, uc, bd, gc, bd, width)
             else:
-                add_lanes(ov, bi, ov, bp, w, 0)
-                motion_cross_lanes(w, 0, J, bd, gc, bd)
-        _inertia_variation_lanes(Yw, ov, h, i, Bcrb)
+                add_first_lanes(ov, bi, ov, bp, w, 0, width)
+                motion_cross_first_lanes(w, 0, J, bd, gc, bd, width)
+        _inertia_variation_lanes(Yw, ov, h, i, Bcrb, width)
         if bias_in_f:
-            _compact_times_lanes(Yw, i * T10, oa, bi, f, bi, True)
+            _compact_times_lanes(Yw, i * T10, oa, bi, f, bi, True, width)
         else:
-            _compact_times_lanes(Yw, i * T10, oa, bi, f, bi, False)
-            force_cross_lanes(ov, bi, h, bi, f, bi)
+            _compact_times_lanes(Yw, i * T10, oa, bi, f, bi, False, width)
+            force_cross_first_lanes(ov, bi, h, bi, f, bi, width)
 
 
 @inline_kernel
-def _inertia_variation_lanes(Yw, ov, h, i, Bcrb):
+def _inertia_variation_lanes(Yw, ov, h, i, Bcrb, width):
     """Bcrb_i = (B_ang row-major, b = 2 h_lin) for the inertia Yw_i moving at ov_i with
     momentum h_i (:func:`.rnea_derivatives.inertia_variation`), every lane."""
     C, V, B = np.uint64(i * T10), np.uint64(i * T6), np.uint64(i * T12)
-    for s in range(UT):
+    for s in range(width):
         H0, H1, H2 = Yw[C + UT1 + s], Yw[C + UT2 + s], Yw[C + UT3 + s]
         i00, i01, i02 = Yw[C + UT4 + s], Yw[C + UT5 + s], Yw[C + UT6 + s]
         i11, i12, i22 = Yw[C + UT7 + s], Yw[C + UT8 + s], Yw[C + UT9 + s]
@@ -653,7 +660,7 @@ def _inertia_variation_lanes(Yw, ov, h, i, Bcrb):
 
 
 @kernel
-def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut):
+def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut, width):
     """Row c (a dof of joint i) against every dof d of i and its ancestors, and tau_c:
     dq[c, d] = (Ycrb J_c) . alpha_d + (Bcrb^T J_c) . u_d, dv[c, d] = (Ycrb J_c) . gamma_d
     + (Bcrb^T J_c) . J_d, M[c, d] = (Ycrb J_c) . J_d, every lane."""
@@ -663,8 +670,8 @@ def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut):
     nv = m.nv
     Jc, F, B, C = np.uint64(c * T6), np.uint64(i * T6), np.uint64(i * T12), np.uint64(c * TILE)
     arm = m.armature[c]
-    _compact_times_lanes(Ycrb, i * T10, J, c * T6, y, 0, False)
-    for s in range(UT):  # t = Bcrb^T J_c (rows 6-8 of y) and tau_c
+    _compact_times_lanes(Ycrb, i * T10, J, c * T6, y, 0, False, width)
+    for s in range(width):  # t = Bcrb^T J_c (rows 6-8 of y) and tau_c
         j0, j1, j2 = J[Jc + s], J[Jc + UT1 + s], J[Jc + UT2 + s]
         j3, j4, j5 = J[Jc + UT3 + s], J[Jc + UT4 + s], J[Jc + UT5 + s]
         b0, b1, b2 = Bcrb[B + UT9 + s], Bcrb[B + UT10 + s], Bcrb[B + UT11 + s]
@@ -681,7 +688,7 @@ def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut):
             D = np.uint64(d * T6)
             O, Om = np.uint64((c * nv + d) * TILE), np.uint64((d * nv + c) * TILE)
             add = arm if d == c else 0.0
-            for s in range(UT):
+            for s in range(width):
                 y0, y1, y2, y3, y4, y5 = y[s], y[UT1 + s], y[UT2 + s], y[UT3 + s], y[UT4 + s], \
                     y[UT5 + s]
                 t0, t1, t2 = y[UT6 + s], y[UT7 + s], y[UT8 + s]
@@ -702,7 +709,7 @@ def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut):
 
 
 @kernel
-def _supporting_columns_lanes(m, i, d, wd):
+def _supporting_columns_lanes(m, i, d, wd, width):
     """Column d (a dof of joint i) against every dof c of the strict ancestors of i:
     dq[c, d] = J_c . (J_d x* f_i + Ycrb alpha_d + Bcrb u_d), dv[c, d] = J_c . (Ycrb
     gamma_d + Bcrb J_d), every lane."""
@@ -710,9 +717,9 @@ def _supporting_columns_lanes(m, i, d, wd):
                                                wd[18], wd[20], wd[21], wd[30])
     nv = m.nv
     D, F, B = np.uint64(d * T6), np.uint64(i * T6), np.uint64(i * T12)
-    _compact_times_lanes(Ycrb, i * T10, ac, d * T6, y, 0, False)
-    _compact_times_lanes(Ycrb, i * T10, gc, d * T6, y, T6, False)
-    for s in range(UT):
+    _compact_times_lanes(Ycrb, i * T10, ac, d * T6, y, 0, False, width)
+    _compact_times_lanes(Ycrb, i * T10, gc, d * T6, y, T6, False, width)
+    for s in range(width):
         j0, j1, j2 = J[D + s], J[D + UT1 + s], J[D + UT2 + s]
         j3, j4, j5 = J[D + UT3 + s], J[D + UT4 + s], J[D + UT5 + s]
         F0, F1, F2 = f[F + s], f[F + UT1 + s], f[F + UT2 + s]
@@ -737,32 +744,32 @@ def _supporting_columns_lanes(m, i, d, wd):
     while j > 0:
         for c in range(m.idx_v[j], m.idx_v[j] + m.nvs[j]):
             Jc, O = np.uint64(c * T6), np.uint64((c * nv + d) * TILE)
-            for s in range(UT):
+            for s in range(width):
                 dq[O + s] = _dot6_lanes(J, Jc, y, np.uint64(0), s)
                 dv[O + s] = _dot6_lanes(J, Jc, y, UT6, s)
         j = m.parents[j]
 
 
 @kernel
-def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut):
+def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut, width):
     """tau (at a), dq, dv and (with_mass_matrix) M; Ycrb, Bcrb and f become the
     composites of the subtrees (dq, dv zeroed first: the entries of dofs on different
     branches are not written)."""
     Ycrb, f, Bcrb = wd[4], wd[11], wd[12]
-    fill_lanes(wd[20], 0, m.nv * m.nv, 0.0)
-    fill_lanes(wd[21], 0, m.nv * m.nv, 0.0)
+    fill_first_lanes(wd[20], 0, m.nv * m.nv, 0.0, width)
+    fill_first_lanes(wd[21], 0, m.nv * m.nv, 0.0, width)
     for i in range(m.njoints - 1, 0, -1):
         iv, nvi, par = m.idx_v[i], m.nvs[i], m.parents[i]
         for c in range(iv, iv + nvi):
-            _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut)
+            _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut, width)
         if par == 0:
             continue
         for d in range(iv, iv + nvi):
-            _supporting_columns_lanes(m, i, d, wd)
-        add_lanes(f, par * T6, f, i * T6, f, par * T6)
+            _supporting_columns_lanes(m, i, d, wd, width)
+        add_first_lanes(f, par * T6, f, i * T6, f, par * T6, width)
         C, P = np.uint64(i * T10), np.uint64(par * T10)
         B, Q = np.uint64(i * T12), np.uint64(par * T12)
-        for s in range(UT):
+        for s in range(width):
             for r in range(10):
                 Ycrb[P + np.uint64(r * TILE) + s] += Ycrb[C + np.uint64(r * TILE) + s]
             for r in range(12):
@@ -779,7 +786,7 @@ def _related_dofs(m):
 
 
 @kernel
-def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y):
+def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y, width):
     """out_X = -Minv X, out_Y = -Minv Y for (nv, nv) matrices X, Y of the tile that are
     zero outside ``related`` (:func:`_related_dofs`), every lane: three columns of both
     products and four terms of the sum per lane loop (each pass over out loads and
@@ -799,14 +806,14 @@ def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y):
             for r in range(nv):
                 O = np.uint64((r * nv + c0) * TILE)
                 if n == 3 and k1 == k0 + 4:
-                    _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first)
+                    _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first, width)
                     continue
                 for k in range(k0, k1):
                     Mk, Xk = np.uint64((r * nv + k) * TILE), np.uint64((k * nv + c0) * TILE)
                     keep = not first or k > k0
                     for e in range(n):
                         E = np.uint64(e * TILE)
-                        for s in range(UT):
+                        for s in range(width):
                             mk = -Minv[Mk + s]
                             x, y = mk * X[Xk + E + s], mk * Y[Xk + E + s]
                             if keep:
@@ -818,7 +825,7 @@ def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y):
 
 
 @inline_kernel
-def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first):
+def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first, width):
     """out[r, c0:c0+3] (not first: +)= -sum_{k0 <= k < k0+4} Minv[r, k] (X, Y)[k, c0:c0+3]
     in every lane."""
     M0 = np.uint64((r * nv + k0) * TILE)
@@ -826,7 +833,7 @@ def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first):
     X1 = X0 + np.uint64(nv * TILE)
     X2 = X1 + np.uint64(nv * TILE)
     X3 = X2 + np.uint64(nv * TILE)
-    for s in range(UT):
+    for s in range(width):
         m0, m1, m2, m3 = (-Minv[M0 + s], -Minv[M0 + UT1 + s], -Minv[M0 + UT2 + s],
                           -Minv[M0 + UT3 + s])
         x0 = m0 * X[X0 + s] + m1 * X[X1 + s] + m2 * X[X2 + s] + m3 * X[X3 + s]
@@ -857,13 +864,13 @@ def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first):
 # --- Tile drivers and public functions ---------------------------------------------------
 
 @kernel
-def _world_tile(m, qt, vt, ws, wd, Yc):
+def _world_tile(m, qt, vt, ws, wd, Yc, width):
     """Placements, J, the world inertias (Yw and a copy as Ycrb), velocities, c, h, pA."""
     _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
     Yw, Ycrb = wd[3], wd[4]
     for k in range(m.njoints * T10):
         Ycrb[k] = Yw[k]
-    _velocities_lanes(m, vt, wd)
+    _velocities_lanes(m, vt, wd, width)
 
 
 @kernel
@@ -881,25 +888,25 @@ def aba_tiles_workspace(m):
 
 
 @kernel
-def _aba_tile(m, with_derivatives, work):
+def _aba_tile(m, with_derivatives, work, width):
     """ABA of the tile loaded in ``work`` (world frame: oMi, J, ov, oa are filled)
     and, with_derivatives, M^-1 and dFD = -M^-1 dID at ddq (eq. 24)."""
     ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related, rows = work
-    _world_tile(m, qt, vt, ws, wd, Yc)
+    _world_tile(m, qt, vt, ws, wd, Yc, width)
     if with_derivatives:
         f, pA = wd[11], wd[8]
         for k in range(m.njoints * T6):
             f[k] = pA[k]  # the bias forces, before the backward pass
-    _articulated_init_lanes(m, wd)
-    _aba_backward_world_lanes(m, taut, True, wd)
-    _aba_forward_world_lanes(m, ddqt, wd)
+    _articulated_init_lanes(m, wd, width)
+    _aba_backward_world_lanes(m, taut, True, wd, width)
+    _aba_forward_world_lanes(m, ddqt, wd, width)
     if not with_derivatives:
         return
-    _minverse_sweeps_lanes(m, wd, wd[19], rows)
-    _minverse_lower_lanes(m.nv, wd[19])
-    _derivative_columns_lanes(m, True, wd)
-    _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id)
-    _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v)
+    _minverse_sweeps_lanes(m, wd, wd[19], rows, width)
+    _minverse_lower_lanes(m.nv, wd[19], width)
+    _derivative_columns_lanes(m, True, wd, width)
+    _rnea_derivatives_backward_lanes(m, ddqt, False, wd, tau_id, width)
+    _negative_products_lanes(m.nv, related, wd[19], wd[20], wd[21], out_q, out_v, width)
 
 
 @kernel
@@ -912,8 +919,9 @@ def _aba_derivatives_lanes(m, q, v, tau, lanes_major, ddq, ddq_dq, ddq_dv, Minv)
     K = q.shape[1] if lanes_major else q.shape[0]
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
+        width = active_width(n)
         load_state_tiles(q, v, tau, b, n, lanes_major, qt, vt, taut)
-        _aba_tile(m, True, work)
+        _aba_tile(m, True, work, width)
         store_tile(ddqt, b, n, lanes_major, ddq)
         store_tile(out_q, b, n, lanes_major, ddq_dq)
         store_tile(out_v, b, n, lanes_major, ddq_dv)
@@ -941,8 +949,9 @@ def aba_tiles(m, q, v, tau, with_derivatives, work, ddq, ddq_dq, ddq_dv, Minv, o
     K = q.shape[0]
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
+        width = active_width(n)
         load_state_tiles(q, v, tau, b, n, False, qt, vt, taut)
-        _aba_tile(m, with_derivatives, work)
+        _aba_tile(m, with_derivatives, work, width)
         store_tile(ddqt, b, n, False, ddq)
         store_tile(wd[0], b, n, False, oR)
         store_tile(wd[1], b, n, False, op)
@@ -974,11 +983,12 @@ def _rnea_derivatives_lanes(m, q, v, a, lanes_major, dtau_dq, dtau_dv, M):
     Mt = wd[19]  # Minv's tile array holds M here
     for b in range(0, K, TILE):
         n = min(TILE, K - b)
+        width = active_width(n)
         load_state_tiles(q, v, a, b, n, lanes_major, qt, vt, at)
-        _world_tile(m, qt, vt, ws, wd, Yc)
-        _accelerations_lanes(m, at, wd)
-        _derivative_columns_lanes(m, False, wd)
-        _rnea_derivatives_backward_lanes(m, at, True, wd, taut)
+        _world_tile(m, qt, vt, ws, wd, Yc, width)
+        _accelerations_lanes(m, at, wd, width)
+        _derivative_columns_lanes(m, False, wd, width)
+        _rnea_derivatives_backward_lanes(m, at, True, wd, taut, width)
         store_tile(wd[20], b, n, lanes_major, dtau_dq)
         store_tile(wd[21], b, n, lanes_major, dtau_dv)
         store_tile(Mt, b, n, lanes_major, M)

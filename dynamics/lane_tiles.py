@@ -73,6 +73,10 @@ T6, T9, T10, T36 = 6 * TILE, 9 * TILE, 10 * TILE, 36 * TILE  # widths of tile ro
 UT = np.uint64(TILE)
 UT1, UT2, UT3, UT4 = (np.uint64(k * TILE) for k in (1, 2, 3, 4))
 UT5, UT6, UT7, UT8, UT9 = (np.uint64(k * TILE) for k in (5, 6, 7, 8, 9))
+# The lane loops of a tile that holds n < TILE states run over its first active_width(n)
+# lanes: n rounded up to LANE_BLOCK (the doubles of an AVX-512 register), so the loops
+# keep whole vectors; the stride of the rows stays TILE (the layout does not change).
+LANE_BLOCK = 8
 # Outputs of more doubles than this are stored with non-temporal stores (:func:`store_tile`;
 # :data:`.streaming.STREAM_BYTES`: larger than the caches keep)
 STREAM_DOUBLES = STREAM_BYTES // 8
@@ -396,8 +400,14 @@ def joint_motion_lanes(S, iv, nvi, x, out, bo, add):
 @inline_kernel
 def motion_cross_lanes(x, bx, y, by, out, bo):
     """out[bo] = x[bx] x y[by] = [w1 x v2 + v1 x w2; w1 x w2] in every lane."""
+    motion_cross_first_lanes(x, bx, y, by, out, bo, UT)
+
+
+@inline_kernel
+def motion_cross_first_lanes(x, bx, y, by, out, bo, width):
+    """:func:`motion_cross_lanes` in the first ``width`` lanes (:func:`active_width`)."""
     X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
-    for s in range(UT):
+    for s in range(width):
         a0, a1, a2 = x[X + s], x[X + UT1 + s], x[X + UT2 + s]
         b0, b1, b2 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
         c0, c1, c2 = y[Y + s], y[Y + UT1 + s], y[Y + UT2 + s]
@@ -413,8 +423,14 @@ def motion_cross_lanes(x, bx, y, by, out, bo):
 @inline_kernel
 def add_lanes(x, bx, y, by, out, bo):
     """out[bo] = x[bx] + y[by] in every lane."""
+    add_first_lanes(x, bx, y, by, out, bo, UT)
+
+
+@inline_kernel
+def add_first_lanes(x, bx, y, by, out, bo, width):
+    """:func:`add_lanes` in the first ``width`` lanes (:func:`active_width`)."""
     X, Y, O = np.uint64(bx), np.uint64(by), np.uint64(bo)
-    for s in range(UT):
+    for s in range(width):
         out[O + s] = x[X + s] + y[Y + s]
         out[O + UT1 + s] = x[X + UT1 + s] + y[Y + UT1 + s]
         out[O + UT2 + s] = x[X + UT2 + s] + y[Y + UT2 + s]
@@ -439,8 +455,14 @@ def inertia_times_lanes(Yi, i, x, bx, out, bo):
 @inline_kernel
 def force_cross_lanes(x, bx, h, bh, out, bo):
     """out[bo] += x[bx] x* h[bh] = [w x f; w x n + v x f] in every lane."""
+    force_cross_first_lanes(x, bx, h, bh, out, bo, UT)
+
+
+@inline_kernel
+def force_cross_first_lanes(x, bx, h, bh, out, bo, width):
+    """:func:`force_cross_lanes` in the first ``width`` lanes (:func:`active_width`)."""
     X, H, O = np.uint64(bx), np.uint64(bh), np.uint64(bo)
-    for s in range(UT):
+    for s in range(width):
         m0, m1, m2 = x[X + s], x[X + UT1 + s], x[X + UT2 + s]
         m3, m4, m5 = x[X + UT3 + s], x[X + UT4 + s], x[X + UT5 + s]
         h0, h1, h2 = h[H + s], h[H + UT1 + s], h[H + UT2 + s]
@@ -454,23 +476,46 @@ def force_cross_lanes(x, bx, h, bh, out, bo):
 @inline_kernel
 def fill_lanes(out, bo, rows, value):
     """rows x T entries of out from bo on = value."""
+    fill_first_lanes(out, bo, rows, value, UT)
+
+
+@inline_kernel
+def fill_first_lanes(out, bo, rows, value, width):
+    """:func:`fill_lanes` in the first ``width`` lanes of each row (:func:`active_width`)."""
     for r in range(rows):
         O = np.uint64(bo + r * TILE)
-        for s in range(UT):
+        for s in range(width):
             out[O + s] = value
 
 
 @inline_kernel
+def active_width(n):
+    """The lanes a tile of n states computes (uint64, for the lane loops): n rounded up
+    to LANE_BLOCK, at most TILE.  The lanes from n on repeat the last state
+    (:func:`load_tile`), so every lane computed is valid; the lanes past the width keep
+    whatever an earlier tile left there and are read by no lane loop of that width (each
+    lane's arithmetic reads only its own lane) nor stored (:func:`store_tile` takes the
+    first n)."""
+    return np.uint64(min(TILE, (n + LANE_BLOCK - 1) // LANE_BLOCK * LANE_BLOCK))
+
+
+@inline_kernel
 def dinv_times_lanes(Dinv, iv, nvi, e, out):
+    """:func:`dinv_times_first_lanes` in every lane."""
+    dinv_times_first_lanes(Dinv, iv, nvi, e, out, UT)
+
+
+@inline_kernel
+def dinv_times_first_lanes(Dinv, iv, nvi, e, out, width):
     """out rows iv .. iv + nvi - 1 = D_i^-1 e for a joint i of nvi dofs (ABA's
-    ddq_i = D_i^-1 (u_i - U_i^T a_i), Featherstone 2008, Table 7.1), every lane:
+    ddq_i = D_i^-1 (u_i - U_i^T a_i), Featherstone 2008, Table 7.1), the first ``width`` lanes:
     D_i^-1 entry (a, b) at (iv + a) T6 + b T (as ABA's lanes store it), e row b at b T."""
     for a in range(nvi):
         Q = np.uint64((iv + a) * TILE)
-        fill_lanes(out, (iv + a) * TILE, 1, 0.0)
+        fill_first_lanes(out, (iv + a) * TILE, 1, 0.0, width)
         for b in range(nvi):
             Do, E = np.uint64((iv + a) * T6 + b * TILE), np.uint64(b * TILE)
-            for s in range(UT):
+            for s in range(width):
                 out[Q + s] += Dinv[Do + s] * e[E + s]
 
 

@@ -266,3 +266,47 @@ def test_singular_mass_matrix_is_refused_by_minverse():
         gd.compute_minverse_batch(model, q)
     with pytest.raises(ValueError, match="singular"):
         gd.compute_minverse_lanes(model, q.T)
+
+
+def _aba_tiles_outputs(model, q, v, tau, work):
+    """aba_tiles' outputs (ddq, ddq_dq, ddq_dv, Minv, oR, op, J) for the stacks q, v, tau."""
+    from geppetto.dynamics.derivative_lanes import aba_tiles
+    K, nv, nj = q.shape[0], model.nv, model.njoints
+    out = (np.zeros((K, nv)), np.zeros((K, nv * nv)), np.zeros((K, nv * nv)),
+           np.zeros((K, nv * nv)), np.zeros((K, nj * 9)), np.zeros((K, nj * 3)),
+           np.zeros((K, 6 * nv)))
+    aba_tiles(model.arrays, np.ascontiguousarray(q), np.ascontiguousarray(v),
+              np.ascontiguousarray(tau), True, work, *out)
+    return out
+
+
+@pytest.mark.parametrize("knots", [5, 13, 65])
+def test_short_tiles_compute_only_their_active_lanes(load_case, assert_close, knots):
+    """A tile of n < TILE states runs its lane loops over its first active_width(n)
+    lanes (n rounded up to 8).  The lanes past that width hold NaN here (a whole tile of
+    NaN states ran first in the same workspace): no result may read them.  Every state
+    equals, bit for bit, the same state computed in a full tile, and the per-state
+    ABA derivatives within tolerance (a free-flyer tree: the 6-dof D^-1 of the root)."""
+    from geppetto.dynamics.derivative_lanes import aba_tiles_workspace
+    case = load_case("random_tree_ff")
+    m, T = case.model, lane_tiles.TILE
+    assert lane_tiles.active_width(1) == 8 and lane_tiles.active_width(T + 3) == T
+    full = case.states(2 * T, seed=3)
+    work = aba_tiles_workspace(m.arrays)
+    nan = np.full((T, m.nq), np.nan), np.full((T, m.nv), np.nan)
+    poisoned = _aba_tiles_outputs(m, nan[0], nan[1], nan[1], work)
+    assert np.isnan(poisoned[0]).all()
+    q, v, tau = full.q[:knots], full.v[:knots], full.tau[:knots]
+    short = _aba_tiles_outputs(m, q, v, tau, work)
+    reference = _aba_tiles_outputs(m, full.q, full.v, full.tau, aba_tiles_workspace(m.arrays))
+    for ours, theirs in zip(short, reference):
+        assert np.isfinite(ours).all()
+        np.testing.assert_array_equal(ours, theirs[:knots])
+    data = m.create_data()
+    for k in range(knots):
+        dq, dv, Minv = gd.aba_derivatives(m, data, q[k], v[k], tau[k])
+        assert_close(short[0][k], np.ravel(data.ddq), RTOL_DERIVATIVES, f"ddq state {k} of {knots}")
+        for ours, theirs, name in ((short[1][k], dq, "ddq_dq"), (short[2][k], dv, "ddq_dv"),
+                                   (short[3][k], Minv, "Minv")):
+            assert_close(ours.reshape(m.nv, m.nv), theirs, RTOL_DERIVATIVES,
+                         f"{name} state {k} of {knots}")
