@@ -54,6 +54,13 @@ def as_float_array(x, name):
     return _as_float_array(x, name)
 
 
+def check_model(model, name="model"):
+    """ValueError naming ``name`` unless ``model`` is a dynamics Model (or a model
+    that reads as one: its arrays, sizes and joints): not an AttributeError later."""
+    if not all(hasattr(model, a) for a in ("arrays", "nq", "nv", "njoints")):
+        raise ValueError(f"{name}: expected a dynamics Model, got {type(model).__name__}")
+
+
 def as_vector(x, size, name, nonnegative=False):
     """``x`` as a C-contiguous, writable float64 vector of shape (size,) with finite
     entries (>= 0 when ``nonnegative``): the check of a model-sized parameter (damping,

@@ -26,7 +26,7 @@ from ..dynamics.config import num_threads
 from ..dynamics.derivative_lanes import aba_tiles, aba_tiles_workspace
 from ..dynamics.native import callee_address
 from ..dynamics.model import FREE_FLYER
-from ..dynamics.validation import as_float_array, as_vector
+from ..dynamics.validation import as_float_array, as_vector, check_model
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
 from .trial import NO_PROGRESS, no_kinematics, no_points, rollout_free, rollout_python
@@ -49,6 +49,7 @@ class Actuation:
     @classmethod
     def full(cls, model):
         """Every dof actuated: B = I, nu = nv."""
+        check_model(model)
         return cls(np.eye(model.nv))
 
     @classmethod
@@ -105,8 +106,7 @@ def _serial_or_parallel(serial, parallel, dynamics, *args):
 def setup_multibody(dynamics, model, actuation, armature, damping):
     """The attributes every multibody dynamics shares: model, state, actuation, nu,
     arrays (the model's, with the armature replaced when given), damping."""
-    if not all(hasattr(model, a) for a in ("arrays", "nq", "nv", "with_changes")):
-        raise ValueError(f"model: expected a dynamics Model, got {type(model).__name__}")
+    check_model(model)
     dynamics.model = model
     dynamics.state = StateMultibody(model)
     dynamics.actuation = actuation

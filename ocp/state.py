@@ -21,7 +21,7 @@ from ..dynamics.liegroup_derivatives import (_difference_stack, _lie_block, _lie
                                              _load_twist, _scratch)
 from ..dynamics.liegroups import _integrate, neutral
 from ..dynamics.model import FREE_FLYER, PLANAR, SPHERICAL
-from ..dynamics.validation import as_configurations, as_count, as_stack
+from ..dynamics.validation import as_configurations, as_count, as_stack, check_model
 
 
 class StateVector:
@@ -83,8 +83,7 @@ class StateMultibody:
     """x = (q, v) of ``model``; tangent dx = (dq, dv), ndx = 2 nv."""
 
     def __init__(self, model):
-        if not all(hasattr(model, a) for a in ("arrays", "nq", "nv")):
-            raise ValueError(f"model: expected a dynamics Model, got {type(model).__name__}")
+        check_model(model)
         self.model = model
         self.nq, self.nv = model.nq, model.nv
         self.nx = self.nq + self.nv

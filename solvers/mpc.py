@@ -32,7 +32,7 @@ from ..ocp.dynamics import Actuation
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settings,
                                              constrained_workspace)
 from ..dynamics.constraints import as_constraint_set
-from ..dynamics.validation import as_real, as_vector, check_joint
+from ..dynamics.validation import as_real, as_vector, check_joint, check_model
 from ..ocp.problem import ShootingProblem
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
 from ..ocp.trial import trial_control
@@ -264,8 +264,7 @@ class Simulator:
 
     def __init__(self, model, dt=1e-3, actuation=None, damping=None, pushes=(),
                  constraints=None, mu=0.0, max_iterations=1, accuracy=1e-12):
-        if not all(hasattr(model, a) for a in ("arrays", "nq", "nv", "njoints")):
-            raise ValueError(f"model: expected a dynamics Model, got {type(model).__name__}")
+        check_model(model)
         self.model = model
         # checked here, not per step: the compiled plant reads them without bounds checks
         self.dt = as_real(dt, "dt", 0.0, low_open=True)
