@@ -16,6 +16,7 @@ Notation, kept across ``dynamics/`` (Pinocchio's, in snake case):
   fixed to it merged in) in the frame of joint ``i``.
 """
 import copy
+import numbers
 from collections import namedtuple
 
 import numpy as np
@@ -129,6 +130,36 @@ class Frame:
         return f"Frame({self.name!r}, joint={self.joint}, type={self.type})"
 
 
+def _finite_array(value, shape, name):
+    """``value`` as a float64 array of ``shape`` with finite entries; ValueError naming
+    ``name`` otherwise (the builder's inputs end in compiled kernels that trust their
+    shapes: a (2,) gravity or com would be read past its end)."""
+    from .validation import as_float_array     # validation imports this module
+    arr = as_float_array(value, name)
+    if arr.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or inf")
+    return arr.copy()
+
+
+def _rotation(R, name):
+    """``R`` as a (3, 3) rotation matrix (orthonormal, det +1 to 1e-6)."""
+    R = _finite_array(R, (3, 3), name)
+    if not (np.allclose(R @ R.T, np.eye(3), atol=1e-6) and np.linalg.det(R) > 0.0):
+        raise ValueError(f"{name}: not a rotation matrix (R R^T != I or det R < 0)")
+    return R
+
+
+def _builder_index(value, size, name):
+    """An int in [0, size) from a Python or NumPy integer (not a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer index, got {value!r}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name}: index {value} out of range [0, {size})")
+    return int(value)
+
+
 class ModelBuilder:
     """Assemble a :class:`Model` joint by joint, in depth-first order.
 
@@ -140,7 +171,7 @@ class ModelBuilder:
 
     def __init__(self, name="model", gravity=(0.0, 0.0, -9.81)):
         self.name = name
-        self.gravity = np.array(gravity, dtype=float)
+        self.gravity = _finite_array(gravity, (3,), "gravity")
         self.joint_names = ["universe"]
         self._joint_name_set = {"universe"}
         self.parents = [0]
@@ -165,11 +196,19 @@ class ModelBuilder:
         coordinate (nq) for ``lower``/``upper`` and per velocity coordinate
         (nv) for the others; missing limits are infinite.
         """
-        jtype = JOINT_TYPE_NAMES[joint_type] if isinstance(joint_type, str) else int(joint_type)
+        if isinstance(joint_type, str):
+            jtype = JOINT_TYPE_NAMES.get(joint_type)
+        elif isinstance(joint_type, numbers.Integral) and not isinstance(joint_type, bool):
+            jtype = int(joint_type)
+        else:
+            jtype = None
         if jtype not in JOINT_NQ:
             raise ValueError(f"joint {name!r}: unknown joint type {joint_type!r}")
-        if not 0 <= parent < len(self.parents):
-            raise ValueError(f"joint {name!r}: parent joint {parent} does not exist")
+        if not isinstance(name, str):
+            raise ValueError(f"name: expected a str, got {name!r}")
+        if (isinstance(parent, (bool, np.bool_)) or not isinstance(parent, numbers.Integral)
+                or not 0 <= parent < len(self.parents)):
+            raise ValueError(f"joint {name!r}: parent joint {parent!r} does not exist")
         if name in self._joint_name_set:
             raise ValueError(f"joint {name!r} defined twice")
         nq, nv = JOINT_NQ[jtype], JOINT_NV[jtype]
@@ -177,7 +216,7 @@ class ModelBuilder:
         if jtype in (REVOLUTE, REVOLUTE_UNBOUNDED, PRISMATIC):
             if axis is None:
                 raise ValueError(f"joint {name!r}: a revolute or prismatic joint needs an axis")
-            a = np.asarray(axis, dtype=float).reshape(3)
+            a = _finite_array(axis, (3,), f"joint {name!r}: axis")
             norm = np.linalg.norm(a)
             if not np.isfinite(norm) or norm < 1e-12:
                 raise ValueError(f"joint {name!r}: axis {axis} is not a valid direction")
@@ -187,8 +226,8 @@ class ModelBuilder:
         self.parents.append(int(parent))
         self.jtypes.append(jtype)
         self.axes.append(a)
-        self.jR.append(np.eye(3) if R is None else np.asarray(R, dtype=float).reshape(3, 3))
-        self.jp.append(np.zeros(3) if p is None else np.asarray(p, dtype=float).reshape(3))
+        self.jR.append(np.eye(3) if R is None else _rotation(R, f"joint {name!r}: R"))
+        self.jp.append(np.zeros(3) if p is None else _finite_array(p, (3,), f"joint {name!r}: p"))
         self.inertias.append(np.zeros((6, 6)))
 
         def fill(values, size, default):
@@ -210,18 +249,31 @@ class ModelBuilder:
                             R=None, p=None):
         """Add a rigid body to ``joint``: mass, com and inertia about the com,
         given in a frame placed at (R, p) in the joint frame."""
-        inertia_at_com = np.zeros((3, 3)) if inertia_at_com is None else np.asarray(
-            inertia_at_com, dtype=float)
-        Y = spatial_inertia(float(mass), com, inertia_at_com)
+        joint = _builder_index(joint, len(self.parents), "joint")
+        mass = float(_finite_array(mass, (), "mass"))
+        if mass < 0.0:
+            raise ValueError(f"mass: expected a value >= 0, got {mass}")
+        com = _finite_array(com, (3,), "com")
+        inertia_at_com = np.zeros((3, 3)) if inertia_at_com is None else _finite_array(
+            inertia_at_com, (3, 3), "inertia_at_com")
+        Y = spatial_inertia(mass, com, inertia_at_com)
         if R is not None or p is not None:
-            Y = transform_inertia(np.eye(3) if R is None else np.asarray(R, dtype=float),
-                                  np.zeros(3) if p is None else np.asarray(p, dtype=float), Y)
+            Y = transform_inertia(np.eye(3) if R is None else _rotation(R, "R"),
+                                  np.zeros(3) if p is None else _finite_array(p, (3,), "p"), Y)
         self.inertias[joint] = self.inertias[joint] + Y
 
     def add_frame(self, name, joint, R=None, p=None, frame_type=OP_FRAME, parent_frame=0):
         """Attach a frame at (R, p) in the frame of ``joint``; returns its id."""
-        self.frames.append(Frame(name, joint, np.eye(3) if R is None else R,
-                                 np.zeros(3) if p is None else p, frame_type, parent_frame))
+        joint = _builder_index(joint, len(self.parents), "joint")
+        parent_frame = _builder_index(parent_frame, len(self.frames), "parent_frame")
+        if frame_type not in (OP_FRAME, JOINT_FRAME, FIXED_JOINT_FRAME, BODY_FRAME,
+                              SENSOR_FRAME):
+            raise ValueError(f"frame_type: unknown frame type {frame_type!r}")
+        if not isinstance(name, str):
+            raise ValueError(f"name: expected a str, got {name!r}")
+        self.frames.append(Frame(name, joint, np.eye(3) if R is None else _rotation(R, "R"),
+                                 np.zeros(3) if p is None else _finite_array(p, (3,), "p"),
+                                 frame_type, parent_frame))
         return len(self.frames) - 1
 
     def build(self):

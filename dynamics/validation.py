@@ -54,6 +54,53 @@ def as_float_array(x, name):
     return _as_float_array(x, name)
 
 
+def check_model(model, name="model"):
+    """ValueError naming ``name`` unless ``model`` is a dynamics Model (or a model
+    that reads as one: its arrays, sizes and joints): not an AttributeError later."""
+    if not all(hasattr(model, a) for a in ("arrays", "nq", "nv", "njoints")):
+        raise ValueError(f"{name}: expected a dynamics Model, got {type(model).__name__}")
+
+
+def as_vector(x, size, name, nonnegative=False):
+    """``x`` as a C-contiguous, writable float64 vector of shape (size,) with finite
+    entries (>= 0 when ``nonnegative``): the check of a model-sized parameter (damping,
+    a state, a control) where it enters; ValueError naming ``name`` otherwise (a
+    (1, size) array, a complex or object array, NaN are refused, not reshaped or
+    cast)."""
+    arr = _as_float_array(x, name)
+    if arr.shape != (size,):
+        raise ValueError(f"{name}: expected shape ({size},), got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name}: contains NaN or inf")
+    if nonnegative and np.any(arr < 0.0):
+        raise ValueError(f"{name}: expected values >= 0, got {arr}")
+    return _kernel_input(arr)
+
+
+def as_real(value, name, low=-np.inf, low_open=False):
+    """``value`` (a Python or NumPy real number, not a bool) as a finite float >= low
+    (> low when ``low_open``); ValueError naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a real number, got {value!r} of type "
+                         f"{type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value < low or (low_open and value == low):
+        bound = f"> {low}" if low_open else f">= {low}"
+        raise ValueError(f"{name}: expected a finite number {bound}, got {value!r}")
+    return value
+
+
+def as_count(value, name, low=0):
+    """``value`` (a Python or NumPy integer, not a bool) as an int >= low; ValueError
+    naming ``name`` otherwise (2.5 or "3" are refused, not truncated or parsed)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}: expected an integer, got {value!r} of type "
+                         f"{type(value).__name__}")
+    if value < low:
+        raise ValueError(f"{name}: expected an integer >= {low}, got {value}")
+    return int(value)
+
+
 def as_bounds(lower, upper, n, name):
     """(lower, upper) as two float64 arrays of shape (n,) from scalars or (n,)
     vectors: no NaN (+-inf means unbounded), lower <= upper.  ValueError names

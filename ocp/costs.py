@@ -27,7 +27,7 @@ import numpy as np
 from numba import prange
 
 from ..dynamics.config import inline_kernel, kernel, num_threads, parallel_kernel
-from ..dynamics.validation import as_bounds
+from ..dynamics.validation import as_bounds, as_real
 from .residuals import structure_key
 
 QUADRATIC, WEIGHTED, BARRIER, SMOOTH1, SMOOTH2 = range(5)
@@ -83,9 +83,7 @@ class Smooth1Norm(Activation):
     code = SMOOTH1
 
     def __init__(self, eps=1e-6):
-        if eps <= 0:
-            raise ValueError("Smooth1Norm: eps must be positive")
-        self.eps = float(eps)
+        self.eps = as_real(eps, "eps", 0.0, low_open=True)
 
     def parameters(self, nr):
         out = np.zeros((3, nr))
@@ -246,9 +244,7 @@ class Cost:
 
     @weight.setter
     def weight(self, value):
-        value = float(value)
-        if not np.isfinite(value) or value < 0:
-            raise ValueError(f"cost weight must be finite and non-negative, got {value}")
+        value = as_real(value, "weight", 0.0)
         self._weight = value
         live = []
         for ref, start, stop in self._bound:

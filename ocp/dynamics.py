@@ -26,6 +26,7 @@ from ..dynamics.config import num_threads
 from ..dynamics.derivative_lanes import aba_tiles, aba_tiles_workspace
 from ..dynamics.native import callee_address
 from ..dynamics.model import FREE_FLYER
+from ..dynamics.validation import as_float_array, as_vector, check_model
 from .state import StateMultibody, StateVector
 from .step import SCHEME_CODES, step_workspace
 from .trial import NO_PROGRESS, no_kinematics, no_points, rollout_free, rollout_python
@@ -35,9 +36,11 @@ class Actuation:
     """tau = B u with B (nv, nu)."""
 
     def __init__(self, B):
-        self.B = np.ascontiguousarray(np.asarray(B, dtype=float))
+        self.B = np.ascontiguousarray(as_float_array(B, "actuation matrix B"))
         if self.B.ndim != 2:
             raise ValueError(f"actuation matrix must be 2-D (nv, nu), got {self.B.shape}")
+        if not np.all(np.isfinite(self.B)):
+            raise ValueError("actuation matrix B: contains NaN or inf")
         self.nv, self.nu = self.B.shape
 
     def structure_key(self):
@@ -46,6 +49,7 @@ class Actuation:
     @classmethod
     def full(cls, model):
         """Every dof actuated: B = I, nu = nv."""
+        check_model(model)
         return cls(np.eye(model.nv))
 
     @classmethod
@@ -102,6 +106,7 @@ def _serial_or_parallel(serial, parallel, dynamics, *args):
 def setup_multibody(dynamics, model, actuation, armature, damping):
     """The attributes every multibody dynamics shares: model, state, actuation, nu,
     arrays (the model's, with the armature replaced when given), damping."""
+    check_model(model)
     dynamics.model = model
     dynamics.state = StateMultibody(model)
     dynamics.actuation = actuation
@@ -110,12 +115,10 @@ def setup_multibody(dynamics, model, actuation, armature, damping):
     dynamics.nu = actuation.nu
     dynamics.arrays = model.arrays
     if armature is not None:
-        armature = np.asarray(armature, dtype=float).reshape(model.nv)
-        if np.any(armature < 0):
-            raise ValueError("armature must be non-negative")
+        armature = as_vector(armature, model.nv, "armature", nonnegative=True)
         dynamics.arrays = model.with_changes(armature=armature).arrays
-    dynamics.damping = np.zeros(model.nv) if damping is None else np.asarray(
-        damping, dtype=float).reshape(model.nv)
+    dynamics.damping = (np.zeros(model.nv) if damping is None
+                        else as_vector(damping, model.nv, "damping"))
     dynamics.multibody = True
 
 

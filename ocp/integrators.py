@@ -91,7 +91,10 @@ class Integrator:
         if scheme not in INTEGRATORS:
             raise ValueError(f"unknown integrator {scheme!r}; expected one of {INTEGRATORS}")
         scheme = ALIASES.get(scheme, scheme)
-        dt = float(dt)
+        try:
+            dt = float(dt)
+        except (TypeError, ValueError):     # None, a list, a word
+            raise ValueError(f"dt must be a positive number, got {dt!r}") from None
         if not np.isfinite(dt) or dt <= 0.0:
             raise ValueError(f"dt must be a positive number, got {dt}")
         if scheme == "euler" and getattr(dynamics.state, "nv", None) is None:

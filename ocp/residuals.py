@@ -32,7 +32,7 @@ from ..dynamics.liegroup_derivatives import (_N_SCRATCH, _difference_stack, _lie
                                               _scratch, _se3_jr_inverse, _so3_jr_inverse)
 from ..dynamics.liegroups import log3_quaternion
 from ..dynamics.rnea_derivatives import rnea_derivatives
-from ..dynamics.validation import check_frame
+from ..dynamics.validation import as_count, check_frame
 from .state import StateMultibody
 
 FRAME_LOCAL, FRAME_WORLD, FRAME_LOCAL_WORLD_ALIGNED = 0, 1, 2
@@ -227,7 +227,7 @@ class ControlResidual(Residual):
     depends_on_state = False
 
     def __init__(self, nu, reference=None):
-        self.nr = int(nu)
+        self.nr = as_count(nu, "nu")
         self.reference = np.zeros(self.nr) if reference is None else np.asarray(reference, float)
 
     def create_data(self, K, ndx, nu):

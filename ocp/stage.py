@@ -34,7 +34,7 @@ from ..dynamics.validation import as_bounds
 from .dynamics import FreeDynamics
 from .fused import (CALC, COSTS, DIFF, TRIAL, FusedPhase, cost_steps, interpreted,
                     kinematics_step, output_arrays, outputs_tuple)
-from .costs import chain_stage_point
+from .costs import Constraint, Cost, chain_stage_point
 from .integrators import Integrator
 from .residuals import JACOBIANS, attributes_key, structure_key
 from .state import StateMultibody
@@ -186,7 +186,19 @@ def _chain_stage_point(data, j, mixed):
     chain_stage_point(scratch[0], idata.points_x[j], idata.points_u[j], mixed, *scratch[1:])
 
 
+def _term_list(terms, name):
+    """``terms`` (an iterable of Cost or Constraint objects) as a list."""
+    if isinstance(terms, (Cost, Constraint)) or not hasattr(terms, "__iter__"):
+        raise ValueError(f"{name}: expected a list of terms, got {type(terms).__name__}")
+    return list(terms)
+
+
 def _check_terms(costs, constraints, multibody, terminal):
+    for name, terms, kind in (("costs", costs, Cost), ("constraints", constraints, Constraint)):
+        for k, term in enumerate(terms):
+            if not isinstance(term, kind):
+                raise ValueError(f"{name}[{k}]: expected a {kind.__name__} (a residual "
+                                 f"wrapped in one), got {type(term).__name__}")
     for term in list(costs) + list(constraints):
         residual = term.residual
         if residual.needs_kinematics and not multibody:
@@ -237,6 +249,9 @@ class StageModel:
 
     def __init__(self, dynamics, costs=(), constraints=(), dt=0.01, integrator=None,
                  control_bounds=None, name="running", state_bounds=None, cost_quadrature=True):
+        if not (hasattr(dynamics, "state") and hasattr(dynamics, "nu")):
+            raise ValueError("dynamics: expected FreeDynamics, ContactDynamics, "
+                             f"CustomDynamics or the like, got {type(dynamics).__name__}")
         self.dynamics = dynamics
         self.state = dynamics.state
         self.nu = dynamics.nu
@@ -249,8 +264,8 @@ class StageModel:
                              f"needs {required!r} (x' = x (+) dt f: a jump)")
         self.integrator = Integrator(dynamics, dt, integrator)
         self.dt = self.integrator.dt
-        self.costs = list(costs)
-        self.constraints = list(constraints)
+        self.costs = _term_list(costs, "costs")
+        self.constraints = _term_list(constraints, "constraints")
         _check_terms(self.costs, self.constraints, dynamics.multibody, False)
         self.name = name
         if control_bounds is None:
@@ -592,8 +607,8 @@ class TerminalModel:
             state = StateMultibody(state_or_model)
         self.state = state
         self.multibody = isinstance(state, StateMultibody)
-        self.costs = list(costs)
-        self.constraints = list(constraints)
+        self.costs = _term_list(costs, "costs")
+        self.constraints = _term_list(constraints, "constraints")
         _check_terms(self.costs, self.constraints, self.multibody, True)
         self.name = name
         self.dt = 1.0

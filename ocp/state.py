@@ -21,7 +21,7 @@ from ..dynamics.liegroup_derivatives import (_difference_stack, _lie_block, _lie
                                              _load_twist, _scratch)
 from ..dynamics.liegroups import _integrate, neutral
 from ..dynamics.model import FREE_FLYER, PLANAR, SPHERICAL
-from ..dynamics.validation import as_configurations, as_stack
+from ..dynamics.validation import as_configurations, as_count, as_stack, check_model
 
 
 class StateVector:
@@ -32,7 +32,11 @@ class StateVector:
     flat = True     # integrate/difference Jacobians are identities
 
     def __init__(self, nx, nq=None):
-        self.nx = self.ndx = int(nx)
+        self.nx = self.ndx = as_count(nx, "nx", 1)
+        if nq is not None:
+            nq = as_count(nq, "nq")
+            if nq > self.nx:
+                raise ValueError(f"nq: expected at most nx = {self.nx} positions, got {nq}")
         self.nq = nq
         self.nv = None if nq is None else self.nx - nq
 
@@ -79,6 +83,7 @@ class StateMultibody:
     """x = (q, v) of ``model``; tangent dx = (dq, dv), ndx = 2 nv."""
 
     def __init__(self, model):
+        check_model(model)
         self.model = model
         self.nq, self.nv = model.nq, model.nv
         self.nx = self.nq + self.nv

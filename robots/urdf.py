@@ -333,6 +333,9 @@ def _parse_joint(element, strict):
 # ---------------------------------------------------------------- document
 def _read_xml(text, source):
     """Root element of an XML document; syntax errors name the line."""
+    if not isinstance(text, (str, bytes)):
+        raise URDFError(f"{source}: expected the XML text (a str or bytes), got "
+                        f"{type(text).__name__}")
     try:
         return ElementTree.fromstring(text)
     except ParseError as error:

@@ -32,6 +32,8 @@ from ..ocp.dynamics import Actuation
 from ..dynamics.constrained_dynamics import (_constraint_dynamics_state, _settings,
                                              constrained_workspace)
 from ..dynamics.constraints import as_constraint_set
+from ..dynamics.validation import as_real, as_vector, check_joint, check_model
+from ..ocp.problem import ShootingProblem
 from ..ocp.step import SCHEME_CODES, _state_integrate, free_step, step_workspace
 from ..ocp.trial import trial_control
 from .ddp import DDP, FDDP, SolverResult
@@ -64,8 +66,16 @@ class MPC:
 
     def __init__(self, problem, solver=FDDP, max_iter=1, time_budget=None, use_feedback=False,
                  update_references=None):
+        if not isinstance(problem, ShootingProblem):
+            raise ValueError(f"problem: expected a ShootingProblem, got {type(problem).__name__}")
         self.problem = problem
         self.solver = solver(problem) if isinstance(solver, type) else solver
+        if getattr(self.solver, "problem", None) is not problem:
+            raise ValueError("solver: expected a solver class or a solver built on this "
+                             f"problem, got {self.solver!r}")
+        if update_references is not None and not callable(update_references):
+            raise ValueError("update_references: expected a callable(problem, t), got "
+                             f"{update_references!r}")
         self.max_iter, self.time_budget = check_solve_arguments(max_iter, time_budget)
         self.use_feedback = use_feedback
         self.update_references = update_references
@@ -254,11 +264,20 @@ class Simulator:
 
     def __init__(self, model, dt=1e-3, actuation=None, damping=None, pushes=(),
                  constraints=None, mu=0.0, max_iterations=1, accuracy=1e-12):
+        check_model(model)
         self.model = model
-        self.dt = float(dt)
+        # checked here, not per step: the compiled plant reads them without bounds checks
+        self.dt = as_real(dt, "dt", 0.0, low_open=True)
         self.actuation = Actuation.full(model) if actuation is None else actuation
-        self.damping = np.zeros(model.nv) if damping is None else np.asarray(damping, float)
-        self.pushes = list(pushes)
+        if not isinstance(self.actuation, Actuation) or self.actuation.nv != model.nv:
+            shape = getattr(getattr(self.actuation, "B", None), "shape", None)
+            raise ValueError(f"actuation: expected an Actuation of {model.nv} rows (the "
+                             f"model's nv), got {type(self.actuation).__name__} of B shape "
+                             f"{shape}")
+        self.damping = (np.zeros(model.nv) if damping is None
+                        else as_vector(damping, model.nv, "damping"))
+        self.pushes = [_checked_push(model, push, f"pushes[{i}]")
+                       for i, push in enumerate(pushes)]
         self._ws = step_workspace(model.arrays, model.nq + model.nv)
         self._data = model.create_data()
         self.constraints = None
@@ -307,6 +326,10 @@ class Simulator:
 
     def step(self, x, u, duration, t=0.0):
         """The state after applying u for ``duration`` seconds from x at time t."""
+        model = self.model
+        x = as_vector(x, model.nq + model.nv, "x")
+        u = as_vector(u, self.actuation.nu, "u")
+        duration = as_real(duration, "duration", 0.0)
         n = max(1, int(round(duration / self.dt)))
         if self.constraints is not None:
             return self._step_constrained(x, u, duration, t, n)
@@ -315,6 +338,17 @@ class Simulator:
                   np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(u, dtype=float),
                   self.external_forces(x, t), out, self._ws)
         return out
+
+
+def _checked_push(model, push, name):
+    """A :class:`Push` whose joint exists and whose force, start and duration are
+    finite: the plant indexes its joint's placement in compiled code."""
+    if not isinstance(push, Push):
+        raise ValueError(f"{name}: expected a Push, got {type(push).__name__}")
+    return Push(joint=check_joint(model, push.joint, f"{name}.joint"),
+                force=as_vector(push.force, 3, f"{name}.force"),
+                start=as_real(push.start, f"{name}.start"),
+                duration=as_real(push.duration, f"{name}.duration", 0.0))
 
 
 @dataclass
@@ -336,6 +370,8 @@ class MPCLog:
 
 def run_mpc(mpc, simulator, x0, duration, dt_control, progress=True):
     """Close the loop for ``duration`` seconds with a control period ``dt_control``."""
+    duration = as_real(duration, "duration", 0.0)
+    dt_control = as_real(dt_control, "dt_control", 0.0, low_open=True)
     steps = int(round(duration / dt_control))
     x = np.asarray(x0, dtype=float).copy()
     xs, us, solve_times, iterations, costs = [x.copy()], [], [], [], []
