@@ -34,7 +34,7 @@ import numpy as np
 from ..dynamics.config import kernel, num_threads
 from ..dynamics.liegroups import difference_state
 from ..dynamics.model_ref import model_arrays, model_ref
-from ..dynamics.validation import as_float_array
+from ..dynamics.validation import as_count, as_float_array
 from .dynamics import FreeDynamics
 from .fused import CALC, DIFF
 from .horizon import FOLLOW_WAITED, chunk_program, horizon_evaluation, terminal_knot
@@ -565,9 +565,8 @@ class ShootingProblem:
 
     @nthreads.setter
     def nthreads(self, value):
-        count = int(value)
-        if count < 1:
-            raise ValueError(f"nthreads must be at least 1, got {value}")
+        # an integer >= 1 (2.5 was truncated to 2, "2" parsed, None a TypeError: fz35)
+        count = as_count(value, "nthreads", 1)
         if getattr(self, "_speculation", None) is not None:
             self._discard_speculation()
         self._nthreads = count

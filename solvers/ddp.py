@@ -142,6 +142,10 @@ class DDP:
     def __init__(self, problem, th_stop=1e-9, th_grad=1e-12, th_acceptstep=0.1, reg_init=1e-9,
                  reg_min=1e-9, reg_max=1e9, reg_factor=10.0, th_stepinc=0.01, th_stepdec=0.5,
                  alphas=None):
+        if not all(hasattr(problem, name) for name in ("N", "ndx", "nu", "calc", "calc_diff")):
+            # a ShootingProblem (or one that behaves as it); None or a stage raised an
+            # AttributeError from inside (fz35)
+            raise ValueError(f"problem: expected a ShootingProblem, got {type(problem).__name__}")
         self.problem = problem
         self.th_stop, self.th_grad = th_stop, th_grad
         self.th_acceptstep = th_acceptstep

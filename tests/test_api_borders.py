@@ -207,3 +207,18 @@ def test_ocp_constructors_refuse_bad_arguments(ur5, label, build, match):
     model, _ = ur5
     with pytest.raises(ValueError, match=match):
         build(model)
+
+
+def test_nthreads_and_the_solvers_problem_are_checked(ur5):
+    """nthreads 2.5 was truncated to 2 and "2" parsed; FDDP(None) or FDDP(stage) raised
+    an AttributeError from inside (fz35's findings, mended by the lead)."""
+    problem = _problem(*ur5)
+    for value in (2.5, "2", None, 0, True):
+        with pytest.raises(ValueError, match="nthreads"):
+            problem.nthreads = value
+    problem.nthreads = 2
+    assert problem.nthreads == 2
+    problem.nthreads = 1
+    for value in (None, "problem", problem.running_models[0]):
+        with pytest.raises(ValueError, match="problem"):
+            FDDP(value)
