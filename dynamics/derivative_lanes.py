@@ -46,9 +46,9 @@ from .batch_lanes import (_as_configuration_stack, _as_lanes, _as_lanes_configur
 from .borrowed import borrowed_all
 from .config import inline_kernel, kernel
 from .lane_tiles import (TILE, T6, T9, T10, T36, UT, UT1, UT2, UT3, UT4, UT5, UT6, UT7, UT8, UT9,
-                         active_width, add_first_lanes, bounded_width, dinv_times_first_lanes,
-                         fill_first_lanes, fill_lanes, force_cross_first_lanes, load_six_lanes,
-                         load_state_tiles, load_tile, motion_cross_first_lanes, store_six_lanes,
+                         active_width, add_first_lanes, dinv_times_first_lanes, fill_first_lanes,
+                         fill_lanes, force_cross_first_lanes, load_six_lanes, load_state_tiles,
+                         load_tile, motion_cross_first_lanes, store_six_lanes,
                          store_six_sum_lanes, store_symmetric_tile, store_tile, tile_workspace,
                          aligned_empty)
 from .validation import check_invertible
@@ -133,7 +133,6 @@ def _dot6_lanes(x, bx, y, by, s):
 def _velocities_lanes(m, vt, wd, width):
     """ov_i = ov_par + J_i dq_i, cJ_i = ov_i x (J_i dq_i), h_i = Yw_i ov_i and the bias
     force pA_i = ov_i x* h_i of every body (the world frame), every lane."""
-    width = bounded_width(width)
     J, Yw, ov, cJ, pA, h, w = wd[2], wd[3], wd[6], wd[7], wd[8], wd[10], wd[28]
     fill_first_lanes(ov, 0, 6, 0.0, width)
     for i in range(1, m.njoints):
@@ -149,7 +148,6 @@ def _velocities_lanes(m, vt, wd, width):
 @kernel
 def _accelerations_lanes(m, at, wd, width):
     """oa_i = oa_par + cJ_i + J_i ddq_i (gravity included, oa_0 = -g), every lane."""
-    width = bounded_width(width)
     J, cJ, oa = wd[2], wd[7], wd[9]
     for r in range(6):
         fill_first_lanes(oa, r * TILE, 1, -m.gravity[r], width)
@@ -164,7 +162,6 @@ def _accelerations_lanes(m, at, wd, width):
 @kernel
 def _articulated_init_lanes(m, wd, width):
     """IA_i = Yw_i as a 6x6 matrix [m 1, -[h]x; [h]x, I] (upper triangle), every lane."""
-    width = bounded_width(width)
     Yw, IA = wd[3], wd[5]
     for i in range(1, m.njoints):
         C, A = np.uint64(i * T10), np.uint64(i * T36)
@@ -237,7 +234,6 @@ def _store_symmetric(X, A, s, y00, y01, y02, y03, y04, y05, y11, y12, y13, y14, 
 def _projection_lanes(m, i, taut, with_bias, wd, width):
     """U_c = IA_i J_c for the dofs c of joint i, D = J^T U + armature, Dinv = D^-1 and
     (with_bias) u = tau_i - J_i^T pA_i, every lane."""
-    width = bounded_width(width)
     J, IA, pA, U, Dinv, u, D, work, pf = (wd[2], wd[5], wd[8], wd[13], wd[14], wd[15],
                                           wd[24], wd[25], wd[29])
     iv, nvi = m.idx_v[i], m.nvs[i]
@@ -275,7 +271,6 @@ def _projection_lanes(m, i, taut, with_bias, wd, width):
 def _hand_to_parent_world_lanes(m, i, with_bias, wd, width):
     """Ia = IA_i - U Dinv U^T; IA_par += Ia and (with_bias) pA_par += pA_i + Ia c_i
     + U Dinv u_i, every lane (world frame: no transform)."""
-    width = bounded_width(width)
     IA, cJ, pA, U, Dinv, u, UD, Ia = wd[5], wd[7], wd[8], wd[13], wd[14], wd[15], wd[26], wd[27]
     iv, nvi, par = m.idx_v[i], m.nvs[i], m.parents[i]
     A, Ap = np.uint64(i * T36), np.uint64(par * T36)
@@ -351,7 +346,6 @@ def _aba_backward_world_lanes(m, taut, with_bias, wd, width):
 @kernel
 def _aba_forward_world_lanes(m, ddqt, wd, width):
     """oa_i = oa_par + c_i, ddq_i = Dinv (u_i - U^T oa_i), oa_i += J_i ddq_i, every lane."""
-    width = bounded_width(width)
     J, cJ, oa, U, Dinv, u, e = wd[2], wd[7], wd[9], wd[13], wd[14], wd[15], wd[28]
     for r in range(6):
         fill_first_lanes(oa, r * TILE, 1, -m.gravity[r], width)
@@ -380,7 +374,6 @@ def _minverse_backward_lanes(m, wd, Minv, rows, width):
     updates), then F[subtree] += U_i Minv[i, subtree] (not at the children of the
     universe); :func:`.minverse._minverse_backward_pass` in every lane.  Every entry
     of the upper triangle is written here, so M^-1 needs no zeroing beforehand."""
-    width = bounded_width(width)
     J, U, Dinv, F, w = wd[2], wd[13], wd[14], wd[22], wd[28]
     nv = m.nv
     for i in range(m.njoints - 1, 0, -1):
@@ -429,7 +422,6 @@ def _minverse_forward_lanes(m, wd, Minv, rows, width):
     deeper in its subtree (depth-first order), so a level is overwritten only once no
     descendant reads it; this keeps the columns in the caches (talos: 4.6 MB per tile
     per joint, a few hundred kB per depth)."""
-    width = bounded_width(width)
     J, U, Dinv, A, w = wd[2], wd[13], wd[14], wd[23], wd[28]
     nv = m.nv
     depth = np.zeros(m.njoints, dtype=np.int64)
@@ -470,7 +462,6 @@ def _minverse_lower_lanes(nv, Minv, width):
     """The lower triangle of the tile's M^-1 = its upper triangle, every lane (for the
     products dFD = -M^-1 dID, which read whole rows; M^-1 alone is stored from the
     upper triangle, :func:`_minverse_lanes`)."""
-    width = bounded_width(width)
     for r in range(nv):
         for c in range(r):
             O, P = np.uint64((r * nv + c) * TILE), np.uint64((c * nv + r) * TILE)
@@ -482,7 +473,6 @@ def _minverse_lower_lanes(nv, Minv, width):
 def _minverse_sweeps_lanes(m, wd, Minv, rows, width):
     """The upper triangle of M^-1 from ABA's U and D^-1 of the tile (F zeroed first)
     into Minv, entry (r, c) at (rows[r] + c) T (:func:`_minverse_rows`)."""
-    width = bounded_width(width)
     fill_first_lanes(wd[22], 0, 6 * m.nv, 0.0, width)
     _minverse_backward_lanes(m, wd, Minv, rows, width)
     _minverse_forward_lanes(m, wd, Minv, rows, width)
@@ -606,7 +596,6 @@ def _derivative_columns_lanes(m, bias_in_f, wd, width):
     """Per dof d: u_d = v_par x J_d, alpha_d = a_par x J_d + v_par x u_d, gamma_d =
     (v_i + v_par) x J_d (2 u_d for a 1-dof joint); per body B_i (Bcrb, 12 numbers) and
     f_i = Yw_i a_i + (bias_in_f: f_i on entry, else v_i x* h_i), every lane."""
-    width = bounded_width(width)
     J, Yw, ov, oa, h, f, Bcrb, uc, ac, gc, w = (wd[2], wd[3], wd[6], wd[9], wd[10], wd[11],
                                                 wd[12], wd[16], wd[17], wd[18], wd[28])
     for i in range(1, m.njoints):
@@ -675,7 +664,6 @@ def _supported_rows_lanes(m, i, c, at, with_mass_matrix, wd, taut, width):
     """Row c (a dof of joint i) against every dof d of i and its ancestors, and tau_c:
     dq[c, d] = (Ycrb J_c) . alpha_d + (Bcrb^T J_c) . u_d, dv[c, d] = (Ycrb J_c) . gamma_d
     + (Bcrb^T J_c) . J_d, M[c, d] = (Ycrb J_c) . J_d, every lane."""
-    width = bounded_width(width)
     J, Ycrb, f, Bcrb, uc, ac, gc, Mt, dq, dv, y = (wd[2], wd[4], wd[11], wd[12], wd[16],
                                                    wd[17], wd[18], wd[19], wd[20], wd[21],
                                                    wd[30])
@@ -725,7 +713,6 @@ def _supporting_columns_lanes(m, i, d, wd, width):
     """Column d (a dof of joint i) against every dof c of the strict ancestors of i:
     dq[c, d] = J_c . (J_d x* f_i + Ycrb alpha_d + Bcrb u_d), dv[c, d] = J_c . (Ycrb
     gamma_d + Bcrb J_d), every lane."""
-    width = bounded_width(width)
     J, Ycrb, f, Bcrb, uc, ac, gc, dq, dv, y = (wd[2], wd[4], wd[11], wd[12], wd[16], wd[17],
                                                wd[18], wd[20], wd[21], wd[30])
     nv = m.nv
@@ -768,7 +755,6 @@ def _rnea_derivatives_backward_lanes(m, at, with_mass_matrix, wd, taut, width):
     """tau (at a), dq, dv and (with_mass_matrix) M; Ycrb, Bcrb and f become the
     composites of the subtrees (dq, dv zeroed first: the entries of dofs on different
     branches are not written)."""
-    width = bounded_width(width)
     Ycrb, f, Bcrb = wd[4], wd[11], wd[12]
     fill_first_lanes(wd[20], 0, m.nv * m.nv, 0.0, width)
     fill_first_lanes(wd[21], 0, m.nv * m.nv, 0.0, width)
@@ -810,7 +796,6 @@ def _negative_products_lanes(nv, related, Minv, X, Y, out_X, out_Y, width):
     block of X and Y (12 kB) stays in L1 while they pass, where a loop over the terms
     inside the rows streams all of X and Y once per row (talos, nv = 38: 1.5 MB,
     from L3, 38 times per tile)."""
-    width = bounded_width(width)
     for c0 in range(0, nv, 3):
         n = min(3, nv - c0)
         first = True

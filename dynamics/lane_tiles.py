@@ -500,19 +500,6 @@ def active_width(n):
 
 
 @inline_kernel
-def bounded_width(width):
-    """``width`` (from :func:`active_width`) as min(width, UT): the same lanes, but a lane
-    loop ``range(width)`` of the kernel that takes it then has a trip count LLVM knows is at
-    most TILE, and it compiles a full tile's loops as it did the constant ``range(UT)``
-    (without the bound, a run-time width cost a full 64-lane tile 4-8%: the small loops of
-    the M^-1 sweeps, the RNEA-derivative backward pass and -M^-1 dID; a loop
-    ``M[o + s] -= D[d + s] * w[w0 + s]``: 5.9 ns at width 64 unbounded, 5.1 ns bounded or
-    constant, and 2.7 ns at width 8 either way).  Each kernel that receives a width
-    applies it once (a separately compiled kernel does not see its caller's bound)."""
-    return min(width, UT)
-
-
-@inline_kernel
 def dinv_times_lanes(Dinv, iv, nvi, e, out):
     """:func:`dinv_times_first_lanes` in every lane."""
     dinv_times_first_lanes(Dinv, iv, nvi, e, out, UT)
