@@ -867,10 +867,20 @@ def _four_terms_lanes(nv, Minv, X, Y, out_X, out_Y, O, r, c0, k0, first, width):
 def _world_tile(m, qt, vt, ws, wd, Yc, width):
     """Placements, J, the world inertias (Yw and a copy as Ycrb), velocities, c, h, pA."""
     _crba_forward_pass_lanes(m, qt, ws, wd[0], wd[1], wd[2], wd[3], Yc)
-    Yw, Ycrb = wd[3], wd[4]
-    for k in range(m.njoints * T10):
-        Ycrb[k] = Yw[k]
+    _copy_first_lanes(wd[3], wd[4], m.njoints * 10, width)  # Ycrb = Yw
     _velocities_lanes(m, vt, wd, width)
+
+
+@inline_kernel
+def _copy_first_lanes(source, out, rows, width):
+    """The first ``width`` lanes of ``rows`` tile rows of source into out: the lanes past
+    the width are read by no lane loop of that width (:func:`.lane_tiles.active_width`),
+    so a short tile copies only its own (ur5, a 1-state tile: 7 x 10 rows of 8 lanes
+    instead of 64)."""
+    for r in range(rows):
+        R = np.uint64(r * TILE)
+        for s in range(width):
+            out[R + s] = source[R + s]
 
 
 @kernel
@@ -894,9 +904,8 @@ def _aba_tile(m, with_derivatives, work, width):
     ws, wd, Yc, qt, vt, taut, ddqt, tau_id, out_q, out_v, related, rows = work
     _world_tile(m, qt, vt, ws, wd, Yc, width)
     if with_derivatives:
-        f, pA = wd[11], wd[8]
-        for k in range(m.njoints * T6):
-            f[k] = pA[k]  # the bias forces, before the backward pass
+        _copy_first_lanes(wd[8], wd[11], m.njoints * 6, width)  # f = pA: the bias forces,
+        # before the backward pass
     _articulated_init_lanes(m, wd, width)
     _aba_backward_world_lanes(m, taut, True, wd, width)
     _aba_forward_world_lanes(m, ddqt, wd, width)
