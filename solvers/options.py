@@ -9,6 +9,8 @@ import numbers
 
 import numpy as np
 
+from ..dynamics.validation import as_count
+
 
 def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=False):
     """``value`` as a float in [low, high] (or (low, high] when ``low_open``)."""
@@ -27,12 +29,10 @@ def _number(value, name, low=-np.inf, high=np.inf, low_open=False, allow_inf=Fal
 def _integer(value, name, low=0):
     """``value`` as an int >= ``low``: an integral number (Python's or numpy's), not a
     bool, a float or a string (``int(2.5)`` would truncate silently, ``int(inf)`` raise
-    an OverflowError that names nothing)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} = {value!r}: expected an integer >= {low}")
-    return int(value)
+    an OverflowError that names nothing): the dynamics layer's
+    :func:`~geppetto.dynamics.validation.as_count`, one check for the model builder's,
+    the OCP constructors' and the solvers' counts."""
+    return as_count(value, name, low)
 
 
 def check_options(solver):
